@@ -1,0 +1,52 @@
+package llama
+
+import (
+	"encoding/binary"
+	"math"
+	"math/rand/v2"
+
+	"github.com/tapml/tapml/ir"
+)
+
+// RandomWeights returns deterministic random f32 weights for c: linear and
+// embedding weights uniform in ±1/√(in), norm weights 1. The same seed
+// gives the same bytes on every machine (math/rand/v2's PCG).
+func RandomWeights(c Config, seed uint64) map[string]ir.WeightSource {
+	r := rand.New(rand.NewPCG(seed, 0x7461706d6c)) // "tapml"
+	out := map[string]ir.WeightSource{}
+	for _, ns := range c.WeightShapes() {
+		n := 1
+		for _, d := range ns.Shape {
+			n *= d
+		}
+		buf := make([]byte, 4*n)
+		if len(ns.Shape) == 1 {
+			for i := 0; i < n; i++ {
+				binary.LittleEndian.PutUint32(buf[4*i:], math.Float32bits(1))
+			}
+		} else {
+			bound := 1 / math.Sqrt(float64(ns.Shape[len(ns.Shape)-1]))
+			for i := 0; i < n; i++ {
+				v := float32((2*r.Float64() - 1) * bound)
+				binary.LittleEndian.PutUint32(buf[4*i:], math.Float32bits(v))
+			}
+		}
+		out[ns.Name] = ir.BytesSource(buf)
+	}
+	return out
+}
+
+// Tiny is the configuration of the built-in model that `tapmlc run` uses
+// when no model is given: small enough to build in milliseconds, shaped like
+// a real LLaMA (GQA, SwiGLU) over a byte-level vocabulary.
+var Tiny = Config{Dim: 64, HiddenDim: 172, Layers: 2, Heads: 8, KVHeads: 4, Vocab: 259, MaxSeq: 256,
+	NormEps: 1e-5, RopeTheta: 10000, RopeStyle: "interleaved", TiedEmbeddings: true}
+
+// Stories15M is the shape of llama2.c's stories15M (vocab 32000), used by
+// benchmarks with random weights.
+var Stories15M = Config{Dim: 288, HiddenDim: 768, Layers: 6, Heads: 6, KVHeads: 6, Vocab: 32000, MaxSeq: 256,
+	NormEps: 1e-5, RopeTheta: 10000, RopeStyle: "interleaved", TiedEmbeddings: true}
+
+// TinyLlama is the shape of TinyLlama-1.1B, used by GPU benchmarks.
+var TinyLlama = Config{Dim: 2048, HiddenDim: 5632, Layers: 22, Heads: 32, KVHeads: 4, Vocab: 32000, MaxSeq: 2048,
+	NormEps: 1e-5, RopeTheta: 10000, RopeStyle: "half", TiedEmbeddings: false}

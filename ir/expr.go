@@ -1,0 +1,138 @@
+package ir
+
+import (
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+)
+
+// Expr is the body of a fused_elementwise node: a term over the node's
+// inputs ($0, $1, ...), float constants and elementwise ops, such as
+// "mul(silu($0), $1)". Code generators walk it to emit one kernel.
+type Expr struct {
+	Op    string  // an op of UnaryOps or BinaryOps; "" for a leaf
+	Args  []*Expr // the op's operands
+	Input int     // for an input leaf: its index; -1 otherwise
+	Const float64 // for a constant leaf (Op == "" and Input < 0)
+}
+
+// IsInput reports whether e is an input leaf.
+func (e *Expr) IsInput() bool { return e.Op == "" && e.Input >= 0 }
+
+// IsConst reports whether e is a constant leaf.
+func (e *Expr) IsConst() bool { return e.Op == "" && e.Input < 0 }
+
+// MaxInput returns the largest input index used, or -1.
+func (e *Expr) MaxInput() int {
+	if e.IsInput() {
+		return e.Input
+	}
+	m := -1
+	for _, a := range e.Args {
+		m = max(m, a.MaxInput())
+	}
+	return m
+}
+
+func (e *Expr) String() string {
+	switch {
+	case e.IsInput():
+		return "$" + strconv.Itoa(e.Input)
+	case e.IsConst():
+		return strconv.FormatFloat(e.Const, 'g', -1, 64)
+	}
+	parts := make([]string, len(e.Args))
+	for i, a := range e.Args {
+		parts[i] = a.String()
+	}
+	return e.Op + "(" + strings.Join(parts, ", ") + ")"
+}
+
+// ParseExpr parses the expression syntax of fused_elementwise.
+func ParseExpr(s string) (*Expr, error) {
+	p := &exprParser{s: s}
+	e, err := p.expr(0)
+	if err != nil {
+		return nil, fmt.Errorf("expr %q: %w", s, err)
+	}
+	p.space()
+	if p.i != len(p.s) {
+		return nil, fmt.Errorf("expr %q: unexpected %q at offset %d", s, p.s[p.i:], p.i)
+	}
+	return e, nil
+}
+
+type exprParser struct {
+	s string
+	i int
+}
+
+func (p *exprParser) space() {
+	for p.i < len(p.s) && p.s[p.i] == ' ' {
+		p.i++
+	}
+}
+
+func (p *exprParser) expr(depth int) (*Expr, error) {
+	if depth > 64 {
+		return nil, fmt.Errorf("nested too deeply")
+	}
+	p.space()
+	if p.i >= len(p.s) {
+		return nil, fmt.Errorf("unexpected end")
+	}
+	start := p.i
+	if p.s[p.i] == '$' {
+		p.i++
+		for p.i < len(p.s) && p.s[p.i] >= '0' && p.s[p.i] <= '9' {
+			p.i++
+		}
+		n, err := strconv.Atoi(p.s[start+1 : p.i])
+		if err != nil || n > 1<<16 {
+			return nil, fmt.Errorf("bad input reference %q at offset %d", p.s[start:p.i], start)
+		}
+		return &Expr{Input: n}, nil
+	}
+	for p.i < len(p.s) && strings.IndexByte("(), ", p.s[p.i]) < 0 {
+		p.i++
+	}
+	word := p.s[start:p.i]
+	if p.i < len(p.s) && p.s[p.i] == '(' {
+		arity := 0
+		if slices.Contains(UnaryOps, word) {
+			arity = 1
+		} else if slices.Contains(BinaryOps, word) {
+			arity = 2
+		} else {
+			return nil, fmt.Errorf("%q is not an elementwise op", word)
+		}
+		p.i++
+		e := &Expr{Op: word, Input: -1}
+		for k := 0; k < arity; k++ {
+			if k > 0 {
+				p.space()
+				if p.i >= len(p.s) || p.s[p.i] != ',' {
+					return nil, fmt.Errorf("%s takes %d operands (offset %d)", word, arity, p.i)
+				}
+				p.i++
+			}
+			a, err := p.expr(depth + 1)
+			if err != nil {
+				return nil, err
+			}
+			e.Args = append(e.Args, a)
+		}
+		p.space()
+		if p.i >= len(p.s) || p.s[p.i] != ')' {
+			return nil, fmt.Errorf("%s takes %d operands; missing ')' at offset %d", word, arity, p.i)
+		}
+		p.i++
+		return e, nil
+	}
+	v, err := strconv.ParseFloat(word, 64)
+	if err != nil {
+		return nil, fmt.Errorf("bad constant %q at offset %d", word, start)
+	}
+	return &Expr{Input: -1, Const: v}, nil
+}

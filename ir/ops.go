@@ -1,0 +1,516 @@
+package ir
+
+import (
+	"fmt"
+	"math"
+)
+
+// The op table. Each op's semantics are documented beside its row; the CPU
+// reference (runtime/cpu) implements exactly this, and every code generator
+// must agree with it.
+
+// UnaryOps are the elementwise ops of one input. Output type = input type.
+var UnaryOps = []string{"neg", "exp", "log", "sqrt", "rsqrt", "abs", "silu", "sigmoid", "tanh", "relu", "gelu"}
+
+// BinaryOps are the elementwise ops of two inputs with numpy broadcasting.
+var BinaryOps = []string{"add", "sub", "mul", "div", "pow", "maximum", "minimum"}
+
+var unaryDocs = map[string]string{
+	"neg": "-x", "exp": "e^x", "log": "ln x", "sqrt": "√x", "rsqrt": "1/√x", "abs": "|x|",
+	"silu": "x·sigmoid(x)", "sigmoid": "1/(1+e^-x)", "tanh": "tanh x", "relu": "max(x, 0)",
+	"gelu": "0.5·x·(1+tanh(√(2/π)·(x+0.044715·x³))) (the tanh approximation GPT-2 uses)",
+}
+
+var binaryDocs = map[string]string{
+	"add": "a+b", "sub": "a-b", "mul": "a·b", "div": "a/b", "pow": "a^b",
+	"maximum": "max(a, b)", "minimum": "min(a, b)",
+}
+
+func init() {
+	for _, name := range UnaryOps {
+		register(&OpDef{Name: name, Doc: unaryDocs[name], Kind: KindElementwise, MinInputs: 1, MaxInputs: 1, Outputs: 1,
+			Infer: inferUnary})
+	}
+	for _, name := range BinaryOps {
+		register(&OpDef{Name: name, Doc: binaryDocs[name], Kind: KindElementwise, MinInputs: 2, MaxInputs: 2, Outputs: 1,
+			Infer: inferBinary})
+	}
+	register(&OpDef{Name: "constant", Kind: KindData, Outputs: 1,
+		Doc: "a constant tensor: value holds every element (row-major) or one element repeated",
+		Attrs: []AttrSpec{
+			{Name: "dtype", Kind: AttrDType, Default: ptr(DTypeAttr(F32))},
+			{Name: "shape", Kind: AttrShape, Default: ptr(ShapeAttr(Shape{}))},
+			{Name: "value", Kind: AttrFloats},
+		},
+		Infer: inferConstant})
+	register(&OpDef{Name: "cast", Kind: KindElementwise, MinInputs: 1, MaxInputs: 1, Outputs: 1,
+		Doc:   "converts elements to dtype `to` (float to int truncates toward zero)",
+		Attrs: []AttrSpec{{Name: "to", Kind: AttrDType}},
+		Infer: func(in []Type, a Attrs) ([]Type, error) { return []Type{T(a.DType("to"), in[0].Shape.Clone())}, nil }})
+	register(&OpDef{Name: "gather", Kind: KindData, MinInputs: 2, MaxInputs: 2, Outputs: 1,
+		Doc: "embedding lookup: out = table indexed by integer ids along axis; " +
+			"shape table[:axis] + ids + table[axis+1:]. An id out of range is a run-time error",
+		Attrs: []AttrSpec{{Name: "axis", Kind: AttrInt, Default: ptr(IntAttr(0))}},
+		Infer: inferGather})
+	register(&OpDef{Name: "matmul", Kind: KindContraction, MinInputs: 2, MaxInputs: 2, Outputs: 1,
+		Doc: "a[..., M, K] × b[..., K, N] -> [..., M, N]; with transpose_b, b is [..., N, K] " +
+			"(weights stored out×in). Leading dims broadcast. Accumulates in f32",
+		Attrs: []AttrSpec{{Name: "transpose_b", Kind: AttrBool, Default: ptr(BoolAttr(false))}},
+		Infer: inferMatmul})
+	register(&OpDef{Name: "rms_norm", Kind: KindReduction, MinInputs: 2, MaxInputs: 2, Outputs: 1,
+		Doc:   "x[..., D], w[D]: x / sqrt(mean(x²) + eps) · w over the last axis",
+		Attrs: []AttrSpec{{Name: "eps", Kind: AttrFloat, Default: ptr(FloatAttr(1e-5))}},
+		Infer: inferNorm})
+	register(&OpDef{Name: "layer_norm", Kind: KindReduction, MinInputs: 3, MaxInputs: 3, Outputs: 1,
+		Doc:   "x[..., D], w[D], b[D]: (x - mean) / sqrt(var + eps) · w + b over the last axis",
+		Attrs: []AttrSpec{{Name: "eps", Kind: AttrFloat, Default: ptr(FloatAttr(1e-5))}},
+		Infer: inferNorm})
+	register(&OpDef{Name: "softmax", Kind: KindReduction, MinInputs: 1, MaxInputs: 1, Outputs: 1,
+		Doc:   "exp(x - max) / sum(exp(x - max)) along axis",
+		Attrs: []AttrSpec{{Name: "axis", Kind: AttrInt, Default: ptr(IntAttr(-1))}},
+		Infer: inferAxisKeep})
+	register(&OpDef{Name: "argmax", Kind: KindReduction, MinInputs: 1, MaxInputs: 1, Outputs: 1,
+		Doc:   "index (i32) of the largest element along axis, the first one on ties; the axis is removed",
+		Attrs: []AttrSpec{{Name: "axis", Kind: AttrInt, Default: ptr(IntAttr(-1))}},
+		Infer: inferArgmax})
+	register(&OpDef{Name: "rope", Kind: KindElementwise, MinInputs: 2, MaxInputs: 2, Outputs: 1,
+		Doc: "rotary position embedding. x[S, H, Dh], pos i32[] (position of row 0; row s is at pos+s). " +
+			"Pair i (i < dims/2) is rotated by angle p·theta^(-2i/dims). style interleaved pairs (2i, 2i+1) " +
+			"(llama2.c, GGUF); style half pairs (i, i+dims/2) (Hugging Face). dims 0 means Dh",
+		Attrs: []AttrSpec{
+			{Name: "theta", Kind: AttrFloat, Default: ptr(FloatAttr(10000))},
+			{Name: "style", Kind: AttrString, Default: ptr(StringAttr("interleaved"))},
+			{Name: "dims", Kind: AttrInt, Default: ptr(IntAttr(0))},
+		},
+		Infer: inferRope})
+	register(&OpDef{Name: "kv_write", Kind: KindData, MinInputs: 3, MaxInputs: 3, Outputs: 1,
+		Doc: "cache[T, KH, Dh], new[S, KH, Dh], pos i32[]: the cache with rows pos..pos+S-1 replaced by new. " +
+			"pos+S > T is a run-time error. Executors update the cache in place",
+		Infer: inferKVWrite})
+	register(&OpDef{Name: "attention", Kind: KindContraction, MinInputs: 4, MaxInputs: 4, Outputs: 1,
+		Doc: "q[S, H, Dh], k[T, KH, Dh], v[T, KH, Dh], pos i32[]: scaled dot-product attention over cache rows " +
+			"0..pos+S-1 with grouped heads (head h reads kv head h/(H/KH)). With causal, query s sees rows 0..pos+s",
+		Attrs: []AttrSpec{
+			{Name: "scale", Kind: AttrFloat},
+			{Name: "causal", Kind: AttrBool, Default: ptr(BoolAttr(true))},
+		},
+		Infer: inferAttention})
+	register(&OpDef{Name: "reshape", Kind: KindData, MinInputs: 1, MaxInputs: 1, Outputs: 1,
+		Doc:   "same elements, new shape (row-major order kept)",
+		Attrs: []AttrSpec{{Name: "shape", Kind: AttrShape}},
+		Infer: inferReshape})
+	register(&OpDef{Name: "transpose", Kind: KindData, MinInputs: 1, MaxInputs: 1, Outputs: 1,
+		Doc:   "out dim i is input dim perm[i]",
+		Attrs: []AttrSpec{{Name: "perm", Kind: AttrInts}},
+		Infer: inferTranspose})
+	register(&OpDef{Name: "slice", Kind: KindData, MinInputs: 1, MaxInputs: 1, Outputs: 1,
+		Doc: "elements start, start+step, ... < end along axis; negative start/end count from the end, " +
+			"both are clamped to the dim",
+		Attrs: []AttrSpec{
+			{Name: "axis", Kind: AttrInt},
+			{Name: "start", Kind: AttrInt},
+			{Name: "end", Kind: AttrInt},
+			{Name: "step", Kind: AttrInt, Default: ptr(IntAttr(1))},
+		},
+		Infer: inferSlice})
+	register(&OpDef{Name: "concat", Kind: KindData, MinInputs: 1, MaxInputs: -1, Outputs: 1,
+		Doc:   "joins inputs along axis; other dims must match",
+		Attrs: []AttrSpec{{Name: "axis", Kind: AttrInt}},
+		Infer: inferConcat})
+	register(&OpDef{Name: "probe", Kind: KindMeta, MinInputs: 1, MaxInputs: 1, Outputs: 1,
+		Doc:   "identity that records its input for test carving; tag names what it observes",
+		Attrs: []AttrSpec{{Name: "tag", Kind: AttrString, Default: ptr(StringAttr(""))}},
+		Infer: inferUnary})
+	register(&OpDef{Name: "transfer", Kind: KindMeta, MinInputs: 1, MaxInputs: 1, Outputs: 1,
+		Doc: "identity that moves a tensor between placements at a migration boundary",
+		Attrs: []AttrSpec{
+			{Name: "from", Kind: AttrString},
+			{Name: "to", Kind: AttrString},
+		},
+		Infer: inferUnary})
+	register(&OpDef{Name: "fused_elementwise", Kind: KindElementwise, MinInputs: 1, MaxInputs: -1, Outputs: 1,
+		Doc: "a chain of elementwise ops in one kernel: expr is a term over inputs $0..$n-1 and float " +
+			"constants, e.g. mul(silu($0), $1); inputs broadcast; the result has input 0's dtype",
+		Attrs: []AttrSpec{{Name: "expr", Kind: AttrString}},
+		Infer: inferFused})
+}
+
+func inferUnary(in []Type, _ Attrs) ([]Type, error) {
+	return []Type{T(in[0].DType, in[0].Shape.Clone())}, nil
+}
+
+func inferBinary(in []Type, _ Attrs) ([]Type, error) {
+	if in[0].DType != in[1].DType {
+		return nil, fmt.Errorf("input dtypes differ: %s and %s", in[0].DType, in[1].DType)
+	}
+	s, err := BroadcastShapes(in[0].Shape, in[1].Shape)
+	if err != nil {
+		return nil, err
+	}
+	return []Type{T(in[0].DType, s)}, nil
+}
+
+func inferConstant(_ []Type, a Attrs) ([]Type, error) {
+	s := a.Shape("shape")
+	if !s.IsStatic() {
+		return nil, fmt.Errorf("shape %s must be static", s)
+	}
+	n := s.NumElements()
+	if v := len(a.Floats("value")); v != 1 && int64(v) != n {
+		return nil, fmt.Errorf("value has %d elements, shape %s needs 1 or %d", v, s, n)
+	}
+	return []Type{T(a.DType("dtype"), s.Clone())}, nil
+}
+
+// normAxis maps a possibly negative axis into [0, rank).
+func normAxis(axis int64, rank int) (int, error) {
+	if axis < 0 {
+		axis += int64(rank)
+	}
+	if axis < 0 || axis >= int64(rank) {
+		return 0, fmt.Errorf("axis %d out of range for rank %d", axis, rank)
+	}
+	return int(axis), nil
+}
+
+// NormAxis maps a possibly negative axis into [0, rank); kernels use it.
+func NormAxis(axis int64, rank int) int {
+	a, _ := normAxis(axis, rank)
+	return a
+}
+
+func inferGather(in []Type, a Attrs) ([]Type, error) {
+	table, ids := in[0], in[1]
+	if !ids.DType.IsInt() {
+		return nil, fmt.Errorf("ids must be integers, got %s", ids.DType)
+	}
+	ax, err := normAxis(a.Int("axis"), table.Shape.Rank())
+	if err != nil {
+		return nil, err
+	}
+	s := append(Shape{}, table.Shape[:ax]...)
+	s = append(s, ids.Shape...)
+	s = append(s, table.Shape[ax+1:]...)
+	return []Type{T(table.DType, s)}, nil
+}
+
+func inferMatmul(in []Type, a Attrs) ([]Type, error) {
+	x, y := in[0], in[1]
+	if x.DType != y.DType || !x.DType.IsFloat() {
+		return nil, fmt.Errorf("inputs must share a float dtype, got %s and %s", x.DType, y.DType)
+	}
+	if x.Shape.Rank() < 2 || y.Shape.Rank() < 2 {
+		return nil, fmt.Errorf("inputs must have rank >= 2, got %s and %s", x.Shape, y.Shape)
+	}
+	xr, yr := x.Shape.Rank(), y.Shape.Rank()
+	m, k := x.Shape[xr-2], x.Shape[xr-1]
+	k2, n := y.Shape[yr-2], y.Shape[yr-1]
+	if a.Bool("transpose_b") {
+		k2, n = n, k2
+	}
+	if k != k2 {
+		return nil, fmt.Errorf("inner dims differ: %s × %s (transpose_b=%v): %s vs %s", x.Shape, y.Shape, a.Bool("transpose_b"), k, k2)
+	}
+	batch, err := BroadcastShapes(x.Shape[:xr-2], y.Shape[:yr-2])
+	if err != nil {
+		return nil, fmt.Errorf("batch dims: %w", err)
+	}
+	return []Type{T(x.DType, append(batch, m, n))}, nil
+}
+
+func inferNorm(in []Type, _ Attrs) ([]Type, error) {
+	x := in[0]
+	if x.Shape.Rank() < 1 || !x.DType.IsFloat() {
+		return nil, fmt.Errorf("x must be a float tensor of rank >= 1, got %s", x)
+	}
+	d := x.Shape[x.Shape.Rank()-1]
+	for i, p := range in[1:] {
+		if p.DType != x.DType || p.Shape.Rank() != 1 || p.Shape[0] != d {
+			return nil, fmt.Errorf("input %d must be %s[%s] like x's last dim, got %s", i+1, x.DType, d, p)
+		}
+	}
+	return []Type{T(x.DType, x.Shape.Clone())}, nil
+}
+
+func inferAxisKeep(in []Type, a Attrs) ([]Type, error) {
+	if _, err := normAxis(a.Int("axis"), in[0].Shape.Rank()); err != nil {
+		return nil, err
+	}
+	if !in[0].DType.IsFloat() {
+		return nil, fmt.Errorf("x must be float, got %s", in[0].DType)
+	}
+	return []Type{T(in[0].DType, in[0].Shape.Clone())}, nil
+}
+
+func inferArgmax(in []Type, a Attrs) ([]Type, error) {
+	ax, err := normAxis(a.Int("axis"), in[0].Shape.Rank())
+	if err != nil {
+		return nil, err
+	}
+	s := append(Shape{}, in[0].Shape[:ax]...)
+	s = append(s, in[0].Shape[ax+1:]...)
+	return []Type{T(I32, s)}, nil
+}
+
+func checkPos(t Type) error {
+	if t.DType != I32 || t.Shape.Rank() != 0 {
+		return fmt.Errorf("pos must be an i32 scalar (i32[]), got %s", t)
+	}
+	return nil
+}
+
+func inferRope(in []Type, a Attrs) ([]Type, error) {
+	x := in[0]
+	if x.Shape.Rank() != 3 || !x.DType.IsFloat() {
+		return nil, fmt.Errorf("x must be a float tensor [S, H, Dh], got %s", x)
+	}
+	if err := checkPos(in[1]); err != nil {
+		return nil, err
+	}
+	if s := a.String("style"); s != "interleaved" && s != "half" {
+		return nil, fmt.Errorf("style must be \"interleaved\" or \"half\", got %q", s)
+	}
+	dh := x.Shape[2]
+	dims := a.Int("dims")
+	if !dh.IsStatic() {
+		return nil, fmt.Errorf("head dim must be static, got %s", dh)
+	}
+	if dims == 0 {
+		dims = dh.Size
+	}
+	if dims < 2 || dims%2 != 0 || dims > dh.Size {
+		return nil, fmt.Errorf("dims %d must be even, >= 2 and <= head dim %d", dims, dh.Size)
+	}
+	if a.Float("theta") <= 0 {
+		return nil, fmt.Errorf("theta must be positive, got %g", a.Float("theta"))
+	}
+	return []Type{T(x.DType, x.Shape.Clone())}, nil
+}
+
+func checkKV(name string, t Type) error {
+	if t.Shape.Rank() != 3 || !t.DType.IsFloat() || !t.Shape.IsStatic() {
+		return fmt.Errorf("%s must be a static float tensor [T, KH, Dh], got %s", name, t)
+	}
+	return nil
+}
+
+func inferKVWrite(in []Type, _ Attrs) ([]Type, error) {
+	cache, nw := in[0], in[1]
+	if err := checkKV("cache", cache); err != nil {
+		return nil, err
+	}
+	if nw.DType != cache.DType || nw.Shape.Rank() != 3 || nw.Shape[1] != cache.Shape[1] || nw.Shape[2] != cache.Shape[2] {
+		return nil, fmt.Errorf("new must be %s[S, %s, %s] like the cache, got %s", cache.DType, cache.Shape[1], cache.Shape[2], nw)
+	}
+	if err := checkPos(in[2]); err != nil {
+		return nil, err
+	}
+	return []Type{T(cache.DType, cache.Shape.Clone())}, nil
+}
+
+func inferAttention(in []Type, a Attrs) ([]Type, error) {
+	q, k, v := in[0], in[1], in[2]
+	if q.Shape.Rank() != 3 || !q.DType.IsFloat() {
+		return nil, fmt.Errorf("q must be a float tensor [S, H, Dh], got %s", q)
+	}
+	if err := checkKV("k", k); err != nil {
+		return nil, err
+	}
+	if !k.Equal(v) {
+		return nil, fmt.Errorf("k and v must have the same type, got %s and %s", k, v)
+	}
+	if k.DType != q.DType || k.Shape[2] != q.Shape[2] {
+		return nil, fmt.Errorf("k %s does not match q %s (dtype and head dim)", k, q)
+	}
+	h, kh := q.Shape[1], k.Shape[1]
+	if !h.IsStatic() || h.Size%kh.Size != 0 {
+		return nil, fmt.Errorf("query heads %s must be a static multiple of kv heads %s", h, kh)
+	}
+	if err := checkPos(in[3]); err != nil {
+		return nil, err
+	}
+	if s := a.Float("scale"); s <= 0 || math.IsInf(s, 0) || math.IsNaN(s) {
+		return nil, fmt.Errorf("scale must be positive and finite, got %g", s)
+	}
+	return []Type{T(q.DType, q.Shape.Clone())}, nil
+}
+
+// symbolicProduct splits a shape's element count into the static product
+// and the multiset of symbols, so shapes with symbols can be compared.
+func symbolicProduct(s Shape) (int64, map[string]int) {
+	n, syms := int64(1), map[string]int{}
+	for _, d := range s {
+		if d.IsStatic() {
+			n *= d.Size
+		} else {
+			syms[d.Sym]++
+		}
+	}
+	return n, syms
+}
+
+func inferReshape(in []Type, a Attrs) ([]Type, error) {
+	x, s := in[0], a.Shape("shape").Clone()
+	// One -1 dim takes the rest, when that is computable.
+	infer := -1
+	for i, d := range s {
+		if d.IsStatic() && d.Size == -1 {
+			if infer >= 0 {
+				return nil, fmt.Errorf("shape %s has more than one -1", s)
+			}
+			infer = i
+		} else if d.IsStatic() && d.Size < 0 {
+			return nil, fmt.Errorf("shape %s has a negative dim", s)
+		}
+	}
+	xn, xs := symbolicProduct(x.Shape)
+	if infer >= 0 {
+		rest := append(append(Shape{}, s[:infer]...), s[infer+1:]...)
+		rn, rs := symbolicProduct(rest)
+		for sym, c := range rs {
+			if xs[sym] < c {
+				return nil, fmt.Errorf("cannot infer -1 in %s from %s", s, x.Shape)
+			}
+		}
+		left := map[string]int{}
+		for sym, c := range xs {
+			if c-rs[sym] > 0 {
+				left[sym] = c - rs[sym]
+			}
+		}
+		if len(left) > 1 || (len(left) == 1 && xn != rn) || rn == 0 || xn%rn != 0 {
+			return nil, fmt.Errorf("cannot infer -1 in %s from %s", s, x.Shape)
+		}
+		if len(left) == 1 {
+			for sym, c := range left {
+				if c != 1 {
+					return nil, fmt.Errorf("cannot infer -1 in %s from %s", s, x.Shape)
+				}
+				s[infer] = Sym(sym)
+			}
+		} else {
+			s[infer] = D(xn / rn)
+		}
+	}
+	sn, ss := symbolicProduct(s)
+	same := sn == xn && len(ss) == len(xs)
+	for sym, c := range ss {
+		same = same && xs[sym] == c
+	}
+	if !same {
+		return nil, fmt.Errorf("cannot reshape %s to %s: element counts differ", x.Shape, s)
+	}
+	return []Type{T(x.DType, s)}, nil
+}
+
+func inferTranspose(in []Type, a Attrs) ([]Type, error) {
+	x, perm := in[0], a.Ints("perm")
+	if len(perm) != x.Shape.Rank() {
+		return nil, fmt.Errorf("perm %v has %d entries, input rank is %d", perm, len(perm), x.Shape.Rank())
+	}
+	seen := make([]bool, len(perm))
+	out := make(Shape, len(perm))
+	for i, p := range perm {
+		if p < 0 || int(p) >= len(perm) || seen[p] {
+			return nil, fmt.Errorf("perm %v is not a permutation of 0..%d", perm, len(perm)-1)
+		}
+		seen[p] = true
+		out[i] = x.Shape[p]
+	}
+	return []Type{T(x.DType, out)}, nil
+}
+
+// SliceBounds resolves a slice's start, end and step against a dim of size n
+// (negative values count from the end; both are clamped) and returns the
+// first index and the number of elements taken.
+func SliceBounds(start, end, step, n int64) (first, count int64) {
+	if start < 0 {
+		start += n
+	}
+	if end < 0 {
+		end += n
+	}
+	start = min(max(start, 0), n)
+	end = min(max(end, 0), n)
+	if end <= start {
+		return start, 0
+	}
+	return start, (end - start + step - 1) / step
+}
+
+func inferSlice(in []Type, a Attrs) ([]Type, error) {
+	x := in[0]
+	ax, err := normAxis(a.Int("axis"), x.Shape.Rank())
+	if err != nil {
+		return nil, err
+	}
+	if a.Int("step") < 1 {
+		return nil, fmt.Errorf("step must be >= 1, got %d", a.Int("step"))
+	}
+	d := x.Shape[ax]
+	out := x.Shape.Clone()
+	if !d.IsStatic() {
+		// A symbolic dim can be taken whole, or its last k elements
+		// (start -k, open end), which needs the dim to be >= k at run time.
+		start, end, step := a.Int("start"), a.Int("end"), a.Int("step")
+		switch {
+		case start == 0 && end >= math.MaxInt32 && step == 1:
+		case start < 0 && end >= math.MaxInt32 && step == 1:
+			out[ax] = D(-start)
+		default:
+			return nil, fmt.Errorf("a symbolic dim %s can only be sliced whole (start 0) or as its last k (start -k), with end >= 2^31-1 and step 1", d)
+		}
+		return []Type{T(x.DType, out)}, nil
+	}
+	_, count := SliceBounds(a.Int("start"), a.Int("end"), a.Int("step"), d.Size)
+	out[ax] = D(count)
+	return []Type{T(x.DType, out)}, nil
+}
+
+func inferConcat(in []Type, a Attrs) ([]Type, error) {
+	ax, err := normAxis(a.Int("axis"), in[0].Shape.Rank())
+	if err != nil {
+		return nil, err
+	}
+	out := in[0].Shape.Clone()
+	total := int64(0)
+	for i, t := range in {
+		if t.DType != in[0].DType || t.Shape.Rank() != out.Rank() {
+			return nil, fmt.Errorf("input %d is %s, want %s of rank %d", i, t, in[0].DType, out.Rank())
+		}
+		for j := range out {
+			if j != ax && t.Shape[j] != out[j] {
+				return nil, fmt.Errorf("input %d has shape %s, which differs from %s outside axis %d", i, t.Shape, in[0].Shape, ax)
+			}
+		}
+		if !t.Shape[ax].IsStatic() {
+			if len(in) == 1 {
+				return []Type{T(in[0].DType, out)}, nil
+			}
+			return nil, fmt.Errorf("cannot concat along symbolic dim %s", t.Shape[ax])
+		}
+		total += t.Shape[ax].Size
+	}
+	out[ax] = D(total)
+	return []Type{T(in[0].DType, out)}, nil
+}
+
+func inferFused(in []Type, a Attrs) ([]Type, error) {
+	e, err := ParseExpr(a.String("expr"))
+	if err != nil {
+		return nil, err
+	}
+	if n := e.MaxInput() + 1; n != len(in) {
+		return nil, fmt.Errorf("expr %q uses %d inputs, node has %d", a.String("expr"), n, len(in))
+	}
+	s := in[0].Shape
+	for _, t := range in[1:] {
+		if t.DType != in[0].DType {
+			return nil, fmt.Errorf("input dtypes differ: %s and %s", in[0].DType, t.DType)
+		}
+		if s, err = BroadcastShapes(s, t.Shape); err != nil {
+			return nil, err
+		}
+	}
+	return []Type{T(in[0].DType, s.Clone())}, nil
+}

@@ -1,0 +1,700 @@
+package ir
+
+import (
+	"fmt"
+	"math"
+	"strconv"
+	"strings"
+)
+
+// ParseError is a syntax or type error in IR text, with its position.
+type ParseError struct {
+	File      string
+	Line, Col int
+	Msg       string
+}
+
+func (e *ParseError) Error() string {
+	return fmt.Sprintf("%s:%d:%d: %s", e.File, e.Line, e.Col, e.Msg)
+}
+
+// Parse reads a module from its text form. file names the source in errors.
+// The result is verified; weights have no Source until the caller attaches
+// one (see Module.AttachWeights).
+func Parse(file, text string) (*Module, error) {
+	p := &parser{lex: lexer{file: file, src: text, line: 1, col: 1}}
+	p.advance()
+	m, err := p.module()
+	if err != nil {
+		return nil, err
+	}
+	if err := Verify(m); err != nil {
+		return nil, fmt.Errorf("%s: %w", file, err)
+	}
+	return m, nil
+}
+
+type tokKind int
+
+const (
+	tEOF    tokKind = iota
+	tIdent          // module, f32, seq, true, ...
+	tLocal          // %name
+	tGlobal         // @name
+	tHash           // #12
+	tString         // "..."
+	tNumber         // 12, -1.5e3
+	tPunct          // ( ) { } [ ] , : = ->
+)
+
+type token struct {
+	kind      tokKind
+	text      string // identifier, name, unquoted string, number, or punctuation
+	line, col int
+}
+
+func (t token) String() string {
+	switch t.kind {
+	case tEOF:
+		return "end of file"
+	case tLocal:
+		return "%" + t.text
+	case tGlobal:
+		return "@" + t.text
+	case tHash:
+		return "#" + t.text
+	case tString:
+		return strconv.Quote(t.text)
+	}
+	return strconv.Quote(t.text)
+}
+
+type lexer struct {
+	file      string
+	src       string
+	pos       int
+	line, col int
+}
+
+func (l *lexer) errorf(line, col int, format string, args ...any) error {
+	return &ParseError{File: l.file, Line: line, Col: col, Msg: fmt.Sprintf(format, args...)}
+}
+
+func (l *lexer) bump(n int) {
+	for i := 0; i < n; i++ {
+		if l.src[l.pos] == '\n' {
+			l.line++
+			l.col = 1
+		} else {
+			l.col++
+		}
+		l.pos++
+	}
+}
+
+func (l *lexer) next() (token, error) {
+	for l.pos < len(l.src) {
+		c := l.src[l.pos]
+		if c == ' ' || c == '\t' || c == '\n' || c == '\r' {
+			l.bump(1)
+		} else if strings.HasPrefix(l.src[l.pos:], "//") {
+			for l.pos < len(l.src) && l.src[l.pos] != '\n' {
+				l.bump(1)
+			}
+		} else {
+			break
+		}
+	}
+	t := token{line: l.line, col: l.col}
+	if l.pos >= len(l.src) {
+		return t, nil
+	}
+	c := l.src[l.pos]
+	switch {
+	case c == '%' || c == '@':
+		l.bump(1)
+		name, err := l.name()
+		if err != nil {
+			return t, err
+		}
+		t.kind, t.text = tLocal, name
+		if c == '@' {
+			t.kind = tGlobal
+		}
+	case c == '#':
+		l.bump(1)
+		start := l.pos
+		for l.pos < len(l.src) && l.src[l.pos] >= '0' && l.src[l.pos] <= '9' {
+			l.bump(1)
+		}
+		if start == l.pos {
+			return t, l.errorf(t.line, t.col, "expected a node id after '#'")
+		}
+		t.kind, t.text = tHash, l.src[start:l.pos]
+	case c == '"':
+		s, err := l.quoted()
+		if err != nil {
+			return t, err
+		}
+		t.kind, t.text = tString, s
+	case c == '-' && strings.HasPrefix(l.src[l.pos:], "->"):
+		l.bump(2)
+		t.kind, t.text = tPunct, "->"
+	case c == '-' || c == '+' || c >= '0' && c <= '9':
+		start := l.pos
+		l.bump(1)
+		for l.pos < len(l.src) {
+			d := l.src[l.pos]
+			if d >= '0' && d <= '9' || d == '.' || d == 'e' || d == 'E' || d >= 'a' && d <= 'z' ||
+				(d == '-' || d == '+') && (l.src[l.pos-1] == 'e' || l.src[l.pos-1] == 'E') {
+				l.bump(1)
+			} else {
+				break
+			}
+		}
+		t.kind, t.text = tNumber, l.src[start:l.pos]
+	case c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c == '_':
+		start := l.pos
+		for l.pos < len(l.src) && (isIdentByte(l.src[l.pos]) && l.src[l.pos] != '-') {
+			l.bump(1)
+		}
+		t.kind, t.text = tIdent, l.src[start:l.pos]
+	case strings.IndexByte("(){}[],:=", c) >= 0:
+		l.bump(1)
+		t.kind, t.text = tPunct, string(c)
+	default:
+		return t, l.errorf(t.line, t.col, "unexpected character %q", c)
+	}
+	return t, nil
+}
+
+func (l *lexer) name() (string, error) {
+	if l.pos < len(l.src) && l.src[l.pos] == '"' {
+		return l.quoted()
+	}
+	start := l.pos
+	for l.pos < len(l.src) && isIdentByte(l.src[l.pos]) {
+		l.bump(1)
+	}
+	if start == l.pos {
+		return "", l.errorf(l.line, l.col, "expected a name")
+	}
+	return l.src[start:l.pos], nil
+}
+
+func (l *lexer) quoted() (string, error) {
+	line, col := l.line, l.col
+	end := l.pos + 1
+	for end < len(l.src) && l.src[end] != '"' && l.src[end] != '\n' {
+		if l.src[end] == '\\' {
+			end++
+		}
+		end++
+	}
+	if end >= len(l.src) || l.src[end] != '"' {
+		return "", l.errorf(line, col, "unterminated string")
+	}
+	s, err := strconv.Unquote(l.src[l.pos : end+1])
+	if err != nil {
+		return "", l.errorf(line, col, "bad string %s", l.src[l.pos:end+1])
+	}
+	l.bump(end + 1 - l.pos)
+	return s, nil
+}
+
+type parser struct {
+	lex lexer
+	tok token
+	err error
+	m   *Module
+}
+
+func (p *parser) advance() {
+	if p.err != nil {
+		return
+	}
+	t, err := p.lex.next()
+	if err != nil {
+		p.err = err
+		p.tok = token{kind: tEOF, line: t.line, col: t.col}
+		return
+	}
+	p.tok = t
+}
+
+func (p *parser) fail(format string, args ...any) error {
+	if p.err != nil {
+		return p.err
+	}
+	p.err = p.lex.errorf(p.tok.line, p.tok.col, format, args...)
+	return p.err
+}
+
+func (p *parser) failAt(t token, format string, args ...any) error {
+	if p.err != nil {
+		return p.err
+	}
+	p.err = p.lex.errorf(t.line, t.col, format, args...)
+	return p.err
+}
+
+func (p *parser) is(kind tokKind, text string) bool {
+	return p.err == nil && p.tok.kind == kind && (text == "" || p.tok.text == text)
+}
+
+func (p *parser) expect(kind tokKind, text, what string) (token, error) {
+	if p.err != nil {
+		return token{}, p.err
+	}
+	if !p.is(kind, text) {
+		return token{}, p.fail("expected %s, found %s", what, p.tok)
+	}
+	t := p.tok
+	p.advance()
+	return t, p.err
+}
+
+func (p *parser) punct(s string) error {
+	_, err := p.expect(tPunct, s, "'"+s+"'")
+	return err
+}
+
+func (p *parser) module() (*Module, error) {
+	if _, err := p.expect(tIdent, "module", "'module'"); err != nil {
+		return nil, err
+	}
+	name, err := p.expect(tString, "", "a quoted module name")
+	if err != nil {
+		return nil, err
+	}
+	p.m = NewModule(name.text)
+	if err := p.punct("{"); err != nil {
+		return nil, err
+	}
+	for !p.is(tPunct, "}") {
+		if p.err != nil {
+			return nil, p.err
+		}
+		switch {
+		case p.is(tIdent, "meta"):
+			p.advance()
+			k, _ := p.expect(tString, "", "a quoted meta key")
+			p.punct("=")
+			v, _ := p.expect(tString, "", "a quoted meta value")
+			if p.err == nil {
+				p.m.Meta[k.text] = v.text
+			}
+		case p.is(tIdent, "weight"):
+			p.advance()
+			at := p.tok
+			name, _ := p.expect(tGlobal, "", "a weight name (@name)")
+			p.punct(":")
+			t := p.typ()
+			if p.err == nil {
+				if p.m.Weight(name.text) != nil {
+					return nil, p.failAt(at, "weight @%s declared twice", name.text)
+				}
+				if !t.Shape.IsStatic() {
+					return nil, p.failAt(at, "weight @%s must have a static shape, got %s", name.text, t.Shape)
+				}
+				p.m.AddWeight(name.text, t, nil)
+			}
+		case p.is(tIdent, "func"):
+			p.function()
+		default:
+			return nil, p.fail("expected 'meta', 'weight', 'func' or '}', found %s", p.tok)
+		}
+	}
+	p.punct("}")
+	if p.err == nil && p.tok.kind != tEOF {
+		p.fail("unexpected %s after the module", p.tok)
+	}
+	return p.m, p.err
+}
+
+func (p *parser) typ() Type {
+	at := p.tok
+	dt, err := p.expect(tIdent, "", "a dtype (f32, i32, ...)")
+	if err != nil {
+		return Type{}
+	}
+	d, perr := ParseDType(dt.text)
+	if perr != nil {
+		p.failAt(at, "%v", perr)
+		return Type{}
+	}
+	shape := p.shape()
+	return T(d, shape)
+}
+
+func (p *parser) shape() Shape {
+	if p.punct("[") != nil {
+		return nil
+	}
+	s := Shape{}
+	for !p.is(tPunct, "]") && p.err == nil {
+		if len(s) > 0 {
+			p.punct(",")
+		}
+		switch {
+		case p.is(tNumber, ""):
+			n, err := strconv.ParseInt(p.tok.text, 10, 64)
+			if err != nil || n < 0 {
+				p.fail("bad dim %s", p.tok.text)
+				return nil
+			}
+			s = append(s, D(n))
+			p.advance()
+		case p.is(tIdent, ""):
+			s = append(s, Sym(p.tok.text))
+			p.advance()
+		default:
+			p.fail("expected a dim (a size or a symbol), found %s", p.tok)
+			return nil
+		}
+	}
+	p.punct("]")
+	return s
+}
+
+func (p *parser) function() {
+	p.advance()
+	name, _ := p.expect(tGlobal, "", "a function name (@name)")
+	if p.err != nil {
+		return
+	}
+	if p.m.Func(name.text) != nil {
+		p.failAt(name, "func @%s declared twice", name.text)
+		return
+	}
+	f := &Function{Name: name.text}
+	scope := map[string]*Value{}
+	p.punct("(")
+	for !p.is(tPunct, ")") && p.err == nil {
+		if len(f.Params) > 0 {
+			p.punct(",")
+		}
+		at := p.tok
+		pn, _ := p.expect(tLocal, "", "a parameter (%name)")
+		p.punct(":")
+		t := p.typ()
+		if p.err != nil {
+			return
+		}
+		if scope[pn.text] != nil {
+			p.failAt(at, "%%%s defined twice", pn.text)
+			return
+		}
+		v := &Value{Name: pn.text, Type: t}
+		scope[pn.text] = v
+		f.Params = append(f.Params, v)
+	}
+	p.punct(")")
+	p.punct("->")
+	p.punct("(")
+	var resultToks []token
+	for !p.is(tPunct, ")") && p.err == nil {
+		if len(resultToks) > 0 {
+			p.punct(",")
+		}
+		t, _ := p.expect(tLocal, "", "a result (%name)")
+		resultToks = append(resultToks, t)
+	}
+	p.punct(")")
+	p.punct("{")
+	for p.err == nil && !p.is(tIdent, "return") {
+		p.node(f, scope)
+	}
+	p.expect(tIdent, "return", "'return'")
+	var returned []token
+	if p.is(tLocal, "") {
+		returned = append(returned, p.tok)
+		p.advance()
+		for p.is(tPunct, ",") {
+			p.advance()
+			t, _ := p.expect(tLocal, "", "a returned value (%name)")
+			returned = append(returned, t)
+		}
+	}
+	p.punct("}")
+	if p.err != nil {
+		return
+	}
+	if len(returned) != len(resultToks) {
+		p.failAt(name, "func @%s declares %d results but returns %d", f.Name, len(resultToks), len(returned))
+		return
+	}
+	for i, rt := range resultToks {
+		if returned[i].text != rt.text {
+			p.failAt(returned[i], "return %%%s does not match declared result %%%s", returned[i].text, rt.text)
+			return
+		}
+		v := scope[rt.text]
+		if v == nil {
+			p.failAt(rt, "result %%%s is not defined in func @%s", rt.text, f.Name)
+			return
+		}
+		f.Results = append(f.Results, v)
+	}
+	p.m.Funcs = append(p.m.Funcs, f)
+}
+
+func (p *parser) node(f *Function, scope map[string]*Value) {
+	start := p.tok
+	var outs []token
+	for {
+		t, err := p.expect(tLocal, "", "a node's output (%name) or 'return'")
+		if err != nil {
+			return
+		}
+		outs = append(outs, t)
+		if !p.is(tPunct, ",") {
+			break
+		}
+		p.advance()
+	}
+	p.punct("=")
+	opTok, _ := p.expect(tIdent, "", "an op name")
+	if p.err != nil {
+		return
+	}
+	if LookupOp(opTok.text) == nil {
+		p.failAt(opTok, "unknown op %q", opTok.text)
+		return
+	}
+	p.punct("(")
+	var inputs []*Value
+	for !p.is(tPunct, ")") && p.err == nil {
+		if len(inputs) > 0 {
+			p.punct(",")
+		}
+		at := p.tok
+		switch {
+		case p.is(tLocal, ""):
+			v := scope[p.tok.text]
+			if v == nil {
+				p.failAt(at, "%%%s is not defined", p.tok.text)
+				return
+			}
+			inputs = append(inputs, v)
+		case p.is(tGlobal, ""):
+			w := p.m.Weight(p.tok.text)
+			if w == nil {
+				p.failAt(at, "@%s is not a declared weight", p.tok.text)
+				return
+			}
+			inputs = append(inputs, w.Value())
+		default:
+			p.fail("expected an input (%%name or @weight), found %s", p.tok)
+			return
+		}
+		p.advance()
+	}
+	p.punct(")")
+	attrs := Attrs{}
+	if p.is(tPunct, "{") {
+		p.advance()
+		for !p.is(tPunct, "}") && p.err == nil {
+			if len(attrs) > 0 {
+				p.punct(",")
+			}
+			k, _ := p.expect(tIdent, "", "an attribute name")
+			p.punct("=")
+			v := p.attrValue()
+			if p.err != nil {
+				return
+			}
+			if _, dup := attrs[k.text]; dup {
+				p.failAt(k, "attribute %q given twice", k.text)
+				return
+			}
+			attrs[k.text] = v
+		}
+		p.punct("}")
+	}
+	p.punct(":")
+	var types []Type
+	for p.err == nil {
+		types = append(types, p.typ())
+		if !p.is(tPunct, ",") {
+			break
+		}
+		p.advance()
+	}
+	idTok, _ := p.expect(tHash, "", "a node id (#N)")
+	if p.err != nil {
+		return
+	}
+	id, err := strconv.Atoi(idTok.text)
+	if err != nil || id <= 0 {
+		p.failAt(idTok, "bad node id #%s", idTok.text)
+		return
+	}
+	n := &Node{ID: id, Op: opTok.text, Inputs: inputs}
+	if p.is(tIdent, "loc") {
+		p.advance()
+		p.punct("(")
+		s, _ := p.expect(tString, "", "a quoted provenance")
+		p.punct(")")
+		n.Prov = s.text
+	}
+	if p.is(tIdent, "on") {
+		p.advance()
+		p.punct("(")
+		s, _ := p.expect(tIdent, "", "source or target")
+		p.punct(")")
+		n.Place = s.text
+	}
+	if p.err != nil {
+		return
+	}
+	if len(types) != len(outs) {
+		p.failAt(start, "%d outputs but %d types", len(outs), len(types))
+		return
+	}
+	inTypes := make([]Type, len(inputs))
+	for i, in := range inputs {
+		inTypes[i] = in.Type
+	}
+	want, na, err := InferTypes(n.Op, inTypes, attrs)
+	if err != nil {
+		p.failAt(opTok, "%v", err)
+		return
+	}
+	if len(want) != len(outs) {
+		p.failAt(start, "op %s has %d outputs, %d given", n.Op, len(want), len(outs))
+		return
+	}
+	n.Attrs = na
+	for i, o := range outs {
+		if !types[i].Equal(want[i]) {
+			p.failAt(o, "%%%s is declared %s, but %s gives %s", o.text, types[i], n.Op, want[i])
+			return
+		}
+		if scope[o.text] != nil {
+			p.failAt(o, "%%%s defined twice", o.text)
+			return
+		}
+		v := &Value{Name: o.text, Type: types[i], Def: n}
+		scope[o.text] = v
+		n.Outputs = append(n.Outputs, v)
+	}
+	f.Nodes = append(f.Nodes, n)
+	if id > p.m.nextID {
+		p.m.nextID = id
+	}
+}
+
+func (p *parser) attrValue() Attr {
+	t := p.tok
+	switch {
+	case p.is(tNumber, ""):
+		p.advance()
+		return p.number(t)
+	case p.is(tString, ""):
+		p.advance()
+		return StringAttr(t.text)
+	case p.is(tIdent, ""):
+		p.advance()
+		switch t.text {
+		case "true", "false":
+			return BoolAttr(t.text == "true")
+		case "inf", "nan":
+			return p.number(t)
+		}
+		if d, err := ParseDType(t.text); err == nil {
+			return DTypeAttr(d)
+		}
+		p.failAt(t, "bad attribute value %s", t)
+		return Attr{}
+	case p.is(tPunct, "["):
+		p.advance()
+		var items []Attr
+		var syms []token
+		for !p.is(tPunct, "]") && p.err == nil {
+			if len(items) > 0 {
+				p.punct(",")
+			}
+			it := p.tok
+			switch {
+			case p.is(tNumber, ""), p.is(tIdent, "inf"), p.is(tIdent, "nan"):
+				p.advance()
+				items = append(items, p.number(it))
+			case p.is(tIdent, ""):
+				p.advance()
+				items = append(items, StringAttr(it.text))
+				syms = append(syms, it)
+			default:
+				p.fail("expected a number or a dim symbol in a list, found %s", p.tok)
+			}
+		}
+		p.punct("]")
+		return p.list(t, items, len(syms) > 0)
+	}
+	p.fail("expected an attribute value, found %s", p.tok)
+	return Attr{}
+}
+
+// list turns parsed list items into ints, floats or a shape.
+func (p *parser) list(at token, items []Attr, hasSym bool) Attr {
+	if hasSym {
+		s := make(Shape, len(items))
+		for i, it := range items {
+			switch it.Kind {
+			case AttrString:
+				s[i] = Sym(it.Str)
+			case AttrInt:
+				s[i] = D(it.Int)
+			default:
+				p.failAt(at, "a shape holds sizes and symbols only")
+				return Attr{}
+			}
+		}
+		return ShapeAttr(s)
+	}
+	floats := false
+	for _, it := range items {
+		floats = floats || it.Kind == AttrFloat
+	}
+	if floats {
+		fs := make([]float64, len(items))
+		for i, it := range items {
+			fs[i] = it.Float
+			if it.Kind == AttrInt {
+				fs[i] = float64(it.Int)
+			}
+		}
+		return FloatsAttr(fs...)
+	}
+	is := make([]int64, len(items))
+	for i, it := range items {
+		is[i] = it.Int
+	}
+	return IntsAttr(is...)
+}
+
+func (p *parser) number(t token) Attr {
+	s := t.text
+	switch s {
+	case "inf", "+inf":
+		return FloatAttr(math.Inf(1))
+	case "-inf":
+		return FloatAttr(math.Inf(-1))
+	case "nan":
+		return FloatAttr(math.NaN())
+	}
+	if !strings.ContainsAny(s, ".eEin") {
+		n, err := strconv.ParseInt(s, 10, 64)
+		if err != nil {
+			p.failAt(t, "bad integer %s", s)
+			return Attr{}
+		}
+		return IntAttr(n)
+	}
+	f, err := strconv.ParseFloat(s, 64)
+	if err != nil {
+		p.failAt(t, "bad number %s", s)
+		return Attr{}
+	}
+	return FloatAttr(f)
+}

@@ -1,0 +1,160 @@
+package ir
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+)
+
+// OpKind groups ops by how they compute; passes and tolerance policies use it.
+type OpKind string
+
+const (
+	KindElementwise OpKind = "elementwise" // out[i] = f(in[i]...) with broadcasting
+	KindReduction   OpKind = "reduction"   // reduces along an axis (norms, softmax, argmax)
+	KindContraction OpKind = "contraction" // matmul, attention: long dot products
+	KindData        OpKind = "data"        // moves data without arithmetic
+	KindMeta        OpKind = "meta"        // probe, transfer: identity at run time
+)
+
+// AttrSpec describes one attribute of an op. A nil Default means required.
+type AttrSpec struct {
+	Name    string
+	Kind    AttrKind
+	Default *Attr
+	Doc     string
+}
+
+// OpDef is one row of the op registry: everything the compiler knows about
+// an op, as data. Kernels live with their targets, keyed by Name.
+type OpDef struct {
+	Name      string
+	Doc       string
+	Kind      OpKind
+	MinInputs int
+	MaxInputs int // -1: variadic
+	Outputs   int
+	Attrs     []AttrSpec
+	// Infer computes output types from input types and (normalized) attributes.
+	// It is also the op's type checker: an error explains what is wrong.
+	Infer func(in []Type, a Attrs) ([]Type, error)
+}
+
+// Attr returns the spec of the named attribute, or nil.
+func (d *OpDef) Attr(name string) *AttrSpec {
+	for i := range d.Attrs {
+		if d.Attrs[i].Name == name {
+			return &d.Attrs[i]
+		}
+	}
+	return nil
+}
+
+var registry = map[string]*OpDef{}
+
+func register(d *OpDef) {
+	if _, dup := registry[d.Name]; dup {
+		panic("ir: op registered twice: " + d.Name)
+	}
+	registry[d.Name] = d
+}
+
+// LookupOp returns the definition of the named op, or nil.
+func LookupOp(name string) *OpDef { return registry[name] }
+
+// Ops returns every registered op, sorted by name.
+func Ops() []*OpDef {
+	out := make([]*OpDef, 0, len(registry))
+	for _, d := range registry {
+		out = append(out, d)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out
+}
+
+// NormalizeAttrs checks attrs against the op's schema and returns a copy with
+// defaults filled in. Unknown names, wrong kinds and missing required
+// attributes are errors.
+func (d *OpDef) NormalizeAttrs(a Attrs) (Attrs, error) {
+	out := Attrs{}
+	for _, k := range a.Keys() {
+		spec := d.Attr(k)
+		if spec == nil {
+			return nil, fmt.Errorf("op %s has no attribute %q (it has: %s)", d.Name, k, d.attrNames())
+		}
+		v := a[k]
+		if v.Kind != spec.Kind {
+			// An int literal is accepted where a float is expected.
+			if spec.Kind == AttrFloat && v.Kind == AttrInt {
+				v = FloatAttr(float64(v.Int))
+			} else if spec.Kind == AttrFloats && v.Kind == AttrInts {
+				fs := make([]float64, len(v.Ints))
+				for i, x := range v.Ints {
+					fs[i] = float64(x)
+				}
+				v = FloatsAttr(fs...)
+			} else if spec.Kind == AttrShape && v.Kind == AttrInts {
+				v = ShapeAttr(S(v.Ints...))
+			} else {
+				return nil, fmt.Errorf("op %s: attribute %q must be %s, got %s", d.Name, k, spec.Kind, v.Kind)
+			}
+		}
+		out[k] = v
+	}
+	for _, spec := range d.Attrs {
+		if _, ok := out[spec.Name]; ok {
+			continue
+		}
+		if spec.Default == nil {
+			return nil, fmt.Errorf("op %s: missing required attribute %q (%s)", d.Name, spec.Name, spec.Kind)
+		}
+		out[spec.Name] = *spec.Default
+	}
+	return out, nil
+}
+
+func (d *OpDef) attrNames() string {
+	if len(d.Attrs) == 0 {
+		return "none"
+	}
+	var names []string
+	for _, s := range d.Attrs {
+		names = append(names, s.Name)
+	}
+	return strings.Join(names, ", ")
+}
+
+// InferTypes checks the input count and attributes of a call of op and
+// returns its output types and normalized attributes.
+func InferTypes(op string, in []Type, a Attrs) ([]Type, Attrs, error) {
+	d := LookupOp(op)
+	if d == nil {
+		return nil, nil, fmt.Errorf("unknown op %q", op)
+	}
+	if len(in) < d.MinInputs || (d.MaxInputs >= 0 && len(in) > d.MaxInputs) {
+		return nil, nil, fmt.Errorf("op %s takes %s, got %d", d.Name, d.arity(), len(in))
+	}
+	na, err := d.NormalizeAttrs(a)
+	if err != nil {
+		return nil, nil, err
+	}
+	out, err := d.Infer(in, na)
+	if err != nil {
+		return nil, nil, fmt.Errorf("op %s: %w", d.Name, err)
+	}
+	return out, na, nil
+}
+
+func (d *OpDef) arity() string {
+	switch {
+	case d.MinInputs == d.MaxInputs && d.MinInputs == 1:
+		return "1 input"
+	case d.MinInputs == d.MaxInputs:
+		return fmt.Sprintf("%d inputs", d.MinInputs)
+	case d.MaxInputs < 0:
+		return fmt.Sprintf("at least %d inputs", d.MinInputs)
+	}
+	return fmt.Sprintf("%d to %d inputs", d.MinInputs, d.MaxInputs)
+}
+
+func ptr(a Attr) *Attr { return &a }

@@ -1,0 +1,360 @@
+package runtime
+
+import (
+	"fmt"
+
+	"github.com/tapml/tapml/ir"
+	"github.com/tapml/tapml/tensor"
+)
+
+// Executor runs the functions of a module. Each node runs on the device of
+// its placement ("" for the default device, or "source"/"target" after the
+// partition pass); transfer nodes move tensors between devices, probe nodes
+// report their input to OnProbe. Weights are uploaded once per device.
+type Executor struct {
+	Module  *ir.Module
+	devices map[string]Device
+	weights map[weightKey]*Buffer
+
+	// OnProbe, when set, is called for every probe node with the probed
+	// buffer; it may download it. Probes are identities otherwise.
+	OnProbe func(n *ir.Node, b *Buffer) error
+	// OnNode, when set, is called after each node is launched, with its
+	// inputs and outputs (before any of them is freed).
+	OnNode func(n *ir.Node, in, out []*Buffer) error
+
+	plans map[planKey]*plan
+}
+
+type weightKey struct {
+	w   *ir.Weight
+	dev Device
+}
+
+// NewExecutor returns an executor that runs unplaced nodes on def.
+func NewExecutor(m *ir.Module, def Device) *Executor {
+	return &Executor{Module: m, devices: map[string]Device{"": def}, weights: map[weightKey]*Buffer{}}
+}
+
+// SetDevice sets the device of a placement ("source" or "target").
+func (e *Executor) SetDevice(place string, d Device) { e.devices[place] = d }
+
+// Device returns the device of a placement, falling back to the default.
+func (e *Executor) Device(place string) Device {
+	if d, ok := e.devices[place]; ok && d != nil {
+		return d
+	}
+	return e.devices[""]
+}
+
+// Upload copies a host tensor to the device of a placement.
+func (e *Executor) Upload(place string, t *tensor.Tensor) (*Buffer, error) {
+	return e.Device(place).Upload(t)
+}
+
+// Download copies a buffer to the host.
+func Download(b *Buffer) (*tensor.Tensor, error) { return b.Dev.Download(b) }
+
+// Prepare lets every device compile the kernels of the nodes placed on it.
+func (e *Executor) Prepare(fn string) error {
+	f := e.Module.Func(fn)
+	if f == nil {
+		return fmt.Errorf("module %q has no function @%s", e.Module.Name, fn)
+	}
+	byDev := map[Device][]*ir.Node{}
+	for _, n := range f.Nodes {
+		if n.Op == "probe" || n.Op == "transfer" {
+			continue
+		}
+		d := e.Device(n.Place)
+		byDev[d] = append(byDev[d], n)
+	}
+	for d, nodes := range byDev {
+		if p, ok := d.(Preparer); ok {
+			if err := p.Prepare(e.Module, f, nodes); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// WeightBuffer returns weight w on device d, uploading it the first time.
+func (e *Executor) WeightBuffer(w *ir.Weight, d Device) (*Buffer, error) {
+	k := weightKey{w, d}
+	if b, ok := e.weights[k]; ok {
+		return b, nil
+	}
+	if w.Source == nil {
+		return nil, fmt.Errorf("weight @%s has no data attached", w.Name)
+	}
+	raw, err := w.Source.Bytes()
+	if err != nil {
+		return nil, fmt.Errorf("weight @%s: %w", w.Name, err)
+	}
+	t, err := tensor.FromBytes(w.Type.DType, w.Type.Shape.Sizes(), raw)
+	if err != nil {
+		return nil, fmt.Errorf("weight @%s: %w", w.Name, err)
+	}
+	b, err := d.Upload(t)
+	if err != nil {
+		return nil, fmt.Errorf("weight @%s: upload to %s: %w", w.Name, d.Name(), err)
+	}
+	e.weights[k] = b
+	return b, nil
+}
+
+// Close frees the uploaded weights (devices are closed by their owners).
+func (e *Executor) Close() {
+	for k, b := range e.weights {
+		k.dev.Free(b)
+	}
+	e.weights = map[weightKey]*Buffer{}
+}
+
+// plan is the per-shape-binding precomputation of a call: concrete output
+// types of every node and the index of each value's last use.
+type plan struct {
+	types    map[*ir.Value]ir.Type
+	lastUse  map[*ir.Value]int
+	isResult map[*ir.Value]bool
+}
+
+type planKey struct {
+	f   *ir.Function
+	env string
+}
+
+// bind matches argument shapes against the parameter types, binding symbols.
+func bind(f *ir.Function, args []*Buffer) (map[string]int64, error) {
+	if len(args) != len(f.Params) {
+		return nil, fmt.Errorf("func @%s takes %d arguments, got %d", f.Name, len(f.Params), len(args))
+	}
+	env := map[string]int64{}
+	for i, p := range f.Params {
+		a := args[i]
+		if a == nil {
+			return nil, fmt.Errorf("func @%s: argument %s is nil", f.Name, p.Ref())
+		}
+		if a.DType != p.Type.DType || len(a.Shape) != p.Type.Shape.Rank() {
+			return nil, fmt.Errorf("func @%s: argument %s is %s, want %s", f.Name, p.Ref(), a.Type(), p.Type)
+		}
+		for j, d := range p.Type.Shape {
+			n := int64(a.Shape[j])
+			if d.IsStatic() {
+				if d.Size != n {
+					return nil, fmt.Errorf("func @%s: argument %s is %s, want %s", f.Name, p.Ref(), a.Type(), p.Type)
+				}
+			} else if prev, ok := env[d.Sym]; ok && prev != n {
+				return nil, fmt.Errorf("func @%s: argument %s binds %s=%d, but it is already %d", f.Name, p.Ref(), d.Sym, n, prev)
+			} else {
+				env[d.Sym] = n
+			}
+		}
+	}
+	return env, nil
+}
+
+func (e *Executor) planFor(f *ir.Function, env map[string]int64) (*plan, error) {
+	key := planKey{f, fmt.Sprint(env)}
+	if p, ok := e.plans[key]; ok {
+		return p, nil
+	}
+	p := &plan{types: map[*ir.Value]ir.Type{}, lastUse: map[*ir.Value]int{}, isResult: map[*ir.Value]bool{}}
+	for _, v := range f.Params {
+		p.types[v] = ir.T(v.Type.DType, v.Type.Shape.Bind(env))
+	}
+	for i, n := range f.Nodes {
+		in := make([]ir.Type, len(n.Inputs))
+		for j, v := range n.Inputs {
+			if v.IsWeight() {
+				in[j] = v.Type
+			} else {
+				in[j] = p.types[v]
+			}
+			p.lastUse[v] = i
+		}
+		outs, _, err := ir.InferTypes(n.Op, in, n.Attrs)
+		if err != nil {
+			return nil, fmt.Errorf("func @%s: node %s: %w", f.Name, n, err)
+		}
+		for j, o := range n.Outputs {
+			if !outs[j].Shape.IsStatic() {
+				return nil, fmt.Errorf("func @%s: node %s: output shape %s is not determined by the arguments", f.Name, n, outs[j].Shape)
+			}
+			p.types[o] = outs[j]
+		}
+	}
+	for _, r := range f.Results {
+		p.isResult[r] = true
+	}
+	if e.plans == nil {
+		e.plans = map[planKey]*plan{}
+	}
+	e.plans[key] = p
+	return p, nil
+}
+
+// Call runs function fn on args (buffers on any device) and returns its
+// results as buffers on the devices that produced them. Arguments are moved
+// to the device of the node that reads them when needed.
+func (e *Executor) Call(fn string, args ...*Buffer) ([]*Buffer, error) {
+	f := e.Module.Func(fn)
+	if f == nil {
+		return nil, fmt.Errorf("module %q has no function @%s", e.Module.Name, fn)
+	}
+	env, err := bind(f, args)
+	if err != nil {
+		return nil, err
+	}
+	p, err := e.planFor(f, env)
+	if err != nil {
+		return nil, err
+	}
+	vals := map[*ir.Value]*Buffer{}
+	owned := map[*Buffer]bool{} // buffers this call allocated (may be freed)
+	for i, v := range f.Params {
+		vals[v] = args[i]
+	}
+	// copies of a value on other devices, made at placement boundaries
+	moved := map[*ir.Value]map[Device]*Buffer{}
+	get := func(v *ir.Value, d Device) (*Buffer, error) {
+		if v.IsWeight() {
+			return e.WeightBuffer(v.Weight, d)
+		}
+		b := vals[v]
+		if b == nil {
+			return nil, fmt.Errorf("func @%s: %s has no value", f.Name, v.Ref())
+		}
+		if b.Dev == d {
+			return b, nil
+		}
+		if c := moved[v][d]; c != nil {
+			return c, nil
+		}
+		c, err := transfer(b, d)
+		if err != nil {
+			return nil, fmt.Errorf("func @%s: moving %s to %s: %w", f.Name, v.Ref(), d.Name(), err)
+		}
+		if moved[v] == nil {
+			moved[v] = map[Device]*Buffer{}
+		}
+		moved[v][d] = c
+		owned[c] = true
+		return c, nil
+	}
+	aliases := map[*Buffer]int{} // how many live values share a buffer
+	for _, b := range vals {
+		aliases[b]++
+	}
+	release := func(v *ir.Value) {
+		b := vals[v]
+		for _, c := range moved[v] {
+			if owned[c] {
+				c.Dev.Free(c)
+				delete(owned, c)
+			}
+		}
+		delete(moved, v)
+		if b == nil {
+			return
+		}
+		aliases[b]--
+		if aliases[b] <= 0 && owned[b] {
+			b.Dev.Free(b)
+			delete(owned, b)
+		}
+	}
+	for i, n := range f.Nodes {
+		var outs []*Buffer
+		switch n.Op {
+		case "probe":
+			b, err := get(n.Inputs[0], e.Device(n.Place))
+			if err != nil {
+				return nil, err
+			}
+			if e.OnProbe != nil {
+				if err := e.OnProbe(n, b); err != nil {
+					return nil, fmt.Errorf("func @%s: probe %s: %w", f.Name, n, err)
+				}
+			}
+			outs = []*Buffer{b}
+		case "transfer":
+			to := e.Device(n.Attrs.String("to"))
+			b, err := get(n.Inputs[0], to)
+			if err != nil {
+				return nil, err
+			}
+			outs = []*Buffer{b}
+		default:
+			d := e.Device(n.Place)
+			in := make([]*Buffer, len(n.Inputs))
+			for j, v := range n.Inputs {
+				if in[j], err = get(v, d); err != nil {
+					return nil, err
+				}
+			}
+			types := make([]ir.Type, len(n.Outputs))
+			for j, o := range n.Outputs {
+				types[j] = p.types[o]
+			}
+			outs, err = d.Launch(n, in, types)
+			if err != nil {
+				if _, ok := err.(*KernelError); ok {
+					return nil, err
+				}
+				return nil, &KernelError{Device: d.Name(), Node: n, Err: err}
+			}
+			if e.OnNode != nil {
+				if err := e.OnNode(n, in, outs); err != nil {
+					return nil, err
+				}
+			}
+		}
+		for j, o := range n.Outputs {
+			b := outs[j]
+			vals[o] = b
+			if aliases[b] == 0 && !isArg(args, b) {
+				owned[b] = true
+			}
+			aliases[b]++
+		}
+		// Free values whose last reader was this node.
+		for _, v := range n.Inputs {
+			if !v.IsWeight() && p.lastUse[v] == i && !p.isResult[v] {
+				release(v)
+			}
+		}
+		for _, o := range n.Outputs {
+			if _, used := p.lastUse[o]; !used && !p.isResult[o] {
+				release(o)
+			}
+		}
+	}
+	results := make([]*Buffer, len(f.Results))
+	for i, r := range f.Results {
+		if r.IsWeight() {
+			return nil, fmt.Errorf("func @%s: returning weight %s is not supported", f.Name, r.Ref())
+		}
+		results[i] = vals[r]
+	}
+	return results, nil
+}
+
+func isArg(args []*Buffer, b *Buffer) bool {
+	for _, a := range args {
+		if a == b {
+			return true
+		}
+	}
+	return false
+}
+
+// transfer copies b to device d through the host.
+func transfer(b *Buffer, d Device) (*Buffer, error) {
+	t, err := b.Dev.Download(b)
+	if err != nil {
+		return nil, err
+	}
+	return d.Upload(t)
+}
