@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# Runs tapml's test suite: go vet, every package's tests, then a short run of
+# every fuzz target (FUZZTIME, default 10s each).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+# wgpu/Mesa write sockets and caches here; a private folder keeps stderr quiet.
+if [ -z "${XDG_RUNTIME_DIR:-}" ]; then
+	export XDG_RUNTIME_DIR="$(mktemp -d)"
+	chmod 700 "$XDG_RUNTIME_DIR"
+fi
+
+go vet ./...
+go test -count=1 -timeout 25m ./...
+
+fuzztime="${FUZZTIME:-10s}"
+for file in $(grep -rl --include='*_test.go' '^func Fuzz' .); do
+	pkg="./$(dirname "${file#./}")"
+	for target in $(grep -o '^func Fuzz[A-Za-z0-9_]*' "$file" | sed 's/^func //'); do
+		echo "fuzz: $pkg $target ($fuzztime)"
+		go test -run '^$' -fuzz "^${target}\$" -fuzztime "$fuzztime" "$pkg"
+	done
+done
