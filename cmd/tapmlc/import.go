@@ -1,0 +1,67 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+
+	"github.com/spf13/cobra"
+	"github.com/tapml/tapml/frontend"
+	"github.com/tapml/tapml/ir"
+)
+
+func init() {
+	var out string
+	cmd := &cobra.Command{
+		Use:   "import [MODEL] -o model.tir",
+		Short: "Import a model and write its IR as text",
+		Long: `Import a model (recognised by content) and write its IR in tapml's text form.
+Weights stay in the model file: the text names them and records the model's
+absolute path as meta "source", so 'tapmlc run model.tir' finds them.
+Without MODEL, the built-in tiny model is imported.`,
+		Args: cobra.MaximumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if out == "" {
+				return fmt.Errorf("import: -o FILE is required")
+			}
+			var model *frontend.Model
+			var err error
+			if len(args) == 0 {
+				model, err = frontend.BuiltinTiny()
+			} else {
+				model, err = frontend.Load(args[0], frontend.Options{})
+			}
+			if err != nil {
+				return err
+			}
+			if model.Format != "builtin" {
+				abs, err := filepath.Abs(model.Path)
+				if err != nil {
+					return err
+				}
+				model.Module.Meta["source"] = abs
+			}
+			return writeFileAtomic(out, []byte(ir.Text(model.Module)))
+		},
+	}
+	cmd.Flags().StringVarP(&out, "output", "o", "", "the IR text file to write")
+	rootCmd.AddCommand(cmd)
+}
+
+// writeFileAtomic writes data to a temporary file beside path and renames
+// it into place, so a failure never leaves a half-written file.
+func writeFileAtomic(path string, data []byte) error {
+	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp*")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(tmp.Name())
+	if _, err := tmp.Write(data); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Close(); err != nil {
+		return err
+	}
+	return os.Rename(tmp.Name(), path)
+}

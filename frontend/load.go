@@ -1,0 +1,149 @@
+// Package frontend loads a model from any supported format, recognising the
+// format by the file's content, not its name. The importers themselves live
+// in subpackages, one per format.
+package frontend
+
+import (
+	"bytes"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+
+	"github.com/tapml/tapml/frontend/gguf"
+	"github.com/tapml/tapml/frontend/llama"
+	"github.com/tapml/tapml/frontend/llama2c"
+	"github.com/tapml/tapml/frontend/tokenizer"
+	"github.com/tapml/tapml/ir"
+)
+
+// Model is a loaded model: its IR (with weights attached) and, for
+// language models, its tokenizer.
+type Model struct {
+	Module    *ir.Module
+	Tokenizer *tokenizer.Tokenizer
+	Format    string // "llama2c", "gguf", "tir", "builtin", ...
+	Path      string
+}
+
+// Options tune loading.
+type Options struct {
+	Tokenizer string // a tokenizer file for formats that don't carry one
+}
+
+// BuiltinSeed seeds the weights of the built-in tiny model.
+const BuiltinSeed = 42
+
+// BuiltinTiny returns the built-in model: llama.Tiny with random weights
+// from a fixed seed and a byte-level tokenizer. It needs no files.
+func BuiltinTiny() (*Model, error) {
+	m, err := llama.Build("tiny-builtin", llama.Tiny, llama.RandomWeights(llama.Tiny, BuiltinSeed))
+	if err != nil {
+		return nil, err
+	}
+	m.Meta["source"] = "builtin"
+	return &Model{Module: m, Tokenizer: tokenizer.NewByteLevel(), Format: "builtin", Path: "builtin"}, nil
+}
+
+// Sniff reports the format of the file at path from its first bytes, or ""
+// when it is not recognised.
+func Sniff(path string) (string, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	head := make([]byte, 512)
+	n, err := io.ReadFull(f, head)
+	if err != nil && err != io.ErrUnexpectedEOF && err != io.EOF {
+		return "", fmt.Errorf("%s: %w", path, err)
+	}
+	head = head[:n]
+	switch {
+	case gguf.Sniff(head):
+		return "gguf", nil
+	case bytes.HasPrefix(bytes.TrimLeft(head, " \t\r\n"), []byte("module ")) ||
+		bytes.HasPrefix(bytes.TrimLeft(head, " \t\r\n"), []byte("//")):
+		return "tir", nil
+	case llama2c.Sniff(head):
+		return "llama2c", nil
+	}
+	return "", nil
+}
+
+// Load reads the model at path in whatever supported format it is.
+func Load(path string, opts Options) (*Model, error) {
+	st, err := os.Stat(path)
+	if err != nil {
+		return nil, err
+	}
+	if st.IsDir() {
+		return nil, fmt.Errorf("%s: a folder, but not a model folder this version of tapml reads", path)
+	}
+	format, err := Sniff(path)
+	if err != nil {
+		return nil, err
+	}
+	model := &Model{Format: format, Path: path}
+	switch format {
+	case "gguf":
+		model.Module, model.Tokenizer, err = gguf.Load(path)
+	case "llama2c":
+		model.Module, err = llama2c.Load(path)
+	case "tir":
+		model.Module, err = loadText(path, opts)
+	default:
+		return nil, fmt.Errorf("%s: not a model format tapml recognises (llama2.c checkpoint, GGUF, tapml IR text)", path)
+	}
+	if err != nil {
+		return nil, err
+	}
+	if opts.Tokenizer != "" {
+		vocab := 0
+		if w := model.Module.Weight("tok_embeddings"); w != nil {
+			vocab = int(w.Type.Shape[0].Size)
+		}
+		if model.Tokenizer, err = llama2c.LoadTokenizer(opts.Tokenizer, vocab); err != nil {
+			return nil, err
+		}
+	}
+	return model, nil
+}
+
+// loadText reads an IR text file and attaches the weights of the model it
+// was imported from (its "source" meta entry, relative to the text file).
+func loadText(path string, opts Options) (*ir.Module, error) {
+	text, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	m, err := ir.Parse(path, string(text))
+	if err != nil {
+		return nil, err
+	}
+	src := m.Meta["source"]
+	if src == "" || len(m.Weights) == 0 {
+		return m, nil
+	}
+	var from *ir.Module
+	if src == "builtin" {
+		b, err := BuiltinTiny()
+		if err != nil {
+			return nil, err
+		}
+		from = b.Module
+	} else {
+		if !filepath.IsAbs(src) {
+			src = filepath.Join(filepath.Dir(path), src)
+		}
+		orig, err := Load(src, Options{})
+		if err != nil {
+			return nil, fmt.Errorf("%s: loading its weights from %s: %w", path, src, err)
+		}
+		from = orig.Module
+	}
+	if err := m.AttachWeights(from); err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return m, nil
+}

@@ -1,0 +1,132 @@
+// Package llm drives a LLaMA-style module (as frontend/llama builds it)
+// token by token: it owns the KV caches on the device, feeds prompts through
+// "prefill", steps with "decode" and samples the next token.
+package llm
+
+import (
+	"fmt"
+
+	"github.com/tapml/tapml/ir"
+	"github.com/tapml/tapml/runtime"
+	"github.com/tapml/tapml/tensor"
+)
+
+// Session is one generation in progress: the position reached and the KV
+// caches, which stay on the device between steps.
+type Session struct {
+	Exec   *runtime.Executor
+	Place  string // placement whose device holds the caches ("" = default)
+	Pos    int    // tokens consumed so far
+	MaxSeq int    // cache length: the most tokens a session can hold
+	caches []*runtime.Buffer
+}
+
+// NewSession checks that the module has the LLM calling convention
+// (prefill/decode taking tokens, pos and caches; returning logits and the
+// updated caches) and allocates zeroed caches.
+func NewSession(exec *runtime.Executor) (*Session, error) {
+	m := exec.Module
+	dec := m.Func("decode")
+	pre := m.Func("prefill")
+	if dec == nil || pre == nil {
+		return nil, fmt.Errorf("module %q is not a language model: it needs functions @prefill and @decode", m.Name)
+	}
+	if err := checkSignature(dec); err != nil {
+		return nil, err
+	}
+	if err := checkSignature(pre); err != nil {
+		return nil, err
+	}
+	s := &Session{Exec: exec}
+	for _, p := range dec.Params[2:] {
+		sizes := p.Type.Shape.Sizes()
+		s.MaxSeq = sizes[0]
+		b, err := exec.Upload(s.Place, tensor.New(p.Type.DType, sizes))
+		if err != nil {
+			return nil, fmt.Errorf("allocating %s: %w", p.Ref(), err)
+		}
+		s.caches = append(s.caches, b)
+	}
+	return s, nil
+}
+
+func checkSignature(f *ir.Function) error {
+	bad := func(why string) error {
+		return fmt.Errorf("func @%s does not have the LLM calling convention (tokens, pos, caches...) -> (logits, caches...): %s", f.Name, why)
+	}
+	if len(f.Params) < 2 || f.Params[0].Type.DType != ir.I32 || f.Params[0].Type.Shape.Rank() != 1 {
+		return bad("the first parameter must be i32[seq] tokens")
+	}
+	if f.Params[1].Type.DType != ir.I32 || f.Params[1].Type.Shape.Rank() != 0 {
+		return bad("the second parameter must be the i32[] position")
+	}
+	if len(f.Results) != len(f.Params)-1 {
+		return bad(fmt.Sprintf("%d parameters but %d results", len(f.Params), len(f.Results)))
+	}
+	for i, p := range f.Params[2:] {
+		if !p.Type.Shape.IsStatic() || !p.Type.Equal(f.Results[i+1].Type) {
+			return bad(fmt.Sprintf("cache %s and result %d differ", p.Ref(), i+1))
+		}
+	}
+	return nil
+}
+
+// Forward feeds tokens at the current position and returns the logits of
+// the next token. Several tokens go through prefill in one call; one token
+// goes through decode.
+func (s *Session) Forward(tokens []int) ([]float32, error) {
+	if len(tokens) == 0 {
+		return nil, fmt.Errorf("forward of no tokens")
+	}
+	if s.Pos+len(tokens) > s.MaxSeq {
+		return nil, fmt.Errorf("context full: %d tokens at position %d exceed the cache length %d", len(tokens), s.Pos, s.MaxSeq)
+	}
+	fn := "decode"
+	if len(tokens) > 1 {
+		fn = "prefill"
+	}
+	ids := make([]int32, len(tokens))
+	for i, t := range tokens {
+		ids[i] = int32(t)
+	}
+	tok, err := s.Exec.Upload(s.Place, tensor.FromInt32([]int{len(ids)}, ids))
+	if err != nil {
+		return nil, err
+	}
+	pos, err := s.Exec.Upload(s.Place, tensor.ScalarInt32(int32(s.Pos)))
+	if err != nil {
+		return nil, err
+	}
+	args := append([]*runtime.Buffer{tok, pos}, s.caches...)
+	out, err := s.Exec.Call(fn, args...)
+	tok.Dev.Free(tok)
+	pos.Dev.Free(pos)
+	if err != nil {
+		return nil, err
+	}
+	for i, c := range out[1:] {
+		if c != s.caches[i] {
+			// The device returned a new buffer instead of updating in place.
+			s.caches[i].Dev.Free(s.caches[i])
+			s.caches[i] = c
+		}
+	}
+	logits, err := runtime.Download(out[0])
+	out[0].Dev.Free(out[0])
+	if err != nil {
+		return nil, err
+	}
+	s.Pos += len(tokens)
+	if logits.DType != ir.F32 {
+		logits = logits.Convert(ir.F32)
+	}
+	return logits.Float32s(), nil
+}
+
+// Close frees the caches.
+func (s *Session) Close() {
+	for _, c := range s.caches {
+		c.Dev.Free(c)
+	}
+	s.caches = nil
+}

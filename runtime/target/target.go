@@ -1,0 +1,43 @@
+// Package target opens the device a target name stands for: "cpu" (the
+// reference), "webgpu" (wgpu on Vulkan or GL), and the targets later issues
+// add. It is the one place that knows every device package.
+package target
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/spf13/pflag"
+	"github.com/tapml/tapml/runtime"
+	"github.com/tapml/tapml/runtime/cpu"
+	"github.com/tapml/tapml/runtime/webgpu"
+)
+
+// Names lists the targets in the order `tapmlc ops` shows them.
+var Names = []string{"cpu", "webgpu"}
+
+// Flags are the command-line flags that choose a target.
+type Flags struct {
+	Target  string
+	Backend string
+}
+
+// Register adds --target and --backend to a flag set.
+func (t *Flags) Register(f *pflag.FlagSet) {
+	f.StringVar(&t.Target, "target", "cpu", "where to run: "+strings.Join(Names, ", "))
+	f.StringVar(&t.Backend, "backend", "vulkan", "graphics API of the webgpu target: vulkan or gl")
+}
+
+// Open opens the device of the chosen target.
+func (t *Flags) Open() (runtime.Device, error) { return Open(t.Target, t.Backend) }
+
+// Open opens the device named by target.
+func Open(target, backend string) (runtime.Device, error) {
+	switch target {
+	case "cpu":
+		return cpu.New(), nil
+	case "webgpu":
+		return webgpu.Open(webgpu.Options{Backend: backend})
+	}
+	return nil, fmt.Errorf("unknown target %q (known: %s)", target, strings.Join(Names, ", "))
+}
