@@ -2,6 +2,7 @@ package ir
 
 import (
 	"fmt"
+	"math"
 	"sort"
 )
 
@@ -54,7 +55,14 @@ func FloatsAttr(v ...float64) Attr { return Attr{Kind: AttrFloats, Floats: v} }
 func ShapeAttr(v Shape) Attr       { return Attr{Kind: AttrShape, Shape: v} }
 func DTypeAttr(v DType) Attr       { return Attr{Kind: AttrDType, DType: v} }
 
-// Equal reports whether two attribute values are identical.
+// sameFloat reports whether x and y are the same value: equal bits, or both
+// NaN (the text form keeps no NaN payload). 0 and -0 differ.
+func sameFloat(x, y float64) bool {
+	return math.Float64bits(x) == math.Float64bits(y) || (x != x && y != y)
+}
+
+// Equal reports whether two attribute values are identical. Floats compare
+// by value, except that every NaN equals every NaN and 0 differs from -0.
 func (a Attr) Equal(b Attr) bool {
 	if a.Kind != b.Kind {
 		return false
@@ -63,7 +71,7 @@ func (a Attr) Equal(b Attr) bool {
 	case AttrInt:
 		return a.Int == b.Int
 	case AttrFloat:
-		return a.Float == b.Float || (a.Float != a.Float && b.Float != b.Float)
+		return sameFloat(a.Float, b.Float)
 	case AttrString:
 		return a.Str == b.Str
 	case AttrBool:
@@ -83,7 +91,7 @@ func (a Attr) Equal(b Attr) bool {
 			return false
 		}
 		for i := range a.Floats {
-			if a.Floats[i] != b.Floats[i] && !(a.Floats[i] != a.Floats[i] && b.Floats[i] != b.Floats[i]) {
+			if !sameFloat(a.Floats[i], b.Floats[i]) {
 				return false
 			}
 		}
@@ -116,12 +124,21 @@ func (a Attrs) Clone() Attrs {
 	}
 	out := make(Attrs, len(a))
 	for k, v := range a {
-		v.Ints = append([]int64(nil), v.Ints...)
-		v.Floats = append([]float64(nil), v.Floats...)
-		v.Shape = v.Shape.Clone()
-		out[k] = v
+		out[k] = v.Clone()
 	}
 	return out
+}
+
+// Clone returns a deep copy of the value (its lists are copied).
+func (a Attr) Clone() Attr {
+	if a.Ints != nil {
+		a.Ints = append([]int64{}, a.Ints...)
+	}
+	if a.Floats != nil {
+		a.Floats = append([]float64{}, a.Floats...)
+	}
+	a.Shape = a.Shape.Clone()
+	return a
 }
 
 // Equal reports whether two attribute sets are identical.

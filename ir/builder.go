@@ -33,9 +33,16 @@ func (b *Builder) At(prov string) *Builder {
 	return b
 }
 
+// name returns the next free output name: "0", "1", ..., skipping the names
+// of parameters.
 func (b *Builder) name() string {
-	b.next++
-	return strconv.Itoa(b.next - 1)
+	for {
+		b.next++
+		n := strconv.Itoa(b.next - 1)
+		if b.F.Param(n) == nil {
+			return n
+		}
+	}
 }
 
 // Param adds a function parameter.

@@ -68,8 +68,10 @@ type exprParser struct {
 	i int
 }
 
+func isExprSpace(c byte) bool { return c == ' ' || c == '\t' || c == '\n' || c == '\r' }
+
 func (p *exprParser) space() {
-	for p.i < len(p.s) && p.s[p.i] == ' ' {
+	for p.i < len(p.s) && isExprSpace(p.s[p.i]) {
 		p.i++
 	}
 }
@@ -94,10 +96,16 @@ func (p *exprParser) expr(depth int) (*Expr, error) {
 		}
 		return &Expr{Input: n}, nil
 	}
-	for p.i < len(p.s) && strings.IndexByte("(), ", p.s[p.i]) < 0 {
+	for p.i < len(p.s) && strings.IndexByte("(),$", p.s[p.i]) < 0 && !isExprSpace(p.s[p.i]) {
 		p.i++
 	}
 	word := p.s[start:p.i]
+	if word == "" {
+		if p.i < len(p.s) {
+			return nil, fmt.Errorf("expected an operand at offset %d, found %q", p.i, p.s[p.i])
+		}
+		return nil, fmt.Errorf("unexpected end")
+	}
 	if p.i < len(p.s) && p.s[p.i] == '(' {
 		arity := 0
 		if slices.Contains(UnaryOps, word) {
@@ -113,7 +121,7 @@ func (p *exprParser) expr(depth int) (*Expr, error) {
 			if k > 0 {
 				p.space()
 				if p.i >= len(p.s) || p.s[p.i] != ',' {
-					return nil, fmt.Errorf("%s takes %d operands (offset %d)", word, arity, p.i)
+					return nil, fmt.Errorf("%s takes %s: expected ',' at offset %d", word, operands(arity), p.i)
 				}
 				p.i++
 			}
@@ -125,14 +133,21 @@ func (p *exprParser) expr(depth int) (*Expr, error) {
 		}
 		p.space()
 		if p.i >= len(p.s) || p.s[p.i] != ')' {
-			return nil, fmt.Errorf("%s takes %d operands; missing ')' at offset %d", word, arity, p.i)
+			return nil, fmt.Errorf("%s takes %s: expected ')' at offset %d", word, operands(arity), p.i)
 		}
 		p.i++
 		return e, nil
 	}
 	v, err := strconv.ParseFloat(word, 64)
 	if err != nil {
-		return nil, fmt.Errorf("bad constant %q at offset %d", word, start)
+		return nil, fmt.Errorf("bad constant %q at offset %d (want a number, $N or op(...))", word, start)
 	}
 	return &Expr{Input: -1, Const: v}, nil
+}
+
+func operands(n int) string {
+	if n == 1 {
+		return "1 operand"
+	}
+	return strconv.Itoa(n) + " operands"
 }

@@ -17,8 +17,12 @@ type Value struct {
 // IsWeight reports whether v refers to a module weight.
 func (v *Value) IsWeight() bool { return v.Weight != nil }
 
-// Ref is how the value is written in the text form.
+// Ref is how the value is written in the text form ("%<nil>" for nil, so
+// that broken modules can still be printed).
 func (v *Value) Ref() string {
+	if v == nil {
+		return "%<nil>"
+	}
 	if v.Weight != nil {
 		return "@" + quoteIdent(v.Name)
 	}
@@ -74,7 +78,11 @@ func (n *Node) Output() *Value { return n.Outputs[0] }
 // Def returns the registered definition of the node's op, or nil.
 func (n *Node) Def() *OpDef { return LookupOp(n.Op) }
 
+// String names the node in messages: "#12 rope %7 (layers.0.attention.rope_q)".
 func (n *Node) String() string {
+	if n == nil {
+		return "<nil node>"
+	}
 	s := fmt.Sprintf("#%d %s", n.ID, n.Op)
 	if len(n.Outputs) > 0 {
 		s += " " + n.Outputs[0].Ref()
@@ -165,7 +173,9 @@ func (m *Module) Func(name string) *Function {
 	return nil
 }
 
-// NewID returns a fresh node id, larger than any in the module.
+// NewID returns a fresh node id, larger than any in the module when it was
+// first called (and than any it returned since); nodes added with ids of
+// their own should take them from NewID too.
 func (m *Module) NewID() int {
 	if m.nextID == 0 {
 		for _, f := range m.Funcs {
@@ -191,7 +201,10 @@ func (m *Module) MetaKeys() []string {
 // Clone returns a deep copy of the module's functions and metadata; weights
 // are shared (they are immutable), so cloning is cheap.
 func (m *Module) Clone() *Module {
-	c := &Module{Name: m.Name, Meta: map[string]string{}, Weights: m.Weights, nextID: m.nextID}
+	c := &Module{Name: m.Name, Meta: map[string]string{}, nextID: m.nextID}
+	// A new slice (of the same weights), so that appending to one module's
+	// weights never writes into the other's.
+	c.Weights = append([]*Weight(nil), m.Weights...)
 	for k, v := range m.Meta {
 		c.Meta[k] = v
 	}
@@ -205,7 +218,7 @@ func (m *Module) Clone() *Module {
 func (f *Function) Clone() *Function {
 	vmap := map[*Value]*Value{}
 	get := func(v *Value) *Value {
-		if v.Weight != nil {
+		if v == nil || v.Weight != nil {
 			return v
 		}
 		if c, ok := vmap[v]; ok {
@@ -244,10 +257,10 @@ func (m *Module) AttachWeights(from *Module) error {
 	for _, w := range m.Weights {
 		src := from.Weight(w.Name)
 		if src == nil {
-			return fmt.Errorf("weight @%s: not in %q", w.Name, from.Name)
+			return fmt.Errorf("weight @%s: not in %q", quoteIdent(w.Name), from.Name)
 		}
 		if !src.Type.Equal(w.Type) {
-			return fmt.Errorf("weight @%s: type %s, but %q has %s", w.Name, w.Type, from.Name, src.Type)
+			return fmt.Errorf("weight @%s: type %s, but %q has %s", quoteIdent(w.Name), w.Type, from.Name, src.Type)
 		}
 		w.Source = src.Source
 	}

@@ -105,7 +105,8 @@ func init() {
 		Infer: inferTranspose})
 	register(&OpDef{Name: "slice", Kind: KindData, MinInputs: 1, MaxInputs: 1, Outputs: 1,
 		Doc: "elements start, start+step, ... < end along axis; negative start/end count from the end, " +
-			"both are clamped to the dim",
+			"both are clamped to the dim; step >= 1. A symbolic dim can only be taken whole (start 0) or " +
+			"as its last k (start -k, which needs the dim >= k at run time), with end >= 2^31-1 and step 1",
 		Attrs: []AttrSpec{
 			{Name: "axis", Kind: AttrInt},
 			{Name: "start", Kind: AttrInt},
@@ -152,8 +153,10 @@ func inferBinary(in []Type, _ Attrs) ([]Type, error) {
 
 func inferConstant(_ []Type, a Attrs) ([]Type, error) {
 	s := a.Shape("shape")
-	if !s.IsStatic() {
-		return nil, fmt.Errorf("shape %s must be static", s)
+	for _, d := range s {
+		if !d.IsStatic() || d.Size < 0 {
+			return nil, fmt.Errorf("shape %s must be static with sizes >= 0", s)
+		}
 	}
 	n := s.NumElements()
 	if v := len(a.Floats("value")); v != 1 && int64(v) != n {
@@ -281,8 +284,8 @@ func inferRope(in []Type, a Attrs) ([]Type, error) {
 	if dims < 2 || dims%2 != 0 || dims > dh.Size {
 		return nil, fmt.Errorf("dims %d must be even, >= 2 and <= head dim %d", dims, dh.Size)
 	}
-	if a.Float("theta") <= 0 {
-		return nil, fmt.Errorf("theta must be positive, got %g", a.Float("theta"))
+	if t := a.Float("theta"); !(t > 0) || math.IsInf(t, 1) {
+		return nil, fmt.Errorf("theta must be positive and finite, got %g", t)
 	}
 	return []Type{T(x.DType, x.Shape.Clone())}, nil
 }
@@ -305,6 +308,9 @@ func inferKVWrite(in []Type, _ Attrs) ([]Type, error) {
 	if err := checkPos(in[2]); err != nil {
 		return nil, err
 	}
+	if s := nw.Shape[0]; s.IsStatic() && s.Size > cache.Shape[0].Size {
+		return nil, fmt.Errorf("new has %d rows, more than the cache's %d", s.Size, cache.Shape[0].Size)
+	}
 	return []Type{T(cache.DType, cache.Shape.Clone())}, nil
 }
 
@@ -323,7 +329,7 @@ func inferAttention(in []Type, a Attrs) ([]Type, error) {
 		return nil, fmt.Errorf("k %s does not match q %s (dtype and head dim)", k, q)
 	}
 	h, kh := q.Shape[1], k.Shape[1]
-	if !h.IsStatic() || h.Size%kh.Size != 0 {
+	if !h.IsStatic() || kh.Size < 1 || h.Size < 1 || h.Size%kh.Size != 0 {
 		return nil, fmt.Errorf("query heads %s must be a static multiple of kv heads %s", h, kh)
 	}
 	if err := checkPos(in[3]); err != nil {
@@ -421,8 +427,9 @@ func inferTranspose(in []Type, a Attrs) ([]Type, error) {
 }
 
 // SliceBounds resolves a slice's start, end and step against a dim of size n
-// (negative values count from the end; both are clamped) and returns the
-// first index and the number of elements taken.
+// (negative values count from the end; both are clamped to [0, n]) and
+// returns the first index and the number of elements taken. step must be
+// >= 1 (the verifier ensures it); a smaller step takes nothing.
 func SliceBounds(start, end, step, n int64) (first, count int64) {
 	if start < 0 {
 		start += n
@@ -432,10 +439,10 @@ func SliceBounds(start, end, step, n int64) (first, count int64) {
 	}
 	start = min(max(start, 0), n)
 	end = min(max(end, 0), n)
-	if end <= start {
+	if end <= start || step < 1 {
 		return start, 0
 	}
-	return start, (end - start + step - 1) / step
+	return start, (end-start-1)/step + 1
 }
 
 func inferSlice(in []Type, a Attrs) ([]Type, error) {
@@ -455,7 +462,7 @@ func inferSlice(in []Type, a Attrs) ([]Type, error) {
 		start, end, step := a.Int("start"), a.Int("end"), a.Int("step")
 		switch {
 		case start == 0 && end >= math.MaxInt32 && step == 1:
-		case start < 0 && end >= math.MaxInt32 && step == 1:
+		case start < 0 && start > math.MinInt64 && end >= math.MaxInt32 && step == 1:
 			out[ax] = D(-start)
 		default:
 			return nil, fmt.Errorf("a symbolic dim %s can only be sliced whole (start 0) or as its last k (start -k), with end >= 2^31-1 and step 1", d)
@@ -488,6 +495,9 @@ func inferConcat(in []Type, a Attrs) ([]Type, error) {
 				return []Type{T(in[0].DType, out)}, nil
 			}
 			return nil, fmt.Errorf("cannot concat along symbolic dim %s", t.Shape[ax])
+		}
+		if total > math.MaxInt64-t.Shape[ax].Size {
+			return nil, fmt.Errorf("the concatenated dim overflows int64")
 		}
 		total += t.Shape[ax].Size
 	}

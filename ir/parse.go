@@ -5,6 +5,7 @@ import (
 	"math"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 )
 
 // ParseError is a syntax or type error in IR text, with its position.
@@ -22,7 +23,7 @@ func (e *ParseError) Error() string {
 // The result is verified; weights have no Source until the caller attaches
 // one (see Module.AttachWeights).
 func Parse(file, text string) (*Module, error) {
-	p := &parser{lex: lexer{file: file, src: text, line: 1, col: 1}}
+	p := &parser{lex: lexer{file: file, src: text, line: 1, col: 1}, ids: map[int]string{}}
 	p.advance()
 	m, err := p.module()
 	if err != nil {
@@ -57,10 +58,8 @@ func (t token) String() string {
 	switch t.kind {
 	case tEOF:
 		return "end of file"
-	case tLocal:
-		return "%" + t.text
-	case tGlobal:
-		return "@" + t.text
+	case tLocal, tGlobal:
+		return refText(t)
 	case tHash:
 		return "#" + t.text
 	case tString:
@@ -163,7 +162,11 @@ func (l *lexer) next() (token, error) {
 		l.bump(1)
 		t.kind, t.text = tPunct, string(c)
 	default:
-		return t, l.errorf(t.line, t.col, "unexpected character %q", c)
+		r, _ := utf8.DecodeRuneInString(l.src[l.pos:])
+		if r == utf8.RuneError {
+			return t, l.errorf(t.line, t.col, "unexpected byte %#02x", c)
+		}
+		return t, l.errorf(t.line, t.col, "unexpected character %q", r)
 	}
 	return t, nil
 }
@@ -207,6 +210,7 @@ type parser struct {
 	tok token
 	err error
 	m   *Module
+	ids map[int]string // node id -> the function that uses it
 }
 
 func (p *parser) advance() {
@@ -282,6 +286,9 @@ func (p *parser) module() (*Module, error) {
 			p.punct("=")
 			v, _ := p.expect(tString, "", "a quoted meta value")
 			if p.err == nil {
+				if _, dup := p.m.Meta[k.text]; dup {
+					return nil, p.failAt(k, "meta %s given twice", strconv.Quote(k.text))
+				}
 				p.m.Meta[k.text] = v.text
 			}
 		case p.is(tIdent, "weight"):
@@ -292,10 +299,10 @@ func (p *parser) module() (*Module, error) {
 			t := p.typ()
 			if p.err == nil {
 				if p.m.Weight(name.text) != nil {
-					return nil, p.failAt(at, "weight @%s declared twice", name.text)
+					return nil, p.failAt(at, "weight @%s declared twice", quoteIdent(name.text))
 				}
 				if !t.Shape.IsStatic() {
-					return nil, p.failAt(at, "weight @%s must have a static shape, got %s", name.text, t.Shape)
+					return nil, p.failAt(at, "weight @%s must have a static shape, got %s", quoteIdent(name.text), t.Shape)
 				}
 				p.m.AddWeight(name.text, t, nil)
 			}
@@ -324,7 +331,15 @@ func (p *parser) typ() Type {
 		return Type{}
 	}
 	shape := p.shape()
-	return T(d, shape)
+	if p.err != nil {
+		return Type{}
+	}
+	t := T(d, shape)
+	if err := t.Validate(); err != nil {
+		p.failAt(at, "%v", err)
+		return Type{}
+	}
+	return t
 }
 
 func (p *parser) shape() Shape {
@@ -364,9 +379,10 @@ func (p *parser) function() {
 		return
 	}
 	if p.m.Func(name.text) != nil {
-		p.failAt(name, "func @%s declared twice", name.text)
+		p.failAt(name, "func @%s declared twice", quoteIdent(name.text))
 		return
 	}
+	fn := "func @" + quoteIdent(name.text)
 	f := &Function{Name: name.text}
 	scope := map[string]*Value{}
 	p.punct("(")
@@ -382,7 +398,7 @@ func (p *parser) function() {
 			return
 		}
 		if scope[pn.text] != nil {
-			p.failAt(at, "%%%s defined twice", pn.text)
+			p.failAt(at, "parameter %%%s defined twice", quoteIdent(pn.text))
 			return
 		}
 		v := &Value{Name: pn.text, Type: t}
@@ -397,7 +413,12 @@ func (p *parser) function() {
 		if len(resultToks) > 0 {
 			p.punct(",")
 		}
-		t, _ := p.expect(tLocal, "", "a result (%name)")
+		if p.is(tGlobal, "") {
+			resultToks = append(resultToks, p.tok)
+			p.advance()
+			continue
+		}
+		t, _ := p.expect(tLocal, "", "a result (%name or @weight)")
 		resultToks = append(resultToks, t)
 	}
 	p.punct(")")
@@ -407,12 +428,17 @@ func (p *parser) function() {
 	}
 	p.expect(tIdent, "return", "'return'")
 	var returned []token
-	if p.is(tLocal, "") {
+	if p.is(tLocal, "") || p.is(tGlobal, "") {
 		returned = append(returned, p.tok)
 		p.advance()
 		for p.is(tPunct, ",") {
 			p.advance()
-			t, _ := p.expect(tLocal, "", "a returned value (%name)")
+			if p.is(tGlobal, "") {
+				returned = append(returned, p.tok)
+				p.advance()
+				continue
+			}
+			t, _ := p.expect(tLocal, "", "a returned value (%name or @weight)")
 			returned = append(returned, t)
 		}
 	}
@@ -421,17 +447,26 @@ func (p *parser) function() {
 		return
 	}
 	if len(returned) != len(resultToks) {
-		p.failAt(name, "func @%s declares %d results but returns %d", f.Name, len(resultToks), len(returned))
+		p.failAt(name, "%s declares %d results but returns %d", fn, len(resultToks), len(returned))
 		return
 	}
 	for i, rt := range resultToks {
-		if returned[i].text != rt.text {
-			p.failAt(returned[i], "return %%%s does not match declared result %%%s", returned[i].text, rt.text)
+		if returned[i].kind != rt.kind || returned[i].text != rt.text {
+			p.failAt(returned[i], "return %s does not match declared result %s", refText(returned[i]), refText(rt))
 			return
+		}
+		if rt.kind == tGlobal {
+			w := p.m.Weight(rt.text)
+			if w == nil {
+				p.failAt(rt, "result %s is not a declared weight", refText(rt))
+				return
+			}
+			f.Results = append(f.Results, w.Value())
+			continue
 		}
 		v := scope[rt.text]
 		if v == nil {
-			p.failAt(rt, "result %%%s is not defined in func @%s", rt.text, f.Name)
+			p.failAt(rt, "result %s is not defined in %s", refText(rt), fn)
 			return
 		}
 		f.Results = append(f.Results, v)
@@ -473,14 +508,14 @@ func (p *parser) node(f *Function, scope map[string]*Value) {
 		case p.is(tLocal, ""):
 			v := scope[p.tok.text]
 			if v == nil {
-				p.failAt(at, "%%%s is not defined", p.tok.text)
+				p.failAt(at, "%s is not defined (before this node)", refText(at))
 				return
 			}
 			inputs = append(inputs, v)
 		case p.is(tGlobal, ""):
 			w := p.m.Weight(p.tok.text)
 			if w == nil {
-				p.failAt(at, "@%s is not a declared weight", p.tok.text)
+				p.failAt(at, "%s is not a declared weight", refText(at))
 				return
 			}
 			inputs = append(inputs, w.Value())
@@ -498,7 +533,12 @@ func (p *parser) node(f *Function, scope map[string]*Value) {
 			if len(attrs) > 0 {
 				p.punct(",")
 			}
-			k, _ := p.expect(tIdent, "", "an attribute name")
+			k := p.tok
+			if p.is(tString, "") {
+				p.advance()
+			} else {
+				p.expect(tIdent, "", "an attribute name")
+			}
 			p.punct("=")
 			v := p.attrValue()
 			if p.err != nil {
@@ -530,6 +570,10 @@ func (p *parser) node(f *Function, scope map[string]*Value) {
 		p.failAt(idTok, "bad node id #%s", idTok.text)
 		return
 	}
+	if prev, dup := p.ids[id]; dup {
+		p.failAt(idTok, "node id #%d already used in func @%s", id, quoteIdent(prev))
+		return
+	}
 	n := &Node{ID: id, Op: opTok.text, Inputs: inputs}
 	if p.is(tIdent, "loc") {
 		p.advance()
@@ -541,7 +585,11 @@ func (p *parser) node(f *Function, scope map[string]*Value) {
 	if p.is(tIdent, "on") {
 		p.advance()
 		p.punct("(")
-		s, _ := p.expect(tIdent, "", "source or target")
+		s, _ := p.expect(tIdent, "", "a placement (source or target)")
+		if p.err == nil && s.text != "source" && s.text != "target" {
+			p.failAt(s, "placement %q is neither source nor target", s.text)
+			return
+		}
 		p.punct(")")
 		n.Place = s.text
 	}
@@ -568,11 +616,11 @@ func (p *parser) node(f *Function, scope map[string]*Value) {
 	n.Attrs = na
 	for i, o := range outs {
 		if !types[i].Equal(want[i]) {
-			p.failAt(o, "%%%s is declared %s, but %s gives %s", o.text, types[i], n.Op, want[i])
+			p.failAt(o, "%s is declared %s, but %s infers %s", refText(o), types[i], n.Op, want[i])
 			return
 		}
 		if scope[o.text] != nil {
-			p.failAt(o, "%%%s defined twice", o.text)
+			p.failAt(o, "%s defined twice", refText(o))
 			return
 		}
 		v := &Value{Name: o.text, Type: types[i], Def: n}
@@ -580,9 +628,18 @@ func (p *parser) node(f *Function, scope map[string]*Value) {
 		n.Outputs = append(n.Outputs, v)
 	}
 	f.Nodes = append(f.Nodes, n)
+	p.ids[id] = f.Name
 	if id > p.m.nextID {
 		p.m.nextID = id
 	}
+}
+
+// refText writes a %name or @name token as the text form does.
+func refText(t token) string {
+	if t.kind == tGlobal {
+		return "@" + quoteIdent(t.text)
+	}
+	return "%" + quoteIdent(t.text)
 }
 
 func (p *parser) attrValue() Attr {

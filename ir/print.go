@@ -21,10 +21,14 @@ import (
 //	}
 //
 // A node line is: outputs = op(inputs) {attributes} : output types #id
-// [loc("provenance")] [on(source|target)]. Names are [A-Za-z0-9_.-]+ or a Go
-// quoted string. Attribute values: ints, floats (always with '.', 'e', inf or
-// nan), "strings", true/false, dtypes (f32), lists [1, 2] and shapes
-// [seq, 8]. Comments start with // and run to the end of the line.
+// [loc("provenance")] [on(source|target)]. Node ids are positive and unique
+// in the module. Names of values, weights and functions are [A-Za-z0-9_.-]+
+// or a Go quoted string; a function's results may be values or weights.
+// Symbolic dims are identifiers ([A-Za-z_][A-Za-z0-9_.]*, not inf or nan).
+// Attribute values: ints, floats (always with '.', 'e', inf or nan),
+// "strings", true/false, dtypes (f32), lists [1, 2] and shapes [seq, 8]
+// (an empty list [] is read as ints, which a floats or shape attribute
+// accepts). Comments start with // and run to the end of the line.
 
 // Print writes the text form of m.
 func Print(w io.Writer, m *Module) error {
@@ -40,9 +44,17 @@ func Text(m *Module) string {
 		fmt.Fprintf(&b, "  meta %s = %s\n", strconv.Quote(k), strconv.Quote(m.Meta[k]))
 	}
 	for _, w := range m.Weights {
+		if w == nil {
+			b.WriteString("  // nil weight\n")
+			continue
+		}
 		fmt.Fprintf(&b, "  weight @%s : %s\n", quoteIdent(w.Name), w.Type)
 	}
 	for _, f := range m.Funcs {
+		if f == nil {
+			b.WriteString("  // nil func\n")
+			continue
+		}
 		writeFunc(&b, f)
 	}
 	b.WriteString("}\n")
@@ -59,7 +71,10 @@ func FuncText(f *Function) string {
 func writeFunc(b *strings.Builder, f *Function) {
 	params := make([]string, len(f.Params))
 	for i, p := range f.Params {
-		params[i] = p.Ref() + ": " + p.Type.String()
+		params[i] = p.Ref()
+		if p != nil {
+			params[i] += ": " + p.Type.String()
+		}
 	}
 	results := make([]string, len(f.Results))
 	for i, r := range f.Results {
@@ -74,14 +89,21 @@ func writeFunc(b *strings.Builder, f *Function) {
 	fmt.Fprintf(b, "    return %s\n  }\n", strings.Join(results, ", "))
 }
 
-// NodeText returns the one-line text form of a node.
+// NodeText returns the one-line text form of a node. Broken nodes (nil
+// values, for example) print too, though not in a form Parse reads.
 func NodeText(n *Node) string {
+	if n == nil {
+		return "// nil node"
+	}
 	var b strings.Builder
 	outs := make([]string, len(n.Outputs))
 	types := make([]string, len(n.Outputs))
 	for i, o := range n.Outputs {
 		outs[i] = o.Ref()
-		types[i] = o.Type.String()
+		types[i] = "<nil>"
+		if o != nil {
+			types[i] = o.Type.String()
+		}
 	}
 	ins := make([]string, len(n.Inputs))
 	for i, in := range n.Inputs {

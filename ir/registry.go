@@ -73,8 +73,10 @@ func Ops() []*OpDef {
 }
 
 // NormalizeAttrs checks attrs against the op's schema and returns a copy with
-// defaults filled in. Unknown names, wrong kinds and missing required
-// attributes are errors.
+// defaults filled in. Unknown names, wrong kinds, missing required
+// attributes and malformed values (an invalid dtype, a shape with a bad
+// symbol or a size below -1) are errors. An int is accepted for a float and
+// a list of ints for floats or a shape; the copy holds the converted value.
 func (d *OpDef) NormalizeAttrs(a Attrs) (Attrs, error) {
 	out := Attrs{}
 	for _, k := range a.Keys() {
@@ -82,7 +84,7 @@ func (d *OpDef) NormalizeAttrs(a Attrs) (Attrs, error) {
 		if spec == nil {
 			return nil, fmt.Errorf("op %s has no attribute %q (it has: %s)", d.Name, k, d.attrNames())
 		}
-		v := a[k]
+		v := a[k].Clone()
 		if v.Kind != spec.Kind {
 			// An int literal is accepted where a float is expected.
 			if spec.Kind == AttrFloat && v.Kind == AttrInt {
@@ -96,8 +98,11 @@ func (d *OpDef) NormalizeAttrs(a Attrs) (Attrs, error) {
 			} else if spec.Kind == AttrShape && v.Kind == AttrInts {
 				v = ShapeAttr(S(v.Ints...))
 			} else {
-				return nil, fmt.Errorf("op %s: attribute %q must be %s, got %s", d.Name, k, spec.Kind, v.Kind)
+				return nil, fmt.Errorf("op %s: attribute %q must be %s, got %s %s", d.Name, k, spec.Kind, v.Kind, v)
 			}
+		}
+		if err := checkAttrValue(v); err != nil {
+			return nil, fmt.Errorf("op %s: attribute %q: %v", d.Name, k, err)
 		}
 		out[k] = v
 	}
@@ -108,9 +113,34 @@ func (d *OpDef) NormalizeAttrs(a Attrs) (Attrs, error) {
 		if spec.Default == nil {
 			return nil, fmt.Errorf("op %s: missing required attribute %q (%s)", d.Name, spec.Name, spec.Kind)
 		}
-		out[spec.Name] = *spec.Default
+		out[spec.Name] = spec.Default.Clone()
 	}
 	return out, nil
+}
+
+// checkAttrValue rejects values the text form cannot hold or that no op can
+// use: invalid dtypes, and shapes with bad symbols, sizes below -1 (reshape
+// uses -1) or a static product that overflows int64.
+func checkAttrValue(v Attr) error {
+	switch v.Kind {
+	case AttrDType:
+		if v.DType == Invalid || int(v.DType) >= len(dtypeNames) {
+			return fmt.Errorf("invalid dtype %s", v.DType)
+		}
+	case AttrShape:
+		for _, dim := range v.Shape {
+			if err := checkDim(dim, -1); err != nil {
+				return fmt.Errorf("shape %s: %v", v.Shape, err)
+			}
+		}
+		if _, ok := staticProduct(v.Shape, 1); !ok {
+			return fmt.Errorf("shape %s: element count overflows int64", v.Shape)
+		}
+	case AttrInt, AttrFloat, AttrString, AttrBool, AttrInts, AttrFloats:
+	default:
+		return fmt.Errorf("unknown attribute kind %s", v.Kind)
+	}
+	return nil
 }
 
 func (d *OpDef) attrNames() string {

@@ -2,12 +2,14 @@ package ir
 
 import (
 	"fmt"
+	"math"
 	"strconv"
 	"strings"
 )
 
 // Dim is one dimension of a shape: a static size, or a symbol such as "seq"
-// whose size is bound when a function runs.
+// whose size is bound when a function runs. Build dims with D and Sym: dims
+// are compared with ==, so a symbolic dim must have Size -1.
 type Dim struct {
 	Size int64  // the static size; -1 when Sym is set
 	Sym  string // the symbol's name; "" for a static dim
@@ -55,6 +57,7 @@ func (s Shape) IsStatic() bool {
 }
 
 // NumElements is the product of the dims, or -1 when a dim is symbolic.
+// It does not overflow for the shape of a type that passes Type.Validate.
 func (s Shape) NumElements() int64 {
 	n := int64(1)
 	for _, d := range s {
@@ -109,6 +112,77 @@ func (s Shape) Bind(env map[string]int64) Shape {
 		}
 	}
 	return out
+}
+
+// ValidSymbol reports whether name can be a symbolic dim: an identifier
+// ([A-Za-z_][A-Za-z0-9_.]*) other than "inf" and "nan", which the text form
+// reads as numbers.
+func ValidSymbol(name string) bool {
+	if name == "" || name == "inf" || name == "nan" {
+		return false
+	}
+	for i := 0; i < len(name); i++ {
+		c := name[i]
+		switch {
+		case c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c == '_':
+		case i > 0 && (c >= '0' && c <= '9' || c == '.'):
+		default:
+			return false
+		}
+	}
+	return true
+}
+
+// checkDim reports what is wrong with a dim; minSize is the smallest static
+// size allowed (0 in types, -1 in reshape's shape attribute).
+func checkDim(d Dim, minSize int64) error {
+	if d.Sym != "" {
+		if !ValidSymbol(d.Sym) {
+			return fmt.Errorf("symbol %q is not an identifier ([A-Za-z_][A-Za-z0-9_.]*, not inf or nan)", d.Sym)
+		}
+		if d.Size != -1 {
+			return fmt.Errorf("symbolic dim %s has Size %d, want -1 (build it with ir.Sym)", d.Sym, d.Size)
+		}
+		return nil
+	}
+	if d.Size < minSize {
+		return fmt.Errorf("dim %d is negative", d.Size)
+	}
+	return nil
+}
+
+// staticProduct is the product of the static dims that are >= 0 times unit;
+// ok is false when it overflows int64.
+func staticProduct(s Shape, unit int64) (n int64, ok bool) {
+	n = unit
+	for _, d := range s {
+		if !d.IsStatic() || d.Size < 0 {
+			continue
+		}
+		if d.Size != 0 && n > math.MaxInt64/d.Size {
+			return 0, false
+		}
+		n *= d.Size
+	}
+	return n, true
+}
+
+// Validate reports what makes t malformed: an invalid dtype, a negative
+// size, a symbol that is not an identifier, a symbolic Dim whose Size is not
+// -1, or a static size in bytes that overflows int64.
+func (t Type) Validate() error {
+	if t.DType == Invalid || int(t.DType) >= len(dtypeNames) {
+		return fmt.Errorf("type %s: invalid dtype", t)
+	}
+	for _, d := range t.Shape {
+		if err := checkDim(d, 0); err != nil {
+			return fmt.Errorf("type %s: %v", t, err)
+		}
+	}
+	if _, ok := staticProduct(t.Shape, int64(t.DType.Size())); !ok {
+		return fmt.Errorf("type %s: too large (its size in bytes overflows int64)", t)
+	}
+	return nil
 }
 
 func (s Shape) String() string {
