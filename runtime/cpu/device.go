@@ -1,0 +1,336 @@
+// Package cpu is tapml's reference device: every op of the ir registry,
+// computed on the host in float32 with float32 accumulation, deterministic
+// (the same inputs give the same bits on every run, whatever the number of
+// goroutines). Matrix products go through gonum's blas32; the other kernels
+// follow llama2.c's run.c where it has the op (rmsnorm, softmax, RoPE,
+// attention, SwiGLU), so a tapml model on this device reproduces run.c.
+//
+// Dtypes. Data ops (gather, kv_write, reshape, transpose, slice, concat,
+// probe, transfer, constant, cast) support every dtype. Arithmetic ops
+// compute in f32; f16 and bf16 inputs are widened to f32, the op runs in f32
+// and the result is rounded once to the output dtype. Some elementwise ops
+// and argmax also take integers; see the doc of each kernel and Supports.
+//
+// Buffers. A Buffer's Handle is a *tensor.Tensor. Upload wraps the caller's
+// tensor without copying it: the caller must not modify it afterwards, and
+// a kv_write on it updates it in place. Download returns a copy, so later
+// in-place updates never change a tensor a caller has downloaded. Outputs
+// of reshape, probe and transfer share memory with their input.
+package cpu
+
+import (
+	"fmt"
+	goruntime "runtime"
+	"sync"
+
+	"github.com/tapml/tapml/ir"
+	"github.com/tapml/tapml/runtime"
+	"github.com/tapml/tapml/tensor"
+)
+
+// Device is the CPU reference device. Its methods are safe for concurrent
+// use.
+type Device struct {
+	// workers is the number of goroutines a large loop is split over. The
+	// partition never changes results: each output element is computed by
+	// exactly one goroutine with the same code whatever the split.
+	workers int
+
+	mu    sync.Mutex
+	exprs map[string]*program // compiled fused_elementwise expressions
+}
+
+var _ runtime.Device = (*Device)(nil)
+
+// New returns a CPU device that uses up to GOMAXPROCS goroutines.
+func New() *Device {
+	return &Device{workers: max(1, goruntime.GOMAXPROCS(0)), exprs: map[string]*program{}}
+}
+
+// Name returns "cpu".
+func (d *Device) Name() string { return "cpu" }
+
+// Upload wraps t in a buffer without copying it. The caller must not modify
+// t afterwards; ops that work in place (kv_write) modify t.
+func (d *Device) Upload(t *tensor.Tensor) (*runtime.Buffer, error) {
+	if t == nil {
+		return nil, fmt.Errorf("cpu: upload of a nil tensor")
+	}
+	if err := checkTensor(t); err != nil {
+		return nil, fmt.Errorf("cpu: upload: %w", err)
+	}
+	return d.wrap(t), nil
+}
+
+func (d *Device) wrap(t *tensor.Tensor) *runtime.Buffer {
+	return &runtime.Buffer{Dev: d, DType: t.DType, Shape: append([]int{}, t.Shape...), Handle: t}
+}
+
+// Download returns a copy of the buffer's tensor.
+func (d *Device) Download(b *runtime.Buffer) (*tensor.Tensor, error) {
+	t, err := handle(b)
+	if err != nil {
+		return nil, fmt.Errorf("cpu: download: %w", err)
+	}
+	return t.Clone(), nil
+}
+
+// Tensor returns the tensor behind a CPU buffer without copying it (the
+// device may still update it in place). Tests and the carve recorder use it.
+func Tensor(b *runtime.Buffer) (*tensor.Tensor, error) { return handle(b) }
+
+// Sync does nothing: Launch finishes its work before it returns.
+func (d *Device) Sync() error { return nil }
+
+// Free drops the buffer's reference to its tensor.
+func (d *Device) Free(b *runtime.Buffer) {
+	if b != nil {
+		b.Handle = nil
+	}
+}
+
+// Close does nothing; the device holds no resources.
+func (d *Device) Close() error { return nil }
+
+func handle(b *runtime.Buffer) (*tensor.Tensor, error) {
+	if b == nil {
+		return nil, fmt.Errorf("nil buffer")
+	}
+	if b.Handle == nil {
+		return nil, fmt.Errorf("buffer %s was freed", b)
+	}
+	t, ok := b.Handle.(*tensor.Tensor)
+	if !ok {
+		return nil, fmt.Errorf("buffer %s is not a CPU buffer (handle %T)", b, b.Handle)
+	}
+	return t, nil
+}
+
+// checkTensor checks that t's data holds exactly its elements, so kernels
+// can index it without bounds failures.
+func checkTensor(t *tensor.Tensor) error {
+	if t.DType.Size() == 0 {
+		return fmt.Errorf("tensor has invalid dtype %s", t.DType)
+	}
+	n := 1
+	for _, s := range t.Shape {
+		if s < 0 {
+			return fmt.Errorf("tensor %s has a negative dim", t)
+		}
+		n *= s
+	}
+	if len(t.Data) != n*t.DType.Size() {
+		return fmt.Errorf("tensor %s holds %d bytes, its shape needs %d", t, len(t.Data), n*t.DType.Size())
+	}
+	return nil
+}
+
+// call is one launch of a node: its inputs as tensors, its normalized
+// attributes and the expected output types (nil when the caller gave none).
+type call struct {
+	op    string
+	attrs ir.Attrs
+	in    []*tensor.Tensor
+	outs  []ir.Type
+}
+
+// kernel computes a node's outputs. It may return one of its inputs
+// (identity ops, kv_write's in-place update) or a view sharing its data.
+type kernel func(d *Device, c *call) ([]*tensor.Tensor, error)
+
+// floatCompute lists the ops that compute in f32: f16 and bf16 inputs are
+// widened before and the outputs narrowed after.
+var floatCompute = map[string]bool{
+	"matmul": true, "rms_norm": true, "layer_norm": true, "softmax": true, "argmax": true,
+	"rope": true, "attention": true, "fused_elementwise": true,
+}
+
+var kernels = map[string]kernel{}
+
+func init() {
+	for _, op := range ir.UnaryOps {
+		kernels[op] = unaryKernel
+		floatCompute[op] = true
+	}
+	for _, op := range ir.BinaryOps {
+		kernels[op] = binaryKernel
+		floatCompute[op] = true
+	}
+	for op, k := range map[string]kernel{
+		"constant": constantKernel, "cast": castKernel, "gather": gatherKernel,
+		"matmul": matmulKernel, "rms_norm": rmsNormKernel, "layer_norm": layerNormKernel,
+		"softmax": softmaxKernel, "argmax": argmaxKernel, "rope": ropeKernel,
+		"kv_write": kvWriteKernel, "attention": attentionKernel,
+		"reshape": reshapeKernel, "transpose": transposeKernel, "slice": sliceKernel,
+		"concat": concatKernel, "probe": identityKernel, "transfer": identityKernel,
+		"fused_elementwise": fusedKernel,
+	} {
+		kernels[op] = k
+	}
+}
+
+// Supports reports whether the device has a kernel for op.
+func Supports(op string) bool { return kernels[op] != nil }
+
+// Launch runs node n on its inputs and returns its outputs. The work is
+// done when Launch returns. kv_write updates its cache input in place and
+// returns that same buffer as its output.
+func (d *Device) Launch(n *ir.Node, in []*runtime.Buffer, outs []ir.Type) (res []*runtime.Buffer, err error) {
+	if n == nil {
+		return nil, fmt.Errorf("cpu: launch of a nil node")
+	}
+	def := ir.LookupOp(n.Op)
+	if def == nil {
+		return nil, fmt.Errorf("cpu: unknown op %q", n.Op)
+	}
+	k := kernels[n.Op]
+	if k == nil {
+		return nil, fmt.Errorf("cpu: no kernel for op %s", n.Op)
+	}
+	if len(in) < def.MinInputs || (def.MaxInputs >= 0 && len(in) > def.MaxInputs) {
+		return nil, fmt.Errorf("cpu: op %s: got %d inputs, want %d to %d", n.Op, len(in), def.MinInputs, def.MaxInputs)
+	}
+	c := &call{op: n.Op, in: make([]*tensor.Tensor, len(in)), outs: outs}
+	for i, b := range in {
+		t, err := handle(b)
+		if err != nil {
+			return nil, fmt.Errorf("cpu: op %s: input %d: %w", n.Op, i, err)
+		}
+		if err := checkTensor(t); err != nil {
+			return nil, fmt.Errorf("cpu: op %s: input %d: %w", n.Op, i, err)
+		}
+		c.in[i] = t
+	}
+	if c.attrs, err = normAttrs(def, n.Attrs); err != nil {
+		return nil, fmt.Errorf("cpu: %w", err)
+	}
+	// Kernels check what they index; this turns a kernel bug into an error
+	// rather than a crash of the caller.
+	defer func() {
+		if r := recover(); r != nil {
+			res, err = nil, fmt.Errorf("cpu: op %s: internal error: %v", n.Op, r)
+		}
+	}()
+	ts, err := d.run(k, c)
+	if err != nil {
+		return nil, fmt.Errorf("cpu: op %s: %w", n.Op, err)
+	}
+	res = make([]*runtime.Buffer, len(ts))
+	for i, t := range ts {
+		if i < len(outs) && outs[i].Shape.IsStatic() && !outs[i].Equal(t.Type()) {
+			return nil, fmt.Errorf("cpu: op %s: output %d is %s, the caller expects %s", n.Op, i, t.Type(), outs[i])
+		}
+		for j, x := range c.in {
+			if x == t {
+				res[i] = in[j] // identity or in-place update: the same buffer
+			}
+		}
+		if res[i] == nil {
+			res[i] = d.wrap(t)
+		}
+	}
+	return res, nil
+}
+
+// run calls k, widening f16/bf16 inputs of arithmetic ops to f32 and
+// narrowing float outputs back to the expected dtype.
+func (d *Device) run(k kernel, c *call) ([]*tensor.Tensor, error) {
+	if !floatCompute[c.op] {
+		return k(d, c)
+	}
+	var narrow ir.DType
+	wide := c.in
+	for i, t := range c.in {
+		if t.DType == ir.F16 || t.DType == ir.BF16 {
+			if narrow == ir.Invalid {
+				narrow = t.DType
+				wide = append([]*tensor.Tensor{}, c.in...)
+			}
+			wide[i] = t.Convert(ir.F32)
+		}
+	}
+	if narrow == ir.Invalid {
+		return k(d, c)
+	}
+	wc := *c
+	wc.in = wide
+	wc.outs = nil
+	ts, err := k(d, &wc)
+	if err != nil {
+		return nil, err
+	}
+	for i, t := range ts {
+		want := narrow
+		if i < len(c.outs) {
+			want = c.outs[i].DType
+		}
+		if t.DType == ir.F32 && want != ir.F32 && want.IsFloat() {
+			ts[i] = t.Convert(want)
+		}
+	}
+	return ts, nil
+}
+
+// normAttrs returns a's attributes with defaults filled in; a itself when it
+// is already normalized (the common case: nodes from a Builder or Parse).
+func normAttrs(def *ir.OpDef, a ir.Attrs) (ir.Attrs, error) {
+	if len(a) == len(def.Attrs) {
+		ok := true
+		for i := range def.Attrs {
+			v, has := a[def.Attrs[i].Name]
+			if !has || v.Kind != def.Attrs[i].Kind {
+				ok = false
+				break
+			}
+		}
+		if ok {
+			return a, nil
+		}
+	}
+	return def.NormalizeAttrs(a)
+}
+
+// outShape returns the expected static shape of output i, or nil.
+func (c *call) outShape(i int) []int {
+	if i < len(c.outs) && c.outs[i].Shape.IsStatic() {
+		return c.outs[i].Shape.Sizes()
+	}
+	return nil
+}
+
+// parallel runs fn over [0, n) split into contiguous ranges, one per
+// goroutine, when work (a rough count of operations) is large enough to pay
+// for them. fn must compute each index independently of the split.
+func (d *Device) parallel(n, work int, fn func(lo, hi int)) {
+	w := min(d.workers, n)
+	if w <= 1 || work < parallelWork {
+		fn(0, n)
+		return
+	}
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var perr any
+	for i := 1; i < w; i++ {
+		lo, hi := i*n/w, (i+1)*n/w
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer func() {
+				if r := recover(); r != nil {
+					mu.Lock()
+					perr = r
+					mu.Unlock()
+				}
+			}()
+			fn(lo, hi)
+		}()
+	}
+	fn(0, n/w)
+	wg.Wait()
+	if perr != nil {
+		panic(perr) // recovered by Launch
+	}
+}
+
+// parallelWork is the smallest amount of work split over goroutines.
+const parallelWork = 1 << 16
