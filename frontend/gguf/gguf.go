@@ -190,7 +190,7 @@ func Parse(name string, data []byte) (*File, error) {
 	f.Metadata = make([]KV, 0, nKV)
 	for i := uint64(0); i < nKV; i++ {
 		at := int64(r.off)
-		key := r.str("metadata key")
+		key := r.str(label{what: "a metadata key"})
 		vt := ValueType(r.u32())
 		if r.err != nil {
 			return nil, r.err
@@ -200,7 +200,7 @@ func Parse(name string, data []byte) (*File, error) {
 			return nil, err
 		}
 		if _, dup := f.keys[key]; dup {
-			return nil, r.fail(at, "metadata key %q appears twice", key)
+			return nil, r.fail(at, "metadata key %s appears twice", quoteKey(key))
 		}
 		f.keys[key] = len(f.Metadata)
 		f.Metadata = append(f.Metadata, KV{Key: key, Value: v})
@@ -215,7 +215,7 @@ func Parse(name string, data []byte) (*File, error) {
 	f.Tensors = make([]TensorInfo, 0, nTensors)
 	for i := uint64(0); i < nTensors; i++ {
 		at := int64(r.off)
-		t := TensorInfo{Name: r.str("tensor name")}
+		t := TensorInfo{Name: r.str(label{what: "a tensor name"})}
 		nd := r.u32()
 		if r.err != nil {
 			return nil, r.err
@@ -327,7 +327,34 @@ func (r *reader) fail(at int64, format string, args ...any) error {
 	return r.err
 }
 
-func (r *reader) take(n int, what string) []byte {
+// label says what is being read, for messages; it is formatted only when
+// there is an error (keys can be long, and arrays have many elements).
+type label struct {
+	what string // "a metadata key", "metadata"
+	key  string // the metadata key, if any
+	idx  int    // the array element, if >= 1 (one-based)
+}
+
+func (l label) String() string {
+	s := l.what
+	if l.key != "" {
+		s += " " + quoteKey(l.key)
+	}
+	if l.idx > 0 {
+		s += fmt.Sprintf(" element %d", l.idx-1)
+	}
+	return s
+}
+
+// quoteKey quotes a key for messages, shortening very long ones.
+func quoteKey(k string) string {
+	if len(k) > 64 {
+		k = k[:64] + "..."
+	}
+	return fmt.Sprintf("%q", k)
+}
+
+func (r *reader) take(n int, what label) []byte {
 	if r.err != nil {
 		return nil
 	}
@@ -341,34 +368,34 @@ func (r *reader) take(n int, what string) []byte {
 }
 
 func (r *reader) u8() uint8 {
-	if p := r.take(1, "a value"); p != nil {
+	if p := r.take(1, label{what: "a value"}); p != nil {
 		return p[0]
 	}
 	return 0
 }
 
 func (r *reader) u16() uint16 {
-	if p := r.take(2, "a value"); p != nil {
+	if p := r.take(2, label{what: "a value"}); p != nil {
 		return binary.LittleEndian.Uint16(p)
 	}
 	return 0
 }
 
 func (r *reader) u32() uint32 {
-	if p := r.take(4, "a value"); p != nil {
+	if p := r.take(4, label{what: "a value"}); p != nil {
 		return binary.LittleEndian.Uint32(p)
 	}
 	return 0
 }
 
 func (r *reader) u64() uint64 {
-	if p := r.take(8, "a value"); p != nil {
+	if p := r.take(8, label{what: "a value"}); p != nil {
 		return binary.LittleEndian.Uint64(p)
 	}
 	return 0
 }
 
-func (r *reader) str(what string) string {
+func (r *reader) str(what label) string {
 	at := int64(r.off)
 	n := r.u64()
 	if r.err != nil {
@@ -407,14 +434,14 @@ func (r *reader) value(vt ValueType, depth int, key string) (Value, error) {
 	case TypeBool:
 		b := r.u8()
 		if r.err == nil && b > 1 {
-			return v, r.fail(at, "metadata %q: bool byte is %d (want 0 or 1)", key, b)
+			return v, r.fail(at, "metadata %s: bool byte is %d (want 0 or 1)", quoteKey(key), b)
 		}
 		v.bits = uint64(b)
 	case TypeString:
-		v.str = r.str(fmt.Sprintf("metadata %q", key))
+		v.str = r.str(label{what: "metadata", key: key})
 	case TypeArray:
 		if depth >= maxNesting {
-			return v, r.fail(at, "metadata %q: arrays nested deeper than %d", key, maxNesting)
+			return v, r.fail(at, "metadata %s: arrays nested deeper than %d", quoteKey(key), maxNesting)
 		}
 		et := ValueType(r.u32())
 		n := r.u64()
@@ -423,17 +450,17 @@ func (r *reader) value(vt ValueType, depth int, key string) (Value, error) {
 		}
 		min := et.minSize()
 		if min == 0 {
-			return v, r.fail(at, "metadata %q: array of unknown value type %d", key, uint32(et))
+			return v, r.fail(at, "metadata %s: array of unknown value type %d", quoteKey(key), uint32(et))
 		}
 		if n > uint64(r.left()/min) {
-			return v, r.fail(at, "metadata %q: array of %d %s cannot fit in the %d bytes left", key, n, et, r.left())
+			return v, r.fail(at, "metadata %s: array of %d %s cannot fit in the %d bytes left", quoteKey(key), n, et, r.left())
 		}
 		a := &Array{Elem: et, n: int(n)}
 		switch {
 		case et == TypeString:
 			a.strs = make([]string, n)
 			for i := range a.strs {
-				a.strs[i] = r.str(fmt.Sprintf("metadata %q element %d", key, i))
+				a.strs[i] = r.str(label{what: "metadata", key: key, idx: i + 1})
 				if r.err != nil {
 					return v, r.err
 				}
@@ -448,14 +475,14 @@ func (r *reader) value(vt ValueType, depth int, key string) (Value, error) {
 				a.arrs[i] = sub.arr
 			}
 		default:
-			raw := r.take(int(n)*min, fmt.Sprintf("metadata %q", key))
+			raw := r.take(int(n)*min, label{what: "metadata", key: key})
 			if r.err != nil {
 				return v, r.err
 			}
 			if et == TypeBool {
 				for i, b := range raw {
 					if b > 1 {
-						return v, r.fail(at, "metadata %q: bool element %d is %d (want 0 or 1)", key, i, b)
+						return v, r.fail(at, "metadata %s: bool element %d is %d (want 0 or 1)", quoteKey(key), i, b)
 					}
 				}
 			}
@@ -463,7 +490,7 @@ func (r *reader) value(vt ValueType, depth int, key string) (Value, error) {
 		}
 		v.arr = a
 	default:
-		return v, r.fail(at-4, "metadata %q: unknown value type %d", key, uint32(vt))
+		return v, r.fail(at-4, "metadata %s: unknown value type %d", quoteKey(key), uint32(vt))
 	}
 	return v, r.err
 }
