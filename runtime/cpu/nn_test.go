@@ -1,0 +1,396 @@
+package cpu
+
+import (
+	"fmt"
+	"math"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/tapml/tapml/ir"
+	"github.com/tapml/tapml/runtime"
+	"github.com/tapml/tapml/tensor"
+)
+
+func naiveMatmul(a, b *tensor.Tensor, transB bool) ([]int, []float64) {
+	ra, rb := len(a.Shape), len(b.Shape)
+	m, k := a.Shape[ra-2], a.Shape[ra-1]
+	n := b.Shape[rb-1]
+	if transB {
+		n = b.Shape[rb-2]
+	}
+	batch := naiveBroadcastShape(a.Shape[:ra-2], b.Shape[:rb-2])
+	shape := append(append([]int{}, batch...), m, n)
+	av, bv := f64s(a), f64s(b)
+	out := make([]float64, tensor.NumElements(shape))
+	for o := range out {
+		idx := unravel(o, shape)
+		bi := idx[:len(batch)]
+		i, j := idx[len(batch)], idx[len(batch)+1]
+		aoff := ravelBroadcast(bi, a.Shape[:ra-2]) * m * k
+		boff := ravelBroadcast(bi, b.Shape[:rb-2]) * k * n
+		var s float64
+		for l := 0; l < k; l++ {
+			bj := boff + l*n + j
+			if transB {
+				bj = boff + j*k + l
+			}
+			s += av[aoff+i*k+l] * bv[bj]
+		}
+		out[o] = s
+	}
+	return shape, out
+}
+
+func TestMatmul(t *testing.T) {
+	d := New()
+	r := newRand(10)
+	cases := []struct {
+		a, b   []int
+		transB bool
+	}{
+		{[]int{3, 4}, []int{4, 5}, false},
+		{[]int{3, 4}, []int{5, 4}, true},
+		{[]int{1, 4}, []int{5, 4}, true},
+		{[]int{2, 3, 4}, []int{4, 5}, false},
+		{[]int{2, 3, 4}, []int{2, 5, 4}, true},
+		{[]int{3, 4}, []int{2, 4, 5}, false},
+		{[]int{2, 1, 3, 4}, []int{3, 4, 5}, false},
+		{[]int{1, 3, 4}, []int{2, 1, 5, 4}, true},
+		{[]int{7, 13}, []int{13, 11}, false},
+		{[]int{70, 130}, []int{200, 130}, true}, // gonum's parallel path
+		{[]int{1, 300}, []int{259, 300}, true},
+		{[]int{2, 0}, []int{0, 3}, false},
+		{[]int{0, 4}, []int{4, 3}, false},
+	}
+	for _, c := range cases {
+		a, b := randF32(r, c.a...), randF32(r, c.b...)
+		got := launch(t, d, "matmul", ir.Attrs{"transpose_b": ir.BoolAttr(c.transB)}, a, b)
+		shape, want := naiveMatmul(a, b, c.transB)
+		what := fmt.Sprintf("%v×%v transpose_b=%v", c.a, c.b, c.transB)
+		checkShape(t, what, got, shape)
+		approx(t, what, want, f64s(got), 1e-5, 1e-5)
+	}
+}
+
+func TestRMSNorm(t *testing.T) {
+	d := New()
+	r := newRand(11)
+	for _, shape := range [][]int{{5}, {3, 7}, {2, 3, 16}, {1, 288}} {
+		for _, eps := range []float64{1e-5, 1e-6} {
+			x, w := randF32(r, shape...), randF32(r, shape[len(shape)-1])
+			got := launch(t, d, "rms_norm", ir.Attrs{"eps": ir.FloatAttr(eps)}, x, w)
+			dim := shape[len(shape)-1]
+			xv, wv := f64s(x), f64s(w)
+			want := make([]float64, len(xv))
+			for row := 0; row < len(xv)/dim; row++ {
+				var ss float64
+				for j := 0; j < dim; j++ {
+					ss += xv[row*dim+j] * xv[row*dim+j]
+				}
+				inv := 1 / math.Sqrt(ss/float64(dim)+eps)
+				for j := 0; j < dim; j++ {
+					want[row*dim+j] = xv[row*dim+j] * inv * wv[j]
+				}
+			}
+			checkShape(t, "rms_norm", got, shape)
+			approx(t, fmt.Sprintf("rms_norm%v eps=%g", shape, eps), want, f64s(got), 1e-5, 1e-6)
+		}
+	}
+}
+
+func TestLayerNorm(t *testing.T) {
+	d := New()
+	r := newRand(12)
+	for _, shape := range [][]int{{5}, {3, 7}, {2, 3, 16}} {
+		dim := shape[len(shape)-1]
+		x, w, b := randF32(r, shape...), randF32(r, dim), randF32(r, dim)
+		got := launch(t, d, "layer_norm", nil, x, w, b)
+		xv, wv, bv := f64s(x), f64s(w), f64s(b)
+		want := make([]float64, len(xv))
+		for row := 0; row < len(xv)/dim; row++ {
+			xr := xv[row*dim : (row+1)*dim]
+			var mean, vr float64
+			for _, v := range xr {
+				mean += v
+			}
+			mean /= float64(dim)
+			for _, v := range xr {
+				vr += (v - mean) * (v - mean)
+			}
+			vr /= float64(dim)
+			for j, v := range xr {
+				want[row*dim+j] = (v-mean)/math.Sqrt(vr+1e-5)*wv[j] + bv[j]
+			}
+		}
+		approx(t, fmt.Sprintf("layer_norm%v", shape), want, f64s(got), 1e-5, 1e-5)
+	}
+}
+
+// naiveAxis returns, for a reduction along axis, the flat indices of each
+// lane (one lane per position of the other dims).
+func naiveLanes(shape []int, axis int) [][]int {
+	if axis < 0 {
+		axis += len(shape)
+	}
+	rest := append(append([]int{}, shape[:axis]...), shape[axis+1:]...)
+	var lanes [][]int
+	for o := 0; o < tensor.NumElements(rest); o++ {
+		ri := unravel(o, rest)
+		var lane []int
+		for i := 0; i < shape[axis]; i++ {
+			idx := append(append(append([]int{}, ri[:axis]...), i), ri[axis:]...)
+			flat := 0
+			for j, s := range shape {
+				flat = flat*s + idx[j]
+			}
+			lane = append(lane, flat)
+		}
+		lanes = append(lanes, lane)
+	}
+	return lanes
+}
+
+func TestSoftmax(t *testing.T) {
+	d := New()
+	r := newRand(13)
+	cases := []struct {
+		shape []int
+		axis  int
+	}{{[]int{7}, -1}, {[]int{3, 5}, 0}, {[]int{3, 5}, 1}, {[]int{3, 5}, -2}, {[]int{2, 3, 4}, 1}, {[]int{2, 3, 4}, -1}, {[]int{4, 1}, 1}}
+	for _, c := range cases {
+		x := randF32(r, c.shape...)
+		for i := range x.Float32s() {
+			x.Float32s()[i] *= 10
+		}
+		got := launch(t, d, "softmax", ir.Attrs{"axis": ir.IntAttr(int64(c.axis))}, x)
+		xv := f64s(x)
+		want := make([]float64, len(xv))
+		for _, lane := range naiveLanes(c.shape, c.axis) {
+			mx := math.Inf(-1)
+			for _, i := range lane {
+				mx = math.Max(mx, xv[i])
+			}
+			var s float64
+			for _, i := range lane {
+				s += math.Exp(xv[i] - mx)
+			}
+			for _, i := range lane {
+				want[i] = math.Exp(xv[i]-mx) / s
+			}
+		}
+		approx(t, fmt.Sprintf("softmax%v axis %d", c.shape, c.axis), want, f64s(got), 1e-5, 1e-7)
+	}
+}
+
+func TestArgmax(t *testing.T) {
+	d := New()
+	r := newRand(14)
+	check := func(x *tensor.Tensor, axis int) {
+		t.Helper()
+		got := launch(t, d, "argmax", ir.Attrs{"axis": ir.IntAttr(int64(axis))}, x)
+		xv := f64s(x)
+		var want []float64
+		for _, lane := range naiveLanes(x.Shape, axis) {
+			best := 0
+			for i, j := range lane {
+				if xv[j] > xv[lane[best]] {
+					best = i
+				}
+			}
+			want = append(want, float64(best))
+		}
+		if got.DType != ir.I32 {
+			t.Fatalf("argmax gave %s", got.DType)
+		}
+		approx(t, fmt.Sprintf("argmax %s%v axis %d", x.DType, x.Shape, axis), want, f64s(got), 0, 0)
+	}
+	check(tensor.FromFloat32([]int{5}, []float32{1, 3, 3, 2, -1}), 0) // first of ties: 1
+	check(tensor.FromFloat32([]int{2, 3}, []float32{5, 1, 5, 0, 9, 9}), 0)
+	check(tensor.FromFloat32([]int{2, 3}, []float32{5, 1, 5, 0, 9, 9}), -1)
+	check(intTensor(ir.I32, []int{2, 3}, 4, -2, 4, 7, 7, 1), 1)
+	check(intTensor(ir.I64, []int{3, 2}, 4, -2, 4, 7, 7, 1), 0)
+	for _, axis := range []int{0, 1, 2, -1, -3} {
+		check(randF32(r, 3, 4, 5), axis)
+	}
+	got := launch(t, d, "argmax", nil, tensor.FromFloat32([]int{4}, []float32{2, 1, 3, 3}))
+	if got.Int32s()[0] != 2 {
+		t.Errorf("argmax [2 1 3 3] = %d, want 2", got.Int32s()[0])
+	}
+	if err := launchRaw(d, "argmax", nil, tensor.New(ir.F32, []int{2, 0})); err == nil {
+		t.Error("argmax over an empty axis: no error")
+	}
+}
+
+func TestRope(t *testing.T) {
+	d := New()
+	r := newRand(15)
+	cases := []struct {
+		s, h, dh, dims, pos int
+		style               string
+		theta               float64
+	}{
+		{1, 4, 8, 0, 0, "interleaved", 10000},
+		{3, 2, 8, 0, 5, "interleaved", 10000},
+		{4, 3, 16, 0, 17, "half", 10000},
+		{2, 2, 10, 6, 3, "interleaved", 10000},
+		{2, 2, 10, 4, 40, "half", 500000},
+		{5, 1, 6, 0, 0, "half", 100},
+	}
+	for _, c := range cases {
+		x := randF32(r, c.s, c.h, c.dh)
+		attrs := ir.Attrs{"style": ir.StringAttr(c.style), "dims": ir.IntAttr(int64(c.dims)), "theta": ir.FloatAttr(c.theta)}
+		got := launch(t, d, "rope", attrs, x, tensor.ScalarInt32(int32(c.pos)))
+		dims := c.dims
+		if dims == 0 {
+			dims = c.dh
+		}
+		want := f64s(x)
+		for s := 0; s < c.s; s++ {
+			for h := 0; h < c.h; h++ {
+				v := want[(s*c.h+h)*c.dh : (s*c.h+h+1)*c.dh]
+				for i := 0; i < dims/2; i++ {
+					i0, i1 := 2*i, 2*i+1
+					if c.style == "half" {
+						i0, i1 = i, i+dims/2
+					}
+					ang := float64(c.pos+s) * math.Pow(c.theta, -2*float64(i)/float64(dims))
+					a, b := v[i0], v[i1]
+					v[i0] = a*math.Cos(ang) - b*math.Sin(ang)
+					v[i1] = a*math.Sin(ang) + b*math.Cos(ang)
+				}
+			}
+		}
+		approx(t, fmt.Sprintf("rope %+v", c), want, f64s(got), 0, 2e-5)
+	}
+}
+
+func TestKVWriteInPlace(t *testing.T) {
+	d := New()
+	r := newRand(16)
+	for _, dt := range []ir.DType{ir.F32, ir.F16} {
+		cache := randF32(r, 8, 2, 3).Convert(dt)
+		before := cache.Clone()
+		nw := randF32(r, 3, 2, 3).Convert(dt)
+		cb, _ := d.Upload(cache)
+		nb, _ := d.Upload(nw)
+		pb, _ := d.Upload(tensor.ScalarInt32(2))
+		n, outs := node(t, "kv_write", nil, cache, nw, tensor.ScalarInt32(2))
+		res, err := d.Launch(n, []*runtime.Buffer{cb, nb, pb}, outs)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res[0] != cb {
+			t.Errorf("%s: kv_write returned a new buffer, want the cache buffer itself", dt)
+		}
+		row := 2 * 3 * dt.Size()
+		want := append(append(append([]byte{}, before.Data[:2*row]...), nw.Data...), before.Data[5*row:]...)
+		if diff := cmp.Diff(want, cache.Data); diff != "" {
+			t.Errorf("%s: the uploaded cache was not updated in place (-want +got):\n%s", dt, diff)
+		}
+	}
+	for _, pos := range []int32{6, -1} {
+		err := launchRaw(d, "kv_write", nil, tensor.New(ir.F32, []int{8, 2, 3}), tensor.New(ir.F32, []int{3, 2, 3}), tensor.ScalarInt32(pos))
+		if err == nil {
+			t.Errorf("kv_write of 3 rows at %d into 8: no error", pos)
+		}
+	}
+}
+
+func naiveAttention(q, k, v *tensor.Tensor, pos int, scale float64, causal bool) []float64 {
+	s, h, dh := q.Shape[0], q.Shape[1], q.Shape[2]
+	kh := k.Shape[1]
+	qv, kv, vv := f64s(q), f64s(k), f64s(v)
+	out := make([]float64, len(qv))
+	for r := 0; r < s; r++ {
+		for hh := 0; hh < h; hh++ {
+			g := hh / (h / kh)
+			n := pos + s
+			if causal {
+				n = pos + r + 1
+			}
+			sc := make([]float64, n)
+			mx := math.Inf(-1)
+			for j := range sc {
+				for i := 0; i < dh; i++ {
+					sc[j] += qv[(r*h+hh)*dh+i] * kv[(j*kh+g)*dh+i]
+				}
+				sc[j] *= scale
+				mx = math.Max(mx, sc[j])
+			}
+			var sum float64
+			for j := range sc {
+				sc[j] = math.Exp(sc[j] - mx)
+				sum += sc[j]
+			}
+			for j := range sc {
+				for i := 0; i < dh; i++ {
+					out[(r*h+hh)*dh+i] += sc[j] / sum * vv[(j*kh+g)*dh+i]
+				}
+			}
+		}
+	}
+	return out
+}
+
+func TestAttention(t *testing.T) {
+	d := New()
+	r := newRand(17)
+	cases := []struct {
+		s, h, kh, dh, t, pos int
+		causal               bool
+	}{
+		{1, 4, 2, 8, 10, 5, true},
+		{4, 4, 1, 8, 10, 3, true},
+		{3, 2, 2, 8, 10, 0, false},
+		{5, 6, 3, 5, 12, 7, true},
+		{1, 1, 1, 3, 1, 0, true},
+		{2, 8, 4, 16, 300, 250, true},
+		{64, 8, 4, 16, 70, 3, true}, // big enough to run on several goroutines
+	}
+	for _, c := range cases {
+		q, k, v := randF32(r, c.s, c.h, c.dh), randF32(r, c.t, c.kh, c.dh), randF32(r, c.t, c.kh, c.dh)
+		scale := 1 / math.Sqrt(float64(c.dh))
+		got := launch(t, d, "attention", ir.Attrs{"scale": ir.FloatAttr(scale), "causal": ir.BoolAttr(c.causal)}, q, k, v, tensor.ScalarInt32(int32(c.pos)))
+		approx(t, fmt.Sprintf("attention %+v", c), naiveAttention(q, k, v, c.pos, scale, c.causal), f64s(got), 1e-5, 1e-6)
+	}
+	// Rows beyond pos+S do not matter.
+	q, k, v := randF32(r, 2, 2, 4), randF32(r, 6, 1, 4), randF32(r, 6, 1, 4)
+	a := ir.Attrs{"scale": ir.FloatAttr(0.5), "causal": ir.BoolAttr(false)}
+	before := launch(t, d, "attention", a, q, k, v, tensor.ScalarInt32(1))
+	for i := 3 * 4; i < 6*4; i++ {
+		k.Float32s()[i], v.Float32s()[i] = 1e9, float32(math.NaN())
+	}
+	after := launch(t, d, "attention", a, q, k, v, tensor.ScalarInt32(1))
+	if diff := cmp.Diff(before.Float32s(), after.Float32s()); diff != "" {
+		t.Errorf("attention read cache rows beyond pos+S:\n%s", diff)
+	}
+	for _, pos := range []int32{5, -1} {
+		err := launchRaw(d, "attention", ir.Attrs{"scale": ir.FloatAttr(1)}, randF32(r, 2, 2, 4), randF32(r, 6, 1, 4), randF32(r, 6, 1, 4), tensor.ScalarInt32(pos))
+		if err == nil {
+			t.Errorf("attention of 2 rows at pos %d over 6 cache rows: no error", pos)
+		}
+	}
+}
+
+// Results do not depend on how many goroutines share the work.
+func TestDeterministicAcrossWorkers(t *testing.T) {
+	r := newRand(18)
+	q, k, v := randF32(r, 64, 8, 16), randF32(r, 80, 4, 16), randF32(r, 80, 4, 16)
+	x, w := randF32(r, 300, 288), randF32(r, 288)
+	var prev [][]float32
+	for _, workers := range []int{1, 2, 3, 7} {
+		d := New()
+		d.workers = workers
+		outs := [][]float32{
+			launch(t, d, "attention", ir.Attrs{"scale": ir.FloatAttr(0.25)}, q, k, v, tensor.ScalarInt32(16)).Float32s(),
+			launch(t, d, "rms_norm", nil, x, w).Float32s(),
+			launch(t, d, "softmax", ir.Attrs{"axis": ir.IntAttr(0)}, x).Float32s(),
+		}
+		if prev != nil {
+			if diff := cmp.Diff(prev, outs); diff != "" {
+				t.Errorf("%d workers differ from 1:\n%s", workers, diff)
+			}
+		}
+		prev = outs
+	}
+}
