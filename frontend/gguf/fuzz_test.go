@@ -36,3 +36,14 @@ func FuzzParse(f *testing.F) {
 		fuzzBuild(g)
 	})
 }
+
+// fuzzBuild runs the model and tokenizer builders on a parsed file; they
+// must return errors, never panic. Weights are converted too.
+func fuzzBuild(g *File) {
+	if m, err := g.Module(); err == nil {
+		for _, w := range m.Weights {
+			w.Source.Bytes()
+		}
+	}
+	g.Tokenizer()
+}

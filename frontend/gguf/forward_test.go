@@ -1,0 +1,413 @@
+package gguf
+
+import (
+	"encoding/binary"
+	"fmt"
+	"math"
+	"strings"
+	"testing"
+
+	"github.com/tapml/tapml/ir"
+	"github.com/tapml/tapml/runtime"
+	"github.com/tapml/tapml/runtime/cpu"
+	"github.com/tapml/tapml/tensor"
+	"github.com/x448/float16"
+)
+
+// An independent LLaMA forward pass for checking Load's IR: plain loops in
+// float64, hyperparameters read from the metadata by hand, weights read
+// through the parser's TensorData and decoded here (F16 with x448/float16,
+// not this package's converter), RoPE on adjacent pairs as llama.cpp does
+// for GGUF llama models.
+
+type refLayer struct {
+	attnNorm, ffnNorm []float64
+	wq, wk, wv, wo    [][]float64 // out × in
+	gate, up, down    [][]float64
+	kCache, vCache    [][]float64 // position × (kvHeads·headDim)
+}
+
+type refModel struct {
+	dim, hidden, heads, kvHeads, headDim, vocab int
+	eps, theta                                  float64
+	emb, out                                    [][]float64
+	norm                                        []float64
+	layers                                      []*refLayer
+}
+
+func refInt(t *testing.T, f *File, key string, def int) int {
+	v, ok := f.Get(key)
+	if !ok {
+		if def < 0 {
+			t.Fatalf("reference: no %s", key)
+		}
+		return def
+	}
+	n, ok := v.Int()
+	if !ok {
+		t.Fatalf("reference: %s = %s", key, v)
+	}
+	return int(n)
+}
+
+func refFloat(t *testing.T, f *File, key string, def float64) float64 {
+	v, ok := f.Get(key)
+	if !ok {
+		return def
+	}
+	x, ok := v.Float()
+	if !ok {
+		t.Fatalf("reference: %s = %s", key, v)
+	}
+	return x
+}
+
+// refTensor decodes a tensor into rows of float64 (row-major, rows × cols
+// where cols is the innermost GGUF dim).
+func refTensor(t *testing.T, f *File, name string, rows, cols int) [][]float64 {
+	ti, ok := f.Tensor(name)
+	if !ok {
+		t.Fatalf("reference: no tensor %s", name)
+	}
+	if ti.Elements() != int64(rows*cols) || int(ti.Dims[0]) != cols {
+		t.Fatalf("reference: tensor %s has dims %v, want %d×%d", name, ti.Dims, rows, cols)
+	}
+	raw, err := f.TensorData(ti)
+	if err != nil {
+		t.Fatal(err)
+	}
+	flat := make([]float64, rows*cols)
+	for i := range flat {
+		switch ti.Type {
+		case GGMLF32:
+			flat[i] = float64(math.Float32frombits(binary.LittleEndian.Uint32(raw[4*i:])))
+		case GGMLF16:
+			flat[i] = float64(float16.Frombits(binary.LittleEndian.Uint16(raw[2*i:])).Float32())
+		case GGMLBF16:
+			flat[i] = float64(math.Float32frombits(uint32(binary.LittleEndian.Uint16(raw[2*i:])) << 16))
+		default:
+			t.Fatalf("reference: tensor %s has type %s", name, ti.Type)
+		}
+	}
+	out := make([][]float64, rows)
+	for r := range out {
+		out[r] = flat[r*cols : (r+1)*cols]
+	}
+	return out
+}
+
+func newRefModel(t *testing.T, f *File) *refModel {
+	m := &refModel{
+		dim:    refInt(t, f, "llama.embedding_length", -1),
+		hidden: refInt(t, f, "llama.feed_forward_length", -1),
+		heads:  refInt(t, f, "llama.attention.head_count", -1),
+		eps:    refFloat(t, f, "llama.attention.layer_norm_rms_epsilon", -1),
+		theta:  refFloat(t, f, "llama.rope.freq_base", 10000),
+	}
+	m.kvHeads = refInt(t, f, "llama.attention.head_count_kv", m.heads)
+	m.headDim = m.dim / m.heads
+	emb, _ := f.Tensor("token_embd.weight")
+	m.vocab = int(emb.Dims[1])
+	m.emb = refTensor(t, f, "token_embd.weight", m.vocab, m.dim)
+	m.out = m.emb
+	if _, ok := f.Tensor("output.weight"); ok {
+		m.out = refTensor(t, f, "output.weight", m.vocab, m.dim)
+	}
+	m.norm = refTensor(t, f, "output_norm.weight", 1, m.dim)[0]
+	kvDim := m.kvHeads * m.headDim
+	for l := 0; l < refInt(t, f, "llama.block_count", -1); l++ {
+		p := fmt.Sprintf("blk.%d.", l)
+		m.layers = append(m.layers, &refLayer{
+			attnNorm: refTensor(t, f, p+"attn_norm.weight", 1, m.dim)[0],
+			ffnNorm:  refTensor(t, f, p+"ffn_norm.weight", 1, m.dim)[0],
+			wq:       refTensor(t, f, p+"attn_q.weight", m.dim, m.dim),
+			wk:       refTensor(t, f, p+"attn_k.weight", kvDim, m.dim),
+			wv:       refTensor(t, f, p+"attn_v.weight", kvDim, m.dim),
+			wo:       refTensor(t, f, p+"attn_output.weight", m.dim, m.dim),
+			gate:     refTensor(t, f, p+"ffn_gate.weight", m.hidden, m.dim),
+			up:       refTensor(t, f, p+"ffn_up.weight", m.hidden, m.dim),
+			down:     refTensor(t, f, p+"ffn_down.weight", m.dim, m.hidden),
+		})
+	}
+	return m
+}
+
+func matVec(w [][]float64, x []float64) []float64 {
+	y := make([]float64, len(w))
+	for i, row := range w {
+		s := 0.0
+		for j, v := range row {
+			s += v * x[j]
+		}
+		y[i] = s
+	}
+	return y
+}
+
+func rmsNorm(x, w []float64, eps float64) []float64 {
+	ss := 0.0
+	for _, v := range x {
+		ss += v * v
+	}
+	r := 1 / math.Sqrt(ss/float64(len(x))+eps)
+	y := make([]float64, len(x))
+	for i := range x {
+		y[i] = x[i] * r * w[i]
+	}
+	return y
+}
+
+// rope rotates adjacent pairs (2i, 2i+1) of each head by pos·theta^(-2i/hd).
+func (m *refModel) rope(x []float64, pos int) {
+	for h := 0; h < len(x)/m.headDim; h++ {
+		for i := 0; i < m.headDim/2; i++ {
+			a := float64(pos) * math.Pow(m.theta, -2*float64(i)/float64(m.headDim))
+			c, s := math.Cos(a), math.Sin(a)
+			j := h*m.headDim + 2*i
+			x0, x1 := x[j], x[j+1]
+			x[j], x[j+1] = x0*c-x1*s, x0*s+x1*c
+		}
+	}
+}
+
+// step runs one token at position len(cache) and returns its logits.
+func (m *refModel) step(tok int) []float64 {
+	x := append([]float64(nil), m.emb[tok]...)
+	hd := m.headDim
+	for _, L := range m.layers {
+		pos := len(L.kCache)
+		h := rmsNorm(x, L.attnNorm, m.eps)
+		q, k, v := matVec(L.wq, h), matVec(L.wk, h), matVec(L.wv, h)
+		m.rope(q, pos)
+		m.rope(k, pos)
+		L.kCache = append(L.kCache, k)
+		L.vCache = append(L.vCache, v)
+		att := make([]float64, m.dim)
+		for hq := 0; hq < m.heads; hq++ {
+			kv := hq / (m.heads / m.kvHeads)
+			scores := make([]float64, pos+1)
+			mx := math.Inf(-1)
+			for t := range scores {
+				s := 0.0
+				for i := 0; i < hd; i++ {
+					s += q[hq*hd+i] * L.kCache[t][kv*hd+i]
+				}
+				scores[t] = s / math.Sqrt(float64(hd))
+				mx = max(mx, scores[t])
+			}
+			sum := 0.0
+			for t := range scores {
+				scores[t] = math.Exp(scores[t] - mx)
+				sum += scores[t]
+			}
+			for t := range scores {
+				for i := 0; i < hd; i++ {
+					att[hq*hd+i] += scores[t] / sum * L.vCache[t][kv*hd+i]
+				}
+			}
+		}
+		o := matVec(L.wo, att)
+		for i := range x {
+			x[i] += o[i]
+		}
+		h = rmsNorm(x, L.ffnNorm, m.eps)
+		g, u := matVec(L.gate, h), matVec(L.up, h)
+		for i := range g {
+			g[i] = g[i] / (1 + math.Exp(-g[i])) * u[i]
+		}
+		d := matVec(L.down, g)
+		for i := range x {
+			x[i] += d[i]
+		}
+	}
+	return matVec(m.out, rmsNorm(x, m.norm, m.eps))
+}
+
+// irRunner drives the module's prefill and decode on the CPU reference
+// device with the calling convention of frontend/llama.Build.
+type irRunner struct {
+	exec   *runtime.Executor
+	caches []*runtime.Buffer
+	pos    int
+}
+
+func newIRRunner(t *testing.T, m *ir.Module) *irRunner {
+	r := &irRunner{exec: runtime.NewExecutor(m, cpu.New())}
+	for _, p := range m.Func("decode").Params[2:] {
+		b, err := r.exec.Upload("", tensor.New(p.Type.DType, p.Type.Shape.Sizes()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		r.caches = append(r.caches, b)
+	}
+	return r
+}
+
+func (r *irRunner) forward(t *testing.T, toks []int) []float32 {
+	fn := "decode"
+	if len(toks) > 1 {
+		fn = "prefill"
+	}
+	ids := make([]int32, len(toks))
+	for i, v := range toks {
+		ids[i] = int32(v)
+	}
+	tb, err := r.exec.Upload("", tensor.FromInt32([]int{len(ids)}, ids))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pb, err := r.exec.Upload("", tensor.ScalarInt32(int32(r.pos)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	args := append([]*runtime.Buffer{tb, pb}, r.caches...)
+	out, err := r.exec.Call(fn, args...)
+	if err != nil && fn == "prefill" && strings.Contains(err.Error(), "cannot reshape") {
+		// WORKAROUND: runtime.Executor does not bind the symbol seq inside
+		// shape attributes (reshape to [seq, H, Dh]) yet; run a copy of the
+		// module with seq fixed to the prompt length instead.
+		t.Logf("executor cannot run the symbolic prefill (%v); running it specialised to seq=%d", err, len(toks))
+		exec := runtime.NewExecutor(bindSymbol(r.exec.Module, "seq", int64(len(toks))), r.exec.Device(""))
+		out, err = exec.Call(fn, args...)
+	}
+	if err != nil {
+		t.Fatalf("%s at pos %d: %v", fn, r.pos, err)
+	}
+	copy(r.caches, out[1:])
+	logits, err := runtime.Download(out[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.pos += len(toks)
+	return logits.Float32s()
+}
+
+// bindSymbol returns a copy of m with symbol sym replaced by n in
+// parameter, value and shape-attribute types.
+func bindSymbol(m *ir.Module, sym string, n int64) *ir.Module {
+	c := m.Clone()
+	env := map[string]int64{sym: n}
+	fix := func(v *ir.Value) {
+		if !v.IsWeight() {
+			v.Type = ir.T(v.Type.DType, v.Type.Shape.Bind(env))
+		}
+	}
+	for _, f := range c.Funcs {
+		for _, p := range f.Params {
+			fix(p)
+		}
+		for _, nd := range f.Nodes {
+			for k, a := range nd.Attrs {
+				if a.Kind == ir.AttrShape {
+					nd.Attrs[k] = ir.ShapeAttr(a.Shape.Bind(env))
+				}
+			}
+			for _, o := range nd.Outputs {
+				fix(o)
+			}
+		}
+	}
+	return c
+}
+
+// logitTol bounds max|ir - ref| / max|ref|. Both sides use the same
+// weights (f16/bf16 widen to f32 exactly), so the difference is only the
+// IR's f32 arithmetic against float64: each dot product over K terms is off
+// by at most about K·2^-24 relative to the sum of |terms| (K <= 72 here,
+// so ~4e-6), plus a few f32 ulps from rsqrt, exp and softmax; through three
+// layers of residual blocks and the classifier that stays near 1e-5 in the
+// worst case (typical errors are ~1e-7). 1e-4 leaves a margin of 10 over the
+// worst case while still catching any real mistake: on the synthetic
+// files a wrong RoPE pairing, a transposed weight or a missing norm gives
+// errors of order 1 (the real tiny file, whose random weights are small,
+// shows a wrong RoPE pairing only at ~1e-4, so it alone would not do).
+const logitTol = 1e-4
+
+func relErr(got []float32, want []float64) (float64, int) {
+	maxRef, maxDiff, at := 0.0, 0.0, 0
+	for i, w := range want {
+		maxRef = max(maxRef, math.Abs(w))
+		if d := math.Abs(float64(got[i]) - w); d > maxDiff {
+			maxDiff, at = d, i
+		}
+	}
+	return maxDiff / maxRef, at
+}
+
+// checkLogits loads path both ways and compares the logits after a
+// prefill of prompt and then each decode token in turn.
+func checkLogits(t *testing.T, path string, prompt, decode []int) {
+	m, _, err := Load(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	ref := newRefModel(t, f)
+	run := newIRRunner(t, m)
+	var want []float64
+	for _, tok := range prompt {
+		want = ref.step(tok)
+	}
+	compare := func(what string, got []float32) {
+		t.Helper()
+		if len(got) != ref.vocab {
+			t.Fatalf("%s: %d logits, want %d", what, len(got), ref.vocab)
+		}
+		e, at := relErr(got, want)
+		t.Logf("%s: max abs error / max |logit| = %.3g (at %d: ir %g, ref %g)", what, e, at, got[at], want[at])
+		if e > logitTol {
+			t.Errorf("%s: relative error %.3g > %g", what, e, logitTol)
+		}
+	}
+	compare(fmt.Sprintf("prefill %v", prompt), run.forward(t, prompt))
+	for i, tok := range decode {
+		want = ref.step(tok)
+		compare(fmt.Sprintf("decode step %d (token %d, pos %d)", i, tok, len(prompt)+i), run.forward(t, []int{tok}))
+	}
+}
+
+// TestLogitsAgainstReference compares the IR of Load, run on the CPU
+// reference device, with the independent float64 forward pass.
+func TestLogitsAgainstReference(t *testing.T) {
+	t.Run("llama-2-tiny-random", func(t *testing.T) {
+		p := sharedModel(t, tinyGGUF)
+		checkLogits(t, p, []int{1, 15043, 3186, 29892, 920}, []int{338, 263, 31999, 0, 2})
+		checkLogits(t, p, []int{1, 7}, []int{100, 200})
+	})
+	// Synthetic files: several layers, GQA, all three tensor types, tied
+	// and untied classifiers, a RoPE base other than 10000.
+	for _, tc := range []struct {
+		name   string
+		tied   bool
+		theta  float64
+		typeOf func(string) GGMLType
+	}{
+		{"f16-untied", false, 10000, nil},
+		{"f32-tied", true, 500000, func(string) GGMLType { return GGMLF32 }},
+		{"bf16-mixed", false, 10000, func(n string) GGMLType {
+			switch {
+			case n == "token_embd.weight" || n == "output_norm.weight":
+				return GGMLF32
+			case len(n) > 10 && n[len(n)-11:] == "norm.weight":
+				return GGMLBF16
+			case n == "output.weight":
+				return GGMLF16
+			}
+			return GGMLBF16
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := smallConfig
+			c.TiedEmbeddings = tc.tied
+			c.RopeTheta = tc.theta
+			lf := llamaFile{c: c, ctx: 64, typeOf: tc.typeOf, seed: 7}
+			p := writeTemp(t, tc.name+".gguf", lf.writer().bytes())
+			checkLogits(t, p, []int{1, 17, 250, 3, 99, 299, 42}, []int{5, 6, 7, 8, 150, 1})
+			checkLogits(t, p, []int{1, 2}, []int{3})
+		})
+	}
+}

@@ -1,0 +1,459 @@
+package gguf
+
+import (
+	"fmt"
+	"math"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+
+	"github.com/tapml/tapml/frontend/llama"
+	"github.com/tapml/tapml/frontend/tokenizer"
+	"github.com/tapml/tapml/ir"
+)
+
+// MaxSeqCap bounds the KV cache length Load gives a model: the file's
+// context length, but at most this many positions.
+const MaxSeqCap = 4096
+
+// Load memory-maps a GGUF file and returns the module of its model and
+// its embedded tokenizer (nil when the file carries none). The mapping
+// stays for the life of the process: F32 weights are slices of it, and
+// F16/BF16 weights are converted to f32 on their first use.
+func Load(path string) (*ir.Module, *tokenizer.Tokenizer, error) {
+	f, err := Open(path)
+	if err != nil {
+		return nil, nil, err
+	}
+	m, err := f.Module()
+	if err != nil {
+		f.Close()
+		return nil, nil, err
+	}
+	tok, err := f.Tokenizer()
+	if err != nil {
+		f.Close()
+		return nil, nil, err
+	}
+	if tok != nil {
+		v, _ := f.Get("tokenizer.ggml.tokens")
+		a, _ := v.Array()
+		if vocab := int(m.Weight("tok_embeddings").Type.Shape[0].Size); a.Len() > vocab {
+			f.Close()
+			return nil, nil, f.errorf("the tokenizer has %d tokens, more than the model's %d embedding rows", a.Len(), vocab)
+		}
+		m.Meta["tokenizer"] = fmt.Sprintf("llama (embedded, %d tokens)", a.Len())
+	} else {
+		m.Meta["tokenizer"] = "none"
+	}
+	return m, tok, nil
+}
+
+// Architecture returns general.architecture.
+func (f *File) Architecture() (string, error) {
+	v, ok := f.Get("general.architecture")
+	if !ok {
+		return "", f.errorf("no general.architecture in the metadata")
+	}
+	s, ok := v.Str()
+	if !ok {
+		return "", f.errorf("general.architecture is a %s, want a string", v.Type)
+	}
+	return s, nil
+}
+
+// Module builds the IR of the file's model. Only architecture "llama" is
+// supported, with tensors of types F32, F16 or BF16.
+func (f *File) Module() (*ir.Module, error) {
+	arch, err := f.Architecture()
+	if err != nil {
+		return nil, err
+	}
+	if arch != "llama" {
+		return nil, f.errorf("architecture %q is not supported (supported: llama)", arch)
+	}
+	for i := range f.Tensors {
+		t := &f.Tensors[i]
+		if !supported(t.Type) {
+			return nil, f.errorf("tensor %q has type %s (ggml type %d), which tapml does not support; supported types: %s",
+				t.Name, t.Type, uint32(t.Type), supportedList())
+		}
+	}
+	c, ctx, err := f.llamaConfig()
+	if err != nil {
+		return nil, err
+	}
+	weights, err := f.llamaWeights(c)
+	if err != nil {
+		return nil, err
+	}
+	name := strings.TrimSuffix(filepath.Base(f.Path), filepath.Ext(f.Path))
+	m, err := llama.Build(name, c, weights)
+	if err != nil {
+		return nil, f.errorf("%v", err)
+	}
+	m.Meta["source"] = f.Path
+	m.Meta["format"] = "gguf"
+	m.Meta["gguf.version"] = strconv.Itoa(int(f.Version))
+	m.Meta["context_length"] = strconv.Itoa(ctx)
+	m.Meta["max_seq"] = strconv.Itoa(c.MaxSeq)
+	if v, ok := f.Get("general.name"); ok {
+		if s, ok := v.Str(); ok {
+			m.Meta["general.name"] = s
+		}
+	}
+	return m, nil
+}
+
+// intKey reads an integer metadata entry that must be present (when def
+// is nil) and lie in [lo, hi].
+func (f *File) intKey(key string, def *int64, lo, hi int64) (int64, error) {
+	v, ok := f.Get(key)
+	if !ok {
+		if def != nil {
+			return *def, nil
+		}
+		return 0, f.errorf("missing metadata %s", key)
+	}
+	n, ok := v.Int()
+	if !ok {
+		return 0, f.errorf("metadata %s is %s %s, want an integer", key, v.Type, v)
+	}
+	if n < lo || n > hi {
+		return 0, f.errorf("metadata %s = %d is out of range [%d, %d]", key, n, lo, hi)
+	}
+	return n, nil
+}
+
+func (f *File) floatKey(key string, def float64) (float64, error) {
+	v, ok := f.Get(key)
+	if !ok {
+		return def, nil
+	}
+	x, ok := v.Float()
+	if !ok {
+		return 0, f.errorf("metadata %s is %s %s, want a float", key, v.Type, v)
+	}
+	if v.Type == TypeFloat32 {
+		// The shortest decimal that reads back as this float32 is what the
+		// converter wrote (1e-05, not 9.999999747378752e-06).
+		x, _ = strconv.ParseFloat(strconv.FormatFloat(x, 'g', -1, 32), 64)
+	}
+	if math.IsNaN(x) || math.IsInf(x, 0) || x <= 0 {
+		return 0, f.errorf("metadata %s = %g must be positive and finite", key, x)
+	}
+	return x, nil
+}
+
+func ptr(v int64) *int64 { return &v }
+
+// llamaConfig maps the llama.* metadata to a llama.Config; it also returns
+// the file's context length. Vocab comes from token_embd's shape.
+func (f *File) llamaConfig() (llama.Config, int, error) {
+	const big = 1 << 24
+	var c llama.Config
+	ctx, err := f.intKey("llama.context_length", nil, 1, 1<<31-1)
+	if err != nil {
+		return c, 0, err
+	}
+	dim, err := f.intKey("llama.embedding_length", nil, 1, big)
+	if err != nil {
+		return c, 0, err
+	}
+	layers, err := f.intKey("llama.block_count", nil, 1, 1<<16)
+	if err != nil {
+		return c, 0, err
+	}
+	hidden, err := f.intKey("llama.feed_forward_length", nil, 1, big)
+	if err != nil {
+		return c, 0, err
+	}
+	heads, err := f.intKey("llama.attention.head_count", nil, 1, big)
+	if err != nil {
+		return c, 0, err
+	}
+	kvHeads, err := f.intKey("llama.attention.head_count_kv", ptr(heads), 1, big)
+	if err != nil {
+		return c, 0, err
+	}
+	eps, err := f.floatKey("llama.attention.layer_norm_rms_epsilon", 0)
+	if err != nil {
+		return c, 0, err
+	}
+	if eps == 0 {
+		return c, 0, f.errorf("missing metadata llama.attention.layer_norm_rms_epsilon")
+	}
+	theta, err := f.floatKey("llama.rope.freq_base", 10000)
+	if err != nil {
+		return c, 0, err
+	}
+	if dim%heads != 0 {
+		return c, 0, f.errorf("llama.embedding_length %d is not a multiple of llama.attention.head_count %d", dim, heads)
+	}
+	hd := dim / heads
+	// Features the shared LLaMA graph does not express.
+	for _, key := range []string{"llama.attention.key_length", "llama.attention.value_length", "llama.rope.dimension_count"} {
+		n, err := f.intKey(key, ptr(hd), 1, big)
+		if err != nil {
+			return c, 0, err
+		}
+		if n != hd {
+			return c, 0, f.errorf("metadata %s = %d differs from the head dim %d (embedding_length/head_count); not supported", key, n, hd)
+		}
+	}
+	if n, err := f.intKey("llama.expert_count", ptr(0), 0, big); err != nil {
+		return c, 0, err
+	} else if n > 0 {
+		return c, 0, f.errorf("llama.expert_count = %d: mixture-of-experts models are not supported", n)
+	}
+	if v, ok := f.Get("llama.rope.scaling.type"); ok {
+		if s, _ := v.Str(); s != "none" && s != "" {
+			return c, 0, f.errorf("llama.rope.scaling.type %s is not supported (only none)", v)
+		}
+	}
+	emb, ok := f.Tensor("token_embd.weight")
+	if !ok {
+		return c, 0, f.errorf("missing tensor %q", "token_embd.weight")
+	}
+	if len(emb.Dims) != 2 || int64(emb.Dims[0]) != dim {
+		return c, 0, f.errorf("tensor %q has GGUF dims %v, want [%d, vocab]", emb.Name, emb.Dims, dim)
+	}
+	vocab := int64(emb.Dims[1])
+	if n, err := f.intKey("llama.vocab_size", ptr(vocab), 1, 1<<31-1); err != nil {
+		return c, 0, err
+	} else if n != vocab {
+		return c, 0, f.errorf("llama.vocab_size %d differs from the %d rows of token_embd.weight", n, vocab)
+	}
+	_, hasOutput := f.Tensor("output.weight")
+	c = llama.Config{
+		Dim: int(dim), HiddenDim: int(hidden), Layers: int(layers), Heads: int(heads), KVHeads: int(kvHeads),
+		Vocab: int(vocab), MaxSeq: int(min(ctx, MaxSeqCap)), NormEps: eps, RopeTheta: theta,
+		RopeStyle: "interleaved", TiedEmbeddings: !hasOutput,
+	}
+	if err := c.Validate(); err != nil {
+		return c, 0, f.errorf("%v", err)
+	}
+	return c, int(ctx), nil
+}
+
+// canonicalName maps a GGUF llama tensor name to frontend/llama's name.
+func canonicalName(name string) (string, bool) {
+	base, ok := strings.CutSuffix(name, ".weight")
+	if !ok {
+		return "", false
+	}
+	switch base {
+	case "token_embd":
+		return "tok_embeddings", true
+	case "output_norm":
+		return "norm", true
+	case "output":
+		return "output", true
+	}
+	rest, ok := strings.CutPrefix(base, "blk.")
+	if !ok {
+		return "", false
+	}
+	num, part, ok := strings.Cut(rest, ".")
+	if !ok {
+		return "", false
+	}
+	if l, err := strconv.Atoi(num); err != nil || l < 0 || strconv.Itoa(l) != num {
+		return "", false
+	}
+	canon, ok := map[string]string{
+		"attn_norm":   "attention_norm",
+		"attn_q":      "attention.wq",
+		"attn_k":      "attention.wk",
+		"attn_v":      "attention.wv",
+		"attn_output": "attention.wo",
+		"ffn_norm":    "ffn_norm",
+		"ffn_gate":    "feed_forward.w1",
+		"ffn_down":    "feed_forward.w2",
+		"ffn_up":      "feed_forward.w3",
+	}[part]
+	if !ok {
+		return "", false
+	}
+	return "layers." + num + "." + canon, true
+}
+
+// llamaWeights finds the tensor of every weight c needs, checks its shape
+// and wraps its data. Tensors the graph would not use are an error, so a
+// file is never half-understood.
+func (f *File) llamaWeights(c llama.Config) (map[string]ir.WeightSource, error) {
+	byCanon := map[string]*TensorInfo{}
+	for i := range f.Tensors {
+		if canon, ok := canonicalName(f.Tensors[i].Name); ok {
+			byCanon[canon] = &f.Tensors[i]
+		}
+	}
+	weights := map[string]ir.WeightSource{}
+	used := map[string]bool{}
+	for _, ns := range c.WeightShapes() {
+		t, ok := byCanon[ns.Name]
+		if !ok {
+			return nil, f.errorf("missing tensor %q (for weight %s)", ggufTensorName(ns.Name), ns.Name)
+		}
+		used[t.Name] = true
+		if shape := t.Shape(); !equalInts(shape, ns.Shape) {
+			return nil, f.errorf("tensor %q (weight %s) has shape %v (GGUF dims %v), want %v", t.Name, ns.Name, shape, t.Dims, ns.Shape)
+		}
+		src, err := f.source(t)
+		if err != nil {
+			return nil, err
+		}
+		weights[ns.Name] = src
+	}
+	var extra []string
+	for _, t := range f.Tensors {
+		if !used[t.Name] {
+			extra = append(extra, t.Name)
+		}
+	}
+	if len(extra) > 0 {
+		sort.Strings(extra)
+		if len(extra) > 5 {
+			extra = append(extra[:5], fmt.Sprintf("... (%d in all)", len(extra)))
+		}
+		return nil, f.errorf("tensors the llama graph does not use (unsupported model variant): %s", strings.Join(extra, ", "))
+	}
+	return weights, nil
+}
+
+// ggufTensorName is the inverse of canonicalName, for messages.
+func ggufTensorName(canon string) string {
+	switch canon {
+	case "tok_embeddings":
+		return "token_embd.weight"
+	case "norm":
+		return "output_norm.weight"
+	case "output":
+		return "output.weight"
+	}
+	rest, _ := strings.CutPrefix(canon, "layers.")
+	num, part, _ := strings.Cut(rest, ".")
+	g := map[string]string{
+		"attention_norm": "attn_norm", "attention.wq": "attn_q", "attention.wk": "attn_k",
+		"attention.wv": "attn_v", "attention.wo": "attn_output", "ffn_norm": "ffn_norm",
+		"feed_forward.w1": "ffn_gate", "feed_forward.w2": "ffn_down", "feed_forward.w3": "ffn_up",
+	}[part]
+	return "blk." + num + "." + g + ".weight"
+}
+
+func equalInts(a, b []int) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
+
+// source returns the f32 WeightSource of a tensor: the file's bytes for
+// F32, a lazy conversion for F16 and BF16.
+func (f *File) source(t *TensorInfo) (ir.WeightSource, error) {
+	raw, err := f.TensorData(t)
+	if err != nil {
+		return nil, err
+	}
+	switch t.Type {
+	case GGMLF32:
+		return ir.BytesSource(raw), nil
+	case GGMLF16:
+		return &convertSource{raw: raw, conv: F16ToF32}, nil
+	case GGMLBF16:
+		return &convertSource{raw: raw, conv: BF16ToF32}, nil
+	}
+	return nil, f.errorf("tensor %q has type %s (ggml type %d), which tapml does not support; supported types: %s",
+		t.Name, t.Type, uint32(t.Type), supportedList())
+}
+
+// convertSource converts 16-bit float data to f32 on the first call to
+// Bytes and keeps the result.
+type convertSource struct {
+	raw  []byte
+	conv func(uint16) float32
+	once sync.Once
+	out  []byte
+}
+
+// Bytes returns the weight as little-endian f32.
+func (s *convertSource) Bytes() ([]byte, error) {
+	s.once.Do(func() { s.out = toF32(s.raw, s.conv) })
+	return s.out, nil
+}
+
+// Tokenizer returns the file's embedded tokenizer, or nil when it has
+// none. Only SentencePiece vocabularies (tokenizer.ggml.model "llama") are
+// supported; '▁' in pieces becomes ' '.
+func (f *File) Tokenizer() (*tokenizer.Tokenizer, error) {
+	mv, ok := f.Get("tokenizer.ggml.model")
+	if !ok {
+		return nil, nil
+	}
+	model, ok := mv.Str()
+	if !ok {
+		return nil, f.errorf("tokenizer.ggml.model is %s %s, want a string", mv.Type, mv)
+	}
+	if model != "llama" {
+		return nil, f.errorf("tokenizer model %q is not supported (supported: llama, SentencePiece); pass a tokenizer file instead", model)
+	}
+	tv, ok := f.Get("tokenizer.ggml.tokens")
+	if !ok {
+		return nil, f.errorf("tokenizer model llama but no tokenizer.ggml.tokens")
+	}
+	var tokens []string
+	if ta, ok := tv.Array(); ok {
+		tokens, ok = ta.Strings()
+		if !ok {
+			return nil, f.errorf("tokenizer.ggml.tokens is %s, want an array of strings", tv)
+		}
+	} else {
+		return nil, f.errorf("tokenizer.ggml.tokens is %s %s, want an array of strings", tv.Type, tv)
+	}
+	n := len(tokens)
+	if n == 0 {
+		return nil, f.errorf("tokenizer.ggml.tokens is empty")
+	}
+	scores := make([]float32, n)
+	if sv, ok := f.Get("tokenizer.ggml.scores"); ok {
+		var fs []float64
+		if sa, ok := sv.Array(); ok {
+			fs, _ = sa.Floats()
+		}
+		if len(fs) != n {
+			return nil, f.errorf("tokenizer.ggml.scores is %s %s, want %d floats", sv.Type, sv, n)
+		}
+		for i, x := range fs {
+			scores[i] = float32(x)
+		}
+	}
+	if tt, ok := f.Get("tokenizer.ggml.token_type"); ok {
+		if a, ok := tt.Array(); !ok || a.Len() != n || !a.Elem.isInt() {
+			return nil, f.errorf("tokenizer.ggml.token_type is %s %s, want %d integers", tt.Type, tt, n)
+		}
+	}
+	bos, err := f.intKey("tokenizer.ggml.bos_token_id", ptr(1), 0, int64(n-1))
+	if err != nil {
+		return nil, err
+	}
+	eos, err := f.intKey("tokenizer.ggml.eos_token_id", ptr(2), 0, int64(n-1))
+	if err != nil {
+		return nil, err
+	}
+	vocab := make([]string, n)
+	for i, s := range tokens {
+		vocab[i] = strings.ReplaceAll(s, "\u2581", " ")
+	}
+	tok, err := tokenizer.New(vocab, scores, int(bos), int(eos))
+	if err != nil {
+		return nil, f.errorf("tokenizer: %v", err)
+	}
+	return tok, nil
+}
