@@ -35,6 +35,25 @@ func Parse(file, text string) (*Module, error) {
 	return m, nil
 }
 
+// ParseType parses a type in the text form's syntax, such as "f32[seq, 8]"
+// or "i32[]". The type is validated (see Type.Validate).
+func ParseType(s string) (Type, error) {
+	p := &parser{lex: lexer{file: "type", src: s, line: 1, col: 1}}
+	p.advance()
+	t := p.typ()
+	if p.err == nil && p.tok.kind != tEOF {
+		p.fail("unexpected %s after the type", p.tok)
+	}
+	if p.err != nil {
+		msg := p.err.Error()
+		if pe, ok := p.err.(*ParseError); ok {
+			msg = fmt.Sprintf("col %d: %s", pe.Col, pe.Msg)
+		}
+		return Type{}, fmt.Errorf("type %q: %s", s, msg)
+	}
+	return t, nil
+}
+
 type tokKind int
 
 const (
