@@ -182,7 +182,7 @@ func TestMetadataRoundTrip(t *testing.T) {
 		"f64": "float64 -0.125", "arr_u8": "array [2 x uint8: 1 2]", "arr_i16": "array [2 x int16: -1 7]",
 		"arr_f32": "array [2 x float32: 0.5 -3]", "arr_f64": "array [1 x float64: 2.25]",
 		"arr_bool": "array [2 x bool: false true]", "arr_str": `array [3 x string: "a" "" "bc"]`,
-		"arr_empty": "array [0 x int64:]",
+		"arr_empty":  "array [0 x int64:]",
 		"arr_nested": `array [2 x array: [2 x int32: 1 -2] [1 x array: [1 x string: "deep"]]]`,
 	}
 	for _, version := range []uint32{2, 3} {
@@ -237,7 +237,7 @@ type intOK struct {
 	ok bool
 }
 
-func must(v int64, ok bool) intOK   { return intOK{v, ok} }
+func must(v int64, ok bool) intOK  { return intOK{v, ok} }
 func (x intOK) eq(want int64) bool { return x.ok && x.v == want }
 
 // small returns a small valid file: two metadata entries and two tensors.
