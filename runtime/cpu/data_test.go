@@ -189,7 +189,7 @@ func TestSlice(t *testing.T) {
 	d := New()
 	r := newRand(23)
 	cases := []struct {
-		shape                 []int
+		shape                  []int
 		axis, start, end, step int64
 	}{
 		{[]int{10}, 0, 2, 7, 1},

@@ -60,16 +60,7 @@ func launch(t testing.TB, d *Device, op string, attrs ir.Attrs, ins ...*tensor.T
 // launchRaw runs op without type inference (so bad inputs reach the
 // kernel) and returns the error.
 func launchRaw(d *Device, op string, attrs ir.Attrs, ins ...*tensor.Tensor) error {
-	def := ir.LookupOp(op)
-	na, err := def.NormalizeAttrs(attrs)
-	if err != nil {
-		return err
-	}
-	bufs := make([]*runtime.Buffer, len(ins))
-	for i, x := range ins {
-		bufs[i] = &runtime.Buffer{Dev: d, DType: x.DType, Shape: x.Shape, Handle: x}
-	}
-	_, err = d.Launch(&ir.Node{ID: 1, Op: op, Attrs: na}, bufs, nil)
+	_, err := d.Launch(&ir.Node{ID: 1, Op: op, Attrs: attrs}, bufs(d, ins), nil)
 	return err
 }
 
@@ -215,4 +206,12 @@ func naiveElementwise(fn func(args []float64) float64, ins ...*tensor.Tensor) ([
 		out[i] = fn(args)
 	}
 	return shape, out
+}
+
+func bufs(d *Device, ts []*tensor.Tensor) []*runtime.Buffer {
+	out := make([]*runtime.Buffer, len(ts))
+	for i, x := range ts {
+		out[i] = &runtime.Buffer{Dev: d, DType: x.DType, Shape: x.Shape, Handle: x}
+	}
+	return out
 }
