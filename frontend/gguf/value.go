@@ -56,7 +56,7 @@ func (t ValueType) minSize() int {
 }
 
 func (t ValueType) isInt() bool {
-	return t <= TypeInt32 && t != TypeFloat32 || t == TypeUint64 || t == TypeInt64
+	return t <= TypeInt32 || t == TypeUint64 || t == TypeInt64
 }
 
 func (t ValueType) isSigned() bool {
