@@ -4,7 +4,6 @@ import (
 	"encoding/binary"
 	"fmt"
 	"math"
-	"strings"
 	"testing"
 
 	"github.com/tapml/tapml/ir"
@@ -262,14 +261,6 @@ func (r *irRunner) forward(t *testing.T, toks []int) []float32 {
 	}
 	args := append([]*runtime.Buffer{tb, pb}, r.caches...)
 	out, err := r.exec.Call(fn, args...)
-	if err != nil && fn == "prefill" && strings.Contains(err.Error(), "cannot reshape") {
-		// WORKAROUND: runtime.Executor does not bind the symbol seq inside
-		// shape attributes (reshape to [seq, H, Dh]) yet; run a copy of the
-		// module with seq fixed to the prompt length instead.
-		t.Logf("executor cannot run the symbolic prefill (%v); running it specialised to seq=%d", err, len(toks))
-		exec := runtime.NewExecutor(bindSymbol(r.exec.Module, "seq", int64(len(toks))), r.exec.Device(""))
-		out, err = exec.Call(fn, args...)
-	}
 	if err != nil {
 		t.Fatalf("%s at pos %d: %v", fn, r.pos, err)
 	}
@@ -280,34 +271,6 @@ func (r *irRunner) forward(t *testing.T, toks []int) []float32 {
 	}
 	r.pos += len(toks)
 	return logits.Float32s()
-}
-
-// bindSymbol returns a copy of m with symbol sym replaced by n in
-// parameter, value and shape-attribute types.
-func bindSymbol(m *ir.Module, sym string, n int64) *ir.Module {
-	c := m.Clone()
-	env := map[string]int64{sym: n}
-	fix := func(v *ir.Value) {
-		if !v.IsWeight() {
-			v.Type = ir.T(v.Type.DType, v.Type.Shape.Bind(env))
-		}
-	}
-	for _, f := range c.Funcs {
-		for _, p := range f.Params {
-			fix(p)
-		}
-		for _, nd := range f.Nodes {
-			for k, a := range nd.Attrs {
-				if a.Kind == ir.AttrShape {
-					nd.Attrs[k] = ir.ShapeAttr(a.Shape.Bind(env))
-				}
-			}
-			for _, o := range nd.Outputs {
-				fix(o)
-			}
-		}
-	}
-	return c
 }
 
 // logitTol bounds max|ir - ref| / max|ref|. Both sides use the same
