@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"os"
+	"slices"
 	"strings"
 
 	"github.com/goccy/go-yaml/ast"
@@ -383,6 +384,7 @@ func decodeValue(kind OptionKind, n ast.Node) (any, ast.Node, error) {
 func (p *Pipeline) Check() error {
 	have := map[string]*Step{}        // property -> step that provided it
 	invalidated := map[string]*Step{} // property -> step that last invalidated it
+	broken := map[string][2]*Step{}   // KeepToEnd property -> {invalidating step, provider}
 	for i, st := range p.Steps {
 		where := p.where(i)
 		for _, r := range st.Pass.Requires {
@@ -411,17 +413,25 @@ func (p *Pipeline) Check() error {
 		}
 		for _, inv := range st.Pass.Invalidates {
 			if prov := have[inv]; prov != nil {
-				if prop := LookupProperty(inv); prop != nil && prop.KeepToEnd {
-					return &Error{File: p.File, Line: st.Line, Msg: fmt.Sprintf("pass %s%s may invalidate %q (%s), established by %s; move %s after it",
-						st.Pass.Name, where, inv, prop.Doc, p.stepName(prov), prov.Pass.Name)}
-				}
 				delete(have, inv)
 				invalidated[inv] = st
+				if prop := LookupProperty(inv); prop != nil && prop.KeepToEnd {
+					broken[inv] = [2]*Step{st, prov}
+				}
 			}
 		}
 		for _, pr := range st.Pass.Provides {
 			have[pr] = st
 			delete(invalidated, pr)
+			delete(broken, pr)
+		}
+	}
+	// A KeepToEnd property that some pass provided must hold at the end.
+	for _, prop := range Properties {
+		if b, ok := broken[prop.Name]; ok {
+			st, prov := b[0], b[1]
+			return &Error{File: p.File, Line: st.Line, Msg: fmt.Sprintf("pass %s%s may invalidate %q (%s), established by %s; move %s after it or run it again at the end",
+				st.Pass.Name, p.where(slices.Index(p.Steps, st)), prop.Name, prop.Doc, p.stepName(prov), prov.Pass.Name)}
 		}
 	}
 	return nil

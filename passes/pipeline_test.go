@@ -1,0 +1,301 @@
+package passes
+
+import (
+	"bytes"
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/tapml/tapml/frontend/llama"
+	"github.com/tapml/tapml/ir"
+)
+
+func TestPipelineErrors(t *testing.T) {
+	tests := []struct {
+		name, yaml string
+		line       int
+		msg        string // the whole message after "p.yaml:LINE: "
+	}{
+		{"unknown pass", "passes:\n  - shape_inference\n  - fusoin\n", 3,
+			`unknown pass "fusoin" (did you mean "fusion"?); passes: shape_inference, canonicalize, constant_folding, dce, fusion, probe, partition, legalize`},
+		{"unknown option", "passes:\n  - shape_inference\n  - fusion:\n      max_input: 3\n", 4,
+			`pass fusion has no option "max_input" (did you mean "max_inputs"?); its options: max_inputs, max_depth, allow_broadcast`},
+		{"option of a pass without options", "passes:\n  - dce:\n      weights: false\n      aggressive: true\n", 4,
+			`pass dce has no option "aggressive"; its options: weights`},
+		{"string for int", "passes:\n  - shape_inference\n  - fusion:\n      max_inputs: many\n", 4,
+			`pass fusion: option "max_inputs" must be an int, got the string "many"`},
+		{"int for bool", "passes:\n  - shape_inference\n  - fusion: {allow_broadcast: 1}\n", 3,
+			`pass fusion: option "allow_broadcast" must be a bool (true or false), got the int 1`},
+		{"bad list element", "passes:\n  - shape_inference\n  - probe:\n      ops:\n        - matmul\n        - 3\n", 6,
+			`pass probe: option "ops": expected a list of strings, but an element is the int 3`},
+		{"unknown op in filter", "passes:\n  - shape_inference\n  - probe:\n      ops: [matmul, matmull]\n", 4,
+			`pass probe: option "ops": unknown op "matmull"`},
+		{"out of range", "passes:\n  - shape_inference\n  - fusion: {max_inputs: 0}\n", 3,
+			`pass fusion: option "max_inputs": must be at least 1`},
+		{"enum", "passes:\n  - shape_inference\n  - partition:\n      policy: half\n", 4,
+			`pass partition: option "policy" must be one of all_source, all_target, nodes, ops, layers, first_k, got "half"`},
+		{"bad ranges", "passes:\n  - shape_inference\n  - partition: {policy: layers, layers: \"3-1\"}\n", 3,
+			`pass partition: option "layers": bad layer range "3-1" in "3-1" (want N-M with N <= M)`},
+		{"function option from YAML", "passes:\n  - shape_inference\n  - legalize:\n      supports: all\n", 4,
+			`option "supports" of pass legalize is set by the program (func(op string) bool: whether the target has a kernel for op (the compile command sets it; YAML cannot)), not by YAML`},
+		{"option twice", "passes:\n  - dce:\n      weights: false\n      weights: true\n", 4,
+			`YAML syntax: mapping key "weights" already defined at [3:7]`},
+		{"legalize before shape inference", "passes:\n  # check first\n  - legalize\n  - shape_inference\n", 3,
+			`pass legalize requires "shapes" (every node's output types were re-inferred from its inputs (shape_inference)), which no earlier pass provides; put shape_inference before it`},
+		{"partition before shape inference", "passes:\n  - dce\n  - partition\n  - shape_inference\n", 3,
+			`pass partition requires "shapes" (every node's output types were re-inferred from its inputs (shape_inference)), which no earlier pass provides; put shape_inference before it`},
+		{"fusion after legalize", "passes:\n  - shape_inference\n  - legalize\n  - fusion\n", 4,
+			`pass fusion may invalidate "legalized" (every op has a kernel on the target (legalize)), established by legalize at line 3; move legalize after it or run it again at the end`},
+		{"top-level key", "pipeline:\n  - dce\n", 1,
+			`unknown key "pipeline" at the top of the pipeline (expected 'passes')`},
+		{"passes not a list", "passes: dce\n", 1, `'passes' must be a list, got a string`},
+		{"item not a name", "passes:\n  - [dce]\n", 2, `a pass is a name or a mapping from a name to options, got a list`},
+		{"two keys in an item", "passes:\n  - dce: {}\n    fusion: {}\n", 2,
+			`a pass with options is a mapping with one key, the pass name (found 2 keys)`},
+		{"options not a mapping", "passes:\n  - dce: [weights]\n", 2, `the options of pass dce must be a mapping, got a list`},
+		{"empty", "# nothing\n", 1, `empty pipeline: expected a mapping with a 'passes' list`},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := Parse("p.yaml", []byte(tc.yaml))
+			if err == nil {
+				t.Fatalf("no error for:\n%s", tc.yaml)
+			}
+			var pe *Error
+			if !errors.As(err, &pe) {
+				t.Fatalf("error %v is a %T, not *passes.Error", err, err)
+			}
+			want := &Error{File: "p.yaml", Line: tc.line, Msg: tc.msg}
+			if diff := cmp.Diff(want, pe); diff != "" {
+				t.Errorf("error differs (-want +got):\n%s\ngot: %v", diff, err)
+			}
+		})
+	}
+}
+
+func TestPipelineSyntaxError(t *testing.T) {
+	_, err := Parse("p.yaml", []byte("passes:\n  - dce\n  - fusion: {max_inputs: 3\n"))
+	var pe *Error
+	if !errors.As(err, &pe) {
+		t.Fatalf("got %v (%T), want *passes.Error", err, err)
+	}
+	if pe.File != "p.yaml" || pe.Line != 3 || !strings.HasPrefix(pe.Msg, "YAML syntax: ") {
+		t.Errorf("got %q, want p.yaml:3: YAML syntax: ...", err)
+	}
+}
+
+func TestPipelineAccepts(t *testing.T) {
+	for _, y := range []string{
+		// probe after fusion is fine; so is reordering and repeating passes.
+		"passes:\n  - shape_inference\n  - fusion\n  - probe\n  - legalize\n",
+		"passes:\n  - dce\n  - shape_inference\n  - probe: {ops: [matmul], prov: 'layers\\.0\\.'}\n  - fusion: {max_inputs: 3, allow_broadcast: true}\n  - dce\n",
+		"passes:\n  - shape_inference\n  - partition: {policy: first_k, k: 10}\n  - legalize\n  - probe\n",
+		"passes:\n  - shape_inference\n  - legalize\n  - fusion\n  - legalize\n",
+		"passes: []\n",
+		"passes:\n",
+		"passes:\n  - shape_inference\n  - partition:\n      policy: nodes\n      nodes: [1, 2, 3]\n",
+	} {
+		if _, err := Parse("p.yaml", []byte(y)); err != nil {
+			t.Errorf("%v\nfor:\n%s", err, y)
+		}
+	}
+}
+
+func TestDefaultPipeline(t *testing.T) {
+	p, err := Default()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, st := range p.Steps {
+		names = append(names, st.Pass.Name)
+	}
+	want := []string{"shape_inference", "canonicalize", "constant_folding", "dce", "fusion", "dce", "legalize"}
+	if diff := cmp.Diff(want, names); diff != "" {
+		t.Errorf("default pipeline (-want +got):\n%s", diff)
+	}
+	// Documented line by line: every pass item follows a comment.
+	lines := strings.Split(string(DefaultYAML()), "\n")
+	for i, l := range lines {
+		if strings.HasPrefix(strings.TrimSpace(l), "- ") {
+			prev := ""
+			if i > 0 {
+				prev = strings.TrimSpace(lines[i-1])
+			}
+			if !strings.HasPrefix(prev, "#") {
+				t.Errorf("%s:%d: pass item %q has no comment above it", DefaultFile, i+1, strings.TrimSpace(l))
+			}
+		}
+	}
+}
+
+func TestAppendAndSet(t *testing.T) {
+	p, err := Default()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Append("probe", Options{"ops": []string{"matmul"}}, "legalize"); err != nil {
+		t.Fatal(err)
+	}
+	if got := p.Steps[len(p.Steps)-2].Pass.Name; got != "probe" {
+		t.Errorf("probe inserted before %s, want before legalize", got)
+	}
+	if err := p.Append("fusion", nil, ""); err == nil || !strings.Contains(err.Error(), "may invalidate \"legalized\"") {
+		t.Errorf("appending fusion after legalize: got %v", err)
+	}
+	if err := p.Append("probe", Options{"ops": []string{"nope"}}, ""); err == nil {
+		t.Error("bad option accepted")
+	}
+	if err := p.Set("legalize", "supports", func(string) bool { return true }); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Set("partition", "policy", "all_target"); err == nil {
+		t.Error("Set of a pass the pipeline does not run succeeded")
+	}
+	sum := p.Summary()
+	if sum[len(sum)-1].Options["supports"] != "<set by program>" {
+		t.Errorf("summary of legalize: %+v", sum[len(sum)-1])
+	}
+}
+
+func tinyModule(t testing.TB) *ir.Module {
+	t.Helper()
+	m, err := llama.Build("tiny", llama.Tiny, llama.RandomWeights(llama.Tiny, 1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+func defaultFor(t testing.TB, supports func(string) bool) *Pipeline {
+	t.Helper()
+	p, err := Default()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Set("legalize", "supports", supports); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func all(string) bool { return true }
+
+// TestFusionTiny pins the node counts of llama.Tiny (2 layers) through the
+// default pipeline: fusion merges silu·gate in each layer of both functions.
+func TestFusionTiny(t *testing.T) {
+	m := tinyModule(t)
+	before := NodeCount(m)
+	rep, err := defaultFor(t, all).Run(m, RunConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	after := NodeCount(m)
+	// 96 nodes: per function 2 layers × 22 + gather, final norm, slice,
+	// output. canonicalize drops decode's slice of its only row (-1);
+	// fusion merges silu into the gate multiply in 2 layers × 2 functions.
+	if before != 96 || after != 91 {
+		t.Errorf("llama.Tiny nodes: %d -> %d, want 96 -> 91", before, after)
+	}
+	if got := rep.OpsAfter["fused_elementwise"]; got != 4 {
+		t.Errorf("%d fused_elementwise nodes, want 4", got)
+	}
+	var b bytes.Buffer
+	if err := rep.WriteTimes(&b); err != nil {
+		t.Fatal(err)
+	}
+	if err := rep.WriteStats(&b); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("\n%s", b.String())
+	for _, want := range []string{"fusion", "nodes before", "fused_elementwise", "total"} {
+		if !strings.Contains(b.String(), want) {
+			t.Errorf("tables lack %q", want)
+		}
+	}
+}
+
+func TestPrintAfter(t *testing.T) {
+	m := tinyModule(t)
+	var b bytes.Buffer
+	if _, err := defaultFor(t, all).Run(m, RunConfig{PrintAfter: "fusion", PrintTo: &b}); err != nil {
+		t.Fatal(err)
+	}
+	out := b.String()
+	if !strings.HasPrefix(out, "// after pass fusion (passes/default.yaml:") || strings.Count(out, "// after pass") != 1 {
+		t.Errorf("print-after fusion printed:\n%.300s", out)
+	}
+	if !strings.Contains(out, "fused_elementwise(") {
+		t.Error("printed IR lacks the fused nodes")
+	}
+	b.Reset()
+	m = tinyModule(t)
+	if _, err := defaultFor(t, all).Run(m, RunConfig{PrintAfter: "all", PrintTo: &b}); err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.Count(b.String(), "// after pass"); got != 7 {
+		t.Errorf("print-after all printed %d modules, want 7", got)
+	}
+	if _, err := defaultFor(t, all).Run(tinyModule(t), RunConfig{PrintAfter: "fuse"}); err == nil {
+		t.Error("print-after of an unknown pass accepted")
+	}
+}
+
+func TestRunErrorsNameThePass(t *testing.T) {
+	m := tinyModule(t)
+	_, err := defaultFor(t, func(op string) bool { return op != "rope" && op != "attention" }).Run(m, RunConfig{})
+	if err == nil {
+		t.Fatal("legalize accepted a target without rope")
+	}
+	want := "passes/default.yaml:30: pass legalize: the target has no kernel for 2 op(s) used by 12 node(s):\n" +
+		"  rope: 8 node(s), e.g. #9 rope %8 (layers.0.attention.rope_q) in func @prefill\n" +
+		"  attention: 4 node(s), e.g. #13 attention %12 (layers.0.attention) in func @prefill"
+	if err.Error() != want {
+		t.Errorf("got\n%v\nwant\n%v", err, want)
+	}
+	// Without a kernel table legalize says what is missing.
+	p, _ := Default()
+	if _, err := p.Run(tinyModule(t), RunConfig{}); err == nil || !strings.Contains(err.Error(), "option supports") {
+		t.Errorf("legalize without supports: %v", err)
+	}
+}
+
+// A pass that breaks the module is caught by the verifier between passes.
+func TestVerifyBetweenPasses(t *testing.T) {
+	broken := &Pass{Name: "broken", Run: func(m *ir.Module, _ Options) error {
+		f := m.Funcs[0]
+		f.Nodes = f.Nodes[1:] // drop the first node: its output is now undefined
+		return nil
+	}}
+	p := &Pipeline{File: "x.yaml", Steps: []*Step{{Pass: broken, Options: Options{}, Line: 2}}}
+	_, err := p.Run(tinyModule(t), RunConfig{})
+	if err == nil || !strings.HasPrefix(err.Error(), "x.yaml:2: the module does not verify after pass broken") {
+		t.Errorf("got %v", err)
+	}
+	panicky := &Pass{Name: "panicky", Run: func(*ir.Module, Options) error { panic("boom") }}
+	p.Steps[0].Pass = panicky
+	if _, err := p.Run(tinyModule(t), RunConfig{}); err == nil || !strings.Contains(err.Error(), "panic (a bug in the pass): boom") {
+		t.Errorf("got %v", err)
+	}
+}
+
+// shape_inference fixes wrong declared types, which the verifier rejects.
+func TestShapeInferenceFixesTypes(t *testing.T) {
+	m := tinyModule(t)
+	f := m.Func("decode")
+	f.Nodes[0].Output().Type = ir.T(ir.F32, ir.S(7))
+	if ir.Verify(m) == nil {
+		t.Fatal("broken module verifies")
+	}
+	p, err := Parse("p.yaml", []byte("passes:\n  - shape_inference\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.Run(m, RunConfig{}); err != nil {
+		t.Fatal(err)
+	}
+	if got := f.Nodes[0].Output().Type.String(); got != "f32[1, 64]" {
+		t.Errorf("type after shape_inference: %s", got)
+	}
+}
