@@ -1,0 +1,155 @@
+package spirv
+
+import (
+	"fmt"
+
+	"github.com/tapml/tapml/ir"
+)
+
+// testCase is one node to generate a kernel for: an op, concrete input
+// types and attributes, and how to fill integer inputs (ids, positions)
+// when the kernel runs.
+type testCase struct {
+	name  string
+	op    string
+	in    []ir.Type
+	attrs ir.Attrs
+	// fill, for an input index, gives element i's value (for i32 inputs
+	// and for f32 inputs that need a domain, e.g. log's).
+	fill map[int]func(i int) float64
+}
+
+func f32(dims ...int64) ir.Type { return ir.T(ir.F32, ir.S(dims...)) }
+func i32(dims ...int64) ir.Type { return ir.T(ir.I32, ir.S(dims...)) }
+
+// positive fills an input with values in (0.1, 4).
+func positive(i int) float64 { return 0.1 + float64((i*7919)%389)/100 }
+
+func constFill(v float64) func(int) float64 { return func(int) float64 { return v } }
+
+// testCases are the shapes every op is generated for (the validation test)
+// and run on (the device test).
+func testCases() []testCase {
+	var cs []testCase
+	add := func(c testCase) {
+		if c.name == "" {
+			c.name = c.op
+		}
+		for _, t := range c.in {
+			c.name += "_" + t.String()
+		}
+		cs = append(cs, c)
+	}
+	for _, op := range ir.UnaryOps {
+		var fill map[int]func(int) float64
+		switch op {
+		case "log", "sqrt", "rsqrt":
+			fill = map[int]func(int) float64{0: positive}
+		}
+		for _, t := range []ir.Type{f32(7), f32(3, 5, 17), f32(1000)} {
+			add(testCase{op: op, in: []ir.Type{t}, fill: fill})
+		}
+	}
+	for _, op := range []string{"neg", "abs", "relu"} {
+		add(testCase{name: op + "_int", op: op, in: []ir.Type{i32(9)}})
+	}
+	for _, op := range ir.BinaryOps {
+		var fill map[int]func(int) float64
+		if op == "pow" {
+			fill = map[int]func(int) float64{0: positive}
+		}
+		if op == "div" {
+			fill = map[int]func(int) float64{1: positive}
+		}
+		for _, in := range [][]ir.Type{
+			{f32(4, 5), f32(4, 5)},
+			{f32(4, 5), f32(5)},
+			{f32(2, 1, 3), f32(4, 1)},
+			{f32(3), f32()},
+		} {
+			add(testCase{op: op, in: in, fill: fill})
+		}
+	}
+	// pow of negative bases with integer exponents.
+	add(testCase{name: "pow_int_exp", op: "pow", in: []ir.Type{f32(6), f32(6)},
+		fill: map[int]func(int) float64{0: func(i int) float64 { return float64(i) - 2.5 }, 1: func(i int) float64 { return float64(i%4 - 1) }}})
+	for _, op := range []string{"add", "sub", "mul", "div", "maximum", "minimum"} {
+		add(testCase{name: op + "_int", op: op, in: []ir.Type{i32(3, 4), i32(4)},
+			fill: map[int]func(int) float64{0: func(i int) float64 { return float64(i*37%23 - 11) }, 1: func(i int) float64 { return float64(i*5%7 - 3) }}})
+	}
+	add(testCase{op: "fused_elementwise", in: []ir.Type{f32(4, 8), f32(4, 8)}, attrs: ir.Attrs{"expr": ir.StringAttr("mul(silu($0), $1)")}})
+	add(testCase{op: "fused_elementwise", in: []ir.Type{f32(3, 4), f32(4)}, attrs: ir.Attrs{"expr": ir.StringAttr("add(mul($0, 0.5), exp(neg($1)))")}})
+	add(testCase{op: "fused_elementwise", in: []ir.Type{f32(5), f32(5), f32(1)}, attrs: ir.Attrs{"expr": ir.StringAttr("div(maximum($0, $2), add(abs($1), 1.5))")}})
+
+	add(testCase{op: "constant", attrs: ir.Attrs{"shape": ir.ShapeAttr(ir.S(3, 2)), "value": ir.FloatsAttr(1, -2, 3.5, 4, 5, 0.25)}})
+	add(testCase{op: "constant", attrs: ir.Attrs{"shape": ir.ShapeAttr(ir.S(300)), "value": ir.FloatsAttr(0.75)}})
+	add(testCase{op: "constant", attrs: ir.Attrs{"dtype": ir.DTypeAttr(ir.I32), "shape": ir.ShapeAttr(ir.S(4)), "value": ir.FloatsAttr(1, 2, -3, 7)}})
+	add(testCase{op: "cast", in: []ir.Type{f32(10)}, attrs: ir.Attrs{"to": ir.DTypeAttr(ir.I32)},
+		fill: map[int]func(int) float64{0: func(i int) float64 { return float64(i)*1.7 - 8 }}})
+	add(testCase{op: "cast", in: []ir.Type{i32(10)}, attrs: ir.Attrs{"to": ir.DTypeAttr(ir.F32)},
+		fill: map[int]func(int) float64{0: func(i int) float64 { return float64(i*i - 30) }}})
+	add(testCase{op: "cast", in: []ir.Type{f32(4)}, attrs: ir.Attrs{"to": ir.DTypeAttr(ir.F32)}})
+
+	ids := func(n int) func(int) float64 { return func(i int) float64 { return float64((i*7 + 3) % n) } }
+	add(testCase{op: "gather", in: []ir.Type{f32(10, 4), i32(3)}, fill: map[int]func(int) float64{1: ids(10)}})
+	add(testCase{op: "gather", in: []ir.Type{f32(2, 5, 3), i32(4)}, attrs: ir.Attrs{"axis": ir.IntAttr(1)}, fill: map[int]func(int) float64{1: ids(5)}})
+	add(testCase{op: "gather", in: []ir.Type{i32(6, 2), i32(2, 2)}, fill: map[int]func(int) float64{1: ids(6)}})
+
+	tb := ir.Attrs{"transpose_b": ir.BoolAttr(true)}
+	add(testCase{op: "matmul", in: []ir.Type{f32(3, 5), f32(5, 7)}})
+	add(testCase{op: "matmul", in: []ir.Type{f32(1, 64), f32(100, 64)}, attrs: tb})
+	add(testCase{op: "matmul", in: []ir.Type{f32(17, 33), f32(9, 33)}, attrs: tb})
+	add(testCase{op: "matmul", in: []ir.Type{f32(2, 3, 4, 5), f32(5, 6)}})
+	add(testCase{op: "matmul", in: []ir.Type{f32(2, 1, 4, 8), f32(3, 8, 5)}})
+	add(testCase{op: "matmul", in: []ir.Type{f32(64, 64), f32(64, 64)}})
+
+	add(testCase{op: "rms_norm", in: []ir.Type{f32(4, 16), f32(16)}})
+	add(testCase{op: "rms_norm", in: []ir.Type{f32(3, 300), f32(300)}})
+	add(testCase{op: "rms_norm", in: []ir.Type{f32(2, 2, 7), f32(7)}, attrs: ir.Attrs{"eps": ir.FloatAttr(1e-6)}})
+	add(testCase{op: "layer_norm", in: []ir.Type{f32(4, 16), f32(16), f32(16)}})
+	add(testCase{op: "layer_norm", in: []ir.Type{f32(2, 3, 100), f32(100), f32(100)}})
+
+	add(testCase{op: "softmax", in: []ir.Type{f32(4, 10)}})
+	add(testCase{op: "softmax", in: []ir.Type{f32(3, 5, 7)}, attrs: ir.Attrs{"axis": ir.IntAttr(1)}})
+	add(testCase{op: "softmax", in: []ir.Type{f32(2, 600)}})
+	add(testCase{op: "argmax", in: []ir.Type{f32(4, 10)}})
+	add(testCase{op: "argmax", in: []ir.Type{f32(3, 5, 7)}, attrs: ir.Attrs{"axis": ir.IntAttr(1)}})
+	add(testCase{op: "argmax", in: []ir.Type{f32(1, 3000)}})
+	add(testCase{op: "argmax", in: []ir.Type{i32(5, 6)}, fill: map[int]func(int) float64{0: func(i int) float64 { return float64(i * 7 % 5) }}})
+
+	pos := func(p int) map[int]func(int) float64 { return map[int]func(int) float64{1: constFill(float64(p))} }
+	add(testCase{op: "rope", in: []ir.Type{f32(3, 4, 8), i32()}, fill: pos(5)})
+	add(testCase{op: "rope", in: []ir.Type{f32(2, 2, 16), i32()}, attrs: ir.Attrs{"style": ir.StringAttr("half")}, fill: pos(100)})
+	add(testCase{op: "rope", in: []ir.Type{f32(1, 3, 8), i32()}, attrs: ir.Attrs{"dims": ir.IntAttr(4), "theta": ir.FloatAttr(500000)}, fill: pos(1000)})
+
+	add(testCase{op: "kv_write", in: []ir.Type{f32(8, 2, 4), f32(3, 2, 4), i32()}, fill: map[int]func(int) float64{2: constFill(2)}})
+	add(testCase{op: "kv_write", in: []ir.Type{f32(16, 1, 8), f32(1, 1, 8), i32()}, fill: map[int]func(int) float64{2: constFill(15)}})
+
+	att := func(scale float64, causal bool) ir.Attrs {
+		return ir.Attrs{"scale": ir.FloatAttr(scale), "causal": ir.BoolAttr(causal)}
+	}
+	posAt := func(p int) map[int]func(int) float64 { return map[int]func(int) float64{3: constFill(float64(p))} }
+	add(testCase{op: "attention", in: []ir.Type{f32(3, 4, 8), f32(10, 2, 8), f32(10, 2, 8), i32()}, attrs: att(0.35, true), fill: posAt(2)})
+	add(testCase{name: "attention_noncausal", op: "attention", in: []ir.Type{f32(3, 4, 8), f32(10, 2, 8), f32(10, 2, 8), i32()}, attrs: att(0.35, false), fill: posAt(2)})
+	add(testCase{op: "attention", in: []ir.Type{f32(1, 4, 48), f32(64, 4, 48), f32(64, 4, 48), i32()}, attrs: att(0.144, true), fill: posAt(40)})
+	add(testCase{name: "attention_chunked", op: "attention", in: []ir.Type{f32(2, 2, 8), f32(2100, 1, 8), f32(2100, 1, 8), i32()}, attrs: att(0.35, true), fill: posAt(2098)})
+
+	add(testCase{op: "reshape", in: []ir.Type{f32(3, 4)}, attrs: ir.Attrs{"shape": ir.ShapeAttr(ir.S(12))}})
+	add(testCase{op: "reshape", in: []ir.Type{i32(2, 3, 4)}, attrs: ir.Attrs{"shape": ir.ShapeAttr(ir.S(4, -1))}})
+	add(testCase{op: "transpose", in: []ir.Type{f32(3, 4)}, attrs: ir.Attrs{"perm": ir.IntsAttr(1, 0)}})
+	add(testCase{op: "transpose", in: []ir.Type{f32(2, 3, 4)}, attrs: ir.Attrs{"perm": ir.IntsAttr(2, 0, 1)}})
+	add(testCase{op: "slice", in: []ir.Type{f32(10, 4)}, attrs: ir.Attrs{"axis": ir.IntAttr(0), "start": ir.IntAttr(2), "end": ir.IntAttr(8), "step": ir.IntAttr(2)}})
+	add(testCase{op: "slice", in: []ir.Type{f32(3, 5, 6)}, attrs: ir.Attrs{"axis": ir.IntAttr(-1), "start": ir.IntAttr(-3), "end": ir.IntAttr(100)}})
+	add(testCase{op: "concat", in: []ir.Type{f32(2, 3), f32(2, 5)}, attrs: ir.Attrs{"axis": ir.IntAttr(1)}})
+	add(testCase{op: "concat", in: []ir.Type{f32(1, 4), f32(2, 4), f32(3, 4)}, attrs: ir.Attrs{"axis": ir.IntAttr(0)}})
+	add(testCase{op: "probe", in: []ir.Type{f32(5, 3)}, attrs: ir.Attrs{"tag": ir.StringAttr("x")}})
+	add(testCase{op: "transfer", in: []ir.Type{f32(5, 3)}, attrs: ir.Attrs{"from": ir.StringAttr("source"), "to": ir.StringAttr("target")}})
+	return cs
+}
+
+// node builds the IR node of a test case.
+func (c testCase) node() *ir.Node {
+	return &ir.Node{ID: 1, Op: c.op, Attrs: c.attrs}
+}
+
+func (c testCase) String() string { return fmt.Sprintf("%s(%v)", c.op, c.in) }
