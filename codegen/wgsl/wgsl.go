@@ -1,0 +1,356 @@
+// Package wgsl generates WGSL compute kernels for the nodes of tapml's IR.
+//
+// Generate turns one node, with the concrete types of its inputs and
+// outputs, into a codegen.Kernel: WGSL source specialised on those shapes
+// (sizes are baked in as `const`), its bindings (@group(0), inputs then
+// outputs, ascending), the workgroup size and the grid to dispatch. Values
+// that change between calls of the same shapes (the position of a decode
+// step) are read from their buffers, never baked in.
+//
+// The WGSL is the subset the wgpu v0.19-era naga accepts: no `enable f16`,
+// no `override`, no `diagnostic`. Arithmetic is f32; ids, positions and
+// argmax results are i32. Tensors of other dtypes are rejected with an error.
+//
+// Every kernel reads its inputs as `var<storage, read>` runtime-sized arrays
+// and writes its outputs as `var<storage, read_write>` arrays, so the
+// buffers bound may be larger than the tensors (a runtime may pool them by
+// size class). kv_write is the one in-place kernel: its cache is a single
+// read_write binding that carries both input 0 and output 0.
+//
+// Options.Fault injects a deliberate bug into the kernel (for tests of the
+// carving and migration tools); see Faults.
+package wgsl
+
+import (
+	"fmt"
+	"math"
+	"strconv"
+	"strings"
+
+	"github.com/tapml/tapml/codegen"
+	"github.com/tapml/tapml/ir"
+)
+
+// Limits are the device limits a kernel must respect. A zero field takes
+// the WebGPU default (DefaultLimits).
+type Limits struct {
+	MaxInvocationsPerWorkgroup      int // maxComputeInvocationsPerWorkgroup
+	MaxWorkgroupSizeX               int // maxComputeWorkgroupSizeX
+	MaxWorkgroupSizeY               int // maxComputeWorkgroupSizeY
+	MaxWorkgroupSizeZ               int // maxComputeWorkgroupSizeZ
+	MaxWorkgroupStorageSize         int // maxComputeWorkgroupStorageSize, bytes
+	MaxWorkgroupsPerDimension       int // maxComputeWorkgroupsPerDimension
+	MaxStorageBuffersPerShaderStage int // maxStorageBuffersPerShaderStage
+}
+
+// DefaultLimits are WebGPU's default limits, which every adapter supports.
+func DefaultLimits() Limits {
+	return Limits{
+		MaxInvocationsPerWorkgroup: 256, MaxWorkgroupSizeX: 256, MaxWorkgroupSizeY: 256, MaxWorkgroupSizeZ: 64,
+		MaxWorkgroupStorageSize: 16384, MaxWorkgroupsPerDimension: 65535, MaxStorageBuffersPerShaderStage: 8,
+	}
+}
+
+func (l Limits) withDefaults() Limits {
+	d := DefaultLimits()
+	set := func(v *int, def int) {
+		if *v <= 0 {
+			*v = def
+		}
+	}
+	set(&l.MaxInvocationsPerWorkgroup, d.MaxInvocationsPerWorkgroup)
+	set(&l.MaxWorkgroupSizeX, d.MaxWorkgroupSizeX)
+	set(&l.MaxWorkgroupSizeY, d.MaxWorkgroupSizeY)
+	set(&l.MaxWorkgroupSizeZ, d.MaxWorkgroupSizeZ)
+	set(&l.MaxWorkgroupStorageSize, d.MaxWorkgroupStorageSize)
+	set(&l.MaxWorkgroupsPerDimension, d.MaxWorkgroupsPerDimension)
+	set(&l.MaxStorageBuffersPerShaderStage, d.MaxStorageBuffersPerShaderStage)
+	return l
+}
+
+// Options control code generation.
+type Options struct {
+	Limits Limits
+	// Fault, when set, injects a deliberate bug into the kernel. It is for
+	// tests only; see Faults for the names and what each does.
+	Fault string
+}
+
+// Entry is the entry point of every generated kernel.
+const Entry = "main"
+
+// Generate returns the WGSL kernel of node n for the concrete input types in
+// and output types out (every shape static).
+func Generate(n *ir.Node, in, out []ir.Type, opts Options) (*codegen.Kernel, error) {
+	if n == nil {
+		return nil, fmt.Errorf("wgsl: nil node")
+	}
+	fail := func(err error) (*codegen.Kernel, error) {
+		return nil, fmt.Errorf("wgsl: node %s: %w", n, err)
+	}
+	def := ir.LookupOp(n.Op)
+	if def == nil {
+		return fail(fmt.Errorf("unknown op %q", n.Op))
+	}
+	genFn := generators[n.Op]
+	if genFn == nil {
+		return fail(fmt.Errorf("no WGSL kernel for op %s", n.Op))
+	}
+	if opts.Fault != "" && !knownFault(opts.Fault) {
+		return fail(fmt.Errorf("unknown fault %q (known: %s)", opts.Fault, strings.Join(FaultNames(), ", ")))
+	}
+	if n.Inputs != nil && len(in) != len(n.Inputs) {
+		return fail(fmt.Errorf("%d input types for %d inputs", len(in), len(n.Inputs)))
+	}
+	for i, t := range in {
+		if !t.Shape.IsStatic() {
+			return fail(fmt.Errorf("input %d has a symbolic shape %s; kernels need concrete shapes", i, t.Shape))
+		}
+	}
+	// The output types follow from the inputs; computing them here checks
+	// the caller's and fills them in when none are given.
+	want, attrs, err := ir.InferTypes(n.Op, in, n.Attrs)
+	if err != nil {
+		return fail(err)
+	}
+	if out == nil {
+		out = want
+	}
+	if len(out) != len(want) {
+		return fail(fmt.Errorf("%d output types, op %s has %d outputs", len(out), n.Op, len(want)))
+	}
+	for i := range out {
+		if !out[i].Shape.IsStatic() || !out[i].Equal(want[i]) {
+			return fail(fmt.Errorf("output %d is given as %s, the inputs give %s", i, out[i], want[i]))
+		}
+	}
+	for i, t := range append(append([]ir.Type{}, in...), out...) {
+		if t.DType != ir.F32 && t.DType != ir.I32 {
+			what := fmt.Sprintf("input %d", i)
+			if i >= len(in) {
+				what = fmt.Sprintf("output %d", i-len(in))
+			}
+			return fail(fmt.Errorf("%s is %s; WGSL kernels support f32 and i32 tensors", what, t))
+		}
+	}
+	g := &gen{node: n, op: n.Op, attrs: attrs, in: in, out: out, lim: opts.Limits.withDefaults(), fault: opts.Fault}
+	k, err := genFn(g)
+	if err != nil {
+		return fail(err)
+	}
+	if g.fault != "" && !g.faultApplied {
+		return fail(fmt.Errorf("fault %q does not apply to op %s", g.fault, n.Op))
+	}
+	if nb := len(k.Bindings); nb > g.lim.MaxStorageBuffersPerShaderStage {
+		return fail(fmt.Errorf("kernel needs %d storage buffers, the device allows %d", nb, g.lim.MaxStorageBuffersPerShaderStage))
+	}
+	for i, c := range k.Grid {
+		if c > g.lim.MaxWorkgroupsPerDimension {
+			return fail(fmt.Errorf("grid %v exceeds %d workgroups in dimension %d", k.Grid, g.lim.MaxWorkgroupsPerDimension, i))
+		}
+	}
+	k.Language = "wgsl"
+	k.Op = n.Op
+	k.NodeID = n.ID
+	k.Entry = Entry
+	return k, nil
+}
+
+// Supports reports whether op has a WGSL kernel.
+func Supports(op string) bool { return generators[op] != nil }
+
+type generator func(g *gen) (*codegen.Kernel, error)
+
+var generators = map[string]generator{}
+
+func init() {
+	for _, op := range ir.UnaryOps {
+		generators[op] = genElementwise
+	}
+	for _, op := range ir.BinaryOps {
+		generators[op] = genElementwise
+	}
+	for op, fn := range map[string]generator{
+		"fused_elementwise": genElementwise,
+		"constant":          genConstant,
+		"cast":              genCast,
+		"gather":            genGather,
+		"matmul":            genMatmul,
+		"rms_norm":          genNorm,
+		"layer_norm":        genNorm,
+		"softmax":           genSoftmax,
+		"argmax":            genArgmax,
+		"rope":              genRope,
+		"kv_write":          genKVWrite,
+		"attention":         genAttention,
+		"reshape":           genCopy,
+		"probe":             genCopy,
+		"transfer":          genCopy,
+		"transpose":         genTranspose,
+		"slice":             genSlice,
+		"concat":            genConcat,
+	} {
+		generators[op] = fn
+	}
+}
+
+// gen holds the state of generating one kernel.
+type gen struct {
+	node  *ir.Node
+	op    string
+	attrs ir.Attrs
+	in    []ir.Type
+	out   []ir.Type
+	lim   Limits
+
+	fault        string
+	faultApplied bool
+
+	src      strings.Builder
+	bindings []codegen.Binding
+	helpers  []string // names of helper functions to declare
+}
+
+// faultIs reports whether the kernel should inject fault f, and records that
+// it did.
+func (g *gen) faultIs(f string) bool {
+	if g.fault == f {
+		g.faultApplied = true
+		return true
+	}
+	return false
+}
+
+func (g *gen) p(format string, args ...any) {
+	fmt.Fprintf(&g.src, format, args...)
+	g.src.WriteByte('\n')
+}
+
+// wgslType is the WGSL scalar type of a dtype.
+func wgslType(dt ir.DType) string {
+	if dt == ir.I32 {
+		return "i32"
+	}
+	return "f32"
+}
+
+// bind declares a storage binding; elem is the array's element type.
+func (g *gen) bind(name string, access codegen.Access, t ir.Type, elem string, input, output int) {
+	idx := len(g.bindings)
+	mode := "read"
+	if access != codegen.Read {
+		mode = "read_write"
+	}
+	g.p("@group(0) @binding(%d) var<storage, %s> %s: array<%s>;", idx, mode, name, elem)
+	g.bindings = append(g.bindings, codegen.Binding{Index: idx, Name: name, Access: access, Type: t, Input: input, Output: output})
+}
+
+// bindAll declares every input as in0.. and every output as out0.., with
+// their scalar element types.
+func (g *gen) bindAll() {
+	for i, t := range g.in {
+		g.bind("in"+strconv.Itoa(i), codegen.Read, t, wgslType(t.DType), i, -1)
+	}
+	for i, t := range g.out {
+		g.bind("out"+strconv.Itoa(i), codegen.Write, t, wgslType(t.DType), -1, i)
+	}
+}
+
+// kernel finishes the kernel with the source written so far.
+func (g *gen) kernel(wg [3]int, grid [3]int) *codegen.Kernel {
+	for _, h := range g.helpers {
+		g.p("%s", helpers[h])
+	}
+	return &codegen.Kernel{Source: []byte(g.src.String()), Bindings: g.bindings, WorkgroupSize: wg, Grid: grid}
+}
+
+// fold spreads groups workgroups over a grid whose dimensions stay within
+// the device limit, returning the grid and the WGSL expression of the
+// linear workgroup index (which may exceed groups-1 in the last row: guard).
+func (g *gen) fold(groups int) ([3]int, string) {
+	max := g.lim.MaxWorkgroupsPerDimension
+	if groups <= max {
+		return [3]int{groups, 1, 1}, "wid.x"
+	}
+	gy := ceilDiv(groups, max)
+	gx := ceilDiv(groups, gy)
+	return [3]int{gx, gy, 1}, fmt.Sprintf("(wid.x + wid.y * %du)", gx)
+}
+
+// threads is the largest power of two <= want that the limits allow for a
+// one-dimensional workgroup.
+func (g *gen) threads(want int) int {
+	lim := min(g.lim.MaxInvocationsPerWorkgroup, g.lim.MaxWorkgroupSizeX)
+	want = min(want, lim)
+	t := 1
+	for t*2 <= want {
+		t *= 2
+	}
+	return t
+}
+
+// entry writes the entry point header with the builtins every kernel may
+// use: wid (workgroup_id), lid (local_invocation_id) and li
+// (local_invocation_index).
+func (g *gen) entry(wg [3]int) {
+	g.p("@compute @workgroup_size(%d, %d, %d)", wg[0], wg[1], wg[2])
+	g.p("fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) lid: vec3<u32>, @builtin(local_invocation_index) li: u32) {")
+}
+
+// barrier emits a workgroup barrier; the missing_barrier fault drops the
+// first one of the kernel (or the one the generator marks with drop).
+func (g *gen) barrier(droppable bool) {
+	if droppable && g.faultIs(FaultMissingBarrier) {
+		g.p("  // fault missing_barrier: workgroupBarrier() dropped here")
+		return
+	}
+	g.p("  workgroupBarrier();")
+}
+
+func ceilDiv(a, b int) int { return (a + b - 1) / b }
+
+// f32Lit is a WGSL f32 literal for v (rounded to f32).
+func f32Lit(v float64) string {
+	f := float32(v)
+	switch {
+	case math.IsNaN(float64(f)):
+		return "bitcast<f32>(0x7fc00000u)"
+	case math.IsInf(float64(f), 1):
+		return "bitcast<f32>(0x7f800000u)"
+	case math.IsInf(float64(f), -1):
+		return "bitcast<f32>(0xff800000u)"
+	}
+	s := strconv.FormatFloat(float64(f), 'e', -1, 32)
+	if f < 0 || (f == 0 && math.Signbit(float64(f))) {
+		return "(" + s + "f)"
+	}
+	return s + "f"
+}
+
+// i32Lit is a WGSL i32 literal.
+func i32Lit(v int64) string {
+	if v == math.MinInt32 {
+		return "i32(-2147483647 - 1)"
+	}
+	if v < 0 {
+		return "(" + strconv.FormatInt(v, 10) + "i)"
+	}
+	return strconv.FormatInt(v, 10) + "i"
+}
+
+// u is a WGSL u32 literal.
+func u(v int) string { return strconv.Itoa(v) + "u" }
+
+// sizes returns the static sizes of a type.
+func sizes(t ir.Type) []int { return t.Shape.Sizes() }
+
+func numel(t ir.Type) int { return int(t.Shape.NumElements()) }
+
+// prod multiplies sizes.
+func prod(s []int) int {
+	n := 1
+	for _, d := range s {
+		n *= d
+	}
+	return n
+}

@@ -1,0 +1,845 @@
+//go:build !js
+
+// Package webgpu is tapml's WebGPU device: it runs each IR node as a WGSL
+// compute kernel (codegen/wgsl) through wgpu-native (cogentcore/webgpu),
+// on Vulkan by default or on GL.
+//
+// Work is batched: Launch only records a dispatch into the current command
+// encoder; the encoder is submitted when a result is downloaded, on Sync,
+// before an upload, and after Options.MaxBatch dispatches, so that no
+// submission runs long on CPU drivers (lavapipe). Waiting never calls
+// Poll(true), which gives up after 5 s and then crashes lavapipe; it
+// registers OnSubmittedWorkDone (or MapAsync) and polls without blocking,
+// sleeping briefly between polls.
+//
+// Every wgpu call that can fail is made inside an error scope and its
+// failure comes back as an error (a runtime.KernelError naming the op and
+// node for kernel failures). Validation errors inside Queue.Submit would
+// abort the process, so everything a submission uses is validated before:
+// a failed pipeline or bind group is never recorded, and an encoder whose
+// recording failed is dropped, not submitted.
+//
+// Buffers come from a pool keyed by size class, so a steady decode loop
+// allocates no GPU memory; pipelines are cached by kernel source, and the
+// kernel of each (node, input shapes) is generated once.
+package webgpu
+
+import (
+	"errors"
+	"fmt"
+	"math/bits"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/cogentcore/webgpu/wgpu"
+	"github.com/tapml/tapml/codegen"
+	"github.com/tapml/tapml/codegen/wgsl"
+	"github.com/tapml/tapml/ir"
+	"github.com/tapml/tapml/runtime"
+	"github.com/tapml/tapml/tensor"
+)
+
+// Options configure a device.
+type Options struct {
+	// Backend is the graphics API: "vulkan" (the default), "gl", "metal",
+	// "dx12" or "all" (let wgpu choose).
+	Backend string
+	// MaxBatch is the number of dispatches recorded before the encoder is
+	// submitted (default 64).
+	MaxBatch int
+	// PoolBytes bounds the bytes of freed buffers kept for reuse (default
+	// 1 GiB); buffers freed beyond it are released.
+	PoolBytes int64
+	// CopyReshape makes reshape run a copy kernel; by default its output
+	// shares the input's GPU buffer.
+	CopyReshape bool
+	// Faults maps node ids to a fault of codegen/wgsl injected into that
+	// node's kernel. For tests of the carving and migration tools only.
+	Faults map[int]string
+	// Verbose keeps wgpu's warnings on stderr (errors are always returned).
+	Verbose bool
+}
+
+// Device is a WebGPU device. Its methods are safe for concurrent use (they
+// serialise on one lock).
+type Device struct {
+	mu   sync.Mutex
+	opts Options
+	name string
+
+	instance *wgpu.Instance
+	adapter  *wgpu.Adapter
+	dev      *wgpu.Device
+	queue    *wgpu.Queue
+	limits   wgpu.Limits
+	cgLimits wgsl.Limits
+	faults   map[int]string
+
+	pipelines map[string]*pipeline // by kernel source
+	plans     map[planKey]*plan    // by node and input types
+
+	pool    map[uint64][]*wgpu.Buffer // free storage buffers by size class
+	pooled  int64
+	staging map[uint64][]*wgpu.Buffer // free map-read buffers by size class
+
+	enc     *wgpu.CommandEncoder
+	pending int               // dispatches recorded in enc
+	groups  []*wgpu.BindGroup // bind groups of recorded dispatches
+	lost    error             // set when recorded work had to be dropped
+	closed  bool
+
+	stats Stats
+}
+
+// Stats counts what the device did, for tests and benchmarks.
+type Stats struct {
+	Dispatches  int // dispatches recorded
+	Submits     int // queue submissions
+	Allocs      int // GPU buffers created
+	PoolHits    int // buffers reused from the pool
+	Pipelines   int // pipelines compiled
+	KernelsMade int // kernels generated
+}
+
+// pipeline is a compiled kernel source.
+type pipeline struct {
+	layout *wgpu.BindGroupLayout
+	pl     *wgpu.PipelineLayout
+	cp     *wgpu.ComputePipeline
+}
+
+// plan is the kernel of one node on concrete input types, with its pipeline.
+type plan struct {
+	k  *codegen.Kernel
+	pp *pipeline
+}
+
+type planKey struct {
+	node  *ir.Node
+	sig   string // input types
+	fault string
+}
+
+// gpuBuf is the handle of a runtime.Buffer: a pooled GPU buffer shared by
+// the buffers that alias it (reshape).
+type gpuBuf struct {
+	buf  *wgpu.Buffer
+	size uint64 // allocated bytes (a size class)
+	refs int
+}
+
+var _ runtime.Device = (*Device)(nil)
+var _ runtime.Preparer = (*Device)(nil)
+
+const bufUsage = wgpu.BufferUsageStorage | wgpu.BufferUsageCopySrc | wgpu.BufferUsageCopyDst
+
+var quietOnce sync.Once
+
+// quiet silences the noise of the graphics stack: a private
+// XDG_RUNTIME_DIR when none is set.
+func quiet() {
+	quietOnce.Do(func() {
+		if os.Getenv("XDG_RUNTIME_DIR") == "" {
+			if dir, err := os.MkdirTemp("", "tapml-xdg-"); err == nil {
+				_ = os.Chmod(dir, 0o700)
+				_ = os.Setenv("XDG_RUNTIME_DIR", dir)
+			}
+		}
+	})
+}
+
+// Open opens the first adapter of the chosen backend and requests a device
+// with the adapter's own limits.
+func Open(opts Options) (*Device, error) {
+	quiet()
+	if opts.Verbose {
+		wgpu.SetLogLevel(wgpu.LogLevelWarn)
+	} else {
+		wgpu.SetLogLevel(wgpu.LogLevelError)
+	}
+	if opts.MaxBatch <= 0 {
+		opts.MaxBatch = 64
+	}
+	if opts.PoolBytes <= 0 {
+		opts.PoolBytes = 1 << 30
+	}
+	backends := map[string]wgpu.InstanceBackend{
+		"": wgpu.InstanceBackendVulkan, "vulkan": wgpu.InstanceBackendVulkan, "gl": wgpu.InstanceBackendGL,
+		"metal": wgpu.InstanceBackendMetal, "dx12": wgpu.InstanceBackendDX12, "all": wgpu.InstanceBackendAll,
+	}
+	be, ok := backends[strings.ToLower(opts.Backend)]
+	if !ok {
+		return nil, fmt.Errorf("webgpu: unknown backend %q (want vulkan, gl, metal, dx12 or all)", opts.Backend)
+	}
+	inst := wgpu.CreateInstance(&wgpu.InstanceDescriptor{Backends: be})
+	adapter, err := inst.RequestAdapter(&wgpu.RequestAdapterOptions{PowerPreference: wgpu.PowerPreferenceHighPerformance})
+	if err != nil || adapter == nil {
+		inst.Release()
+		return nil, fmt.Errorf("webgpu: no %s adapter: %v (is a driver installed? apt-get install -y mesa-vulkan-drivers libvulkan1)", orDefault(opts.Backend, "vulkan"), err)
+	}
+	limits := adapter.GetLimits().Limits
+	limits.MaxPushConstantSize = 0 // the binding reads garbage here
+	dev, err := adapter.RequestDevice(&wgpu.DeviceDescriptor{
+		Label:          "tapml",
+		RequiredLimits: &wgpu.RequiredLimits{Limits: limits},
+	})
+	if err != nil {
+		adapter.Release()
+		inst.Release()
+		return nil, fmt.Errorf("webgpu: request device: %w", err)
+	}
+	info := adapter.GetInfo()
+	d := &Device{
+		opts:     opts,
+		name:     fmt.Sprintf("webgpu:%s:%s", backendName(info.BackendType), info.Name),
+		instance: inst,
+		adapter:  adapter,
+		dev:      dev,
+		queue:    dev.GetQueue(),
+		limits:   limits,
+		cgLimits: wgsl.Limits{
+			MaxInvocationsPerWorkgroup:      int(limits.MaxComputeInvocationsPerWorkgroup),
+			MaxWorkgroupSizeX:               int(limits.MaxComputeWorkgroupSizeX),
+			MaxWorkgroupSizeY:               int(limits.MaxComputeWorkgroupSizeY),
+			MaxWorkgroupSizeZ:               int(limits.MaxComputeWorkgroupSizeZ),
+			MaxWorkgroupStorageSize:         int(limits.MaxComputeWorkgroupStorageSize),
+			MaxWorkgroupsPerDimension:       int(limits.MaxComputeWorkgroupsPerDimension),
+			MaxStorageBuffersPerShaderStage: int(limits.MaxStorageBuffersPerShaderStage),
+		},
+		faults:    map[int]string{},
+		pipelines: map[string]*pipeline{},
+		plans:     map[planKey]*plan{},
+		pool:      map[uint64][]*wgpu.Buffer{},
+		staging:   map[uint64][]*wgpu.Buffer{},
+	}
+	for id, f := range opts.Faults {
+		d.faults[id] = f
+	}
+	return d, nil
+}
+
+func orDefault(s, def string) string {
+	if s == "" {
+		return def
+	}
+	return s
+}
+
+func backendName(b wgpu.BackendType) string {
+	switch b {
+	case wgpu.BackendTypeVulkan:
+		return "vulkan"
+	case wgpu.BackendTypeOpenGL:
+		return "gl"
+	case wgpu.BackendTypeOpenGLES:
+		return "gles"
+	case wgpu.BackendTypeMetal:
+		return "metal"
+	}
+	return strings.ToLower(b.String())
+}
+
+// Name identifies the device: webgpu:BACKEND:ADAPTER.
+func (d *Device) Name() string { return d.name }
+
+// Limits returns the device limits kernels are generated for.
+func (d *Device) Limits() wgsl.Limits { return d.cgLimits }
+
+// Stats returns counters of the device's work so far.
+func (d *Device) Stats() Stats {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.stats
+}
+
+// SetFault injects a codegen/wgsl fault into the kernel of node id (""
+// removes it). For tests only.
+func (d *Device) SetFault(id int, fault string) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if fault == "" {
+		delete(d.faults, id)
+	} else {
+		d.faults[id] = fault
+	}
+}
+
+// sizeClass rounds a byte count up to its pool class: powers of two up to
+// 64 KiB, then eighths of a power of two (at most 12.5% slack). The minimum
+// is 16 bytes, so every binding is non-empty.
+func sizeClass(n uint64) uint64 {
+	if n <= 16 {
+		return 16
+	}
+	if n <= 64<<10 {
+		return 1 << bits.Len64(n-1)
+	}
+	step := uint64(1) << (bits.Len64(n-1) - 4) // 1/8 of the power of two below n's ceiling
+	return (n + step - 1) / step * step
+}
+
+// alloc returns a storage buffer of at least n bytes (must hold d.mu).
+func (d *Device) alloc(n uint64) (*gpuBuf, error) {
+	c := sizeClass(n)
+	if c > d.limits.MaxBufferSize && d.limits.MaxBufferSize > 0 {
+		return nil, fmt.Errorf("buffer of %d bytes exceeds the device's max buffer size %d", n, d.limits.MaxBufferSize)
+	}
+	if free := d.pool[c]; len(free) > 0 {
+		b := free[len(free)-1]
+		d.pool[c] = free[:len(free)-1]
+		d.pooled -= int64(c)
+		d.stats.PoolHits++
+		return &gpuBuf{buf: b, size: c, refs: 1}, nil
+	}
+	b, err := d.dev.CreateBuffer(&wgpu.BufferDescriptor{Usage: bufUsage, Size: c})
+	if err != nil {
+		return nil, err
+	}
+	d.stats.Allocs++
+	return &gpuBuf{buf: b, size: c, refs: 1}, nil
+}
+
+// release returns a buffer to the pool, or releases it when the pool is full.
+func (d *Device) release(g *gpuBuf) {
+	if d.closed {
+		g.buf.Release()
+		return
+	}
+	if d.pooled+int64(g.size) > d.opts.PoolBytes {
+		g.buf.Release() // wgpu keeps it alive until pending work is done
+		return
+	}
+	d.pool[g.size] = append(d.pool[g.size], g.buf)
+	d.pooled += int64(g.size)
+}
+
+func (d *Device) wrap(g *gpuBuf, dt ir.DType, shape []int) *runtime.Buffer {
+	return &runtime.Buffer{Dev: d, DType: dt, Shape: append([]int{}, shape...), Handle: g}
+}
+
+// handle returns the GPU buffer behind b, checking that it is live and ours.
+func (d *Device) handle(b *runtime.Buffer) (*gpuBuf, error) {
+	if b == nil {
+		return nil, errors.New("nil buffer")
+	}
+	if b.Dev != runtime.Device(d) {
+		return nil, fmt.Errorf("buffer %s is not on %s", b, d.name)
+	}
+	g, ok := b.Handle.(*gpuBuf)
+	if !ok || g == nil || g.refs <= 0 {
+		return nil, fmt.Errorf("buffer %s was freed", b)
+	}
+	return g, nil
+}
+
+func supported(dt ir.DType) bool { return dt == ir.F32 || dt == ir.I32 }
+
+// Upload copies a tensor into a new device buffer.
+func (d *Device) Upload(t *tensor.Tensor) (*runtime.Buffer, error) {
+	if t == nil {
+		return nil, errors.New("webgpu: upload of a nil tensor")
+	}
+	if !supported(t.DType) {
+		return nil, fmt.Errorf("webgpu: upload of %s: only f32 and i32 tensors are supported", t)
+	}
+	if len(t.Data) != t.NumElements()*t.DType.Size() {
+		return nil, fmt.Errorf("webgpu: upload of %s: %d bytes, the shape needs %d", t, len(t.Data), t.NumElements()*t.DType.Size())
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if err := d.usable(); err != nil {
+		return nil, err
+	}
+	// A pooled buffer may still be read by recorded dispatches; queue
+	// writes run before the next submission, so submit those first.
+	if err := d.flush(); err != nil {
+		return nil, err
+	}
+	g, err := d.alloc(uint64(len(t.Data)))
+	if err != nil {
+		return nil, fmt.Errorf("webgpu: upload of %s: %w", t, err)
+	}
+	if len(t.Data) > 0 {
+		data := t.Data
+		if len(data)%4 != 0 {
+			data = make([]byte, (len(t.Data)+3)/4*4)
+			copy(data, t.Data)
+		}
+		if err := d.queue.WriteBuffer(g.buf, 0, data); err != nil {
+			d.release(g)
+			return nil, fmt.Errorf("webgpu: upload of %s: %w", t, err)
+		}
+	}
+	return d.wrap(g, t.DType, t.Shape), nil
+}
+
+// Download copies a buffer to the host, submitting pending work and waiting
+// for it.
+func (d *Device) Download(b *runtime.Buffer) (*tensor.Tensor, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	g, err := d.handle(b)
+	if err != nil {
+		return nil, fmt.Errorf("webgpu: download: %w", err)
+	}
+	if err := d.usable(); err != nil {
+		return nil, err
+	}
+	t := tensor.New(b.DType, b.Shape)
+	if len(t.Data) == 0 {
+		return t, nil
+	}
+	n := uint64(len(t.Data)+3) / 4 * 4
+	c := sizeClass(n)
+	var st *wgpu.Buffer
+	if free := d.staging[c]; len(free) > 0 {
+		st = free[len(free)-1]
+		d.staging[c] = free[:len(free)-1]
+	} else {
+		st, err = d.dev.CreateBuffer(&wgpu.BufferDescriptor{Usage: wgpu.BufferUsageMapRead | wgpu.BufferUsageCopyDst, Size: c})
+		if err != nil {
+			return nil, fmt.Errorf("webgpu: download: staging buffer: %w", err)
+		}
+		d.stats.Allocs++
+	}
+	if err := d.encoder(); err != nil {
+		st.Release()
+		return nil, err
+	}
+	if err := d.enc.CopyBufferToBuffer(g.buf, 0, st, 0, n); err != nil {
+		// The encoder is now invalid: drop it with the work it holds.
+		d.drop(fmt.Errorf("copy for download: %w", err))
+		st.Release()
+		return nil, fmt.Errorf("webgpu: download: %w", err)
+	}
+	if err := d.submit(); err != nil {
+		st.Release()
+		return nil, err
+	}
+	var status wgpu.BufferMapAsyncStatus
+	done := false
+	if err := st.MapAsync(wgpu.MapModeRead, 0, n, func(s wgpu.BufferMapAsyncStatus) { status, done = s, true }); err != nil {
+		st.Release()
+		return nil, fmt.Errorf("webgpu: download: map: %w", err)
+	}
+	d.pollUntil(&done)
+	if status != wgpu.BufferMapAsyncStatusSuccess {
+		st.Release()
+		return nil, fmt.Errorf("webgpu: download: map failed: %s", status)
+	}
+	copy(t.Data, st.GetMappedRange(0, uint(n)))
+	if err := st.Unmap(); err != nil {
+		st.Release()
+		return nil, fmt.Errorf("webgpu: download: unmap: %w", err)
+	}
+	d.staging[c] = append(d.staging[c], st)
+	return t, nil
+}
+
+// pollUntil polls the device without blocking until *done, sleeping a
+// little longer each round (up to 1 ms). Callbacks run inside Poll, on
+// this goroutine.
+func (d *Device) pollUntil(done *bool) {
+	sleep := 10 * time.Microsecond
+	for {
+		d.dev.Poll(false, nil)
+		if *done {
+			return
+		}
+		time.Sleep(sleep)
+		if sleep < time.Millisecond {
+			sleep *= 2
+		}
+	}
+}
+
+// Sync submits pending work and waits until the queue is idle.
+func (d *Device) Sync() error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if err := d.usable(); err != nil {
+		return err
+	}
+	if err := d.flush(); err != nil {
+		return err
+	}
+	return d.wait()
+}
+
+// wait blocks until all submitted work is done (must hold d.mu).
+func (d *Device) wait() error {
+	var status wgpu.QueueWorkDoneStatus
+	done := false
+	d.queue.OnSubmittedWorkDone(func(s wgpu.QueueWorkDoneStatus) { status, done = s, true })
+	d.pollUntil(&done)
+	if status != wgpu.QueueWorkDoneStatusSuccess {
+		return fmt.Errorf("webgpu: queue work failed: %s", status)
+	}
+	return nil
+}
+
+// usable reports an error when the device is closed or lost recorded work.
+func (d *Device) usable() error {
+	if d.closed {
+		return errors.New("webgpu: device is closed")
+	}
+	if d.lost != nil {
+		err := d.lost
+		d.lost = nil
+		return fmt.Errorf("webgpu: earlier work was dropped: %w", err)
+	}
+	return nil
+}
+
+// encoder makes sure a command encoder is open.
+func (d *Device) encoder() error {
+	if d.enc != nil {
+		return nil
+	}
+	enc, err := d.dev.CreateCommandEncoder(nil)
+	if err != nil {
+		return fmt.Errorf("webgpu: command encoder: %w", err)
+	}
+	d.enc = enc
+	return nil
+}
+
+// drop discards the open encoder and what it recorded, remembering why.
+func (d *Device) drop(cause error) {
+	if d.enc != nil {
+		d.enc.Release()
+		d.enc = nil
+	}
+	d.pending = 0
+	for _, bg := range d.groups {
+		bg.Release()
+	}
+	d.groups = d.groups[:0]
+	d.lost = cause
+}
+
+// submit finishes the open encoder and submits it (must hold d.mu).
+func (d *Device) submit() error {
+	if d.enc == nil {
+		return nil
+	}
+	cb, err := d.enc.Finish(nil)
+	d.enc.Release()
+	d.enc = nil
+	if err != nil {
+		d.drop(err)
+		return fmt.Errorf("webgpu: finishing commands: %w", err)
+	}
+	d.queue.Submit(cb)
+	cb.Release()
+	d.stats.Submits++
+	d.pending = 0
+	for _, bg := range d.groups {
+		bg.Release()
+	}
+	d.groups = d.groups[:0]
+	d.dev.Poll(false, nil)
+	return nil
+}
+
+// flush submits recorded work, if any.
+func (d *Device) flush() error { return d.submit() }
+
+// Free returns a buffer to the pool once no alias uses it.
+func (d *Device) Free(b *runtime.Buffer) {
+	if b == nil {
+		return
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	g, ok := b.Handle.(*gpuBuf)
+	if !ok || g == nil {
+		return
+	}
+	b.Handle = nil
+	g.refs--
+	if g.refs == 0 {
+		d.release(g)
+	}
+}
+
+// Close submits and waits for pending work, then releases everything.
+func (d *Device) Close() error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.closed {
+		return nil
+	}
+	var err error
+	if d.lost == nil {
+		if err = d.flush(); err == nil {
+			err = d.wait()
+		}
+	}
+	d.drop(nil)
+	d.closed = true
+	for _, pp := range d.pipelines {
+		pp.cp.Release()
+		pp.pl.Release()
+		pp.layout.Release()
+	}
+	for _, free := range d.pool {
+		for _, b := range free {
+			b.Release()
+		}
+	}
+	for _, free := range d.staging {
+		for _, b := range free {
+			b.Release()
+		}
+	}
+	d.pipelines, d.plans, d.pool, d.staging = nil, nil, nil, nil
+	d.queue.Release()
+	d.dev.Release()
+	d.adapter.Release()
+	d.instance.Release()
+	return err
+}
+
+// typeSig is the key of a list of concrete types.
+func typeSig(ts []ir.Type) string {
+	var b strings.Builder
+	for _, t := range ts {
+		b.WriteString(t.DType.String())
+		for _, dim := range t.Shape {
+			b.WriteByte(',')
+			b.WriteString(strconv.FormatInt(dim.Size, 10))
+		}
+		b.WriteByte(';')
+	}
+	return b.String()
+}
+
+// planFor returns the compiled kernel of n on input types in (must hold d.mu).
+func (d *Device) planFor(n *ir.Node, in, out []ir.Type) (*plan, error) {
+	key := planKey{node: n, sig: typeSig(in), fault: d.faults[n.ID]}
+	if p, ok := d.plans[key]; ok {
+		return p, nil
+	}
+	k, err := wgsl.Generate(n, in, out, wgsl.Options{Limits: d.cgLimits, Fault: key.fault})
+	if err != nil {
+		return nil, err
+	}
+	d.stats.KernelsMade++
+	pp, err := d.compile(k)
+	if err != nil {
+		return nil, err
+	}
+	p := &plan{k: k, pp: pp}
+	d.plans[key] = p
+	return p, nil
+}
+
+// compile creates (or finds) the pipeline of a kernel's source.
+func (d *Device) compile(k *codegen.Kernel) (*pipeline, error) {
+	src := string(k.Source)
+	if pp, ok := d.pipelines[src]; ok {
+		return pp, nil
+	}
+	mod, err := d.dev.CreateShaderModule(&wgpu.ShaderModuleDescriptor{
+		Label:          k.Name(),
+		WGSLDescriptor: &wgpu.ShaderModuleWGSLDescriptor{Code: src},
+	})
+	if err != nil {
+		return nil, fmt.Errorf("shader module: %w", err)
+	}
+	defer mod.Release()
+	pp, err := d.pipelineFor(mod, k.Entry, k.Bindings, k.Name())
+	if err != nil {
+		return nil, err
+	}
+	d.pipelines[src] = pp
+	return pp, nil
+}
+
+// pipelineFor creates a compute pipeline with an explicit layout of the
+// kernel's bindings.
+func (d *Device) pipelineFor(mod *wgpu.ShaderModule, entry string, bindings []codegen.Binding, label string) (*pipeline, error) {
+	entries := make([]wgpu.BindGroupLayoutEntry, len(bindings))
+	for i, b := range bindings {
+		ty := wgpu.BufferBindingTypeStorage
+		if b.Access == codegen.Read {
+			ty = wgpu.BufferBindingTypeReadOnlyStorage
+		}
+		entries[i] = wgpu.BindGroupLayoutEntry{
+			Binding:    uint32(b.Index),
+			Visibility: wgpu.ShaderStageCompute,
+			Buffer:     wgpu.BufferBindingLayout{Type: ty},
+		}
+	}
+	layout, err := d.dev.CreateBindGroupLayout(&wgpu.BindGroupLayoutDescriptor{Label: label, Entries: entries})
+	if err != nil {
+		return nil, fmt.Errorf("bind group layout: %w", err)
+	}
+	pl, err := d.dev.CreatePipelineLayout(&wgpu.PipelineLayoutDescriptor{Label: label, BindGroupLayouts: []*wgpu.BindGroupLayout{layout}})
+	if err != nil {
+		layout.Release()
+		return nil, fmt.Errorf("pipeline layout: %w", err)
+	}
+	cp, err := d.dev.CreateComputePipeline(&wgpu.ComputePipelineDescriptor{
+		Label:   label,
+		Layout:  pl,
+		Compute: wgpu.ProgrammableStageDescriptor{Module: mod, EntryPoint: entry},
+	})
+	if err != nil {
+		pl.Release()
+		layout.Release()
+		return nil, fmt.Errorf("compute pipeline: %w", err)
+	}
+	d.stats.Pipelines++
+	return &pipeline{layout: layout, pl: pl, cp: cp}, nil
+}
+
+// Prepare compiles the kernels of nodes whose input types are static (the
+// decode function); nodes with symbolic shapes compile on first Launch.
+func (d *Device) Prepare(m *ir.Module, f *ir.Function, nodes []*ir.Node) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if err := d.usable(); err != nil {
+		return err
+	}
+	for _, n := range nodes {
+		if n.Op == "reshape" && !d.opts.CopyReshape {
+			continue
+		}
+		in := make([]ir.Type, len(n.Inputs))
+		static := true
+		for i, v := range n.Inputs {
+			in[i] = v.Type
+			static = static && v.Type.Shape.IsStatic()
+		}
+		if !static {
+			continue
+		}
+		if _, err := d.planFor(n, in, nil); err != nil {
+			return &runtime.KernelError{Device: d.name, Node: n, Err: err}
+		}
+	}
+	return nil
+}
+
+// Launch records node n's kernel on inputs in. kv_write updates its cache
+// in place and returns the cache buffer itself; reshape returns a buffer
+// sharing its input's memory (unless Options.CopyReshape).
+func (d *Device) Launch(n *ir.Node, in []*runtime.Buffer, outs []ir.Type) ([]*runtime.Buffer, error) {
+	if n == nil {
+		return nil, errors.New("webgpu: launch of a nil node")
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	res, err := d.launch(n, in, outs)
+	if err != nil {
+		return nil, &runtime.KernelError{Device: d.name, Node: n, Err: err}
+	}
+	return res, nil
+}
+
+func (d *Device) launch(n *ir.Node, in []*runtime.Buffer, outs []ir.Type) ([]*runtime.Buffer, error) {
+	if err := d.usable(); err != nil {
+		return nil, err
+	}
+	hs := make([]*gpuBuf, len(in))
+	types := make([]ir.Type, len(in))
+	for i, b := range in {
+		h, err := d.handle(b)
+		if err != nil {
+			return nil, fmt.Errorf("input %d: %w", i, err)
+		}
+		hs[i], types[i] = h, b.Type()
+	}
+	if n.Op == "reshape" && !d.opts.CopyReshape && len(in) == 1 {
+		want, _, err := ir.InferTypes(n.Op, types, n.Attrs)
+		if err != nil {
+			return nil, err
+		}
+		if outs != nil && (len(outs) != 1 || !outs[0].Equal(want[0])) {
+			return nil, fmt.Errorf("output types %v, the input gives %s", outs, want[0])
+		}
+		hs[0].refs++
+		return []*runtime.Buffer{d.wrap(hs[0], want[0].DType, want[0].Shape.Sizes())}, nil
+	}
+	p, err := d.planFor(n, types, outs)
+	if err != nil {
+		return nil, err
+	}
+	k := p.k
+	nout := 0
+	for _, b := range k.Bindings {
+		nout = max(nout, b.Output+1)
+	}
+	res := make([]*runtime.Buffer, nout)
+	bufs := make([]*gpuBuf, len(k.Bindings))
+	var fresh []*gpuBuf
+	fail := func(err error) ([]*runtime.Buffer, error) {
+		for _, g := range fresh {
+			g.refs--
+			d.release(g)
+		}
+		return nil, err
+	}
+	for i, b := range k.Bindings {
+		switch {
+		case b.Input >= 0:
+			bufs[i] = hs[b.Input]
+			if b.Output >= 0 {
+				res[b.Output] = in[b.Input] // in place
+			}
+		default:
+			g, err := d.alloc(uint64(b.Type.Bytes()))
+			if err != nil {
+				return fail(fmt.Errorf("output %d: %w", b.Output, err))
+			}
+			fresh = append(fresh, g)
+			bufs[i] = g
+			res[b.Output] = d.wrap(g, b.Type.DType, b.Type.Shape.Sizes())
+		}
+	}
+	if k.Grid[0]*k.Grid[1]*k.Grid[2] == 0 {
+		return res, nil
+	}
+	entries := make([]wgpu.BindGroupEntry, len(bufs))
+	for i, g := range bufs {
+		entries[i] = wgpu.BindGroupEntry{Binding: uint32(k.Bindings[i].Index), Buffer: g.buf, Size: g.size}
+	}
+	bg, err := d.dev.CreateBindGroup(&wgpu.BindGroupDescriptor{Layout: p.pp.layout, Entries: entries})
+	if err != nil {
+		return fail(fmt.Errorf("bind group: %w", err))
+	}
+	if err := d.encoder(); err != nil {
+		bg.Release()
+		return fail(err)
+	}
+	hadPending := d.pending > 0
+	pass := d.enc.BeginComputePass(nil)
+	pass.SetPipeline(p.pp.cp)
+	pass.SetBindGroup(0, bg, nil)
+	pass.DispatchWorkgroups(uint32(k.Grid[0]), uint32(k.Grid[1]), uint32(k.Grid[2]))
+	err = pass.End()
+	pass.Release()
+	d.groups = append(d.groups, bg)
+	if err != nil {
+		// The encoder is invalid now: drop it. Earlier dispatches recorded
+		// in it are lost too; the next call reports that.
+		d.drop(fmt.Errorf("node %s failed to record: %w", n, err))
+		if !hadPending {
+			d.lost = nil
+		}
+		return fail(fmt.Errorf("dispatch: %w", err))
+	}
+	d.pending++
+	d.stats.Dispatches++
+	if d.pending >= d.opts.MaxBatch {
+		if err := d.submit(); err != nil {
+			return nil, err
+		}
+	}
+	return res, nil
+}

@@ -1,0 +1,277 @@
+package webgpu
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"slices"
+	"testing"
+
+	"github.com/tapml/tapml/codegen/wgsl"
+	"github.com/tapml/tapml/ir"
+	"github.com/tapml/tapml/tensor"
+)
+
+// opCase is one kernel test: an op with attributes on inputs made by gen,
+// compared with the CPU reference at tolerance tol.
+type opCase struct {
+	name  string
+	op    string
+	attrs ir.Attrs
+	gen   func(r *rand.Rand) []*tensor.Tensor
+	tol   tol
+}
+
+// Tolerances, per kind of kernel (f32 everywhere; ε = 2^-24 ≈ 6e-8):
+//
+//   - exact: data movement (gather, copies, transpose, slice, concat,
+//     kv_write, constant, cast), argmax (it only compares), and the IEEE
+//     correctly rounded arithmetic add/sub/mul/neg/abs/relu/max/min.
+//   - elementwise with transcendentals (exp, log, tanh, silu, ...): Vulkan
+//     allows exp/log 3+2|x| ulp and division 2.5 ulp, so 1e-5 relative
+//     (≈ 80 ulp) plus 1e-6 absolute near zeros.
+//   - matmul: a length-K f32 dot product in a different summation order
+//     than gonum's; the rounding error grows like √K·ε·Σ|a||b|; with inputs
+//     in [-1, 1] that is 2e-6·√K absolute (≈ 1.3e-4 at K = 4096) plus 1e-5
+//     relative.
+//   - rms_norm, layer_norm, softmax: a reduction over D in a tree order
+//     (error ~ log2(D)·ε relative to the sums) and one transcendental per
+//     element: 1e-5 relative, 1e-6 absolute.
+//   - rope: the frequencies and angles are the reference's own f32 values;
+//     only the driver's sin/cos differ (Vulkan: absolute error 2^-11 for
+//     |x| ≤ π; lavapipe reduces larger angles itself): 2e-5 absolute for
+//     positions up to 512.
+//   - attention: Dh-long score dot products, a softmax over up to T rows and
+//     a T-long weighted sum, with an online (chunked) softmax: 2e-5
+//     absolute, 1e-4 relative.
+var (
+	exact     = tol{Exact: true}
+	transc    = tol{Abs: 1e-6, Rel: 1e-5}
+	reduction = tol{Abs: 1e-6, Rel: 1e-5}
+	ropeTol   = tol{Abs: 2e-5, Rel: 1e-5}
+	attnTol   = tol{Abs: 2e-5, Rel: 1e-4}
+)
+
+func mmTol(k int) tol { return tol{Abs: 2e-6 * math.Sqrt(float64(k)), Rel: 1e-5} }
+
+func f32s(lo, hi float64, shape ...int) func(r *rand.Rand) *tensor.Tensor {
+	return func(r *rand.Rand) *tensor.Tensor { return randF32(r, lo, hi, shape...) }
+}
+
+func ins(fs ...func(r *rand.Rand) *tensor.Tensor) func(r *rand.Rand) []*tensor.Tensor {
+	return func(r *rand.Rand) []*tensor.Tensor {
+		out := make([]*tensor.Tensor, len(fs))
+		for i, f := range fs {
+			out[i] = f(r)
+		}
+		return out
+	}
+}
+
+func scalar(v int32) func(r *rand.Rand) *tensor.Tensor {
+	return func(*rand.Rand) *tensor.Tensor { return tensor.ScalarInt32(v) }
+}
+
+func ids(lo, hi int, shape ...int) func(r *rand.Rand) *tensor.Tensor {
+	return func(r *rand.Rand) *tensor.Tensor { return randI32(r, lo, hi, shape...) }
+}
+
+// Shapes of the real models: stories260K (dim 64, hidden 172, 8 heads of
+// 8, 4 kv heads, vocab 512, 512 cache rows) and stories15M (dim 288, hidden
+// 768, 6 heads of 48, vocab 32000).
+func opCases() []opCase {
+	var cs []opCase
+	add := func(c opCase) { cs = append(cs, c) }
+	for _, op := range ir.UnaryOps {
+		lo, hi := -4.0, 4.0
+		if op == "log" || op == "sqrt" || op == "rsqrt" {
+			lo, hi = 0.01, 10
+		}
+		tl := transc
+		if op == "neg" || op == "abs" || op == "relu" {
+			tl = exact
+		}
+		for _, shape := range [][]int{{7, 33}, {1000}, {1}} {
+			add(opCase{name: fmt.Sprintf("%s%v", op, shape), op: op, gen: ins(f32s(lo, hi, shape...)), tol: tl})
+		}
+	}
+	for _, op := range ir.BinaryOps {
+		tl := exact
+		a, b := f32s(-3, 3, 5, 1, 7), f32s(-3, 3, 3, 7)
+		switch op {
+		case "div":
+			tl = transc
+			b = f32s(0.5, 2, 3, 7)
+		case "pow":
+			tl = transc
+			a = f32s(0.05, 3, 5, 1, 7)
+			b = f32s(-2, 2, 3, 7)
+		}
+		add(opCase{name: op + "-broadcast", op: op, gen: ins(a, b), tol: tl})
+		add(opCase{name: op + "-same", op: op, gen: ins(f32s(0.5, 2, 300), f32s(0.5, 2, 300)), tol: tl})
+		add(opCase{name: op + "-scalar", op: op, gen: ins(f32s(0.5, 2, 2, 3), f32s(0.5, 2)), tol: tl})
+	}
+	add(opCase{name: "pow-negative-base", op: "pow", gen: func(r *rand.Rand) []*tensor.Tensor {
+		return []*tensor.Tensor{
+			tensor.FromFloat32([]int{8}, []float32{-2, -2, -1.5, -3, 0, 0, 2, -2}),
+			tensor.FromFloat32([]int{8}, []float32{2, 3, -1, 0.5, 0, 2, -2, 0}),
+		}
+	}, tol: transc})
+	for _, op := range []string{"add", "sub", "mul", "neg", "abs", "relu", "maximum", "minimum"} {
+		g := ins(ids(-1000, 1000, 4, 9), ids(-1000, 1000, 9))
+		if slices.Contains(ir.UnaryOps, op) {
+			g = ins(ids(-1000, 1000, 4, 9))
+		}
+		add(opCase{name: op + "-i32", op: op, gen: g, tol: exact})
+	}
+	fused := func(expr string, fs ...func(r *rand.Rand) *tensor.Tensor) {
+		add(opCase{name: "fused " + expr, op: "fused_elementwise", attrs: ir.Attrs{"expr": ir.StringAttr(expr)}, gen: ins(fs...), tol: transc})
+	}
+	fused("mul(silu($0), $1)", f32s(-4, 4, 3, 172), f32s(-4, 4, 3, 172))
+	fused("add(mul($0, 0.5), tanh(sub($1, $2)))", f32s(-2, 2, 2, 5, 7), f32s(-2, 2, 7), f32s(-2, 2, 5, 1))
+	fused("gelu(div($0, 1.5))", f32s(-3, 3, 1001))
+	fused("pow(abs($0), 2)", f32s(-3, 3, 33))
+
+	add(opCase{name: "constant splat", op: "constant", attrs: ir.Attrs{"shape": ir.ShapeAttr(ir.S(3, 5)), "value": ir.FloatsAttr(2.5)}, gen: ins(), tol: exact})
+	add(opCase{name: "constant values", op: "constant", attrs: ir.Attrs{"shape": ir.ShapeAttr(ir.S(2, 3)), "value": ir.FloatsAttr(1, -2, 3.25, 4, 1e-8, -1e30)}, gen: ins(), tol: exact})
+	add(opCase{name: "constant i32", op: "constant", attrs: ir.Attrs{"dtype": ir.DTypeAttr(ir.I32), "shape": ir.ShapeAttr(ir.S(4)), "value": ir.FloatsAttr(1, -2, 7, 300000)}, gen: ins(), tol: exact})
+	add(opCase{name: "cast f32->i32", op: "cast", attrs: ir.Attrs{"to": ir.DTypeAttr(ir.I32)}, gen: ins(f32s(-100, 100, 3, 77)), tol: exact})
+	add(opCase{name: "cast i32->f32", op: "cast", attrs: ir.Attrs{"to": ir.DTypeAttr(ir.F32)}, gen: ins(ids(-100000, 100000, 3, 77)), tol: exact})
+
+	add(opCase{name: "gather 260K", op: "gather", gen: ins(f32s(-1, 1, 512, 64), ids(0, 512, 5)), tol: exact})
+	add(opCase{name: "gather 15M", op: "gather", gen: ins(f32s(-1, 1, 32000, 288), ids(0, 32000, 3)), tol: exact})
+	add(opCase{name: "gather axis1", op: "gather", attrs: ir.Attrs{"axis": ir.IntAttr(1)}, gen: ins(f32s(-1, 1, 3, 10, 4), ids(0, 10, 2, 3)), tol: exact})
+
+	mm := func(name string, tb bool, a, b []int) {
+		k := a[len(a)-1]
+		add(opCase{name: "matmul " + name, op: "matmul", attrs: ir.Attrs{"transpose_b": ir.BoolAttr(tb)}, gen: ins(f32s(-1, 1, a...), f32s(-1, 1, b...)), tol: mmTol(k)})
+	}
+	mm("gemv 15M classifier", true, []int{1, 288}, []int{32000, 288})
+	mm("gemv 15M w1", true, []int{1, 288}, []int{768, 288})
+	mm("gemv 15M w2", true, []int{1, 768}, []int{288, 768})
+	mm("gemv 260K", true, []int{1, 64}, []int{172, 64})
+	mm("gemv odd K", true, []int{1, 37}, []int{19, 37})
+	mm("gemv not transposed", false, []int{1, 37}, []int{37, 20})
+	mm("gemv not transposed odd", false, []int{1, 37}, []int{37, 19})
+	mm("prefill 15M", true, []int{7, 288}, []int{768, 288})
+	mm("prefill 260K", true, []int{13, 64}, []int{172, 64})
+	mm("tiled odd", true, []int{67, 45}, []int{33, 45})
+	mm("tiled odd not transposed", false, []int{67, 45}, []int{45, 33})
+	mm("tiled 128", false, []int{128, 128}, []int{128, 128})
+	mm("batched broadcast", false, []int{3, 1, 5, 9}, []int{2, 9, 6})
+	mm("batched gemv", true, []int{4, 1, 16}, []int{4, 10, 16})
+	mm("K=0", false, []int{3, 0}, []int{0, 4})
+
+	norm := func(name string, shape ...int) {
+		d := shape[len(shape)-1]
+		add(opCase{name: "rms_norm " + name, op: "rms_norm", gen: ins(f32s(-2, 2, shape...), f32s(0.5, 1.5, d)), tol: reduction})
+		add(opCase{name: "layer_norm " + name, op: "layer_norm", gen: ins(f32s(-2, 2, shape...), f32s(0.5, 1.5, d), f32s(-1, 1, d)), tol: reduction})
+	}
+	norm("260K", 1, 64)
+	norm("15M prefill", 5, 288)
+	norm("odd", 3, 2, 301)
+	norm("tiny D", 4, 3)
+	for _, c := range []struct {
+		shape []int
+		axis  int64
+	}{{[]int{1, 32000}, -1}, {[]int{8, 1, 17}, -1}, {[]int{6, 5, 7}, 1}, {[]int{300, 3}, 0}, {[]int{2, 513}, -1}} {
+		name := fmt.Sprintf("%v axis %d", c.shape, c.axis)
+		add(opCase{name: "softmax " + name, op: "softmax", attrs: ir.Attrs{"axis": ir.IntAttr(c.axis)}, gen: ins(f32s(-5, 5, c.shape...)), tol: reduction})
+		add(opCase{name: "argmax " + name, op: "argmax", attrs: ir.Attrs{"axis": ir.IntAttr(c.axis)}, gen: ins(f32s(-5, 5, c.shape...)), tol: exact})
+	}
+	add(opCase{name: "argmax ties", op: "argmax", gen: func(*rand.Rand) []*tensor.Tensor {
+		return []*tensor.Tensor{tensor.FromFloat32([]int{2, 6}, []float32{1, 3, 3, 2, 3, 0, -1, -1, -1, -1, -1, -1})}
+	}, tol: exact})
+	add(opCase{name: "argmax i32", op: "argmax", gen: ins(ids(-50, 50, 3, 100)), tol: exact})
+
+	rope := func(name, style string, dims int64, pos int32, shape ...int) {
+		add(opCase{name: "rope " + name, op: "rope", attrs: ir.Attrs{"style": ir.StringAttr(style), "dims": ir.IntAttr(dims), "theta": ir.FloatAttr(10000)},
+			gen: ins(f32s(-1, 1, shape...), scalar(pos)), tol: ropeTol})
+	}
+	rope("260K decode", "interleaved", 0, 37, 1, 8, 8)
+	rope("15M prefill", "interleaved", 0, 0, 9, 6, 48)
+	rope("half pos 511", "half", 0, 511, 1, 6, 48)
+	rope("partial dims", "half", 16, 100, 3, 2, 24)
+	rope("partial interleaved", "interleaved", 6, 3, 2, 3, 10)
+
+	kv := func(name string, pos int32, t, kh, dh, s int) {
+		add(opCase{name: "kv_write " + name, op: "kv_write", gen: ins(f32s(-1, 1, t, kh, dh), f32s(-1, 1, s, kh, dh), scalar(pos)), tol: exact})
+	}
+	kv("260K decode", 17, 512, 4, 8, 1)
+	kv("15M prefill", 0, 256, 6, 48, 9)
+	kv("last rows", 509, 512, 4, 8, 3)
+
+	attn := func(name string, causal bool, pos int32, s, h, kh, dh, t int) {
+		add(opCase{name: "attention " + name, op: "attention",
+			attrs: ir.Attrs{"scale": ir.FloatAttr(1 / math.Sqrt(float64(dh))), "causal": ir.BoolAttr(causal)},
+			gen:   ins(f32s(-1, 1, s, h, dh), f32s(-1, 1, t, kh, dh), f32s(-1, 1, t, kh, dh), scalar(pos)), tol: attnTol})
+	}
+	attn("260K decode", true, 37, 1, 8, 4, 8, 512)
+	attn("260K full cache", true, 511, 1, 8, 4, 8, 512)
+	attn("15M decode", true, 200, 1, 6, 6, 48, 256)
+	attn("15M prefill", true, 0, 9, 6, 6, 48, 256)
+	attn("prefill at pos", true, 5, 4, 4, 2, 16, 64)
+	attn("not causal", false, 3, 3, 4, 1, 16, 32)
+	attn("long cache chunks", true, 4500, 1, 2, 1, 64, 5000)
+	attn("wide head", true, 30, 2, 2, 2, 160, 40)
+
+	add(opCase{name: "reshape", op: "reshape", attrs: ir.Attrs{"shape": ir.ShapeAttr(ir.S(4, -1))}, gen: ins(f32s(-1, 1, 2, 3, 10)), tol: exact})
+	add(opCase{name: "probe", op: "probe", gen: ins(f32s(-1, 1, 3, 5)), tol: exact})
+	add(opCase{name: "transfer", op: "transfer", attrs: ir.Attrs{"from": ir.StringAttr("source"), "to": ir.StringAttr("target")}, gen: ins(ids(-9, 9, 7)), tol: exact})
+	add(opCase{name: "transpose 3d", op: "transpose", attrs: ir.Attrs{"perm": ir.IntsAttr(2, 0, 1)}, gen: ins(f32s(-1, 1, 3, 5, 7)), tol: exact})
+	add(opCase{name: "transpose 2d", op: "transpose", attrs: ir.Attrs{"perm": ir.IntsAttr(1, 0)}, gen: ins(f32s(-1, 1, 33, 65)), tol: exact})
+	slice := func(name string, axis, start, end, step int64, shape ...int) {
+		add(opCase{name: "slice " + name, op: "slice", attrs: ir.Attrs{"axis": ir.IntAttr(axis), "start": ir.IntAttr(start), "end": ir.IntAttr(end), "step": ir.IntAttr(step)},
+			gen: ins(f32s(-1, 1, shape...)), tol: exact})
+	}
+	slice("last token", 0, -1, math.MaxInt32, 1, 7, 288)
+	slice("strided", 1, 1, 9, 3, 2, 10, 3)
+	slice("negative", 2, -5, -1, 2, 2, 3, 9)
+	add(opCase{name: "concat axis0", op: "concat", attrs: ir.Attrs{"axis": ir.IntAttr(0)}, gen: ins(f32s(-1, 1, 2, 5), f32s(-1, 1, 3, 5), f32s(-1, 1, 1, 5)), tol: exact})
+	add(opCase{name: "concat axis1", op: "concat", attrs: ir.Attrs{"axis": ir.IntAttr(-1)}, gen: ins(f32s(-1, 1, 4, 3), f32s(-1, 1, 4, 0), f32s(-1, 1, 4, 7)), tol: exact})
+	add(opCase{name: "concat i32", op: "concat", attrs: ir.Attrs{"axis": ir.IntAttr(1)}, gen: ins(ids(0, 9, 2, 2, 3), ids(0, 9, 2, 1, 3)), tol: exact})
+	return cs
+}
+
+// TestOpsAgainstCPU runs every op's WGSL kernel on the device and compares
+// it with the CPU reference.
+func TestOpsAgainstCPU(t *testing.T) {
+	covered := map[string]bool{}
+	for i, c := range opCases() {
+		covered[c.op] = true
+		t.Run(c.name, func(t *testing.T) {
+			r := newRand(uint64(i) + 1)
+			in := c.gen(r)
+			types := make([]ir.Type, len(in))
+			for j, x := range in {
+				types[j] = x.Type()
+			}
+			n, outs := mkNode(t, 100+i, c.op, c.attrs, types...)
+			want := reference(t, n, outs, in...)
+			got, err := run(t, testDev, n, outs, in...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for j := range want {
+				compare(t, c.name, want[j], got[j], c.tol)
+			}
+			if testing.Verbose() && want[0].DType == ir.F32 {
+				t.Logf("max abs error %.3g", maxErr(want[0], got[0]))
+			}
+		})
+	}
+	for _, d := range ir.Ops() {
+		if !covered[d.Name] {
+			t.Errorf("op %s has no test case", d.Name)
+		}
+	}
+}
+
+// TestEveryOpHasKernel fails when an op of the registry lacks a WGSL kernel.
+func TestEveryOpHasKernel(t *testing.T) {
+	for _, d := range ir.Ops() {
+		if !wgsl.Supports(d.Name) {
+			t.Errorf("op %s has no WGSL kernel", d.Name)
+		}
+	}
+}
