@@ -305,7 +305,7 @@ func (m *Module) ConstBool(v bool) uint32 {
 
 // StorageBuffer declares binding `binding` of descriptor set 0: a Block
 // struct wrapping a runtime array of elem, in the StorageBuffer class. A
-// read-only buffer's member is NonWritable. Each buffer gets its own struct
+// read-only buffer's variable and member are NonWritable. Each buffer gets its own struct
 // type, named, so that consumers which merge identical types (naga) keep
 // the access of each binding apart.
 func (m *Module) StorageBuffer(binding int, elem Type, readOnly bool, name string) Array {
@@ -325,6 +325,11 @@ func (m *Module) StorageBuffer(binding int, elem Type, readOnly bool, name strin
 	m.Name(v, name)
 	m.annotations = inst(m.annotations, opDecorate, v, decDescriptorSet, 0)
 	m.annotations = inst(m.annotations, opDecorate, v, decBinding, uint32(binding))
+	if readOnly {
+		// naga takes the access of a StorageBuffer-class variable from the
+		// variable's decorations (the member's serves other consumers).
+		m.annotations = inst(m.annotations, opDecorate, v, decNonWritable)
+	}
 	return Array{Var: v, Elem: elem, elemPtr: m.Pointer(scStorageBuffer, elem), block: true}
 }
 

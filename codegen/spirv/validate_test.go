@@ -206,3 +206,24 @@ func TestErrors(t *testing.T) {
 		}
 	}
 }
+
+// TestNaga runs the naga CLI (a newer naga than wgpu's, when installed) on
+// every kernel: it parses the SPIR-V as wgpu does and validates the IR. It
+// skips when naga is not installed; spirv-val is the required check.
+func TestNaga(t *testing.T) {
+	path, err := exec.LookPath("naga")
+	if err != nil {
+		t.Skip("naga CLI not installed")
+	}
+	dir := t.TempDir()
+	for _, c := range testCases() {
+		k := generate(t, c, Options{})
+		f := filepath.Join(dir, "k.spv")
+		if err := os.WriteFile(f, k.Source, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if out, err := exec.Command(path, f).CombinedOutput(); err != nil {
+			t.Errorf("%s: naga: %v\n%s", c.name, err, out)
+		}
+	}
+}
