@@ -218,14 +218,14 @@ func (h Header) layout(size int64) (freqCis bool, err error) {
 			return h.Version == 0 && i == 0, nil
 		}
 	}
-	want := strconv.FormatInt(sizes[0], 10)
+	want := strconv.FormatInt(sizes[0], 10) + " bytes"
 	if len(sizes) == 2 {
 		want += " (or " + strconv.FormatInt(sizes[1], 10) + " without the freq_cis tables)"
 	}
 	if size < sizes[len(sizes)-1] {
-		return false, fmt.Errorf("truncated: header says %s, needs %s bytes, file has %d", h, want, size)
+		return false, fmt.Errorf("truncated: header says %s, needs %s, file has %d", h, want, size)
 	}
-	return false, fmt.Errorf("size mismatch: header says %s, needs %s bytes, file has %d", h, want, size)
+	return false, fmt.Errorf("size mismatch: header says %s, needs %s, file has %d", h, want, size)
 }
 
 // Checkpoint is an open llama2.c checkpoint: its header and a read-only

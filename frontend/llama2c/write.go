@@ -133,15 +133,18 @@ func Write(w io.Writer, c llama.Config, weights map[string]ir.WeightSource, o Wr
 }
 
 // writeFreqCis writes the legacy RoPE tables, cos then sin of
-// pos / theta^(2i/head_size), each (seq_len, head_size/2).
+// pos / theta^(2i/head_size), each (seq_len, head_size/2), rounding to
+// float32 where llama2.c's PyTorch code (precompute_freqs_cis) does.
 func writeFreqCis(w io.Writer, c llama.Config) error {
 	hs := c.HeadDim()
 	for _, f := range []func(float64) float64{math.Cos, math.Sin} {
 		buf := make([]byte, 0, 4*c.MaxSeq*hs/2)
 		for pos := 0; pos < c.MaxSeq; pos++ {
 			for i := 0; i < hs/2; i++ {
-				freq := 1 / math.Pow(c.RopeTheta, float64(2*i)/float64(hs))
-				buf = binary.LittleEndian.AppendUint32(buf, math.Float32bits(float32(f(float64(pos)*freq))))
+				e := float32(2*i) / float32(hs)
+				freq := 1 / float32(math.Pow(c.RopeTheta, float64(e)))
+				angle := float32(pos) * freq
+				buf = binary.LittleEndian.AppendUint32(buf, math.Float32bits(float32(f(float64(angle)))))
 			}
 		}
 		if _, err := w.Write(buf); err != nil {
