@@ -1,0 +1,214 @@
+package llvm
+
+import (
+	"fmt"
+
+	"github.com/llir/llvm/ir/enum"
+	"github.com/llir/llvm/ir/value"
+
+	"github.com/tapml/tapml/ir"
+)
+
+// Matmul tiling. With transpose_b (weights stored out×in, the LLM case)
+// every output element is a dot product of two contiguous rows; an item is
+// a tile of tileN output columns of one batch, over all M rows, computed
+// tileM rows at a time: tileM·tileN accumulators in one k loop whose adds
+// may be reassociated, which LLVM vectorises along k (one vector register
+// per accumulator). The b rows of a tile stay in L1 while the rows of a go
+// by. M=1 (decode) is a GEMV over tiles of 4 weight rows.
+//
+// Without transpose_b an item is a chunk of chunkN columns of one output
+// row, accumulated in place over k as out[m, n] += a[m, k]·b[k, n] with n
+// innermost (contiguous, vectorised).
+const (
+	tileM  = 2
+	tileN  = 4
+	chunkN = 64
+)
+
+func genMatmul(g *gen) error {
+	a, b, o := g.in[0], g.in[1], g.out[0]
+	for _, t := range []ir.Type{a, b, o} {
+		if !t.DType.IsFloat() {
+			return fmt.Errorf("matmul computes on f32, f16 and bf16, got %s", t.DType)
+		}
+	}
+	g.bindAll()
+	as, bs, os := sizes(a), sizes(b), sizes(o)
+	ra, rb, ro := len(as), len(bs), len(os)
+	m, k := int64(as[ra-2]), int64(as[ra-1])
+	n := int64(os[ro-1])
+	transB := g.attrs.Bool("transpose_b")
+	// batch strides (in matrices) of a and b along the output's batch dims
+	batch := os[:ro-2]
+	nb := prod(batch)
+	aStr, bStr := batchStrides(batch, as[:ra-2]), batchStrides(batch, bs[:rb-2])
+	batchOff := func(bi value.Value) (value.Value, value.Value) {
+		ao, bo := value.Value(c64(0)), value.Value(c64(0))
+		div := int64(1)
+		for d := len(batch) - 1; d >= 0; d-- {
+			if aStr[d] != 0 || bStr[d] != 0 {
+				c := g.remi(g.divi(bi, div), int64(batch[d]))
+				if aStr[d] != 0 {
+					ao = g.add(ao, g.muli(c, aStr[d]))
+				}
+				if bStr[d] != 0 {
+					bo = g.add(bo, g.muli(c, bStr[d]))
+				}
+			}
+			div *= int64(batch[d])
+		}
+		return g.muli(ao, m*k), g.muli(bo, k*n)
+	}
+	shift := g.faultOnce(FaultWrongIndex)
+	if nb == 0 || m == 0 || n == 0 {
+		g.setItems(0)
+		g.finish()
+		return nil
+	}
+	if transB {
+		tiles := (n + tileN - 1) / tileN
+		full := n / tileN
+		g.setItems(nb * tiles)
+		g.loop(g.lo, g.hi, func(it value.Value) {
+			bi, t := g.divi(it, tiles), g.remi(it, tiles)
+			aOff, bOff := batchOff(bi)
+			oOff := g.muli(bi, m*n)
+			n0 := g.muli(t, tileN)
+			tile := func(cols int64) {
+				bRows := make([]value.Value, cols)
+				for c := range bRows {
+					bRows[c] = g.add(bOff, g.muli(g.addi(n0, int64(c)), k))
+				}
+				rowBlock := func(m0 value.Value, rows int64) {
+					aRows := make([]value.Value, rows)
+					for r := range aRows {
+						aRows[r] = g.add(aOff, g.muli(g.addi(m0, int64(r)), k))
+					}
+					acc := g.dotTile(aRows, bRows, k, shift)
+					for r := range aRows {
+						for c := range bRows {
+							at := g.add(g.add(oOff, g.muli(g.addi(m0, int64(r)), n)), g.addi(n0, int64(c)))
+							g.stF(2, at, acc[r*len(bRows)+c])
+						}
+					}
+				}
+				if m >= tileM {
+					g.loop(c64(0), c64(m/tileM), func(mp value.Value) {
+						rowBlock(g.muli(mp, tileM), tileM)
+					})
+				}
+				if rem := m % tileM; rem > 0 {
+					rowBlock(c64(m-rem), rem)
+				}
+			}
+			if full == tiles {
+				tile(tileN)
+				return
+			}
+			// the last tile holds n%tileN columns
+			isFull := g.icmp(enum.IPredSLT, t, c64(full))
+			fb, lb, join := g.block(), g.block(), g.block()
+			g.cur.NewCondBr(isFull, fb, lb)
+			g.cur = fb
+			tile(tileN)
+			g.cur.NewBr(join)
+			g.cur = lb
+			tile(n % tileN)
+			g.cur.NewBr(join)
+			g.cur = join
+		})
+		g.finish()
+		return nil
+	}
+	chunks := (n + chunkN - 1) / chunkN
+	g.setItems(nb * m * chunks)
+	g.loop(g.lo, g.hi, func(it value.Value) {
+		c := g.remi(it, chunks)
+		row := g.divi(it, chunks) // bi*m + mi
+		bi, mi := g.divi(row, m), g.remi(row, m)
+		aOff, bOff := batchOff(bi)
+		aRow := g.add(aOff, g.muli(mi, k))
+		oRow := g.muli(row, n)
+		n0 := g.muli(c, chunkN)
+		n1 := g.sel(g.icmp(enum.IPredSLT, g.addi(n0, chunkN), c64(n)), g.addi(n0, chunkN), c64(n))
+		if o.DType != ir.F32 {
+			// accumulate each element in f32 and round it once
+			g.loop(n0, n1, func(j value.Value) {
+				acc := g.loopAcc(c64(0), c64(k), []value.Value{cf(0)}, func(kk value.Value, acc []value.Value) []value.Value {
+					bk := kk
+					if shift {
+						bk = g.wrapNext(kk, k)
+					}
+					p := g.fmulFast(g.ldF(0, g.add(aRow, kk)), g.ldF(1, g.add(g.add(bOff, g.muli(bk, n)), j)))
+					return []value.Value{g.ov(g.faddFast(acc[0], p))}
+				})
+				g.stF(2, g.add(oRow, j), acc[0])
+			})
+			return
+		}
+		g.loop(n0, n1, func(j value.Value) {
+			g.stF(2, g.add(oRow, j), cf(0))
+		})
+		g.loop(c64(0), c64(k), func(kk value.Value) {
+			av := g.ldF(0, g.add(aRow, kk))
+			bk := kk
+			if shift {
+				bk = g.wrapNext(kk, k)
+			}
+			bRow := g.add(bOff, g.muli(bk, n))
+			g.loop(n0, n1, func(j value.Value) {
+				at := g.add(oRow, j)
+				s := g.faddFast(g.ldF(2, at), g.fmulFast(av, g.ldF(1, g.add(bRow, j))))
+				g.stF(2, at, g.ov(s))
+			})
+		})
+	})
+	g.finish()
+	return nil
+}
+
+// dotTile emits one k loop computing the dot products of every row of a
+// (element offsets aRows) with every row of b (offsets bRows), each of
+// length k, and returns them row-major (a row, then b row).
+func (g *gen) dotTile(aRows, bRows []value.Value, k int64, shift bool) []value.Value {
+	init := make([]value.Value, len(aRows)*len(bRows))
+	for i := range init {
+		init[i] = cf(0)
+	}
+	return g.loopAcc(c64(0), c64(k), init, func(kk value.Value, acc []value.Value) []value.Value {
+		bk := kk
+		if shift {
+			bk = g.wrapNext(kk, k)
+		}
+		av := make([]value.Value, len(aRows))
+		for r, off := range aRows {
+			av[r] = g.ldF(0, g.add(off, kk))
+		}
+		next := make([]value.Value, len(acc))
+		for c, off := range bRows {
+			bv := g.ldF(1, g.add(off, bk))
+			for r := range aRows {
+				i := r*len(bRows) + c
+				next[i] = g.ov(g.faddFast(acc[i], g.fmulFast(av[r], bv)))
+			}
+		}
+		return next
+	})
+}
+
+// batchStrides returns, for each dim of the output batch shape out, the
+// stride (in matrices) of an operand with batch shape in along that dim
+// (0 where the operand broadcasts).
+func batchStrides(out, in []int) []int64 {
+	st := make([]int64, len(out))
+	acc := int64(1)
+	for j := len(in) - 1; j >= 0; j-- {
+		d := len(out) - len(in) + j
+		if in[j] != 1 {
+			st[d] = acc
+		}
+		acc *= int64(in[j])
+	}
+	return st
+}

@@ -1,0 +1,463 @@
+package llvm_test
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"sort"
+	"strings"
+	"testing"
+
+	cg "github.com/tapml/tapml/codegen/llvm"
+	"github.com/tapml/tapml/ir"
+	"github.com/tapml/tapml/runtime"
+	"github.com/tapml/tapml/runtime/cpu"
+	"github.com/tapml/tapml/runtime/llvm"
+	"github.com/tapml/tapml/tensor"
+)
+
+// Tolerances, as |llvm - cpu| <= atol + rtol·|cpu| per element (NaN must
+// meet NaN; integers and bools must be equal):
+//
+//   - exact: data ops, cast, argmax, kv_write, and the IEEE-exact float ops
+//     (neg, abs, relu, add, sub, mul, div, sqrt, rsqrt, maximum, minimum):
+//     both sides do the same correctly rounded f32 operations.
+//   - libm: exp, log, tanh, pow are float32(f(float64(x))) on both sides, with
+//     glibc's double functions here and Go's math there. Those agree to
+//     about 1 ulp of a double, so the f32 results differ by at most 1 f32 ulp
+//     (when the double straddles a rounding boundary): rtol 2.5e-7 (2 ulp).
+//   - chains (silu, sigmoid, gelu, fused expressions, norms, softmax, rope,
+//     attention): the same f32 operations in the same order, fed by libm
+//     values that may differ by 1 ulp; a few dependent roundings and
+//     cancellation (rope's v0·c - v1·s, softmax's division by a sum) grow
+//     that to a few ulp of the operands: rtol 2e-6, atol 1e-6 (values are
+//     O(1)).
+//   - matmul: the LLVM kernel reassociates its dot products (vectorised),
+//     gonum sums in its own order; each result is within γ_K·Σ|a||b| of the
+//     exact dot product (γ_K ≈ K·2^-24), so the two differ by at most
+//     2·K·2^-24·Σ_k|a_k·b_k|, computed per element (a proven bound).
+type tol struct {
+	atol, rtol float64
+	matmul     bool
+}
+
+var (
+	exact = tol{}
+	libm  = tol{atol: 1e-37, rtol: 2.5e-7}
+	chain = tol{atol: 1e-6, rtol: 2e-6}
+	mmTol = tol{matmul: true}
+)
+
+type opCase struct {
+	name  string
+	op    string
+	attrs ir.Attrs
+	in    []*tensor.Tensor
+	tol   tol
+}
+
+func rng(seed uint64) *rand.Rand { return rand.New(rand.NewPCG(seed, 17)) }
+
+// randF32 returns a tensor of uniform values in [lo, hi).
+func randF32(r *rand.Rand, lo, hi float64, shape ...int) *tensor.Tensor {
+	t := tensor.New(ir.F32, shape)
+	for i := range t.Float32s() {
+		t.Float32s()[i] = float32(lo + (hi-lo)*r.Float64())
+	}
+	return t
+}
+
+func randI32(r *rand.Rand, lo, hi int, shape ...int) *tensor.Tensor {
+	t := tensor.New(ir.I32, shape)
+	for i := range t.Int32s() {
+		t.Int32s()[i] = int32(lo + r.IntN(hi-lo))
+	}
+	return t
+}
+
+func randI64(r *rand.Rand, lo, hi int, shape ...int) *tensor.Tensor {
+	t := tensor.New(ir.I64, shape)
+	for i := 0; i < t.NumElements(); i++ {
+		t.SetFloat64At(i, float64(lo+r.IntN(hi-lo)))
+	}
+	return t
+}
+
+func f32s(shape []int, v ...float32) *tensor.Tensor { return tensor.FromFloat32(shape, v) }
+
+// opCases is the table of kernel tests: every op of the registry, on
+// several shapes (odd sizes, broadcasting, a big GEMV).
+func opCases() []opCase {
+	r := rng(1)
+	var cs []opCase
+	add := func(name, op string, attrs ir.Attrs, t tol, in ...*tensor.Tensor) {
+		cs = append(cs, opCase{name: name, op: op, attrs: attrs, in: in, tol: t})
+	}
+	special := f32s([]int{8}, 0, float32(math.Copysign(0, -1)), 1, -1, float32(math.Inf(1)), float32(math.Inf(-1)), float32(math.NaN()), 1e-40)
+	for _, op := range ir.UnaryOps {
+		t := exact
+		switch op {
+		case "exp", "log", "tanh":
+			t = libm
+		case "silu", "sigmoid", "gelu":
+			t = chain
+		}
+		lo := -4.0
+		if op == "log" || op == "sqrt" || op == "rsqrt" {
+			lo = 0.01
+		}
+		add(op+"/7", op, nil, t, randF32(r, lo, 4, 7))
+		add(op+"/3x5x33", op, nil, t, randF32(r, lo, 4, 3, 5, 33))
+		add(op+"/special", op, nil, t, special)
+	}
+	for _, op := range ir.BinaryOps {
+		t := exact
+		lo := -3.0
+		if op == "pow" {
+			t, lo = libm, 0.1
+		}
+		add(op+"/4x1x6*5x1", op, nil, t, randF32(r, lo, 3, 4, 1, 6), randF32(r, lo, 3, 5, 1))
+		add(op+"/17*17", op, nil, t, randF32(r, lo, 3, 17), randF32(r, lo, 3, 17))
+		add(op+"/2x3*scalar", op, nil, t, randF32(r, lo, 3, 2, 3), randF32(r, lo, 3))
+		add(op+"/1*3x9", op, nil, t, randF32(r, lo, 3, 1), randF32(r, lo, 3, 3, 9))
+	}
+	add("maximum/zeros_nan", "maximum", nil, exact, f32s([]int{4}, 0, float32(math.Copysign(0, -1)), float32(math.NaN()), 2),
+		f32s([]int{4}, float32(math.Copysign(0, -1)), 0, 1, float32(math.NaN())))
+	add("minimum/zeros_nan", "minimum", nil, exact, f32s([]int{4}, 0, float32(math.Copysign(0, -1)), float32(math.NaN()), 2),
+		f32s([]int{4}, float32(math.Copysign(0, -1)), 0, 1, float32(math.NaN())))
+	add("add/i32", "add", nil, exact, randI32(r, -100, 100, 5, 3), randI32(r, -100, 100, 3))
+	add("mul/i64", "mul", nil, exact, randI64(r, -100, 100, 4, 6), randI64(r, -100, 100, 4, 1))
+	add("maximum/i32", "maximum", nil, exact, randI32(r, -9, 9, 11), randI32(r, -9, 9, 11))
+	add("abs/i64", "abs", nil, exact, randI64(r, -50, 50, 9))
+	add("relu/i32", "relu", nil, exact, randI32(r, -50, 50, 9))
+	add("add/f16", "add", nil, exact, randF32(r, -2, 2, 3, 7).Convert(ir.F16), randF32(r, -2, 2, 7).Convert(ir.F16))
+	add("exp/bf16", "exp", nil, libm, randF32(r, -2, 2, 13).Convert(ir.BF16))
+	fused := func(expr string) ir.Attrs { return ir.Attrs{"expr": ir.StringAttr(expr)} }
+	add("fused/swiglu", "fused_elementwise", fused("mul(silu($0), $1)"), chain, randF32(r, -4, 4, 3, 70), randF32(r, -4, 4, 3, 70))
+	add("fused/bcast", "fused_elementwise", fused("add(mul($0, 0.5), exp($1))"), chain, randF32(r, -4, 4, 2, 3, 4), randF32(r, -2, 2, 4))
+	add("fused/three", "fused_elementwise", fused("div(sub($0, $1), maximum($2, 0.25))"), chain,
+		randF32(r, -4, 4, 5, 1), randF32(r, -4, 4, 1, 6), randF32(r, 0, 2, 5, 6))
+
+	castT := func(to ir.DType) ir.Attrs { return ir.Attrs{"to": ir.DTypeAttr(to)} }
+	mixed := f32s([]int{10}, 0, -0.5, 1.5, -2.7, 3.99, 1e6, -7, 65519, 1e-8, float32(math.Inf(1)))
+	add("cast/f32-i32", "cast", castT(ir.I32), exact, f32s([]int{6}, 0, -0.5, 1.5, -2.7, 3.99, 1e6))
+	add("cast/i32-f32", "cast", castT(ir.F32), exact, randI32(r, -1<<30, 1<<30, 9))
+	add("cast/f32-f16", "cast", castT(ir.F16), exact, mixed)
+	add("cast/f16-f32", "cast", castT(ir.F32), exact, randF32(r, -9, 9, 7).Convert(ir.F16))
+	add("cast/f32-bf16", "cast", castT(ir.BF16), exact, mixed)
+	add("cast/bf16-f32", "cast", castT(ir.F32), exact, randF32(r, -9, 9, 7).Convert(ir.BF16))
+	add("cast/i64-f32", "cast", castT(ir.F32), exact, randI64(r, -1<<40, 1<<40, 5))
+	add("cast/i32-i64", "cast", castT(ir.I64), exact, randI32(r, -1<<30, 1<<30, 5))
+	add("cast/f32-bool", "cast", castT(ir.Bool), exact, f32s([]int{4}, 0, float32(math.Copysign(0, -1)), 2, float32(math.NaN())))
+	add("cast/bool-f32", "cast", castT(ir.F32), exact, f32s([]int{4}, 0, 1, 0, 3).Convert(ir.Bool))
+	add("cast/f32-f32", "cast", castT(ir.F32), exact, randF32(r, -1, 1, 3))
+
+	constant := func(dt ir.DType, shape []int64, vals ...float64) ir.Attrs {
+		return ir.Attrs{"dtype": ir.DTypeAttr(dt), "shape": ir.ShapeAttr(ir.S(shape...)), "value": ir.FloatsAttr(vals...)}
+	}
+	add("constant/f32", "constant", constant(ir.F32, []int64{2, 3}, 1, -2.5, 3, 0.1, 1e-3, 7), exact)
+	add("constant/i32_fill", "constant", constant(ir.I32, []int64{4}, -7), exact)
+	add("constant/f16", "constant", constant(ir.F16, []int64{3}, 0.1, 2, -3), exact)
+	add("constant/scalar", "constant", constant(ir.F32, nil, 0.3), exact)
+	add("constant/i64", "constant", constant(ir.I64, []int64{2}, 1<<40, -3), exact)
+
+	axis := func(a int64) ir.Attrs { return ir.Attrs{"axis": ir.IntAttr(a)} }
+	add("gather/rows", "gather", nil, exact, randF32(r, -1, 1, 10, 7), tensor.FromInt32([]int{5}, []int32{3, 0, 9, 3, 1}))
+	add("gather/i64ids", "gather", nil, exact, randF32(r, -1, 1, 6, 4), tensor.FromInt32([]int{2, 3}, []int32{5, 4, 0, 1, 2, 3}).Convert(ir.I64))
+	add("gather/axis1", "gather", axis(1), exact, randF32(r, -1, 1, 3, 9, 4), tensor.FromInt32([]int{2}, []int32{8, 2}))
+	add("gather/i32table", "gather", nil, exact, randI32(r, 0, 99, 5, 3), tensor.FromInt32([]int{1}, []int32{4}))
+
+	tb := ir.Attrs{"transpose_b": ir.BoolAttr(true)}
+	add("matmul/gemv_32000x288", "matmul", tb, mmTol, randF32(r, -1, 1, 1, 288), randF32(r, -0.06, 0.06, 32000, 288))
+	add("matmul/5x33*17x33T", "matmul", tb, mmTol, randF32(r, -1, 1, 5, 33), randF32(r, -1, 1, 17, 33))
+	add("matmul/3x50*10x50T", "matmul", tb, mmTol, randF32(r, -1, 1, 3, 50), randF32(r, -1, 1, 10, 50))
+	add("matmul/2x3x7*3x7T", "matmul", tb, mmTol, randF32(r, -1, 1, 2, 3, 7), randF32(r, -1, 1, 3, 7))
+	add("matmul/3x7x20*20x9", "matmul", nil, mmTol, randF32(r, -1, 1, 3, 7, 20), randF32(r, -1, 1, 20, 9))
+	add("matmul/4x16*16x70", "matmul", nil, mmTol, randF32(r, -1, 1, 4, 16), randF32(r, -1, 1, 16, 70))
+	add("matmul/bcast", "matmul", nil, mmTol, randF32(r, -1, 1, 2, 1, 4, 8), randF32(r, -1, 1, 3, 8, 5))
+	add("matmul/bcastT", "matmul", tb, mmTol, randF32(r, -1, 1, 3, 4, 8), randF32(r, -1, 1, 2, 1, 6, 8))
+	add("matmul/k0", "matmul", nil, exact, randF32(r, -1, 1, 2, 0), randF32(r, -1, 1, 0, 3))
+	add("matmul/f16", "matmul", tb, tol{atol: 1e-3, rtol: 1e-3}, randF32(r, -1, 1, 2, 8).Convert(ir.F16), randF32(r, -1, 1, 5, 8).Convert(ir.F16))
+
+	eps := ir.Attrs{"eps": ir.FloatAttr(1e-5)}
+	add("rms_norm/1x288", "rms_norm", eps, chain, randF32(r, -2, 2, 1, 288), randF32(r, 0.5, 1.5, 288))
+	add("rms_norm/5x33", "rms_norm", nil, chain, randF32(r, -2, 2, 5, 33), randF32(r, 0.5, 1.5, 33))
+	add("layer_norm/4x17", "layer_norm", eps, chain, randF32(r, -2, 2, 4, 17), randF32(r, 0.5, 1.5, 17), randF32(r, -1, 1, 17))
+	add("layer_norm/2x3x64", "layer_norm", nil, chain, randF32(r, -2, 2, 2, 3, 64), randF32(r, 0.5, 1.5, 64), randF32(r, -1, 1, 64))
+	add("softmax/3x100", "softmax", nil, chain, randF32(r, -5, 5, 3, 100))
+	add("softmax/axis0", "softmax", axis(0), chain, randF32(r, -5, 5, 5, 3, 2))
+	add("softmax/axis1", "softmax", axis(1), chain, randF32(r, -5, 5, 2, 7, 3))
+	add("argmax/3x259", "argmax", nil, exact, randF32(r, -5, 5, 3, 259))
+	add("argmax/i32_axis0", "argmax", axis(0), exact, randI32(r, -3, 3, 4, 5))
+	add("argmax/ties", "argmax", nil, exact, f32s([]int{2, 3}, 1, 3, 3, float32(math.NaN()), 2, 2))
+
+	pos := func(p int32) *tensor.Tensor { return tensor.ScalarInt32(p) }
+	rope := func(style string, dims int64) ir.Attrs {
+		return ir.Attrs{"theta": ir.FloatAttr(10000), "style": ir.StringAttr(style), "dims": ir.IntAttr(dims)}
+	}
+	add("rope/1x6x48", "rope", rope("interleaved", 0), chain, randF32(r, -2, 2, 1, 6, 48), pos(5))
+	add("rope/3x4x16_half", "rope", rope("half", 0), chain, randF32(r, -2, 2, 3, 4, 16), pos(100))
+	add("rope/partial", "rope", rope("interleaved", 8), chain, randF32(r, -2, 2, 2, 3, 16), pos(7))
+
+	add("kv_write/3rows", "kv_write", nil, exact, randF32(r, -1, 1, 16, 2, 8), randF32(r, -1, 1, 3, 2, 8), pos(5))
+	add("kv_write/last", "kv_write", nil, exact, randF32(r, -1, 1, 9, 1, 4), randF32(r, -1, 1, 1, 1, 4), pos(8))
+
+	att := func(causal bool) ir.Attrs {
+		return ir.Attrs{"scale": ir.FloatAttr(0.25), "causal": ir.BoolAttr(causal)}
+	}
+	add("attention/decode_gqa", "attention", att(true), chain, randF32(r, -1, 1, 1, 8, 16), randF32(r, -1, 1, 32, 4, 16), randF32(r, -1, 1, 32, 4, 16), pos(10))
+	add("attention/prefill", "attention", att(true), chain, randF32(r, -1, 1, 4, 4, 8), randF32(r, -1, 1, 20, 2, 8), randF32(r, -1, 1, 20, 2, 8), pos(3))
+	add("attention/noncausal", "attention", att(false), chain, randF32(r, -1, 1, 3, 2, 8), randF32(r, -1, 1, 7, 2, 8), randF32(r, -1, 1, 7, 2, 8), pos(4))
+
+	shape := func(s ...int64) ir.Attrs { return ir.Attrs{"shape": ir.ShapeAttr(ir.S(s...))} }
+	add("reshape/6x4", "reshape", shape(6, 4), exact, randF32(r, -1, 1, 2, 3, 4))
+	add("probe", "probe", ir.Attrs{"tag": ir.StringAttr("x")}, exact, randF32(r, -1, 1, 5))
+	add("transfer", "transfer", ir.Attrs{"from": ir.StringAttr("source"), "to": ir.StringAttr("target")}, exact, randI32(r, 0, 9, 3, 2))
+	perm := func(p ...int64) ir.Attrs { return ir.Attrs{"perm": ir.IntsAttr(p...)} }
+	add("transpose/2x3x4", "transpose", perm(2, 0, 1), exact, randF32(r, -1, 1, 2, 3, 4))
+	add("transpose/5x7", "transpose", perm(1, 0), exact, randF32(r, -1, 1, 5, 7))
+	add("transpose/i32", "transpose", perm(0, 2, 1), exact, randI32(r, 0, 99, 3, 4, 5))
+	slice := func(ax, start, end, step int64) ir.Attrs {
+		return ir.Attrs{"axis": ir.IntAttr(ax), "start": ir.IntAttr(start), "end": ir.IntAttr(end), "step": ir.IntAttr(step)}
+	}
+	add("slice/step3", "slice", slice(0, 2, 9, 3), exact, randF32(r, -1, 1, 10, 4))
+	add("slice/last3", "slice", slice(1, -3, math.MaxInt32, 1), exact, randF32(r, -1, 1, 3, 8))
+	add("slice/empty", "slice", slice(0, 5, 2, 1), exact, randF32(r, -1, 1, 6, 2))
+	add("concat/axis1", "concat", axis(1), exact, randF32(r, -1, 1, 2, 3), randF32(r, -1, 1, 2, 5))
+	add("concat/axis0", "concat", axis(0), exact, randF32(r, -1, 1, 1, 4), randF32(r, -1, 1, 3, 4), randF32(r, -1, 1, 2, 4))
+	return cs
+}
+
+// nodeOf builds the node of a case, with parameter values typed like its inputs.
+func nodeOf(id int, c opCase) *ir.Node {
+	n := &ir.Node{ID: id, Op: c.op, Attrs: c.attrs}
+	if n.Attrs == nil {
+		n.Attrs = ir.Attrs{}
+	}
+	for i, t := range c.in {
+		n.Inputs = append(n.Inputs, &ir.Value{Name: fmt.Sprintf("x%d_%d", id, i), Type: t.Type()})
+	}
+	return n
+}
+
+// outTypes returns the output types of a node on its inputs.
+func outTypes(t testing.TB, n *ir.Node) []ir.Type {
+	in := make([]ir.Type, len(n.Inputs))
+	for i, v := range n.Inputs {
+		in[i] = v.Type
+	}
+	out, _, err := ir.InferTypes(n.Op, in, n.Attrs)
+	if err != nil {
+		t.Fatalf("%s: %v", n, err)
+	}
+	return out
+}
+
+// runOn launches n on dev with copies of the inputs and downloads the outputs.
+func runOn(dev runtime.Device, n *ir.Node, in []*tensor.Tensor, outs []ir.Type) ([]*tensor.Tensor, error) {
+	bufs := make([]*runtime.Buffer, len(in))
+	for i, t := range in {
+		b, err := dev.Upload(t.Clone())
+		if err != nil {
+			return nil, err
+		}
+		bufs[i] = b
+	}
+	res, err := dev.Launch(n, bufs, outs)
+	if err != nil {
+		return nil, err
+	}
+	var ts []*tensor.Tensor
+	for _, b := range res {
+		t, err := dev.Download(b)
+		if err != nil {
+			return nil, err
+		}
+		ts = append(ts, t)
+	}
+	return ts, nil
+}
+
+// compare checks got against the reference want under tolerance tl. a and b
+// are the matmul operands (for the matmul bound).
+func compare(got, want *tensor.Tensor, tl tol, c opCase) error {
+	if got.DType != want.DType || fmt.Sprint(got.Shape) != fmt.Sprint(want.Shape) {
+		return fmt.Errorf("got %s, want %s", got, want)
+	}
+	var bound []float64
+	if tl.matmul {
+		bound = matmulBound(c)
+	}
+	bad := 0
+	var first string
+	for i := 0; i < want.NumElements(); i++ {
+		g, w := got.Float64At(i), want.Float64At(i)
+		if !want.DType.IsFloat() {
+			if g != w {
+				bad++
+				if first == "" {
+					first = fmt.Sprintf("element %d: got %v, want %v", i, g, w)
+				}
+			}
+			continue
+		}
+		if math.IsNaN(w) || math.IsNaN(g) {
+			if math.IsNaN(w) != math.IsNaN(g) {
+				bad++
+				if first == "" {
+					first = fmt.Sprintf("element %d: got %v, want %v", i, g, w)
+				}
+			}
+			continue
+		}
+		lim := tl.atol + tl.rtol*math.Abs(w)
+		if bound != nil {
+			lim = bound[i]
+		}
+		if g != w && !(math.Abs(g-w) <= lim) {
+			bad++
+			if first == "" {
+				first = fmt.Sprintf("element %d: got %v, want %v (|diff| %.3g > %.3g)", i, g, w, math.Abs(g-w), lim)
+			}
+		}
+	}
+	if bad > 0 {
+		return fmt.Errorf("%d of %d elements differ; first: %s", bad, want.NumElements(), first)
+	}
+	return nil
+}
+
+// matmulBound returns 2·K·2^-24·Σ_k|a_k·b_k| (+ a denormal floor) for every
+// output element of a matmul case.
+func matmulBound(c opCase) []float64 {
+	a, b := c.in[0].Convert(ir.F32), c.in[1].Convert(ir.F32)
+	transB := c.attrs["transpose_b"].Bool
+	as, bs := a.Shape, b.Shape
+	m, k := as[len(as)-2], as[len(as)-1]
+	n := bs[len(bs)-1]
+	if transB {
+		n = bs[len(bs)-2]
+	}
+	ab, bb := as[:len(as)-2], bs[:len(bs)-2]
+	r := max(len(ab), len(bb))
+	batch := make([]int, r)
+	for i := range batch {
+		da, db := 1, 1
+		if j := i - (r - len(ab)); j >= 0 {
+			da = ab[j]
+		}
+		if j := i - (r - len(bb)); j >= 0 {
+			db = bb[j]
+		}
+		batch[i] = max(da, db)
+	}
+	nb := tensor.NumElements(batch)
+	out := make([]float64, nb*m*n)
+	stride := func(shape []int, bi int) int { // matrix index of batch bi in an operand
+		idx, mul := 0, 1
+		for d := r - 1; d >= 0; d-- {
+			c := (bi / tensor.NumElements(batch[d+1:])) % batch[d]
+			if j := d - (r - len(shape)); j >= 0 && shape[j] != 1 {
+				idx += c * mul
+			}
+			if j := d - (r - len(shape)); j >= 0 {
+				mul *= shape[j]
+			}
+		}
+		return idx
+	}
+	af, bf := a.Float32s(), b.Float32s()
+	for bi := 0; bi < nb; bi++ {
+		ao, bo := stride(ab, bi)*m*k, stride(bb, bi)*k*n
+		for i := 0; i < m; i++ {
+			for j := 0; j < n; j++ {
+				s := 0.0
+				for kk := 0; kk < k; kk++ {
+					bv := bf[bo+kk*n+j]
+					if transB {
+						bv = bf[bo+j*k+kk]
+					}
+					s += math.Abs(float64(af[ao+i*k+kk]) * float64(bv))
+				}
+				out[(bi*m+i)*n+j] = 2*float64(k)*0x1p-24*s + 1e-30
+			}
+		}
+	}
+	return out
+}
+
+// TestOps runs every case's kernel on the llvm device (all kernels in one
+// module) and compares it with the cpu reference.
+func TestOps(t *testing.T) {
+	dev := newDevice(t, llvm.Options{CopyReshape: true})
+	ref := cpu.New()
+	cases := opCases()
+	nodes := make([]*ir.Node, len(cases))
+	f := &ir.Function{Name: "ops"}
+	for i, c := range cases {
+		nodes[i] = nodeOf(i+1, c)
+		f.Nodes = append(f.Nodes, nodes[i])
+		f.Params = append(f.Params, nodes[i].Inputs...)
+	}
+	if err := dev.Prepare(nil, f, nodes); err != nil {
+		t.Fatal(err)
+	}
+	if s := dev.Stats(); s.Modules != 1 {
+		t.Errorf("Prepare built %d modules, want 1 (one batch)", s.Modules)
+	}
+	for i, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			n := nodes[i]
+			outs := outTypes(t, n)
+			want, err := runOn(ref, n, c.in, outs)
+			if err != nil {
+				t.Fatalf("cpu: %v", err)
+			}
+			got, err := runOn(dev, n, c.in, outs)
+			if err != nil {
+				t.Fatalf("llvm: %v", err)
+			}
+			for j := range want {
+				if err := compare(got[j], want[j], c.tol, c); err != nil {
+					t.Errorf("output %d: %v", j, err)
+				}
+			}
+		})
+	}
+	if s := dev.Stats(); s.Modules != 1 {
+		t.Errorf("the launches built %d modules in all, want 1: every kernel was prepared", s.Modules)
+	}
+}
+
+// TestEveryOpHasKernelAndCase fails when an op of the registry has no LLVM
+// kernel, or no case in the kernel tests.
+func TestEveryOpHasKernelAndCase(t *testing.T) {
+	tested := map[string]bool{}
+	for _, c := range opCases() {
+		tested[c.op] = true
+	}
+	var missing []string
+	for _, d := range ir.Ops() {
+		if !cg.Supports(d.Name) {
+			missing = append(missing, d.Name+" (no kernel)")
+		} else if !tested[d.Name] {
+			missing = append(missing, d.Name+" (no test case)")
+		}
+	}
+	sort.Strings(missing)
+	if len(missing) > 0 {
+		t.Errorf("ops without LLVM coverage: %s", strings.Join(missing, ", "))
+	}
+}
+
+// newDevice opens a device (skipping the test when clang is missing) that
+// uses the default kernel cache, so reruns do not recompile.
+func newDevice(t testing.TB, opts llvm.Options) *llvm.Device {
+	t.Helper()
+	d, err := llvm.Open(opts)
+	if err != nil {
+		t.Skipf("no llvm device: %v", err)
+	}
+	t.Cleanup(func() { d.Close() })
+	return d
+}
