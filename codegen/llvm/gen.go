@@ -96,9 +96,9 @@ func (g *gen) faultOnce(f string) bool {
 
 // Constants.
 
-func c64(n int64) *constant.Int   { return constant.NewInt(types.I64, n) }
-func c32(n int64) *constant.Int   { return constant.NewInt(types.I32, n) }
-func c8(n int64) *constant.Int    { return constant.NewInt(types.I8, n) }
+func c64(n int64) *constant.Int    { return constant.NewInt(types.I64, n) }
+func c32(n int64) *constant.Int    { return constant.NewInt(types.I32, n) }
+func c8(n int64) *constant.Int     { return constant.NewInt(types.I8, n) }
 func cf(v float32) *constant.Float { return constant.NewFloat(types.Float, float64(v)) }
 func cd(v float64) *constant.Float { return constant.NewFloat(types.Double, v) }
 
@@ -273,7 +273,7 @@ func (g *gen) remi(a value.Value, n int64) value.Value {
 }
 
 func (g *gen) icmp(p enum.IPred, a, b value.Value) value.Value { return g.cur.NewICmp(p, a, b) }
-func (g *gen) sel(c, a, b value.Value) value.Value           { return g.cur.NewSelect(c, a, b) }
+func (g *gen) sel(c, a, b value.Value) value.Value             { return g.cur.NewSelect(c, a, b) }
 
 // wrapNext returns (i+1) mod n, an in-bounds off-by-one for faults.
 func (g *gen) wrapNext(i value.Value, n int64) value.Value {

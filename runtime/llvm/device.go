@@ -87,7 +87,7 @@ type Device struct {
 	workers int
 	faults  map[int]string
 
-	funcs   map[*ir.Node]*ir.Function       // the function of each prepared node
+	funcs   map[*ir.Node]*ir.Function          // the function of each prepared node
 	placed  map[*ir.Function]map[*ir.Node]bool // the prepared nodes of each function
 	kernels map[kernelKey]*kernel
 	libs    []uintptr
