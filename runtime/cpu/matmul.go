@@ -2,6 +2,7 @@ package cpu
 
 import (
 	"fmt"
+	"unsafe"
 
 	"github.com/tapml/tapml/ir"
 	"github.com/tapml/tapml/tensor"
@@ -10,13 +11,20 @@ import (
 )
 
 // matmulKernel computes a[..., M, K] × b[..., K, N] (b[..., N, K] with
-// transpose_b) with broadcast batch dims, one blas32.Gemm per batch; f32
-// (f16/bf16 through f32). When b has no batch dims, a's batch dims are
-// folded into M and one Gemm does all. gonum's Gemm accumulates in f32
-// and splits big products over goroutines by output block, so results do
-// not depend on the number of goroutines (they may depend on the shape:
-// gonum sums K in blocks of 64 once the output has 4 or more 64×64 blocks).
-func matmulKernel(_ *Device, c *call) ([]*tensor.Tensor, error) {
+// transpose_b) with broadcast batch dims; f32 (f16/bf16 through f32).
+//
+// Each matrix product is cut into tiles of at most 64 rows × 192 columns,
+// one blas32.Gemm call each, spread over goroutines. A call that small
+// always takes gonum's serial path, which computes every output element as
+// one f32 dot product over the whole of K (with transpose_b) or one
+// sequence of axpys over K (without). So an output element's bits depend
+// only on its row of a and its column of b: not on M (prefill and decode
+// agree bit for bit), not on the tiling, not on the number of goroutines.
+// gonum's dot kernel on amd64 peels elements until b's row is 16-byte
+// aligned, so b is copied to an aligned buffer when it is not (weights
+// almost always are): the bits then do not depend on where the allocator
+// put b either.
+func matmulKernel(d *Device, c *call) ([]*tensor.Tensor, error) {
 	a, b := c.in[0], c.in[1]
 	if a.DType != ir.F32 || b.DType != ir.F32 {
 		return nil, fmt.Errorf("inputs are %s and %s; matmul computes on f32, f16 and bf16", a.DType, b.DType)
@@ -42,24 +50,11 @@ func matmulKernel(_ *Device, c *call) ([]*tensor.Tensor, error) {
 	if m == 0 || n == 0 || k == 0 || tensor.NumElements(batch) == 0 {
 		return []*tensor.Tensor{out}, nil // zero-size, or an empty sum: zeros
 	}
-	ad, bd, cd := a.Float32s(), b.Float32s(), out.Float32s()
-	tb := blas.NoTrans
-	if transB {
-		tb = blas.Trans
-	}
-	bRows, bCols := k, n
-	if transB {
-		bRows, bCols = n, k
-	}
-	gemm := func(aOff, bOff, cOff, rows int) {
-		blas32.Gemm(blas.NoTrans, tb, 1,
-			blas32.General{Rows: rows, Cols: k, Stride: k, Data: ad[aOff : aOff+rows*k]},
-			blas32.General{Rows: bRows, Cols: bCols, Stride: bCols, Data: bd[bOff : bOff+k*n]},
-			0,
-			blas32.General{Rows: rows, Cols: n, Stride: n, Data: cd[cOff : cOff+rows*n]})
-	}
+	mm := &matmul{a: a.Float32s(), b: aligned16(b.Float32s()), c: out.Float32s(), m: m, k: k, n: n, transB: transB}
 	if rb == 2 {
-		gemm(0, 0, 0, tensor.NumElements(a.Shape[:ra-2])*m)
+		// b has no batch dims: a's batch dims fold into M.
+		mm.m = tensor.NumElements(a.Shape[:ra-2]) * m
+		mm.run(d, 0, 0, 0)
 		return []*tensor.Tensor{out}, nil
 	}
 	// Walk the output batch, finding each operand's matrix by broadcasting.
@@ -76,8 +71,59 @@ func matmulKernel(_ *Device, c *call) ([]*tensor.Tensor, error) {
 			if bc.unit[1] {
 				ib += j
 			}
-			gemm(ia*m*k, ib*k*n, (o+j)*m*n, m)
+			mm.run(d, ia*m*k, ib*k*n, (o+j)*m*n)
 		}
 	})
 	return []*tensor.Tensor{out}, nil
+}
+
+// matmul is one product c[m, n] = a[m, k] × b (b[k, n], or b[n, k] with
+// transB), each matrix row-major and dense.
+type matmul struct {
+	a, b, c []float32
+	m, k, n int
+	transB  bool
+}
+
+const tileRows = 64 // with at most 3 blocks of 64 columns, gonum stays serial
+
+// tileCols picks a tile width (<= 192) that keeps a tile of b near 64 KiB.
+func tileCols(k int) int { return min(192, max(16, (1<<14)/k)) }
+
+// run computes one product with a, b and c starting at the given offsets.
+func (p *matmul) run(d *Device, aOff, bOff, cOff int) {
+	m, k, n := p.m, p.k, p.n
+	tn := tileCols(k)
+	rowTiles, colTiles := (m+tileRows-1)/tileRows, (n+tn-1)/tn
+	tb := blas.NoTrans
+	if p.transB {
+		tb = blas.Trans
+	}
+	d.parallel(rowTiles*colTiles, m*n*k, func(lo, hi int) {
+		for t := lo; t < hi; t++ {
+			i0, j0 := (t/colTiles)*tileRows, (t%colTiles)*tn
+			mt, nt := min(tileRows, m-i0), min(tn, n-j0)
+			bt := blas32.General{Rows: k, Cols: nt, Stride: n, Data: p.b[bOff+j0:]}
+			if p.transB {
+				bt = blas32.General{Rows: nt, Cols: k, Stride: k, Data: p.b[bOff+j0*k:]}
+			}
+			blas32.Gemm(blas.NoTrans, tb, 1,
+				blas32.General{Rows: mt, Cols: k, Stride: k, Data: p.a[aOff+i0*k:]},
+				bt, 0,
+				blas32.General{Rows: mt, Cols: nt, Stride: n, Data: p.c[cOff+i0*n+j0:]})
+		}
+	})
+}
+
+// aligned16 returns x, or a copy of it on a 16-byte boundary when x is not
+// on one.
+func aligned16(x []float32) []float32 {
+	if len(x) == 0 || uintptr(unsafe.Pointer(&x[0]))%16 == 0 {
+		return x
+	}
+	buf := make([]float32, len(x)+3)
+	off := int((16 - uintptr(unsafe.Pointer(&buf[0]))%16) % 16 / 4)
+	y := buf[off : off+len(x)]
+	copy(y, x)
+	return y
 }

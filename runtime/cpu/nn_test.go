@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"testing"
+	"unsafe"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/tapml/tapml/ir"
@@ -69,6 +70,40 @@ func TestMatmul(t *testing.T) {
 		what := fmt.Sprintf("%v×%v transpose_b=%v", c.a, c.b, c.transB)
 		checkShape(t, what, got, shape)
 		approx(t, what, want, f64s(got), 1e-5, 1e-5)
+	}
+}
+
+// A row of a product has the same bits whatever the other rows, and
+// whatever b's alignment in memory.
+func TestMatmulRowsIndependent(t *testing.T) {
+	d := New()
+	r := newRand(19)
+	for _, c := range []struct {
+		m, k, n int
+		transB  bool
+	}{{130, 300, 500, true}, {70, 131, 257, false}, {200, 2048, 40, true}} {
+		a := randF32(r, c.m, c.k)
+		b := randF32(r, c.n, c.k)
+		if !c.transB {
+			b = randF32(r, c.k, c.n)
+		}
+		attrs := ir.Attrs{"transpose_b": ir.BoolAttr(c.transB)}
+		all := launch(t, d, "matmul", attrs, a, b).Float32s()
+		// b again, 8 bytes off a 16-byte boundary
+		raw := make([]byte, len(b.Data)+16)
+		off := 8 - int(uintptr(unsafe.Pointer(&raw[0]))%16)
+		if off < 0 {
+			off += 16
+		}
+		mis := &tensor.Tensor{DType: ir.F32, Shape: b.Shape, Data: raw[off : off+len(b.Data)]}
+		copy(mis.Data, b.Data)
+		for _, i := range []int{0, 1, c.m / 2, c.m - 1} {
+			row := tensor.FromFloat32([]int{1, c.k}, a.Float32s()[i*c.k:(i+1)*c.k])
+			one := launch(t, d, "matmul", attrs, row, mis).Float32s()
+			if diff := cmp.Diff(all[i*c.n:(i+1)*c.n], one); diff != "" {
+				t.Errorf("%+v: row %d alone (b misaligned) differs from the full product:\n%s", c, i, diff)
+			}
+		}
 	}
 }
 
@@ -385,6 +420,7 @@ func TestDeterministicAcrossWorkers(t *testing.T) {
 			launch(t, d, "attention", ir.Attrs{"scale": ir.FloatAttr(0.25)}, q, k, v, tensor.ScalarInt32(16)).Float32s(),
 			launch(t, d, "rms_norm", nil, x, w).Float32s(),
 			launch(t, d, "softmax", ir.Attrs{"axis": ir.IntAttr(0)}, x).Float32s(),
+			launch(t, d, "matmul", ir.Attrs{"transpose_b": ir.BoolAttr(true)}, x, randF32(newRand(19), 500, 288)).Float32s(),
 		}
 		if prev != nil {
 			if diff := cmp.Diff(prev, outs); diff != "" {
