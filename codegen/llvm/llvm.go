@@ -134,7 +134,8 @@ func EntryName(n *ir.Node) string {
 }
 
 // Generate returns the LLVM kernel of node n for the concrete input types
-// in and output types out (nil: inferred). Source is a complete module (IR
+// in and output types out (nil: inferred; required when a shape attribute
+// is symbolic, as reshape's [seq, ...] in prefill: out binds its symbols). Source is a complete module (IR
 // text) holding the kernel function Entry and what it calls.
 func Generate(n *ir.Node, in, out []ir.Type, opts Options) (*codegen.Kernel, error) {
 	b := NewModule(opts)
@@ -218,7 +219,7 @@ func (b *Module) Add(n *ir.Node, in, out []ir.Type, opts Options) (*codegen.Kern
 			return fail(fmt.Errorf("input %d has invalid dtype %s", i, t.DType))
 		}
 	}
-	want, attrs, err := ir.InferTypes(n.Op, in, n.Attrs)
+	want, attrs, err := ir.InferTypes(n.Op, in, bindShapeAttrs(n.Attrs, out))
 	if err != nil {
 		return fail(err)
 	}
@@ -297,6 +298,36 @@ func Work(n *ir.Node, in, out []ir.Type) int64 {
 		return 16 * elems
 	}
 	return elems
+}
+
+// bindShapeAttrs binds the symbols of a symbolic shape attribute (reshape
+// to [seq, H, Dh] in prefill) to the sizes of the given output type at the
+// same positions, as the executor binds them when it plans a call.
+func bindShapeAttrs(attrs ir.Attrs, out []ir.Type) ir.Attrs {
+	if len(out) == 0 || !out[0].Shape.IsStatic() {
+		return attrs
+	}
+	var bound ir.Attrs
+	for k, v := range attrs {
+		if v.Kind != ir.AttrShape || v.Shape.IsStatic() || v.Shape.Rank() != out[0].Shape.Rank() {
+			continue
+		}
+		env := map[string]int64{}
+		for i, d := range v.Shape {
+			if !d.IsStatic() {
+				env[d.Sym] = out[0].Shape[i].Size
+			}
+		}
+		if bound == nil {
+			bound = attrs.Clone()
+		}
+		v.Shape = v.Shape.Bind(env)
+		bound[k] = v
+	}
+	if bound == nil {
+		return attrs
+	}
+	return bound
 }
 
 func knownFault(f string) bool {

@@ -338,7 +338,7 @@ func (d *Device) buildFunc(f *ir.Function, env map[string]int64, must *ir.Node, 
 		if !ok {
 			continue
 		}
-		out, _, err := ir.InferTypes(n.Op, in, n.Attrs)
+		out, _, err := ir.InferTypes(n.Op, in, bindAttrs(n.Attrs, env))
 		if err != nil {
 			if strict && d.placed[f][n] {
 				return &runtime.KernelError{Device: d.Name(), Node: n, Err: err}
@@ -353,7 +353,7 @@ func (d *Device) buildFunc(f *ir.Function, env map[string]int64, must *ir.Node, 
 		if !d.placed[f][n] || d.skipKernel(n) {
 			continue
 		}
-		if _, done := d.kernels[d.key(n, in)]; done {
+		if _, done := d.kernels[d.key(n, in, out)]; done {
 			continue
 		}
 		jobs = append(jobs, job{n, in, out})
@@ -371,8 +371,47 @@ func (d *Device) skipKernel(n *ir.Node) bool {
 	return !d.opts.CopyReshape && (n.Op == "reshape" || n.Op == "probe" || n.Op == "transfer")
 }
 
-func (d *Device) key(n *ir.Node, in []ir.Type) kernelKey {
-	return kernelKey{node: n, sig: typeSig(in), fault: d.faults[n.ID]}
+func (d *Device) key(n *ir.Node, in, out []ir.Type) kernelKey {
+	return kernelKey{node: n, sig: typeSig(in) + ">" + typeSig(out), fault: d.faults[n.ID]}
+}
+
+// bindAttrs returns attrs with the symbols of shape attributes (reshape's
+// [seq, H, Dh]) bound by env; attrs itself when none is symbolic.
+func bindAttrs(attrs ir.Attrs, env map[string]int64) ir.Attrs {
+	var out ir.Attrs
+	for k, v := range attrs {
+		if v.Kind != ir.AttrShape || v.Shape.IsStatic() {
+			continue
+		}
+		if out == nil {
+			out = attrs.Clone()
+		}
+		v.Shape = v.Shape.Bind(env)
+		out[k] = v
+	}
+	if out == nil {
+		return attrs
+	}
+	return out
+}
+
+// shapeEnv binds the symbols of n's symbolic shape attributes to the sizes
+// of its (concrete) first output type.
+func shapeEnv(n *ir.Node, outs []ir.Type) map[string]int64 {
+	env := map[string]int64{}
+	if len(outs) == 0 || !outs[0].Shape.IsStatic() {
+		return env
+	}
+	for _, v := range n.Attrs {
+		if v.Kind == ir.AttrShape && v.Shape.Rank() == outs[0].Shape.Rank() {
+			for i, d := range v.Shape {
+				if !d.IsStatic() {
+					env[d.Sym] = outs[0].Shape[i].Size
+				}
+			}
+		}
+	}
+	return env
 }
 
 // build generates the kernels of nodes into one module, compiles and loads
@@ -383,10 +422,10 @@ func (d *Device) build(nodes []*ir.Node, ins, outs [][]ir.Type, must *ir.Node, s
 	}
 	mod := cg.NewModule(cg.Options{})
 	type added struct {
-		n    *ir.Node
-		in   []ir.Type
-		k    *codegen.Kernel
-		work int64
+		n       *ir.Node
+		in, out []ir.Type
+		k       *codegen.Kernel
+		work    int64
 	}
 	var ks []added
 	for i, n := range nodes {
@@ -398,7 +437,7 @@ func (d *Device) build(nodes []*ir.Node, ins, outs [][]ir.Type, must *ir.Node, s
 			continue
 		}
 		d.stats.KernelsMade++
-		ks = append(ks, added{n, ins[i], k, cg.Work(n, ins[i], outs[i])})
+		ks = append(ks, added{n, ins[i], outs[i], k, cg.Work(n, ins[i], outs[i])})
 	}
 	if len(ks) == 0 {
 		return nil
@@ -418,7 +457,7 @@ func (d *Device) build(nodes []*ir.Node, ins, outs [][]ir.Type, must *ir.Node, s
 		// find the kernel clang rejects, to name its node
 		for _, a := range ks {
 			one := cg.NewModule(cg.Options{})
-			if _, gerr := one.Add(a.n, a.in, nil, cg.Options{Fault: d.faults[a.n.ID]}); gerr != nil {
+			if _, gerr := one.Add(a.n, a.in, a.out, cg.Options{Fault: d.faults[a.n.ID]}); gerr != nil {
 				continue
 			}
 			s := one.Source()
@@ -451,7 +490,7 @@ func (d *Device) build(nodes []*ir.Node, ins, outs [][]ir.Type, must *ir.Node, s
 		if err != nil {
 			return &runtime.KernelError{Device: d.Name(), Node: a.n, Err: fmt.Errorf("symbol %s: %w", a.k.Entry, err)}
 		}
-		d.kernels[d.key(a.n, a.in)] = &kernel{k: a.k, fn: fn, work: a.work}
+		d.kernels[d.key(a.n, a.in, a.out)] = &kernel{k: a.k, fn: fn, work: a.work}
 	}
 	return nil
 }
@@ -471,16 +510,16 @@ func breakEntry(src []byte, entry string) []byte {
 	return []byte(s[:i+j] + "ret i32 %tapml_undefined" + s[i+j+len("ret i32 0"):])
 }
 
-// kernelFor returns the compiled kernel of n on input types in, building
-// it (with the rest of its function's kernels that these shapes determine)
-// when needed. Must hold d.mu.
-func (d *Device) kernelFor(n *ir.Node, in []ir.Type) (*kernel, error) {
-	key := d.key(n, in)
+// kernelFor returns the compiled kernel of n on input types in (output
+// types out), building it, with the rest of its function's kernels that
+// these shapes determine, when needed. Must hold d.mu.
+func (d *Device) kernelFor(n *ir.Node, in, out []ir.Type) (*kernel, error) {
+	key := d.key(n, in, out)
 	if k, ok := d.kernels[key]; ok {
 		return k, nil
 	}
 	if f := d.funcs[n]; f != nil {
-		if env, ok := bindNode(n, in); ok {
+		if env, ok := bindNode(n, in, out); ok {
 			if err := d.buildFunc(f, env, n, false); err != nil {
 				return nil, err
 			}
@@ -488,10 +527,6 @@ func (d *Device) kernelFor(n *ir.Node, in []ir.Type) (*kernel, error) {
 				return k, nil
 			}
 		}
-	}
-	out, _, err := ir.InferTypes(n.Op, in, n.Attrs)
-	if err != nil {
-		return nil, err
 	}
 	if err := d.build([]*ir.Node{n}, [][]ir.Type{in}, [][]ir.Type{out}, n, true); err != nil {
 		return nil, err
@@ -502,10 +537,10 @@ func (d *Device) kernelFor(n *ir.Node, in []ir.Type) (*kernel, error) {
 	return nil, fmt.Errorf("no kernel was built for node %s", n)
 }
 
-// bindNode binds the symbols of n's declared input types to the concrete
-// sizes in.
-func bindNode(n *ir.Node, in []ir.Type) (map[string]int64, bool) {
-	env := map[string]int64{}
+// bindNode binds the symbols of n's declared input types (and of its
+// shape attributes) to the concrete sizes in and out.
+func bindNode(n *ir.Node, in, out []ir.Type) (map[string]int64, bool) {
+	env := shapeEnv(n, out)
 	for i, v := range n.Inputs {
 		if v == nil || i >= len(in) || v.Type.Shape.Rank() != in[i].Shape.Rank() {
 			return nil, false
@@ -558,7 +593,7 @@ func (d *Device) launch(n *ir.Node, in []*runtime.Buffer, outs []ir.Type) ([]*ru
 		}
 		ts[i], types[i] = t, t.Type()
 	}
-	want, _, err := ir.InferTypes(n.Op, types, n.Attrs)
+	want, _, err := ir.InferTypes(n.Op, types, bindAttrs(n.Attrs, shapeEnv(n, outs)))
 	if err != nil {
 		return nil, err
 	}
@@ -572,7 +607,7 @@ func (d *Device) launch(n *ir.Node, in []*runtime.Buffer, outs []ir.Type) ([]*ru
 		// identities: reshape (unless CopyReshape), probe, transfer
 		return []*runtime.Buffer{d.wrap(ts[0].Reshaped(want[0].Shape.Sizes()))}, nil
 	}
-	k, err := d.kernelFor(n, types)
+	k, err := d.kernelFor(n, types, want)
 	if err != nil {
 		return nil, err
 	}
