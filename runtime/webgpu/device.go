@@ -59,8 +59,13 @@ type Options struct {
 	// Faults maps node ids to a fault of codegen/wgsl injected into that
 	// node's kernel. For tests of the carving and migration tools only.
 	Faults map[int]string
-	// Verbose keeps wgpu's warnings on stderr (errors are always returned).
+	// Verbose turns on wgpu's log of warnings and errors on stderr (errors
+	// are returned as Go errors either way).
 	Verbose bool
+	// Limits, where a field is set, lowers the device limit kernels are
+	// generated for (tests use it to exercise folded grids and small
+	// workgroups).
+	Limits wgsl.Limits
 }
 
 // Device is a WebGPU device. Its methods are safe for concurrent use (they
@@ -74,6 +79,7 @@ type Device struct {
 	adapter  *wgpu.Adapter
 	dev      *wgpu.Device
 	queue    *wgpu.Queue
+	info     wgpu.AdapterInfo
 	limits   wgpu.Limits
 	cgLimits wgsl.Limits
 	faults   map[int]string
@@ -92,6 +98,9 @@ type Device struct {
 	closed  bool
 
 	stats Stats
+
+	// hook, when set (by tests), may alter each kernel after generation.
+	hook func(*codegen.Kernel)
 }
 
 // Stats counts what the device did, for tests and benchmarks.
@@ -155,10 +164,12 @@ func quiet() {
 // with the adapter's own limits.
 func Open(opts Options) (*Device, error) {
 	quiet()
+	// Every error comes back as a Go error, so wgpu's own log (which would
+	// print each one again on stderr) stays off unless asked for.
 	if opts.Verbose {
 		wgpu.SetLogLevel(wgpu.LogLevelWarn)
 	} else {
-		wgpu.SetLogLevel(wgpu.LogLevelError)
+		wgpu.SetLogLevel(wgpu.LogLevelOff)
 	}
 	if opts.MaxBatch <= 0 {
 		opts.MaxBatch = 64
@@ -194,7 +205,8 @@ func Open(opts Options) (*Device, error) {
 	info := adapter.GetInfo()
 	d := &Device{
 		opts:     opts,
-		name:     fmt.Sprintf("webgpu:%s:%s", backendName(info.BackendType), info.Name),
+		name:     fmt.Sprintf("webgpu:%s:%s", backendName(info.BackendType), adapterName(info)),
+		info:     info,
 		instance: inst,
 		adapter:  adapter,
 		dev:      dev,
@@ -215,6 +227,19 @@ func Open(opts Options) (*Device, error) {
 		pool:      map[uint64][]*wgpu.Buffer{},
 		staging:   map[uint64][]*wgpu.Buffer{},
 	}
+	lower := func(dst *int, v int) {
+		if v > 0 && v < *dst {
+			*dst = v
+		}
+	}
+	l := &d.cgLimits
+	lower(&l.MaxInvocationsPerWorkgroup, opts.Limits.MaxInvocationsPerWorkgroup)
+	lower(&l.MaxWorkgroupSizeX, opts.Limits.MaxWorkgroupSizeX)
+	lower(&l.MaxWorkgroupSizeY, opts.Limits.MaxWorkgroupSizeY)
+	lower(&l.MaxWorkgroupSizeZ, opts.Limits.MaxWorkgroupSizeZ)
+	lower(&l.MaxWorkgroupStorageSize, opts.Limits.MaxWorkgroupStorageSize)
+	lower(&l.MaxWorkgroupsPerDimension, opts.Limits.MaxWorkgroupsPerDimension)
+	lower(&l.MaxStorageBuffersPerShaderStage, opts.Limits.MaxStorageBuffersPerShaderStage)
 	for id, f := range opts.Faults {
 		d.faults[id] = f
 	}
@@ -227,6 +252,25 @@ func orDefault(s, def string) string {
 	}
 	return s
 }
+
+// adapterName is a short name of the adapter: its device name, or the first
+// word of the driver's description when the name is only a hex id (as
+// lavapipe's is).
+func adapterName(info wgpu.AdapterInfo) string {
+	name := info.Name
+	if name == "" || strings.HasPrefix(name, "0x") {
+		if f := strings.Fields(info.DriverDescription); len(f) > 0 {
+			name = f[0]
+		}
+	}
+	if name == "" {
+		name = "unknown"
+	}
+	return name
+}
+
+// Adapter describes the adapter the device runs on.
+func (d *Device) Adapter() wgpu.AdapterInfo { return d.info }
 
 func backendName(b wgpu.BackendType) string {
 	switch b {
@@ -629,6 +673,9 @@ func (d *Device) planFor(n *ir.Node, in, out []ir.Type) (*plan, error) {
 		return nil, err
 	}
 	d.stats.KernelsMade++
+	if d.hook != nil {
+		d.hook(k)
+	}
 	pp, err := d.compile(k)
 	if err != nil {
 		return nil, err
@@ -755,8 +802,8 @@ func (d *Device) launch(n *ir.Node, in []*runtime.Buffer, outs []ir.Type) ([]*ru
 		}
 		hs[i], types[i] = h, b.Type()
 	}
-	if n.Op == "reshape" && !d.opts.CopyReshape && len(in) == 1 {
-		want, _, err := ir.InferTypes(n.Op, types, n.Attrs)
+	if n.Op == "reshape" && !d.opts.CopyReshape && len(in) == 1 && d.faults[n.ID] == "" {
+		want, _, err := ir.InferTypes(n.Op, types, wgsl.BoundAttrs(n, types, outs))
 		if err != nil {
 			return nil, err
 		}

@@ -1,0 +1,194 @@
+package webgpu
+
+import (
+	"errors"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/tapml/tapml/codegen"
+	"github.com/tapml/tapml/ir"
+	"github.com/tapml/tapml/runtime"
+	"github.com/tapml/tapml/tensor"
+)
+
+// smallModule is f(x f32[4, 8], y f32[8]) = softmax(mul(add(x, y), add(x, y))).
+func smallModule(t *testing.T) (*ir.Module, map[string]*ir.Node) {
+	t.Helper()
+	m := ir.NewModule("small")
+	b := ir.NewFunction(m, "f")
+	x := b.Param("x", ir.T(ir.F32, ir.S(4, 8)))
+	y := b.Param("y", ir.T(ir.F32, ir.S(8)))
+	a := b.At("blk.add").Add(x, y)
+	p := b.At("blk.mul").Mul(a, a)
+	s := b.At("blk.softmax").Op("softmax", []*ir.Value{p}, nil)
+	b.Return(s)
+	if err := b.Err(); err != nil {
+		t.Fatal(err)
+	}
+	nodes := map[string]*ir.Node{}
+	for _, n := range b.F.Nodes {
+		nodes[n.Op] = n
+	}
+	return m, nodes
+}
+
+func smallArgs(t *testing.T, d runtime.Device) []*runtime.Buffer {
+	t.Helper()
+	r := newRand(3)
+	x, err := d.Upload(randF32(r, -1, 1, 4, 8))
+	if err != nil {
+		t.Fatal(err)
+	}
+	y, err := d.Upload(randF32(r, -1, 1, 8))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return []*runtime.Buffer{x, y}
+}
+
+// callSmall runs the small module and downloads its result.
+func callSmall(t *testing.T, exec *runtime.Executor) (*tensor.Tensor, error) {
+	t.Helper()
+	d := exec.Device("")
+	args := smallArgs(t, d)
+	defer func() {
+		for _, a := range args {
+			d.Free(a)
+		}
+	}()
+	out, err := exec.Call("f", args...)
+	if err != nil {
+		return nil, err
+	}
+	defer d.Free(out[0])
+	return d.Download(out[0])
+}
+
+// withHook installs a kernel hook on the shared device for one test.
+func withHook(t *testing.T, h func(k *codegen.Kernel)) {
+	testDev.mu.Lock()
+	testDev.hook = h
+	testDev.mu.Unlock()
+	t.Cleanup(func() {
+		testDev.mu.Lock()
+		testDev.hook = nil
+		testDev.mu.Unlock()
+	})
+}
+
+// wantKernelError checks that err is a KernelError naming node n, and that
+// its message names the op, the node and the given detail.
+func wantKernelError(t *testing.T, err error, n *ir.Node, detail string) {
+	t.Helper()
+	var ke *runtime.KernelError
+	if !errors.As(err, &ke) {
+		t.Fatalf("got %v (%T), want a *runtime.KernelError", err, err)
+	}
+	if ke.Node != n {
+		t.Errorf("error names node %v, want %v", ke.Node, n)
+	}
+	msg := err.Error()
+	for _, s := range []string{n.Op, n.Prov, "#" + strconv.Itoa(n.ID), detail} {
+		if !strings.Contains(msg, s) {
+			t.Errorf("error %q does not mention %q", msg, s)
+		}
+	}
+	t.Logf("error: %v", err)
+}
+
+// TestInvalidShaderIsAnError breaks the WGSL of one node: the executor's
+// call fails with a KernelError naming that node and the compiler's
+// line:column, the process survives, and the device works afterwards.
+func TestInvalidShaderIsAnError(t *testing.T) {
+	m, nodes := smallModule(t)
+	mul := nodes["mul"]
+	withHook(t, func(k *codegen.Kernel) {
+		if k.NodeID == mul.ID {
+			k.Source = append(k.Source, []byte("\nfn broken() -> f32 { return 1u; }\n")...)
+		}
+	})
+	exec := runtime.NewExecutor(m, testDev)
+	_, err := callSmall(t, exec)
+	wantKernelError(t, err, mul, "shader module")
+	if err == nil || !strings.Contains(err.Error(), ":") {
+		t.Errorf("error lacks a source position: %v", err)
+	}
+	// Prepare reports the same node before anything runs.
+	m2, nodes2 := smallModule(t)
+	mul2 := nodes2["mul"]
+	withHook(t, func(k *codegen.Kernel) {
+		if k.NodeID == mul2.ID {
+			k.Source = []byte("this is not WGSL")
+		}
+	})
+	err = runtime.NewExecutor(m2, testDev).Prepare("f")
+	wantKernelError(t, err, mul2, "shader module")
+
+	withHook(t, nil)
+	want := referenceSmall(t, m)
+	got, err := callSmall(t, runtime.NewExecutor(m, testDev))
+	if err != nil {
+		t.Fatalf("device unusable after a shader error: %v", err)
+	}
+	compare(t, "after error", want, got, reduction)
+}
+
+func referenceSmall(t *testing.T, m *ir.Module) *tensor.Tensor {
+	t.Helper()
+	x, err := callSmall(t, runtime.NewExecutor(m, refDev))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return x
+}
+
+// TestInvalidDispatchIsAnError makes one dispatch exceed the device's grid
+// limit. wgpu rejects it when the compute pass ends (before anything is
+// submitted, where it would abort the process): the launch fails with a
+// KernelError, the work recorded before it in the same batch is reported
+// lost at the next call, and the device works afterwards.
+func TestInvalidDispatchIsAnError(t *testing.T) {
+	m, nodes := smallModule(t)
+	sm := nodes["softmax"]
+	withHook(t, func(k *codegen.Kernel) {
+		if k.NodeID == sm.ID {
+			k.Grid[0] = int(testDev.limits.MaxComputeWorkgroupsPerDimension) + 1
+		}
+	})
+	_, err := callSmall(t, runtime.NewExecutor(m, testDev))
+	wantKernelError(t, err, sm, "dispatch")
+	// add and mul were recorded in the dropped encoder: the next call says so.
+	if err := testDev.Sync(); err == nil || !strings.Contains(err.Error(), "dropped") {
+		t.Errorf("Sync after a dropped batch: got %v, want an error about dropped work", err)
+	}
+	if err := testDev.Sync(); err != nil {
+		t.Errorf("second Sync: %v", err)
+	}
+	withHook(t, nil)
+	m2, _ := smallModule(t)
+	got, err := callSmall(t, runtime.NewExecutor(m2, testDev))
+	if err != nil {
+		t.Fatalf("device unusable after a dispatch error: %v", err)
+	}
+	compare(t, "after error", referenceSmall(t, m2), got, reduction)
+}
+
+// TestFreedBufferIsAnError checks that using a freed buffer is an error.
+func TestFreedBufferIsAnError(t *testing.T) {
+	b, err := testDev.Upload(tensor.FromFloat32([]int{3}, []float32{1, 2, 3}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	testDev.Free(b)
+	if _, err := testDev.Download(b); err == nil {
+		t.Error("download of a freed buffer succeeded")
+	}
+	n, outs := mkNode(t, 1, "neg", nil, ir.T(ir.F32, ir.S(3)))
+	if _, err := testDev.Launch(n, []*runtime.Buffer{b}, outs); err == nil {
+		t.Error("launch on a freed buffer succeeded")
+	}
+	if _, err := testDev.Upload(tensor.New(ir.F16, []int{2})); err == nil {
+		t.Error("upload of f16 succeeded")
+	}
+}
