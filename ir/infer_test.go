@@ -58,7 +58,7 @@ func TestInferTypes(t *testing.T) {
 		{"constant", nil, Attrs{"shape": IntsAttr(2, 2), "value": FloatsAttr(1, 2, 3)}, "error: value has 3 elements, shape [2, 2] needs 1 or 4"},
 		{"constant", nil, Attrs{"shape": ShapeAttr(Shape{Sym("seq")}), "value": FloatsAttr(1)}, "error: shape [seq] must be static with sizes >= 0"},
 		{"constant", nil, Attrs{"shape": IntsAttr(-1), "value": FloatsAttr(1)}, "error: shape [-1] must be static with sizes >= 0"},
-		{"constant", nil, Attrs{"shape": IntsAttr(1 << 62, 4), "value": FloatsAttr(1)}, "error: element count overflows int64"},
+		{"constant", nil, Attrs{"shape": IntsAttr(1<<62, 4), "value": FloatsAttr(1)}, "error: element count overflows int64"},
 		{"constant", nil, Attrs{"shape": IntsAttr(-2), "value": FloatsAttr(1)}, "error: dim -2 is negative"},
 		{"constant", nil, Attrs{"dtype": DTypeAttr(Invalid), "value": FloatsAttr(1)}, `error: attribute "dtype": invalid dtype invalid`},
 		{"constant", nil, nil, `error: missing required attribute "value" (floats)`},

@@ -208,8 +208,8 @@ func (l *lexer) quoted() (string, error) {
 	line, col := l.line, l.col
 	end := l.pos + 1
 	for end < len(l.src) && l.src[end] != '"' && l.src[end] != '\n' {
-		if l.src[end] == '\\' {
-			end++
+		if l.src[end] == '\\' && end+1 < len(l.src) && l.src[end+1] != '\n' {
+			end++ // skip the escaped byte (a quote, say), never a newline
 		}
 		end++
 	}

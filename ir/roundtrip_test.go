@@ -214,6 +214,19 @@ func TestAllOpsRoundTrip(t *testing.T) {
 	c.Funcs[0].Nodes[0].Attrs["axis"] = IntAttr(1)
 	c.Funcs[0].Nodes[0].Outputs[0].Type.Shape[0] = D(3)
 	c.AddWeight("extra", T(F32, S(1)), nil)
+	if d := diffModules(m, c); !strings.Contains(d, "axis") || !strings.Contains(d, "extra") {
+		t.Errorf("diffModules misses changes:\n%s", d)
+	}
+	c = m.Clone()
+	c.Funcs[0].Nodes[3].Attrs = Attrs{"x": FloatAttr(math.Copysign(0, -1))}
+	if diffModules(m, c) == "" {
+		t.Error("diffModules misses a changed attribute")
+	}
+	c = m.Clone()
+	c.Funcs[0].Nodes[5].Inputs[0] = c.Funcs[0].Nodes[4].Output()
+	if diffModules(m, c) == "" {
+		t.Error("diffModules misses a rewired input")
+	}
 	if Text(m) != Text(allOpsModule(t)) {
 		t.Error("changing a clone changed the original")
 	}
