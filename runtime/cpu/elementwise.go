@@ -417,24 +417,37 @@ func (p *program) evalF32(in []*tensor.Tensor) (*tensor.Tensor, error) {
 	out := tensor.New(ir.F32, bc.shape)
 	dst := out.Float32s()
 	chunk := max(1, min(bc.inner, maxChunk))
-	scratch := make([]float32, len(p.code)*chunk)
-	regs := make([][]float32, len(p.code))
 	last := len(p.code) - 1
+	// Registers that need memory: constants, broadcast inputs and results
+	// other than the last, which is written straight to the output.
+	scratch := make([][]float32, len(p.code))
+	need := 0
 	for pc, ins := range p.code {
+		if ins.kind == kConst || ins.kind == kInput && !bc.unit[ins.input] || ins.kind >= kUnary && pc != last {
+			need++
+		}
+	}
+	block := make([]float32, need*chunk)
+	for pc, ins := range p.code {
+		if ins.kind == kConst || ins.kind == kInput && !bc.unit[ins.input] || ins.kind >= kUnary && pc != last {
+			scratch[pc], block = block[:chunk:chunk], block[chunk:]
+		}
 		if ins.kind == kConst {
-			r := scratch[pc*chunk : (pc+1)*chunk]
-			for i := range r {
-				r[i] = ins.c
+			for i := range scratch[pc] {
+				scratch[pc][i] = ins.c
 			}
 		}
 	}
+	regs := make([][]float32, len(p.code))
 	bc.runs(func(o int, offs []int) {
 		for start := 0; start < bc.inner; start += chunk {
 			l := min(chunk, bc.inner-start)
 			for pc, ins := range p.code {
-				reg := scratch[pc*chunk : pc*chunk+l]
+				var reg []float32
 				if pc == last && ins.kind >= kUnary {
 					reg = dst[o+start : o+start+l]
+				} else if scratch[pc] != nil {
+					reg = scratch[pc][:l]
 				}
 				switch ins.kind {
 				case kInput:

@@ -350,8 +350,10 @@ func attentionKernel(d *Device, c *call) ([]*tensor.Tensor, error) {
 				n = pos + r + 1
 			}
 			qv := qd[task*dh : (task+1)*dh]
+			row, off := kh*dh, kvh*dh // cache row stride, this head's offset
 			for j := 0; j < n; j++ {
-				kv := kd[(j*kh+kvh)*dh : (j*kh+kvh+1)*dh]
+				kv := kd[j*row+off : j*row+off+dh]
+				kv = kv[:len(qv)]
 				var score float32
 				for i, x := range qv {
 					score += float32(x * kv[i])
@@ -362,9 +364,10 @@ func attentionKernel(d *Device, c *call) ([]*tensor.Tensor, error) {
 			ov := od[task*dh : (task+1)*dh]
 			for j := 0; j < n; j++ {
 				a := att[j]
-				vv := vd[(j*kh+kvh)*dh : (j*kh+kvh+1)*dh]
-				for i := range ov {
-					ov[i] += float32(a * vv[i])
+				vv := vd[j*row+off : j*row+off+dh]
+				vv = vv[:len(ov)]
+				for i, x := range vv {
+					ov[i] += float32(a * x)
 				}
 			}
 		}
