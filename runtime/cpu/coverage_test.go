@@ -1,10 +1,12 @@
 package cpu
 
 import (
+	"errors"
 	"strings"
 	"testing"
 
 	"github.com/tapml/tapml/ir"
+	"github.com/tapml/tapml/runtime"
 	"github.com/tapml/tapml/tensor"
 )
 
@@ -125,5 +127,25 @@ func TestErrors(t *testing.T) {
 	b[0].Handle = "not a tensor"
 	if _, err := d.Launch(&ir.Node{Op: "neg"}, b, nil); err == nil || !strings.Contains(err.Error(), "not a CPU buffer") {
 		t.Errorf("foreign buffer: error %v", err)
+	}
+}
+
+func TestPrepare(t *testing.T) {
+	d := New()
+	good := &ir.Node{ID: 3, Op: "fused_elementwise", Attrs: ir.Attrs{"expr": ir.StringAttr("mul(silu($0), $1)")}}
+	bad := &ir.Node{ID: 4, Op: "fused_elementwise", Attrs: ir.Attrs{"expr": ir.StringAttr("mul(silu($0)")}}
+	if err := d.Prepare(nil, nil, []*ir.Node{good}); err != nil {
+		t.Fatal(err)
+	}
+	if d.exprs["mul(silu($0), $1)"] == nil {
+		t.Error("Prepare did not compile the expression")
+	}
+	err := d.Prepare(nil, nil, []*ir.Node{good, bad})
+	var ke *runtime.KernelError
+	if !errors.As(err, &ke) || ke.Node != bad {
+		t.Errorf("Prepare of a bad expression: error %v, want a KernelError naming node #4", err)
+	}
+	if err := d.Prepare(nil, nil, []*ir.Node{{Op: "nope"}}); err == nil {
+		t.Error("Prepare of an unknown op: no error")
 	}
 }

@@ -40,7 +40,10 @@ type Device struct {
 	exprs map[string]*program // compiled fused_elementwise expressions
 }
 
-var _ runtime.Device = (*Device)(nil)
+var (
+	_ runtime.Device   = (*Device)(nil)
+	_ runtime.Preparer = (*Device)(nil)
+)
 
 // New returns a CPU device that uses up to GOMAXPROCS goroutines.
 func New() *Device {
@@ -167,6 +170,29 @@ func init() {
 	} {
 		kernels[op] = k
 	}
+}
+
+// Prepare checks, before a run, that every node has a kernel and valid
+// attributes, and compiles the expressions of fused_elementwise nodes. It
+// reports the first problem as a *runtime.KernelError naming the node.
+func (d *Device) Prepare(_ *ir.Module, _ *ir.Function, nodes []*ir.Node) error {
+	for _, n := range nodes {
+		fail := func(err error) error { return &runtime.KernelError{Device: d.Name(), Node: n, Err: err} }
+		def := ir.LookupOp(n.Op)
+		if def == nil || kernels[n.Op] == nil {
+			return fail(fmt.Errorf("no kernel for op %q", n.Op))
+		}
+		a, err := normAttrs(def, n.Attrs)
+		if err != nil {
+			return fail(err)
+		}
+		if n.Op == "fused_elementwise" {
+			if _, err := d.program(a.String("expr")); err != nil {
+				return fail(err)
+			}
+		}
+	}
+	return nil
 }
 
 // Supports reports whether the device has a kernel for op.

@@ -565,20 +565,9 @@ func binaryKernel(_ *Device, c *call) ([]*tensor.Tensor, error) { return element
 // compiled once per distinct expr string and cached on the device.
 func fusedKernel(d *Device, c *call) ([]*tensor.Tensor, error) {
 	src := c.attrs.String("expr")
-	d.mu.Lock()
-	p := d.exprs[src]
-	d.mu.Unlock()
-	if p == nil {
-		e, err := ir.ParseExpr(src)
-		if err != nil {
-			return nil, err
-		}
-		if p, err = compile(e); err != nil {
-			return nil, err
-		}
-		d.mu.Lock()
-		d.exprs[src] = p
-		d.mu.Unlock()
+	p, err := d.program(src)
+	if err != nil {
+		return nil, err
 	}
 	if p.nin != len(c.in) {
 		return nil, fmt.Errorf("expr %q reads %d inputs, the node has %d", src, p.nin, len(c.in))
@@ -593,4 +582,26 @@ func fusedKernel(d *Device, c *call) ([]*tensor.Tensor, error) {
 		return nil, err
 	}
 	return []*tensor.Tensor{out}, nil
+}
+
+// program returns the compiled form of a fused expression, compiling it
+// the first time.
+func (d *Device) program(src string) (*program, error) {
+	d.mu.Lock()
+	p := d.exprs[src]
+	d.mu.Unlock()
+	if p != nil {
+		return p, nil
+	}
+	e, err := ir.ParseExpr(src)
+	if err != nil {
+		return nil, err
+	}
+	if p, err = compile(e); err != nil {
+		return nil, err
+	}
+	d.mu.Lock()
+	d.exprs[src] = p
+	d.mu.Unlock()
+	return p, nil
 }
