@@ -84,7 +84,7 @@ func (g *gen) gemvT(s mmShape, nb int) (*codegen.Kernel, error) {
 		l = wg
 	}
 	r := wg / l
-	grid, gid := g.fold(ceilDiv(s.n, r))
+	grid, gid := g.foldDims(ceilDiv(s.n, r), 2)
 	grid[2] = nb
 	if s.n == 0 || nb == 0 {
 		grid = [3]int{0, 1, 1}
@@ -149,7 +149,7 @@ func (g *gen) gemvN(s mmShape, nb int) (*codegen.Kernel, error) {
 	}
 	nu := s.n / w
 	wg := g.threads(min(256, max(nu, 64)))
-	grid, gid := g.fold(ceilDiv(nu, wg))
+	grid, gid := g.foldDims(ceilDiv(nu, wg), 2)
 	grid[2] = nb
 	if s.n == 0 || nb == 0 {
 		grid = [3]int{0, 1, 1}

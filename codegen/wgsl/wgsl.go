@@ -305,16 +305,29 @@ func (g *gen) kernel(wg [3]int, grid [3]int) *codegen.Kernel {
 }
 
 // fold spreads groups workgroups over a grid whose dimensions stay within
-// the device limit, returning the grid and the WGSL expression of the
-// linear workgroup index (which may exceed groups-1 in the last row: guard).
-func (g *gen) fold(groups int) ([3]int, string) {
-	max := g.lim.MaxWorkgroupsPerDimension
-	if groups <= max {
+// the device limit (x, then y, then z), returning the grid and the WGSL
+// expression of the linear workgroup index, which may exceed groups-1 in
+// the slack of the last row: kernels guard it.
+func (g *gen) fold(groups int) ([3]int, string) { return g.foldDims(groups, 3) }
+
+// foldDims folds into at most dims grid dimensions (2 leaves wid.z to the
+// caller); a grid that does not fit is left oversized for Generate to
+// report.
+func (g *gen) foldDims(groups, dims int) ([3]int, string) {
+	m := g.lim.MaxWorkgroupsPerDimension
+	if groups <= m {
 		return [3]int{groups, 1, 1}, "wid.x"
 	}
-	gy := ceilDiv(groups, max)
-	gx := ceilDiv(groups, gy)
-	return [3]int{gx, gy, 1}, fmt.Sprintf("(wid.x + wid.y * %du)", gx)
+	if groups <= m*m || dims < 3 {
+		gy := ceilDiv(groups, m)
+		gx := ceilDiv(groups, gy)
+		return [3]int{gx, gy, 1}, fmt.Sprintf("(wid.x + wid.y * %du)", gx)
+	}
+	gz := ceilDiv(groups, m*m)
+	rest := ceilDiv(groups, gz)
+	gy := ceilDiv(rest, m)
+	gx := ceilDiv(rest, gy)
+	return [3]int{gx, gy, gz}, fmt.Sprintf("(wid.x + wid.y * %du + wid.z * %du)", gx, gx*gy)
 }
 
 // threads is the largest power of two <= want that the limits allow for a

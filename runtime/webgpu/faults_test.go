@@ -55,7 +55,7 @@ func TestFaultsChangeResults(t *testing.T) {
 	}
 	// softmax subtracts the max, so only inputs beyond the f16 range overflow.
 	list = append(list, fc{wgsl.FaultF16Overflow, big(cases["softmax [1 32000] axis -1"], 2e4)})
-	for _, name := range []string{"matmul tiled 128", "matmul gemv 15M classifier", "rms_norm 15M prefill", "layer_norm odd",
+	for _, name := range []string{"matmul tiled 128", "matmul gemv 15M w2", "rms_norm 15M prefill", "layer_norm odd",
 		"softmax [1 32000] axis -1", "argmax [2 513] axis -1", "attention 15M prefill"} {
 		list = append(list, fc{wgsl.FaultMissingBarrier, cases[name]})
 	}

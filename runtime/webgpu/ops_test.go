@@ -5,6 +5,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/tapml/tapml/codegen/wgsl"
@@ -273,5 +274,44 @@ func TestEveryOpHasKernel(t *testing.T) {
 		if !wgsl.Supports(d.Name) {
 			t.Errorf("op %s has no WGSL kernel", d.Name)
 		}
+	}
+}
+
+// TestOpsSmallLimits runs the op cases on a second device whose kernels are
+// generated for small limits (64 invocations, 7 workgroups per grid
+// dimension, 4 KiB of workgroup memory), so that folded 2D/3D grids,
+// small workgroups and chunked attention run for real. Cases whose grid
+// cannot fold within 7 per dimension (an error from the generator, not a
+// wrong kernel) are skipped.
+func TestOpsSmallLimits(t *testing.T) {
+	if testing.Short() {
+		t.Skip("second device")
+	}
+	d, err := Open(Options{Limits: wgsl.Limits{MaxInvocationsPerWorkgroup: 64, MaxWorkgroupSizeX: 64,
+		MaxWorkgroupsPerDimension: 7, MaxWorkgroupStorageSize: 4096}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	for i, c := range opCases() {
+		t.Run(c.name, func(t *testing.T) {
+			in := c.gen(newRand(uint64(i) + 1))
+			types := make([]ir.Type, len(in))
+			for j, x := range in {
+				types[j] = x.Type()
+			}
+			n, outs := mkNode(t, 100+i, c.op, c.attrs, types...)
+			if _, err := wgsl.Generate(n, types, outs, wgsl.Options{Limits: d.Limits()}); err != nil && strings.Contains(err.Error(), "grid") {
+				t.Skip(err)
+			}
+			want := reference(t, n, outs, in...)
+			got, err := run(t, d, n, outs, in...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for j := range want {
+				compare(t, c.name, want[j], got[j], c.tol)
+			}
+		})
 	}
 }
