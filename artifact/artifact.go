@@ -28,6 +28,7 @@ import (
 
 	"github.com/goccy/go-yaml"
 	"github.com/tapml/tapml/codegen"
+	"github.com/tapml/tapml/frontend/tokenizer"
 	"github.com/tapml/tapml/ir"
 	"github.com/tapml/tapml/passes"
 	"github.com/tapml/tapml/tensor/safetensors"
@@ -47,14 +48,15 @@ const (
 
 // Manifest is manifest.yaml.
 type Manifest struct {
-	Format   int               `yaml:"format"`
-	Tool     string            `yaml:"tool"`
-	Model    Model             `yaml:"model"`
-	Target   string            `yaml:"target"`
-	Probed   bool              `yaml:"probed"`
-	Pipeline []passes.StepInfo `yaml:"pipeline"`
-	Kernels  []Kernel          `yaml:"kernels,omitempty"`
-	Files    []File            `yaml:"files"`
+	Format    int               `yaml:"format"`
+	Tool      string            `yaml:"tool"`
+	Model     Model             `yaml:"model"`
+	Target    string            `yaml:"target"`
+	Probed    bool              `yaml:"probed"`
+	Pipeline  []passes.StepInfo `yaml:"pipeline"`
+	Kernels   []Kernel          `yaml:"kernels,omitempty"`
+	Tokenizer *Tokenizer        `yaml:"tokenizer,omitempty"`
+	Files     []File            `yaml:"files"`
 }
 
 // Model is the provenance of the compiled model.
@@ -122,6 +124,9 @@ type Build struct {
 	Pipeline []passes.StepInfo
 	Probed   bool
 	Kernels  KernelEmitter // nil: no kernels (the cpu target)
+	// Tokenizer, when set, is stored so that `tapmlc run build/` needs no
+	// --tokenizer.
+	Tokenizer *tokenizer.Tokenizer
 }
 
 // Write writes the build folder dir atomically and returns its manifest.
@@ -359,6 +364,15 @@ func writeContents(root string, b Build) (*Manifest, error) {
 			man.Kernels = append(man.Kernels, mk)
 		}
 	}
+	if b.Tokenizer != nil {
+		f, err := writeFile(root, TokenizerFile, encodeTokenizer(b.Tokenizer))
+		if err != nil {
+			return nil, err
+		}
+		man.Files = append(man.Files, f)
+		man.Tokenizer = &Tokenizer{File: TokenizerFile, Format: "llama2c", VocabSize: b.Tokenizer.VocabSize(),
+			BOS: b.Tokenizer.BOS(), EOS: b.Tokenizer.EOS()}
+	}
 	sort.Slice(man.Files, func(i, j int) bool { return man.Files[i].Path < man.Files[j].Path })
 	y, err := yaml.MarshalWithOptions(man, yaml.Indent(2), yaml.IndentSequence(true))
 	if err != nil {
@@ -489,6 +503,9 @@ func ReadManifest(dir string) (*Manifest, error) {
 		if !seen[need] {
 			return nil, fmt.Errorf("%s: corrupt manifest: %s is not listed", mp, need)
 		}
+	}
+	if man.Tokenizer != nil && !seen[man.Tokenizer.File] {
+		return nil, fmt.Errorf("%s: corrupt manifest: tokenizer file %s is not listed in files", mp, man.Tokenizer.File)
 	}
 	for _, k := range man.Kernels {
 		if !seen[k.File] {

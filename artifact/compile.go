@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 
+	"github.com/tapml/tapml/frontend/tokenizer"
 	"github.com/tapml/tapml/ir"
 	"github.com/tapml/tapml/passes"
 )
@@ -25,6 +26,8 @@ type CompileOptions struct {
 	// Kernels generates the target's kernels; nil for targets without
 	// ahead-of-time kernels (cpu).
 	Kernels KernelEmitter
+	// Tokenizer is stored in the build when set.
+	Tokenizer *tokenizer.Tokenizer
 	// PrintAfter and PrintTo are passes.RunConfig's.
 	PrintAfter string
 	PrintTo    io.Writer
@@ -80,12 +83,13 @@ func Compile(m *ir.Module, opts CompileOptions) (*passes.Report, *Manifest, erro
 	}
 	lowered.Meta["target"] = opts.Target
 	man, err := Write(opts.Out, Build{
-		Module:   lowered,
-		Target:   opts.Target,
-		Source:   opts.Source,
-		Pipeline: p.Summary(),
-		Probed:   p.Has("probe"),
-		Kernels:  opts.Kernels,
+		Module:    lowered,
+		Target:    opts.Target,
+		Source:    opts.Source,
+		Pipeline:  p.Summary(),
+		Probed:    p.Has("probe"),
+		Kernels:   opts.Kernels,
+		Tokenizer: opts.Tokenizer,
 	})
 	if err != nil {
 		return rep, nil, err

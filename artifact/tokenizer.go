@@ -1,0 +1,91 @@
+package artifact
+
+import (
+	"encoding/binary"
+	"fmt"
+	"math"
+	"os"
+	"path/filepath"
+
+	"github.com/tapml/tapml/frontend/tokenizer"
+)
+
+// TokenizerFile is the tokenizer of a build folder, when the model has one.
+const TokenizerFile = "tokenizer.bin"
+
+// Tokenizer is the manifest entry of the folder's tokenizer: the file, in
+// llama2.c's tok*.bin layout (int32 max piece length, then per token a
+// float32 score, an int32 length and the piece's bytes; little-endian), and
+// what that layout does not hold.
+type Tokenizer struct {
+	File      string `yaml:"file"`
+	Format    string `yaml:"format"`
+	VocabSize int    `yaml:"vocab_size"`
+	BOS       int    `yaml:"bos"`
+	EOS       int    `yaml:"eos"`
+}
+
+// encodeTokenizer writes t in llama2.c's layout.
+func encodeTokenizer(t *tokenizer.Tokenizer) []byte {
+	maxLen := 0
+	for i := 0; i < t.VocabSize(); i++ {
+		maxLen = max(maxLen, len(t.Token(i)))
+	}
+	out := binary.LittleEndian.AppendUint32(nil, uint32(maxLen))
+	for i := 0; i < t.VocabSize(); i++ {
+		p := t.Token(i)
+		out = binary.LittleEndian.AppendUint32(out, math.Float32bits(t.Score(i)))
+		out = binary.LittleEndian.AppendUint32(out, uint32(len(p)))
+		out = append(out, p...)
+	}
+	return out
+}
+
+// LoadTokenizer returns the tokenizer of a loaded build folder, or nil when
+// the build has none. Load has verified the file's checksum.
+func LoadTokenizer(dir string, man *Manifest) (*tokenizer.Tokenizer, error) {
+	if man.Tokenizer == nil {
+		return nil, nil
+	}
+	tk := man.Tokenizer
+	p := filepath.Join(dir, filepath.FromSlash(tk.File))
+	if tk.Format != "llama2c" {
+		return nil, fmt.Errorf("%s: tokenizer format %q is not one this tapmlc reads (llama2c)", p, tk.Format)
+	}
+	data, err := os.ReadFile(p)
+	if err != nil {
+		return nil, err
+	}
+	bad := func(why string) error { return fmt.Errorf("%s: corrupt tokenizer: %s", p, why) }
+	if tk.VocabSize <= 0 || tk.VocabSize > len(data)/8 {
+		return nil, bad(fmt.Sprintf("vocab_size %d does not fit the file", tk.VocabSize))
+	}
+	if len(data) < 4 {
+		return nil, bad("too short")
+	}
+	maxLen := int(binary.LittleEndian.Uint32(data))
+	pos := 4
+	vocab := make([]string, tk.VocabSize)
+	scores := make([]float32, tk.VocabSize)
+	for i := range vocab {
+		if len(data)-pos < 8 {
+			return nil, bad(fmt.Sprintf("ends in token %d", i))
+		}
+		scores[i] = math.Float32frombits(binary.LittleEndian.Uint32(data[pos:]))
+		n := int(binary.LittleEndian.Uint32(data[pos+4:]))
+		pos += 8
+		if n > maxLen || n > len(data)-pos {
+			return nil, bad(fmt.Sprintf("token %d has a bad length %d", i, n))
+		}
+		vocab[i] = string(data[pos : pos+n])
+		pos += n
+	}
+	if pos != len(data) {
+		return nil, bad(fmt.Sprintf("%d bytes after the last token", len(data)-pos))
+	}
+	t, err := tokenizer.New(vocab, scores, tk.BOS, tk.EOS)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", p, err)
+	}
+	return t, nil
+}
