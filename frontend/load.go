@@ -48,17 +48,10 @@ func BuiltinTiny() (*Model, error) {
 // Sniff reports the format of the file at path from its first bytes, or ""
 // when it is not recognised.
 func Sniff(path string) (string, error) {
-	f, err := os.Open(path)
+	head, err := readHead(path, 512)
 	if err != nil {
 		return "", err
 	}
-	defer f.Close()
-	head := make([]byte, 512)
-	n, err := io.ReadFull(f, head)
-	if err != nil && err != io.ErrUnexpectedEOF && err != io.EOF {
-		return "", fmt.Errorf("%s: %w", path, err)
-	}
-	head = head[:n]
 	switch {
 	case gguf.Sniff(head):
 		return "gguf", nil
@@ -69,6 +62,21 @@ func Sniff(path string) (string, error) {
 		return "llama2c", nil
 	}
 	return "", nil
+}
+
+// readHead returns up to n first bytes of a file.
+func readHead(path string, n int) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	head := make([]byte, n)
+	k, err := io.ReadFull(f, head)
+	if err != nil && err != io.ErrUnexpectedEOF && err != io.EOF {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return head[:k], nil
 }
 
 // Load reads the model at path in whatever supported format it is.
@@ -93,17 +101,21 @@ func Load(path string, opts Options) (*Model, error) {
 	case "tir":
 		model.Module, err = loadText(path, opts)
 	default:
-		return nil, fmt.Errorf("%s: not a model format tapml recognises (llama2.c checkpoint, GGUF, tapml IR text)", path)
+		// A llama2.c header has no magic: say what is wrong with it in case
+		// the file was meant to be one.
+		why := ""
+		if head, err := readHead(path, 256); err == nil {
+			if _, err := llama2c.ParseHeader(head); err != nil {
+				why = "; read as a llama2.c checkpoint: " + err.Error()
+			}
+		}
+		return nil, fmt.Errorf("%s: not a model format tapml recognises (llama2.c checkpoint, GGUF, tapml IR text)%s", path, why)
 	}
 	if err != nil {
 		return nil, err
 	}
 	if opts.Tokenizer != "" {
-		vocab := 0
-		if w := model.Module.Weight("tok_embeddings"); w != nil {
-			vocab = int(w.Type.Shape[0].Size)
-		}
-		if model.Tokenizer, err = llama2c.LoadTokenizer(opts.Tokenizer, vocab); err != nil {
+		if model.Tokenizer, err = llama2c.LoadModelTokenizer(opts.Tokenizer, model.Module); err != nil {
 			return nil, err
 		}
 	}

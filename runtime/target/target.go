@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/spf13/pflag"
+	"github.com/tapml/tapml/codegen/wgsl"
 	"github.com/tapml/tapml/runtime"
 	"github.com/tapml/tapml/runtime/cpu"
 	"github.com/tapml/tapml/runtime/webgpu"
@@ -40,4 +41,15 @@ func Open(target, backend string) (runtime.Device, error) {
 		return webgpu.Open(webgpu.Options{Backend: backend})
 	}
 	return nil, fmt.Errorf("unknown target %q (known: %s)", target, strings.Join(Names, ", "))
+}
+
+// Supports reports whether target has a kernel for op.
+func Supports(target, op string) bool {
+	switch target {
+	case "cpu":
+		return cpu.Supports(op)
+	case "webgpu":
+		return wgsl.Supports(op)
+	}
+	return false
 }

@@ -1,0 +1,213 @@
+package main
+
+import (
+	"bytes"
+	"encoding/binary"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// These tests run the real binary, as a user does.
+
+var binary_ string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "tapmlc-cli")
+	if err != nil {
+		panic(err)
+	}
+	binary_ = filepath.Join(dir, "tapmlc")
+	build := exec.Command("go", "build", "-o", binary_, ".")
+	build.Stderr = os.Stderr
+	if err := build.Run(); err != nil {
+		panic("building tapmlc: " + err.Error())
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// models is the folder of shared test models, ../shared/models from the repo root.
+func models(t *testing.T) string {
+	t.Helper()
+	dir, err := filepath.Abs("../../../shared/models")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "stories260K.bin")); err != nil {
+		t.Fatalf("test models not found: %v", err)
+	}
+	return dir
+}
+
+type result struct {
+	stdout, stderr string
+	code           int
+}
+
+func tapmlc(t *testing.T, args ...string) result {
+	t.Helper()
+	cmd := exec.Command(binary_, args...)
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	err := cmd.Run()
+	code := 0
+	if ee, ok := err.(*exec.ExitError); ok {
+		code = ee.ExitCode()
+	} else if err != nil {
+		t.Fatal(err)
+	}
+	return result{out.String(), errb.String(), code}
+}
+
+func golden(t *testing.T, name string) string {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join("../../frontend/llama2c/testdata", name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+// The CPU reference prints exactly what llama2.c's run.c prints.
+func TestRunStories260KMatchesRunC(t *testing.T) {
+	dir := models(t)
+	model, tok := filepath.Join(dir, "stories260K.bin"), filepath.Join(dir, "tok512.bin")
+	for _, tc := range []struct{ prompt, golden string }{
+		{"", "stories260K_greedy.golden"},
+		{"Once upon a time", "stories260K_once_upon_a_time.golden"},
+	} {
+		for _, target := range []string{"cpu", "webgpu"} {
+			r := tapmlc(t, "run", model, "--tokenizer", tok, "--steps", "256", "--temperature", "0", "--prompt", tc.prompt, "--target", target)
+			if r.code != 0 {
+				t.Fatalf("%s %q: exit %d: %s", target, tc.prompt, r.code, r.stderr)
+			}
+			if want := golden(t, tc.golden); r.stdout != want {
+				t.Errorf("%s prompt %q:\ngot  %q\nwant %q", target, tc.prompt, r.stdout, want)
+			}
+		}
+	}
+	if !strings.HasPrefix(golden(t, "stories260K_greedy.golden"), "Once upon a time, there was a little girl named Lily.") {
+		t.Error("golden does not begin as run.c's story does")
+	}
+}
+
+func TestRunGGUFAndBuiltin(t *testing.T) {
+	dir := models(t)
+	r := tapmlc(t, "run", filepath.Join(dir, "llama-2-tiny-random.gguf"), "--steps", "16", "--temperature", "0")
+	if r.code != 0 || len(strings.TrimSpace(r.stdout)) == 0 {
+		t.Fatalf("gguf: exit %d, stdout %q, stderr %s", r.code, r.stdout, r.stderr)
+	}
+	again := tapmlc(t, "run", filepath.Join(dir, "llama-2-tiny-random.gguf"), "--steps", "16", "--temperature", "0")
+	if again.stdout != r.stdout {
+		t.Errorf("greedy runs differ: %q vs %q", r.stdout, again.stdout)
+	}
+	b := tapmlc(t, "run", "--steps", "32", "--temperature", "0")
+	if b.code != 0 || len(b.stdout) < 2 {
+		t.Fatalf("builtin: exit %d, stdout %q, stderr %s", b.code, b.stdout, b.stderr)
+	}
+}
+
+// import writes IR text that runs to the same output as the model itself.
+func TestImportRoundTrip(t *testing.T) {
+	dir := models(t)
+	tir := filepath.Join(t.TempDir(), "stories.tir")
+	if r := tapmlc(t, "import", filepath.Join(dir, "stories260K.bin"), "-o", tir); r.code != 0 {
+		t.Fatalf("import: %s", r.stderr)
+	}
+	text, err := os.ReadFile(tir)
+	if err != nil || !bytes.HasPrefix(text, []byte("module ")) {
+		t.Fatalf("import wrote %q (%v)", text[:min(len(text), 40)], err)
+	}
+	r := tapmlc(t, "run", tir, "--tokenizer", filepath.Join(dir, "tok512.bin"), "--steps", "256", "--temperature", "0")
+	if r.code != 0 {
+		t.Fatalf("run tir: %s", r.stderr)
+	}
+	if want := golden(t, "stories260K_greedy.golden"); r.stdout != want {
+		t.Errorf("run of the imported text differs:\n%q", r.stdout)
+	}
+}
+
+// Bad inputs: one clear error naming the file and the problem, exit 1, no panic.
+func TestBadInputs(t *testing.T) {
+	dir := models(t)
+	tmp := t.TempDir()
+	write := func(name string, data []byte) string {
+		p := filepath.Join(tmp, name)
+		if err := os.WriteFile(p, data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	ckpt, err := os.ReadFile(filepath.Join(dir, "stories260K.bin"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	truncated := write("truncated.bin", ckpt[:1000])
+	corrupt := append([]byte{}, ckpt...)
+	binary.LittleEndian.PutUint32(corrupt[12:], 7) // n_heads 7 does not divide dim 64
+	corruptPath := write("corrupt.bin", corrupt)
+	ggufQ4K := write("q4k.gguf", ggufWithTensorType(t, filepath.Join(dir, "llama-2-tiny-random.gguf"), "token_embd.weight", 12))
+	syntax := write("syntax.tir", []byte("module \"x\" {\n  func @f(%a: f32[2]) -> (%b) {\n    %b = add(%a, %a : f32[2] #1\n    return %b\n  }\n}\n"))
+	typeErr := write("type.tir", []byte("module \"x\" {\n  func @f(%a: f32[2]) -> (%b) {\n    %b = add(%a, %a) : f32[3] #1\n    return %b\n  }\n}\n"))
+	unknown := write("unknown.dat", []byte("hello, not a model"))
+
+	for _, tc := range []struct {
+		name string
+		args []string
+		want []string // substrings of stderr
+	}{
+		{"truncated checkpoint", []string{"run", truncated, "--tokenizer", filepath.Join(dir, "tok512.bin")}, []string{truncated, "truncated", "file has 1000"}},
+		{"corrupt checkpoint", []string{"run", corruptPath, "--tokenizer", filepath.Join(dir, "tok512.bin")}, []string{corruptPath, "n_heads"}},
+		{"gguf unknown tensor type", []string{"run", ggufQ4K}, []string{ggufQ4K, "token_embd.weight", "Q4_K", "not support"}},
+		{"tokenizer mismatch", []string{"run", filepath.Join(dir, "llama-2-tiny-random.gguf"), "--tokenizer", filepath.Join(dir, "tok512.bin")}, []string{"tok512.bin", "512", "32000"}},
+		{"ir syntax error", []string{"run", syntax}, []string{syntax + ":3:21:", "expected ','"}},
+		{"ir type error", []string{"run", typeErr}, []string{typeErr + ":3:", "f32[3]", "f32[2]"}},
+		{"not a model", []string{"run", unknown}, []string{unknown, "not a model format"}},
+		{"missing file", []string{"run", filepath.Join(tmp, "nope.bin")}, []string{"nope.bin", "no such file"}},
+		{"unknown target", []string{"run", "--target", "nope"}, []string{`unknown target "nope"`}},
+		{"import without -o", []string{"import"}, []string{"-o"}},
+	} {
+		r := tapmlc(t, tc.args...)
+		if r.code != 1 {
+			t.Errorf("%s: exit %d, want 1 (stderr %q)", tc.name, r.code, r.stderr)
+		}
+		if strings.Contains(r.stderr, "panic") || strings.Contains(r.stderr, "goroutine ") {
+			t.Errorf("%s: panicked: %s", tc.name, r.stderr)
+		}
+		if lines := strings.Count(strings.TrimSpace(r.stderr), "\n") + 1; lines != 1 {
+			t.Errorf("%s: want one error line, got %d: %q", tc.name, lines, r.stderr)
+		}
+		for _, w := range tc.want {
+			if !strings.Contains(r.stderr, w) {
+				t.Errorf("%s: stderr %q lacks %q", tc.name, r.stderr, w)
+			}
+		}
+		if r.stdout != "" {
+			t.Errorf("%s: wrote to stdout: %q", tc.name, r.stdout)
+		}
+	}
+}
+
+// ggufWithTensorType copies a GGUF file, changing the ggml type of one tensor.
+func ggufWithTensorType(t *testing.T, path, tensor string, typ uint32) []byte {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	name := binary.LittleEndian.AppendUint64(nil, uint64(len(tensor)))
+	name = append(name, tensor...)
+	i := bytes.Index(data, name)
+	if i < 0 {
+		t.Fatalf("%s has no tensor %s", path, tensor)
+	}
+	p := i + len(name)
+	ndims := int(binary.LittleEndian.Uint32(data[p:]))
+	p += 4 + 8*ndims
+	binary.LittleEndian.PutUint32(data[p:], typ)
+	return data
+}
