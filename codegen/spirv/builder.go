@@ -205,8 +205,13 @@ func (b *Builder) Ge(a, c Value) Value {
 func (b *Builder) Eq(a, c Value) Value { return b.cmp(opFOrdEqual, opIEqual, opIEqual, a, c) }
 func (b *Builder) Ne(a, c Value) Value { return b.cmp(opFOrdNotEqual, opINotEqual, opINotEqual, a, c) }
 
-// IsNan reports whether a float is NaN.
-func (b *Builder) IsNan(a Value) Value { return b.op(opIsNan, b.M.Bool, a.ID) }
+// IsNan reports whether a float is NaN, from its bits (exponent all ones,
+// mantissa non-zero): robust under drivers' fast math, and expressible in
+// every language naga translates to (WGSL has no isNan).
+func (b *Builder) IsNan(a Value) Value {
+	bits := b.op(opBitwiseAnd, b.M.U32, b.Bitcast(b.M.U32, a).ID, b.U(0x7fffffff).ID)
+	return b.Gt(bits, b.U(0x7f800000))
+}
 
 func (b *Builder) And(a, c Value) Value { return b.op(opLogicalAnd, b.M.Bool, a.ID, c.ID) }
 func (b *Builder) Or(a, c Value) Value  { return b.op(opLogicalOr, b.M.Bool, a.ID, c.ID) }

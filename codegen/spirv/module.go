@@ -56,7 +56,7 @@ const (
 	opSDiv              = 135
 	opFDiv              = 136
 	opUMod              = 137
-	opIsNan             = 156
+	opBitwiseAnd        = 199
 	opLogicalOr         = 166
 	opLogicalAnd        = 167
 	opLogicalNot        = 168

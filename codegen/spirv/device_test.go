@@ -1,0 +1,206 @@
+package spirv
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/tapml/tapml/ir"
+	"github.com/tapml/tapml/runtime"
+	"github.com/tapml/tapml/runtime/cpu"
+	"github.com/tapml/tapml/tensor"
+)
+
+// tol is a comparison tolerance: |got - want| <= Abs + Rel·|want|; NaN
+// must meet NaN; integers compare exactly.
+type tol struct{ Abs, Rel float64 }
+
+// Tolerances by kind of kernel (f32; ε = 2^-24 ≈ 6e-8), the policy of the
+// WGSL kernels' tests:
+//
+//   - exact: data movement (gather, copies, transpose, slice, concat,
+//     kv_write, constant, cast), argmax, and the correctly rounded
+//     arithmetic (add, sub, mul, neg, abs, relu, maximum, minimum).
+//   - transcendental elementwise ops (exp, log, tanh, silu, gelu, pow, div,
+//     rsqrt, ...): Vulkan allows exp/log 3+2|x| ulp and division 2.5 ulp:
+//     1e-5 relative plus 1e-6 absolute near zeros.
+//   - matmul: a K-long dot product in another order than gonum's:
+//     2e-6·√K absolute plus 1e-5 relative (inputs in [-2, 2]).
+//   - rms_norm, layer_norm, softmax: a tree reduction and one
+//     transcendental per element: 1e-5 relative, 1e-6 absolute.
+//   - rope: the reference's own f32 frequencies and angles; only sin/cos
+//     differ: 2e-5 absolute.
+//   - attention: Dh-long dot products, an online softmax over chunks and a
+//     T-long weighted sum: 2e-5 absolute, 1e-4 relative.
+var (
+	exact     = tol{}
+	transc    = tol{Abs: 1e-6, Rel: 1e-5}
+	reduction = tol{Abs: 1e-6, Rel: 1e-5}
+	ropeTol   = tol{Abs: 2e-5, Rel: 1e-5}
+	attnTol   = tol{Abs: 2e-5, Rel: 1e-4}
+)
+
+// tolerance returns the tolerance of a test case.
+func (c testCase) tolerance() tol {
+	switch c.op {
+	case "neg", "abs", "relu", "add", "sub", "mul", "maximum", "minimum",
+		"constant", "cast", "gather", "kv_write", "reshape", "transpose", "slice", "concat",
+		"probe", "transfer", "argmax":
+		return exact
+	case "matmul":
+		k := c.in[0].Shape[c.in[0].Shape.Rank()-1].Size
+		return tol{Abs: 2e-6 * math.Sqrt(float64(k)) * 4, Rel: 1e-5}
+	case "rms_norm", "layer_norm", "softmax":
+		return reduction
+	case "rope":
+		return ropeTol
+	case "attention":
+		return attnTol
+	}
+	return transc
+}
+
+// inputs makes the test case's input tensors: fill where given, else
+// uniform in [-2, 2) (f32) or [-5, 5) (i32).
+func (c testCase) inputs(r *rand.Rand) []*tensor.Tensor {
+	ts := make([]*tensor.Tensor, len(c.in))
+	for i, t := range c.in {
+		x := tensor.New(t.DType, t.Shape.Sizes())
+		for j := range x.NumElements() {
+			var v float64
+			switch {
+			case c.fill[i] != nil:
+				v = c.fill[i](j)
+			case t.DType == ir.I32:
+				v = float64(r.IntN(10) - 5)
+			default:
+				v = r.Float64()*4 - 2
+			}
+			x.SetFloat64At(j, v)
+		}
+		ts[i] = x
+	}
+	return ts
+}
+
+// fullNode builds the node of a test case as a Builder would: normalized
+// attributes, input and output values.
+func (c testCase) fullNode(t testing.TB) (*ir.Node, []ir.Type) {
+	t.Helper()
+	outs, na, err := ir.InferTypes(c.op, c.in, c.attrs)
+	if err != nil {
+		t.Fatalf("infer: %v", err)
+	}
+	n := &ir.Node{ID: 1, Op: c.op, Attrs: na, Prov: "test." + c.op}
+	for i, ty := range c.in {
+		n.Inputs = append(n.Inputs, &ir.Value{Name: fmt.Sprintf("x%d", i), Type: ty})
+	}
+	for i, ty := range outs {
+		n.Outputs = append(n.Outputs, &ir.Value{Name: fmt.Sprintf("y%d", i), Type: ty, Def: n})
+	}
+	return n, outs
+}
+
+// reference runs a node on the CPU reference device.
+func reference(n *ir.Node, outs []ir.Type, in []*tensor.Tensor) ([]*tensor.Tensor, error) {
+	d := cpu.New()
+	bufs := make([]*runtime.Buffer, len(in))
+	for i, x := range in {
+		b, err := d.Upload(x.Clone())
+		if err != nil {
+			return nil, err
+		}
+		bufs[i] = b
+	}
+	res, err := d.Launch(n, bufs, outs)
+	if err != nil {
+		return nil, err
+	}
+	var got []*tensor.Tensor
+	for _, b := range res {
+		x, err := d.Download(b)
+		if err != nil {
+			return nil, err
+		}
+		got = append(got, x)
+	}
+	return got, nil
+}
+
+// compare reports the first elements that differ beyond tol.
+func compare(got, want *tensor.Tensor, tl tol) error {
+	if got.DType != want.DType || fmt.Sprint(got.Shape) != fmt.Sprint(want.Shape) {
+		return fmt.Errorf("got %s, want %s", got, want)
+	}
+	var bad []string
+	for i := range want.NumElements() {
+		g, w := got.Float64At(i), want.Float64At(i)
+		ok := g == w || (math.IsNaN(g) && math.IsNaN(w))
+		if !ok && got.DType != ir.I32 && !math.IsNaN(g) && !math.IsNaN(w) && !math.IsInf(w, 0) {
+			d := math.Abs(g - w)
+			ok = d <= tl.Abs+tl.Rel*math.Abs(w)
+		}
+		if !ok && len(bad) < 5 {
+			bad = append(bad, fmt.Sprintf("[%d] got %g want %g", i, g, w))
+		}
+		if !ok && len(bad) == 5 {
+			bad = append(bad, "...")
+		}
+	}
+	if len(bad) > 0 {
+		return fmt.Errorf("%v (tolerance %+v)", bad, tl)
+	}
+	return nil
+}
+
+// maxErr is the largest |got - want| / (Abs + Rel·|want|) over finite
+// elements (0 for exact matches).
+func maxErr(got, want *tensor.Tensor, tl tol) float64 {
+	worst := 0.0
+	for i := range want.NumElements() {
+		g, w := got.Float64At(i), want.Float64At(i)
+		if g == w || math.IsNaN(g) || math.IsNaN(w) || math.IsInf(w, 0) {
+			continue
+		}
+		worst = max(worst, math.Abs(g-w)/(tl.Abs+tl.Rel*math.Abs(w)))
+	}
+	return worst
+}
+
+// TestDevice runs every test case's SPIR-V kernel on wgpu's Vulkan adapter
+// (lavapipe here) and compares it with the CPU reference.
+func TestDevice(t *testing.T) {
+	g, err := openGPU()
+	if err != nil {
+		t.Skipf("no device: %v", err)
+	}
+	t.Logf("adapter: %s", g.name)
+	r := rand.New(rand.NewPCG(1, 2))
+	for _, c := range testCases() {
+		t.Run(c.name, func(t *testing.T) {
+			n, outs := c.fullNode(t)
+			in := c.inputs(r)
+			want, err := reference(n, outs, in)
+			if err != nil {
+				t.Fatalf("reference: %v", err)
+			}
+			k, err := Generate(n, c.in, outs, Options{Limits: g.kernelLimits()})
+			if err != nil {
+				t.Fatalf("generate: %v", err)
+			}
+			got, err := g.run(k, in)
+			if err != nil {
+				t.Fatalf("run: %v", err)
+			}
+			for i := range want {
+				if err := compare(got[i], want[i], c.tolerance()); err != nil {
+					t.Errorf("output %d: %v", i, err)
+				}
+				if testing.Verbose() {
+					t.Logf("max error %.3g (in units of the tolerance)", maxErr(got[i], want[i], c.tolerance()))
+				}
+			}
+		})
+	}
+}
