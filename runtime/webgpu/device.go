@@ -685,16 +685,29 @@ func (d *Device) planFor(n *ir.Node, in, out []ir.Type) (*plan, error) {
 	return p, nil
 }
 
-// compile creates (or finds) the pipeline of a kernel's source.
+// compile creates (or finds) the pipeline of a kernel's source: WGSL
+// text, or SPIR-V words (little-endian bytes) for Language "spirv".
 func (d *Device) compile(k *codegen.Kernel) (*pipeline, error) {
-	src := string(k.Source)
+	src := k.Language + "\x00" + string(k.Source)
 	if pp, ok := d.pipelines[src]; ok {
 		return pp, nil
 	}
-	mod, err := d.dev.CreateShaderModule(&wgpu.ShaderModuleDescriptor{
-		Label:          k.Name(),
-		WGSLDescriptor: &wgpu.ShaderModuleWGSLDescriptor{Code: src},
-	})
+	var mod *wgpu.ShaderModule
+	var err error
+	switch k.Language {
+	case "wgsl", "":
+		mod, err = d.dev.CreateShaderModule(&wgpu.ShaderModuleDescriptor{
+			Label:          k.Name(),
+			WGSLDescriptor: &wgpu.ShaderModuleWGSLDescriptor{Code: string(k.Source)},
+		})
+	case "spirv":
+		var words []uint32
+		if words, err = spirvWords(k.Source); err == nil {
+			mod, err = d.spirvModule(words)
+		}
+	default:
+		err = fmt.Errorf("the webgpu device runs wgsl and spirv kernels, not %q", k.Language)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("shader module: %w", err)
 	}
@@ -817,7 +830,62 @@ func (d *Device) launch(n *ir.Node, in []*runtime.Buffer, outs []ir.Type) ([]*ru
 	if err != nil {
 		return nil, err
 	}
-	k := p.k
+	return d.dispatch(n, p.k, p.pp, in, hs)
+}
+
+// LaunchKernel runs a prebuilt kernel (WGSL, or SPIR-V as little-endian
+// words) as node n's on inputs in, like Launch does with the kernel it
+// generates: outputs are allocated from the kernel's bindings, a
+// ReadWrite binding updates its input in place. The pipeline is cached by
+// source. Carving replays and the SPIR-V generator use it.
+func (d *Device) LaunchKernel(n *ir.Node, k *codegen.Kernel, in []*runtime.Buffer) ([]*runtime.Buffer, error) {
+	if n == nil || k == nil {
+		return nil, errors.New("webgpu: launch of a nil node or kernel")
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	res, err := d.launchKernel(n, k, in)
+	if err != nil {
+		return nil, &runtime.KernelError{Device: d.name, Node: n, Err: err}
+	}
+	return res, nil
+}
+
+func (d *Device) launchKernel(n *ir.Node, k *codegen.Kernel, in []*runtime.Buffer) ([]*runtime.Buffer, error) {
+	if err := d.usable(); err != nil {
+		return nil, err
+	}
+	hs := make([]*gpuBuf, len(in))
+	for i, b := range in {
+		h, err := d.handle(b)
+		if err != nil {
+			return nil, fmt.Errorf("input %d: %w", i, err)
+		}
+		hs[i] = h
+	}
+	for i, b := range k.Bindings {
+		if b.Index != i {
+			return nil, fmt.Errorf("kernel binding %d has index %d; bindings must be 0, 1, ... in order", i, b.Index)
+		}
+		if b.Input >= len(in) {
+			return nil, fmt.Errorf("kernel binding %d reads input %d of %d", i, b.Input, len(in))
+		}
+		if b.Input >= 0 && uint64(b.Type.Bytes()) > hs[b.Input].size {
+			return nil, fmt.Errorf("kernel binding %d expects %s, input %d holds %d bytes", i, b.Type, b.Input, hs[b.Input].size)
+		}
+		if b.Input < 0 && (b.Output < 0 || !b.Type.Shape.IsStatic()) {
+			return nil, fmt.Errorf("kernel binding %d is neither an input nor a static output", i)
+		}
+	}
+	pp, err := d.compile(k)
+	if err != nil {
+		return nil, err
+	}
+	return d.dispatch(n, k, pp, in, hs)
+}
+
+// dispatch allocates k's outputs and records its dispatch (must hold d.mu).
+func (d *Device) dispatch(n *ir.Node, k *codegen.Kernel, pp *pipeline, in []*runtime.Buffer, hs []*gpuBuf) ([]*runtime.Buffer, error) {
 	nout := 0
 	for _, b := range k.Bindings {
 		nout = max(nout, b.Output+1)
@@ -856,7 +924,7 @@ func (d *Device) launch(n *ir.Node, in []*runtime.Buffer, outs []ir.Type) ([]*ru
 	for i, g := range bufs {
 		entries[i] = wgpu.BindGroupEntry{Binding: uint32(k.Bindings[i].Index), Buffer: g.buf, Size: g.size}
 	}
-	bg, err := d.dev.CreateBindGroup(&wgpu.BindGroupDescriptor{Layout: p.pp.layout, Entries: entries})
+	bg, err := d.dev.CreateBindGroup(&wgpu.BindGroupDescriptor{Layout: pp.layout, Entries: entries})
 	if err != nil {
 		return fail(fmt.Errorf("bind group: %w", err))
 	}
@@ -866,7 +934,7 @@ func (d *Device) launch(n *ir.Node, in []*runtime.Buffer, outs []ir.Type) ([]*ru
 	}
 	hadPending := d.pending > 0
 	pass := d.enc.BeginComputePass(nil)
-	pass.SetPipeline(p.pp.cp)
+	pass.SetPipeline(pp.cp)
 	pass.SetBindGroup(0, bg, nil)
 	pass.DispatchWorkgroups(uint32(k.Grid[0]), uint32(k.Grid[1]), uint32(k.Grid[2]))
 	err = pass.End()
