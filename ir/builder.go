@@ -45,8 +45,12 @@ func (b *Builder) name() string {
 	}
 }
 
-// Param adds a function parameter.
+// Param adds a function parameter. A malformed type (see Type.Validate)
+// becomes the builder's error.
 func (b *Builder) Param(name string, t Type) *Value {
+	if err := t.Validate(); err != nil && b.err == nil {
+		b.err = fmt.Errorf("func @%s: parameter %%%s: %w", quoteIdent(b.F.Name), quoteIdent(name), err)
+	}
 	v := &Value{Name: name, Type: t}
 	b.F.Params = append(b.F.Params, v)
 	return v
@@ -97,9 +101,9 @@ func (b *Builder) OpN(op string, inputs []*Value, attrs Attrs) []*Value {
 
 func (b *Builder) where() string {
 	if b.Prov != "" {
-		return fmt.Sprintf("func @%s at %s", b.F.Name, b.Prov)
+		return fmt.Sprintf("func @%s at %s", quoteIdent(b.F.Name), b.Prov)
 	}
-	return "func @" + b.F.Name
+	return "func @" + quoteIdent(b.F.Name)
 }
 
 // Return sets the function's results.

@@ -50,6 +50,9 @@ func TestInferTypes(t *testing.T) {
 		{"minimum", []string{"f32[2]", "f16[2]"}, nil, "error: op minimum: input dtypes differ: f32 and f16"},
 		{"add", []string{"f32[2]"}, nil, "error: op add takes 2 inputs, got 1"},
 
+		{"neg", []string{"f32[2]"}, nil, "f32[2]"},
+		{"gather", []string{"bool[2147483648, 2147483648]", "i32[1073741824, 1073741824]"}, nil, "error: op gather: output 0: type bool[1073741824, 1073741824, 2147483648]: too large"},
+
 		// constant
 		{"constant", nil, Attrs{"value": FloatsAttr(1)}, "f32[]"},
 		{"constant", nil, Attrs{"dtype": DTypeAttr(I32), "shape": ShapeAttr(S(2, 2)), "value": IntsAttr(1, 2, 3, 4)}, "i32[2, 2]"},

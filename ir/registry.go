@@ -155,7 +155,8 @@ func (d *OpDef) attrNames() string {
 }
 
 // InferTypes checks the input count and attributes of a call of op and
-// returns its output types and normalized attributes.
+// returns its output types (each one valid, see Type.Validate) and
+// normalized attributes.
 func InferTypes(op string, in []Type, a Attrs) ([]Type, Attrs, error) {
 	d := LookupOp(op)
 	if d == nil {
@@ -171,6 +172,13 @@ func InferTypes(op string, in []Type, a Attrs) ([]Type, Attrs, error) {
 	out, err := d.Infer(in, na)
 	if err != nil {
 		return nil, nil, fmt.Errorf("op %s: %w", d.Name, err)
+	}
+	for i, t := range out {
+		// Malformed inputs (a bad dtype) or huge ones (a product that
+		// overflows) give a malformed output; say so here, not later.
+		if err := t.Validate(); err != nil {
+			return nil, nil, fmt.Errorf("op %s: output %d: %v", d.Name, i, err)
+		}
 	}
 	return out, na, nil
 }
