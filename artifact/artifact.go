@@ -157,6 +157,10 @@ func Write(dir string, b Build) (*Manifest, error) {
 	if err != nil {
 		return nil, fmt.Errorf("artifact: %w", err)
 	}
+	if err := os.Chmod(tmp, 0o755); err != nil { // MkdirTemp makes it private
+		os.RemoveAll(tmp)
+		return nil, fmt.Errorf("artifact: %w", err)
+	}
 	done := false
 	defer func() {
 		if !done {
