@@ -204,3 +204,65 @@ func TestDevice(t *testing.T) {
 		})
 	}
 }
+
+// TestDeviceFaults checks that the faults are detectable: for every op a
+// fault applies to, some test case's output leaves the tolerance.
+// missing_barrier is left out: a data race may happen to give the right
+// answer on a CPU driver.
+func TestDeviceFaults(t *testing.T) {
+	if testing.Short() {
+		t.Skip("short")
+	}
+	g, err := openGPU()
+	if err != nil {
+		t.Skipf("no device: %v", err)
+	}
+	r := rand.New(rand.NewPCG(3, 4))
+	// Ops whose intermediates pass 65504 when the inputs are scaled by 300.
+	overflows := map[string]bool{"exp": true, "mul": true, "pow": true, "matmul": true, "rms_norm": true,
+		"layer_norm": true, "attention": true}
+	for _, f := range []string{FaultWrongIndex, FaultWrongConstant, FaultF16Overflow} {
+		applies, caught := map[string]bool{}, map[string]bool{}
+		for _, c := range testCases() {
+			if caught[c.op] {
+				continue
+			}
+			n, outs := c.fullNode(t)
+			k, err := Generate(n, c.in, outs, Options{Limits: g.kernelLimits(), Fault: f})
+			if err != nil {
+				continue
+			}
+			applies[c.op] = true
+			in := c.inputs(r)
+			if f == FaultF16Overflow {
+				// Scale float inputs so that intermediates pass 65504.
+				for i, x := range in {
+					if x.DType == ir.F32 && c.fill[i] == nil {
+						for j, v := range x.Float32s() {
+							x.Float32s()[j] = v * 300
+						}
+					}
+				}
+			}
+			want, err := reference(n, outs, in)
+			if err != nil {
+				t.Fatalf("%s: reference: %v", c.name, err)
+			}
+			got, err := g.run(k, in)
+			if err != nil {
+				t.Fatalf("%s with %s: run: %v", c.name, f, err)
+			}
+			if compare(got[0], want[0], c.tolerance()) != nil {
+				caught[c.op] = true
+			}
+		}
+		for op := range applies {
+			if f == FaultF16Overflow && !overflows[op] {
+				continue // its values stay below 65504 on these inputs
+			}
+			if !caught[op] {
+				t.Errorf("fault %s on %s changes no test case's output", f, op)
+			}
+		}
+	}
+}
