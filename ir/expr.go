@@ -8,8 +8,11 @@ import (
 )
 
 // Expr is the body of a fused_elementwise node: a term over the node's
-// inputs ($0, $1, ...), float constants and elementwise ops, such as
-// "mul(silu($0), $1)". Code generators walk it to emit one kernel.
+// inputs ($0, $1, ... up to $65536), float constants (anything
+// strconv.ParseFloat reads: 2, -0.5, 1e-6, inf, nan) and the ops of
+// UnaryOps and BinaryOps, such as "mul(silu($0), $1)". Whitespace between
+// tokens is ignored; nesting is limited to 64 levels. Code generators walk
+// it to emit one kernel. Note that the zero Expr is the input leaf $0.
 type Expr struct {
 	Op    string  // an op of UnaryOps or BinaryOps; "" for a leaf
 	Args  []*Expr // the op's operands

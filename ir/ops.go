@@ -85,7 +85,7 @@ func init() {
 		Infer: inferRope})
 	register(&OpDef{Name: "kv_write", Kind: KindData, MinInputs: 3, MaxInputs: 3, Outputs: 1,
 		Doc: "cache[T, KH, Dh], new[S, KH, Dh], pos i32[]: the cache with rows pos..pos+S-1 replaced by new. " +
-			"pos+S > T is a run-time error. Executors update the cache in place",
+			"pos+S > T is a run-time error (a static S > T a type error). Executors update the cache in place",
 		Infer: inferKVWrite})
 	register(&OpDef{Name: "attention", Kind: KindContraction, MinInputs: 4, MaxInputs: 4, Outputs: 1,
 		Doc: "q[S, H, Dh], k[T, KH, Dh], v[T, KH, Dh], pos i32[]: scaled dot-product attention over cache rows " +

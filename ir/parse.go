@@ -23,7 +23,7 @@ func (e *ParseError) Error() string {
 // The result is verified; weights have no Source until the caller attaches
 // one (see Module.AttachWeights).
 func Parse(file, text string) (*Module, error) {
-	p := &parser{lex: lexer{file: file, src: text, line: 1, col: 1}, ids: map[int]string{}}
+	p := &parser{lex: lexer{file: file, src: text, line: 1, col: 1}, ids: map[int]string{}, ws: map[string]*Weight{}}
 	p.advance()
 	m, err := p.module()
 	if err != nil {
@@ -230,7 +230,11 @@ type parser struct {
 	err error
 	m   *Module
 	ids map[int]string // node id -> the function that uses it
+	ws  map[string]*Weight
 }
+
+// weight returns the declared weight of that name, or nil.
+func (p *parser) weight(name string) *Weight { return p.ws[name] }
 
 func (p *parser) advance() {
 	if p.err != nil {
@@ -317,13 +321,13 @@ func (p *parser) module() (*Module, error) {
 			p.punct(":")
 			t := p.typ()
 			if p.err == nil {
-				if p.m.Weight(name.text) != nil {
+				if p.weight(name.text) != nil {
 					return nil, p.failAt(at, "weight @%s declared twice", quoteIdent(name.text))
 				}
 				if !t.Shape.IsStatic() {
 					return nil, p.failAt(at, "weight @%s must have a static shape, got %s", quoteIdent(name.text), t.Shape)
 				}
-				p.m.AddWeight(name.text, t, nil)
+				p.ws[name.text] = p.m.AddWeight(name.text, t, nil).Weight
 			}
 		case p.is(tIdent, "func"):
 			p.function()
@@ -475,7 +479,7 @@ func (p *parser) function() {
 			return
 		}
 		if rt.kind == tGlobal {
-			w := p.m.Weight(rt.text)
+			w := p.weight(rt.text)
 			if w == nil {
 				p.failAt(rt, "result %s is not a declared weight", refText(rt))
 				return
@@ -532,7 +536,7 @@ func (p *parser) node(f *Function, scope map[string]*Value) {
 			}
 			inputs = append(inputs, v)
 		case p.is(tGlobal, ""):
-			w := p.m.Weight(p.tok.text)
+			w := p.weight(p.tok.text)
 			if w == nil {
 				p.failAt(at, "%s is not a declared weight", refText(at))
 				return
