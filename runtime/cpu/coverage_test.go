@@ -149,3 +149,17 @@ func TestPrepare(t *testing.T) {
 		t.Error("Prepare of an unknown op: no error")
 	}
 }
+
+// Errors name the node, once, through the executor too.
+func TestErrorNamesNode(t *testing.T) {
+	d := New()
+	n := &ir.Node{ID: 9, Op: "gather", Attrs: ir.Attrs{"axis": ir.IntAttr(0)}, Prov: "tok_embeddings"}
+	_, err := d.Launch(n, bufs(d, []*tensor.Tensor{randF32(newRand(1), 4, 2), tensor.FromInt32([]int{1}, []int32{4})}), nil)
+	var ke *runtime.KernelError
+	if !errors.As(err, &ke) || ke.Node != n {
+		t.Fatalf("error %v is not a KernelError naming the node", err)
+	}
+	if want := "cpu: node #9 gather (tok_embeddings): id 4 (element 0 of ids) is out of range [0, 4)"; err.Error() != want {
+		t.Errorf("error %q, want %q", err, want)
+	}
+}

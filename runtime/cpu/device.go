@@ -200,51 +200,60 @@ func Supports(op string) bool { return kernels[op] != nil }
 
 // Launch runs node n on its inputs and returns its outputs. The work is
 // done when Launch returns. kv_write updates its cache input in place and
-// returns that same buffer as its output.
-func (d *Device) Launch(n *ir.Node, in []*runtime.Buffer, outs []ir.Type) (res []*runtime.Buffer, err error) {
+// returns that same buffer as its output. Errors are *runtime.KernelError
+// values naming the node.
+func (d *Device) Launch(n *ir.Node, in []*runtime.Buffer, outs []ir.Type) ([]*runtime.Buffer, error) {
 	if n == nil {
 		return nil, fmt.Errorf("cpu: launch of a nil node")
 	}
+	res, err := d.launch(n, in, outs)
+	if err != nil {
+		return nil, &runtime.KernelError{Device: d.Name(), Node: n, Err: err}
+	}
+	return res, nil
+}
+
+func (d *Device) launch(n *ir.Node, in []*runtime.Buffer, outs []ir.Type) (res []*runtime.Buffer, err error) {
 	def := ir.LookupOp(n.Op)
 	if def == nil {
-		return nil, fmt.Errorf("cpu: unknown op %q", n.Op)
+		return nil, fmt.Errorf("unknown op %q", n.Op)
 	}
 	k := kernels[n.Op]
 	if k == nil {
-		return nil, fmt.Errorf("cpu: no kernel for op %s", n.Op)
+		return nil, fmt.Errorf("no kernel for op %s", n.Op)
 	}
 	if len(in) < def.MinInputs || (def.MaxInputs >= 0 && len(in) > def.MaxInputs) {
-		return nil, fmt.Errorf("cpu: op %s: got %d inputs, want %d to %d", n.Op, len(in), def.MinInputs, def.MaxInputs)
+		return nil, fmt.Errorf("got %d inputs, want %d to %d", len(in), def.MinInputs, def.MaxInputs)
 	}
 	c := &call{op: n.Op, in: make([]*tensor.Tensor, len(in)), outs: outs}
 	for i, b := range in {
 		t, err := handle(b)
 		if err != nil {
-			return nil, fmt.Errorf("cpu: op %s: input %d: %w", n.Op, i, err)
+			return nil, fmt.Errorf("input %d: %w", i, err)
 		}
 		if err := checkTensor(t); err != nil {
-			return nil, fmt.Errorf("cpu: op %s: input %d: %w", n.Op, i, err)
+			return nil, fmt.Errorf("input %d: %w", i, err)
 		}
 		c.in[i] = t
 	}
 	if c.attrs, err = normAttrs(def, n.Attrs); err != nil {
-		return nil, fmt.Errorf("cpu: %w", err)
+		return nil, err
 	}
 	// Kernels check what they index; this turns a kernel bug into an error
 	// rather than a crash of the caller.
 	defer func() {
 		if r := recover(); r != nil {
-			res, err = nil, fmt.Errorf("cpu: op %s: internal error: %v", n.Op, r)
+			res, err = nil, fmt.Errorf("internal error: %v", r)
 		}
 	}()
 	ts, err := d.run(k, c)
 	if err != nil {
-		return nil, fmt.Errorf("cpu: op %s: %w", n.Op, err)
+		return nil, err
 	}
 	res = make([]*runtime.Buffer, len(ts))
 	for i, t := range ts {
 		if i < len(outs) && outs[i].Shape.IsStatic() && !hasType(t, outs[i]) {
-			return nil, fmt.Errorf("cpu: op %s: output %d is %s, the caller expects %s", n.Op, i, t.Type(), outs[i])
+			return nil, fmt.Errorf("output %d is %s, the caller expects %s", i, t.Type(), outs[i])
 		}
 		for j, x := range c.in {
 			if x == t {
