@@ -1,0 +1,252 @@
+// Command bench measures tapml's targets side by side in one run and prints
+// a table: prefill and decode tokens/s of LLaMA models, and the GFLOP/s of
+// the matmul kernel. Ratios are against the CPU reference measured in the
+// same run; absolute numbers on shared machines are noisy.
+//
+//	go run ./bench [-targets cpu,webgpu] [-models stories260K,stories15M] [-matmul 512,1024,4096]
+package main
+
+import (
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+	goruntime "runtime"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/tapml/tapml/frontend"
+	"github.com/tapml/tapml/frontend/llama"
+	"github.com/tapml/tapml/ir"
+	"github.com/tapml/tapml/runtime"
+	"github.com/tapml/tapml/runtime/llm"
+	"github.com/tapml/tapml/runtime/target"
+	"github.com/tapml/tapml/tensor"
+)
+
+func main() {
+	targets := flag.String("targets", "cpu,webgpu", "targets to measure, comma-separated")
+	models := flag.String("models", "stories260K,stories15M", "models: stories260K (../shared/models), stories15M (generated, random weights), tiny, or a model file")
+	prefill := flag.Int("prefill", 32, "prompt tokens per prefill")
+	decode := flag.Int("decode", 32, "decode steps")
+	matmul := flag.String("matmul", "512,1024,4096", "square matmul sizes to time (empty: none)")
+	backend := flag.String("backend", "vulkan", "webgpu backend")
+	flag.Parse()
+	if err := run(split(*targets), split(*models), *prefill, *decode, split(*matmul), *backend); err != nil {
+		fmt.Fprintln(os.Stderr, "bench:", err)
+		os.Exit(1)
+	}
+}
+
+func split(s string) []string {
+	var out []string
+	for _, f := range strings.Split(s, ",") {
+		if f = strings.TrimSpace(f); f != "" {
+			out = append(out, f)
+		}
+	}
+	return out
+}
+
+func run(targets, models []string, prefill, decode int, sizes []string, backend string) error {
+	// Each device is opened once: some drivers dislike a second instance in
+	// one process.
+	devices := map[string]runtime.Device{}
+	for _, t := range targets {
+		dev, err := target.Open(t, backend)
+		if err != nil {
+			return err
+		}
+		defer dev.Close()
+		devices[t] = dev
+	}
+	fmt.Printf("tapml bench %s, %s/%s, %d CPUs\n\n", time.Now().Format("2006-01-02 15:04"), goruntime.GOOS, goruntime.GOARCH, goruntime.NumCPU())
+	w := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(w, "model\ttarget\tdevice\tprefill tok/s\tdecode tok/s\tdecode vs cpu\t")
+	for _, name := range models {
+		m, err := loadModel(name)
+		if err != nil {
+			return err
+		}
+		var cpuDecode float64
+		for _, t := range targets {
+			dev := devices[t]
+			pre, dec, err := measureLLM(m, dev, prefill, decode)
+			devName := dev.Name()
+			if err != nil {
+				return fmt.Errorf("%s on %s: %w", name, t, err)
+			}
+			if t == "cpu" {
+				cpuDecode = dec
+			}
+			ratio := "-"
+			if cpuDecode > 0 {
+				ratio = fmt.Sprintf("%.2fx", dec/cpuDecode)
+			}
+			fmt.Fprintf(w, "%s\t%s\t%s\t%.1f\t%.1f\t%s\t\n", name, t, devName, pre, dec, ratio)
+			fmt.Fprintf(os.Stderr, "bench: %s on %s done\n", name, t)
+		}
+	}
+	if len(sizes) == 0 {
+		return w.Flush()
+	}
+	fmt.Fprintln(w, "\t\t\t\t\t\t")
+	fmt.Fprintln(w, "matmul\ttarget\tGFLOP/s\tvs cpu\t")
+	for _, s := range sizes {
+		n, err := strconv.Atoi(s)
+		if err != nil || n <= 0 {
+			return fmt.Errorf("bad matmul size %q", s)
+		}
+		var cpuRate float64
+		for _, t := range targets {
+			rate, err := measureMatmul(devices[t], n)
+			if err != nil {
+				return fmt.Errorf("matmul %d on %s: %w", n, t, err)
+			}
+			if t == "cpu" {
+				cpuRate = rate
+			}
+			ratio := "-"
+			if cpuRate > 0 {
+				ratio = fmt.Sprintf("%.2fx", rate/cpuRate)
+			}
+			fmt.Fprintf(w, "%dx%dx%d\t%s\t%.2f\t%s\t\n", n, n, n, t, rate, ratio)
+			fmt.Fprintf(os.Stderr, "bench: matmul %d on %s done\n", n, t)
+		}
+	}
+	return w.Flush()
+}
+
+func loadModel(name string) (*ir.Module, error) {
+	switch name {
+	case "tiny":
+		m, err := frontend.BuiltinTiny()
+		if err != nil {
+			return nil, err
+		}
+		return m.Module, nil
+	case "stories15M":
+		return llama.Build("stories15M-shape", llama.Stories15M, llama.RandomWeights(llama.Stories15M, 1))
+	case "stories260K":
+		name = filepath.Join(sharedModels(), "stories260K.bin")
+	}
+	m, err := frontend.Load(name, frontend.Options{})
+	if err != nil {
+		return nil, err
+	}
+	return m.Module, nil
+}
+
+// sharedModels finds ../shared/models above the working directory.
+func sharedModels() string {
+	dir, _ := os.Getwd()
+	for d := dir; ; d = filepath.Dir(d) {
+		p := filepath.Join(d, "..", "shared", "models")
+		if _, err := os.Stat(p); err == nil {
+			return p
+		}
+		if filepath.Dir(d) == d {
+			return filepath.Join("..", "shared", "models")
+		}
+	}
+}
+
+// measureLLM times one prefill of n tokens and then decode steps; it
+// returns tokens per second of each.
+func measureLLM(m *ir.Module, dev runtime.Device, prefill, decode int) (float64, float64, error) {
+	exec := runtime.NewExecutor(m, dev)
+	defer exec.Close()
+	// A warm-up session of the same shapes compiles kernels and uploads weights.
+	if err := session(exec, prefill, 2, nil, nil); err != nil {
+		return 0, 0, err
+	}
+	var pre, dec time.Duration
+	if err := session(exec, prefill, decode, &pre, &dec); err != nil {
+		return 0, 0, err
+	}
+	return float64(prefill) / pre.Seconds(), float64(decode) / dec.Seconds(), nil
+}
+
+func session(exec *runtime.Executor, prefill, decode int, pre, dec *time.Duration) error {
+	s, err := llm.NewSession(exec)
+	if err != nil {
+		return err
+	}
+	defer s.Close()
+	prompt := make([]int, prefill)
+	for i := range prompt {
+		prompt[i] = 1 + i%7
+	}
+	start := time.Now()
+	logits, err := s.Forward(prompt)
+	if err != nil {
+		return err
+	}
+	if pre != nil {
+		*pre = time.Since(start)
+	}
+	start = time.Now()
+	for i := 0; i < decode; i++ {
+		if logits, err = s.Forward([]int{llm.Argmax(logits)}); err != nil {
+			return err
+		}
+	}
+	if dec != nil {
+		*dec = time.Since(start)
+	}
+	return nil
+}
+
+// measureMatmul times an n×n×n f32 matmul node on dev (after a warm-up)
+// and returns GFLOP/s.
+func measureMatmul(dev runtime.Device, n int) (float64, error) {
+	mod := ir.NewModule("matmul")
+	b := ir.NewFunction(mod, "mm")
+	x := b.Param("a", ir.T(ir.F32, ir.S(int64(n), int64(n))))
+	y := b.Param("b", ir.T(ir.F32, ir.S(int64(n), int64(n))))
+	b.Return(b.Op("matmul", []*ir.Value{x, y}, nil))
+	if err := b.Err(); err != nil {
+		return 0, err
+	}
+	exec := runtime.NewExecutor(mod, dev)
+	defer exec.Close()
+	data := make([]float32, n*n)
+	for i := range data {
+		data[i] = float32(i%17) / 17
+	}
+	a, err := dev.Upload(tensor.FromFloat32([]int{n, n}, data))
+	if err != nil {
+		return 0, err
+	}
+	c, err := dev.Upload(tensor.FromFloat32([]int{n, n}, data))
+	if err != nil {
+		return 0, err
+	}
+	defer dev.Free(a)
+	defer dev.Free(c)
+	call := func() error {
+		out, err := exec.Call("mm", a, c)
+		if err != nil {
+			return err
+		}
+		if err := dev.Sync(); err != nil {
+			return err
+		}
+		dev.Free(out[0])
+		return nil
+	}
+	if err := call(); err != nil { // warm-up: compile
+		return 0, err
+	}
+	reps, start := 0, time.Now()
+	for reps == 0 || (time.Since(start) < 2*time.Second && reps < 50) {
+		if err := call(); err != nil {
+			return 0, err
+		}
+		reps++
+	}
+	secs := time.Since(start).Seconds() / float64(reps)
+	return 2 * float64(n) * float64(n) * float64(n) / secs / 1e9, nil
+}
