@@ -1,0 +1,101 @@
+package llm
+
+import (
+	"math"
+	"strings"
+	"testing"
+
+	"github.com/tapml/tapml/frontend/llama"
+	"github.com/tapml/tapml/frontend/tokenizer"
+	"github.com/tapml/tapml/runtime"
+	"github.com/tapml/tapml/runtime/cpu"
+)
+
+func tinySession(t *testing.T) *Session {
+	t.Helper()
+	m, err := llama.Build("tiny", llama.Tiny, llama.RandomWeights(llama.Tiny, 7))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := NewSession(runtime.NewExecutor(m, cpu.New()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(s.Close)
+	return s
+}
+
+func TestGenerateCountsPositionsLikeRunC(t *testing.T) {
+	tok := tokenizer.NewByteLevel()
+	for _, tc := range []struct {
+		prompt     string
+		steps      int
+		wantPieces int // pieces emitted: prompt echo + generated, as run.c prints
+	}{
+		{"", 10, 10},
+		{"ab", 10, 10},   // BOS, ' ', a, b: 3 echoed pieces, 7 generated
+		{"abcdef", 4, 4}, // prompt longer than steps: echo only
+		{"abc", 4, 4},    // prompt exactly steps long: 3 echoed, 1 generated
+	} {
+		s := tinySession(t)
+		var pieces []string
+		out, err := Generate(s, tok, tc.prompt, tc.steps, NewSampler(0, 0, 1), func(p string) error {
+			pieces = append(pieces, p)
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		// The random tiny model may sample BOS and stop early; it does not for seed 7.
+		if len(pieces) != tc.wantPieces {
+			t.Errorf("prompt %q steps %d: %d pieces (%d generated), want %d", tc.prompt, tc.steps, len(pieces), len(out), tc.wantPieces)
+		}
+		if ids := tok.Encode(tc.prompt, true, false); len(ids) <= tc.steps && s.Pos != tc.steps {
+			t.Errorf("prompt %q steps %d: processed %d positions", tc.prompt, tc.steps, s.Pos)
+		}
+	}
+}
+
+func TestForwardErrors(t *testing.T) {
+	s := tinySession(t)
+	if _, err := s.Forward(nil); err == nil {
+		t.Error("forward of no tokens succeeded")
+	}
+	s.Pos = s.MaxSeq - 1
+	if _, err := s.Forward([]int{1, 2}); err == nil || !strings.Contains(err.Error(), "context full") {
+		t.Errorf("overflowing the cache: %v", err)
+	}
+}
+
+func TestSampler(t *testing.T) {
+	logits := []float32{1, 5, 5, -2}
+	if got := NewSampler(0, 0, 1).Sample(logits); got != 1 {
+		t.Errorf("greedy picked %d, want the first maximum 1", got)
+	}
+	// Top-p 0.5 keeps only the two leaders (each ~0.49 of the mass).
+	s := NewSampler(1, 0.5, 3)
+	for i := 0; i < 100; i++ {
+		if got := s.Sample(logits); got != 1 && got != 2 {
+			t.Fatalf("top-p sampled %d", got)
+		}
+	}
+	// At temperature 1 without top-p, frequencies follow the softmax.
+	s = NewSampler(1, 0, 5)
+	counts := make([]int, len(logits))
+	const n = 20000
+	for i := 0; i < n; i++ {
+		counts[s.Sample(logits)]++
+	}
+	z := 0.0
+	for _, l := range logits {
+		z += math.Exp(float64(l))
+	}
+	for i, l := range logits {
+		p := math.Exp(float64(l)) / z
+		got := float64(counts[i]) / n
+		// 5 standard deviations of a binomial proportion.
+		if tol := 5 * math.Sqrt(p*(1-p)/n); math.Abs(got-p) > tol+1e-9 {
+			t.Errorf("token %d: frequency %.4f, want %.4f ± %.4f", i, got, p, tol)
+		}
+	}
+}
