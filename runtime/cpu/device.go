@@ -1,21 +1,3 @@
-// Package cpu is tapml's reference device: every op of the ir registry,
-// computed on the host in float32 with float32 accumulation, deterministic
-// (the same inputs give the same bits on every run, whatever the number of
-// goroutines). Matrix products go through gonum's blas32; the other kernels
-// follow llama2.c's run.c where it has the op (rmsnorm, softmax, RoPE,
-// attention, SwiGLU), so a tapml model on this device reproduces run.c.
-//
-// Dtypes. Data ops (gather, kv_write, reshape, transpose, slice, concat,
-// probe, transfer, constant, cast) support every dtype. Arithmetic ops
-// compute in f32; f16 and bf16 inputs are widened to f32, the op runs in f32
-// and the result is rounded once to the output dtype. Some elementwise ops
-// and argmax also take integers; see the doc of each kernel and Supports.
-//
-// Buffers. A Buffer's Handle is a *tensor.Tensor. Upload wraps the caller's
-// tensor without copying it: the caller must not modify it afterwards, and
-// a kv_write on it updates it in place. Download returns a copy, so later
-// in-place updates never change a tensor a caller has downloaded. Outputs
-// of reshape, probe and transfer share memory with their input.
 package cpu
 
 import (
