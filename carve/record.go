@@ -1,0 +1,504 @@
+package carve
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+
+	"github.com/tapml/tapml/ir"
+	"github.com/tapml/tapml/passes"
+	"github.com/tapml/tapml/runtime"
+	"github.com/tapml/tapml/runtime/cpu"
+	"github.com/tapml/tapml/runtime/llm"
+	"github.com/tapml/tapml/tensor"
+)
+
+// Options configure carving.
+type Options struct {
+	// Prompt is run through prefill; Steps is the number of positions to
+	// process, prompt included, as `tapmlc run --steps` counts them (0 or
+	// more than the context: the context length). Decoding is greedy.
+	Prompt string
+	Steps  int
+	// Keep is the number of cases kept per content key (default 1).
+	Keep int
+	// Pipeline compiles the model (nil: the default pipeline); the probe
+	// pass is added before legalize. Probe sets the probe pass's options
+	// (ops, kinds, nodes, prov) to carve only some ops.
+	Pipeline *passes.Pipeline
+	Probe    passes.Options
+	// Policy derives each case's tolerance (zero: DefaultPolicy).
+	Policy Policy
+	// Progress, when set, is called after each call of the model with the
+	// positions processed and Steps.
+	Progress func(done, total int)
+}
+
+// Stats count what a carving run saw and kept.
+type Stats struct {
+	Calls    int `yaml:"calls" json:"calls"`       // op calls run (meta ops not counted)
+	Recorded int `yaml:"recorded" json:"recorded"` // op calls whose inputs and outputs were all observed
+	Keys     int `yaml:"keys" json:"keys"`         // distinct content keys
+	Kept     int `yaml:"kept" json:"kept"`         // cases kept
+	Steps    int `yaml:"steps" json:"steps"`       // calls of the model's functions (prefill, decode steps)
+}
+
+// Compile runs the pipeline (nil: the default one) with the probe pass
+// added before legalize (probe options as given) on a copy of m, with
+// legalize checking against the CPU reference's kernels. probe false
+// compiles the same module without probes (for the plain run that carving
+// overhead is measured against).
+func Compile(m *ir.Module, pipe *passes.Pipeline, probe bool, probeOpts passes.Options) (*ir.Module, error) {
+	if pipe == nil {
+		var err error
+		if pipe, err = passes.Default(); err != nil {
+			return nil, err
+		}
+	} else {
+		pipe = &passes.Pipeline{File: pipe.File, Steps: append([]*passes.Step(nil), pipe.Steps...)}
+	}
+	if probe && !pipe.Has("probe") {
+		before := ""
+		if pipe.Has("legalize") {
+			before = "legalize"
+		}
+		if err := pipe.Append("probe", probeOpts, before); err != nil {
+			return nil, err
+		}
+	}
+	if pipe.Has("legalize") {
+		if err := pipe.Set("legalize", "supports", passes.Supports(cpu.Supports)); err != nil {
+			return nil, err
+		}
+		if err := pipe.Set("legalize", "target", "cpu"); err != nil {
+			return nil, err
+		}
+	}
+	c := m.Clone()
+	if _, err := pipe.Run(c, passes.RunConfig{}); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// Recorder runs a compiled module on the CPU reference and records every
+// op call: the outputs from the probes, the inputs from earlier outputs,
+// the call's arguments (snapshot when the call starts, since kv_write
+// updates caches in place) and the module's weights. Calls are
+// deduplicated by content key as they come; the first Keep of each key
+// are kept.
+type Recorder struct {
+	Module *ir.Module
+	Keep   int
+	Policy Policy
+	Exec   *runtime.Executor
+	Stats  Stats
+
+	record  bool
+	step    int
+	cur     map[*ir.Value]*tensor.Tensor // values of the call in progress
+	weights map[*ir.Weight]*tensor.Tensor
+	fps     map[*tensor.Tensor]Fingerprint // of the call in progress
+	wfps    map[*tensor.Tensor]Fingerprint // of weights
+	keys    map[string]*keyInfo
+	cases   []*Case
+	err     error
+}
+
+type keyInfo struct {
+	seen  int
+	cases []*Case
+}
+
+// NewRecorder returns a recorder of m (compiled, with probes) on a new CPU
+// reference device. With record false it only runs m (no snapshots, no
+// hooks): the plain run.
+func NewRecorder(m *ir.Module, keep int, policy Policy, record bool) *Recorder {
+	if keep <= 0 {
+		keep = 1
+	}
+	if policy == (Policy{}) {
+		policy = DefaultPolicy()
+	}
+	r := &Recorder{
+		Module: m, Keep: keep, Policy: policy, Exec: runtime.NewExecutor(m, cpu.New()), record: record,
+		weights: map[*ir.Weight]*tensor.Tensor{}, fps: map[*tensor.Tensor]Fingerprint{}, wfps: map[*tensor.Tensor]Fingerprint{}, keys: map[string]*keyInfo{},
+	}
+	if record {
+		r.Exec.OnProbe = r.onProbe
+	}
+	return r
+}
+
+// Close releases the executor's buffers.
+func (r *Recorder) Close() { r.Exec.Close() }
+
+func (r *Recorder) onProbe(n *ir.Node, b *runtime.Buffer) error {
+	t, err := runtime.Download(b)
+	if err != nil {
+		return err
+	}
+	r.cur[n.Inputs[0]] = t
+	r.cur[n.Outputs[0]] = t
+	return nil
+}
+
+// Call runs function fn on args and records its op calls. The results are
+// returned as the executor gives them.
+func (r *Recorder) Call(fn string, args ...*runtime.Buffer) ([]*runtime.Buffer, error) {
+	f := r.Module.Func(fn)
+	if f == nil {
+		return nil, fmt.Errorf("module %q has no function @%s", r.Module.Name, fn)
+	}
+	step := r.step
+	r.step++
+	r.Stats.Steps++
+	if !r.record {
+		return r.Exec.Call(fn, args...)
+	}
+	if len(args) != len(f.Params) {
+		return nil, fmt.Errorf("func @%s takes %d arguments, got %d", fn, len(f.Params), len(args))
+	}
+	r.cur = map[*ir.Value]*tensor.Tensor{}
+	r.fps = map[*tensor.Tensor]Fingerprint{}
+	env := map[string]int64{}
+	pos := -1
+	for i, p := range f.Params {
+		t, err := runtime.Download(args[i])
+		if err != nil {
+			return nil, fmt.Errorf("snapshot of argument %s: %w", p.Ref(), err)
+		}
+		r.cur[p] = t
+		for j, d := range p.Type.Shape {
+			if !d.IsStatic() && j < len(t.Shape) {
+				env[d.Sym] = int64(t.Shape[j])
+			}
+		}
+		if p.Name == "pos" && t.DType == ir.I32 && t.NumElements() == 1 {
+			pos = int(t.Int32s()[0])
+		}
+	}
+	res, err := r.Exec.Call(fn, args...)
+	if err != nil {
+		return nil, err
+	}
+	for _, n := range f.Nodes {
+		if d := n.Def(); d == nil || d.Kind == ir.KindMeta {
+			continue
+		}
+		r.Stats.Calls++
+		if err := r.recordNode(f, n, env, step, pos); err != nil {
+			return nil, err
+		}
+	}
+	r.cur = nil
+	return res, nil
+}
+
+// weight returns the data of a weight as a tensor (loaded once).
+func (r *Recorder) weight(w *ir.Weight) (*tensor.Tensor, error) {
+	if t, ok := r.weights[w]; ok {
+		return t, nil
+	}
+	if w.Source == nil {
+		return nil, fmt.Errorf("weight @%s has no data attached", w.Name)
+	}
+	raw, err := w.Source.Bytes()
+	if err != nil {
+		return nil, fmt.Errorf("weight @%s: %w", w.Name, err)
+	}
+	t, err := tensor.FromBytes(w.Type.DType, w.Type.Shape.Sizes(), raw)
+	if err != nil {
+		return nil, fmt.Errorf("weight @%s: %w", w.Name, err)
+	}
+	r.weights[w] = t
+	return t, nil
+}
+
+func (r *Recorder) fingerprint(t *tensor.Tensor) Fingerprint {
+	if fp, ok := r.wfps[t]; ok {
+		return fp
+	}
+	if fp, ok := r.fps[t]; ok {
+		return fp
+	}
+	fp := FingerprintOf(t)
+	r.fps[t] = fp
+	return fp
+}
+
+// recordNode turns one executed node into a case candidate and keeps it
+// when its key has fewer than Keep cases.
+func (r *Recorder) recordNode(f *ir.Function, n *ir.Node, env map[string]int64, step, pos int) error {
+	ins := make([]*tensor.Tensor, len(n.Inputs))
+	for i, v := range n.Inputs {
+		if v.IsWeight() {
+			t, err := r.weight(v.Weight)
+			if err != nil {
+				return err
+			}
+			ins[i] = t
+			r.weightFP(t)
+			continue
+		}
+		if ins[i] = r.cur[v]; ins[i] == nil {
+			return nil // an input nobody probed: the call cannot be replayed alone
+		}
+	}
+	outs := make([]*tensor.Tensor, len(n.Outputs))
+	for i, o := range n.Outputs {
+		if outs[i] = r.cur[o]; outs[i] == nil {
+			return nil // an output not probed
+		}
+	}
+	r.Stats.Recorded++
+	attrs := bindAttrs(n.Attrs, env)
+	key := ContentKey(n.Op, attrs, ins, outs, r.fingerprint)
+	ki := r.keys[key]
+	if ki == nil {
+		ki = &keyInfo{}
+		r.keys[key] = ki
+		r.Stats.Keys++
+	}
+	ki.seen++
+	for _, c := range ki.cases {
+		c.Seen = ki.seen
+	}
+	if len(ki.cases) >= r.Keep {
+		return nil
+	}
+	c := &Case{
+		Op: n.Op, Kind: string(n.Def().Kind), Attrs: EncodeAttrs(attrs),
+		Node: n.ID, NodeText: ir.NodeText(n), Prov: n.Prov,
+		Func: f.Name, Step: step, Pos: pos, Key: key, Seen: ki.seen,
+		Tolerance: r.Policy.For(n.Op, attrs, ins, outs),
+	}
+	for i, v := range n.Inputs {
+		op := Operand{Name: v.Ref(), DType: ins[i].DType.String(), Shape: append([]int{}, ins[i].Shape...), t: ins[i]}
+		if v.IsWeight() {
+			op.Weight = v.Weight.Name
+		}
+		c.Inputs = append(c.Inputs, op)
+	}
+	for i, o := range n.Outputs {
+		c.Outputs = append(c.Outputs, Operand{Name: o.Ref(), DType: outs[i].DType.String(), Shape: append([]int{}, outs[i].Shape...), t: outs[i]})
+	}
+	ki.cases = append(ki.cases, c)
+	r.cases = append(r.cases, c)
+	r.Stats.Kept++
+	return nil
+}
+
+// weightFP keeps the fingerprints of weights across calls (r.fps is reset
+// per call; weights are fingerprinted once).
+func (r *Recorder) weightFP(t *tensor.Tensor) {
+	if _, ok := r.wfps[t]; !ok {
+		r.wfps[t] = FingerprintOf(t)
+	}
+}
+
+// bindAttrs returns attrs with the symbols of shape attributes bound by
+// env (reshape's [seq, 8, 8] becomes [5, 8, 8]), so the case runs alone on
+// static shapes.
+func bindAttrs(attrs ir.Attrs, env map[string]int64) ir.Attrs {
+	out := attrs.Clone()
+	for k, v := range out {
+		if v.Kind == ir.AttrShape && !v.Shape.IsStatic() {
+			v.Shape = v.Shape.Bind(env)
+			out[k] = v
+		}
+	}
+	return out
+}
+
+// Cases returns the cases kept so far, numbered c0001, c0002, ... in the
+// order they were first met.
+func (r *Recorder) Cases() []*Case {
+	for i, c := range r.cases {
+		c.ID = fmt.Sprintf("c%04d", i+1)
+	}
+	return r.cases
+}
+
+// Generate runs a language model (the LLM calling convention of
+// runtime/llm) greedily: the prompt's tokens (after BOS) through prefill
+// (decode when it is one token), then one decode step per generated token
+// until steps positions are processed or BOS comes out. It returns the
+// generated ids. progress, when set, gets the positions done after each call.
+func (r *Recorder) Generate(tok llm.Tokenizer, prompt string, steps int, progress func(done, total int)) ([]int, error) {
+	m := r.Module
+	dec, pre := m.Func("decode"), m.Func("prefill")
+	if dec == nil || pre == nil || len(dec.Params) < 2 {
+		return nil, fmt.Errorf("module %q is not a language model: it needs functions @prefill and @decode (tokens, pos, caches...)", m.Name)
+	}
+	var caches []*runtime.Buffer
+	maxSeq := 0
+	for _, p := range dec.Params[2:] {
+		if !p.Type.Shape.IsStatic() || p.Type.Shape.Rank() == 0 {
+			return nil, fmt.Errorf("module %q: cache %s of @decode must have a static shape", m.Name, p.Ref())
+		}
+		sizes := p.Type.Shape.Sizes()
+		maxSeq = sizes[0]
+		b, err := r.Exec.Upload("", tensor.New(p.Type.DType, sizes))
+		if err != nil {
+			return nil, err
+		}
+		caches = append(caches, b)
+	}
+	defer func() {
+		for _, c := range caches {
+			c.Dev.Free(c)
+		}
+	}()
+	if steps <= 0 || (maxSeq > 0 && steps > maxSeq) {
+		steps = maxSeq
+	}
+	ids := tok.Encode(prompt, true, false)
+	if len(ids) == 0 {
+		return nil, fmt.Errorf("the prompt encodes to no tokens")
+	}
+	if len(ids) > steps {
+		ids = ids[:steps]
+	}
+	pos := 0
+	forward := func(tokens []int) ([]float32, error) {
+		fn := "decode"
+		if len(tokens) > 1 {
+			fn = "prefill"
+		}
+		t32 := make([]int32, len(tokens))
+		for i, t := range tokens {
+			t32[i] = int32(t)
+		}
+		tb, err := r.Exec.Upload("", tensor.FromInt32([]int{len(t32)}, t32))
+		if err != nil {
+			return nil, err
+		}
+		pb, err := r.Exec.Upload("", tensor.ScalarInt32(int32(pos)))
+		if err != nil {
+			return nil, err
+		}
+		out, err := r.Call(fn, append([]*runtime.Buffer{tb, pb}, caches...)...)
+		tb.Dev.Free(tb)
+		pb.Dev.Free(pb)
+		if err != nil {
+			return nil, fmt.Errorf("%s at position %d: %w", fn, pos, err)
+		}
+		if len(out) != len(caches)+1 {
+			return nil, fmt.Errorf("%s returned %d results, want logits and %d caches", fn, len(out), len(caches))
+		}
+		for i, c := range out[1:] {
+			if c != caches[i] {
+				caches[i].Dev.Free(caches[i])
+				caches[i] = c
+			}
+		}
+		logits, err := runtime.Download(out[0])
+		out[0].Dev.Free(out[0])
+		if err != nil {
+			return nil, err
+		}
+		pos += len(tokens)
+		if progress != nil {
+			progress(pos, steps)
+		}
+		return logits.Convert(ir.F32).Float32s(), nil
+	}
+	logits, err := forward(ids)
+	if err != nil {
+		return nil, err
+	}
+	var gen []int
+	for pos < steps {
+		next := llm.Argmax(logits)
+		if next == tok.BOS() {
+			break
+		}
+		gen = append(gen, next)
+		if logits, err = forward([]int{next}); err != nil {
+			return gen, err
+		}
+	}
+	return gen, nil
+}
+
+// Recording is the result of a carving run: the kept cases with their
+// tensors, ready to be written as a bundle.
+type Recording struct {
+	Module    *ir.Module // the compiled, probed module the cases come from
+	Cases     []*Case
+	Stats     Stats
+	Model     string
+	Prompt    string
+	Steps     int
+	Keep      int
+	Generated []int
+	Pipeline  []string
+}
+
+// Carve compiles m with probes, runs it on the CPU reference through
+// prefill and the decode steps of o.Prompt, and returns the recorded,
+// deduplicated cases.
+func Carve(m *ir.Module, tok llm.Tokenizer, o Options) (*Recording, error) {
+	if tok == nil {
+		return nil, fmt.Errorf("carving a language model needs its tokenizer")
+	}
+	pm, err := Compile(m, o.Pipeline, true, o.Probe)
+	if err != nil {
+		return nil, err
+	}
+	r := NewRecorder(pm, o.Keep, o.Policy, true)
+	defer r.Close()
+	gen, err := r.Generate(tok, o.Prompt, o.Steps, o.Progress)
+	if err != nil {
+		return nil, err
+	}
+	rec := &Recording{
+		Module: pm, Cases: r.Cases(), Stats: r.Stats, Model: m.Name, Prompt: o.Prompt,
+		Steps: o.Steps, Keep: r.Keep, Generated: gen, Pipeline: pipelineNames(o.Pipeline),
+	}
+	return rec, nil
+}
+
+func pipelineNames(p *passes.Pipeline) []string {
+	if p == nil {
+		p, _ = passes.Default()
+	}
+	var names []string
+	if p != nil {
+		for _, st := range p.Steps {
+			names = append(names, st.Pass.Name)
+		}
+	}
+	if !containsString(names, "probe") {
+		names = append(names, "probe")
+	}
+	return names
+}
+
+func containsString(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+// OpCounts counts cases per op, for summaries.
+func OpCounts(cases []*Case) string {
+	c := map[string]int{}
+	for _, k := range cases {
+		c[k.Op]++
+	}
+	ops := make([]string, 0, len(c))
+	for op := range c {
+		ops = append(ops, op)
+	}
+	sort.Strings(ops)
+	parts := make([]string, len(ops))
+	for i, op := range ops {
+		parts[i] = fmt.Sprintf("%s %d", op, c[op])
+	}
+	return strings.Join(parts, ", ")
+}

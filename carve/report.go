@@ -1,0 +1,291 @@
+package carve
+
+import (
+	"encoding/json"
+	"encoding/xml"
+	"fmt"
+	"io"
+	"math"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+)
+
+// Result is the outcome of replaying one case.
+type Result struct {
+	Case      *Case
+	Metrics   Metrics
+	Tolerance Tolerance
+	Pass      bool
+	Err       string // why the case could not run; it then fails
+	Duration  time.Duration
+}
+
+// Passed reports whether the case ran and every element was in tolerance.
+func (r Result) Passed() bool { return r.Err == "" && r.Pass }
+
+// Status is "pass", "FAIL" or "ERROR".
+func (r Result) Status() string {
+	switch {
+	case r.Err != "":
+		return "ERROR"
+	case r.Pass:
+		return "pass"
+	}
+	return "FAIL"
+}
+
+// Report is the outcome of replaying a bundle on a target.
+type Report struct {
+	Bundle   string
+	Model    string
+	Target   string
+	Device   string
+	Total    int // cases in the bundle (selected or not)
+	Passed   int
+	Failed   int
+	Results  []Result
+	Duration time.Duration
+}
+
+// OK reports whether every selected case passed.
+func (r *Report) OK() bool { return r.Failed == 0 }
+
+// Failures returns the results that did not pass.
+func (r *Report) Failures() []Result {
+	var out []Result
+	for _, x := range r.Results {
+		if !x.Passed() {
+			out = append(out, x)
+		}
+	}
+	return out
+}
+
+// fmtNum prints a metric compactly ("0", "1.2e-07", "inf").
+func fmtNum(v float64) string {
+	switch {
+	case v == 0:
+		return "0"
+	case math.IsInf(v, 1):
+		return "inf"
+	case math.IsInf(v, -1):
+		return "-inf"
+	case math.IsNaN(v):
+		return "nan"
+	}
+	return strconv.FormatFloat(v, 'g', 3, 64)
+}
+
+// WriteTable writes the terminal table: one row per case, then a summary.
+func (r *Report) WriteTable(w io.Writer) error {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "case\top\tprovenance\tmax abs\tmax rel\tULP\tcosine\tresult\t")
+	for _, x := range r.Results {
+		ulp := "-"
+		if x.Metrics.HasULP {
+			ulp = fmtNum(x.Metrics.ULP)
+		}
+		status := x.Status()
+		if x.Err != "" {
+			status += ": " + firstLine(x.Err)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t\n", x.Case.ID, x.Case.Op, x.Case.Prov,
+			fmtNum(x.Metrics.MaxAbs), fmtNum(x.Metrics.MaxRel), ulp, strconv.FormatFloat(x.Metrics.Cosine, 'f', 6, 64), status)
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	_, err := fmt.Fprintln(w, r.Summary())
+	return err
+}
+
+// Summary is the report's last line.
+func (r *Report) Summary() string {
+	s := fmt.Sprintf("%d cases on %s (%s): %d passed, %d failed", len(r.Results), r.Target, r.Device, r.Passed, r.Failed)
+	if n := len(r.Results); n < r.Total {
+		s += fmt.Sprintf(" (%d of %d selected)", n, r.Total)
+	}
+	if r.Failed > 0 {
+		ops := map[string]int{}
+		var order []string
+		for _, f := range r.Failures() {
+			if ops[f.Case.Op] == 0 {
+				order = append(order, f.Case.Op)
+			}
+			ops[f.Case.Op]++
+		}
+		parts := make([]string, len(order))
+		for i, op := range order {
+			parts[i] = fmt.Sprintf("%s %d", op, ops[op])
+		}
+		s += "; failing ops: " + strings.Join(parts, ", ")
+	}
+	return s
+}
+
+// num is a float that JSON can hold even when it is not finite (as the
+// strings "inf", "-inf" and "nan").
+type num float64
+
+func (n num) MarshalJSON() ([]byte, error) {
+	v := float64(n)
+	if math.IsInf(v, 0) || math.IsNaN(v) {
+		return json.Marshal(fmtNum(v))
+	}
+	return json.Marshal(v)
+}
+
+type jsonResult struct {
+	Case       string `json:"case"`
+	Op         string `json:"op"`
+	Kind       string `json:"kind"`
+	Prov       string `json:"prov"`
+	Node       int    `json:"node"`
+	NodeText   string `json:"node_text"`
+	Func       string `json:"func"`
+	Step       int    `json:"step"`
+	Key        string `json:"key"`
+	Status     string `json:"status"`
+	Error      string `json:"error,omitempty"`
+	MaxAbs     num    `json:"max_abs"`
+	MaxRel     num    `json:"max_rel"`
+	ULP        *num   `json:"ulp,omitempty"`
+	Cosine     num    `json:"cosine"`
+	Ratio      num    `json:"ratio"`
+	Mismatches int    `json:"mismatches"`
+	Elements   int    `json:"elements"`
+	Worst      int    `json:"worst_index"`
+	ATol       num    `json:"atol"`
+	RTol       num    `json:"rtol"`
+	Rule       string `json:"tolerance_rule"`
+	Seconds    num    `json:"seconds"`
+}
+
+type jsonReport struct {
+	Bundle  string       `json:"bundle"`
+	Model   string       `json:"model"`
+	Target  string       `json:"target"`
+	Device  string       `json:"device"`
+	Cases   int          `json:"cases"`
+	Passed  int          `json:"passed"`
+	Failed  int          `json:"failed"`
+	Seconds num          `json:"seconds"`
+	Results []jsonResult `json:"results"`
+}
+
+// WriteJSON writes the report as JSON.
+func (r *Report) WriteJSON(w io.Writer) error {
+	jr := jsonReport{Bundle: r.Bundle, Model: r.Model, Target: r.Target, Device: r.Device, Cases: len(r.Results),
+		Passed: r.Passed, Failed: r.Failed, Seconds: num(r.Duration.Seconds()), Results: []jsonResult{}}
+	for _, x := range r.Results {
+		c := x.Case
+		j := jsonResult{Case: c.ID, Op: c.Op, Kind: c.Kind, Prov: c.Prov, Node: c.Node, NodeText: c.NodeText, Func: c.Func,
+			Step: c.Step, Key: c.Key, Status: strings.ToLower(x.Status()), Error: x.Err,
+			MaxAbs: num(x.Metrics.MaxAbs), MaxRel: num(x.Metrics.MaxRel), Cosine: num(x.Metrics.Cosine),
+			Ratio: num(x.Metrics.Ratio), Mismatches: x.Metrics.Mismatches, Elements: x.Metrics.Elements, Worst: x.Metrics.Worst,
+			ATol: num(x.Tolerance.ATol), RTol: num(x.Tolerance.RTol), Rule: x.Tolerance.Rule, Seconds: num(x.Duration.Seconds())}
+		if x.Metrics.HasULP {
+			u := num(x.Metrics.ULP)
+			j.ULP = &u
+		}
+		jr.Results = append(jr.Results, j)
+	}
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(jr)
+}
+
+type junitSuites struct {
+	XMLName  xml.Name     `xml:"testsuites"`
+	Name     string       `xml:"name,attr"`
+	Tests    int          `xml:"tests,attr"`
+	Failures int          `xml:"failures,attr"`
+	Errors   int          `xml:"errors,attr"`
+	Time     string       `xml:"time,attr"`
+	Suites   []junitSuite `xml:"testsuite"`
+}
+
+type junitSuite struct {
+	Name       string          `xml:"name,attr"`
+	Tests      int             `xml:"tests,attr"`
+	Failures   int             `xml:"failures,attr"`
+	Errors     int             `xml:"errors,attr"`
+	Time       string          `xml:"time,attr"`
+	Properties []junitProperty `xml:"properties>property,omitempty"`
+	Cases      []junitCase     `xml:"testcase"`
+}
+
+type junitProperty struct {
+	Name  string `xml:"name,attr"`
+	Value string `xml:"value,attr"`
+}
+
+type junitCase struct {
+	Name      string        `xml:"name,attr"`
+	Classname string        `xml:"classname,attr"`
+	Time      string        `xml:"time,attr"`
+	Failure   *junitFailure `xml:"failure,omitempty"`
+	Error     *junitFailure `xml:"error,omitempty"`
+	SystemOut string        `xml:"system-out,omitempty"`
+}
+
+type junitFailure struct {
+	Message string `xml:"message,attr"`
+	Type    string `xml:"type,attr"`
+	Body    string `xml:",chardata"`
+}
+
+// WriteJUnit writes the report as JUnit XML: one test suite per op, one
+// test case per case (named "<id> <provenance>").
+func (r *Report) WriteJUnit(w io.Writer) error {
+	secs := func(d time.Duration) string { return strconv.FormatFloat(d.Seconds(), 'f', 3, 64) }
+	suites := map[string]*junitSuite{}
+	var order []string
+	out := junitSuites{Name: "tapml " + r.Target, Tests: len(r.Results), Time: secs(r.Duration)}
+	for _, x := range r.Results {
+		c := x.Case
+		s := suites[c.Op]
+		if s == nil {
+			s = &junitSuite{Name: c.Op, Properties: []junitProperty{{"target", r.Target}, {"device", r.Device}, {"bundle", r.Bundle}}}
+			suites[c.Op] = s
+			order = append(order, c.Op)
+		}
+		name := c.ID
+		if c.Prov != "" {
+			name += " " + c.Prov
+		}
+		jc := junitCase{Name: name, Classname: "tapml." + c.Op, Time: secs(x.Duration),
+			SystemOut: fmt.Sprintf("node: %s\nmax abs %s, max rel %s, ULP %s, cosine %s; tolerance atol %s rtol %s (%s)",
+				c.NodeText, fmtNum(x.Metrics.MaxAbs), fmtNum(x.Metrics.MaxRel), fmtNum(x.Metrics.ULP), fmtNum(x.Metrics.Cosine),
+				fmtNum(x.Tolerance.ATol), fmtNum(x.Tolerance.RTol), x.Tolerance.Rule)}
+		s.Tests++
+		switch {
+		case x.Err != "":
+			jc.Error = &junitFailure{Message: firstLine(x.Err), Type: "error", Body: x.Err}
+			s.Errors++
+			out.Errors++
+		case !x.Pass:
+			msg := fmt.Sprintf("%d of %d elements out of tolerance: max abs %s, max rel %s, worst at element %d (%s× the tolerance)",
+				x.Metrics.Mismatches, x.Metrics.Elements, fmtNum(x.Metrics.MaxAbs), fmtNum(x.Metrics.MaxRel), x.Metrics.Worst, fmtNum(x.Metrics.Ratio))
+			jc.Failure = &junitFailure{Message: msg, Type: "tolerance", Body: msg + "\n" + c.NodeText}
+			s.Failures++
+			out.Failures++
+		}
+		s.Cases = append(s.Cases, jc)
+	}
+	for _, op := range order {
+		out.Suites = append(out.Suites, *suites[op])
+	}
+	if _, err := io.WriteString(w, xml.Header); err != nil {
+		return err
+	}
+	enc := xml.NewEncoder(w)
+	enc.Indent("", "  ")
+	if err := enc.Encode(out); err != nil {
+		return err
+	}
+	_, err := io.WriteString(w, "\n")
+	return err
+}

@@ -1,0 +1,251 @@
+package carve
+
+import (
+	"fmt"
+	"math"
+
+	"github.com/tapml/tapml/ir"
+	"github.com/tapml/tapml/tensor"
+)
+
+// Tolerance says how far a target's output may be from the reference. An
+// element passes when |got - want| <= ATol + RTol·|want| (numpy's allclose);
+// a NaN or infinite reference element must be matched exactly, and a
+// tolerance of zero demands bit-identical results. Integer and boolean
+// outputs are always compared exactly.
+type Tolerance struct {
+	ATol float64 `yaml:"atol" json:"atol"`
+	RTol float64 `yaml:"rtol" json:"rtol"`
+	// Rule says how the tolerance was derived (the policy's formula with
+	// its numbers, or the override that set it).
+	Rule string `yaml:"rule,omitempty" json:"rule,omitempty"`
+}
+
+// Exact reports whether the tolerance demands identical results.
+func (t Tolerance) Exact() bool { return t.ATol == 0 && t.RTol == 0 }
+
+// Eps is the machine epsilon of a float dtype (the gap between 1 and the
+// next value): 2^-23 for f32, 2^-10 for f16, 2^-7 for bf16; 0 otherwise.
+func Eps(dt ir.DType) float64 {
+	switch dt {
+	case ir.F32:
+		return 0x1p-23
+	case ir.F16:
+		return 0x1p-10
+	case ir.BF16:
+		return 0x1p-7
+	}
+	return 0
+}
+
+// Policy derives a case's tolerance from its op kind, output dtype and
+// reduction length. With eps the output dtype's machine epsilon, S the
+// largest finite magnitude of the reference output (the tensor's scale),
+// and each tolerance written as RTol, with ATol = RTol·S:
+//
+//   - data and meta ops (gather, reshape, transpose, slice, concat,
+//     kv_write, constant), argmax, casts to integers and every integer or
+//     boolean output: exact. They move or select values; any difference is
+//     a bug.
+//   - cast to a float dtype: RTol = eps (one rounding).
+//   - elementwise (unary, binary, fused_elementwise of n ops of which t are
+//     transcendental): RTol = (Elementwise·n + Transcendental·t)·eps. Each
+//     op rounds once; WGSL, MSL and Vulkan allow a few ULP on exp, log,
+//     tanh, pow (and the ops built on them: silu, sigmoid, gelu, rsqrt).
+//   - rope at positions up to p: RTol = (Elementwise + Transcendental)·eps,
+//     ATol = (Elementwise + p)·eps·S. The angle p·theta^(-2i/d) is rounded
+//     with an absolute error about eps·p, which sin and cos pass on to the
+//     rotated values, so a target that computes the angle another way
+//     (exp2/log2 instead of pow) differs by that much.
+//   - reduction over K elements (rms_norm, layer_norm over the last dim,
+//     softmax over its axis): RTol = Reduction·sqrt(K)·eps (+
+//     Transcendental·eps for softmax's exp).
+//   - contraction over K (matmul's inner dim; attention's head dim plus the
+//     keys it reads): RTol = Contraction·sqrt(K)·eps (+ Transcendental·eps
+//     for attention's softmax).
+//
+// Why sqrt(K): the rounding errors of a K-term sum behave like a random
+// walk (each addition errs by at most eps/2 of the partial sum, with
+// random sign), so the error of a sum grows like sqrt(K)·eps times its
+// scale; a target summing in another order (tiles, trees, FMA) differs from
+// the reference by about that. The worst-case bound K·eps is almost never
+// reached and would hide real bugs in long reductions (for the 32000-wide
+// classifier it is 0.4%). ATol scales with S because an output near zero
+// may come from the cancellation of terms of the tensor's magnitude, where
+// a relative bound is meaningless.
+type Policy struct {
+	Elementwise    float64 // ULP per elementwise op
+	Transcendental float64 // extra ULP per transcendental function
+	Reduction      float64 // multiplies sqrt(K)·eps for reductions
+	Contraction    float64 // multiplies sqrt(K)·eps for contractions
+}
+
+// DefaultPolicy is the policy `tapmlc carve` records tolerances with.
+func DefaultPolicy() Policy {
+	return Policy{Elementwise: 4, Transcendental: 16, Reduction: 8, Contraction: 8}
+}
+
+// transcendental ops: their GPU implementations are not correctly rounded.
+var transcendental = map[string]bool{
+	"exp": true, "log": true, "sqrt": true, "rsqrt": true, "silu": true, "sigmoid": true,
+	"tanh": true, "gelu": true, "pow": true,
+}
+
+// ReductionLength is the number of terms each output element of a call
+// sums (1 for ops that reduce nothing): matmul's inner dim, the normalized
+// or softmaxed axis, attention's head dim plus the keys it reads (pos + S,
+// the most any query sees). in are the call's input types; pos is the
+// value of its position input (0 when it has none).
+func ReductionLength(op string, attrs ir.Attrs, in []ir.Type, pos int) int {
+	last := func(t ir.Type) int {
+		if r := t.Shape.Rank(); r > 0 && t.Shape[r-1].IsStatic() {
+			return int(t.Shape[r-1].Size)
+		}
+		return 1
+	}
+	switch op {
+	case "matmul":
+		if len(in) > 0 {
+			return last(in[0])
+		}
+	case "rms_norm", "layer_norm":
+		if len(in) > 0 {
+			return last(in[0])
+		}
+	case "softmax":
+		if len(in) > 0 {
+			r := in[0].Shape.Rank()
+			if r == 0 {
+				return 1
+			}
+			ax := ir.NormAxis(attrs.Int("axis"), r)
+			if d := in[0].Shape[ax]; d.IsStatic() {
+				return int(d.Size)
+			}
+		}
+	case "attention":
+		if len(in) > 0 && in[0].Shape.Rank() == 3 {
+			s := in[0].Shape[0].Size
+			return last(in[0]) + pos + int(max(s, 1))
+		}
+	}
+	return 1
+}
+
+// For returns the tolerance of a call of op with attrs on inputs in whose
+// reference outputs are out.
+func (p Policy) For(op string, attrs ir.Attrs, in, out []*tensor.Tensor) Tolerance {
+	exact := func(why string) Tolerance { return Tolerance{Rule: "exact: " + why} }
+	d := ir.LookupOp(op)
+	if d == nil {
+		return exact("unknown op")
+	}
+	if len(out) == 0 {
+		return exact("no outputs")
+	}
+	dt := out[0].DType
+	eps := Eps(dt)
+	if eps == 0 {
+		return exact(dt.String() + " output")
+	}
+	scale := 0.0
+	for _, o := range out {
+		scale = math.Max(scale, maxFinite(o))
+	}
+	types := make([]ir.Type, len(in))
+	for i, t := range in {
+		types[i] = t.Type()
+	}
+	pos := 0
+	if n := len(in); n > 0 && (op == "rope" || op == "attention") {
+		if t := in[n-1]; t.DType == ir.I32 && t.NumElements() == 1 {
+			pos = int(t.Int32s()[0])
+		}
+	}
+	rel := func(r float64, rule string, args ...any) Tolerance {
+		return Tolerance{RTol: r, ATol: r * scale, Rule: fmt.Sprintf(rule, args...) + fmt.Sprintf("; atol = rtol·S, S = %.4g", scale)}
+	}
+	switch {
+	case d.Kind == ir.KindData || d.Kind == ir.KindMeta || op == "argmax":
+		return exact(string(d.Kind) + " op")
+	case op == "cast":
+		return Tolerance{RTol: eps, Rule: fmt.Sprintf("cast to %s: rtol = eps = %.3g", dt, eps)}
+	case op == "rope":
+		rows := 1
+		if len(in) > 0 && in[0].Type().Shape.Rank() == 3 {
+			rows = in[0].Shape[0]
+		}
+		p2 := float64(pos + rows - 1)
+		return Tolerance{
+			RTol: (p.Elementwise + p.Transcendental) * eps,
+			ATol: (p.Elementwise + p2) * eps * scale,
+			Rule: fmt.Sprintf("rope %s at positions <= %g: rtol = (%g+%g)·eps, atol = (%g+p)·eps·S, S = %.4g", dt, p2, p.Elementwise, p.Transcendental, p.Elementwise, scale),
+		}
+	case d.Kind == ir.KindElementwise:
+		n, t := 1, 0
+		if op == "fused_elementwise" {
+			if e, err := ir.ParseExpr(attrs.String("expr")); err == nil {
+				n, t = countOps(e)
+				n = max(n, 1)
+			}
+		} else if transcendental[op] {
+			t = 1
+		}
+		return rel((p.Elementwise*float64(n)+p.Transcendental*float64(t))*eps,
+			"elementwise %s, %d ops (%d transcendental): rtol = (%g·%d + %g·%d)·eps", dt, n, t, p.Elementwise, n, p.Transcendental, t)
+	case d.Kind == ir.KindReduction || d.Kind == ir.KindContraction:
+		k := ReductionLength(op, attrs, types, pos)
+		c, kind := p.Reduction, "reduction"
+		if d.Kind == ir.KindContraction {
+			c, kind = p.Contraction, "contraction"
+		}
+		r := c * math.Sqrt(float64(k)) * eps
+		extra := ""
+		if op == "softmax" || op == "attention" {
+			r += p.Transcendental * eps
+			extra = fmt.Sprintf(" + %g·eps (exp)", p.Transcendental)
+		}
+		return rel(r, "%s %s over K=%d: rtol = %g·sqrt(K)·eps%s", kind, dt, k, c, extra)
+	}
+	return exact("op kind " + string(d.Kind))
+}
+
+// countOps counts the ops of a fused expression and how many of them are
+// transcendental.
+func countOps(e *ir.Expr) (n, t int) {
+	if e == nil || e.Op == "" {
+		return 0, 0
+	}
+	n = 1
+	if transcendental[e.Op] {
+		t = 1
+	}
+	for _, a := range e.Args {
+		an, at := countOps(a)
+		n, t = n+an, t+at
+	}
+	return n, t
+}
+
+// maxFinite is the largest finite magnitude of t's elements (0 for an
+// integer or empty tensor).
+func maxFinite(t *tensor.Tensor) float64 {
+	if !t.DType.IsFloat() {
+		return 0
+	}
+	m := 0.0
+	if t.DType == ir.F32 {
+		for _, v := range t.Float32s() {
+			if a := math.Abs(float64(v)); a > m && !math.IsInf(a, 0) {
+				m = a
+			}
+		}
+		return m
+	}
+	for i := 0; i < t.NumElements(); i++ {
+		if a := math.Abs(t.Float64At(i)); a > m && !math.IsInf(a, 0) && a == a {
+			m = a
+		}
+	}
+	return m
+}
