@@ -375,6 +375,16 @@ func (g *gen) sqrtf(x value.Value) value.Value { return g.call("llvm.sqrt.f32", 
 
 var i32t = types.I32
 
+// fma is acc + x·y, which may be contracted into one fused multiply-add
+// but not reassociated.
+func (g *gen) fma(acc, x, y value.Value) value.Value {
+	m := g.cur.NewFMul(x, y)
+	m.FastMathFlags = []enum.FastMathFlag{enum.FastMathFlagContract}
+	a := g.cur.NewFAdd(acc, m)
+	a.FastMathFlags = []enum.FastMathFlag{enum.FastMathFlagContract}
+	return a
+}
+
 func (g *gen) fcmp(p enum.FPred, a, b value.Value) value.Value { return g.cur.NewFCmp(p, a, b) }
 
 // call calls an external function or intrinsic, declaring it once.

@@ -3,7 +3,9 @@ package llvm
 import (
 	"fmt"
 
+	"github.com/llir/llvm/ir/constant"
 	"github.com/llir/llvm/ir/enum"
+	"github.com/llir/llvm/ir/types"
 	"github.com/llir/llvm/ir/value"
 
 	"github.com/tapml/tapml/ir"
@@ -121,6 +123,11 @@ func genMatmul(g *gen) error {
 		g.finish()
 		return nil
 	}
+	if a.DType == ir.F32 && b.DType == ir.F32 && o.DType == ir.F32 && g.fault != FaultF16Overflow {
+		g.matmulVec(m, k, n, nb, batchOff, shift)
+		g.finish()
+		return nil
+	}
 	chunks := (n + chunkN - 1) / chunkN
 	g.setItems(nb * m * chunks)
 	g.loop(g.lo, g.hi, func(it value.Value) {
@@ -166,6 +173,148 @@ func genMatmul(g *gen) error {
 	})
 	g.finish()
 	return nil
+}
+
+// Register tiles of the f32 kernel without transpose_b: vecMR rows by
+// vecNV vectors of vecW columns, accumulated in registers over k (an FMA of
+// a broadcast a[m, k] and a vector of b's row k). A GEMV (M=1) takes wider
+// tiles of gemvNV vectors.
+const (
+	vecW   = 8
+	vecMR  = 4
+	vecNV  = 2
+	gemvNV = 8
+)
+
+// matmulVec emits the f32 kernel without transpose_b. An item is one tile
+// of (up to) vecMR rows by nv·vecW columns of one batch; the last row block
+// and column chunk take what is left (columns beyond whole vectors as
+// scalars). Each output element is a sum over k in order.
+func (g *gen) matmulVec(m, k, n, nb int64, batchOff func(value.Value) (value.Value, value.Value), shift bool) {
+	mr, nv := int64(vecMR), int64(vecNV)
+	if m < vecMR {
+		mr, nv = m, gemvNV
+	}
+	ncol := nv * vecW
+	mBlocks, nChunks := (m+mr-1)/mr, (n+ncol-1)/ncol
+	g.setItems(nb * mBlocks * nChunks)
+	g.loop(g.lo, g.hi, func(it value.Value) {
+		nc := g.remi(it, nChunks)
+		rest := g.divi(it, nChunks)
+		mb, bi := g.remi(rest, mBlocks), g.divi(rest, mBlocks)
+		aOff, bOff := batchOff(bi)
+		oOff := g.muli(bi, m*n)
+		m0, n0 := g.muli(mb, mr), g.muli(nc, ncol)
+		tile := func(rows, cols int64) {
+			g.vecTile(aOff, bOff, oOff, m0, n0, rows, cols/vecW, cols%vecW, k, n, shift)
+		}
+		// variants: full or last row block × full or last column chunk
+		rowCases := []int64{mr}
+		if r := m % mr; r != 0 {
+			rowCases = append(rowCases, r)
+		}
+		colCases := []int64{ncol}
+		if c := n % ncol; c != 0 {
+			colCases = append(colCases, c)
+		}
+		g.branch(mb, mBlocks-1, rowCases, func(rows int64) {
+			g.branch(nc, nChunks-1, colCases, func(cols int64) { tile(rows, cols) })
+		})
+	})
+}
+
+// branch emits body(cases[0]) when there is one case; with two, body(cases[1])
+// when idx == last and body(cases[0]) otherwise.
+func (g *gen) branch(idx value.Value, last int64, cases []int64, body func(int64)) {
+	if len(cases) == 1 {
+		body(cases[0])
+		return
+	}
+	isLast := g.icmp(enum.IPredEQ, idx, c64(last))
+	lb, fb, join := g.block(), g.block(), g.block()
+	g.cur.NewCondBr(isLast, lb, fb)
+	g.cur = lb
+	body(cases[1])
+	g.cur.NewBr(join)
+	g.cur = fb
+	body(cases[0])
+	g.cur.NewBr(join)
+	g.cur = join
+}
+
+// vecTile emits the k loop of one register tile: rows rows from m0, nv
+// vectors and ns scalar columns from n0.
+func (g *gen) vecTile(aOff, bOff, oOff, m0, n0 value.Value, rows, nv, ns, k, n int64, shift bool) {
+	vt := types.NewVector(vecW, types.Float)
+	vp := types.NewPointer(vt)
+	vload := func(bind int, idx value.Value) value.Value {
+		p := g.cur.NewBitCast(g.gep(bind, idx), vp)
+		l := g.cur.NewLoad(vt, p)
+		l.Align = 4
+		return l
+	}
+	vstore := func(bind int, idx, v value.Value) {
+		p := g.cur.NewBitCast(g.gep(bind, idx), vp)
+		st := g.cur.NewStore(v, p)
+		st.Align = 4
+	}
+	splat := func(x value.Value) value.Value {
+		v := g.cur.NewInsertElement(constant.NewUndef(vt), x, c32(0))
+		return g.cur.NewShuffleVector(v, constant.NewUndef(vt), constant.NewZeroInitializer(types.NewVector(vecW, types.I32)))
+	}
+	per := nv + ns
+	init := make([]value.Value, rows*per)
+	for r := int64(0); r < rows; r++ {
+		for j := int64(0); j < per; j++ {
+			if j < nv {
+				init[r*per+j] = constant.NewZeroInitializer(vt)
+			} else {
+				init[r*per+j] = cf(0)
+			}
+		}
+	}
+	acc := g.loopAcc(c64(0), c64(k), init, func(kk value.Value, acc []value.Value) []value.Value {
+		bk := kk
+		if shift {
+			bk = g.wrapNext(kk, k)
+		}
+		bRow := g.add(g.add(bOff, g.muli(bk, n)), n0)
+		bv := make([]value.Value, per)
+		for j := int64(0); j < per; j++ {
+			if j < nv {
+				bv[j] = vload(1, g.addi(bRow, j*vecW))
+			} else {
+				bv[j] = g.ldF(1, g.addi(bRow, nv*vecW+j-nv))
+			}
+		}
+		next := make([]value.Value, len(acc))
+		for r := int64(0); r < rows; r++ {
+			av := g.ldF(0, g.add(aOff, g.add(g.muli(g.addi(m0, r), k), kk)))
+			var as value.Value
+			if nv > 0 {
+				as = splat(av)
+			}
+			for j := int64(0); j < per; j++ {
+				i := r*per + j
+				if j < nv {
+					next[i] = g.fma(acc[i], as, bv[j])
+				} else {
+					next[i] = g.fma(acc[i], av, bv[j])
+				}
+			}
+		}
+		return next
+	})
+	for r := int64(0); r < rows; r++ {
+		oRow := g.add(g.add(oOff, g.muli(g.addi(m0, r), n)), n0)
+		for j := int64(0); j < per; j++ {
+			if j < nv {
+				vstore(2, g.addi(oRow, j*vecW), acc[r*per+j])
+			} else {
+				g.stF(2, g.addi(oRow, nv*vecW+j-nv), acc[r*per+j])
+			}
+		}
+	}
 }
 
 // dotTile emits one k loop computing the dot products of every row of a

@@ -179,6 +179,8 @@ func TestFaults(t *testing.T) {
 		{cg.FaultWrongConstant, opCase{op: "fused_elementwise", attrs: ir.Attrs{"expr": ir.StringAttr("mul($0, 3)")}, in: []*tensor.Tensor{randF32(r, -1, 1, 5)}}},
 		{cg.FaultF16Overflow, opCase{op: "matmul", attrs: ir.Attrs{"transpose_b": ir.BoolAttr(true)}, in: []*tensor.Tensor{big, randF32(r, 1, 2, 3, 8)}}},
 		{cg.FaultF16Overflow, opCase{op: "mul", in: []*tensor.Tensor{big, big}}},
+		{cg.FaultF16Overflow, opCase{op: "matmul", in: []*tensor.Tensor{big, randF32(r, 1, 2, 8, 3)}}},
+		{cg.FaultWrongIndex, opCase{op: "matmul", in: []*tensor.Tensor{randF32(r, -1, 1, 5, 8), randF32(r, -1, 1, 8, 20)}}},
 	}
 	for i, c := range cases {
 		t.Run(c.fault+"/"+c.c.op, func(t *testing.T) {

@@ -11,7 +11,6 @@ import (
 	"github.com/tapml/tapml/runtime/cpu"
 	"github.com/tapml/tapml/runtime/llm"
 	"github.com/tapml/tapml/runtime/llvm"
-	"github.com/tapml/tapml/tensor"
 )
 
 // greedy runs prompt through prefill, then steps decode greedily, and
@@ -134,30 +133,3 @@ func BenchmarkDecodeStories15M(b *testing.B) {
 	}
 }
 
-var gemvWorkers = 0
-
-// BenchmarkGEMV measures the decode classifier's matmul (1×288 by
-// 32000×288ᵀ) alone on llvm; GB/s counts the weight bytes read.
-func BenchmarkGEMV(b *testing.B) {
-	dev := newDevice(b, llvm.Options{Workers: gemvWorkers})
-	r := rng(3)
-	c := opCase{op: "matmul", attrs: ir.Attrs{"transpose_b": ir.BoolAttr(true)},
-		in: []*tensor.Tensor{randF32(r, -1, 1, 1, 288), randF32(r, -1, 1, 32000, 288)}}
-	n := nodeOf(1, c)
-	outs := outTypes(b, n)
-	x, _ := dev.Upload(c.in[0])
-	w, _ := dev.Upload(c.in[1])
-	run := func() {
-		res, err := dev.Launch(n, []*runtime.Buffer{x, w}, outs)
-		if err != nil {
-			b.Fatal(err)
-		}
-		dev.Free(res[0])
-	}
-	run()
-	b.ResetTimer()
-	for i := 0; i < b.N; i++ {
-		run()
-	}
-	b.ReportMetric(float64(b.N)*32000*288*4/b.Elapsed().Seconds()/1e9, "GB/s")
-}
