@@ -132,4 +132,3 @@ func BenchmarkDecodeStories15M(b *testing.B) {
 		})
 	}
 }
-
