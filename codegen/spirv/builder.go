@@ -35,6 +35,7 @@ type Builder struct {
 	fn    uint32
 	vars  []uint32 // OpVariable instructions of the entry block
 	body  []uint32
+	fence Var // stored to before each barrier
 }
 
 // NewFunction starts a void function with no parameters.
@@ -332,7 +333,17 @@ func (b *Builder) Set(v Var, x Value) {
 // and acquire-release semantics on workgroup memory (WGSL's
 // workgroupBarrier). It must be reached by every invocation of the
 // workgroup (uniform control flow).
+//
+// A store to a function variable goes first: naga 0.19's SPIR-V reader
+// emits the expressions pending at an OpControlBarrier after the barrier,
+// and a store makes it emit them before (so a load written before the
+// barrier runs before it).
 func (b *Builder) Barrier() {
+	if b.fence.ID == 0 {
+		b.fence = b.NewVar(b.M.U32, b.U(0))
+	} else {
+		b.Set(b.fence, b.U(0))
+	}
 	b.emit(opControlBarrier, b.M.ConstU(scopeWorkgroup), b.M.ConstU(scopeWorkgroup),
 		b.M.ConstU(semAcquireRelease|semWorkgroupMemory))
 }

@@ -368,11 +368,19 @@ func (k *kern) reduceN(reds []Array, tid Value, wgx int, vs []Value, combine fun
 		})
 		k.barrier(false)
 	}
-	out := make([]Value, len(reds))
+	// The results go through function variables: the stores pin the loads
+	// before the barrier. (naga 0.19's SPIR-V reader emits the expressions
+	// pending before an OpControlBarrier after the barrier, which would
+	// move these loads past it and race with the next reduction's stores.)
+	vars := make([]Var, len(reds))
 	for j, red := range reds {
-		out[j] = b.Load(red, b.U(0))
+		vars[j] = b.NewVar(red.Elem, b.Load(red, b.U(0)))
 	}
 	k.barrier(false)
+	out := make([]Value, len(reds))
+	for j := range vars {
+		out[j] = b.Get(vars[j])
+	}
 	return out
 }
 
