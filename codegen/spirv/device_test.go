@@ -8,9 +8,9 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/tapml/tapml/codegen"
 	"github.com/tapml/tapml/ir"
 	"github.com/tapml/tapml/runtime"
-	"github.com/tapml/tapml/codegen"
 	"github.com/tapml/tapml/runtime/cpu"
 	"github.com/tapml/tapml/runtime/webgpu"
 	"github.com/tapml/tapml/tensor"

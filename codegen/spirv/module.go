@@ -87,7 +87,7 @@ const (
 
 	capShader = 1
 
-	addressingLogical = 0
+	addressingLogical  = 0
 	memoryModelGLSL450 = 1
 	execModelGLCompute = 5
 	execModeLocalSize  = 17
@@ -106,9 +106,9 @@ const (
 	decDescriptorSet = 34
 	decOffset        = 35
 
-	builtInWorkgroupID         = 26
-	builtInLocalInvocationID   = 27
-	builtInGlobalInvocationID  = 28
+	builtInWorkgroupID        = 26
+	builtInLocalInvocationID  = 27
+	builtInGlobalInvocationID = 28
 
 	scopeWorkgroup = 2
 
