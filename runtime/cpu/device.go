@@ -363,4 +363,4 @@ func (d *Device) parallel(n, work int, fn func(lo, hi int)) {
 }
 
 // parallelWork is the smallest amount of work split over goroutines.
-const parallelWork = 1 << 16
+const parallelWork = 1 << 18
