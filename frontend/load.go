@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 
+	"github.com/tapml/tapml/artifact"
 	"github.com/tapml/tapml/frontend/gguf"
 	"github.com/tapml/tapml/frontend/llama"
 	"github.com/tapml/tapml/frontend/llama2c"
@@ -86,7 +87,23 @@ func Load(path string, opts Options) (*Model, error) {
 		return nil, err
 	}
 	if st.IsDir() {
-		return nil, fmt.Errorf("%s: a folder, but not a model folder this version of tapml reads", path)
+		if !artifact.IsBuild(path) {
+			return nil, fmt.Errorf("%s: a folder, but not a build folder from 'tapmlc compile' (no manifest.yaml)", path)
+		}
+		m, man, err := artifact.Load(path)
+		if err != nil {
+			return nil, err
+		}
+		model := &Model{Module: m, Format: "build", Path: path}
+		if model.Tokenizer, err = artifact.LoadTokenizer(path, man); err != nil {
+			return nil, err
+		}
+		if opts.Tokenizer != "" {
+			if model.Tokenizer, err = llama2c.LoadModelTokenizer(opts.Tokenizer, m); err != nil {
+				return nil, err
+			}
+		}
+		return model, nil
 	}
 	format, err := Sniff(path)
 	if err != nil {

@@ -285,6 +285,11 @@ func (e *Executor) Call(fn string, args ...*Buffer) ([]*Buffer, error) {
 			if err != nil {
 				return nil, err
 			}
+			// The copy now belongs to the transfer's output, not to the
+			// input's cache of copies (which is freed with the input).
+			if m := moved[n.Inputs[0]]; m != nil && m[to] == b {
+				delete(m, to)
+			}
 			outs = []*Buffer{b}
 		default:
 			d := e.Device(n.Place)

@@ -211,3 +211,44 @@ func ggufWithTensorType(t *testing.T, path, tensor string, typ uint32) []byte {
 	binary.LittleEndian.PutUint32(data[p:], typ)
 	return data
 }
+
+// compile writes a build folder that runs to the same text; --probe builds
+// run to the same text too, and a failed compile leaves nothing behind.
+func TestCompileAndRunBuild(t *testing.T) {
+	dir := models(t)
+	tmp := t.TempDir()
+	model, tok := filepath.Join(dir, "stories260K.bin"), filepath.Join(dir, "tok512.bin")
+	want := golden(t, "stories260K_greedy.golden")
+	for _, tc := range []struct {
+		name  string
+		extra []string
+	}{{"plain", nil}, {"probed", []string{"--probe"}}} {
+		out := filepath.Join(tmp, tc.name)
+		args := append([]string{"compile", model, "--tokenizer", tok, "--target", "webgpu", "-o", out, "--stats"}, tc.extra...)
+		r := tapmlc(t, args...)
+		if r.code != 0 {
+			t.Fatalf("compile %s: %s", tc.name, r.stderr)
+		}
+		if !strings.Contains(r.stderr, "fused_elementwise") {
+			t.Errorf("compile --stats printed no op counts: %s", r.stderr)
+		}
+		for _, target := range []string{"cpu", "webgpu"} {
+			run := tapmlc(t, "run", out, "--steps", "256", "--temperature", "0", "--target", target)
+			if run.code != 0 || run.stdout != want {
+				t.Errorf("run %s build on %s: exit %d, %q, %s", tc.name, target, run.code, run.stdout, run.stderr)
+			}
+		}
+	}
+	bad := filepath.Join(tmp, "bad.yaml")
+	if err := os.WriteFile(bad, []byte("passes:\n  - shape_inference\n  - no_such_pass\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(tmp, "failed")
+	r := tapmlc(t, "compile", model, "--pipeline", bad, "-o", out)
+	if r.code != 1 || !strings.Contains(r.stderr, "bad.yaml:3") {
+		t.Errorf("bad pipeline: exit %d, stderr %q; want an error at bad.yaml:3", r.code, r.stderr)
+	}
+	if _, err := os.Stat(out); !os.IsNotExist(err) {
+		t.Errorf("a failed compile left %s behind", out)
+	}
+}
