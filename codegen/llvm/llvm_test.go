@@ -1,0 +1,283 @@
+package llvm_test
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	goruntime "runtime"
+	"strings"
+	"testing"
+
+	"github.com/tapml/tapml/codegen"
+	"github.com/tapml/tapml/codegen/llvm"
+	"github.com/tapml/tapml/ir"
+)
+
+type sample struct {
+	op    string
+	attrs ir.Attrs
+	in    []ir.Type
+}
+
+func f32(s ...int64) ir.Type { return ir.T(ir.F32, ir.S(s...)) }
+
+var pos = ir.T(ir.I32, nil)
+
+// samples has one node of every op (and a few variants); the kernel tests
+// against the CPU reference live in runtime/llvm.
+func samples() []sample {
+	var ss []sample
+	for _, op := range ir.UnaryOps {
+		ss = append(ss, sample{op: op, in: []ir.Type{f32(3, 5)}})
+	}
+	for _, op := range ir.BinaryOps {
+		ss = append(ss, sample{op: op, in: []ir.Type{f32(3, 1, 5), f32(4, 1)}})
+	}
+	tb := ir.Attrs{"transpose_b": ir.BoolAttr(true)}
+	ss = append(ss,
+		sample{op: "add", in: []ir.Type{ir.T(ir.I64, ir.S(3)), ir.T(ir.I64, ir.S(3))}},
+		sample{op: "exp", in: []ir.Type{ir.T(ir.BF16, ir.S(3))}},
+		sample{op: "fused_elementwise", attrs: ir.Attrs{"expr": ir.StringAttr("mul(silu($0), add($1, 1.5))")}, in: []ir.Type{f32(2, 8), f32(8)}},
+		sample{op: "cast", attrs: ir.Attrs{"to": ir.DTypeAttr(ir.F16)}, in: []ir.Type{f32(6)}},
+		sample{op: "constant", attrs: ir.Attrs{"shape": ir.ShapeAttr(ir.S(2)), "value": ir.FloatsAttr(1, 2)}},
+		sample{op: "gather", in: []ir.Type{f32(10, 4), ir.T(ir.I32, ir.S(3))}},
+		sample{op: "matmul", attrs: tb, in: []ir.Type{f32(3, 16), f32(10, 16)}},
+		sample{op: "matmul", in: []ir.Type{f32(2, 5, 16), f32(16, 21)}},
+		sample{op: "matmul", in: []ir.Type{ir.T(ir.F16, ir.S(2, 4)), ir.T(ir.F16, ir.S(4, 3))}},
+		sample{op: "rms_norm", in: []ir.Type{f32(2, 8), f32(8)}},
+		sample{op: "layer_norm", in: []ir.Type{f32(2, 8), f32(8), f32(8)}},
+		sample{op: "softmax", in: []ir.Type{f32(2, 8)}},
+		sample{op: "argmax", in: []ir.Type{f32(2, 8)}},
+		sample{op: "rope", in: []ir.Type{f32(2, 3, 8), pos}},
+		sample{op: "kv_write", in: []ir.Type{f32(16, 2, 4), f32(1, 2, 4), pos}},
+		sample{op: "attention", attrs: ir.Attrs{"scale": ir.FloatAttr(0.5)}, in: []ir.Type{f32(1, 4, 4), f32(16, 2, 4), f32(16, 2, 4), pos}},
+		sample{op: "reshape", attrs: ir.Attrs{"shape": ir.ShapeAttr(ir.S(4, 2))}, in: []ir.Type{f32(8)}},
+		sample{op: "probe", in: []ir.Type{f32(3)}},
+		sample{op: "transfer", attrs: ir.Attrs{"from": ir.StringAttr("source"), "to": ir.StringAttr("target")}, in: []ir.Type{f32(3)}},
+		sample{op: "transpose", attrs: ir.Attrs{"perm": ir.IntsAttr(1, 0)}, in: []ir.Type{f32(3, 4)}},
+		sample{op: "slice", attrs: ir.Attrs{"axis": ir.IntAttr(0), "start": ir.IntAttr(1), "end": ir.IntAttr(3)}, in: []ir.Type{f32(4, 2)}},
+		sample{op: "concat", attrs: ir.Attrs{"axis": ir.IntAttr(0)}, in: []ir.Type{f32(1, 2), f32(3, 2)}},
+	)
+	return ss
+}
+
+func node(id int, s sample) *ir.Node {
+	n := &ir.Node{ID: id, Op: s.op, Attrs: s.attrs}
+	if n.Attrs == nil {
+		n.Attrs = ir.Attrs{}
+	}
+	for i, t := range s.in {
+		n.Inputs = append(n.Inputs, &ir.Value{Name: fmt.Sprint("x", i), Type: t})
+	}
+	return n
+}
+
+// TestEveryOpHasKernel fails when an op of the registry has no LLVM
+// kernel or no sample here.
+func TestEveryOpHasKernel(t *testing.T) {
+	sampled := map[string]bool{}
+	for _, s := range samples() {
+		sampled[s.op] = true
+	}
+	for _, d := range ir.Ops() {
+		if !llvm.Supports(d.Name) {
+			t.Errorf("op %s has no LLVM kernel", d.Name)
+		}
+		if !sampled[d.Name] {
+			t.Errorf("op %s has no sample in this test", d.Name)
+		}
+	}
+	if llvm.Supports("no_such_op") {
+		t.Errorf("Supports(no_such_op)")
+	}
+}
+
+// TestKernelModel checks each kernel's description: language, entry,
+// bindings in ascending order (inputs, then outputs; kv_write's cache one
+// ReadWrite binding), a grid of items, and a module with the host's target.
+func TestKernelModel(t *testing.T) {
+	triple, _ := llvm.HostTarget()
+	for i, s := range samples() {
+		n := node(i+1, s)
+		k, err := llvm.Generate(n, s.in, nil, llvm.Options{})
+		if err != nil {
+			t.Errorf("%s: %v", s.op, err)
+			continue
+		}
+		if k.Language != "llvm" || k.Op != s.op || k.NodeID != n.ID || k.Entry != llvm.EntryName(n) {
+			t.Errorf("%s: kernel %s/%s/%d/%s", s.op, k.Language, k.Op, k.NodeID, k.Entry)
+		}
+		src := string(k.Source)
+		if !strings.Contains(src, "define i32 @"+k.Entry+"(i8** nocapture readonly %bufs, i64 %lo, i64 %hi)") {
+			t.Errorf("%s: no entry with the ABI signature in\n%s", s.op, src)
+		}
+		if triple != "" && !strings.Contains(src, `target triple = "`+triple+`"`) || !strings.Contains(src, "target datalayout") {
+			t.Errorf("%s: module lacks the target triple or data layout", s.op)
+		}
+		want := []codegen.Binding{}
+		if s.op == "kv_write" {
+			want = append(want, codegen.Binding{Index: 0, Name: "cache", Access: codegen.ReadWrite, Type: s.in[0], Input: 0, Output: 0})
+			want = append(want, codegen.Binding{Index: 1, Name: "in1", Access: codegen.Read, Type: s.in[1], Input: 1, Output: -1})
+			want = append(want, codegen.Binding{Index: 2, Name: "in2", Access: codegen.Read, Type: s.in[2], Input: 2, Output: -1})
+		} else {
+			out, _, _ := ir.InferTypes(s.op, s.in, n.Attrs)
+			for j, tp := range s.in {
+				want = append(want, codegen.Binding{Index: j, Name: fmt.Sprint("in", j), Access: codegen.Read, Type: tp, Input: j, Output: -1})
+			}
+			for j, tp := range out {
+				want = append(want, codegen.Binding{Index: len(s.in) + j, Name: fmt.Sprint("out", j), Access: codegen.Write, Type: tp, Input: -1, Output: j})
+			}
+		}
+		if fmt.Sprint(k.Bindings) != fmt.Sprint(want) {
+			t.Errorf("%s: bindings %v, want %v", s.op, k.Bindings, want)
+		}
+		if k.Grid[0] <= 0 || k.Grid[1] != 1 || k.Grid[2] != 1 {
+			t.Errorf("%s: grid %v", s.op, k.Grid)
+		}
+	}
+}
+
+// TestGenerateErrors: symbolic shapes, wrong output types and unsupported
+// dtypes are errors, not panics.
+func TestGenerateErrors(t *testing.T) {
+	n := node(1, sample{op: "exp", in: []ir.Type{f32(3)}})
+	cases := []struct {
+		name    string
+		n       *ir.Node
+		in, out []ir.Type
+		opts    llvm.Options
+	}{
+		{"symbolic", n, []ir.Type{ir.T(ir.F32, ir.Shape{ir.Sym("seq")})}, nil, llvm.Options{}},
+		{"wrong output", n, []ir.Type{f32(3)}, []ir.Type{f32(4)}, llvm.Options{}},
+		{"input count", n, []ir.Type{f32(3), f32(3)}, nil, llvm.Options{}},
+		{"int exp", n, []ir.Type{ir.T(ir.I32, ir.S(3))}, nil, llvm.Options{}},
+		{"unknown fault", n, []ir.Type{f32(3)}, nil, llvm.Options{Fault: "bogus"}},
+		{"fault does not apply", n, []ir.Type{f32(3)}, nil, llvm.Options{Fault: llvm.FaultWrongConstant}},
+		{"unknown op", &ir.Node{ID: 2, Op: "frobnicate"}, nil, nil, llvm.Options{}},
+		{"nil node", nil, nil, nil, llvm.Options{}},
+	}
+	for _, c := range cases {
+		if _, err := llvm.Generate(c.n, c.in, c.out, c.opts); err == nil {
+			t.Errorf("%s: no error", c.name)
+		} else {
+			t.Logf("%s: %v", c.name, err)
+		}
+	}
+	// the same node twice in one module
+	m := llvm.NewModule(llvm.Options{})
+	if _, err := m.Add(n, []ir.Type{f32(3)}, nil, llvm.Options{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := m.Add(n, []ir.Type{f32(3)}, nil, llvm.Options{}); err == nil {
+		t.Errorf("a node added twice: no error")
+	}
+	if m.Len() != 1 {
+		t.Errorf("module has %d kernels, want 1", m.Len())
+	}
+}
+
+// TestFaultsApply: every fault either applies to an op's kernel (and
+// changes its code) or is an error.
+func TestFaultsApply(t *testing.T) {
+	applied := map[string][]string{}
+	for i, s := range samples() {
+		n := node(i+1, s)
+		clean, err := llvm.Generate(n, s.in, nil, llvm.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, f := range llvm.FaultNames() {
+			k, err := llvm.Generate(n, s.in, nil, llvm.Options{Fault: f})
+			if err != nil {
+				continue
+			}
+			if bytes.Equal(k.Source, clean.Source) {
+				t.Errorf("%s with fault %s: the kernel is unchanged", s.op, f)
+			}
+			applied[f] = append(applied[f], s.op)
+		}
+	}
+	for _, f := range llvm.FaultNames() {
+		if len(applied[f]) == 0 {
+			t.Errorf("fault %s applies to no op", f)
+		}
+		t.Logf("%s: %v", f, applied[f])
+	}
+}
+
+// clang returns clang-14 (or clang), skipping the test when there is none.
+func clang(t *testing.T) string {
+	for _, n := range []string{"clang-14", "clang"} {
+		if p, err := exec.LookPath(n); err == nil {
+			return p
+		}
+	}
+	t.Skip("no clang-14")
+	return ""
+}
+
+// TestModuleCompiles builds every sample's kernel (and every applicable
+// fault) into one module and has clang check it.
+func TestModuleCompiles(t *testing.T) {
+	cc := clang(t)
+	m := llvm.NewModule(llvm.Options{})
+	id := 0
+	for _, s := range samples() {
+		for _, f := range append([]string{""}, llvm.FaultNames()...) {
+			id++
+			if _, err := m.Add(node(id, s), s.in, nil, llvm.Options{Fault: f}); err != nil && f == "" {
+				t.Fatal(err)
+			}
+		}
+	}
+	dir := t.TempDir()
+	ll := filepath.Join(dir, "k.ll")
+	if err := os.WriteFile(ll, m.Source(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command(cc, "-O0", "-c", ll, "-o", filepath.Join(dir, "k.o")).CombinedOutput(); err != nil {
+		t.Fatalf("clang rejects the module of %d kernels: %v\n%s", m.Len(), err, out)
+	}
+}
+
+// TestMatmulVectorises: with the module's target set, LLVM turns the
+// matmul kernels' loops into AVX2 FMAs (amd64 only).
+func TestMatmulVectorises(t *testing.T) {
+	if goruntime.GOARCH != "amd64" {
+		t.Skip("checks x86 assembly")
+	}
+	cc := clang(t)
+	for _, s := range []sample{
+		{op: "matmul", attrs: ir.Attrs{"transpose_b": ir.BoolAttr(true)}, in: []ir.Type{f32(1, 288), f32(512, 288)}},
+		{op: "matmul", in: []ir.Type{f32(8, 64), f32(64, 64)}},
+	} {
+		k, err := llvm.Generate(node(1, s), s.in, nil, llvm.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		dir := t.TempDir()
+		ll := filepath.Join(dir, "k.ll")
+		if err := os.WriteFile(ll, k.Source, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		out, err := exec.Command(cc, "-O3", "-march=haswell", "-S", ll, "-o", "-").CombinedOutput()
+		if err != nil {
+			t.Fatalf("%v\n%s", err, out)
+		}
+		if !regexpFMA(string(out)) {
+			t.Errorf("%v: no vector FMA on ymm registers in the assembly", s.in)
+		}
+	}
+}
+
+func regexpFMA(asm string) bool {
+	for _, line := range strings.Split(asm, "\n") {
+		if strings.Contains(line, "vfmadd") && strings.Contains(line, "ymm") {
+			return true
+		}
+	}
+	return false
+}
+
