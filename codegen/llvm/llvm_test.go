@@ -280,4 +280,3 @@ func regexpFMA(asm string) bool {
 	}
 	return false
 }
-

@@ -12,6 +12,12 @@
 // (Options.CacheDir, by default os.UserCacheDir()/tapml/llvm), so a rerun
 // loads them without compiling.
 //
+// Without Prepare (an executor that does not call it), launches of nodes
+// whose kernels are not compiled are queued instead of run: the next Sync
+// or Download compiles all of them in one module and runs the queue in
+// order, so a run-time error of such a launch (an id out of range) is
+// reported there, as a KernelError naming the node.
+//
 // Buffers are host memory: a Buffer's Handle is a *tensor.Tensor, as on the
 // cpu device. Upload wraps the caller's tensor without copying it (the
 // caller must not modify it afterwards; kv_write updates it in place);
@@ -90,6 +96,7 @@ type Device struct {
 	funcs   map[*ir.Node]*ir.Function          // the function of each prepared node
 	placed  map[*ir.Function]map[*ir.Node]bool // the prepared nodes of each function
 	kernels map[kernelKey]*kernel
+	queue   []pending // launches of unprepared nodes, run at the next sync
 	libs    []uintptr
 	stats   Stats
 	closed  bool
@@ -184,8 +191,12 @@ func (d *Device) wrap(t *tensor.Tensor) *runtime.Buffer {
 	return &runtime.Buffer{Dev: d, DType: t.DType, Shape: append([]int{}, t.Shape...), Handle: t}
 }
 
-// Download returns a copy of the buffer's tensor.
+// Download returns a copy of the buffer's tensor, after running queued
+// launches.
 func (d *Device) Download(b *runtime.Buffer) (*tensor.Tensor, error) {
+	if err := d.Sync(); err != nil {
+		return nil, err
+	}
 	t, err := d.handle(b)
 	if err != nil {
 		return nil, fmt.Errorf("llvm: download: %w", err)
@@ -205,8 +216,13 @@ func Tensor(b *runtime.Buffer) (*tensor.Tensor, error) {
 	return t, nil
 }
 
-// Sync does nothing: Launch finishes its work before it returns.
-func (d *Device) Sync() error { return nil }
+// Sync runs the queued launches of unprepared nodes (see the package
+// doc); a run-time error of one of them is returned here, naming its node.
+func (d *Device) Sync() error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.flush()
+}
 
 // Free drops the buffer's reference to its tensor.
 func (d *Device) Free(b *runtime.Buffer) {
@@ -222,8 +238,8 @@ func (d *Device) Close() error {
 	if d.closed {
 		return nil
 	}
+	errs := []error{d.flush()}
 	d.closed = true
-	var errs []error
 	for _, h := range d.libs {
 		if err := purego.Dlclose(h); err != nil {
 			errs = append(errs, err)
@@ -607,16 +623,10 @@ func (d *Device) launch(n *ir.Node, in []*runtime.Buffer, outs []ir.Type) ([]*ru
 		// identities: reshape (unless CopyReshape), probe, transfer
 		return []*runtime.Buffer{d.wrap(ts[0].Reshaped(want[0].Shape.Sizes()))}, nil
 	}
-	k, err := d.kernelFor(n, types, want)
-	if err != nil {
-		return nil, err
-	}
 	res := make([]*runtime.Buffer, len(want))
 	outT := make([]*tensor.Tensor, len(want))
-	for _, b := range k.k.Bindings {
-		if b.Access == codegen.ReadWrite {
-			outT[b.Output], res[b.Output] = ts[b.Input], in[b.Input]
-		}
+	if n.Op == "kv_write" { // in place: the output is the cache
+		outT[0], res[0] = ts[0], in[0]
 	}
 	for i, t := range want {
 		if outT[i] == nil {
@@ -624,10 +634,64 @@ func (d *Device) launch(n *ir.Node, in []*runtime.Buffer, outs []ir.Type) ([]*ru
 			res[i] = d.wrap(outT[i])
 		}
 	}
+	k := d.kernels[d.key(n, types, want)]
+	if k == nil && d.funcs[n] != nil && len(d.queue) == 0 {
+		// a prepared function: build its kernels for these shapes now
+		var err error
+		if k, err = d.kernelFor(n, types, want); err != nil {
+			return nil, err
+		}
+	}
+	if k == nil || len(d.queue) > 0 {
+		// unprepared: run at the next Sync or Download, when the kernels
+		// of every queued node are compiled in one module
+		d.queue = append(d.queue, pending{n: n, in: types, out: want, ts: ts, outT: outT})
+		return res, nil
+	}
 	if err := d.run(k, ts, outT); err != nil {
 		return nil, err
 	}
 	return res, nil
+}
+
+// pending is a launch whose kernel was not compiled yet.
+type pending struct {
+	n        *ir.Node
+	in, out  []ir.Type
+	ts, outT []*tensor.Tensor
+}
+
+// flush compiles the kernels of the queued launches (one module) and runs
+// them in order. Must hold d.mu.
+func (d *Device) flush() error {
+	if len(d.queue) == 0 {
+		return nil
+	}
+	q := d.queue
+	d.queue = nil
+	var nodes []*ir.Node
+	var ins, outs [][]ir.Type
+	seen := map[kernelKey]bool{}
+	for _, p := range q {
+		key := d.key(p.n, p.in, p.out)
+		if d.kernels[key] == nil && !seen[key] {
+			seen[key] = true
+			nodes, ins, outs = append(nodes, p.n), append(ins, p.in), append(outs, p.out)
+		}
+	}
+	if err := d.build(nodes, ins, outs, nil, true); err != nil {
+		return err
+	}
+	for _, p := range q {
+		k := d.kernels[d.key(p.n, p.in, p.out)]
+		if k == nil {
+			return &runtime.KernelError{Device: d.Name(), Node: p.n, Err: errors.New("no kernel was built")}
+		}
+		if err := d.run(k, p.ts, p.outT); err != nil {
+			return &runtime.KernelError{Device: d.Name(), Node: p.n, Err: err}
+		}
+	}
+	return nil
 }
 
 // run calls a kernel over all its items, split over goroutines when the
