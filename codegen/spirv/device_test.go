@@ -30,17 +30,9 @@ func openGPU() (*webgpu.Device, error) {
 	return gpuDev, gpuErr
 }
 
-// kernelLimits returns the limits the device's kernels are generated for.
-func kernelLimits(d *webgpu.Device) Limits {
-	l := d.Limits()
-	return Limits{
-		MaxInvocationsPerWorkgroup:      l.MaxInvocationsPerWorkgroup,
-		MaxWorkgroupSizeX:               l.MaxWorkgroupSizeX,
-		MaxWorkgroupStorageSize:         l.MaxWorkgroupStorageSize,
-		MaxWorkgroupsPerDimension:       l.MaxWorkgroupsPerDimension,
-		MaxStorageBuffersPerShaderStage: l.MaxStorageBuffersPerShaderStage,
-	}
-}
+// kernelLimits returns the limits the device's kernels are generated for
+// (the conversion also checks that Limits keeps wgsl.Limits' fields).
+func kernelLimits(d *webgpu.Device) Limits { return Limits(d.Limits()) }
 
 // runKernel runs kernel k as node n's on the device over host inputs and
 // downloads its outputs.

@@ -34,10 +34,13 @@ import (
 )
 
 // Limits are the device limits a kernel must respect. A zero field takes
-// the WebGPU default (DefaultLimits).
+// the WebGPU default (DefaultLimits). The fields are those of wgsl.Limits,
+// in the same order, so one converts to the other: spirv.Limits(l).
 type Limits struct {
 	MaxInvocationsPerWorkgroup      int // maxComputeInvocationsPerWorkgroup
 	MaxWorkgroupSizeX               int // maxComputeWorkgroupSizeX
+	MaxWorkgroupSizeY               int // maxComputeWorkgroupSizeY (kernels are one-dimensional)
+	MaxWorkgroupSizeZ               int // maxComputeWorkgroupSizeZ (kernels are one-dimensional)
 	MaxWorkgroupStorageSize         int // maxComputeWorkgroupStorageSize, bytes
 	MaxWorkgroupsPerDimension       int // maxComputeWorkgroupsPerDimension
 	MaxStorageBuffersPerShaderStage int // maxStorageBuffersPerShaderStage
@@ -45,8 +48,8 @@ type Limits struct {
 
 // DefaultLimits are WebGPU's default limits, which every adapter supports.
 func DefaultLimits() Limits {
-	return Limits{MaxInvocationsPerWorkgroup: 256, MaxWorkgroupSizeX: 256, MaxWorkgroupStorageSize: 16384,
-		MaxWorkgroupsPerDimension: 65535, MaxStorageBuffersPerShaderStage: 8}
+	return Limits{MaxInvocationsPerWorkgroup: 256, MaxWorkgroupSizeX: 256, MaxWorkgroupSizeY: 256, MaxWorkgroupSizeZ: 64,
+		MaxWorkgroupStorageSize: 16384, MaxWorkgroupsPerDimension: 65535, MaxStorageBuffersPerShaderStage: 8}
 }
 
 func (l Limits) withDefaults() Limits {
@@ -58,6 +61,8 @@ func (l Limits) withDefaults() Limits {
 	}
 	set(&l.MaxInvocationsPerWorkgroup, d.MaxInvocationsPerWorkgroup)
 	set(&l.MaxWorkgroupSizeX, d.MaxWorkgroupSizeX)
+	set(&l.MaxWorkgroupSizeY, d.MaxWorkgroupSizeY)
+	set(&l.MaxWorkgroupSizeZ, d.MaxWorkgroupSizeZ)
 	set(&l.MaxWorkgroupStorageSize, d.MaxWorkgroupStorageSize)
 	set(&l.MaxWorkgroupsPerDimension, d.MaxWorkgroupsPerDimension)
 	set(&l.MaxStorageBuffersPerShaderStage, d.MaxStorageBuffersPerShaderStage)
@@ -144,7 +149,7 @@ func Generate(n *ir.Node, in, out []ir.Type, opts Options) (*codegen.Kernel, err
 			return fail(fmt.Errorf("input %d has a symbolic shape %s; kernels need concrete shapes", i, t.Shape))
 		}
 	}
-	want, attrs, err := ir.InferTypes(n.Op, in, n.Attrs)
+	want, attrs, err := ir.InferTypes(n.Op, in, boundAttrs(n, in, out))
 	if err != nil {
 		return fail(err)
 	}
@@ -201,6 +206,44 @@ func Generate(n *ir.Node, in, out []ir.Type, opts Options) (*codegen.Kernel, err
 		WorkgroupSize: k.wg,
 		Grid:          k.grid,
 	}, nil
+}
+
+// boundAttrs returns n's attributes with the symbols of shape attributes
+// (reshape's [seq, 8, 8] in a prefill function) bound to their sizes in
+// this call, found by matching the node's declared input and output types
+// with the concrete ones. It returns n.Attrs itself when nothing is
+// symbolic.
+func boundAttrs(n *ir.Node, in, out []ir.Type) ir.Attrs {
+	symbolic := false
+	for _, v := range n.Attrs {
+		symbolic = symbolic || (v.Kind == ir.AttrShape && !v.Shape.IsStatic())
+	}
+	if !symbolic {
+		return n.Attrs
+	}
+	env := map[string]int64{}
+	bind := func(vals []*ir.Value, concrete []ir.Type) {
+		for i, v := range vals {
+			if v == nil || i >= len(concrete) || v.Type.Shape.Rank() != concrete[i].Shape.Rank() {
+				continue
+			}
+			for j, d := range v.Type.Shape {
+				if c := concrete[i].Shape[j]; !d.IsStatic() && c.IsStatic() {
+					env[d.Sym] = c.Size
+				}
+			}
+		}
+	}
+	bind(n.Inputs, in)
+	bind(n.Outputs, out)
+	a := n.Attrs.Clone()
+	for name, v := range a {
+		if v.Kind == ir.AttrShape && !v.Shape.IsStatic() {
+			v.Shape = v.Shape.Bind(env)
+			a[name] = v
+		}
+	}
+	return a
 }
 
 // kern is the state of generating one kernel.

@@ -1,0 +1,260 @@
+package spirv
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/tapml/tapml/codegen"
+	"github.com/tapml/tapml/frontend"
+	"github.com/tapml/tapml/frontend/llama"
+	"github.com/tapml/tapml/ir"
+	"github.com/tapml/tapml/runtime"
+	"github.com/tapml/tapml/runtime/cpu"
+	"github.com/tapml/tapml/tensor"
+)
+
+// spirvDevice runs every node as this package's SPIR-V kernel on the
+// webgpu device (LaunchKernel), the way `--target vulkan` will. Its
+// buffers are the webgpu device's, re-labelled as its own so that the
+// executor sees one device.
+type spirvDevice struct {
+	lim     Limits
+	mu      sync.Mutex
+	kernels map[string]*codegen.Kernel // by node and input types
+	made    int
+}
+
+var _ runtime.Device = (*spirvDevice)(nil)
+
+func (d *spirvDevice) Name() string { return "spirv:" + gpuDev.Name() }
+
+func (d *spirvDevice) inner(b *runtime.Buffer) *runtime.Buffer {
+	c := *b
+	c.Dev = gpuDev
+	return &c
+}
+
+func (d *spirvDevice) outer(b *runtime.Buffer) *runtime.Buffer {
+	c := *b
+	c.Dev = d
+	return &c
+}
+
+func (d *spirvDevice) Upload(t *tensor.Tensor) (*runtime.Buffer, error) {
+	b, err := gpuDev.Upload(t)
+	if err != nil {
+		return nil, err
+	}
+	return d.outer(b), nil
+}
+
+func (d *spirvDevice) Download(b *runtime.Buffer) (*tensor.Tensor, error) {
+	return gpuDev.Download(d.inner(b))
+}
+
+func (d *spirvDevice) Launch(n *ir.Node, in []*runtime.Buffer, outs []ir.Type) ([]*runtime.Buffer, error) {
+	inner := make([]*runtime.Buffer, len(in))
+	types := make([]ir.Type, len(in))
+	var key strings.Builder
+	fmt.Fprintf(&key, "%p", n)
+	for i, b := range in {
+		inner[i] = d.inner(b)
+		types[i] = b.Type()
+		key.WriteString(types[i].String())
+	}
+	d.mu.Lock()
+	k := d.kernels[key.String()]
+	if k == nil {
+		var err error
+		if k, err = Generate(n, types, outs, Options{Limits: d.lim}); err != nil {
+			d.mu.Unlock()
+			return nil, &runtime.KernelError{Device: d.Name(), Node: n, Err: err}
+		}
+		d.kernels[key.String()] = k
+		d.made++
+	}
+	d.mu.Unlock()
+	res, err := gpuDev.LaunchKernel(n, k, inner)
+	if err != nil {
+		return nil, err
+	}
+	for i, r := range res {
+		if j := slices.Index(inner, r); j >= 0 {
+			res[i] = in[j] // updated in place (kv_write)
+		} else {
+			res[i] = d.outer(r)
+		}
+	}
+	return res, nil
+}
+
+func (d *spirvDevice) Sync() error            { return gpuDev.Sync() }
+func (d *spirvDevice) Free(b *runtime.Buffer) { gpuDev.Free(d.inner(b)) }
+func (d *spirvDevice) Close() error           { return nil }
+
+func newSpirvDevice(t *testing.T) *spirvDevice {
+	g, err := openGPU()
+	if err != nil {
+		t.Skipf("no device: %v", err)
+	}
+	return &spirvDevice{lim: kernelLimits(g), kernels: map[string]*codegen.Kernel{}}
+}
+
+// greedy runs prefill on a prompt, then greedy decode steps.
+type greedy struct {
+	exec   *runtime.Executor
+	dev    runtime.Device
+	caches []*runtime.Buffer
+	pos    int
+}
+
+func newGreedy(t *testing.T, m *ir.Module, d runtime.Device) *greedy {
+	t.Helper()
+	g := &greedy{exec: runtime.NewExecutor(m, d), dev: d}
+	for _, p := range m.Func("decode").Params[2:] {
+		b, err := d.Upload(tensor.New(p.Type.DType, p.Type.Shape.Sizes()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		g.caches = append(g.caches, b)
+	}
+	return g
+}
+
+// step feeds tokens and returns the logits of the last one.
+func (g *greedy) step(t *testing.T, tokens []int32) *tensor.Tensor {
+	t.Helper()
+	tok, err := g.dev.Upload(tensor.FromInt32([]int{len(tokens)}, tokens))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pos, err := g.dev.Upload(tensor.ScalarInt32(int32(g.pos)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	fn := "decode"
+	if len(tokens) > 1 {
+		fn = "prefill"
+	}
+	out, err := g.exec.Call(fn, append([]*runtime.Buffer{tok, pos}, g.caches...)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	g.dev.Free(tok)
+	g.dev.Free(pos)
+	for i, c := range out[1:] {
+		if c != g.caches[i] {
+			t.Fatalf("%s: cache %d was not updated in place", g.dev.Name(), i)
+		}
+	}
+	logits, err := g.dev.Download(out[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	g.dev.Free(out[0])
+	g.pos += len(tokens)
+	return logits
+}
+
+func argmaxOf(x *tensor.Tensor) int32 {
+	v := x.Float32s()
+	best := 0
+	for i := range v {
+		if v[i] > v[best] {
+			best = i
+		}
+	}
+	return int32(best)
+}
+
+// generateBoth runs greedy generation on the SPIR-V device and on the CPU
+// reference and checks that every step's logits agree within tl and the
+// tokens are the same.
+func generateBoth(t *testing.T, m *ir.Module, prompt []int32, steps int, tl tol) []int32 {
+	dev := newSpirvDevice(t)
+	gpu := newGreedy(t, m, dev)
+	defer gpu.exec.Close()
+	ref := newGreedy(t, m, cpu.New())
+	want, got := ref.step(t, prompt), gpu.step(t, prompt)
+	var wantToks, gotToks []int32
+	for s := 0; ; s++ {
+		if err := compare(got, want, tl); err != nil {
+			t.Fatalf("step %d logits: %v", s, err)
+		}
+		wantToks = append(wantToks, argmaxOf(want))
+		gotToks = append(gotToks, argmaxOf(got))
+		if s == steps {
+			break
+		}
+		want = ref.step(t, wantToks[len(wantToks)-1:])
+		got = gpu.step(t, gotToks[len(gotToks)-1:])
+	}
+	if !slices.Equal(gotToks, wantToks) {
+		t.Errorf("tokens differ:\n got %v\nwant %v", gotToks, wantToks)
+	}
+	t.Logf("%d kernels generated; tokens %v", dev.made, gotToks)
+	return gotToks
+}
+
+// TestTinyEndToEnd runs llama.Tiny (random weights) with SPIR-V kernels
+// for every node: a 5-token prefill and 20 greedy decode steps match the
+// CPU reference (logits within 1e-4: two layers of kernels within their
+// own tolerances).
+func TestTinyEndToEnd(t *testing.T) {
+	m, err := llama.Build("tiny", llama.Tiny, llama.RandomWeights(llama.Tiny, 10))
+	if err != nil {
+		t.Fatal(err)
+	}
+	generateBoth(t, m, []int32{1, 72, 101, 108, 108}, 20, tol{Abs: 1e-4, Rel: 1e-4})
+}
+
+// modelsDir finds ../shared/models beside the repository root.
+func modelsDir(t *testing.T) string {
+	dir, err := os.Getwd()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for {
+		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
+			break
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			t.Skip("repository root not found")
+		}
+		dir = parent
+	}
+	models := filepath.Join(dir, "..", "shared", "models")
+	if _, err := os.Stat(filepath.Join(models, "stories260K.bin")); err != nil {
+		t.Skipf("test models not available: %v", err)
+	}
+	return models
+}
+
+// TestStories260K generates from llama2.c's stories260K with SPIR-V
+// kernels: the same tokens as the CPU reference for 40 greedy steps.
+func TestStories260K(t *testing.T) {
+	if testing.Short() {
+		t.Skip("short")
+	}
+	dir := modelsDir(t)
+	model, err := frontend.Load(filepath.Join(dir, "stories260K.bin"), frontend.Options{Tokenizer: filepath.Join(dir, "tok512.bin")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var prompt []int32
+	for _, id := range model.Tokenizer.Encode("Once upon a time", true, false) {
+		prompt = append(prompt, int32(id))
+	}
+	toks := generateBoth(t, model.Module, prompt, 40, tol{Abs: 2e-4, Rel: 1e-4})
+	ids := make([]int, len(toks))
+	for i, id := range toks {
+		ids[i] = int(id)
+	}
+	t.Logf("text: %q", model.Tokenizer.Decode(ids))
+}
