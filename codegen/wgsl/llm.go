@@ -28,8 +28,20 @@ func genRope(g *gen) (*codegen.Kernel, error) {
 	pairs := dims / 2
 	freqs := make([]string, pairs)
 	for i := range freqs {
-		freqs[i] = f32Lit(math.Pow(theta, -float64(2*i)/float64(dims)))
+		// The reference's own f32 value: 1 / theta^(2i/dims), with the
+		// exponent and theta in f32 (as llama2.c computes it).
+		e := float32(2*i) / float32(dims)
+		freqs[i] = f32Lit(float64(1 / float32(math.Pow(float64(float32(theta)), float64(e)))))
 	}
+	// Cody-Waite reduction of the angle to [-π, π] before cos and sin (GPU
+	// sin/cos are accurate only near zero: NVIDIA's were off by 4e-5 at
+	// 511 rad). 2π = C1 + C2 + C3, with C1 (8 bits) and C2 (9 bits) short
+	// enough that k·C1 and k·C2 are exact for |k| < 2^15, i.e. angles up
+	// to about 2·10^5 rad.
+	const c1 = 6.28125
+	d := 2*math.Pi - c1
+	c2 := math.Float32frombits(math.Float32bits(float32(d)) &^ 0x7fff)
+	c3 := float32(d - float64(c2))
 	half := dh / 2
 	g.p("const H: u32 = %du;", h)
 	g.p("const DH: u32 = %du;", dh)
@@ -37,6 +49,10 @@ func genRope(g *gen) (*codegen.Kernel, error) {
 	g.p("const PAIRS: u32 = %du;", pairs)
 	g.p("const DIMS: u32 = %du;", dims)
 	g.p("var<private> freq: array<f32, %d> = array<f32, %d>(%s);", pairs, pairs, strings.Join(freqs, ", "))
+	g.p("fn reduce(a: f32) -> f32 {")
+	g.p("  let k = round(a * 0.15915494309189535f);")
+	g.p("  return ((a - k * %s) - k * %s) - k * %s;", f32Lit(c1), f32Lit(float64(c2)), f32Lit(float64(c3)))
+	g.p("}")
 	fi := "pi"
 	if g.faultIs(FaultWrongIndex) {
 		fi = "min(pi + 1u, PAIRS - 1u)"
@@ -53,7 +69,7 @@ func genRope(g *gen) (*codegen.Kernel, error) {
 		g.p("  let base = sh * DH;")
 		g.p("  let pos = f32(in1[0] + i32(sh / H));")
 		g.p("  if (pi < PAIRS) {")
-		g.p("    let ang = pos * freq[%s];", fi)
+		g.p("    let ang = reduce(pos * freq[%s]);", fi)
 		g.p("    let c = cos(ang);")
 		g.p("    let sn = sin(ang);")
 		g.p("    let a = %s;", pa)

@@ -76,8 +76,14 @@ func (g *gen) gemvT(s mmShape, nb int) (*codegen.Kernel, error) {
 		units = s.k / 4
 	}
 	l := 1
-	for l*2 <= 32 && l*2*4 <= units {
-		l *= 2
+	if g.tune.GEMVLanes > 0 {
+		for l*2 <= min(g.tune.GEMVLanes, 64) {
+			l *= 2
+		}
+	} else {
+		for l*2 <= 32 && l*2*4 <= units {
+			l *= 2
+		}
 	}
 	wg := g.threads(256)
 	if l > wg {

@@ -68,9 +68,19 @@ func (l Limits) withDefaults() Limits {
 	return l
 }
 
+// Tuning holds performance knobs; zero values choose automatically. They
+// never change results beyond f32 rounding.
+type Tuning struct {
+	// GEMVLanes is the number of invocations that share one output of the
+	// M = 1, transpose_b matmul (a power of two up to 64; 1 means one
+	// invocation per output and no workgroup reduction).
+	GEMVLanes int
+}
+
 // Options control code generation.
 type Options struct {
 	Limits Limits
+	Tuning Tuning
 	// Fault, when set, injects a deliberate bug into the kernel. It is for
 	// tests only; see Faults for the names and what each does.
 	Fault string
@@ -133,7 +143,7 @@ func Generate(n *ir.Node, in, out []ir.Type, opts Options) (*codegen.Kernel, err
 			return fail(fmt.Errorf("%s is %s; WGSL kernels support f32 and i32 tensors", what, t))
 		}
 	}
-	g := &gen{node: n, op: n.Op, attrs: attrs, in: in, out: out, lim: opts.Limits.withDefaults(), fault: opts.Fault}
+	g := &gen{node: n, op: n.Op, attrs: attrs, in: in, out: out, lim: opts.Limits.withDefaults(), tune: opts.Tuning, fault: opts.Fault}
 	k, err := genFn(g)
 	if err != nil {
 		return fail(err)
@@ -242,6 +252,7 @@ type gen struct {
 	in    []ir.Type
 	out   []ir.Type
 	lim   Limits
+	tune  Tuning
 
 	fault        string
 	faultApplied bool

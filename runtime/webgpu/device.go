@@ -62,6 +62,8 @@ type Options struct {
 	// Verbose turns on wgpu's log of warnings and errors on stderr (errors
 	// are returned as Go errors either way).
 	Verbose bool
+	// Tuning passes performance knobs to the WGSL generator.
+	Tuning wgsl.Tuning
 	// Limits, where a field is set, lowers the device limit kernels are
 	// generated for (tests use it to exercise folded grids and small
 	// workgroups).
@@ -79,6 +81,7 @@ type Device struct {
 	adapter  *wgpu.Adapter
 	dev      *wgpu.Device
 	queue    *wgpu.Queue
+	unc      uncaptured // errors no error scope caught
 	info     wgpu.AdapterInfo
 	limits   wgpu.Limits
 	cgLimits wgsl.Limits
@@ -185,7 +188,10 @@ func Open(opts Options) (*Device, error) {
 	if !ok {
 		return nil, fmt.Errorf("webgpu: unknown backend %q (want vulkan, gl, metal, dx12 or all)", opts.Backend)
 	}
-	inst := wgpu.CreateInstance(&wgpu.InstanceDescriptor{Backends: be})
+	inst, err := createInstance(be)
+	if err != nil {
+		return nil, err
+	}
 	adapter, err := inst.RequestAdapter(&wgpu.RequestAdapterOptions{PowerPreference: wgpu.PowerPreferenceHighPerformance})
 	if err != nil || adapter == nil {
 		inst.Release()
@@ -193,14 +199,13 @@ func Open(opts Options) (*Device, error) {
 	}
 	limits := adapter.GetLimits().Limits
 	limits.MaxPushConstantSize = 0 // the binding reads garbage here
-	dev, err := adapter.RequestDevice(&wgpu.DeviceDescriptor{
-		Label:          "tapml",
-		RequiredLimits: &wgpu.RequiredLimits{Limits: limits},
-	})
+	unc := newUncaptured()
+	dev, err := requestDevice(adapter, limits, unc)
 	if err != nil {
+		unc.free()
 		adapter.Release()
 		inst.Release()
-		return nil, fmt.Errorf("webgpu: request device: %w", err)
+		return nil, err
 	}
 	info := adapter.GetInfo()
 	d := &Device{
@@ -211,6 +216,7 @@ func Open(opts Options) (*Device, error) {
 		adapter:  adapter,
 		dev:      dev,
 		queue:    dev.GetQueue(),
+		unc:      unc,
 		limits:   limits,
 		cgLimits: wgsl.Limits{
 			MaxInvocationsPerWorkgroup:      int(limits.MaxComputeInvocationsPerWorkgroup),
@@ -535,6 +541,9 @@ func (d *Device) usable() error {
 		d.lost = nil
 		return fmt.Errorf("webgpu: earlier work was dropped: %w", err)
 	}
+	if err := d.unc.take(); err != nil {
+		return fmt.Errorf("webgpu: %w", err)
+	}
 	return nil
 }
 
@@ -645,6 +654,8 @@ func (d *Device) Close() error {
 	d.dev.Release()
 	d.adapter.Release()
 	d.instance.Release()
+	d.unc.free()
+	d.unc = uncaptured{}
 	return err
 }
 
@@ -668,7 +679,7 @@ func (d *Device) planFor(n *ir.Node, in, out []ir.Type) (*plan, error) {
 	if p, ok := d.plans[key]; ok {
 		return p, nil
 	}
-	k, err := wgsl.Generate(n, in, out, wgsl.Options{Limits: d.cgLimits, Fault: key.fault})
+	k, err := wgsl.Generate(n, in, out, wgsl.Options{Limits: d.cgLimits, Tuning: d.opts.Tuning, Fault: key.fault})
 	if err != nil {
 		return nil, err
 	}

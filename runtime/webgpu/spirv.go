@@ -82,16 +82,6 @@ import (
 	"github.com/cogentcore/webgpu/wgpu"
 )
 
-// The wgpu handle types are structs of one C pointer; these views read and
-// build them (checked at init).
-type cRef struct{ p unsafe.Pointer }
-
-func init() {
-	if unsafe.Sizeof(wgpu.Device{}) != unsafe.Sizeof(cRef{}) || unsafe.Sizeof(wgpu.ShaderModule{}) != unsafe.Sizeof(cRef{}) {
-		panic("webgpu: wgpu.Device or wgpu.ShaderModule is no longer one pointer; update spirv.go")
-	}
-}
-
 // CreateShaderModuleSPIRV creates a shader module from SPIR-V words (the
 // first must be the magic number 0x07230203). wgpu validates the module
 // (through naga) and the error comes back as a Go error. The caller
@@ -113,14 +103,11 @@ func (d *Device) spirvModule(words []uint32) (*wgpu.ShaderModule, error) {
 	defer C.free(code)
 	copy(unsafe.Slice((*uint32)(code), len(words)), words)
 	var cerr C.tapml_error
-	dev := (*cRef)(unsafe.Pointer(d.dev)).p
-	m := C.tapml_create_spirv(C.WGPUDevice(dev), (*C.uint32_t)(code), C.uint32_t(len(words)), &cerr)
+	m := C.tapml_create_spirv(C.WGPUDevice(ref(d.dev)), (*C.uint32_t)(code), C.uint32_t(len(words)), &cerr)
 	if cerr._type != 0 || m == nil {
 		return nil, fmt.Errorf("spirv shader module: %s", C.GoString(&cerr.message[0]))
 	}
-	sm := new(wgpu.ShaderModule)
-	(*cRef)(unsafe.Pointer(sm)).p = unsafe.Pointer(m)
-	return sm, nil
+	return wrapRef[wgpu.ShaderModule](unsafe.Pointer(m)), nil
 }
 
 // spirvWords reads little-endian SPIR-V bytes as words.
