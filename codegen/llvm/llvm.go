@@ -23,9 +23,10 @@
 // several threads at once (runtime/llvm does, on goroutines) and get the
 // same bits as one call over the whole range. What an item is depends on
 // the op: an output element or row (elementwise ops, norms, softmax, argmax,
-// copies), a tile of 4 output columns (matmul with transpose_b; 64 columns
-// without), one (query row, head) pair (attention, rope), one cache row
-// (kv_write). Kernels with no parallel structure have one item.
+// copies), a tile of 4 output columns over all rows (matmul with
+// transpose_b), a register tile of up to 4 rows by 16 columns (matmul
+// without transpose_b; 64 columns when M < 4), one (query row, head) pair
+// (attention), one row of x (rope), one new row (kv_write), one id (gather).
 //
 // The return value is 0 on success, or a Status code: a run-time error that
 // the IR defines (an id out of range in gather, rows beyond the cache in

@@ -669,18 +669,31 @@ func (d *Device) flush() error {
 	}
 	q := d.queue
 	d.queue = nil
-	var nodes []*ir.Node
-	var ins, outs [][]ir.Type
-	seen := map[kernelKey]bool{}
-	for _, p := range q {
-		key := d.key(p.n, p.in, p.out)
-		if d.kernels[key] == nil && !seen[key] {
-			seen[key] = true
-			nodes, ins, outs = append(nodes, p.n), append(ins, p.in), append(outs, p.out)
+	// One module per round: a node queued with two shape sets (two calls
+	// of a function before a sync) has its second kernel in a second module,
+	// as entry names are per node.
+	todo := q
+	for len(todo) > 0 {
+		var nodes []*ir.Node
+		var ins, outs [][]ir.Type
+		var later []pending
+		seen := map[kernelKey]bool{}
+		inRound := map[*ir.Node]bool{}
+		for _, p := range todo {
+			key := d.key(p.n, p.in, p.out)
+			switch {
+			case d.kernels[key] != nil || seen[key]:
+			case inRound[p.n]:
+				later = append(later, p)
+			default:
+				seen[key], inRound[p.n] = true, true
+				nodes, ins, outs = append(nodes, p.n), append(ins, p.in), append(outs, p.out)
+			}
 		}
-	}
-	if err := d.build(nodes, ins, outs, nil, true); err != nil {
-		return err
+		if err := d.build(nodes, ins, outs, nil, true); err != nil {
+			return err
+		}
+		todo = later
 	}
 	for _, p := range q {
 		k := d.kernels[d.key(p.n, p.in, p.out)]

@@ -235,3 +235,45 @@ func TestSplitDeterministic(t *testing.T) {
 		}
 	}
 }
+
+// TestQueueTwoShapes: without Prepare, two calls of a function with
+// different shapes before a download queue the same nodes twice; the
+// flush compiles them in two modules and runs everything in order.
+func TestQueueTwoShapes(t *testing.T) {
+	m := ir.NewModule("m")
+	b := ir.NewFunction(m, "f")
+	x := b.Param("x", ir.T(ir.F32, ir.Shape{ir.Sym("seq"), ir.D(4)}))
+	b.Return(b.Unary("neg", b.Unary("exp", x)))
+	if err := b.Err(); err != nil {
+		t.Fatal(err)
+	}
+	dev := newDevice(t, llvm.Options{})
+	ex := runtime.NewExecutor(m, dev)
+	ref := runtime.NewExecutor(m, cpu.New())
+	var ins []*tensor.Tensor
+	var outs []*runtime.Buffer
+	for _, seq := range []int{3, 5} {
+		in := randF32(rng(uint64(seq)), -1, 1, seq, 4)
+		buf, err := ex.Upload("", in.Clone())
+		if err != nil {
+			t.Fatal(err)
+		}
+		res, err := ex.Call("f", buf)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ins, outs = append(ins, in), append(outs, res[0])
+	}
+	for i, o := range outs {
+		got, err := runtime.Download(o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := compare(got, call(t, ref, ins[i]), libm, opCase{}); err != nil {
+			t.Errorf("call %d: %v", i, err)
+		}
+	}
+	if s := dev.Stats(); s.Modules != 2 || s.KernelsMade != 4 {
+		t.Errorf("stats %+v, want 2 modules of 2 kernels", s)
+	}
+}
