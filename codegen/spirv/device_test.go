@@ -322,3 +322,54 @@ func TestDeviceFaults(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkMatmul times square f32 matmuls (the prefill shape) and GEMVs
+// with transpose_b (the decode shape) on the device.
+func BenchmarkMatmul(b *testing.B) {
+	g, err := openGPU()
+	if err != nil {
+		b.Skipf("no device: %v", err)
+	}
+	r := rand.New(rand.NewPCG(5, 6))
+	for _, sh := range []struct{ m, k, n int }{{512, 512, 512}, {1024, 1024, 1024}, {2048, 2048, 2048}, {1, 4096, 4096}, {1, 288, 32000}} {
+		b.Run(fmt.Sprintf("%dx%dx%d", sh.m, sh.k, sh.n), func(b *testing.B) {
+			c := testCase{op: "matmul", in: []ir.Type{f32(int64(sh.m), int64(sh.k)), f32(int64(sh.n), int64(sh.k))},
+				attrs: ir.Attrs{"transpose_b": ir.BoolAttr(true)}}
+			n, outs := c.fullNode(b)
+			k, err := Generate(n, c.in, outs, Options{Limits: kernelLimits(g)})
+			if err != nil {
+				b.Fatal(err)
+			}
+			var bufs []*runtime.Buffer
+			for _, x := range c.inputs(r) {
+				buf, err := g.Upload(x)
+				if err != nil {
+					b.Fatal(err)
+				}
+				bufs = append(bufs, buf)
+			}
+			launch := func() {
+				res, err := g.LaunchKernel(n, k, bufs)
+				if err != nil {
+					b.Fatal(err)
+				}
+				g.Free(res[0])
+			}
+			launch()
+			if err := g.Sync(); err != nil {
+				b.Fatal(err)
+			}
+			b.ResetTimer()
+			for range b.N {
+				launch()
+			}
+			if err := g.Sync(); err != nil {
+				b.Fatal(err)
+			}
+			b.ReportMetric(2*float64(sh.m*sh.k*sh.n)*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
+			for _, buf := range bufs {
+				g.Free(buf)
+			}
+		})
+	}
+}

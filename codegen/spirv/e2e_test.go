@@ -214,7 +214,11 @@ func TestTinyEndToEnd(t *testing.T) {
 }
 
 // modelsDir finds ../shared/models beside the repository root.
+// (or $TAPML_MODELS).
 func modelsDir(t *testing.T) string {
+	if d := os.Getenv("TAPML_MODELS"); d != "" {
+		return d
+	}
 	dir, err := os.Getwd()
 	if err != nil {
 		t.Fatal(err)
