@@ -216,6 +216,9 @@ func (rec *Recording) writeFiles(dir string) (int64, error) {
 	}
 	var total int64
 	for _, f := range []string{TensorsFile, WeightsFile, ModuleFile} {
+		if err := os.Chmod(filepath.Join(dir, f), 0o644); err != nil {
+			return 0, err
+		}
 		fi, err := hashFile(filepath.Join(dir, f))
 		if err != nil {
 			return 0, err
@@ -363,6 +366,9 @@ func ParseManifest(path string, data []byte) (*Manifest, error) {
 	}
 	if err := yaml.Unmarshal(data, &head); err != nil {
 		return nil, yamlError(path, err, "corrupt or truncated manifest")
+	}
+	if head.Format == "" {
+		return nil, fmt.Errorf("%s: no format field: not a tapml test bundle manifest (or a corrupt one)", path)
 	}
 	if head.Format != FormatName {
 		return nil, fmt.Errorf("%s: format is %q, want %q: not a tapml test bundle manifest, or corrupt", path, head.Format, FormatName)

@@ -6,6 +6,7 @@ import (
 	"math"
 	"os"
 	"regexp"
+	"strconv"
 	"strings"
 
 	"github.com/goccy/go-yaml"
@@ -311,16 +312,23 @@ func scalar(n ast.Node) string {
 	return n.String()
 }
 
-// number decodes a non-negative-or-not finite number (ints accepted).
+// number decodes a finite number (ints, and strings such as 1e-3 that
+// the YAML library leaves as strings, accepted).
 func number(n ast.Node) (float64, error) {
 	var v float64
-	switch n.(type) {
+	switch x := n.(type) {
 	case *ast.IntegerNode, *ast.FloatNode:
+		if err := yaml.NodeToValue(n, &v); err != nil {
+			return 0, err
+		}
+	case *ast.StringNode:
+		f, err := strconv.ParseFloat(strings.TrimSpace(x.Value), 64)
+		if err != nil {
+			return 0, fmt.Errorf("must be a number, got %q", x.Value)
+		}
+		v = f
 	default:
 		return 0, fmt.Errorf("must be a number, got %q", strings.TrimSpace(n.String()))
-	}
-	if err := yaml.NodeToValue(n, &v); err != nil {
-		return 0, err
 	}
 	if math.IsNaN(v) || math.IsInf(v, 0) {
 		return 0, fmt.Errorf("must be finite")

@@ -48,11 +48,12 @@ type Stats struct {
 // legalize checking against the CPU reference's kernels. probe false
 // compiles the same module without probes (for the plain run that carving
 // overhead is measured against).
-func Compile(m *ir.Module, pipe *passes.Pipeline, probe bool, probeOpts passes.Options) (*ir.Module, error) {
+// It returns the compiled module and the names of the passes run.
+func Compile(m *ir.Module, pipe *passes.Pipeline, probe bool, probeOpts passes.Options) (*ir.Module, []string, error) {
 	if pipe == nil {
 		var err error
 		if pipe, err = passes.Default(); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 	} else {
 		pipe = &passes.Pipeline{File: pipe.File, Steps: append([]*passes.Step(nil), pipe.Steps...)}
@@ -63,22 +64,26 @@ func Compile(m *ir.Module, pipe *passes.Pipeline, probe bool, probeOpts passes.O
 			before = "legalize"
 		}
 		if err := pipe.Append("probe", probeOpts, before); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 	}
 	if pipe.Has("legalize") {
 		if err := pipe.Set("legalize", "supports", passes.Supports(cpu.Supports)); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		if err := pipe.Set("legalize", "target", "cpu"); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 	}
 	c := m.Clone()
 	if _, err := pipe.Run(c, passes.RunConfig{}); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	return c, nil
+	names := make([]string, len(pipe.Steps))
+	for i, st := range pipe.Steps {
+		names[i] = st.Pass.Name
+	}
+	return c, names, nil
 }
 
 // Recorder runs a compiled module on the CPU reference and records every
@@ -97,12 +102,12 @@ type Recorder struct {
 	record  bool
 	step    int
 	cur     map[*ir.Value]*tensor.Tensor // values of the call in progress
+	probed  map[*ir.Value]bool           // values of the call a probe observed
 	weights map[*ir.Weight]*tensor.Tensor
 	fps     map[*tensor.Tensor]Fingerprint // of the call in progress
 	wfps    map[*tensor.Tensor]Fingerprint // of weights
 	keys    map[string]*keyInfo
 	cases   []*Case
-	err     error
 }
 
 type keyInfo struct {
@@ -126,8 +131,27 @@ func NewRecorder(m *ir.Module, keep int, policy Policy, record bool) *Recorder {
 	}
 	if record {
 		r.Exec.OnProbe = r.onProbe
+		r.Exec.OnNode = r.onNode
 	}
 	return r
+}
+
+// onNode captures the inputs of a node that no probe or argument snapshot
+// observed (when the probe pass probed only some ops). It runs right after
+// the node, so its inputs are as the node read them, except the cache that
+// kv_write updates in place, which is left unrecorded.
+func (r *Recorder) onNode(n *ir.Node, in, _ []*runtime.Buffer) error {
+	for i, v := range n.Inputs {
+		if v.IsWeight() || r.cur[v] != nil || (n.Op == "kv_write" && i == 0) {
+			continue
+		}
+		t, err := runtime.Download(in[i])
+		if err != nil {
+			return err
+		}
+		r.cur[v] = t
+	}
+	return nil
 }
 
 // Close releases the executor's buffers.
@@ -140,6 +164,7 @@ func (r *Recorder) onProbe(n *ir.Node, b *runtime.Buffer) error {
 	}
 	r.cur[n.Inputs[0]] = t
 	r.cur[n.Outputs[0]] = t
+	r.probed[n.Inputs[0]] = true
 	return nil
 }
 
@@ -160,6 +185,7 @@ func (r *Recorder) Call(fn string, args ...*runtime.Buffer) ([]*runtime.Buffer, 
 		return nil, fmt.Errorf("func @%s takes %d arguments, got %d", fn, len(f.Params), len(args))
 	}
 	r.cur = map[*ir.Value]*tensor.Tensor{}
+	r.probed = map[*ir.Value]bool{}
 	r.fps = map[*tensor.Tensor]Fingerprint{}
 	env := map[string]int64{}
 	pos := -1
@@ -191,7 +217,7 @@ func (r *Recorder) Call(fn string, args ...*runtime.Buffer) ([]*runtime.Buffer, 
 			return nil, err
 		}
 	}
-	r.cur = nil
+	r.cur, r.probed = nil, nil
 	return res, nil
 }
 
@@ -247,8 +273,8 @@ func (r *Recorder) recordNode(f *ir.Function, n *ir.Node, env map[string]int64, 
 	}
 	outs := make([]*tensor.Tensor, len(n.Outputs))
 	for i, o := range n.Outputs {
-		if outs[i] = r.cur[o]; outs[i] == nil {
-			return nil // an output not probed
+		if outs[i] = r.cur[o]; outs[i] == nil || !r.probed[o] {
+			return nil // an output not probed: the op was not selected
 		}
 	}
 	r.Stats.Recorded++
@@ -443,7 +469,7 @@ func Carve(m *ir.Module, tok llm.Tokenizer, o Options) (*Recording, error) {
 	if tok == nil {
 		return nil, fmt.Errorf("carving a language model needs its tokenizer")
 	}
-	pm, err := Compile(m, o.Pipeline, true, o.Probe)
+	pm, names, err := Compile(m, o.Pipeline, true, o.Probe)
 	if err != nil {
 		return nil, err
 	}
@@ -455,34 +481,9 @@ func Carve(m *ir.Module, tok llm.Tokenizer, o Options) (*Recording, error) {
 	}
 	rec := &Recording{
 		Module: pm, Cases: r.Cases(), Stats: r.Stats, Model: m.Name, Prompt: o.Prompt,
-		Steps: o.Steps, Keep: r.Keep, Generated: gen, Pipeline: pipelineNames(o.Pipeline),
+		Steps: o.Steps, Keep: r.Keep, Generated: gen, Pipeline: names,
 	}
 	return rec, nil
-}
-
-func pipelineNames(p *passes.Pipeline) []string {
-	if p == nil {
-		p, _ = passes.Default()
-	}
-	var names []string
-	if p != nil {
-		for _, st := range p.Steps {
-			names = append(names, st.Pass.Name)
-		}
-	}
-	if !containsString(names, "probe") {
-		names = append(names, "probe")
-	}
-	return names
-}
-
-func containsString(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
 }
 
 // OpCounts counts cases per op, for summaries.

@@ -81,7 +81,7 @@ func fmtNum(v float64) string {
 // WriteTable writes the terminal table: one row per case, then a summary.
 func (r *Report) WriteTable(w io.Writer) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "case\top\tprovenance\tmax abs\tmax rel\tULP\tcosine\tresult\t")
+	fmt.Fprintln(tw, "case\top\tprovenance\tmax abs\tmax rel\tULP\tcosine\tresult")
 	for _, x := range r.Results {
 		ulp := "-"
 		if x.Metrics.HasULP {
@@ -91,7 +91,7 @@ func (r *Report) WriteTable(w io.Writer) error {
 		if x.Err != "" {
 			status += ": " + firstLine(x.Err)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t\n", x.Case.ID, x.Case.Op, x.Case.Prov,
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", x.Case.ID, x.Case.Op, x.Case.Prov,
 			fmtNum(x.Metrics.MaxAbs), fmtNum(x.Metrics.MaxRel), ulp, strconv.FormatFloat(x.Metrics.Cosine, 'f', 6, 64), status)
 	}
 	if err := tw.Flush(); err != nil {
@@ -242,6 +242,7 @@ type junitFailure struct {
 func (r *Report) WriteJUnit(w io.Writer) error {
 	secs := func(d time.Duration) string { return strconv.FormatFloat(d.Seconds(), 'f', 3, 64) }
 	suites := map[string]*junitSuite{}
+	suiteTime := map[string]time.Duration{}
 	var order []string
 	out := junitSuites{Name: "tapml " + r.Target, Tests: len(r.Results), Time: secs(r.Duration)}
 	for _, x := range r.Results {
@@ -261,6 +262,7 @@ func (r *Report) WriteJUnit(w io.Writer) error {
 				c.NodeText, fmtNum(x.Metrics.MaxAbs), fmtNum(x.Metrics.MaxRel), fmtNum(x.Metrics.ULP), fmtNum(x.Metrics.Cosine),
 				fmtNum(x.Tolerance.ATol), fmtNum(x.Tolerance.RTol), x.Tolerance.Rule)}
 		s.Tests++
+		suiteTime[c.Op] += x.Duration
 		switch {
 		case x.Err != "":
 			jc.Error = &junitFailure{Message: firstLine(x.Err), Type: "error", Body: x.Err}
@@ -276,6 +278,7 @@ func (r *Report) WriteJUnit(w io.Writer) error {
 		s.Cases = append(s.Cases, jc)
 	}
 	for _, op := range order {
+		suites[op].Time = secs(suiteTime[op])
 		out.Suites = append(out.Suites, *suites[op])
 	}
 	if _, err := io.WriteString(w, xml.Header); err != nil {

@@ -1,0 +1,121 @@
+package carve
+
+import (
+	"math"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
+	"github.com/tapml/tapml/ir"
+	"github.com/tapml/tapml/tensor"
+)
+
+// filled returns an f32 tensor whose largest magnitude is scale.
+func filled(shape []int, scale float32) *tensor.Tensor {
+	t := tensor.New(ir.F32, shape)
+	v := t.Float32s()
+	for i := range v {
+		v[i] = scale * float32(i%5) / 4
+	}
+	if len(v) > 0 {
+		v[len(v)-1] = -scale
+	}
+	return t
+}
+
+func TestPolicyFormulas(t *testing.T) {
+	p := DefaultPolicy()
+	eps := 0x1p-23
+	attrs := func(op string, a ir.Attrs) ir.Attrs {
+		na, err := ir.LookupOp(op).NormalizeAttrs(a)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return na
+	}
+	f32 := func(shape ...int) *tensor.Tensor { return filled(shape, 1) }
+	tests := []struct {
+		name      string
+		op        string
+		attrs     ir.Attrs
+		in        []*tensor.Tensor
+		outScale  float32
+		outShape  []int
+		outDType  ir.DType
+		rtol      float64
+		atol      float64
+		ruleParts []string
+	}{
+		{"matmul K=64", "matmul", ir.Attrs{"transpose_b": ir.BoolAttr(true)}, []*tensor.Tensor{f32(3, 64), f32(16, 64)}, 2, []int{3, 16}, ir.F32,
+			8 * 8 * eps, 8 * 8 * eps * 2, []string{"contraction", "K=64"}},
+		{"matmul K=32000", "matmul", nil, []*tensor.Tensor{f32(1, 32000), f32(32000, 2)}, 1, []int{1, 2}, ir.F32,
+			8 * math.Sqrt(32000) * eps, 8 * math.Sqrt(32000) * eps, []string{"K=32000"}},
+		{"rms_norm D=288", "rms_norm", nil, []*tensor.Tensor{f32(2, 288), f32(288)}, 4, []int{2, 288}, ir.F32,
+			8 * math.Sqrt(288) * eps, 8 * math.Sqrt(288) * eps * 4, []string{"reduction", "K=288"}},
+		{"softmax axis 0", "softmax", ir.Attrs{"axis": ir.IntAttr(0)}, []*tensor.Tensor{f32(10, 3)}, 1, []int{10, 3}, ir.F32,
+			(8*math.Sqrt(10) + 16) * eps, (8*math.Sqrt(10) + 16) * eps, []string{"K=10", "exp"}},
+		{"attention Dh=8 pos=5 S=2", "attention", ir.Attrs{"scale": ir.FloatAttr(0.35)},
+			[]*tensor.Tensor{f32(2, 4, 8), f32(32, 2, 8), f32(32, 2, 8), tensor.ScalarInt32(5)}, 1, []int{2, 4, 8}, ir.F32,
+			(8*math.Sqrt(8+5+2) + 16) * eps, (8*math.Sqrt(8+5+2) + 16) * eps, []string{"K=15"}},
+		{"add", "add", nil, []*tensor.Tensor{f32(4), f32(4)}, 3, []int{4}, ir.F32, 4 * eps, 4 * eps * 3, []string{"elementwise", "1 ops"}},
+		{"silu", "silu", nil, []*tensor.Tensor{f32(4)}, 1, []int{4}, ir.F32, (4 + 16) * eps, (4 + 16) * eps, []string{"1 transcendental"}},
+		{"fused mul(silu($0), $1)", "fused_elementwise", ir.Attrs{"expr": ir.StringAttr("mul(silu($0), $1)")},
+			[]*tensor.Tensor{f32(4), f32(4)}, 1, []int{4}, ir.F32, (4*2 + 16) * eps, (4*2 + 16) * eps, []string{"2 ops (1 transcendental)"}},
+		{"rope at pos 100, 3 rows", "rope", nil, []*tensor.Tensor{f32(3, 2, 8), tensor.ScalarInt32(100)}, 1, []int{3, 2, 8}, ir.F32,
+			(4 + 16) * eps, (4 + 102) * eps, []string{"positions <= 102"}},
+		{"f16 matmul", "matmul", nil, []*tensor.Tensor{f32(1, 16).Convert(ir.F16), f32(16, 1).Convert(ir.F16)}, 1, []int{1, 1}, ir.F16,
+			8 * 4 * 0x1p-10, 8 * 4 * 0x1p-10, nil},
+		{"cast to f16", "cast", ir.Attrs{"to": ir.DTypeAttr(ir.F16)}, []*tensor.Tensor{f32(4)}, 1, []int{4}, ir.F16, 0x1p-10, 0, nil},
+		{"gather is exact", "gather", nil, []*tensor.Tensor{f32(8, 4), tensor.FromInt32([]int{2}, []int32{1, 2})}, 1, []int{2, 4}, ir.F32, 0, 0, []string{"exact"}},
+		{"kv_write is exact", "kv_write", nil, []*tensor.Tensor{f32(8, 1, 2), f32(1, 1, 2), tensor.ScalarInt32(0)}, 1, []int{8, 1, 2}, ir.F32, 0, 0, []string{"exact"}},
+		{"argmax is exact", "argmax", nil, []*tensor.Tensor{f32(4, 8)}, 0, []int{4}, ir.I32, 0, 0, []string{"exact"}},
+		{"i32 add is exact", "add", nil, []*tensor.Tensor{tensor.FromInt32([]int{1}, []int32{1}), tensor.FromInt32([]int{1}, []int32{1})}, 0, []int{1}, ir.I32, 0, 0, []string{"exact"}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			out := filled(tc.outShape, tc.outScale)
+			if tc.outDType != ir.F32 {
+				out = out.Convert(tc.outDType)
+			}
+			got := p.For(tc.op, attrs(tc.op, tc.attrs), tc.in, []*tensor.Tensor{out})
+			want := Tolerance{ATol: tc.atol, RTol: tc.rtol}
+			if diff := cmp.Diff(want, got, cmpopts.IgnoreFields(Tolerance{}, "Rule"), cmpopts.EquateApprox(1e-12, 0)); diff != "" {
+				t.Errorf("tolerance (-want +got):\n%s\nrule: %s", diff, got.Rule)
+			}
+			for _, part := range tc.ruleParts {
+				if !strings.Contains(got.Rule, part) {
+					t.Errorf("rule %q does not mention %q", got.Rule, part)
+				}
+			}
+		})
+	}
+}
+
+func TestReductionLength(t *testing.T) {
+	ty := func(s ...int64) ir.Type { return ir.T(ir.F32, ir.S(s...)) }
+	for _, tc := range []struct {
+		op    string
+		attrs ir.Attrs
+		in    []ir.Type
+		pos   int
+		want  int
+	}{
+		{"matmul", nil, []ir.Type{ty(5, 7), ty(7, 3)}, 0, 7},
+		{"rms_norm", nil, []ir.Type{ty(5, 64), ty(64)}, 0, 64},
+		{"softmax", ir.Attrs{"axis": ir.IntAttr(-1)}, []ir.Type{ty(2, 9)}, 0, 9},
+		{"softmax", ir.Attrs{"axis": ir.IntAttr(0)}, []ir.Type{ty(2, 9)}, 0, 2},
+		{"attention", nil, []ir.Type{ty(1, 8, 16), ty(64, 8, 16), ty(64, 8, 16), ir.T(ir.I32, nil)}, 20, 16 + 20 + 1},
+		{"add", nil, []ir.Type{ty(4), ty(4)}, 0, 1},
+	} {
+		if got := ReductionLength(tc.op, tc.attrs, tc.in, tc.pos); got != tc.want {
+			t.Errorf("%s %v: K = %d, want %d", tc.op, tc.in, got, tc.want)
+		}
+	}
+}
+
+func TestEps(t *testing.T) {
+	if Eps(ir.F32) != float64(math.Nextafter32(1, 2)-1) || Eps(ir.F16) != 1.0/1024 || Eps(ir.BF16) != 1.0/128 || Eps(ir.I32) != 0 {
+		t.Error("Eps")
+	}
+}
