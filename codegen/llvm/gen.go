@@ -365,6 +365,13 @@ func (g *gen) faddFast(a, b value.Value) value.Value {
 	return v
 }
 
+// faddReassoc may be reassociated (a vectorised sum) but not contracted.
+func (g *gen) faddReassoc(a, b value.Value) value.Value {
+	v := g.cur.NewFAdd(a, b)
+	v.FastMathFlags = []enum.FastMathFlag{enum.FastMathFlagReassoc}
+	return v
+}
+
 func (g *gen) fmulFast(a, b value.Value) value.Value {
 	v := g.cur.NewFMul(a, b)
 	v.FastMathFlags = []enum.FastMathFlag{enum.FastMathFlagReassoc, enum.FastMathFlagContract}

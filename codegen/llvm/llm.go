@@ -127,7 +127,9 @@ func genKVWrite(g *gen) error {
 }
 
 // genAttention: an item is one (query row, head) pair, as in the reference:
-// score[t] = (q·k[t])·scale summed in order in f32 for t ≤ pos+s (causal)
+// score[t] = (q·k[t])·scale in f32 (the dot product's adds reassociated, so
+// that LLVM vectorises it; the products are rounded as in the reference)
+// for t ≤ pos+s (causal)
 // or t < pos+S, softmax, out = Σ_t p[t]·v[t] accumulated in order of t.
 // Scores live on the stack (a [T x float] alloca) up to maxScoreRows rows;
 // beyond that they are recomputed in each pass.
@@ -185,7 +187,7 @@ func genAttention(g *gen) error {
 			kBase := g.muli(g.add(g.muli(kj, kh), kvh), dh)
 			dot := g.loopAcc(c64(0), c64(dh), []value.Value{cf(0)}, func(i value.Value, a []value.Value) []value.Value {
 				p := g.fmul(g.ldF(0, g.add(qBase, i)), g.ldF(1, g.add(kBase, i)))
-				return []value.Value{g.ov(g.fadd(a[0], p))}
+				return []value.Value{g.ov(g.faddReassoc(a[0], p))}
 			})[0]
 			return g.fmul(dot, cf(scale))
 		}

@@ -36,8 +36,10 @@
 // Arithmetic is f32, like runtime/cpu: f16 and bf16 elements are widened on
 // load and rounded once on store. Transcendentals are computed in double
 // (libm) and rounded to f32, as the CPU reference does. Sums run in order
-// in f32 (norms, softmax, attention), matching the reference's order, except
-// matmul, whose dot products are reassociated so that LLVM vectorises them.
+// in f32 (norms, softmax, attention's weighted sum of v), matching the
+// reference's order, except dot products: matmul's (reassociated, or in
+// order with fused multiply-adds, so that LLVM vectorises them) and
+// attention's q·k (reassociated adds of rounded products).
 //
 // The module's target triple and data layout are those of the host (x86-64
 // or arm64 on Linux or macOS; Options.Triple overrides), so clang's -O3

@@ -96,6 +96,7 @@ type Device struct {
 	funcs   map[*ir.Node]*ir.Function          // the function of each prepared node
 	placed  map[*ir.Function]map[*ir.Node]bool // the prepared nodes of each function
 	kernels map[kernelKey]*kernel
+	last    map[*ir.Node]*lastLaunch
 	queue   []pending // launches of unprepared nodes, run at the next sync
 	libs    []uintptr
 	stats   Stats
@@ -142,7 +143,7 @@ func Open(opts Options) (*Device, error) {
 	d := &Device{
 		opts: opts, comp: &compiler{clang: clang, dir: dir}, workers: w, faults: map[int]string{},
 		funcs: map[*ir.Node]*ir.Function{}, placed: map[*ir.Function]map[*ir.Node]bool{},
-		kernels: map[kernelKey]*kernel{}, breakNodes: map[int]bool{},
+		kernels: map[kernelKey]*kernel{}, last: map[*ir.Node]*lastLaunch{}, breakNodes: map[int]bool{},
 	}
 	for id, f := range opts.Faults {
 		d.faults[id] = f
@@ -170,6 +171,7 @@ func (d *Device) SetFault(id int, fault string) {
 	} else {
 		d.faults[id] = fault
 	}
+	d.last = map[*ir.Node]*lastLaunch{}
 }
 
 // Upload wraps t in a buffer without copying it (unless its data is not
@@ -247,6 +249,7 @@ func (d *Device) Close() error {
 	}
 	d.libs = nil
 	d.kernels = map[kernelKey]*kernel{}
+	d.last = map[*ir.Node]*lastLaunch{}
 	return errors.Join(errs...)
 }
 
@@ -598,7 +601,6 @@ func (d *Device) launch(n *ir.Node, in []*runtime.Buffer, outs []ir.Type) ([]*ru
 		return nil, errors.New("device is closed")
 	}
 	ts := make([]*tensor.Tensor, len(in))
-	types := make([]ir.Type, len(in))
 	for i, b := range in {
 		t, err := d.handle(b)
 		if err != nil {
@@ -607,15 +609,31 @@ func (d *Device) launch(n *ir.Node, in []*runtime.Buffer, outs []ir.Type) ([]*ru
 		if err := checkTensor(t); err != nil {
 			return nil, fmt.Errorf("input %d: %w", i, err)
 		}
-		ts[i], types[i] = t, t.Type()
+		ts[i] = t
 	}
-	want, _, err := ir.InferTypes(n.Op, types, bindAttrs(n.Attrs, shapeEnv(n, outs)))
-	if err != nil {
-		return nil, err
-	}
-	for i := range outs {
-		if i < len(want) && outs[i].Shape.IsStatic() && !outs[i].Equal(want[i]) {
-			return nil, fmt.Errorf("output %d is %s, the caller expects %s", i, want[i], outs[i])
+	// The types of a node's launches rarely change (decode): the last
+	// launch's inference and kernel are reused when its input types match.
+	var types, want []ir.Type
+	var k *kernel
+	if l := d.last[n]; l != nil && sameTypes(ts, l.in) && len(outs) == len(l.out) {
+		types, want, k = l.in, l.out, l.k
+	} else {
+		types = make([]ir.Type, len(in))
+		for i, t := range ts {
+			types[i] = t.Type()
+		}
+		var err error
+		if want, _, err = ir.InferTypes(n.Op, types, bindAttrs(n.Attrs, shapeEnv(n, outs))); err != nil {
+			return nil, err
+		}
+		for i := range outs {
+			if i < len(want) && outs[i].Shape.IsStatic() && !outs[i].Equal(want[i]) {
+				return nil, fmt.Errorf("output %d is %s, the caller expects %s", i, want[i], outs[i])
+			}
+		}
+		k = d.kernels[d.key(n, types, want)]
+		if k != nil || d.skipKernel(n) {
+			d.last[n] = &lastLaunch{in: types, out: want, k: k}
 		}
 	}
 	d.stats.Launches++
@@ -634,7 +652,6 @@ func (d *Device) launch(n *ir.Node, in []*runtime.Buffer, outs []ir.Type) ([]*ru
 			res[i] = d.wrap(outT[i])
 		}
 	}
-	k := d.kernels[d.key(n, types, want)]
 	if k == nil && d.funcs[n] != nil && len(d.queue) == 0 {
 		// a prepared function: build its kernels for these shapes now
 		var err error
@@ -652,6 +669,30 @@ func (d *Device) launch(n *ir.Node, in []*runtime.Buffer, outs []ir.Type) ([]*ru
 		return nil, err
 	}
 	return res, nil
+}
+
+// lastLaunch is the types and kernel of a node's last launch.
+type lastLaunch struct {
+	in, out []ir.Type
+	k       *kernel
+}
+
+// sameTypes reports whether the tensors have exactly the types ts.
+func sameTypes(ts []*tensor.Tensor, types []ir.Type) bool {
+	if len(ts) != len(types) {
+		return false
+	}
+	for i, t := range ts {
+		if t.DType != types[i].DType || len(t.Shape) != len(types[i].Shape) {
+			return false
+		}
+		for j, d := range t.Shape {
+			if types[i].Shape[j].Size != int64(d) || !types[i].Shape[j].IsStatic() {
+				return false
+			}
+		}
+	}
+	return true
 }
 
 // pending is a launch whose kernel was not compiled yet.
