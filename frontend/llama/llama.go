@@ -26,22 +26,48 @@ type Config struct {
 	RopeStyle string  // "interleaved" (llama2.c, GGUF) or "half" (Hugging Face)
 	// TiedEmbeddings: the classifier reuses tok_embeddings (no "output" weight).
 	TiedEmbeddings bool
+	// HeadSize is the width of one attention head when it is not
+	// Dim/Heads (Hugging Face's head_dim); 0 means Dim/Heads.
+	HeadSize int
+	// QKVBias: the q, k and v projections have biases (Qwen2), weights
+	// layers.N.attention.bq, bk and bv, added after the matmuls.
+	QKVBias bool
+	// RopeDims is the number of leading dims of each head that RoPE
+	// rotates (partial rotary); the rest pass through. 0 means all.
+	RopeDims int
 }
 
 // HeadDim is the width of one attention head.
-func (c Config) HeadDim() int { return c.Dim / c.Heads }
+func (c Config) HeadDim() int {
+	if c.HeadSize != 0 {
+		return c.HeadSize
+	}
+	return c.Dim / c.Heads
+}
+
+// ropeDims is the number of rotated dims of each head.
+func (c Config) ropeDims() int {
+	if c.RopeDims != 0 {
+		return c.RopeDims
+	}
+	return c.HeadDim()
+}
 
 // Validate checks that the hyperparameters describe a buildable model.
 func (c Config) Validate() error {
 	switch {
 	case c.Dim <= 0 || c.HiddenDim <= 0 || c.Layers <= 0 || c.Heads <= 0 || c.KVHeads <= 0 || c.Vocab <= 0 || c.MaxSeq <= 0:
 		return fmt.Errorf("hyperparameters must be positive: %+v", c)
-	case c.Dim%c.Heads != 0:
+	case c.HeadSize < 0 || c.RopeDims < 0:
+		return fmt.Errorf("head size %d and rope dims %d must not be negative", c.HeadSize, c.RopeDims)
+	case c.HeadSize == 0 && c.Dim%c.Heads != 0:
 		return fmt.Errorf("dim %d is not a multiple of heads %d", c.Dim, c.Heads)
 	case c.Heads%c.KVHeads != 0:
 		return fmt.Errorf("heads %d is not a multiple of kv heads %d", c.Heads, c.KVHeads)
-	case c.HeadDim()%2 != 0:
+	case c.RopeDims == 0 && c.HeadDim()%2 != 0:
 		return fmt.Errorf("head dim %d must be even for RoPE", c.HeadDim())
+	case c.RopeDims != 0 && (c.RopeDims%2 != 0 || c.RopeDims > c.HeadDim()):
+		return fmt.Errorf("rope dims %d must be even and at most the head dim %d", c.RopeDims, c.HeadDim())
 	case c.RopeStyle != "interleaved" && c.RopeStyle != "half":
 		return fmt.Errorf("rope style %q must be interleaved or half", c.RopeStyle)
 	case c.NormEps <= 0 || c.RopeTheta <= 0:
@@ -62,6 +88,15 @@ func (c Config) WeightShapes() []NamedShape {
 			NamedShape{p + "attention.wq", []int{c.Heads * hd, c.Dim}},
 			NamedShape{p + "attention.wk", []int{c.KVHeads * hd, c.Dim}},
 			NamedShape{p + "attention.wv", []int{c.KVHeads * hd, c.Dim}},
+		)
+		if c.QKVBias {
+			ws = append(ws,
+				NamedShape{p + "attention.bq", []int{c.Heads * hd}},
+				NamedShape{p + "attention.bk", []int{c.KVHeads * hd}},
+				NamedShape{p + "attention.bv", []int{c.KVHeads * hd}},
+			)
+		}
+		ws = append(ws,
 			NamedShape{p + "attention.wo", []int{c.Dim, c.Heads * hd}},
 			NamedShape{p + "ffn_norm", []int{c.Dim}},
 			NamedShape{p + "feed_forward.w1", []int{c.HiddenDim, c.Dim}},
@@ -95,6 +130,16 @@ func Build(name string, c Config, weights map[string]ir.WeightSource) (*ir.Modul
 	m.Meta["arch"] = "llama"
 	m.Meta["config"] = fmt.Sprintf("dim=%d hidden=%d layers=%d heads=%d kv_heads=%d vocab=%d max_seq=%d eps=%g theta=%g rope=%s tied=%v",
 		c.Dim, c.HiddenDim, c.Layers, c.Heads, c.KVHeads, c.Vocab, c.MaxSeq, c.NormEps, c.RopeTheta, c.RopeStyle, c.TiedEmbeddings)
+	// Extensions are recorded only when used, so older models keep their meta.
+	if c.HeadSize != 0 {
+		m.Meta["config"] += fmt.Sprintf(" head_dim=%d", c.HeadSize)
+	}
+	if c.QKVBias {
+		m.Meta["config"] += " qkv_bias=true"
+	}
+	if c.RopeDims != 0 {
+		m.Meta["config"] += fmt.Sprintf(" rope_dims=%d", c.RopeDims)
+	}
 	w := map[string]*ir.Value{}
 	for _, ns := range c.WeightShapes() {
 		src, ok := weights[ns.Name]
@@ -134,14 +179,25 @@ func buildForward(m *ir.Module, name string, seq ir.Dim, c Config, w map[string]
 	}
 	x := b.At("tok_embeddings").Op("gather", []*ir.Value{w["tok_embeddings"], tokens}, nil)
 	rope := ir.Attrs{"theta": ir.FloatAttr(c.RopeTheta), "style": ir.StringAttr(c.RopeStyle)}
+	if c.RopeDims != 0 && c.RopeDims != c.HeadDim() {
+		rope["dims"] = ir.IntAttr(int64(c.RopeDims))
+	}
 	eps := ir.Attrs{"eps": ir.FloatAttr(c.NormEps)}
 	var newK, newV []*ir.Value
 	for l := 0; l < c.Layers; l++ {
 		p := "layers." + strconv.Itoa(l) + "."
 		h := b.At(p+"attention_norm").Op("rms_norm", []*ir.Value{x, w[p+"attention_norm"]}, eps)
-		q := b.Reshape(b.At(p+"attention.wq").Linear(h, w[p+"attention.wq"]), ir.Shape{seq, ir.D(int64(c.Heads)), ir.D(hd)})
-		k := b.Reshape(b.At(p+"attention.wk").Linear(h, w[p+"attention.wk"]), ir.Shape{seq, ir.D(int64(c.KVHeads)), ir.D(hd)})
-		v := b.Reshape(b.At(p+"attention.wv").Linear(h, w[p+"attention.wv"]), ir.Shape{seq, ir.D(int64(c.KVHeads)), ir.D(hd)})
+		proj := func(name, bias string, heads int) *ir.Value {
+			y := b.At(p+name).Linear(h, w[p+name])
+			if c.QKVBias {
+				y = b.At(p+bias).Add(y, w[p+bias])
+				b.At(p + name)
+			}
+			return b.Reshape(y, ir.Shape{seq, ir.D(int64(heads)), ir.D(hd)})
+		}
+		q := proj("attention.wq", "attention.bq", c.Heads)
+		k := proj("attention.wk", "attention.bk", c.KVHeads)
+		v := proj("attention.wv", "attention.bv", c.KVHeads)
 		q = b.At(p+"attention.rope_q").Op("rope", []*ir.Value{q, pos}, rope)
 		k = b.At(p+"attention.rope_k").Op("rope", []*ir.Value{k, pos}, rope)
 		kcache := b.At(p+"attention.k_cache").Op("kv_write", []*ir.Value{kc[l], k, pos}, nil)
@@ -151,14 +207,14 @@ func buildForward(m *ir.Module, name string, seq ir.Dim, c Config, w map[string]
 			ir.Attrs{"scale": ir.FloatAttr(1 / math.Sqrt(float64(hd)))})
 		a = b.Reshape(a, ir.Shape{seq, ir.D(int64(c.Heads) * hd)})
 		o := b.At(p+"attention.wo").Linear(a, w[p+"attention.wo"])
-		x = b.At(p + "attention.residual").Add(x, o)
+		x = b.At(p+"attention.residual").Add(x, o)
 		h = b.At(p+"ffn_norm").Op("rms_norm", []*ir.Value{x, w[p+"ffn_norm"]}, eps)
 		g := b.At(p+"feed_forward.w1").Linear(h, w[p+"feed_forward.w1"])
 		u := b.At(p+"feed_forward.w3").Linear(h, w[p+"feed_forward.w3"])
 		g = b.At(p+"feed_forward.silu").Unary("silu", g)
 		g = b.At(p+"feed_forward.gate").Mul(g, u)
 		d := b.At(p+"feed_forward.w2").Linear(g, w[p+"feed_forward.w2"])
-		x = b.At(p + "feed_forward.residual").Add(x, d)
+		x = b.At(p+"feed_forward.residual").Add(x, d)
 	}
 	x = b.At("norm").Op("rms_norm", []*ir.Value{x, w["norm"]}, eps)
 	x = b.At("last_token").Op("slice", []*ir.Value{x}, ir.Attrs{

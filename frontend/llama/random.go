@@ -4,12 +4,14 @@ import (
 	"encoding/binary"
 	"math"
 	"math/rand/v2"
+	"strings"
 
 	"github.com/tapml/tapml/ir"
 )
 
 // RandomWeights returns deterministic random f32 weights for c: linear and
-// embedding weights uniform in ±1/√(in), norm weights 1. The same seed
+// embedding weights uniform in ±1/√(in), norm weights 1, q/k/v biases
+// (QKVBias) uniform in ±1/√(dim). The same seed
 // gives the same bytes on every machine (math/rand/v2's PCG).
 func RandomWeights(c Config, seed uint64) map[string]ir.WeightSource {
 	r := rand.New(rand.NewPCG(seed, 0x7461706d6c)) // "tapml"
@@ -20,11 +22,18 @@ func RandomWeights(c Config, seed uint64) map[string]ir.WeightSource {
 			n *= d
 		}
 		buf := make([]byte, 4*n)
-		if len(ns.Shape) == 1 {
+		switch {
+		case isBias(ns.Name):
+			bound := 1 / math.Sqrt(float64(c.Dim))
+			for i := 0; i < n; i++ {
+				v := float32((2*r.Float64() - 1) * bound)
+				binary.LittleEndian.PutUint32(buf[4*i:], math.Float32bits(v))
+			}
+		case len(ns.Shape) == 1:
 			for i := 0; i < n; i++ {
 				binary.LittleEndian.PutUint32(buf[4*i:], math.Float32bits(1))
 			}
-		} else {
+		default:
 			bound := 1 / math.Sqrt(float64(ns.Shape[len(ns.Shape)-1]))
 			for i := 0; i < n; i++ {
 				v := float32((2*r.Float64() - 1) * bound)
@@ -34,6 +43,12 @@ func RandomWeights(c Config, seed uint64) map[string]ir.WeightSource {
 		out[ns.Name] = ir.BytesSource(buf)
 	}
 	return out
+}
+
+// isBias reports whether a weight name is one of the q/k/v biases.
+func isBias(name string) bool {
+	return strings.HasSuffix(name, ".attention.bq") || strings.HasSuffix(name, ".attention.bk") ||
+		strings.HasSuffix(name, ".attention.bv")
 }
 
 // Tiny is the configuration of the built-in model that `tapmlc run` uses
