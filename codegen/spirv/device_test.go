@@ -241,7 +241,7 @@ func TestDevice(t *testing.T) {
 			if err != nil {
 				t.Fatalf("reference: %v", err)
 			}
-			k, err := Generate(n, c.in, outs, Options{Limits: kernelLimits(g)})
+			k, err := Generate(n, c.in, outs, Options{Limits: kernelLimits(g), Tuning: c.tune})
 			if err != nil {
 				t.Fatalf("generate: %v", err)
 			}
@@ -284,7 +284,7 @@ func TestDeviceFaults(t *testing.T) {
 				continue
 			}
 			n, outs := c.fullNode(t)
-			k, err := Generate(n, c.in, outs, Options{Limits: kernelLimits(g), Fault: f})
+			k, err := Generate(n, c.in, outs, Options{Limits: kernelLimits(g), Tuning: c.tune, Fault: f})
 			if err != nil {
 				continue
 			}
@@ -336,7 +336,7 @@ func BenchmarkMatmul(b *testing.B) {
 			c := testCase{op: "matmul", in: []ir.Type{f32(int64(sh.m), int64(sh.k)), f32(int64(sh.n), int64(sh.k))},
 				attrs: ir.Attrs{"transpose_b": ir.BoolAttr(true)}}
 			n, outs := c.fullNode(b)
-			k, err := Generate(n, c.in, outs, Options{Limits: kernelLimits(g)})
+			k, err := Generate(n, c.in, outs, Options{Limits: kernelLimits(g), Tuning: c.tune})
 			if err != nil {
 				b.Fatal(err)
 			}

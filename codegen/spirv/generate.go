@@ -69,9 +69,19 @@ func (l Limits) withDefaults() Limits {
 	return l
 }
 
+// Tuning selects among kernel variants; the zero value is the default.
+type Tuning struct {
+	// GEMVLanes is the number of invocations that share one output of the
+	// transpose_b matmul with M ≤ 4 (a power of two up to 64; default 32).
+	// 1 selects the register-tiled kernel, which has no barriers (better
+	// on CPU drivers such as lavapipe).
+	GEMVLanes int
+}
+
 // Options control code generation.
 type Options struct {
 	Limits Limits
+	Tuning Tuning
 	// Fault, when set, injects a deliberate bug into the kernel. It is for
 	// tests only; see Faults for the names and what each does.
 	Fault string
@@ -177,7 +187,7 @@ func Generate(n *ir.Node, in, out []ir.Type, opts Options) (*codegen.Kernel, err
 			return fail(fmt.Errorf("%s has more than 2^31-1 elements", t))
 		}
 	}
-	k := &kern{op: n.Op, attrs: attrs, in: in, out: out, lim: opts.Limits.withDefaults(), fault: opts.Fault}
+	k := &kern{op: n.Op, attrs: attrs, in: in, out: out, lim: opts.Limits.withDefaults(), tune: opts.Tuning, fault: opts.Fault}
 	k.m = NewModule()
 	k.b = k.m.NewFunction(Entry)
 	if err := gen(k); err != nil {
@@ -253,6 +263,7 @@ type kern struct {
 	in    []ir.Type
 	out   []ir.Type
 	lim   Limits
+	tune  Tuning
 
 	fault        string
 	faultApplied bool

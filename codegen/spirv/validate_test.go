@@ -45,6 +45,7 @@ func disassemble(file string) string {
 
 func generate(t *testing.T, c testCase, opts Options) *codegen.Kernel {
 	t.Helper()
+	opts.Tuning = c.tune
 	k, err := Generate(c.node(), c.in, nil, opts)
 	if err != nil {
 		t.Fatalf("Generate: %v", err)
@@ -117,7 +118,7 @@ func TestValidateFaults(t *testing.T) {
 	applied := map[string]int{}
 	for _, c := range testCases() {
 		for _, f := range FaultNames() {
-			k, err := Generate(c.node(), c.in, nil, Options{Fault: f})
+			k, err := Generate(c.node(), c.in, nil, Options{Tuning: c.tune, Fault: f})
 			if err != nil {
 				if !strings.Contains(err.Error(), "does not apply") && !strings.Contains(err.Error(), "wrong_index needs") {
 					t.Errorf("%s with %s: %v", c.name, f, err)
