@@ -331,10 +331,11 @@ func BenchmarkMatmul(b *testing.B) {
 		b.Skipf("no device: %v", err)
 	}
 	r := rand.New(rand.NewPCG(5, 6))
-	for _, sh := range []struct{ m, k, n int }{{512, 512, 512}, {1024, 1024, 1024}, {2048, 2048, 2048}, {1, 4096, 4096}, {1, 288, 32000}} {
-		b.Run(fmt.Sprintf("%dx%dx%d", sh.m, sh.k, sh.n), func(b *testing.B) {
+	for _, sh := range []struct{ m, k, n, lanes int }{{512, 512, 512, 0}, {1024, 1024, 1024, 0}, {2048, 2048, 2048, 0},
+		{1, 4096, 4096, 0}, {1, 4096, 4096, 1}, {1, 288, 32000, 0}, {1, 288, 32000, 1}} {
+		b.Run(fmt.Sprintf("%dx%dx%d/lanes%d", sh.m, sh.k, sh.n, sh.lanes), func(b *testing.B) {
 			c := testCase{op: "matmul", in: []ir.Type{f32(int64(sh.m), int64(sh.k)), f32(int64(sh.n), int64(sh.k))},
-				attrs: ir.Attrs{"transpose_b": ir.BoolAttr(true)}}
+				attrs: ir.Attrs{"transpose_b": ir.BoolAttr(true)}, tune: Tuning{GEMVLanes: sh.lanes}}
 			n, outs := c.fullNode(b)
 			k, err := Generate(n, c.in, outs, Options{Limits: kernelLimits(g), Tuning: c.tune})
 			if err != nil {
