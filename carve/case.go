@@ -277,9 +277,25 @@ func FingerprintOf(t *tensor.Tensor) Fingerprint {
 	}
 	switch t.DType {
 	case ir.F32:
+		// The hot path (every recorded tensor): no per-element call.
+		var m float32
 		for _, v := range t.Float32s() {
-			visit(float64(v))
+			a := v
+			if a < 0 {
+				a = -a
+			}
+			switch {
+			case a == 0:
+				zeros++
+			case a > m && a <= math.MaxFloat32:
+				m = a
+			case a != a:
+				fp.NaN = true
+			case a > math.MaxFloat32:
+				fp.Inf = true
+			}
 		}
+		maxAbs = float64(m)
 	case ir.I32:
 		for _, v := range t.Int32s() {
 			visit(float64(v))

@@ -94,9 +94,9 @@ func TestFingerprint(t *testing.T) {
 
 func TestContentKey(t *testing.T) {
 	a := tensor.FromFloat32([]int{2}, []float32{1, 2})
-	b := tensor.FromFloat32([]int{2}, []float32{1.5, 3})   // same fingerprint as a
-	c := tensor.FromFloat32([]int{2}, []float32{100, 2})   // another magnitude
-	d := tensor.FromFloat32([]int{1, 2}, []float32{1, 2})  // another shape
+	b := tensor.FromFloat32([]int{2}, []float32{1.5, 3})  // same fingerprint as a
+	c := tensor.FromFloat32([]int{2}, []float32{100, 2})  // another magnitude
+	d := tensor.FromFloat32([]int{1, 2}, []float32{1, 2}) // another shape
 	attrs := ir.Attrs{"transpose_b": ir.BoolAttr(true)}
 	key := func(op string, at ir.Attrs, ts ...*tensor.Tensor) string {
 		return ContentKey(op, at, ts[:len(ts)-1], ts[len(ts)-1:], FingerprintOf)

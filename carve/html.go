@@ -24,12 +24,41 @@ const errorFloor = 1e-12
 // green and failing ones in red, with a dashed line at threshold when it
 // is positive. It returns the SVG element.
 func errorPlot(results []Result, title, ylabel string, value func(Result) float64, threshold float64) (template.HTML, error) {
+	p, err := makeErrorPlot(results, title, ylabel, value, threshold)
+	if err != nil {
+		return "", err
+	}
+	wt, err := p.WriterTo(9*vg.Inch, 3.5*vg.Inch, "svg")
+	if err != nil {
+		return "", err
+	}
+	var buf bytes.Buffer
+	if _, err := wt.WriteTo(&buf); err != nil {
+		return "", err
+	}
+	svg := buf.String()
+	if i := strings.Index(svg, "<svg"); i > 0 {
+		svg = svg[i:] // drop the XML declaration to inline the SVG
+	}
+	return template.HTML(svg), nil
+}
+
+func makeErrorPlot(results []Result, title, ylabel string, value func(Result) float64, threshold float64) (*plot.Plot, error) {
 	p := plot.New()
 	p.Title.Text = title
 	p.X.Label.Text = "case (table row)"
 	p.Y.Label.Text = ylabel
 	p.Y.Scale = plot.LogScale{}
-	p.Y.Tick.Marker = plot.LogTicks{Prec: -1}
+	p.Y.Tick.Marker = plot.LogTicks{Prec: 1}
+	p.X.Tick.Marker = plot.TickerFunc(func(min, max float64) []plot.Tick {
+		ticks := plot.DefaultTicks{}.Ticks(min, max)
+		for i := range ticks {
+			if ticks[i].Label != "" {
+				ticks[i].Label = fmt.Sprintf("%g", ticks[i].Value)
+			}
+		}
+		return ticks
+	})
 	var pass, fail plotter.XYs
 	hi := errorFloor * 10
 	for i, r := range results {
@@ -74,37 +103,25 @@ func errorPlot(results []Result, title, ylabel string, value func(Result) float6
 		return nil
 	}
 	if err := add(pass, color.RGBA{G: 140, B: 60, A: 255}, draw.CircleGlyph{}, "pass"); err != nil {
-		return "", err
+		return nil, err
 	}
-	if err := add(fail, color.RGBA{R: 210, A: 255}, draw.CrossGlyph{}, "fail (not finite: top)"); err != nil {
-		return "", err
+	if err := add(fail, color.RGBA{R: 210, A: 255}, draw.CrossGlyph{}, "fail (not finite: at the top)"); err != nil {
+		return nil, err
 	}
 	if threshold > 0 && len(results) > 0 {
 		l, err := plotter.NewLine(plotter.XYs{{X: 0.5, Y: threshold}, {X: float64(len(results)) + 0.5, Y: threshold}})
 		if err != nil {
-			return "", err
+			return nil, err
 		}
 		l.LineStyle.Dashes = []vg.Length{vg.Points(4), vg.Points(3)}
 		l.LineStyle.Color = color.Gray{Y: 100}
 		p.Add(l)
 		p.Legend.Add("tolerance", l)
 	}
-	p.Y.Min, p.Y.Max = errorFloor/2, hi*2
+	p.Y.Min, p.Y.Max = errorFloor/2, hi*1e4 // headroom for the legend
 	p.X.Min, p.X.Max = 0, float64(len(results))+1
 	p.Legend.Top = true
-	wt, err := p.WriterTo(9*vg.Inch, 3.5*vg.Inch, "svg")
-	if err != nil {
-		return "", err
-	}
-	var buf bytes.Buffer
-	if _, err := wt.WriteTo(&buf); err != nil {
-		return "", err
-	}
-	svg := buf.String()
-	if i := strings.Index(svg, "<svg"); i > 0 {
-		svg = svg[i:] // drop the XML declaration to inline the SVG
-	}
-	return template.HTML(svg), nil
+	return p, nil
 }
 
 type htmlRow struct {

@@ -1,11 +1,14 @@
 package carve
 
 import (
+	"bytes"
 	"encoding/json"
 	"encoding/xml"
 	"fmt"
 	"io"
 	"math"
+	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -291,4 +294,46 @@ func (r *Report) WriteJUnit(w io.Writer) error {
 	}
 	_, err := io.WriteString(w, "\n")
 	return err
+}
+
+// WriteFiles writes the JSON, JUnit XML and HTML reports to the paths that
+// are not empty, each atomically (a temporary file renamed into place).
+func (r *Report) WriteFiles(jsonPath, junitPath, htmlPath string) error {
+	for _, f := range []struct {
+		path  string
+		write func(io.Writer) error
+	}{{jsonPath, r.WriteJSON}, {junitPath, r.WriteJUnit}, {htmlPath, r.WriteHTML}} {
+		if f.path == "" {
+			continue
+		}
+		var b bytes.Buffer
+		if err := f.write(&b); err != nil {
+			return fmt.Errorf("%s: %w", f.path, err)
+		}
+		if err := writeFileAtomic(f.path, b.Bytes()); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// writeFileAtomic writes data to a temporary file beside path and renames
+// it into place.
+func writeFileAtomic(path string, data []byte) error {
+	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp*")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(tmp.Name())
+	if _, err := tmp.Write(data); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Close(); err != nil {
+		return err
+	}
+	if err := os.Chmod(tmp.Name(), 0o644); err != nil {
+		return err
+	}
+	return os.Rename(tmp.Name(), path)
 }
