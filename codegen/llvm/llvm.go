@@ -297,6 +297,18 @@ func Work(n *ir.Node, in, out []ir.Type) int64 {
 			// q·k and p·v over up to T rows for every (row, head)
 			return 2 * in[0].Shape.NumElements() * in[1].Shape[0].Size
 		}
+	case "conv2d", "conv_transpose2d":
+		if len(in) >= 2 && len(out) == 1 {
+			w := in[1].Shape.NumElements()
+			if n.Op == "conv2d" {
+				return out[0].Shape.NumElements() * (w / max(1, in[1].Shape[0].Size))
+			}
+			return in[0].Shape.NumElements() * (w / max(1, in[1].Shape[0].Size))
+		}
+	case "pool2d":
+		if k := n.Attrs.Ints("kernel"); len(k) == 2 && len(out) == 1 {
+			return out[0].Shape.NumElements() * k[0] * k[1]
+		}
 	case "exp", "log", "tanh", "pow", "silu", "sigmoid", "gelu", "softmax", "fused_elementwise", "rope":
 		return 16 * elems
 	}
@@ -372,6 +384,14 @@ func init() {
 		"transpose":         genTranspose,
 		"slice":             genSlice,
 		"concat":            genConcat,
+		"iota":              genIota,
+		"reduce_sum":        genReduce,
+		"reduce_mean":       genReduce,
+		"reduce_max":        genReduce,
+		"pool2d":            genPool,
+		"conv2d":            genConv,
+		"conv_transpose2d":  genConv,
+		"resize":            genResize,
 	} {
 		generators[op] = fn
 	}

@@ -59,6 +59,16 @@ func samples() []sample {
 		sample{op: "transpose", attrs: ir.Attrs{"perm": ir.IntsAttr(1, 0)}, in: []ir.Type{f32(3, 4)}},
 		sample{op: "slice", attrs: ir.Attrs{"axis": ir.IntAttr(0), "start": ir.IntAttr(1), "end": ir.IntAttr(3)}, in: []ir.Type{f32(4, 2)}},
 		sample{op: "concat", attrs: ir.Attrs{"axis": ir.IntAttr(0)}, in: []ir.Type{f32(1, 2), f32(3, 2)}},
+		sample{op: "iota", attrs: ir.Attrs{"shape": ir.ShapeAttr(ir.S(2, 5)), "axis": ir.IntAttr(1)}, in: []ir.Type{pos}},
+		sample{op: "reduce_sum", attrs: ir.Attrs{"axes": ir.IntsAttr(1)}, in: []ir.Type{f32(2, 3, 4)}},
+		sample{op: "reduce_mean", attrs: ir.Attrs{"axes": ir.IntsAttr(-1, -2)}, in: []ir.Type{f32(2, 3, 4)}},
+		sample{op: "reduce_max", attrs: ir.Attrs{"axes": ir.IntsAttr(0, 2), "keepdims": ir.BoolAttr(false)}, in: []ir.Type{f32(2, 3, 4)}},
+		sample{op: "pool2d", attrs: ir.Attrs{"kernel": ir.IntsAttr(2, 2), "strides": ir.IntsAttr(2, 2)}, in: []ir.Type{f32(1, 2, 5, 5)}},
+		sample{op: "pool2d", attrs: ir.Attrs{"mode": ir.StringAttr("avg"), "kernel": ir.IntsAttr(3, 3), "pads": ir.IntsAttr(1, 1, 1, 1)}, in: []ir.Type{f32(1, 2, 5, 5)}},
+		sample{op: "conv2d", attrs: ir.Attrs{"pads": ir.IntsAttr(1, 1, 1, 1), "strides": ir.IntsAttr(2, 1)}, in: []ir.Type{f32(1, 4, 6, 7), f32(3, 4, 3, 3), f32(3)}},
+		sample{op: "conv_transpose2d", attrs: ir.Attrs{"strides": ir.IntsAttr(2, 2), "groups": ir.IntAttr(2)}, in: []ir.Type{f32(1, 4, 3, 3), f32(4, 1, 3, 3)}},
+		sample{op: "resize", attrs: ir.Attrs{"size": ir.IntsAttr(6, 8), "mode": ir.StringAttr("linear")}, in: []ir.Type{f32(1, 2, 3, 4)}},
+		sample{op: "resize", attrs: ir.Attrs{"size": ir.IntsAttr(5, 2)}, in: []ir.Type{f32(1, 2, 3, 4)}},
 	)
 	return ss
 }

@@ -32,20 +32,23 @@ import (
 //     cancellation (rope's v0·c - v1·s, softmax's division by a sum) grow
 //     that to a few ulp of the operands: rtol 2e-6, atol 1e-6 (values are
 //     O(1)).
-//   - matmul: the LLVM kernel reassociates its dot products (vectorised),
-//     gonum sums in its own order; each result is within γ_K·Σ|a||b| of the
-//     exact dot product (γ_K ≈ K·2^-24), so the two differ by at most
-//     2·K·2^-24·Σ_k|a_k·b_k|, computed per element (a proven bound).
+//   - matmul, conv2d, conv_transpose2d: the LLVM kernels reassociate or fuse
+//     their dot products (vectorised), gonum sums in its own order; each
+//     result is within γ_K·Σ|a||b| of the exact dot product (γ_K ≈ K·2^-24),
+//     so the two differ by at most 2·K·2^-24·Σ_k|a_k·b_k| (+ 2^-24·|bias|
+//     for the bias add), computed per element (a proven bound).
 type tol struct {
 	atol, rtol float64
-	matmul     bool
+	// bound, when set, gives the allowed difference of every element
+	bound func(c opCase) []float64
 }
 
 var (
 	exact = tol{}
 	libm  = tol{atol: 1e-37, rtol: 2.5e-7}
 	chain = tol{atol: 1e-6, rtol: 2e-6}
-	mmTol = tol{matmul: true}
+	mmTol   = tol{bound: matmulBound}
+	convTol = tol{bound: convBound}
 )
 
 type opCase struct {
@@ -229,6 +232,64 @@ func opCases() []opCase {
 	add("slice/empty", "slice", slice(0, 5, 2, 1), exact, randF32(r, -1, 1, 6, 2))
 	add("concat/axis1", "concat", axis(1), exact, randF32(r, -1, 1, 2, 3), randF32(r, -1, 1, 2, 5))
 	add("concat/axis0", "concat", axis(0), exact, randF32(r, -1, 1, 1, 4), randF32(r, -1, 1, 3, 4), randF32(r, -1, 1, 2, 4))
+
+	iota := func(ax int64, s ...int64) ir.Attrs { return ir.Attrs{"shape": ir.ShapeAttr(ir.S(s...)), "axis": ir.IntAttr(ax)} }
+	add("iota/7", "iota", iota(0, 7), exact, pos(3))
+	add("iota/2x5_axis1", "iota", iota(1, 2, 5), exact, pos(-2))
+	reduce := func(keep bool, axes ...int64) ir.Attrs {
+		return ir.Attrs{"axes": ir.IntsAttr(axes...), "keepdims": ir.BoolAttr(keep)}
+	}
+	for _, op := range ir.ReduceOps {
+		tl := chain
+		if op == "reduce_max" {
+			tl = exact
+		}
+		add(op+"/last", op, reduce(true, -1), tl, randF32(r, -2, 2, 3, 37))
+		add(op+"/middle", op, reduce(false, 1), tl, randF32(r, -2, 2, 2, 5, 3))
+		add(op+"/two", op, reduce(true, 0, 2), tl, randF32(r, -2, 2, 4, 3, 5))
+		add(op+"/none", op, reduce(true), tl, randF32(r, -2, 2, 2, 3))
+	}
+	add("reduce_max/nan", "reduce_max", reduce(true, 1), exact, f32s([]int{2, 3}, 1, float32(math.NaN()), 2, 3, 2, 1))
+	pool := func(mode string, k, st, pads []int64, ceil, incl bool) ir.Attrs {
+		return ir.Attrs{"mode": ir.StringAttr(mode), "kernel": ir.IntsAttr(k...), "strides": ir.IntsAttr(st...),
+			"pads": ir.IntsAttr(pads...), "ceil_mode": ir.BoolAttr(ceil), "count_include_pad": ir.BoolAttr(incl)}
+	}
+	add("pool2d/max2x2", "pool2d", pool("max", []int64{2, 2}, []int64{2, 2}, []int64{0, 0, 0, 0}, false, false), exact, randF32(r, -2, 2, 2, 3, 6, 7))
+	add("pool2d/max3x3_pad_ceil", "pool2d", pool("max", []int64{3, 3}, []int64{2, 2}, []int64{1, 1, 1, 1}, true, false), exact, randF32(r, -2, 2, 1, 2, 7, 8))
+	add("pool2d/avg3x3_pad", "pool2d", pool("avg", []int64{3, 3}, []int64{1, 1}, []int64{1, 1, 1, 1}, false, false), chain, randF32(r, -2, 2, 1, 2, 5, 6))
+	add("pool2d/avg_incl_pad_ceil", "pool2d", pool("avg", []int64{2, 3}, []int64{2, 2}, []int64{1, 0, 1, 2}, true, true), chain, randF32(r, -2, 2, 1, 3, 6, 7))
+	add("pool2d/max_dilated", "pool2d", ir.Attrs{"kernel": ir.IntsAttr(2, 2), "dilations": ir.IntsAttr(2, 3)}, exact, randF32(r, -2, 2, 1, 1, 7, 9))
+	conv := func(st, pads, dil []int64, groups int64) ir.Attrs {
+		return ir.Attrs{"strides": ir.IntsAttr(st...), "pads": ir.IntsAttr(pads...), "dilations": ir.IntsAttr(dil...), "groups": ir.IntAttr(groups)}
+	}
+	add("conv2d/3x3", "conv2d", conv([]int64{1, 1}, []int64{0, 0, 0, 0}, []int64{1, 1}, 1), convTol, randF32(r, -1, 1, 1, 3, 6, 7), randF32(r, -1, 1, 4, 3, 3, 3))
+	add("conv2d/pad_stride_bias", "conv2d", conv([]int64{2, 1}, []int64{1, 2, 0, 1}, []int64{1, 1}, 1), convTol, randF32(r, -1, 1, 2, 4, 7, 6), randF32(r, -1, 1, 5, 4, 3, 2), randF32(r, -1, 1, 5))
+	add("conv2d/groups_dilated", "conv2d", conv([]int64{1, 2}, []int64{2, 2, 2, 2}, []int64{2, 2}, 2), convTol, randF32(r, -1, 1, 1, 4, 8, 9), randF32(r, -1, 1, 6, 2, 3, 3), randF32(r, -1, 1, 6))
+	add("conv2d/1x1", "conv2d", conv([]int64{1, 1}, []int64{0, 0, 0, 0}, []int64{1, 1}, 1), convTol, randF32(r, -1, 1, 1, 16, 5, 5), randF32(r, -1, 1, 8, 16, 1, 1))
+	convT := func(st, pads, dil, outPad []int64, groups int64) ir.Attrs {
+		a := conv(st, pads, dil, groups)
+		a["output_padding"] = ir.IntsAttr(outPad...)
+		return a
+	}
+	add("conv_transpose2d/stride2", "conv_transpose2d", convT([]int64{2, 2}, []int64{0, 0, 0, 0}, []int64{1, 1}, []int64{0, 0}, 1), convTol, randF32(r, -1, 1, 1, 3, 4, 5), randF32(r, -1, 1, 3, 2, 3, 3))
+	add("conv_transpose2d/pads_outpad_bias", "conv_transpose2d", convT([]int64{2, 3}, []int64{1, 0, 1, 2}, []int64{1, 1}, []int64{1, 2}, 1), convTol, randF32(r, -1, 1, 2, 2, 3, 4), randF32(r, -1, 1, 2, 3, 3, 4), randF32(r, -1, 1, 3))
+	add("conv_transpose2d/groups_dilated", "conv_transpose2d", convT([]int64{1, 1}, []int64{1, 1, 1, 1}, []int64{2, 2}, []int64{0, 0}, 2), convTol, randF32(r, -1, 1, 1, 4, 5, 5), randF32(r, -1, 1, 4, 3, 3, 3))
+	resize := func(h, w int64, mode, coord, nearest string, scales ...float64) ir.Attrs {
+		a := ir.Attrs{"size": ir.IntsAttr(h, w), "mode": ir.StringAttr(mode), "coord": ir.StringAttr(coord), "nearest": ir.StringAttr(nearest)}
+		if len(scales) > 0 {
+			a["scales"] = ir.FloatsAttr(scales...)
+		}
+		return a
+	}
+	for _, coord := range ir.ResizeCoordModes {
+		add("resize/linear_"+coord, "resize", resize(7, 9, "linear", coord, "round_prefer_floor"), chain, randF32(r, -2, 2, 1, 2, 4, 5))
+		add("resize/nearest_"+coord, "resize", resize(8, 3, "nearest", coord, "round_prefer_floor"), exact, randF32(r, -2, 2, 1, 2, 4, 5))
+	}
+	for _, nearest := range ir.ResizeNearestModes {
+		add("resize/nearest_"+nearest, "resize", resize(6, 10, "nearest", "asymmetric", nearest), exact, randF32(r, -2, 2, 2, 1, 4, 5))
+	}
+	add("resize/scales", "resize", resize(8, 10, "linear", "half_pixel", "round_prefer_floor", 2, 2.5), chain, randF32(r, -2, 2, 1, 1, 4, 4))
+	add("resize/down", "resize", resize(2, 3, "linear", "align_corners", "round_prefer_floor"), chain, randF32(r, -2, 2, 1, 2, 5, 7))
 	return cs
 }
 
@@ -289,8 +350,8 @@ func compare(got, want *tensor.Tensor, tl tol, c opCase) error {
 		return fmt.Errorf("got %s, want %s", got, want)
 	}
 	var bound []float64
-	if tl.matmul {
-		bound = matmulBound(c)
+	if tl.bound != nil {
+		bound = tl.bound(c)
 	}
 	bad := 0
 	var first string
@@ -390,6 +451,73 @@ func matmulBound(c opCase) []float64 {
 	return out
 }
 
+// convBound is matmulBound for conv2d and conv_transpose2d: per output
+// element, K terms (the taps of its window) and Σ|x·w| over those that read
+// an input, following the ops' docs directly.
+func convBound(c opCase) []float64 {
+	x, w := c.in[0], c.in[1]
+	types := []ir.Type{x.Type(), w.Type()}
+	if len(c.in) > 2 {
+		types = append(types, c.in[2].Type())
+	}
+	outs, attrs, err := ir.InferTypes(c.op, types, c.attrs)
+	if err != nil {
+		panic(err)
+	}
+	sp, _ := ir.Spatial(attrs)
+	os := outs[0].Shape.Sizes()
+	n, ch, h, wd := x.Shape[0], x.Shape[1], x.Shape[2], x.Shape[3]
+	o, ho, wo := os[1], os[2], os[3]
+	kh, kw := w.Shape[2], w.Shape[3]
+	groups := int(attrs.Int("groups"))
+	cg, og := ch/groups, o/groups
+	sh, sw, dh, dw := int(sp.Strides[0]), int(sp.Strides[1]), int(sp.Dilations[0]), int(sp.Dilations[1])
+	top, left := int(sp.Pads[0]), int(sp.Pads[1])
+	xf, wf := x.Float32s(), w.Float32s()
+	out := make([]float64, n*o*ho*wo)
+	k := float64(cg * kh * kw)
+	for b := 0; b < n; b++ {
+		for oc := 0; oc < o; oc++ {
+			g := oc / og
+			for y := 0; y < ho; y++ {
+				for xx := 0; xx < wo; xx++ {
+					s := 0.0
+					for ci := 0; ci < cg; ci++ {
+						chn := g*cg + ci
+						for i := 0; i < kh; i++ {
+							for j := 0; j < kw; j++ {
+								var iy, ix int
+								var wv float32
+								if c.op == "conv2d" {
+									iy, ix = y*sh-top+i*dh, xx*sw-left+j*dw
+									wv = wf[((oc*cg+ci)*kh+i)*kw+j]
+								} else {
+									ty, tx := y+top-i*dh, xx+left-j*dw
+									if ty < 0 || tx < 0 || ty%sh != 0 || tx%sw != 0 {
+										continue
+									}
+									iy, ix = ty/sh, tx/sw
+									wv = wf[((chn*og+oc-g*og)*kh+i)*kw+j]
+								}
+								if iy < 0 || iy >= h || ix < 0 || ix >= wd {
+									continue
+								}
+								s += math.Abs(float64(xf[((b*ch+chn)*h+iy)*wd+ix]) * float64(wv))
+							}
+						}
+					}
+					bias := 0.0
+					if len(c.in) > 2 {
+						bias = math.Abs(float64(c.in[2].Float32s()[oc]))
+					}
+					out[((b*o+oc)*ho+y)*wo+xx] = 2*k*0x1p-24*s + 0x1p-24*(bias+s) + 1e-30
+				}
+			}
+		}
+	}
+	return out
+}
+
 // TestOps runs every case's kernel on the llvm device (all kernels in one
 // module) and compares it with the cpu reference.
 func TestOps(t *testing.T) {
@@ -411,6 +539,9 @@ func TestOps(t *testing.T) {
 	}
 	for i, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
+			if !cpu.Supports(c.op) {
+				t.Skipf("the cpu reference has no %s kernel yet", c.op)
+			}
 			n := nodes[i]
 			outs := outTypes(t, n)
 			want, err := runOn(ref, n, c.in, outs)
