@@ -376,7 +376,6 @@ func genConv(g *gen) error {
 	return nil
 }
 
-
 // resizeCoord is resize's input coordinate of output index xo on an axis
 // of in → out elements, in f32, exactly as runtime/cpu.ResizeCoord.
 func resizeCoord(mode string, xo, in, out int64, scale float32) float32 {

@@ -44,9 +44,9 @@ type tol struct {
 }
 
 var (
-	exact = tol{}
-	libm  = tol{atol: 1e-37, rtol: 2.5e-7}
-	chain = tol{atol: 1e-6, rtol: 2e-6}
+	exact   = tol{}
+	libm    = tol{atol: 1e-37, rtol: 2.5e-7}
+	chain   = tol{atol: 1e-6, rtol: 2e-6}
 	mmTol   = tol{bound: matmulBound}
 	convTol = tol{bound: convBound}
 )
@@ -233,7 +233,9 @@ func opCases() []opCase {
 	add("concat/axis1", "concat", axis(1), exact, randF32(r, -1, 1, 2, 3), randF32(r, -1, 1, 2, 5))
 	add("concat/axis0", "concat", axis(0), exact, randF32(r, -1, 1, 1, 4), randF32(r, -1, 1, 3, 4), randF32(r, -1, 1, 2, 4))
 
-	iota := func(ax int64, s ...int64) ir.Attrs { return ir.Attrs{"shape": ir.ShapeAttr(ir.S(s...)), "axis": ir.IntAttr(ax)} }
+	iota := func(ax int64, s ...int64) ir.Attrs {
+		return ir.Attrs{"shape": ir.ShapeAttr(ir.S(s...)), "axis": ir.IntAttr(ax)}
+	}
 	add("iota/7", "iota", iota(0, 7), exact, pos(3))
 	add("iota/2x5_axis1", "iota", iota(1, 2, 5), exact, pos(-2))
 	reduce := func(keep bool, axes ...int64) ir.Attrs {
