@@ -131,3 +131,25 @@ func BenchmarkGEMVLanes(b *testing.B) {
 		d.Close()
 	}
 }
+
+// BenchmarkLaunchOverhead measures the host cost of one launch of a tiny
+// kernel (recording, bind group, pooled output), work drained at the end.
+func BenchmarkLaunchOverhead(b *testing.B) {
+	x, err := testDev.Upload(randF32(newRand(1), -1, 1, 16))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer testDev.Free(x)
+	node, outs := mkNode(b, 1, "neg", nil, x.Type())
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		res, err := testDev.Launch(node, []*runtime.Buffer{x}, outs)
+		if err != nil {
+			b.Fatal(err)
+		}
+		testDev.Free(res[0])
+	}
+	if err := testDev.Sync(); err != nil {
+		b.Fatal(err)
+	}
+}

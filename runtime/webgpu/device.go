@@ -5,9 +5,10 @@
 // on Vulkan by default or on GL.
 //
 // Work is batched: Launch only records a dispatch into the current command
-// encoder; the encoder is submitted when a result is downloaded, on Sync,
-// before an upload, and after Options.MaxBatch dispatches, so that no
-// submission runs long on CPU drivers (lavapipe). Waiting never calls
+// encoder (into one compute pass, unless Options.SafeDispatch); the encoder
+// is submitted when a result is downloaded, on Sync, before an upload, and
+// after Options.MaxBatch dispatches, so that no submission runs long on
+// CPU drivers (lavapipe). Waiting never calls
 // Poll(true), which gives up after 5 s and then crashes lavapipe; it
 // registers OnSubmittedWorkDone (or MapAsync) and polls without blocking,
 // sleeping briefly between polls.
@@ -29,6 +30,7 @@ import (
 	"fmt"
 	"math/bits"
 	"os"
+	"regexp"
 	"strconv"
 	"strings"
 	"sync"
@@ -59,6 +61,15 @@ type Options struct {
 	// Faults maps node ids to a fault of codegen/wgsl injected into that
 	// node's kernel. For tests of the carving and migration tools only.
 	Faults map[int]string
+	// SafeDispatch records each dispatch in a compute pass of its own, so
+	// that wgpu validates it (and reports an error naming its node) at
+	// Launch. By default dispatches share a pass until the batch is
+	// submitted, which costs about half as much host time per launch; a
+	// validation error then comes back from the Sync or Download that
+	// submits, still naming the node whose dispatch failed. Kernels are
+	// checked against the device limits before recording, so such errors
+	// mean a bug in a kernel or in this package.
+	SafeDispatch bool
 	// Verbose turns on wgpu's log of warnings and errors on stderr (errors
 	// are returned as Go errors either way).
 	Verbose bool
@@ -95,7 +106,9 @@ type Device struct {
 	staging map[uint64][]*wgpu.Buffer // free map-read buffers by size class
 
 	enc     *wgpu.CommandEncoder
-	pending int               // dispatches recorded in enc
+	pass    *wgpu.ComputePassEncoder // open compute pass of enc, if any
+	labels  map[string]*ir.Node      // pipeline label -> node, for the open pass
+	pending int                      // dispatches recorded in enc
 	groups  []*wgpu.BindGroup // bind groups of recorded dispatches
 	lost    error             // set when recorded work had to be dropped
 	closed  bool
@@ -459,6 +472,10 @@ func (d *Device) Download(b *runtime.Buffer) (*tensor.Tensor, error) {
 		st.Release()
 		return nil, err
 	}
+	if err := d.endPass(); err != nil {
+		d.staging[c] = append(d.staging[c], st)
+		return nil, err
+	}
 	if err := d.enc.CopyBufferToBuffer(g.buf, 0, st, 0, n); err != nil {
 		// The encoder is now invalid: drop it with the work it holds.
 		d.drop(fmt.Errorf("copy for download: %w", err))
@@ -489,18 +506,25 @@ func (d *Device) Download(b *runtime.Buffer) (*tensor.Tensor, error) {
 	return t, nil
 }
 
-// pollUntil polls the device without blocking until *done, sleeping a
-// little longer each round (up to 1 ms). Callbacks run inside Poll, on
-// this goroutine.
+// pollUntil polls the device without blocking until *done: first without
+// sleeping (a GPU often finishes within tens of microseconds), then
+// sleeping a little longer each round, up to 200 µs. Callbacks run inside
+// Poll, on this goroutine.
 func (d *Device) pollUntil(done *bool) {
-	sleep := 10 * time.Microsecond
+	for i := 0; i < 20; i++ {
+		d.dev.Poll(false, nil)
+		if *done {
+			return
+		}
+	}
+	sleep := 5 * time.Microsecond
 	for {
 		d.dev.Poll(false, nil)
 		if *done {
 			return
 		}
 		time.Sleep(sleep)
-		if sleep < time.Millisecond {
+		if sleep < 200*time.Microsecond {
 			sleep *= 2
 		}
 	}
@@ -560,8 +584,40 @@ func (d *Device) encoder() error {
 	return nil
 }
 
+// endPass ends the open compute pass, where wgpu validates its dispatches.
+// On failure the encoder is dropped and the error names the node whose
+// pipeline the message mentions.
+func (d *Device) endPass() error {
+	if d.pass == nil {
+		return nil
+	}
+	err := d.pass.End()
+	d.pass.Release()
+	d.pass = nil
+	labels := d.labels
+	d.labels = nil
+	if err == nil {
+		return nil
+	}
+	lost := d.pending
+	d.drop(nil)
+	err = fmt.Errorf("dispatch: %w (the %d dispatches recorded since the last submission were dropped)", err, lost)
+	if m := pipelineLabel.FindStringSubmatch(err.Error()); m != nil && labels[m[1]] != nil {
+		return &runtime.KernelError{Device: d.name, Node: labels[m[1]], Err: err}
+	}
+	return fmt.Errorf("webgpu: %w", err)
+}
+
+// pipelineLabel finds the pipeline a wgpu validation message is about.
+var pipelineLabel = regexp.MustCompile("compute pipeline = `([^`]*)`")
+
 // drop discards the open encoder and what it recorded, remembering why.
 func (d *Device) drop(cause error) {
+	if d.pass != nil {
+		d.pass.Release()
+		d.pass = nil
+		d.labels = nil
+	}
 	if d.enc != nil {
 		d.enc.Release()
 		d.enc = nil
@@ -578,6 +634,9 @@ func (d *Device) drop(cause error) {
 func (d *Device) submit() error {
 	if d.enc == nil {
 		return nil
+	}
+	if err := d.endPass(); err != nil {
+		return err
 	}
 	cb, err := d.enc.Finish(nil)
 	d.enc.Release()
@@ -808,6 +867,10 @@ func (d *Device) Launch(n *ir.Node, in []*runtime.Buffer, outs []ir.Type) ([]*ru
 	defer d.mu.Unlock()
 	res, err := d.launch(n, in, outs)
 	if err != nil {
+		var ke *runtime.KernelError
+		if errors.As(err, &ke) {
+			return nil, err // a batched dispatch of another node failed
+		}
 		return nil, &runtime.KernelError{Device: d.name, Node: n, Err: err}
 	}
 	return res, nil
@@ -857,6 +920,10 @@ func (d *Device) LaunchKernel(n *ir.Node, k *codegen.Kernel, in []*runtime.Buffe
 	defer d.mu.Unlock()
 	res, err := d.launchKernel(n, k, in)
 	if err != nil {
+		var ke *runtime.KernelError
+		if errors.As(err, &ke) {
+			return nil, err
+		}
 		return nil, &runtime.KernelError{Device: d.name, Node: n, Err: err}
 	}
 	return res, nil
@@ -943,6 +1010,25 @@ func (d *Device) dispatch(n *ir.Node, k *codegen.Kernel, pp *pipeline, in []*run
 		bg.Release()
 		return fail(err)
 	}
+	d.groups = append(d.groups, bg)
+	if !d.opts.SafeDispatch {
+		if d.pass == nil {
+			d.pass = d.enc.BeginComputePass(nil)
+			d.labels = map[string]*ir.Node{}
+		}
+		d.pass.SetPipeline(pp.cp)
+		d.pass.SetBindGroup(0, bg, nil)
+		d.pass.DispatchWorkgroups(uint32(k.Grid[0]), uint32(k.Grid[1]), uint32(k.Grid[2]))
+		d.labels[k.Name()] = n
+		d.pending++
+		d.stats.Dispatches++
+		if d.pending >= d.opts.MaxBatch {
+			if err := d.submit(); err != nil {
+				return nil, err
+			}
+		}
+		return res, nil
+	}
 	hadPending := d.pending > 0
 	pass := d.enc.BeginComputePass(nil)
 	pass.SetPipeline(pp.cp)
@@ -950,7 +1036,6 @@ func (d *Device) dispatch(n *ir.Node, k *codegen.Kernel, pp *pipeline, in []*run
 	pass.DispatchWorkgroups(uint32(k.Grid[0]), uint32(k.Grid[1]), uint32(k.Grid[2]))
 	err = pass.End()
 	pass.Release()
-	d.groups = append(d.groups, bg)
 	if err != nil {
 		// The encoder is invalid now: drop it. Earlier dispatches recorded
 		// in it are lost too; the next call reports that.

@@ -2,6 +2,7 @@ package webgpu
 
 import (
 	"errors"
+	"fmt"
 	"strconv"
 	"strings"
 	"testing"
@@ -144,34 +145,56 @@ func referenceSmall(t *testing.T, m *ir.Module) *tensor.Tensor {
 }
 
 // TestInvalidDispatchIsAnError makes one dispatch exceed the device's grid
-// limit. wgpu rejects it when the compute pass ends (before anything is
-// submitted, where it would abort the process): the launch fails with a
-// KernelError, the work recorded before it in the same batch is reported
-// lost at the next call, and the device works afterwards.
+// limit. wgpu rejects it when its compute pass ends, before anything is
+// submitted (a validation error inside Submit would abort the process).
+// By default dispatches share a pass, so the error comes from the Download
+// that submits the batch; with SafeDispatch it comes from the launch
+// itself, and the work recorded before it in the batch is reported lost at
+// the next call. Either way it is a KernelError naming the node, and the
+// device works afterwards.
 func TestInvalidDispatchIsAnError(t *testing.T) {
-	m, nodes := smallModule(t)
-	sm := nodes["softmax"]
-	withHook(t, func(k *codegen.Kernel) {
-		if k.NodeID == sm.ID {
-			k.Grid[0] = int(testDev.limits.MaxComputeWorkgroupsPerDimension) + 1
-		}
-	})
-	_, err := callSmall(t, runtime.NewExecutor(m, testDev))
-	wantKernelError(t, err, sm, "dispatch")
-	// add and mul were recorded in the dropped encoder: the next call says so.
-	if err := testDev.Sync(); err == nil || !strings.Contains(err.Error(), "dropped") {
-		t.Errorf("Sync after a dropped batch: got %v, want an error about dropped work", err)
-	}
-	if err := testDev.Sync(); err != nil {
-		t.Errorf("second Sync: %v", err)
-	}
-	withHook(t, nil)
-	m2, _ := smallModule(t)
-	got, err := callSmall(t, runtime.NewExecutor(m2, testDev))
+	safe, err := Open(Options{SafeDispatch: true})
 	if err != nil {
-		t.Fatalf("device unusable after a dispatch error: %v", err)
+		t.Fatal(err)
 	}
-	compare(t, "after error", referenceSmall(t, m2), got, reduction)
+	defer safe.Close()
+	for _, d := range []*Device{testDev, safe} {
+		t.Run(fmt.Sprintf("safe=%v", d.opts.SafeDispatch), func(t *testing.T) {
+			m, nodes := smallModule(t)
+			sm := nodes["softmax"]
+			setHook(d, func(k *codegen.Kernel) {
+				if k.NodeID == sm.ID {
+					k.Grid[0] = int(d.limits.MaxComputeWorkgroupsPerDimension) + 1
+				}
+			})
+			_, err := callSmall(t, runtime.NewExecutor(m, d))
+			wantKernelError(t, err, sm, "dispatch")
+			err = d.Sync()
+			if d.opts.SafeDispatch {
+				// add and mul were recorded in the dropped encoder.
+				if err == nil || !strings.Contains(err.Error(), "dropped") {
+					t.Errorf("Sync after a dropped batch: got %v, want an error about dropped work", err)
+				}
+				err = d.Sync()
+			}
+			if err != nil {
+				t.Errorf("Sync: %v", err)
+			}
+			setHook(d, nil)
+			m2, _ := smallModule(t)
+			got, err := callSmall(t, runtime.NewExecutor(m2, d))
+			if err != nil {
+				t.Fatalf("device unusable after a dispatch error: %v", err)
+			}
+			compare(t, "after error", referenceSmall(t, m2), got, reduction)
+		})
+	}
+}
+
+func setHook(d *Device, h func(k *codegen.Kernel)) {
+	d.mu.Lock()
+	d.hook = h
+	d.mu.Unlock()
 }
 
 // TestFreedBufferIsAnError checks that using a freed buffer is an error.
