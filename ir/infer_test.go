@@ -225,6 +225,16 @@ func TestInferTypes(t *testing.T) {
 		{"fused_elementwise", []string{"f32[2]", "f32[3]"}, Attrs{"expr": StringAttr("add($0, $1)")}, "error: do not broadcast"},
 		{"fused_elementwise", []string{"f32[2]"}, Attrs{"expr": StringAttr("softmax($0)")}, `error: "softmax" is not an elementwise op`},
 
+		// ops_nn.go (more rows in TestInferNN)
+		{"iota", []string{"i32[]"}, Attrs{"shape": ShapeAttr(Shape{Sym("seq")})}, "i32[seq]"},
+		{"conv2d", []string{"f32[1, 1, 28, 28]", "f32[8, 1, 5, 5]", "f32[8]"}, Attrs{"pads": IntsAttr(2, 2, 2, 2)}, "f32[1, 8, 28, 28]"},
+		{"conv_transpose2d", []string{"f32[1, 4, 5, 5]", "f32[4, 2, 2, 2]"}, Attrs{"strides": IntsAttr(2, 2)}, "f32[1, 2, 10, 10]"},
+		{"pool2d", []string{"f32[1, 8, 28, 28]"}, Attrs{"kernel": IntsAttr(2, 2), "strides": IntsAttr(2, 2)}, "f32[1, 8, 14, 14]"},
+		{"resize", []string{"f32[1, 3, 4, 5]"}, Attrs{"size": IntsAttr(8, 10)}, "f32[1, 3, 8, 10]"},
+		{"reduce_sum", []string{"f32[seq, 8]"}, Attrs{"axes": IntsAttr(-1)}, "f32[seq, 1]"},
+		{"reduce_mean", []string{"f32[seq, 8]"}, Attrs{"axes": IntsAttr(1), "keepdims": BoolAttr(false)}, "f32[seq]"},
+		{"reduce_max", []string{"f32[2, 3]"}, Attrs{"axes": IntsAttr(0)}, "f32[1, 3]"},
+
 		// unknown ops
 		{"frobnicate", nil, nil, `error: unknown op "frobnicate"`},
 	}

@@ -34,6 +34,7 @@ func genCases() []genCase {
 	for _, op := range ir.BinaryOps {
 		cs = append(cs, genCase{op, op, nil, []ir.Type{f32(5, 1, 7), f32(3, 7)}})
 	}
+	cs = append(cs, nnGenCases()...) // nn_test.go
 	pos := i32()
 	return append(cs,
 		genCase{"fused", "fused_elementwise", ir.Attrs{"expr": ir.StringAttr("mul(silu($0), add($1, 2.5))")}, []ir.Type{f32(3, 172), f32(172)}},

@@ -46,6 +46,9 @@ func samples() map[string]sample {
 	for _, op := range ir.BinaryOps {
 		s[op] = sample{nil, []*tensor.Tensor{x, randF32(r, 3)}}
 	}
+	for op, c := range nnSamples(r) {
+		s[op] = c
+	}
 	return s
 }
 

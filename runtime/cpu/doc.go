@@ -29,6 +29,9 @@
 //	other unary and binary ops, fused_elementwise,
 //	matmul rms_norm layer_norm softmax rope attention   f32 f16 bf16
 //	argmax                                     f32 f16 bf16 i32 i64 (-> i32)
+//	conv2d conv_transpose2d pool2d resize
+//	reduce_sum reduce_mean reduce_max          f32 f16 bf16 (see conv.go)
+//	iota                                       i32 start -> i32
 //	constant cast                              f32 f16 bf16 i32 i64 bool
 //	gather                                     any table dtype; ids i32 or i64
 //	kv_write reshape transpose slice concat probe transfer   any dtype
