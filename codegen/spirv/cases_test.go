@@ -151,7 +151,48 @@ func testCases() []testCase {
 	add(testCase{op: "concat", in: []ir.Type{f32(1, 4), f32(2, 4), f32(3, 4)}, attrs: ir.Attrs{"axis": ir.IntAttr(0)}})
 	add(testCase{op: "probe", in: []ir.Type{f32(5, 3)}, attrs: ir.Attrs{"tag": ir.StringAttr("x")}})
 	add(testCase{op: "transfer", in: []ir.Type{f32(5, 3)}, attrs: ir.Attrs{"from": ir.StringAttr("source"), "to": ir.StringAttr("target")}})
+	nnCases(add)
 	return cs
+}
+
+// nnCases adds the cases of the vision and general ONNX ops, when the
+// registry has them.
+func nnCases(add func(testCase)) {
+	has := func(op string) bool { return ir.LookupOp(op) != nil }
+	ints := ir.IntsAttr
+	if has("iota") {
+		start := map[int]func(int) float64{0: constFill(5)}
+		add(testCase{op: "iota", in: []ir.Type{i32()}, attrs: ir.Attrs{"shape": ir.ShapeAttr(ir.S(4, 3)), "axis": ir.IntAttr(1)}, fill: start})
+		add(testCase{op: "iota", in: []ir.Type{i32()}, attrs: ir.Attrs{"shape": ir.ShapeAttr(ir.S(6))}, fill: start})
+	}
+	if has("conv2d") {
+		add(testCase{op: "conv2d", in: []ir.Type{f32(1, 3, 8, 8), f32(4, 3, 3, 3), f32(4)}, attrs: ir.Attrs{"pads": ints(1, 1, 1, 1)}})
+		add(testCase{op: "conv2d", in: []ir.Type{f32(2, 3, 9, 7), f32(5, 3, 3, 2)}, attrs: ir.Attrs{"strides": ints(2, 1), "pads": ints(1, 0, 2, 1)}})
+		add(testCase{op: "conv2d", in: []ir.Type{f32(2, 4, 7, 7), f32(4, 2, 3, 3)}, attrs: ir.Attrs{"groups": ir.IntAttr(2), "dilations": ints(2, 2)}})
+	}
+	if has("conv_transpose2d") {
+		add(testCase{op: "conv_transpose2d", in: []ir.Type{f32(1, 2, 4, 4), f32(2, 3, 3, 3), f32(3)},
+			attrs: ir.Attrs{"strides": ints(2, 2), "pads": ints(1, 1, 1, 1), "output_padding": ints(1, 1)}})
+		add(testCase{op: "conv_transpose2d", in: []ir.Type{f32(1, 4, 3, 3), f32(4, 1, 2, 2)}, attrs: ir.Attrs{"groups": ir.IntAttr(2), "dilations": ints(2, 2)}})
+	}
+	if has("pool2d") {
+		add(testCase{op: "pool2d", in: []ir.Type{f32(1, 2, 7, 7)}, attrs: ir.Attrs{"kernel": ints(3, 3), "strides": ints(2, 2), "pads": ints(1, 1, 1, 1)}})
+		add(testCase{name: "pool2d_avg", op: "pool2d", in: []ir.Type{f32(2, 2, 7, 6)}, attrs: ir.Attrs{"mode": ir.StringAttr("avg"), "kernel": ints(3, 3), "strides": ints(2, 2), "pads": ints(1, 1, 1, 1)}})
+		add(testCase{name: "pool2d_avg_incl_ceil", op: "pool2d", in: []ir.Type{f32(1, 3, 8, 8)}, attrs: ir.Attrs{"mode": ir.StringAttr("avg"), "kernel": ints(3, 3), "strides": ints(2, 2), "pads": ints(1, 1, 1, 1), "count_include_pad": ir.BoolAttr(true), "ceil_mode": ir.BoolAttr(true)}})
+		add(testCase{name: "pool2d_dilated", op: "pool2d", in: []ir.Type{f32(1, 1, 9, 9)}, attrs: ir.Attrs{"kernel": ints(2, 2), "dilations": ints(2, 3)}})
+	}
+	if has("resize") {
+		add(testCase{op: "resize", in: []ir.Type{f32(1, 2, 3, 4)}, attrs: ir.Attrs{"size": ints(6, 8)}})
+		add(testCase{name: "resize_linear", op: "resize", in: []ir.Type{f32(1, 1, 4, 4)}, attrs: ir.Attrs{"size": ints(7, 5), "mode": ir.StringAttr("linear")}})
+		add(testCase{name: "resize_align", op: "resize", in: []ir.Type{f32(2, 1, 3, 5)}, attrs: ir.Attrs{"size": ints(5, 9), "mode": ir.StringAttr("linear"), "coord": ir.StringAttr("align_corners")}})
+		add(testCase{name: "resize_asym", op: "resize", in: []ir.Type{f32(1, 1, 4, 6)}, attrs: ir.Attrs{"size": ints(8, 3), "coord": ir.StringAttr("asymmetric"), "nearest": ir.StringAttr("floor"), "scales": ir.FloatsAttr(2, 0.5)}})
+	}
+	if has("reduce_sum") {
+		add(testCase{op: "reduce_sum", in: []ir.Type{f32(2, 3, 4)}, attrs: ir.Attrs{"axes": ints(1)}})
+		add(testCase{op: "reduce_mean", in: []ir.Type{f32(2, 3, 4)}, attrs: ir.Attrs{"axes": ints(0, 2), "keepdims": ir.BoolAttr(false)}})
+		add(testCase{op: "reduce_max", in: []ir.Type{f32(3, 50)}, attrs: ir.Attrs{"axes": ints(-1)}})
+		add(testCase{op: "reduce_sum", in: []ir.Type{f32(1, 64, 7, 7)}, attrs: ir.Attrs{"axes": ints(2, 3)}})
+	}
 }
 
 // node builds the IR node of a test case.

@@ -18,7 +18,10 @@ import (
 //     matmul reads b one k further; rms_norm, layer_norm and softmax read
 //     x[i+1] in their reductions; argmax scans from element 1; rope rotates
 //     pair i by the angle of pair i+1; kv_write writes rows pos+1..;
-//     attention reads key row t+1.
+//     attention reads key row t+1; iota counts from index 1; conv2d,
+//     conv_transpose2d and pool2d read the pixel right of the tap; resize
+//     samples the column right of the source; the reductions over axes
+//     read the next output's elements.
 //   - wrong_constant: a constant perturbed. rms_norm and layer_norm use
 //     eps·1000 (plus 1e-3); rope uses theta·1.1; attention uses scale·1.1;
 //     constant adds 1 to its values; gelu uses 0.05 for 0.044715;
@@ -29,8 +32,8 @@ import (
 //     drivers that run a workgroup in lockstep.
 //   - f16_overflow: float intermediates whose magnitude exceeds 65504 (the
 //     largest f16) become ±inf, as in an f16 kernel: elementwise results,
-//     matmul and attention accumulators, norm sums of squares, softmax sums,
-//     rope outputs.
+//     matmul, convolution and attention accumulators, norm sums of squares,
+//     softmax and reduce_sum/reduce_mean sums, rope outputs.
 const (
 	FaultWrongIndex     = "wrong_index"
 	FaultWrongConstant  = "wrong_constant"
