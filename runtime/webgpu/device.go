@@ -109,8 +109,8 @@ type Device struct {
 	pass    *wgpu.ComputePassEncoder // open compute pass of enc, if any
 	labels  map[string]*ir.Node      // pipeline label -> node, for the open pass
 	pending int                      // dispatches recorded in enc
-	groups  []*wgpu.BindGroup // bind groups of recorded dispatches
-	lost    error             // set when recorded work had to be dropped
+	groups  []*wgpu.BindGroup        // bind groups of recorded dispatches
+	lost    error                    // set when recorded work had to be dropped
 	closed  bool
 
 	stats Stats

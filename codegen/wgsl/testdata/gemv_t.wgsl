@@ -3,14 +3,14 @@
 @group(0) @binding(2) var<storage, read_write> out0: array<f32>;
 const N: u32 = 32000u;
 const KU: u32 = 72u; // K in units of vec4<f32>
-const L: u32 = 16u; // lanes per output
+const L: u32 = 4u; // lanes per output
 var<workgroup> red: array<f32, 256>;
 @compute @workgroup_size(256, 1, 1)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) lid: vec3<u32>, @builtin(local_invocation_index) li: u32) {
   let ab = 0u;
   let bb = 0u;
   let lane = li % L;
-  let n_ = wid.x * 16u + li / L;
+  let n_ = wid.x * 64u + li / L;
   let valid = n_ < N;
   let n = min(n_, N - 1u);
   var acc = 0.0f;
