@@ -387,3 +387,32 @@ func BenchmarkMatmul(b *testing.B) {
 		})
 	}
 }
+
+// TestGatherOutOfRange checks what the GPU does where the op defines a
+// run-time error: ids out of range give NaN rows (f32 tables).
+func TestGatherOutOfRange(t *testing.T) {
+	g, err := openGPU()
+	if err != nil {
+		t.Skipf("no device: %v", err)
+	}
+	c := testCase{op: "gather", in: []ir.Type{f32(10, 4), i32(3)}}
+	n, outs := c.fullNode(t)
+	k, err := Generate(n, c.in, outs, Options{Limits: kernelLimits(g)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	table := tensor.New(ir.F32, []int{10, 4})
+	for i := range table.Float32s() {
+		table.Float32s()[i] = float32(i)
+	}
+	got, err := runKernel(g, n, k, []*tensor.Tensor{table, tensor.FromInt32([]int{3}, []int32{-1, 2, 10})})
+	if err != nil {
+		t.Fatal(err)
+	}
+	v := got[0].Float32s()
+	for j := 0; j < 4; j++ {
+		if !math.IsNaN(float64(v[j])) || v[4+j] != float32(8+j) || !math.IsNaN(float64(v[8+j])) {
+			t.Fatalf("got %v, want NaN row, row 2, NaN row", v)
+		}
+	}
+}
