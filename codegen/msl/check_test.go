@@ -1,0 +1,113 @@
+package msl
+
+import (
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/tapml/tapml/ir"
+)
+
+// checkAll runs the syntax check and fails (never skips) the test when
+// clang-14 is missing: CI must run it.
+func checkAll(t *testing.T, srcs []Source) []error {
+	t.Helper()
+	errs, err := CheckAll(srcs)
+	if errors.Is(err, ErrNoCompiler) {
+		t.Fatalf("%v", err)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return errs
+}
+
+// TestSyntaxCheck passes every case's kernel through the approximate MSL
+// syntax check: under the default limits, under small limits (folded
+// grids, small threadgroups and tiles) and with every fault that applies.
+func TestSyntaxCheck(t *testing.T) {
+	var srcs []Source
+	seen := map[string]bool{}
+	add := func(name string, src []byte) {
+		if !seen[string(src)] {
+			seen[string(src)] = true
+			srcs = append(srcs, Source{Name: name, Src: src})
+		}
+	}
+	for _, c := range genCases() {
+		for _, lim := range []Limits{{}, smallLimits} {
+			k, err := c.generate(t, Options{Limits: lim})
+			if err != nil {
+				if lim == smallLimits && strings.Contains(err.Error(), "grid") {
+					continue
+				}
+				t.Fatalf("%s: %v", c.name, err)
+			}
+			add(c.name, k.Source)
+		}
+		for _, f := range FaultNames() {
+			if k, err := c.generate(t, Options{Fault: f}); err == nil {
+				add(c.name+"+"+f, k.Source)
+			}
+		}
+	}
+	errs := checkAll(t, srcs)
+	for i, err := range errs {
+		if err != nil {
+			t.Errorf("%v\n--- %s ---\n%s", err, srcs[i].Name, srcs[i].Src)
+		}
+	}
+	t.Logf("%d kernels pass the syntax check", len(srcs))
+}
+
+// TestSyntaxCheckRejects checks that the stub is strict enough to catch
+// real mistakes: each broken kernel must fail, alone and inside a batch
+// of good ones (which must still pass).
+func TestSyntaxCheckRejects(t *testing.T) {
+	c := genCase{"rms_norm", "rms_norm", nil, []ir.Type{f32(5, 288), f32(288)}}
+	k, err := c.generate(t, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	good := string(k.Source)
+	breaks := []struct{ name, old, new string }{
+		{"undeclared name", "const float inv = ", "const float inv = undeclared_x + "},
+		{"OpenCL builtin", "const uint row_ = ", "const uint row_ = get_global_id(0) + "},
+		{"misspelt attribute", "[[buffer(0)]]", "[[bufer(0)]]"},
+		{"misspelt position attribute", "[[thread_index_in_threadgroup]]", "[[thread_index_in_group]]"},
+		{"barrier without mem_flags", "threadgroup_barrier(mem_flags::mem_threadgroup);", "threadgroup_barrier(mem_threadgroup);"},
+		{"wrong barrier argument", "threadgroup_barrier(mem_flags::mem_threadgroup);", "threadgroup_barrier(1);"},
+		{"vector into scalar", "float acc = 0.0f;", "float acc = float4(0.0f);"},
+		{"write to a const buffer", "out0[base + j] = ", "in0[base + j] = "},
+		{"threadgroup memory in a nested scope", "  float acc = 0.0f;", "  { threadgroup float nested[4]; nested[0] = 1.0f; }\n  float acc = 0.0f;"},
+		{"ambiguous min of uint and int", "min(row_, ", "min(row_, (int)"},
+		{"missing semicolon", "const uint base = row * D;", "const uint base = row * D"},
+		{"unknown math function", "sqrt(", "sqrtf_("},
+		{"half (the stub declares no half: kernels are f32)", "float acc = 0.0f;", "half acc = 0.0h;"},
+	}
+	srcs := []Source{{Name: "good", Src: k.Source}}
+	for _, b := range breaks {
+		if !strings.Contains(good, b.old) {
+			t.Fatalf("%s: the kernel has no %q", b.name, b.old)
+		}
+		srcs = append(srcs, Source{Name: b.name, Src: []byte(strings.Replace(good, b.old, b.new, 1))})
+	}
+	srcs = append(srcs, Source{Name: "good again", Src: k.Source})
+	errs := checkAll(t, srcs)
+	if errs[0] != nil || errs[len(errs)-1] != nil {
+		t.Errorf("the unbroken kernel fails: %v %v", errs[0], errs[len(errs)-1])
+	}
+	for i, b := range breaks {
+		if errs[i+1] == nil {
+			t.Errorf("%s: the broken kernel passes the syntax check", b.name)
+		} else if !strings.Contains(errs[i+1].Error(), "error") {
+			t.Errorf("%s: %v has no diagnostic", b.name, errs[i+1])
+		}
+	}
+	if err := Check("alone", srcs[1].Src); err == nil {
+		t.Errorf("%s: passes when checked alone", breaks[0].name)
+	}
+	if err := Check("good", k.Source); err != nil {
+		t.Errorf("good kernel alone: %v", err)
+	}
+}

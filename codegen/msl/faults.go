@@ -1,0 +1,73 @@
+package msl
+
+import "sort"
+
+// Faults are deliberate bugs Generate injects into a kernel when
+// Options.Fault names one, as codegen/wgsl does (same names, same places),
+// so that tests of the carving and migration tools can plant a known
+// culprit in one node on the Metal target too. Generate returns an error
+// when the fault does not apply to the node's op (or to the kernel variant
+// its shapes select).
+//
+//   - wrong_index: an off-by-one in an index. Elementwise ops, cast, copies
+//     (reshape, probe, transfer), transpose, slice and concat read the
+//     source element after the right one (the last reads past the end:
+//     undefined in Metal); constant shifts its values by one; gather reads
+//     the row of id+1; matmul reads b one k further; rms_norm, layer_norm
+//     and softmax read x[i+1] in their reductions; argmax scans from
+//     element 1; rope rotates pair i by the angle of pair i+1; kv_write
+//     writes rows pos+1..; attention reads key row t+1; iota starts one
+//     higher; conv2d, conv_transpose2d, pool2d and resize read the input
+//     column one further; reduce_* read x[i+1].
+//   - wrong_constant: a constant perturbed. rms_norm and layer_norm use
+//     eps·1000 (plus 1e-3); rope uses theta·1.1; attention uses scale·1.1;
+//     constant adds 1 to its values; gelu uses 0.05 for 0.044715;
+//     fused_elementwise multiplies its first float constant by 1.1;
+//     reduce_mean divides by one more element.
+//   - missing_barrier: drops one threadgroup_barrier in kernels that use
+//     threadgroup memory: tiled matmul and the GEMV path when it reduces
+//     across lanes, rms_norm, layer_norm, softmax, argmax, attention,
+//     reduce_*. The result is a data race.
+//   - f16_overflow: every float intermediate whose magnitude exceeds 65504
+//     (the largest f16) becomes ±inf, as it would in an f16 kernel:
+//     elementwise results, matmul, conv and attention accumulators, norm
+//     sums of squares, softmax sums, rope outputs, reduce_sum/mean sums.
+const (
+	FaultWrongIndex     = "wrong_index"
+	FaultWrongConstant  = "wrong_constant"
+	FaultMissingBarrier = "missing_barrier"
+	FaultF16Overflow    = "f16_overflow"
+)
+
+// FaultNames lists the faults Generate can inject, sorted.
+func FaultNames() []string {
+	n := []string{FaultWrongIndex, FaultWrongConstant, FaultMissingBarrier, FaultF16Overflow}
+	sort.Strings(n)
+	return n
+}
+
+func knownFault(f string) bool {
+	for _, n := range FaultNames() {
+		if n == f {
+			return true
+		}
+	}
+	return false
+}
+
+// f16Helper makes the kernel declare ov(), the f16_overflow fault's
+// filter, when the kernel injects that fault.
+func (g *gen) f16Helper() {
+	if g.fault == FaultF16Overflow {
+		g.useHelper("ov")
+	}
+}
+
+// ov wraps a float expression in the f16_overflow filter when that fault is
+// injected.
+func (g *gen) ov(expr string) string {
+	if g.faultIs(FaultF16Overflow) {
+		return "ov(" + expr + ")"
+	}
+	return expr
+}
