@@ -12,6 +12,7 @@ import (
 
 	"github.com/tapml/tapml/artifact"
 	"github.com/tapml/tapml/frontend/gguf"
+	"github.com/tapml/tapml/frontend/hf"
 	"github.com/tapml/tapml/frontend/llama"
 	"github.com/tapml/tapml/frontend/llama2c"
 	"github.com/tapml/tapml/frontend/tokenizer"
@@ -22,9 +23,30 @@ import (
 // language models, its tokenizer.
 type Model struct {
 	Module    *ir.Module
-	Tokenizer *tokenizer.Tokenizer
-	Format    string // "llama2c", "gguf", "tir", "builtin", ...
+	Tokenizer Tokenizer // nil when the model has none
+	Format    string    // "llama2c", "gguf", "hf", "tir", "builtin", ...
 	Path      string
+}
+
+// Tokenizer is a language model's tokenizer: llama2.c's SentencePiece
+// tokenizer (*tokenizer.Tokenizer, from tok*.bin, GGUF and build folders)
+// or a Hugging Face tokenizer.json (*hf.Tokenizer).
+type Tokenizer interface {
+	Encode(text string, bos, eos bool) []int
+	Decode(ids []int) string
+	Piece(prev, tok int) string
+	BOS() int
+	EOS() int
+	VocabSize() int
+}
+
+// asTokenizer turns a possibly nil *tokenizer.Tokenizer into a Tokenizer
+// that is nil when it is.
+func asTokenizer(t *tokenizer.Tokenizer) Tokenizer {
+	if t == nil {
+		return nil
+	}
+	return t
 }
 
 // Options tune loading.
@@ -87,21 +109,43 @@ func Load(path string, opts Options) (*Model, error) {
 		return nil, err
 	}
 	if st.IsDir() {
+		if !artifact.IsBuild(path) && hf.Sniff(path) {
+			m, tok, err := hf.Load(path)
+			if err != nil {
+				return nil, err
+			}
+			model := &Model{Module: m, Format: "hf", Path: path}
+			if tok != nil {
+				model.Tokenizer = tok
+			}
+			if opts.Tokenizer != "" {
+				t, err := llama2c.LoadModelTokenizer(opts.Tokenizer, m)
+				if err != nil {
+					return nil, err
+				}
+				model.Tokenizer = t
+			}
+			return model, nil
+		}
 		if !artifact.IsBuild(path) {
-			return nil, fmt.Errorf("%s: a folder, but not a build folder from 'tapmlc compile' (no manifest.yaml)", path)
+			return nil, fmt.Errorf("%s: a folder, but neither a build folder from 'tapmlc compile' (no manifest.yaml) nor a Hugging Face model folder (no config.json)", path)
 		}
 		m, man, err := artifact.Load(path)
 		if err != nil {
 			return nil, err
 		}
 		model := &Model{Module: m, Format: "build", Path: path}
-		if model.Tokenizer, err = artifact.LoadTokenizer(path, man); err != nil {
+		t, err := artifact.LoadTokenizer(path, man)
+		if err != nil {
 			return nil, err
 		}
+		model.Tokenizer = asTokenizer(t)
 		if opts.Tokenizer != "" {
-			if model.Tokenizer, err = llama2c.LoadModelTokenizer(opts.Tokenizer, m); err != nil {
+			t, err := llama2c.LoadModelTokenizer(opts.Tokenizer, m)
+			if err != nil {
 				return nil, err
 			}
+			model.Tokenizer = t
 		}
 		return model, nil
 	}
@@ -112,7 +156,9 @@ func Load(path string, opts Options) (*Model, error) {
 	model := &Model{Format: format, Path: path}
 	switch format {
 	case "gguf":
-		model.Module, model.Tokenizer, err = gguf.Load(path)
+		var t *tokenizer.Tokenizer
+		model.Module, t, err = gguf.Load(path)
+		model.Tokenizer = asTokenizer(t)
 	case "llama2c":
 		model.Module, err = llama2c.Load(path)
 	case "tir":
@@ -132,9 +178,11 @@ func Load(path string, opts Options) (*Model, error) {
 		return nil, err
 	}
 	if opts.Tokenizer != "" {
-		if model.Tokenizer, err = llama2c.LoadModelTokenizer(opts.Tokenizer, model.Module); err != nil {
+		t, err := llama2c.LoadModelTokenizer(opts.Tokenizer, model.Module)
+		if err != nil {
 			return nil, err
 		}
+		model.Tokenizer = t
 	}
 	return model, nil
 }

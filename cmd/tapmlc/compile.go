@@ -11,6 +11,7 @@ import (
 	"github.com/tapml/tapml/codegen"
 	"github.com/tapml/tapml/codegen/wgsl"
 	"github.com/tapml/tapml/frontend"
+	"github.com/tapml/tapml/frontend/tokenizer"
 	"github.com/tapml/tapml/ir"
 	"github.com/tapml/tapml/passes"
 	"github.com/tapml/tapml/runtime/target"
@@ -74,6 +75,12 @@ carving. Without MODEL the built-in tiny model is compiled.`,
 					return err
 				}
 			}
+			// Builds store llama2.c-format tokenizers only; others (a
+			// Hugging Face tokenizer.json) are left out with a note.
+			tok, _ := model.Tokenizer.(*tokenizer.Tokenizer)
+			if model.Tokenizer != nil && tok == nil {
+				fmt.Fprintf(os.Stderr, "note: the model's %T tokenizer is not stored in the build; run it with --tokenizer\n", model.Tokenizer)
+			}
 			t := tgt
 			rep, man, err := artifact.Compile(model.Module, artifact.CompileOptions{
 				Target:     tgt,
@@ -83,7 +90,7 @@ carving. Without MODEL the built-in tiny model is compiled.`,
 				Out:        out,
 				Source:     source,
 				Kernels:    kernelEmitter(tgt),
-				Tokenizer:  model.Tokenizer,
+				Tokenizer:  tok,
 				PrintAfter: printAfter,
 				PrintTo:    os.Stderr,
 			})

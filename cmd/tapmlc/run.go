@@ -30,8 +30,9 @@ func init() {
 processed or BOS is sampled. Only the text goes to stdout.
 
 MODEL is a llama2.c checkpoint, a GGUF file, an IR text file written by
-'tapmlc import', or a build folder from 'tapmlc compile'; files are recognised
-by content. Without MODEL a tiny built-in LLaMA with random weights and a
+'tapmlc import', a Hugging Face model folder (config.json, safetensors
+weights, tokenizer.json), or a build folder from 'tapmlc compile'; files are
+recognised by content. Without MODEL a tiny built-in LLaMA with random weights and a
 byte-level tokenizer is used, so the command works with nothing downloaded.`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {

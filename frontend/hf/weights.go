@@ -1,0 +1,354 @@
+package hf
+
+import (
+	"bytes"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"math"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+
+	"github.com/tapml/tapml/ir"
+	"github.com/tapml/tapml/tensor/safetensors"
+	"github.com/x448/float16"
+)
+
+// File names of a Hugging Face model folder.
+const (
+	ConfigFile    = "config.json"
+	WeightsFile   = "model.safetensors"
+	IndexFile     = "model.safetensors.index.json"
+	TokenizerFile = "tokenizer.json"
+)
+
+// maxIndexFile bounds the size of an index file read into memory.
+const maxIndexFile = 64 << 20
+
+// Checkpoint is the weights of a model folder: model.safetensors, or the
+// shards that model.safetensors.index.json names, each memory-mapped
+// read-only. Weights view the mappings, so a Checkpoint stays open while
+// its modules are used.
+type Checkpoint struct {
+	Dir     string
+	Index   string // the index file, "" for a single model.safetensors
+	shards  []*shard
+	tensors map[string]*tensorRef
+}
+
+type shard struct {
+	path  string
+	data  []byte
+	unmap func() error
+}
+
+type tensorRef struct {
+	shard *shard
+	info  safetensors.Info
+	off   int64 // absolute offset of the tensor's bytes in the file
+}
+
+// OpenCheckpoint opens the weights of the model folder dir: model.safetensors
+// when present, else the shards of model.safetensors.index.json. Every
+// error names the file it is about.
+func OpenCheckpoint(dir string) (*Checkpoint, error) {
+	c := &Checkpoint{Dir: dir, tensors: map[string]*tensorRef{}}
+	single := filepath.Join(dir, WeightsFile)
+	if _, err := os.Stat(single); err == nil {
+		if _, err := c.openShard(single, nil); err != nil {
+			c.Close()
+			return nil, err
+		}
+		return c, nil
+	}
+	index := filepath.Join(dir, IndexFile)
+	data, err := readSmall(index, maxIndexFile)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, fmt.Errorf("%s: no %s or %s (only safetensors weights are supported; convert pytorch_model.bin first)",
+			dir, WeightsFile, IndexFile)
+	}
+	if err != nil {
+		return nil, err
+	}
+	wm, err := ParseIndex(index, data)
+	if err != nil {
+		return nil, err
+	}
+	c.Index = index
+	byFile := map[string][]string{}
+	for name, file := range wm {
+		byFile[file] = append(byFile[file], name)
+	}
+	files := make([]string, 0, len(byFile))
+	for f := range byFile {
+		files = append(files, f)
+	}
+	sort.Strings(files)
+	for _, f := range files {
+		want := byFile[f]
+		sort.Strings(want)
+		path := filepath.Join(dir, f)
+		if _, err := os.Stat(path); err != nil {
+			c.Close()
+			return nil, fmt.Errorf("%s: shard %s (which holds %q and %d more tensors) is missing: %w",
+				index, f, want[0], len(want)-1, unwrapPathError(err))
+		}
+		s, err := c.openShard(path, wm)
+		if err != nil {
+			c.Close()
+			return nil, err
+		}
+		for _, name := range want {
+			if r, ok := c.tensors[name]; !ok || r.shard != s {
+				c.Close()
+				return nil, fmt.Errorf("%s: maps tensor %q to %s, but that file has no such tensor", index, name, f)
+			}
+		}
+	}
+	return c, nil
+}
+
+// openShard maps one safetensors file and records its tensors. With an
+// index (wm), every tensor of the file must be listed there for this file.
+func (c *Checkpoint) openShard(path string, wm map[string]string) (*shard, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	if !st.Mode().IsRegular() {
+		return nil, fmt.Errorf("%s: not a regular file", path)
+	}
+	// Parse the header through ReadAt first: short or corrupt files get
+	// the safetensors package's messages, and nothing is mapped for them.
+	sf, err := safetensors.NewReader(f, st.Size(), path)
+	if err != nil {
+		return nil, err
+	}
+	data, unmap, err := mapFile(f, st.Size())
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	s := &shard{path: path, data: data, unmap: unmap}
+	c.shards = append(c.shards, s)
+	base := filepath.Base(path)
+	for _, in := range sf.Infos() {
+		if prev, dup := c.tensors[in.Name]; dup {
+			return nil, fmt.Errorf("%s: tensor %q is also in %s", path, in.Name, prev.shard.path)
+		}
+		if wm != nil {
+			if mapped, ok := wm[in.Name]; !ok {
+				return nil, fmt.Errorf("%s: tensor %q is not listed in %s", path, in.Name, IndexFile)
+			} else if mapped != base {
+				return nil, fmt.Errorf("%s: tensor %q is in this file, but %s maps it to %s", path, in.Name, IndexFile, mapped)
+			}
+		}
+		off, _ := sf.Offset(in.Name)
+		c.tensors[in.Name] = &tensorRef{shard: s, info: in, off: off}
+	}
+	return s, nil
+}
+
+// Close releases the mappings; weights from the checkpoint must not be
+// used afterwards.
+func (c *Checkpoint) Close() error {
+	var first error
+	for _, s := range c.shards {
+		if s.unmap != nil {
+			if err := s.unmap(); err != nil && first == nil {
+				first = err
+			}
+			s.unmap, s.data = nil, nil
+		}
+	}
+	return first
+}
+
+// Names returns the names of all tensors, sorted.
+func (c *Checkpoint) Names() []string {
+	out := make([]string, 0, len(c.tensors))
+	for n := range c.tensors {
+		out = append(out, n)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// Has reports whether the checkpoint has a tensor of that name.
+func (c *Checkpoint) Has(name string) bool {
+	_, ok := c.tensors[name]
+	return ok
+}
+
+// Info describes a tensor and names the file that holds it.
+func (c *Checkpoint) Info(name string) (info safetensors.Info, file string, ok bool) {
+	r, ok := c.tensors[name]
+	if !ok {
+		return safetensors.Info{}, "", false
+	}
+	in := r.info
+	in.Shape = append([]int{}, in.Shape...)
+	return in, r.shard.path, true
+}
+
+// Raw returns the tensor's bytes as stored (a view of the mapping).
+func (c *Checkpoint) Raw(name string) ([]byte, error) {
+	r, ok := c.tensors[name]
+	if !ok {
+		return nil, fmt.Errorf("%s: no tensor %q", c.Dir, name)
+	}
+	if r.shard.data == nil {
+		return nil, fmt.Errorf("%s: closed", r.shard.path)
+	}
+	n := r.info.Size()
+	return r.shard.data[r.off : r.off+n : r.off+n], nil
+}
+
+// Source returns an f32 weight source for the tensor after checking its
+// shape against want: the mapped bytes for F32, a conversion on first use
+// for F16 and BF16. Errors name the file and the tensor.
+func (c *Checkpoint) Source(name string, want []int) (ir.WeightSource, error) {
+	r, ok := c.tensors[name]
+	if !ok {
+		where := c.Dir + "/" + WeightsFile
+		if c.Index != "" {
+			where = c.Index
+		}
+		return nil, fmt.Errorf("%s: missing tensor %q", where, name)
+	}
+	if !equalInts(r.info.Shape, want) {
+		return nil, fmt.Errorf("%s: tensor %q has shape %v, but config.json implies %v", r.shard.path, name, r.info.Shape, want)
+	}
+	raw, err := c.Raw(name)
+	if err != nil {
+		return nil, err
+	}
+	switch r.info.DType {
+	case ir.F32:
+		return ir.BytesSource(raw), nil
+	case ir.F16:
+		return &convertSource{raw: raw, conv: func(h uint16) float32 { return float16.Frombits(h).Float32() }}, nil
+	case ir.BF16:
+		return &convertSource{raw: raw, conv: func(h uint16) float32 { return math.Float32frombits(uint32(h) << 16) }}, nil
+	}
+	return nil, fmt.Errorf("%s: tensor %q has dtype %s; weights must be F32, F16 or BF16", r.shard.path, name, r.info.DType)
+}
+
+// convertSource converts 16-bit float data to f32 on the first call to
+// Bytes and keeps the result.
+type convertSource struct {
+	raw  []byte
+	conv func(uint16) float32
+	once sync.Once
+	out  []byte
+}
+
+// Bytes returns the weight as little-endian f32.
+func (s *convertSource) Bytes() ([]byte, error) {
+	s.once.Do(func() {
+		n := len(s.raw) / 2
+		s.out = make([]byte, 4*n)
+		for i := 0; i < n; i++ {
+			binary.LittleEndian.PutUint32(s.out[4*i:], math.Float32bits(s.conv(binary.LittleEndian.Uint16(s.raw[2*i:]))))
+		}
+	})
+	return s.out, nil
+}
+
+// ParseIndex reads a model.safetensors.index.json: an object whose
+// "weight_map" maps each tensor name to the shard file holding it (a plain
+// file name in the same folder, ending in .safetensors). "metadata" and any
+// other keys are ignored. name is used in errors.
+func ParseIndex(name string, data []byte) (map[string]string, error) {
+	fail := func(format string, args ...any) error {
+		return fmt.Errorf("%s: %s", name, fmt.Sprintf(format, args...))
+	}
+	var top map[string]json.RawMessage
+	if err := json.Unmarshal(data, &top); err != nil {
+		return nil, fail("not a JSON object: %v", err)
+	}
+	raw, ok := top["weight_map"]
+	if !ok {
+		return nil, fail("no \"weight_map\"")
+	}
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	if tok, err := dec.Token(); err != nil || tok != json.Delim('{') {
+		return nil, fail("\"weight_map\" must be an object of tensor name to file name")
+	}
+	wm := map[string]string{}
+	for dec.More() {
+		kt, err := dec.Token()
+		if err != nil {
+			return nil, fail("weight_map: %v", err)
+		}
+		k, _ := kt.(string)
+		vt, err := dec.Token()
+		if err != nil {
+			return nil, fail("weight_map: %v", err)
+		}
+		v, ok := vt.(string)
+		if !ok {
+			return nil, fail("weight_map: tensor %q maps to %v, want a file name", k, vt)
+		}
+		if k == "" {
+			return nil, fail("weight_map: a tensor has an empty name")
+		}
+		if _, dup := wm[k]; dup {
+			return nil, fail("weight_map: tensor %q is listed twice", k)
+		}
+		if v == "" || v == "." || v == ".." || strings.ContainsAny(v, "/\\\x00") || !strings.HasSuffix(v, ".safetensors") {
+			return nil, fail("weight_map: tensor %q maps to %q, which is not a .safetensors file name in the model folder", k, v)
+		}
+		wm[k] = v
+	}
+	if len(wm) == 0 {
+		return nil, fail("\"weight_map\" is empty")
+	}
+	return wm, nil
+}
+
+// readSmall reads a file of at most limit bytes.
+func readSmall(path string, limit int64) ([]byte, error) {
+	st, err := os.Stat(path)
+	if err != nil {
+		return nil, err
+	}
+	if !st.Mode().IsRegular() {
+		return nil, fmt.Errorf("%s: not a regular file", path)
+	}
+	if st.Size() > limit {
+		return nil, fmt.Errorf("%s: %d bytes is too large (limit %d)", path, st.Size(), limit)
+	}
+	return os.ReadFile(path)
+}
+
+// unwrapPathError drops the path from an *os.PathError, for messages that
+// name the file themselves.
+func unwrapPathError(err error) error {
+	var pe *os.PathError
+	if errors.As(err, &pe) {
+		return fmt.Errorf("%s: %w", pe.Op, pe.Err)
+	}
+	return err
+}
+
+func equalInts(a, b []int) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
