@@ -16,22 +16,22 @@ import "sort"
 //     the row of id+1; matmul reads b one k further; rms_norm, layer_norm
 //     and softmax read x[i+1] in their reductions; argmax scans from
 //     element 1; rope rotates pair i by the angle of pair i+1; kv_write
-//     writes rows pos+1..; attention reads key row t+1; iota starts one
-//     higher; conv2d, conv_transpose2d, pool2d and resize read the input
-//     column one further; reduce_* read x[i+1].
+//     writes rows pos+1..; attention reads key row t+1; conv2d and
+//     conv_transpose2d read a weight one tap further; pool2d shifts its
+//     windows by one column.
 //   - wrong_constant: a constant perturbed. rms_norm and layer_norm use
 //     eps·1000 (plus 1e-3); rope uses theta·1.1; attention uses scale·1.1;
 //     constant adds 1 to its values; gelu uses 0.05 for 0.044715;
-//     fused_elementwise multiplies its first float constant by 1.1;
-//     reduce_mean divides by one more element.
+//     fused_elementwise multiplies its first float constant by 1.1.
 //   - missing_barrier: drops one threadgroup_barrier in kernels that use
 //     threadgroup memory: tiled matmul and the GEMV path when it reduces
-//     across lanes, rms_norm, layer_norm, softmax, argmax, attention,
-//     reduce_*. The result is a data race.
+//     across lanes, rms_norm, layer_norm, softmax, argmax, attention. The
+//     result is a data race.
 //   - f16_overflow: every float intermediate whose magnitude exceeds 65504
 //     (the largest f16) becomes ±inf, as it would in an f16 kernel:
-//     elementwise results, matmul, conv and attention accumulators, norm
-//     sums of squares, softmax sums, rope outputs, reduce_sum/mean sums.
+//     elementwise results, matmul, conv2d, conv_transpose2d and attention
+//     accumulators, norm sums of squares, softmax sums, rope outputs,
+//     reduce_sum and reduce_mean sums.
 const (
 	FaultWrongIndex     = "wrong_index"
 	FaultWrongConstant  = "wrong_constant"

@@ -46,7 +46,7 @@ func genCases() []genCase {
 	}
 	pos := i32()
 	tr := ir.Attrs{"transpose_b": ir.BoolAttr(true)}
-	return append(cs,
+	return append(append(cs,
 		genCase{"exp_scalar", "exp", nil, []ir.Type{f32()}},
 		genCase{"add_empty", "add", nil, []ir.Type{f32(0, 3), f32(3)}},
 		genCase{"mul_scalar_bcast", "mul", nil, []ir.Type{f32(2, 3, 4), f32()}},
@@ -93,7 +93,7 @@ func genCases() []genCase {
 		genCase{"concat3", "concat", ir.Attrs{"axis": ir.IntAttr(-1)}, []ir.Type{i32(2, 1), i32(2, 0), i32(2, 4)}},
 		genCase{"probe", "probe", nil, []ir.Type{f32(3)}},
 		genCase{"transfer", "transfer", ir.Attrs{"from": ir.StringAttr("source"), "to": ir.StringAttr("target")}, []ir.Type{f32(3)}},
-	)
+	), nnGenCases()...)
 }
 
 func (c genCase) inputs() []ir.Type { return c.in }

@@ -1,0 +1,377 @@
+package msl
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/tapml/tapml/codegen"
+	"github.com/tapml/tapml/ir"
+)
+
+// Kernels of the ops of ir/ops_nn.go: iota, conv2d, conv_transpose2d,
+// pool2d, resize and the reductions over axes, as codegen/wgsl computes
+// them. All f32 but iota (i32).
+//
+// The convolutions are register-blocked: each thread computes OT output
+// channels of one group for PX neighbouring pixels of one output row, so a
+// tap of x is loaded once for OT channels and a weight once for PX pixels.
+// Each output is one f32 sum over (c, i, j) in that order, plus the bias;
+// no threadgroup memory, no barriers.
+//
+// Faults: wrong_index applies to conv2d, conv_transpose2d (a weight read
+// one tap further) and pool2d (windows shifted by one column); f16_overflow
+// to the convolutions' accumulators and the sums of reduce_sum and
+// reduce_mean.
+
+func init() {
+	for op, fn := range map[string]generator{
+		"iota":             genIota,
+		"conv2d":           genConv,
+		"conv_transpose2d": genConv,
+		"pool2d":           genPool,
+		"resize":           genResize,
+		"reduce_sum":       genReduce,
+		"reduce_mean":      genReduce,
+		"reduce_max":       genReduce,
+	} {
+		generators[op] = fn
+	}
+}
+
+// genIota writes start + the index along axis.
+func genIota(g *gen) (*codegen.Kernel, error) {
+	g.bindAll()
+	out := sizes(g.out[0])
+	axis := ir.NormAxis(g.attrs.Int("axis"), len(out))
+	_, dim, inner := outerInner(out, axis)
+	return g.elementwise(numel(g.out[0]), func() {
+		g.p("  out0[i] = int(uint(in0[0]) + (i / %du) %% %du);", max(inner, 1), max(dim, 1))
+	}), nil
+}
+
+// Register tiles of the convolutions.
+const (
+	convOT = 8 // output channels per thread (at most)
+	convPX = 4 // pixels of a row per thread (at most)
+)
+
+// genConv generates conv2d and conv_transpose2d.
+func genConv(g *gen) (*codegen.Kernel, error) {
+	sp, err := ir.Spatial(g.attrs)
+	if err != nil {
+		return nil, err
+	}
+	transpose := g.op == "conv_transpose2d"
+	g.bindAll()
+	g.f16Helper()
+	xs, ws, os := sizes(g.in[0]), sizes(g.in[1]), sizes(g.out[0])
+	n, c, h, w := xs[0], xs[1], xs[2], xs[3]
+	o, ho, wo := os[1], os[2], os[3]
+	kh, kw := ws[2], ws[3]
+	groups := int(g.attrs.Int("groups"))
+	cg, og := c/groups, o/groups
+	ot, px := max(min(convOT, og), 1), max(min(convPX, wo), 1)
+	otiles, xtiles := ceilDiv(og, ot), ceilDiv(wo, px)
+	total := n * groups * otiles * ho * xtiles
+	hasBias := len(g.in) > 2
+	wgx := g.threads(64)
+	grid, gid := g.fold(ceilDiv(total, wgx))
+	if total == 0 {
+		grid = [3]int{0, 1, 1}
+	}
+	for _, kv := range [][2]any{{"C", c}, {"H", h}, {"W", w}, {"O", o}, {"HO", ho}, {"WO", wo}, {"KH", kh}, {"KW", kw},
+		{"CG", cg}, {"OG", og}, {"OTILES", max(otiles, 1)}, {"XTILES", max(xtiles, 1)}, {"GROUPS", groups}, {"TOTAL", total}} {
+		g.p("constant uint %s = %du;", kv[0], kv[1])
+	}
+	g.p("constant int SH = %d;", sp.Strides[0])
+	g.p("constant int SW = %d;", sp.Strides[1])
+	g.p("constant int DH = %d;", sp.Dilations[0])
+	g.p("constant int DW = %d;", sp.Dilations[1])
+	g.p("constant int PT = %d;", sp.Pads[0])
+	g.p("constant int PL = %d;", sp.Pads[1])
+	g.entry()
+	g.p("  const uint t = %s * %du + li;", gid, wgx)
+	g.p("  if (t >= TOTAL) { return; }")
+	g.p("  const uint xt = t %% XTILES;")
+	g.p("  const uint y = (t / XTILES) %% HO;")
+	g.p("  const uint otile = (t / (XTILES * HO)) %% (GROUPS * OTILES);")
+	g.p("  const uint nn = t / (XTILES * HO * GROUPS * OTILES);")
+	g.p("  const uint grp = otile / OTILES;")
+	g.p("  const uint obase = (otile %% OTILES) * %du;", ot)
+	g.p("  const uint x0 = xt * %du;", px)
+	// Weight row offsets of the tile's channels (clamped to the group).
+	for a := 0; a < ot; a++ {
+		g.p("  const uint ol%d = min(obase + %du, OG - 1u);", a, a)
+		for b := 0; b < px; b++ {
+			g.p("  float acc%d_%d = 0.0f;", a, b)
+		}
+	}
+	bump := ""
+	if g.faultIs(FaultWrongIndex) {
+		bump = " + 1u"
+	}
+	g.p("  for (uint c = 0u; c < CG; c++) {")
+	g.p("    const uint xc = (nn * C + grp * CG + c) * H * W;")
+	g.p("    for (uint i = 0u; i < KH; i++) {")
+	if transpose {
+		g.p("      const int ty = int(y) + PT - int(i) * DH;")
+		g.p("      const int iy = ty / SH;")
+		g.p("      const bool rowok = ty >= 0 && ty %% SH == 0 && iy < int(H);")
+	} else {
+		g.p("      const int iy = int(y) * SH - PT + int(i) * DH;")
+		g.p("      const bool rowok = iy >= 0 && iy < int(H);")
+	}
+	g.p("      if (!rowok) { continue; }")
+	g.p("      for (uint j = 0u; j < KW; j++) {")
+	for b := 0; b < px; b++ {
+		if transpose {
+			g.p("        const int tx%d = int(x0 + %du) + PL - int(j) * DW;", b, b)
+			g.p("        const int ix%d = tx%d / SW;", b, b)
+			g.p("        float v%d = 0.0f;", b)
+			g.p("        if (tx%d >= 0 && tx%d %% SW == 0 && ix%d < int(W)) { v%d = in0[xc + uint(iy) * W + uint(ix%d)]; }", b, b, b, b, b)
+		} else {
+			g.p("        const int ix%d = int(x0 + %du) * SW - PL + int(j) * DW;", b, b)
+			g.p("        float v%d = 0.0f;", b)
+			g.p("        if (ix%d >= 0 && ix%d < int(W)) { v%d = in0[xc + uint(iy) * W + uint(ix%d)]; }", b, b, b, b)
+		}
+	}
+	for a := 0; a < ot; a++ {
+		if transpose { // w[C, O/groups, kh, kw]
+			g.p("        const float w%d = in1[(((grp * CG + c) * OG + ol%d) * KH + i) * KW + j%s];", a, a, bump)
+		} else { // w[O, C/groups, kh, kw]
+			g.p("        const float w%d = in1[(((grp * OG + ol%d) * CG + c) * KH + i) * KW + j%s];", a, a, bump)
+		}
+		for b := 0; b < px; b++ {
+			g.p("        acc%d_%d = %s;", a, b, g.ov(fmt.Sprintf("acc%d_%d + v%d * w%d", a, b, b, a)))
+		}
+	}
+	g.p("      }")
+	g.p("    }")
+	g.p("  }")
+	for a := 0; a < ot; a++ {
+		g.p("  if (obase + %du < OG) {", a)
+		g.p("    const uint oc = grp * OG + obase + %du;", a)
+		bias := ""
+		if hasBias {
+			bias = " + in2[oc]"
+		}
+		g.p("    const uint ob = ((nn * O + oc) * HO + y) * WO + x0;")
+		for b := 0; b < px; b++ {
+			g.p("    if (x0 + %du < WO) { out0[ob + %du] = acc%d_%d%s; }", b, b, a, b, bias)
+		}
+		g.p("  }")
+	}
+	g.p("}")
+	return g.kernel([3]int{wgx, 1, 1}, grid), nil
+}
+
+// genPool generates pool2d: one thread per output element.
+func genPool(g *gen) (*codegen.Kernel, error) {
+	sp, err := ir.Spatial(g.attrs)
+	if err != nil {
+		return nil, err
+	}
+	g.bindAll()
+	xs, os := sizes(g.in[0]), sizes(g.out[0])
+	h, w, ho, wo := xs[2], xs[3], os[2], os[3]
+	k := g.attrs.Ints("kernel")
+	avg := g.attrs.String("mode") == "avg"
+	includePad := g.attrs.Bool("count_include_pad")
+	g.p("constant int H = %d;", h)
+	g.p("constant int W = %d;", w)
+	shift := ""
+	if g.faultIs(FaultWrongIndex) {
+		shift = " + 1"
+	}
+	return g.elementwise(numel(g.out[0]), func() {
+		g.p("  const int xx = int(i %% %du);", max(wo, 1))
+		g.p("  const int y = int((i / %du) %% %du);", max(wo, 1), max(ho, 1))
+		g.p("  const uint plane = (i / %du) * %du;", max(wo*ho, 1), h*w)
+		g.p("  const int y0 = y * %d - %d;", sp.Strides[0], sp.Pads[0])
+		g.p("  const int x0 = xx * %d - %d%s;", sp.Strides[1], sp.Pads[1], shift)
+		if avg {
+			g.p("  float s = 0.0f;")
+			if !includePad {
+				g.p("  int cnt = 0;")
+			}
+		} else {
+			g.p("  float m = -INFINITY;")
+		}
+		g.p("  for (int a = 0; a < %d; a++) {", k[0])
+		g.p("    const int iy = y0 + a * %d;", sp.Dilations[0])
+		g.p("    if (iy < 0 || iy >= H) { continue; }")
+		g.p("    for (int b = 0; b < %d; b++) {", k[1])
+		g.p("      const int ix = x0 + b * %d;", sp.Dilations[1])
+		g.p("      if (ix < 0 || ix >= W) { continue; }")
+		g.p("      const float v = in0[plane + uint(iy * W + ix)];")
+		if avg {
+			g.p("      s = s + v;")
+			if !includePad {
+				g.p("      cnt = cnt + 1;")
+			}
+		} else {
+			g.p("      if (v > m) { m = v; }")
+		}
+		g.p("    }")
+		g.p("  }")
+		switch {
+		case !avg:
+			g.p("  out0[i] = m;")
+		case includePad:
+			g.p("  const int full = (min(y0 + %d, H + %d) - y0) * (min(x0 + %d, W + %d) - x0);", k[0], sp.Pads[2], k[1], sp.Pads[3])
+			g.p("  out0[i] = s / float(full);")
+		default:
+			g.p("  out0[i] = s / float(cnt);")
+		}
+	}), nil
+}
+
+// resizeCoordExpr is the MSL of the CPU reference's ResizeCoord: the input
+// coordinate of output index xo (a uint expression) in f32.
+func resizeCoordExpr(mode, xo string, in, out int, scale float32) string {
+	sc := f32Lit(float64(scale))
+	x := "float(" + xo + ")"
+	switch mode {
+	case "half_pixel":
+		return fmt.Sprintf("((%s + 0.5f) / %s - 0.5f)", x, sc)
+	case "pytorch_half_pixel":
+		if out > 1 {
+			return fmt.Sprintf("((%s + 0.5f) / %s - 0.5f)", x, sc)
+		}
+		return "0.0f"
+	case "align_corners":
+		if out > 1 {
+			return fmt.Sprintf("(float(%s * %du) / %s)", xo, in-1, f32Lit(float64(out-1)))
+		}
+		return "0.0f"
+	case "asymmetric":
+		return fmt.Sprintf("(%s / %s)", x, sc)
+	}
+	return fmt.Sprintf("((%s + 0.5f) / %s)", x, sc) // tf_half_pixel_for_nn
+}
+
+// nearestExpr rounds f32 coordinate x by mode and clamps it to [0, in-1].
+// Ties are handled explicitly; other values round with floor(x + 0.5).
+func nearestExpr(mode, x string, in int) string {
+	var r string
+	switch mode {
+	case "floor":
+		r = "floor(" + x + ")"
+	case "ceil":
+		r = "ceil(" + x + ")"
+	case "round_prefer_floor":
+		r = fmt.Sprintf("(%s - floor(%s) == 0.5f ? floor(%s) : floor(%s + 0.5f))", x, x, x, x)
+	default:
+		r = fmt.Sprintf("(%s - floor(%s) == 0.5f ? floor(%s) + 1.0f : floor(%s + 0.5f))", x, x, x, x)
+	}
+	return fmt.Sprintf("uint(clamp(%s, 0.0f, %s))", r, f32Lit(float64(in-1)))
+}
+
+// genResize generates resize: one thread per output element.
+func genResize(g *gen) (*codegen.Kernel, error) {
+	g.bindAll()
+	xs, os := sizes(g.in[0]), sizes(g.out[0])
+	h, w, ho, wo := xs[2], xs[3], os[2], os[3]
+	scales := [2]float32{float32(ho) / float32(h), float32(wo) / float32(w)}
+	if sc := g.attrs.Floats("scales"); len(sc) == 2 {
+		scales = [2]float32{float32(sc[0]), float32(sc[1])}
+	}
+	coord := g.attrs.String("coord")
+	linear := g.attrs.String("mode") == "linear"
+	return g.elementwise(numel(g.out[0]), func() {
+		xo, yo := fmt.Sprintf("(i %% %du)", wo), fmt.Sprintf("((i / %du) %% %du)", wo, ho)
+		g.p("  const uint plane = (i / %du) * %du;", wo*ho, h*w)
+		g.p("  const float cy = %s;", resizeCoordExpr(coord, yo, h, ho, scales[0]))
+		g.p("  const float cx = %s;", resizeCoordExpr(coord, xo, w, wo, scales[1]))
+		if !linear {
+			near := g.attrs.String("nearest")
+			g.p("  out0[i] = in0[plane + %s * %du + %s];", nearestExpr(near, "cy", h), w, nearestExpr(near, "cx", w))
+			return
+		}
+		for _, ax := range []struct {
+			v  string
+			in int
+		}{{"y", h}, {"x", w}} {
+			g.p("  float k%s = clamp(c%s, 0.0f, %s);", ax.v, ax.v, f32Lit(float64(ax.in-1)))
+			g.p("  if (isnan(k%s)) { k%s = 0.0f; }", ax.v, ax.v)
+			g.p("  const float f%s = floor(k%s);", ax.v, ax.v)
+			g.p("  const uint %s0 = uint(f%s);", ax.v, ax.v)
+			g.p("  const uint %s1 = min(%s0 + 1u, %du);", ax.v, ax.v, ax.in-1)
+			g.p("  const float l%s = k%s - f%s;", ax.v, ax.v, ax.v)
+		}
+		g.p("  const float a0 = in0[plane + y0 * %du + x0];", w)
+		g.p("  const float a1 = in0[plane + y0 * %du + x1];", w)
+		g.p("  const float b0 = in0[plane + y1 * %du + x0];", w)
+		g.p("  const float b1 = in0[plane + y1 * %du + x1];", w)
+		g.p("  const float top = a0 + lx * (a1 - a0);")
+		g.p("  const float bot = b0 + lx * (b1 - b0);")
+		g.p("  out0[i] = top + ly * (bot - top);")
+	}), nil
+}
+
+// genReduce generates reduce_sum, reduce_mean and reduce_max: one thread
+// per output element folds its elements in row-major order.
+func genReduce(g *gen) (*codegen.Kernel, error) {
+	xs := sizes(g.in[0])
+	axes, err := ir.ReduceAxes(g.attrs.Ints("axes"), len(xs))
+	if err != nil {
+		return nil, err
+	}
+	g.bindAll()
+	g.f16Helper()
+	st := strides(xs)
+	var kept []int // kept input dims, in order
+	count := 1
+	for d := range xs {
+		if slices.Contains(axes, d) {
+			count *= xs[d]
+		} else {
+			kept = append(kept, d)
+		}
+	}
+	keptSizes := make([]int, len(kept))
+	for k, d := range kept {
+		keptSizes[k] = xs[d]
+	}
+	isMax := g.op == "reduce_max"
+	return g.elementwise(numel(g.out[0]), func() {
+		coords := g.coords(keptSizes, "i")
+		var terms []string
+		for k, d := range kept {
+			terms = append(terms, fmt.Sprintf("%s * %du", coords[k], st[d]))
+		}
+		base := "0u"
+		if len(terms) > 0 {
+			base = strings.Join(terms, " + ")
+		}
+		g.p("  const uint base = %s;", base)
+		if isMax {
+			g.p("  float acc = -INFINITY;")
+		} else {
+			g.p("  float acc = 0.0f;")
+		}
+		off := []string{"base"}
+		indent := "  "
+		for k, d := range axes {
+			g.p("%sfor (uint r%d = 0u; r%d < %du; r%d++) {", indent, k, k, xs[d], k)
+			indent += "  "
+			off = append(off, fmt.Sprintf("r%d * %du", k, st[d]))
+		}
+		g.p("%sconst float v = in0[%s];", indent, strings.Join(off, " + "))
+		if isMax {
+			g.p("%sif (v > acc || isnan(v)) { acc = v; }", indent)
+		} else {
+			g.p("%sacc = %s;", indent, g.ov("acc + v"))
+		}
+		for range axes {
+			indent = indent[2:]
+			g.p("%s}", indent)
+		}
+		if g.op == "reduce_mean" {
+			g.p("  out0[i] = acc / %s;", f32Lit(float64(count)))
+		} else {
+			g.p("  out0[i] = acc;")
+		}
+	}), nil
+}
