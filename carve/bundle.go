@@ -33,7 +33,8 @@ import (
 //
 // The manifest holds the format name and version, what was carved (model,
 // prompt, steps, keep, pipeline), the run's statistics, every file with its
-// size and SHA-256, the number of cases and the cases themselves (see Case).
+// size and SHA-256, the number of cases, the cases themselves (see Case)
+// and, last, an end marker.
 const (
 	FormatName    = "tapml-carve-bundle"
 	FormatVersion = 1
@@ -59,7 +60,14 @@ type Manifest struct {
 	Files     []FileInfo `yaml:"files"`
 	CaseCount int        `yaml:"case_count"`
 	Cases     []*Case    `yaml:"cases"`
+	// End is the last key written (EndMarker), so that a manifest cut
+	// anywhere is known to be truncated.
+	End string `yaml:"end"`
 }
+
+// EndMarker is the value of the manifest's last key.
+const EndMarker = "end of manifest"
+
 
 // FileInfo is a file of a bundle with its size and checksum.
 type FileInfo struct {
@@ -212,7 +220,7 @@ func (rec *Recording) writeFiles(dir string) (int64, error) {
 	m := &Manifest{
 		Format: FormatName, Version: FormatVersion, Model: rec.Model, Prompt: rec.Prompt, Steps: rec.Steps,
 		Keep: rec.Keep, Reference: "cpu", Pipeline: rec.Pipeline, Generated: rec.Generated, Stats: rec.Stats,
-		CaseCount: len(rec.Cases), Cases: rec.Cases,
+		CaseCount: len(rec.Cases), Cases: rec.Cases, End: EndMarker,
 	}
 	var total int64
 	for _, f := range []string{TensorsFile, WeightsFile, ModuleFile} {
@@ -364,7 +372,7 @@ func ParseManifest(path string, data []byte) (*Manifest, error) {
 		Format  string `yaml:"format"`
 		Version int    `yaml:"version"`
 	}
-	if err := yaml.Unmarshal(data, &head); err != nil {
+	if err := safeUnmarshal(data, &head); err != nil {
 		return nil, yamlError(path, err, "corrupt or truncated manifest")
 	}
 	if head.Format == "" {
@@ -380,8 +388,11 @@ func ParseManifest(path string, data []byte) (*Manifest, error) {
 		return nil, fmt.Errorf("%s: bad format version %d", path, head.Version)
 	}
 	m := &Manifest{}
-	if err := yaml.UnmarshalWithOptions(data, m, yaml.DisallowUnknownField()); err != nil {
+	if err := safeUnmarshal(data, m, yaml.DisallowUnknownField()); err != nil {
 		return nil, yamlError(path, err, "corrupt manifest")
+	}
+	if m.End != EndMarker {
+		return nil, fmt.Errorf("%s: no end marker (end: %q as the last line): the manifest is truncated", path, EndMarker)
 	}
 	if m.CaseCount != len(m.Cases) {
 		return nil, fmt.Errorf("%s: case_count is %d but %d cases follow: the manifest is truncated or corrupt", path, m.CaseCount, len(m.Cases))
@@ -397,6 +408,17 @@ func ParseManifest(path string, data []byte) (*Manifest, error) {
 		ids[c.ID] = true
 	}
 	return m, nil
+}
+
+// safeUnmarshal decodes YAML, turning a panic of the YAML library on
+// malformed input into an error.
+func safeUnmarshal(data []byte, v any, opts ...yaml.DecodeOption) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("malformed YAML (%v)", r)
+		}
+	}()
+	return yaml.UnmarshalWithOptions(data, v, opts...)
 }
 
 // yamlError formats a YAML error as "file:line:col: what: message".

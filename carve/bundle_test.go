@@ -51,7 +51,18 @@ func TestOpenErrors(t *testing.T) {
 			// Cut at a line boundary, so the YAML still parses.
 			cut := bytes.LastIndex(manifest[:len(manifest)/2], []byte("\n  - id:"))
 			os.WriteFile(filepath.Join(dir, ManifestFile), manifest[:cut+1], 0o644)
+		}, []string{"manifest.yaml", "no end marker", "truncated"}},
+		{"truncated manifest, count edited", func(t *testing.T, dir string) {
+			cut := bytes.LastIndex(manifest, []byte("\nend:"))
+			os.WriteFile(filepath.Join(dir, ManifestFile), append(bytes.Clone(manifest[:cut+1]), "end: end of manifest\n"...), 0o644)
+			m, _ := os.ReadFile(filepath.Join(dir, ManifestFile))
+			cut = bytes.LastIndex(m[:len(m)/2], []byte("\n  - id:"))
+			os.WriteFile(filepath.Join(dir, ManifestFile), append(bytes.Clone(m[:cut+1]), "end: end of manifest\n"...), 0o644)
 		}, []string{"manifest.yaml", "case_count is 275", "truncated"}},
+		{"last case cut", func(t *testing.T, dir string) {
+			cut := bytes.LastIndex(manifest, []byte("\n    outputs:"))
+			os.WriteFile(filepath.Join(dir, ManifestFile), append(bytes.Clone(manifest[:cut+1]), "end: end of manifest\n"...), 0o644)
+		}, []string{"manifest.yaml: case c0275", "outputs"}},
 		{"newer version", func(t *testing.T, dir string) {
 			m := bytes.Replace(manifest, []byte("\nversion: 1\n"), []byte("\nversion: 2\nnew_field: x\n"), 1)
 			os.WriteFile(filepath.Join(dir, ManifestFile), m, 0o644)

@@ -115,7 +115,7 @@ func ParseOverrides(file string, data []byte) (*Overrides, error) {
 	fail := func(n ast.Node, format string, args ...any) error {
 		return &OverridesError{File: file, Line: nodeLine(n), Msg: fmt.Sprintf(format, args...)}
 	}
-	f, err := parser.ParseBytes(data, 0)
+	f, err := safeParse(data)
 	if err != nil {
 		line := 1
 		var ye interface {
@@ -177,6 +177,17 @@ func ParseOverrides(file string, data []byte) (*Overrides, error) {
 		}
 	}
 	return o, nil
+}
+
+// safeParse parses YAML, turning a panic of the YAML library on malformed
+// input into an error.
+func safeParse(data []byte) (f *ast.File, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			f, err = nil, fmt.Errorf("malformed YAML (%v)", r)
+		}
+	}()
+	return parser.ParseBytes(data, 0)
 }
 
 func parsePolicy(file string, n ast.Node) (*Policy, error) {
