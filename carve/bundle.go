@@ -68,7 +68,6 @@ type Manifest struct {
 // EndMarker is the value of the manifest's last key.
 const EndMarker = "end of manifest"
 
-
 // FileInfo is a file of a bundle with its size and checksum.
 type FileInfo struct {
 	Path   string `yaml:"path"`
