@@ -190,6 +190,9 @@ func parseTokenizer(data []byte) (*Tokenizer, error) {
 		if v, ok := t.vocab[*a.Content]; ok && v != id {
 			return nil, fmt.Errorf("added_tokens[%d]: %q has id %d, but the vocab gives it %d", i, *a.Content, id, v)
 		}
+		if v, ok := byID[id]; ok && v != *a.Content {
+			return nil, fmt.Errorf("added_tokens[%d]: %q has id %d, which clashes with the vocab's %q", i, *a.Content, id, v)
+		}
 		for _, o := range t.added {
 			if o.id == id || o.content == *a.Content {
 				return nil, fmt.Errorf("added_tokens[%d]: %q (id %d) clashes with added token %q (id %d)", i, *a.Content, id, o.content, o.id)
