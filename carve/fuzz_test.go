@@ -1,6 +1,7 @@
 package carve
 
 import (
+	"bytes"
 	"os"
 	"path/filepath"
 	"testing"
@@ -79,6 +80,13 @@ func TestEmptyBundle(t *testing.T) {
 		t.Errorf("%v, %v", rep, err)
 	}
 	if _, err := os.Stat(filepath.Join(dir, ModuleFile)); err != nil {
+		t.Error(err)
+	}
+	var html, junit bytes.Buffer
+	if err := rep.WriteHTML(&html); err != nil {
+		t.Error(err)
+	}
+	if err := rep.WriteJUnit(&junit); err != nil {
 		t.Error(err)
 	}
 }

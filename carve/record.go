@@ -445,6 +445,9 @@ func (r *Recorder) Generate(tok llm.Tokenizer, prompt string, steps int, progres
 			return gen, err
 		}
 	}
+	if progress != nil && pos < steps {
+		progress(steps, steps) // stopped early (BOS): the run is complete
+	}
 	return gen, nil
 }
 
