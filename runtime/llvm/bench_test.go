@@ -64,6 +64,9 @@ func benchLaunch(b *testing.B, dev runtime.Device, c opCase, per float64, unit s
 		if err != nil {
 			b.Fatal(err)
 		}
+		if err := dev.Sync(); err != nil {
+			b.Fatal(err)
+		}
 		dev.Free(res[0])
 	}
 	run()

@@ -27,10 +27,10 @@
 // it runs.
 //
 // Threads. A kernel computes a range of independent items (see
-// codegen/llvm); a launch with enough work is split into Workers contiguous
-// ranges run on goroutines at once. Each output element is computed by one
-// call with the same code whatever the split, so results do not depend on
-// the number of workers.
+// codegen/llvm); a launch with enough work is cut into contiguous chunks of
+// items that Workers goroutines take in turn. Each output element is
+// computed by one call with the same code whatever the chunking, so results
+// do not depend on the number of workers or on which thread ran what.
 package llvm
 
 import (
@@ -40,6 +40,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"unsafe"
 
 	"github.com/ebitengine/purego"
@@ -80,9 +81,15 @@ type Stats struct {
 	Launches    int
 }
 
+// chunksPerWorker is how many chunks per worker a split launch is cut into.
+const chunksPerWorker = 8
+
+// maxQueue bounds the launches queued before a sync (they are then run).
+const maxQueue = 4096
+
 // parallelWork is the smallest estimated work (codegen/llvm.Work) of a
 // launch that is split over goroutines.
-const parallelWork = 1 << 17
+const parallelWork = 1 << 18
 
 // Device runs kernels natively. Its methods are safe for concurrent use
 // (they serialise on one lock).
@@ -663,6 +670,11 @@ func (d *Device) launch(n *ir.Node, in []*runtime.Buffer, outs []ir.Type) ([]*ru
 		// unprepared: run at the next Sync or Download, when the kernels
 		// of every queued node are compiled in one module
 		d.queue = append(d.queue, pending{n: n, in: types, out: want, ts: ts, outT: outT})
+		if len(d.queue) >= maxQueue {
+			if err := d.flush(); err != nil {
+				return nil, err
+			}
+		}
 		return res, nil
 	}
 	if err := d.run(k, ts, outT); err != nil {
@@ -780,16 +792,32 @@ func (d *Device) run(k *kernel, in, out []*tensor.Tensor) error {
 	if w <= 1 {
 		return status(k, call(k.fn, arg, 0, items))
 	}
+	// Chunks are handed out dynamically (a thread slowed down by other
+	// work on its core takes fewer); every item is computed by the same
+	// code whatever the chunking, so the bits do not depend on it.
+	chunks := min(items, chunksPerWorker*w)
+	var next atomic.Int64
 	st := make([]int32, w)
+	work := func(i int64) {
+		for {
+			c := next.Add(1) - 1
+			if c >= chunks {
+				return
+			}
+			if s := call(k.fn, arg, c*items/chunks, (c+1)*items/chunks); s != 0 && st[i] == 0 {
+				st[i] = s
+			}
+		}
+	}
 	var wg sync.WaitGroup
 	for i := int64(1); i < w; i++ {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			st[i] = call(k.fn, arg, i*items/w, (i+1)*items/w)
+			work(i)
 		}()
 	}
-	st[0] = call(k.fn, arg, 0, items/w)
+	work(0)
 	wg.Wait()
 	for _, s := range st {
 		if err := status(k, s); err != nil {
