@@ -252,3 +252,31 @@ func TestCompileAndRunBuild(t *testing.T) {
 		t.Errorf("a failed compile left %s behind", out)
 	}
 }
+
+// carve records a bundle from a real run; test replays it on each target.
+func TestCarveAndTest(t *testing.T) {
+	dir := models(t)
+	bundle := filepath.Join(t.TempDir(), "tests")
+	r := tapmlc(t, "carve", filepath.Join(dir, "stories260K.bin"), "--tokenizer", filepath.Join(dir, "tok512.bin"),
+		"--prompt", "Once upon a time", "--steps", "24", "-o", bundle)
+	if r.code != 0 || !strings.Contains(r.stdout, "unique cases kept") {
+		t.Fatalf("carve: exit %d, stdout %q, stderr %s", r.code, r.stdout, r.stderr)
+	}
+	for _, target := range []string{"cpu", "webgpu"} {
+		if r := tapmlc(t, "test", bundle, "--target", target); r.code != 0 {
+			t.Errorf("test on %s: exit %d\n%s\n%s", target, r.code, r.stdout, r.stderr)
+		}
+	}
+	if r := tapmlc(t, "test", bundle, "--target", "cpu", "--run", "no-such-case"); r.code != 1 {
+		t.Errorf("a --run that selects nothing: exit %d, want 1", r.code)
+	}
+	// Zero tolerance for matmul on the GPU: its cases must now fail.
+	strict := filepath.Join(t.TempDir(), "strict.yaml")
+	if err := os.WriteFile(strict, []byte("overrides:\n  - op: matmul\n    atol: 0\n    rtol: 0\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	r = tapmlc(t, "test", bundle, "--target", "webgpu", "--tolerances", strict)
+	if r.code != 1 || !strings.Contains(r.stdout, "matmul") {
+		t.Errorf("zero matmul tolerance on webgpu: exit %d, want 1 with matmul failures\n%s%s", r.code, r.stdout, r.stderr)
+	}
+}
