@@ -304,3 +304,75 @@ func TestTokenizerErrors(t *testing.T) {
 		}
 	}
 }
+
+// TestQwen2Style: an NFC normalizer, Qwen2's Split pattern with a
+// byte-level pre-tokenizer without its own regex, ignore_merges, and added
+// tokens with ids beyond the vocabulary that strip white space.
+func TestQwen2Style(t *testing.T) {
+	var doc map[string]any
+	if err := json.Unmarshal(byteLevelJSON(t, qwen2Pre(`(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+`)), &doc); err != nil {
+		t.Fatal(err)
+	}
+	doc["normalizer"] = map[string]any{"type": "NFC"}
+	model := doc["model"].(map[string]any)
+	model["ignore_merges"] = true
+	model["vocab"].(map[string]any)["hell"] = 264 // reachable only as a whole word
+	doc["added_tokens"] = append(doc["added_tokens"].([]any),
+		map[string]any{"id": 300, "content": "<|im_start|>", "special": true, "rstrip": true},
+		map[string]any{"id": 301, "content": "<|im_end|>", "special": true, "lstrip": true},
+		map[string]any{"id": 302, "content": "foo", "special": false, "single_word": true})
+	data, _ := json.Marshal(doc)
+	tok := mustTokenizer(t, data)
+	if tok.VocabSize() != 303 || tok.Token(300) != "<|im_start|>" || !tok.IsSpecial(300) || tok.IsSpecial(302) {
+		t.Fatalf("vocab %d", tok.VocabSize())
+	}
+	for _, tc := range []struct {
+		text string
+		want []int
+	}{
+		// NFC composes e + U+0301 into é (C3 A9).
+		{"e\u0301", []int{0xC3, 0xA9}},
+		// ignore_merges: "hell" is a vocabulary word, so merges are skipped;
+		// "hello" is too (id 262); "the" is not and merges to t, he.
+		{"hell", []int{264}},
+		{"hello", []int{262}},
+		{"the", []int{'t', 257}},
+		// Qwen2 splits digits one by one.
+		{"12", []int{'1', '2'}},
+		// rstrip/lstrip: the added tokens absorb the spaces beside them.
+		{"<|im_start|>  hi  <|im_end|>", []int{300, 'h', 'i', 301}},
+		// single_word: foo matches only as a word of its own.
+		{"foo food", []int{302, 32, 'f', 'o', 'o', 'd'}},
+	} {
+		if diff := cmp.Diff(tc.want, tok.Encode(tc.text, false, false)); diff != "" {
+			t.Errorf("Encode(%q) (-want +got):\n%s", tc.text, diff)
+		}
+	}
+	if got := tok.Decode([]int{300, 'h', 'i', 302, 301}); got != "hifoo" {
+		t.Errorf("Decode = %q (special tokens are left out, others kept)", got)
+	}
+}
+
+// TestMetaspaceSplit: Metaspace with split cuts before each ▁.
+func TestMetaspaceSplit(t *testing.T) {
+	var doc map[string]any
+	if err := json.Unmarshal(spJSON(t, true, false), &doc); err != nil {
+		t.Fatal(err)
+	}
+	doc["pre_tokenizer"] = map[string]any{"type": "Metaspace", "replacement": "▁", "prepend_scheme": "always", "split": true}
+	data, _ := json.Marshal(doc)
+	tok := mustTokenizer(t, data)
+	// "▁a▁b" without split would merge ▁a then stop (no "▁a▁b"); with
+	// split the words are ▁a and ▁b; ▁b is not a token: ▁, b.
+	if diff := cmp.Diff([]int{262, 259, 261}, tok.Encode("a b", false, false)); diff != "" {
+		t.Errorf("(-want +got):\n%s", diff)
+	}
+	p := preTokenizer{kind: "metaspace", replacement: "▁", prepend: "always", splitOn: true}
+	var got []string
+	for _, pc := range p.apply([]piece{{"hi  there", true}}) {
+		got = append(got, pc.text)
+	}
+	if diff := cmp.Diff([]string{"▁hi", "▁", "▁there"}, got); diff != "" {
+		t.Errorf("pieces (-want +got):\n%s", diff)
+	}
+}
