@@ -15,6 +15,7 @@ import (
 	"github.com/tapml/tapml/frontend/hf"
 	"github.com/tapml/tapml/frontend/llama"
 	"github.com/tapml/tapml/frontend/llama2c"
+	"github.com/tapml/tapml/frontend/onnx"
 	"github.com/tapml/tapml/frontend/tokenizer"
 	"github.com/tapml/tapml/ir"
 )
@@ -52,6 +53,8 @@ func asTokenizer(t *tokenizer.Tokenizer) Tokenizer {
 // Options tune loading.
 type Options struct {
 	Tokenizer string // a tokenizer file for formats that don't carry one
+	// ONNX fixes the dynamic input dims of ONNX models (see onnx.Options).
+	ONNX onnx.Options
 }
 
 // BuiltinSeed seeds the weights of the built-in tiny model.
@@ -81,6 +84,8 @@ func Sniff(path string) (string, error) {
 	case bytes.HasPrefix(bytes.TrimLeft(head, " \t\r\n"), []byte("module ")) ||
 		bytes.HasPrefix(bytes.TrimLeft(head, " \t\r\n"), []byte("//")):
 		return "tir", nil
+	case onnx.Sniff(head):
+		return "onnx", nil
 	case llama2c.Sniff(head):
 		return "llama2c", nil
 	}
@@ -163,6 +168,8 @@ func Load(path string, opts Options) (*Model, error) {
 		model.Module, err = llama2c.Load(path)
 	case "tir":
 		model.Module, err = loadText(path, opts)
+	case "onnx":
+		model.Module, err = onnx.Load(path, opts.ONNX)
 	default:
 		// A llama2.c header has no magic: say what is wrong with it in case
 		// the file was meant to be one.
@@ -172,7 +179,7 @@ func Load(path string, opts Options) (*Model, error) {
 				why = "; read as a llama2.c checkpoint: " + err.Error()
 			}
 		}
-		return nil, fmt.Errorf("%s: not a model format tapml recognises (llama2.c checkpoint, GGUF, tapml IR text)%s", path, why)
+		return nil, fmt.Errorf("%s: not a model format tapml recognises (llama2.c checkpoint, GGUF, ONNX, tapml IR text)%s", path, why)
 	}
 	if err != nil {
 		return nil, err
@@ -213,7 +220,7 @@ func loadText(path string, opts Options) (*ir.Module, error) {
 		if !filepath.IsAbs(src) {
 			src = filepath.Join(filepath.Dir(path), src)
 		}
-		orig, err := Load(src, Options{})
+		orig, err := Load(src, Options{ONNX: onnx.OptionsFromMeta(m.Meta)})
 		if err != nil {
 			return nil, fmt.Errorf("%s: loading its weights from %s: %w", path, src, err)
 		}

