@@ -80,7 +80,7 @@ func TestRunStories260KMatchesRunC(t *testing.T) {
 		{"", "stories260K_greedy.golden"},
 		{"Once upon a time", "stories260K_once_upon_a_time.golden"},
 	} {
-		for _, target := range []string{"cpu", "webgpu"} {
+		for _, target := range []string{"cpu", "webgpu", "llvm"} {
 			r := tapmlc(t, "run", model, "--tokenizer", tok, "--steps", "256", "--temperature", "0", "--prompt", tc.prompt, "--target", target)
 			if r.code != 0 {
 				t.Fatalf("%s %q: exit %d: %s", target, tc.prompt, r.code, r.stderr)

@@ -1,6 +1,6 @@
 // Package target opens the device a target name stands for: "cpu" (the
-// reference), "webgpu" (wgpu on Vulkan or GL), and the targets later issues
-// add. It is the one place that knows every device package.
+// reference), "webgpu" (wgpu on Vulkan or GL), "metal" (Metal on macOS;
+// elsewhere Open says so), and the targets later issues add. It is the one place that knows every device package.
 package target
 
 import (
@@ -8,14 +8,18 @@ import (
 	"strings"
 
 	"github.com/spf13/pflag"
+	codegenllvm "github.com/tapml/tapml/codegen/llvm"
+	"github.com/tapml/tapml/codegen/msl"
 	"github.com/tapml/tapml/codegen/wgsl"
 	"github.com/tapml/tapml/runtime"
 	"github.com/tapml/tapml/runtime/cpu"
+	"github.com/tapml/tapml/runtime/llvm"
+	"github.com/tapml/tapml/runtime/metal"
 	"github.com/tapml/tapml/runtime/webgpu"
 )
 
 // Names lists the targets in the order `tapmlc ops` shows them.
-var Names = []string{"cpu", "webgpu"}
+var Names = []string{"cpu", "webgpu", "metal", "llvm"}
 
 // Flags are the command-line flags that choose a target.
 type Flags struct {
@@ -39,6 +43,10 @@ func Open(target, backend string) (runtime.Device, error) {
 		return cpu.New(), nil
 	case "webgpu":
 		return webgpu.Open(webgpu.Options{Backend: backend})
+	case "metal": // macOS only; elsewhere metal.ErrUnsupported
+		return metal.Open(metal.Options{})
+	case "llvm":
+		return llvm.New()
 	}
 	return nil, fmt.Errorf("unknown target %q (known: %s)", target, strings.Join(Names, ", "))
 }
@@ -50,6 +58,10 @@ func Supports(target, op string) bool {
 		return cpu.Supports(op)
 	case "webgpu":
 		return wgsl.Supports(op)
+	case "metal":
+		return msl.Supports(op)
+	case "llvm":
+		return codegenllvm.Supports(op)
 	}
 	return false
 }
