@@ -9,6 +9,7 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/tapml/tapml/artifact"
 	"github.com/tapml/tapml/codegen"
+	"github.com/tapml/tapml/codegen/msl"
 	"github.com/tapml/tapml/codegen/wgsl"
 	"github.com/tapml/tapml/frontend"
 	"github.com/tapml/tapml/frontend/tokenizer"
@@ -24,6 +25,10 @@ func kernelEmitter(t string) artifact.KernelEmitter {
 	case "webgpu":
 		return &artifact.StaticEmitter{Ext: "wgsl", Generate: func(n *ir.Node, in, out []ir.Type) (*codegen.Kernel, error) {
 			return wgsl.Generate(n, in, out, wgsl.Options{Limits: wgsl.DefaultLimits()})
+		}}
+	case "metal": // .metal files; prefill kernels (symbolic seq) are generated at run time
+		return &artifact.StaticEmitter{Ext: "metal", Generate: func(n *ir.Node, in, out []ir.Type) (*codegen.Kernel, error) {
+			return msl.Generate(n, in, out, msl.Options{Limits: msl.DefaultLimits()})
 		}}
 	}
 	return nil

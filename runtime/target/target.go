@@ -1,6 +1,7 @@
 // Package target opens the device a target name stands for: "cpu" (the
 // reference), "webgpu" (wgpu on Vulkan or GL), "metal" (Metal on macOS;
-// elsewhere Open says so), and the targets later issues add. It is the one place that knows every device package.
+// elsewhere Open says so), and the targets later issues add. It is the one
+// place that knows every device package.
 package target
 
 import (

@@ -1,0 +1,66 @@
+package main
+
+import (
+	"path/filepath"
+	goruntime "runtime"
+	"strings"
+	"testing"
+
+	"github.com/tapml/tapml/artifact"
+	"github.com/tapml/tapml/codegen/msl"
+)
+
+// TestCompileMetal compiles stories260K for the metal target: the build
+// folder lists one .metal kernel per node with static shapes (decode, and
+// the prefill nodes whose shapes do not depend on the prompt length), each
+// passing the MSL syntax check, and `run --target metal` says where the
+// target runs.
+func TestCompileMetal(t *testing.T) {
+	dir := models(t)
+	out := filepath.Join(t.TempDir(), "build")
+	r := tapmlc(t, "compile", filepath.Join(dir, "stories260K.bin"), "--tokenizer", filepath.Join(dir, "tok512.bin"), "--target", "metal", "-o", out)
+	if r.code != 0 {
+		t.Fatalf("compile: exit %d: %s", r.code, r.stderr)
+	}
+	man, err := artifact.ReadManifest(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if man.Target != "metal" || len(man.Kernels) == 0 {
+		t.Fatalf("manifest: target %q, %d kernels", man.Target, len(man.Kernels))
+	}
+	ks, err := artifact.LoadKernels(out, man)
+	if err != nil {
+		t.Fatal(err)
+	}
+	funcs := map[string]int{}
+	var srcs []msl.Source
+	for i, k := range ks {
+		mk := man.Kernels[i]
+		if k.Kernel.Language != msl.Language || k.Kernel.Entry != msl.Entry || !strings.HasSuffix(mk.File, ".metal") {
+			t.Errorf("kernel %s: language %q entry %q", mk.File, k.Kernel.Language, k.Kernel.Entry)
+		}
+		funcs[k.Func]++
+		srcs = append(srcs, msl.Source{Name: mk.File, Src: k.Kernel.Source})
+	}
+	if funcs["decode"] == 0 {
+		t.Errorf("no decode kernels: %v", funcs)
+	}
+	errs, err := msl.CheckAll(srcs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, e := range errs {
+		if e != nil {
+			t.Errorf("%s: %v", srcs[i].Name, e)
+		}
+	}
+	t.Logf("%d kernels (%v) pass the syntax check", len(srcs), funcs)
+
+	if goruntime.GOOS != "darwin" {
+		r = tapmlc(t, "run", "--target", "metal", "--steps", "3")
+		if r.code == 0 || !strings.Contains(r.stderr, "the metal target runs on macOS; use compile --target metal to emit kernels") {
+			t.Errorf("run --target metal off macOS: exit %d, stderr %q", r.code, r.stderr)
+		}
+	}
+}
