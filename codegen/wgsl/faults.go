@@ -14,17 +14,20 @@ import "sort"
 //     gets WGSL's bounds-checked value); constant shifts its values by one;
 //     gather reads the row of id+1; matmul reads b one k further; rms_norm,
 //     layer_norm and softmax read x[i+1] in their reductions; argmax scans
-//     from element 1 (never returning 0) ; rope rotates pair i by the angle of
+//     from element 1 (never returning 0); rope rotates pair i by the angle of
 //     pair i+1; kv_write writes rows pos+1..; attention reads key row t+1.
 //   - wrong_constant: a constant perturbed. rms_norm and layer_norm use
 //     eps·1000 (plus 1e-3); rope uses theta·1.1; attention uses scale·1.1;
 //     constant adds 1 to its values; gelu uses 0.05 for 0.044715;
 //     fused_elementwise multiplies its first float constant by 1.1.
-//   - missing_barrier: drops one workgroupBarrier() in kernels that use
-//     workgroup memory: tiled matmul and the GEMV path when it reduces
-//     across lanes, rms_norm, layer_norm, softmax, argmax, attention. The
-//     result is then a data race: it is wrong on most GPUs but may happen to
-//     be right on CPU drivers that run a workgroup's invocations in lockstep.
+//   - missing_barrier: drops a workgroupBarrier() in kernels that share
+//     workgroup memory: the one after the tiles are loaded (tiled matmul),
+//     after the scores are written (attention), after the partial results
+//     are written, before each tree reduction (GEMV when it reduces across
+//     lanes, rms_norm, layer_norm, softmax, argmax). The result is then a
+//     data race: wrong on most devices (lavapipe too, in the tests), but it
+//     may happen to be right where a workgroup's invocations run in
+//     lockstep.
 //   - f16_overflow: every float intermediate whose magnitude exceeds 65504
 //     (the largest f16) becomes ±inf, as it would in an f16 kernel:
 //     elementwise results, matmul and attention accumulators, norm sums of

@@ -61,6 +61,10 @@ type Options struct {
 	// Faults maps node ids to a fault of codegen/wgsl injected into that
 	// node's kernel. For tests of the carving and migration tools only.
 	Faults map[int]string
+	// WaitTimeout bounds a wait for the device (Sync, Download); past it
+	// the wait fails instead of hanging (default 10 minutes: lavapipe is
+	// slow, but not that slow).
+	WaitTimeout time.Duration
 	// SafeDispatch records each dispatch in a compute pass of its own, so
 	// that wgpu validates it (and reports an error naming its node) at
 	// Launch. By default dispatches share a pass until the batch is
@@ -192,6 +196,9 @@ func Open(opts Options) (*Device, error) {
 	}
 	if opts.PoolBytes <= 0 {
 		opts.PoolBytes = 1 << 30
+	}
+	if opts.WaitTimeout <= 0 {
+		opts.WaitTimeout = 10 * time.Minute
 	}
 	backends := map[string]wgpu.InstanceBackend{
 		"": wgpu.InstanceBackendVulkan, "vulkan": wgpu.InstanceBackendVulkan, "gl": wgpu.InstanceBackendGL,
@@ -492,7 +499,9 @@ func (d *Device) Download(b *runtime.Buffer) (*tensor.Tensor, error) {
 		st.Release()
 		return nil, fmt.Errorf("webgpu: download: map: %w", err)
 	}
-	d.pollUntil(&done)
+	if err := d.pollUntil(&done); err != nil {
+		return nil, err
+	}
 	if status != wgpu.BufferMapAsyncStatusSuccess {
 		st.Release()
 		return nil, fmt.Errorf("webgpu: download: map failed: %s", status)
@@ -509,19 +518,25 @@ func (d *Device) Download(b *runtime.Buffer) (*tensor.Tensor, error) {
 // pollUntil polls the device without blocking until *done: first without
 // sleeping (a GPU often finishes within tens of microseconds), then
 // sleeping a little longer each round, up to 200 µs. Callbacks run inside
-// Poll, on this goroutine.
-func (d *Device) pollUntil(done *bool) {
+// Poll, on this goroutine. After Options.WaitTimeout it gives up: the
+// device is then marked lost, since the callback may still come.
+func (d *Device) pollUntil(done *bool) error {
 	for i := 0; i < 20; i++ {
 		d.dev.Poll(false, nil)
 		if *done {
-			return
+			return nil
 		}
 	}
+	deadline := time.Now().Add(d.opts.WaitTimeout)
 	sleep := 5 * time.Microsecond
 	for {
 		d.dev.Poll(false, nil)
 		if *done {
-			return
+			return nil
+		}
+		if time.Now().After(deadline) {
+			d.closed = true // its state is unknown: refuse further work
+			return fmt.Errorf("webgpu: the device did not finish within %s; it is now closed", d.opts.WaitTimeout)
 		}
 		time.Sleep(sleep)
 		if sleep < 200*time.Microsecond {
@@ -548,7 +563,9 @@ func (d *Device) wait() error {
 	var status wgpu.QueueWorkDoneStatus
 	done := false
 	d.queue.OnSubmittedWorkDone(func(s wgpu.QueueWorkDoneStatus) { status, done = s, true })
-	d.pollUntil(&done)
+	if err := d.pollUntil(&done); err != nil {
+		return err
+	}
 	if status != wgpu.QueueWorkDoneStatusSuccess {
 		return fmt.Errorf("webgpu: queue work failed: %s", status)
 	}
