@@ -14,8 +14,9 @@ import (
 // dilations [h, w].
 
 // ResizeCoordModes are the coordinate transformations of resize, as ONNX
-// Resize defines them (x_out is an output index, in/out the lengths of the
-// axis, scale the axis's scale: out/in, or the scales attribute):
+// Resize defines them (x_out is an output index, in the input length of the
+// axis, scale the axis's scale: size/in, or the scales attribute; out the
+// output length: size, or in·scale when scales is given, as a real number):
 //
 //	half_pixel          x_in = (x_out + 0.5) / scale - 0.5
 //	pytorch_half_pixel  x_in = out > 1 ? (x_out + 0.5) / scale - 0.5 : 0

@@ -27,7 +27,7 @@ func init() {
 	handlers = map[string]handler{
 		"Conv": h(convOp), "ConvTranspose": h(convOp), "BatchNormalization": h(batchNorm),
 		"MatMul": h(matmulOp), "Gemm": h(gemm),
-		"Add": h(binaryOp("add")), "Sub": h(binaryOp("sub")), "Mul": h(binaryOp("mul")), "Div": h(divOp), "Pow": h(binaryOp("pow")),
+		"Add": h(binaryOp("add")), "Sub": h(binaryOp("sub")), "Mul": h(binaryOp("mul")), "Div": h(divOp), "Pow": h(powOp),
 		"Max": h(variadic("maximum")), "Min": h(variadic("minimum")), "Sum": h(variadic("add")),
 		"Sqrt": h(unary("sqrt")), "Relu": h(unary("relu")), "Sigmoid": h(unary("sigmoid")), "Tanh": h(unary("tanh")),
 		"Exp": h(unary("exp")), "Log": h(unary("log")), "Neg": h(unary("neg")), "Abs": h(unary("abs")),
@@ -209,6 +209,31 @@ func binaryOp(op string) func(im *importer, n *onnxpb.NodeProto, in []*val) ([]*
 		}
 		return one(im.binop(op, a, b))
 	}
+}
+
+// powOp is Pow on floats; an integer exponent (allowed from opset 12) is
+// converted to the base's float type.
+func powOp(im *importer, n *onnxpb.NodeProto, in []*val) ([]*val, error) {
+	a, err := arg(in, 0, "X")
+	if err != nil {
+		return nil, err
+	}
+	b, err := arg(in, 1, "Y")
+	if err != nil {
+		return nil, err
+	}
+	if !a.dtype().IsFloat() {
+		if a.isConst() && b.isConst() {
+			return one(im.binop("pow", &val{c: a.c.Convert(ir.F32)}, &val{c: b.c.Convert(ir.F32)}))
+		}
+		return nil, fmt.Errorf("Pow of an integer base at run time is not supported")
+	}
+	if !b.dtype().IsFloat() && !b.isConst() {
+		if b, err = im.op("cast", ir.Attrs{"to": ir.DTypeAttr(a.dtype())}, b); err != nil {
+			return nil, err
+		}
+	}
+	return one(im.binop("pow", a, b))
 }
 
 func variadic(op string) func(im *importer, n *onnxpb.NodeProto, in []*val) ([]*val, error) {
@@ -996,7 +1021,7 @@ func convOp(im *importer, n *onnxpb.NodeProto, in []*val) ([]*val, error) {
 	if transpose {
 		op = "conv_transpose2d"
 		d := len(xs) - 2
-		outPad := attrInts(n, "output_padding", make([]int64, d))
+		outPad := slices.Clone(attrInts(n, "output_padding", make([]int64, d)))
 		outShape := attrInts(n, "output_shape", nil)
 		ap := attrString(n, "auto_pad", "NOTSET")
 		if len(outPad) != d {
@@ -1019,7 +1044,10 @@ func convOp(im *importer, n *onnxpb.NodeProto, in []*val) ([]*val, error) {
 				j := i + 2 - d // index into the 2-D attributes
 				total := sp.strides[j]*int64(xs[2+i]-1) + outPad[i] + (int64(ws[2+i])-1)*sp.dil[j] + 1 - outShape[i]
 				if total < 0 {
-					return nil, fmt.Errorf("output_shape %v is larger than the full output", outShape)
+					// Larger than the full output: as ONNX Runtime, the
+					// extra rows/columns at the end (bias only).
+					outPad[i] -= total
+					total = 0
 				}
 				pads[i], pads[i+d] = total-total/2, total/2
 				if ap == "SAME_UPPER" {
@@ -1365,11 +1393,6 @@ func globalPool(op string) func(im *importer, n *onnxpb.NodeProto, in []*val) ([
 // layerNorm normalizes over the dims from axis on (flattened into one when
 // there are several).
 func layerNorm(im *importer, n *onnxpb.NodeProto, in []*val) ([]*val, error) {
-	for _, o := range n.GetOutput()[min(1, len(n.GetOutput())):] {
-		if o != "" {
-			return nil, fmt.Errorf("the Mean and InvStdDev outputs are not supported")
-		}
-	}
 	x, err := arg(in, 0, "X")
 	if err != nil {
 		return nil, err
@@ -1402,9 +1425,43 @@ func layerNorm(im *importer, n *onnxpb.NodeProto, in []*val) ([]*val, error) {
 			return nil, err
 		}
 	}
-	y, err := im.op("layer_norm", ir.Attrs{"eps": ir.FloatAttr(attrFloat(n, "epsilon", 1e-5))}, args...)
+	eps := attrFloat(n, "epsilon", 1e-5)
+	y, err := im.op("layer_norm", ir.Attrs{"eps": ir.FloatAttr(eps)}, args...)
 	if err != nil {
 		return nil, err
 	}
-	return one(im.reshape(y, xs))
+	if y, err = im.reshape(y, xs); err != nil {
+		return nil, err
+	}
+	outs := []*val{y}
+	if len(n.GetOutput()) > 1 && (n.GetOutput()[1] != "" || len(n.GetOutput()) > 2 && n.GetOutput()[2] != "") {
+		// Mean and InvStdDev, over the normalized dims, kept as 1s.
+		var axes []int64
+		for i := ax; i < len(xs); i++ {
+			axes = append(axes, int64(i))
+		}
+		red := ir.Attrs{"axes": ir.IntsAttr(axes...), "keepdims": ir.BoolAttr(true)}
+		mean, err := im.op("reduce_mean", red, x)
+		if err != nil {
+			return nil, err
+		}
+		dev, err := im.binop("sub", x, mean)
+		if err == nil {
+			dev, err = im.binop("mul", dev, dev)
+		}
+		if err == nil {
+			dev, err = im.op("reduce_mean", red, dev)
+		}
+		if err == nil {
+			dev, err = im.binop("add", dev, scalar(dev.dtype(), eps))
+		}
+		if err == nil {
+			dev, err = im.op("rsqrt", nil, dev)
+		}
+		if err != nil {
+			return nil, err
+		}
+		outs = append(outs, mean, dev)
+	}
+	return outs, nil
 }

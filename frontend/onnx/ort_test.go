@@ -90,9 +90,9 @@ func runORT(t testing.TB, model string, seed int, pattern string, shapes map[str
 type ocrCase struct {
 	file    string
 	shape   []int64
-	pattern string // of the input: "" (uniform noise) or "text"
-	abs   float64 // max |error| of the output probabilities
-	logit float64 // max |error| of their logits, ln(p/(1-p)), where 1e-4 < p < 1-1e-4 (0: not checked)
+	pattern string  // of the input: "" (uniform noise) or "text"
+	abs     float64 // max |error| of the output probabilities
+	logit   float64 // max |error| of their logits, ln(p/(1-p)), where 1e-4 < p < 1-1e-4 (0: not checked)
 }
 
 // logitDiff is the largest difference of ln(p/(1-p)) between want and got

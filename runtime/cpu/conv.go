@@ -220,9 +220,10 @@ func poolKernel(d *Device, c *call) ([]*tensor.Tensor, error) {
 }
 
 // ResizeCoord is resize's input coordinate of output index xo on an axis of
-// in → out elements with scale (f32 throughout, as ONNX Runtime computes
-// it). The code generators compute the same expression.
-func ResizeCoord(mode string, xo, in, out int, scale float32) float32 {
+// in elements with output length out (in·scale when the scales attribute
+// is given, else the output size) and scale, in f32 as ONNX Runtime
+// computes it. The code generators compute the same expression.
+func ResizeCoord(mode string, xo, in int, out, scale float32) float32 {
 	x := float32(xo)
 	switch mode {
 	case "half_pixel":
@@ -234,7 +235,7 @@ func ResizeCoord(mode string, xo, in, out int, scale float32) float32 {
 		return 0
 	case "align_corners":
 		if out > 1 {
-			return float32(xo*(in-1)) / float32(out-1)
+			return float32(xo*(in-1)) / (out - 1)
 		}
 		return 0
 	case "asymmetric":
@@ -281,15 +282,16 @@ type resizeAxis struct {
 }
 
 func newResizeAxis(c *call, k, in, out int) resizeAxis {
-	scale := float32(out) / float32(in)
+	scale, length := float32(out)/float32(in), float32(out)
 	if sc := c.attrs.Floats("scales"); len(sc) == 2 {
 		scale = float32(sc[k])
+		length = float32(in) * scale
 	}
 	coord := c.attrs.String("coord")
 	linear := c.attrs.String("mode") == "linear"
 	ax := resizeAxis{i0: make([]int, out), i1: make([]int, out), l: make([]float32, out)}
 	for xo := 0; xo < out; xo++ {
-		x := ResizeCoord(coord, xo, in, out, scale)
+		x := ResizeCoord(coord, xo, in, length, scale)
 		if !linear {
 			ax.i0[xo] = resizeNearest(c.attrs.String("nearest"), x, in)
 			continue

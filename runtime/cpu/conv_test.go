@@ -243,10 +243,11 @@ func TestPool2d(t *testing.T) {
 func naiveResize(x *tensor.Tensor, a ir.Attrs, os []int) []float64 {
 	xv := f64s(x)
 	h, w := x.Shape[2], x.Shape[3]
-	coord := func(k, xo, in, out int) float64 {
-		scale := float64(out) / float64(in)
+	coord := func(k, xo, in, size int) float64 {
+		scale, out := float64(size)/float64(in), float64(size)
 		if sc := a.Floats("scales"); len(sc) == 2 {
 			scale = sc[k]
+			out = float64(in) * scale
 		}
 		xf := float64(xo)
 		switch a.String("coord") {
@@ -259,7 +260,7 @@ func naiveResize(x *tensor.Tensor, a ir.Attrs, os []int) []float64 {
 			return 0
 		case "align_corners":
 			if out > 1 {
-				return xf * float64(in-1) / float64(out-1)
+				return xf * float64(in-1) / (out - 1)
 			}
 			return 0
 		case "asymmetric":

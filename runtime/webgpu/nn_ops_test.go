@@ -70,6 +70,7 @@ func nnOpCases() []opCase {
 			add(opCase{name: fmt.Sprintf("resize %s %s %s %v", m.mode, m.coord, m.near, size), op: "resize", attrs: a, gen: ins(f32s(-1, 1, 1, 2, 5, 7)), tol: tl})
 		}
 	}
+	add(opCase{name: "resize scales align_corners", op: "resize", attrs: ir.Attrs{"size": ints(1, 4), "scales": ir.FloatsAttr(0.6, 0.6), "mode": ir.StringAttr("linear"), "coord": ir.StringAttr("align_corners")}, gen: ins(f32s(-1, 1, 1, 2, 2, 7)), tol: tol{Abs: 1e-6}})
 	add(opCase{name: "resize scales", op: "resize", attrs: ir.Attrs{"size": ints(11, 16), "scales": ir.FloatsAttr(2.3, 2.4), "mode": ir.StringAttr("linear")}, gen: ins(f32s(-1, 1, 1, 2, 5, 7)), tol: tol{Abs: 1e-6}})
 
 	add(opCase{name: "iota", op: "iota", attrs: ir.Attrs{"shape": ir.ShapeAttr(ir.S(3, 5)), "axis": ir.IntAttr(1)}, gen: ins(scalar(7)), tol: exact})
