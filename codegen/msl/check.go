@@ -9,6 +9,8 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+
+	"github.com/tapml/tapml/ir"
 )
 
 // stubHeader is stub/metal_stdlib, the header the syntax check compiles
@@ -142,4 +144,54 @@ func fileName(name string, i int) string {
 		base = "kernel"
 	}
 	return fmt.Sprintf("%s.%d.metal", strings.TrimSuffix(base, ".metal"), i)
+}
+
+// CheckModules generates the MSL kernel of every node of ms whose input and
+// output shapes are all static (meta ops included: they run as copies) and
+// runs the syntax check on all of them at once. It returns the number of
+// kernels checked and an error naming every node whose kernel could not be
+// generated or does not pass. Nodes with symbolic shapes (a prefill
+// function's) are skipped: their kernels exist only for concrete lengths.
+// Carved one-op case modules (carve.Bundle.Module) are all static, so
+// CheckModules is the metal target's `tapmlc test` where no Metal exists.
+func CheckModules(ms []*ir.Module, opts Options) (int, error) {
+	var srcs []Source
+	var errs []error
+	for mi, m := range ms {
+		for _, f := range m.Funcs {
+		nodes:
+			for _, n := range f.Nodes {
+				in := make([]ir.Type, len(n.Inputs))
+				for i, v := range n.Inputs {
+					if !v.Type.Shape.IsStatic() {
+						continue nodes
+					}
+					in[i] = v.Type
+				}
+				out := make([]ir.Type, len(n.Outputs))
+				for i, v := range n.Outputs {
+					if !v.Type.Shape.IsStatic() {
+						continue nodes
+					}
+					out[i] = v.Type
+				}
+				k, err := Generate(n, in, out, opts)
+				if err != nil {
+					errs = append(errs, fmt.Errorf("module %d (%s): func @%s: %w", mi, m.Name, f.Name, err))
+					continue
+				}
+				srcs = append(srcs, Source{Name: fmt.Sprintf("%s.%s.%s", m.Name, f.Name, k.Name()), Src: k.Source})
+			}
+		}
+	}
+	res, err := CheckAll(srcs)
+	if err != nil {
+		return 0, err
+	}
+	for _, e := range res {
+		if e != nil {
+			errs = append(errs, e)
+		}
+	}
+	return len(srcs), errors.Join(errs...)
 }

@@ -111,3 +111,35 @@ func TestSyntaxCheckRejects(t *testing.T) {
 		t.Errorf("good kernel alone: %v", err)
 	}
 }
+
+// TestCheckModules checks a module's static nodes, skips symbolic ones and
+// reports nodes without a kernel.
+func TestCheckModules(t *testing.T) {
+	m := ir.NewModule("m")
+	fb := ir.NewFunction(m, "f")
+	x := fb.Param("x", f32(4, 8))
+	w := fb.Param("w", f32(8))
+	y := fb.Op("rms_norm", []*ir.Value{x, w}, nil)
+	fb.Return(fb.Op("softmax", []*ir.Value{y}, nil))
+	pb := ir.NewFunction(m, "p")
+	s := pb.Param("s", ir.T(ir.F32, ir.Shape{ir.Sym("seq"), ir.D(8)}))
+	pb.Return(pb.Op("exp", []*ir.Value{s}, nil))
+	hb := ir.NewFunction(m, "h")
+	h := hb.Param("h", ir.T(ir.F16, ir.S(3)))
+	hb.Return(hb.Op("neg", []*ir.Value{h}, nil))
+	for _, b := range []*ir.Builder{fb, pb, hb} {
+		if err := b.Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	n, err := CheckModules([]*ir.Module{m}, Options{})
+	if errors.Is(err, ErrNoCompiler) {
+		t.Fatal(err)
+	}
+	if n != 2 {
+		t.Errorf("%d kernels checked, want 2 (rms_norm, softmax)", n)
+	}
+	if err == nil || !strings.Contains(err.Error(), "func @h") || !strings.Contains(err.Error(), "f16") {
+		t.Errorf("got %v, want an error naming @h's f16 node", err)
+	}
+}

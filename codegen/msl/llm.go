@@ -168,7 +168,7 @@ func genAttention(g *gen) (*codegen.Kernel, error) {
 	g.p("  threadgroup_barrier(mem_flags::mem_threadgroup);")
 	g.p("  float m = -INFINITY;")
 	g.p("  float l = 0.0f;")
-	g.p("  float acc[DPT];")
+	g.p("  float acc[%d];", dpt)
 	g.p("  for (uint j = 0u; j < DPT; j++) { acc[j] = 0.0f; }")
 	krow := "c0 + t"
 	if g.faultIs(FaultWrongIndex) {

@@ -37,7 +37,7 @@ kernel void tapml_main(
   threadgroup_barrier(mem_flags::mem_threadgroup);
   float m = -INFINITY;
   float l = 0.0f;
-  float acc[DPT];
+  float acc[1];
   for (uint j = 0u; j < DPT; j++) { acc[j] = 0.0f; }
   for (uint c0 = 0u; c0 < len; c0 += CH) {
     const uint cn = min(CH, len - c0);
