@@ -80,7 +80,7 @@ func TestRunStories260KMatchesRunC(t *testing.T) {
 		{"", "stories260K_greedy.golden"},
 		{"Once upon a time", "stories260K_once_upon_a_time.golden"},
 	} {
-		for _, target := range []string{"cpu", "webgpu", "llvm"} {
+		for _, target := range []string{"cpu", "webgpu", "vulkan", "llvm"} {
 			r := tapmlc(t, "run", model, "--tokenizer", tok, "--steps", "256", "--temperature", "0", "--prompt", tc.prompt, "--target", target)
 			if r.code != 0 {
 				t.Fatalf("%s %q: exit %d: %s", target, tc.prompt, r.code, r.stderr)
@@ -262,7 +262,7 @@ func TestCarveAndTest(t *testing.T) {
 	if r.code != 0 || !strings.Contains(r.stdout, "unique cases kept") {
 		t.Fatalf("carve: exit %d, stdout %q, stderr %s", r.code, r.stdout, r.stderr)
 	}
-	for _, target := range []string{"cpu", "webgpu"} {
+	for _, target := range []string{"cpu", "webgpu", "vulkan", "llvm"} {
 		if r := tapmlc(t, "test", bundle, "--target", target); r.code != 0 {
 			t.Errorf("test on %s: exit %d\n%s\n%s", target, r.code, r.stdout, r.stderr)
 		}

@@ -8,10 +8,14 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/cogentcore/webgpu/wgpu"
 	"github.com/spf13/pflag"
+	"github.com/tapml/tapml/codegen"
 	codegenllvm "github.com/tapml/tapml/codegen/llvm"
 	"github.com/tapml/tapml/codegen/msl"
+	"github.com/tapml/tapml/codegen/spirv"
 	"github.com/tapml/tapml/codegen/wgsl"
+	"github.com/tapml/tapml/ir"
 	"github.com/tapml/tapml/runtime"
 	"github.com/tapml/tapml/runtime/cpu"
 	"github.com/tapml/tapml/runtime/llvm"
@@ -20,7 +24,7 @@ import (
 )
 
 // Names lists the targets in the order `tapmlc ops` shows them.
-var Names = []string{"cpu", "webgpu", "metal", "llvm"}
+var Names = []string{"cpu", "webgpu", "vulkan", "metal", "llvm"}
 
 // Flags are the command-line flags that choose a target.
 type Flags struct {
@@ -44,6 +48,8 @@ func Open(target, backend string) (runtime.Device, error) {
 		return cpu.New(), nil
 	case "webgpu":
 		return webgpu.Open(webgpu.Options{Backend: backend})
+	case "vulkan":
+		return openVulkan()
 	case "metal": // macOS only; elsewhere metal.ErrUnsupported
 		return metal.Open(metal.Options{})
 	case "llvm":
@@ -59,10 +65,30 @@ func Supports(target, op string) bool {
 		return cpu.Supports(op)
 	case "webgpu":
 		return wgsl.Supports(op)
+	case "vulkan":
+		return spirv.Supports(op)
 	case "metal":
 		return msl.Supports(op)
 	case "llvm":
 		return codegenllvm.Supports(op)
 	}
 	return false
+}
+
+// openVulkan opens the vulkan target: the webgpu device on wgpu's Vulkan
+// backend, running SPIR-V from codegen/spirv instead of WGSL.
+func openVulkan() (runtime.Device, error) {
+	lanes := 0 // the generator's default: lanes share a GEMV output
+	gen := func(n *ir.Node, in, out []ir.Type, lim wgsl.Limits, fault string) (*codegen.Kernel, error) {
+		return spirv.Generate(n, in, out, spirv.Options{Limits: spirv.Limits(lim), Fault: fault, Tuning: spirv.Tuning{GEMVLanes: lanes}})
+	}
+	dev, err := webgpu.Open(webgpu.Options{Backend: "vulkan", Generate: gen, Label: "vulkan"})
+	if err != nil {
+		return nil, err
+	}
+	// On CPU drivers (lavapipe) a GEMV without workgroup reductions is faster.
+	if dev.Adapter().AdapterType == wgpu.AdapterTypeCPU {
+		lanes = 1
+	}
+	return dev, nil
 }

@@ -79,6 +79,12 @@ type Options struct {
 	Verbose bool
 	// Tuning passes performance knobs to the WGSL generator.
 	Tuning wgsl.Tuning
+	// Generate, when set, replaces the WGSL generator: it makes the kernel
+	// of a node for this device's limits (the vulkan target passes the
+	// SPIR-V generator here). Faults are passed on as for WGSL.
+	Generate func(n *ir.Node, in, out []ir.Type, lim wgsl.Limits, fault string) (*codegen.Kernel, error)
+	// Label, when set, prefixes the device's name instead of "webgpu".
+	Label string
 	// Limits, where a field is set, lowers the device limit kernels are
 	// generated for (tests use it to exercise folded grids and small
 	// workgroups).
@@ -228,9 +234,13 @@ func Open(opts Options) (*Device, error) {
 		return nil, err
 	}
 	info := adapter.GetInfo()
+	label := "webgpu"
+	if opts.Label != "" {
+		label = opts.Label
+	}
 	d := &Device{
 		opts:     opts,
-		name:     fmt.Sprintf("webgpu:%s:%s", backendName(info.BackendType), adapterName(info)),
+		name:     fmt.Sprintf("%s:%s:%s", label, backendName(info.BackendType), adapterName(info)),
 		info:     info,
 		instance: inst,
 		adapter:  adapter,
@@ -755,7 +765,13 @@ func (d *Device) planFor(n *ir.Node, in, out []ir.Type) (*plan, error) {
 	if p, ok := d.plans[key]; ok {
 		return p, nil
 	}
-	k, err := wgsl.Generate(n, in, out, wgsl.Options{Limits: d.cgLimits, Tuning: d.opts.Tuning, Fault: key.fault})
+	var k *codegen.Kernel
+	var err error
+	if d.opts.Generate != nil {
+		k, err = d.opts.Generate(n, in, out, d.cgLimits, key.fault)
+	} else {
+		k, err = wgsl.Generate(n, in, out, wgsl.Options{Limits: d.cgLimits, Tuning: d.opts.Tuning, Fault: key.fault})
+	}
 	if err != nil {
 		return nil, err
 	}

@@ -1,0 +1,114 @@
+package target
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/tapml/tapml/codegen/wgsl"
+	"github.com/tapml/tapml/ir"
+	"github.com/tapml/tapml/runtime"
+)
+
+// Injection is a test-only fault planted in the target's kernels: in every
+// node of op Op, or in node Node alone. Faults exist so that the tests of
+// the carving and migration tools can plant a known culprit; only the
+// webgpu target has them (codegen/wgsl's faults: wrong_index,
+// wrong_constant, missing_barrier, f16_overflow).
+type Injection struct {
+	Op    string // an op name ("matmul"); or
+	Node  int    // a node id (> 0)
+	Fault string
+}
+
+func (in Injection) String() string {
+	if in.Node > 0 {
+		return fmt.Sprintf("node=%d,fault=%s", in.Node, in.Fault)
+	}
+	return fmt.Sprintf("op=%s,fault=%s", in.Op, in.Fault)
+}
+
+// ParseInjection parses "op=KIND,fault=NAME" or "node=ID,fault=NAME".
+func ParseInjection(s string) (Injection, error) {
+	var in Injection
+	bad := func(why string) (Injection, error) {
+		return Injection{}, fmt.Errorf("--inject %q: %s (want op=KIND,fault=NAME or node=ID,fault=NAME; faults: %s)",
+			s, why, strings.Join(wgsl.FaultNames(), ", "))
+	}
+	for _, part := range strings.Split(s, ",") {
+		k, v, ok := strings.Cut(strings.TrimSpace(part), "=")
+		if !ok || v == "" {
+			return bad(fmt.Sprintf("%q is not key=value", part))
+		}
+		switch strings.TrimSpace(k) {
+		case "op":
+			if in.Op != "" {
+				return bad("op given twice")
+			}
+			if ir.LookupOp(v) == nil {
+				return bad(fmt.Sprintf("unknown op %q", v))
+			}
+			in.Op = v
+		case "node":
+			if in.Node != 0 {
+				return bad("node given twice")
+			}
+			id, err := strconv.Atoi(v)
+			if err != nil || id <= 0 {
+				return bad(fmt.Sprintf("node %q is not a positive node id", v))
+			}
+			in.Node = id
+		case "fault":
+			if in.Fault != "" {
+				return bad("fault given twice")
+			}
+			in.Fault = v
+		default:
+			return bad(fmt.Sprintf("unknown key %q", k))
+		}
+	}
+	if (in.Op == "") == (in.Node == 0) {
+		return bad("give exactly one of op= and node=")
+	}
+	if in.Fault == "" {
+		return bad("no fault=")
+	}
+	known := false
+	for _, f := range wgsl.FaultNames() {
+		known = known || f == in.Fault
+	}
+	if !known {
+		return bad(fmt.Sprintf("unknown fault %q", in.Fault))
+	}
+	return in, nil
+}
+
+// FaultInjector is a device that takes test-only faults per node id
+// (*webgpu.Device).
+type FaultInjector interface {
+	SetFault(id int, fault string)
+}
+
+// Injectable reports whether the device of target takes injected faults,
+// with the reason when it does not.
+func Injectable(target string, dev runtime.Device) error {
+	if _, ok := dev.(FaultInjector); ok && target == "webgpu" {
+		return nil
+	}
+	return fmt.Errorf("fault injection is supported only on the webgpu target (codegen/wgsl's test-only faults), not on %s", target)
+}
+
+// FaultApplies reports (as an error saying why not) whether fault changes
+// the kernel the target generates for node n with the given concrete input
+// and output types: a fault applies only to some ops and kernel variants.
+func FaultApplies(target string, dev runtime.Device, n *ir.Node, in, out []ir.Type, fault string) error {
+	if err := Injectable(target, dev); err != nil {
+		return err
+	}
+	opts := wgsl.Options{Fault: fault}
+	if l, ok := dev.(interface{ Limits() wgsl.Limits }); ok {
+		opts.Limits = l.Limits()
+	}
+	_, err := wgsl.Generate(n, in, out, opts)
+	return err
+}

@@ -1,0 +1,27 @@
+package target
+
+import (
+	"testing"
+
+	"github.com/tapml/tapml/ir"
+)
+
+// Every registered op has a kernel on every target `tapmlc ops` lists.
+func TestEveryOpOnEveryTarget(t *testing.T) {
+	for _, d := range ir.Ops() {
+		for _, name := range Names {
+			if !Supports(name, d.Name) {
+				t.Errorf("op %s has no kernel on target %s", d.Name, name)
+			}
+		}
+	}
+}
+
+func TestUnknownTarget(t *testing.T) {
+	if _, err := Open("nope", ""); err == nil {
+		t.Error("opening an unknown target succeeded")
+	}
+	if Supports("nope", "add") {
+		t.Error("an unknown target claims a kernel")
+	}
+}
