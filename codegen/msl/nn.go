@@ -228,8 +228,10 @@ func genPool(g *gen) (*codegen.Kernel, error) {
 }
 
 // resizeCoordExpr is the MSL of the CPU reference's ResizeCoord: the input
-// coordinate of output index xo (a uint expression) in f32.
-func resizeCoordExpr(mode, xo string, in, out int, scale float32) string {
+// coordinate of output index xo (a uint expression) in f32; out is the
+// output length as ONNX defines it (size, or in·scale when scales are
+// given).
+func resizeCoordExpr(mode, xo string, in int, out, scale float32) string {
 	sc := f32Lit(float64(scale))
 	x := "float(" + xo + ")"
 	switch mode {
@@ -274,16 +276,18 @@ func genResize(g *gen) (*codegen.Kernel, error) {
 	xs, os := sizes(g.in[0]), sizes(g.out[0])
 	h, w, ho, wo := xs[2], xs[3], os[2], os[3]
 	scales := [2]float32{float32(ho) / float32(h), float32(wo) / float32(w)}
+	lengths := [2]float32{float32(ho), float32(wo)}
 	if sc := g.attrs.Floats("scales"); len(sc) == 2 {
 		scales = [2]float32{float32(sc[0]), float32(sc[1])}
+		lengths = [2]float32{float32(h) * scales[0], float32(w) * scales[1]}
 	}
 	coord := g.attrs.String("coord")
 	linear := g.attrs.String("mode") == "linear"
 	return g.elementwise(numel(g.out[0]), func() {
 		xo, yo := fmt.Sprintf("(i %% %du)", wo), fmt.Sprintf("((i / %du) %% %du)", wo, ho)
 		g.p("  const uint plane = (i / %du) * %du;", wo*ho, h*w)
-		g.p("  const float cy = %s;", resizeCoordExpr(coord, yo, h, ho, scales[0]))
-		g.p("  const float cx = %s;", resizeCoordExpr(coord, xo, w, wo, scales[1]))
+		g.p("  const float cy = %s;", resizeCoordExpr(coord, yo, h, lengths[0], scales[0]))
+		g.p("  const float cx = %s;", resizeCoordExpr(coord, xo, w, lengths[1], scales[1]))
 		if !linear {
 			near := g.attrs.String("nearest")
 			g.p("  out0[i] = in0[plane + %s * %du + %s];", nearestExpr(near, "cy", h), w, nearestExpr(near, "cx", w))

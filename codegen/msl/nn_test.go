@@ -28,6 +28,7 @@ func nnGenCases() []genCase {
 		{"resize_prefer_ceil_tf", "resize", ir.Attrs{"size": ints(3, 3), "nearest": ir.StringAttr("round_prefer_ceil"), "coord": ir.StringAttr("tf_half_pixel_for_nn")}, []ir.Type{f32(1, 1, 6, 6)}},
 		{"resize_floor_pytorch", "resize", ir.Attrs{"size": ints(1, 5), "nearest": ir.StringAttr("floor"), "coord": ir.StringAttr("pytorch_half_pixel")}, []ir.Type{f32(1, 1, 6, 6)}},
 		{"resize_linear", "resize", ir.Attrs{"size": ints(3, 4), "mode": ir.StringAttr("linear"), "coord": ir.StringAttr("align_corners")}, []ir.Type{f32(1, 2, 5, 7)}},
+		{"resize_linear_align_scales", "resize", ir.Attrs{"size": ints(7, 3), "mode": ir.StringAttr("linear"), "coord": ir.StringAttr("align_corners"), "scales": ir.FloatsAttr(1.5, 0.5)}, []ir.Type{f32(1, 2, 5, 7)}},
 		{"resize_linear_half", "resize", ir.Attrs{"size": ints(10, 1), "mode": ir.StringAttr("linear")}, []ir.Type{f32(2, 1, 5, 7)}},
 		{"reduce_sum", "reduce_sum", ir.Attrs{"axes": ints(0, 2)}, []ir.Type{f32(3, 4, 5)}},
 		{"reduce_sum_all", "reduce_sum", ir.Attrs{"axes": ints(0, 1), "keepdims": ir.BoolAttr(false)}, []ir.Type{f32(3, 4)}},
