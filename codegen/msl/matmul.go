@@ -11,8 +11,9 @@ import (
 //
 //   - GEMV with transpose_b (M = 1, b is [N, K]: the decode step of every
 //     linear layer): L lanes share one output row, each folding a strided
-//     part of K (as float4 when K % 4 == 0), then a tree in threadgroup
-//     memory sums the lanes; R = 256/L rows per threadgroup.
+//     part of K (as float4 when K % 4 == 0; about 16 units per lane, L <=
+//     32), then a tree in threadgroup memory sums the lanes; R = 256/L rows
+//     per threadgroup.
 //   - GEMV without transpose_b (M = 1, b is [K, N]): one thread per four
 //     outputs (float4 when N % 4 == 0), reading b's rows coalesced.
 //   - Tiled (M > 1): a threadgroup computes a BM×BN block of the output,
@@ -75,7 +76,7 @@ func (g *gen) gemvT(s mmShape, nb int) (*codegen.Kernel, error) {
 		units = s.k / 4
 	}
 	l := 1
-	for l*2 <= 32 && l*2*4 <= units {
+	for l*2 <= 32 && l*2*16 <= units { // about 16 units per lane (wgsl's tuning)
 		l *= 2
 	}
 	wg := g.threads(256)

@@ -3,7 +3,7 @@
 using namespace metal;
 constant uint N = 32000u;
 constant uint KU = 72u; // K in units of float4
-constant uint L = 16u; // lanes per output
+constant uint L = 4u; // lanes per output
 kernel void tapml_main(
     device const float4* in0 [[buffer(0)]],
     device const float4* in1 [[buffer(1)]],
@@ -16,7 +16,7 @@ kernel void tapml_main(
   const uint ab = 0u;
   const uint bb = 0u;
   const uint lane = li % L;
-  const uint n_ = wid.x * 16u + li / L;
+  const uint n_ = wid.x * 64u + li / L;
   const bool valid = n_ < N;
   const uint n = min(n_, N - 1u);
   float acc = 0.0f;
