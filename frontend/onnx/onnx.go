@@ -266,6 +266,9 @@ func (v *val) shape() []int {
 	return v.v.Type.Shape.Sizes()
 }
 
+// maxFolded bounds the constants computed at import (2^26 elements).
+const maxFolded = 1 << 26
+
 type importer struct {
 	opset   int64
 	m       *ir.Module
@@ -481,8 +484,8 @@ func (im *importer) fold(op string, attrs ir.Attrs, in []*val) (*tensor.Tensor, 
 	if err != nil {
 		return nil, err
 	}
-	if n := outs[0].Shape.NumElements(); n > maxElements {
-		return nil, fmt.Errorf("constant %s is too large", outs[0])
+	if n := outs[0].Shape.NumElements(); n > maxFolded {
+		return nil, fmt.Errorf("a constant %s computed at import is too large (more than %d elements)", outs[0], maxFolded)
 	}
 	res, err := im.dev.Launch(&ir.Node{ID: 1, Op: op, Attrs: na, Prov: "import"}, bufs, outs)
 	if err != nil {

@@ -761,11 +761,11 @@ func sliceOp(im *importer, n *onnxpb.NodeProto, in []*val) ([]*val, error) {
 			st = min(max(st, 0), dim-1)
 			en = min(max(en, -1), dim-1)
 			var idx []int64
+			if st > en && (st-en-1)/(-step)+1 > maxFolded {
+				return nil, fmt.Errorf("slice of %d elements with a negative step: too long", (st-en-1)/(-step)+1)
+			}
 			for k := st; k > en; k += step {
 				idx = append(idx, k)
-				if len(idx) > maxElements {
-					return nil, fmt.Errorf("slice too long")
-				}
 			}
 			y, err = im.op("gather", ir.Attrs{"axis": ir.IntAttr(int64(ax))}, y, &val{c: i64Tensor([]int{len(idx)}, idx)})
 		}

@@ -95,7 +95,6 @@ func decodeTensor(tp *onnxpb.TensorProto, dir string) (*tensor.Tensor, error) {
 		return nil, fmt.Errorf("tensor %q: %w", tp.GetName(), err)
 	}
 	n := tensor.NumElements(shape)
-	out := tensor.New(dt, shape)
 	raw := tp.GetRawData()
 	if tp.GetDataLocation() == onnxpb.TensorProto_EXTERNAL {
 		if raw, err = externalData(tp, dir); err != nil {
@@ -110,6 +109,7 @@ func decodeTensor(tp *onnxpb.TensorProto, dir string) (*tensor.Tensor, error) {
 		if len(raw) != n*size {
 			return nil, fmt.Errorf("tensor %q: %s%v needs %d bytes of raw data, the file holds %d", tp.GetName(), typeName(et), tp.GetDims(), n*size, len(raw))
 		}
+		out := tensor.New(dt, shape)
 		for i := 0; i < n; i++ {
 			b := raw[i*size:]
 			switch onnxpb.TensorProto_DataType(et) {
@@ -139,6 +139,23 @@ func decodeTensor(tp *onnxpb.TensorProto, dir string) (*tensor.Tensor, error) {
 		}
 		return out, nil
 	}
+	var have int
+	switch onnxpb.TensorProto_DataType(et) {
+	case onnxpb.TensorProto_FLOAT:
+		have = len(tp.GetFloatData())
+	case onnxpb.TensorProto_DOUBLE:
+		have = len(tp.GetDoubleData())
+	case onnxpb.TensorProto_INT64:
+		have = len(tp.GetInt64Data())
+	case onnxpb.TensorProto_UINT32, onnxpb.TensorProto_UINT64:
+		have = len(tp.GetUint64Data())
+	default:
+		have = len(tp.GetInt32Data())
+	}
+	if have != n {
+		return nil, mismatch(have)
+	}
+	out := tensor.New(dt, shape)
 	switch onnxpb.TensorProto_DataType(et) {
 	case onnxpb.TensorProto_FLOAT:
 		d := tp.GetFloatData()

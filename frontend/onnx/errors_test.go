@@ -1,0 +1,223 @@
+package onnx
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/tapml/tapml/frontend/onnx/onnxpb"
+	"github.com/tapml/tapml/ir"
+	"github.com/tapml/tapml/tensor"
+	"google.golang.org/protobuf/proto"
+)
+
+// Helpers that build small ONNX models.
+
+func vinfo(name string, et onnxpb.TensorProto_DataType, dims ...any) *onnxpb.ValueInfoProto {
+	var ds []*onnxpb.TensorShapeProto_Dimension
+	for _, d := range dims {
+		switch d := d.(type) {
+		case int:
+			ds = append(ds, &onnxpb.TensorShapeProto_Dimension{Value: &onnxpb.TensorShapeProto_Dimension_DimValue{DimValue: int64(d)}})
+		case string:
+			ds = append(ds, &onnxpb.TensorShapeProto_Dimension{Value: &onnxpb.TensorShapeProto_Dimension_DimParam{DimParam: d}})
+		}
+	}
+	return &onnxpb.ValueInfoProto{Name: proto.String(name), Type: &onnxpb.TypeProto{Value: &onnxpb.TypeProto_TensorType{
+		TensorType: &onnxpb.TypeProto_Tensor{ElemType: proto.Int32(int32(et)), Shape: &onnxpb.TensorShapeProto{Dim: ds}}}}}
+}
+
+func node(op string, in, out []string, attrs ...*onnxpb.AttributeProto) *onnxpb.NodeProto {
+	return &onnxpb.NodeProto{OpType: proto.String(op), Input: in, Output: out, Name: proto.String(out[0]), Attribute: attrs}
+}
+
+func intsAttr(name string, v ...int64) *onnxpb.AttributeProto {
+	return &onnxpb.AttributeProto{Name: proto.String(name), Type: onnxpb.AttributeProto_INTS.Enum(), Ints: v}
+}
+
+func floatTensor(name string, dims []int64, v ...float32) *onnxpb.TensorProto {
+	return &onnxpb.TensorProto{Name: proto.String(name), DataType: proto.Int32(int32(onnxpb.TensorProto_FLOAT)), Dims: dims, FloatData: v}
+}
+
+func model(opset int64, g *onnxpb.GraphProto) []byte {
+	mp := &onnxpb.ModelProto{IrVersion: proto.Int64(8), ProducerName: proto.String("tapml-test"),
+		OpsetImport: []*onnxpb.OperatorSetIdProto{{Domain: proto.String(""), Version: proto.Int64(opset)}}, Graph: g}
+	b, err := proto.Marshal(mp)
+	if err != nil {
+		panic(err)
+	}
+	return b
+}
+
+// addModel: y = x + w, x f32[2, 3], w an initializer.
+func addModel(opset int64) []byte {
+	return model(opset, &onnxpb.GraphProto{
+		Name:        proto.String("add"),
+		Input:       []*onnxpb.ValueInfoProto{vinfo("x", onnxpb.TensorProto_FLOAT, 2, 3)},
+		Output:      []*onnxpb.ValueInfoProto{vinfo("y", onnxpb.TensorProto_FLOAT, 2, 3)},
+		Initializer: []*onnxpb.TensorProto{floatTensor("w", []int64{3}, 1, 2, 3)},
+		Node:        []*onnxpb.NodeProto{node("Add", []string{"x", "w"}, []string{"y"})},
+	})
+}
+
+func TestSmallModel(t *testing.T) {
+	m, err := Parse("add.onnx", addModel(13), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	x := tensor.FromFloat32([]int{2, 3}, []float32{1, 2, 3, 4, 5, 6})
+	got := run(t, m, cpuDev, x)[0].Float32s()
+	want := []float32{2, 4, 6, 5, 7, 9}
+	for i := range want {
+		if got[i] != want[i] {
+			t.Fatalf("got %v, want %v", got, want)
+		}
+	}
+	if w := m.Weight("w"); w == nil || w.Type.String() != "f32[3]" {
+		t.Errorf("initializer w is not a weight f32[3]: %v", m.Weights)
+	}
+	if m.Func("main") == nil || m.Meta["opset"] != "13" || m.Meta["format"] != "onnx" {
+		t.Errorf("module: funcs %v meta %v", m.Funcs, m.Meta)
+	}
+	// The IR prints and parses back.
+	m2, err := ir.Parse("add.tir", ir.Text(m))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := m2.AttachWeights(m); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestErrors(t *testing.T) {
+	mnist, _ := os.ReadFile(modelsDir + "mnist-8_cntk.onnx")
+	unsupported := model(13, &onnxpb.GraphProto{
+		Input:  []*onnxpb.ValueInfoProto{vinfo("x", onnxpb.TensorProto_FLOAT, 2, 3)},
+		Output: []*onnxpb.ValueInfoProto{vinfo("y", onnxpb.TensorProto_FLOAT, 2, 3)},
+		Node: []*onnxpb.NodeProto{
+			node("LSTM", []string{"x"}, []string{"a"}), node("Relu", []string{"a"}, []string{"b"}),
+			node("LSTM", []string{"b"}, []string{"c"}), node("Einsum", []string{"c"}, []string{"d"}),
+			{OpType: proto.String("FusedConv"), Domain: proto.String("com.microsoft"), Input: []string{"d"}, Output: []string{"y"}},
+		},
+	})
+	missing := model(13, &onnxpb.GraphProto{
+		Input:  []*onnxpb.ValueInfoProto{vinfo("x", onnxpb.TensorProto_FLOAT, 2, 3)},
+		Output: []*onnxpb.ValueInfoProto{vinfo("y", onnxpb.TensorProto_FLOAT, 2, 3)},
+		Node:   []*onnxpb.NodeProto{node("Add", []string{"x", "bias"}, []string{"y"})},
+	})
+	badRaw := model(13, &onnxpb.GraphProto{
+		Input:       []*onnxpb.ValueInfoProto{vinfo("x", onnxpb.TensorProto_FLOAT, 2, 3)},
+		Output:      []*onnxpb.ValueInfoProto{vinfo("y", onnxpb.TensorProto_FLOAT, 2, 3)},
+		Initializer: []*onnxpb.TensorProto{{Name: proto.String("w"), DataType: proto.Int32(1), Dims: []int64{3}, RawData: []byte{1, 2, 3}}},
+		Node:        []*onnxpb.NodeProto{node("Add", []string{"x", "w"}, []string{"y"})},
+	})
+	dynamic := model(13, &onnxpb.GraphProto{
+		Input:  []*onnxpb.ValueInfoProto{vinfo("x", onnxpb.TensorProto_FLOAT, "batch", 3, "height", "width")},
+		Output: []*onnxpb.ValueInfoProto{vinfo("y", onnxpb.TensorProto_FLOAT)},
+		Node:   []*onnxpb.NodeProto{node("Relu", []string{"x"}, []string{"y"})},
+	})
+	noOutput := model(13, &onnxpb.GraphProto{
+		Input:  []*onnxpb.ValueInfoProto{vinfo("x", onnxpb.TensorProto_FLOAT, 2)},
+		Output: []*onnxpb.ValueInfoProto{vinfo("z", onnxpb.TensorProto_FLOAT, 2)},
+		Node:   []*onnxpb.NodeProto{node("Relu", []string{"x"}, []string{"y"})},
+	})
+	badShape := model(13, &onnxpb.GraphProto{
+		Input:       []*onnxpb.ValueInfoProto{vinfo("x", onnxpb.TensorProto_FLOAT, 2, 3)},
+		Output:      []*onnxpb.ValueInfoProto{vinfo("y", onnxpb.TensorProto_FLOAT)},
+		Initializer: []*onnxpb.TensorProto{{Name: proto.String("s"), DataType: proto.Int32(7), Dims: []int64{2}, Int64Data: []int64{4, 4}}},
+		Node:        []*onnxpb.NodeProto{node("Reshape", []string{"x", "s"}, []string{"y"})},
+	})
+	cases := []struct {
+		name string
+		data []byte
+		opts Options
+		want string
+	}{
+		{"corrupt", []byte("\x0a\xff\xff\xff\xff\x0fgarbage"), Options{}, "corrupt.onnx: not a valid ONNX model (protobuf:"},
+		{"truncated", mnist[:len(mnist)/2], Options{}, "truncated.onnx: not a valid ONNX model"},
+		{"empty", nil, Options{}, "empty.onnx: not a valid ONNX model: no graph"},
+		{"opset 99", addModel(99), Options{}, "opset99.onnx: opset 99 of the default domain is not supported (tapml reads opsets 7 to 21)"},
+		{"opset 5", addModel(5), Options{}, "opset 5 of the default domain is not supported"},
+		{"unsupported", unsupported, Options{}, "unsupported.onnx: 4 nodes of 3 unsupported op types: Einsum (1), LSTM (2), com.microsoft.FusedConv (1)"},
+		{"missing", missing, Options{}, `missing.onnx: node "y" (Add): input "bias" is neither a graph input, an initializer nor the output of an earlier node`},
+		{"bad raw", badRaw, Options{}, `badraw.onnx: initializer: tensor "w": FLOAT[3] needs 12 bytes of raw data, the file holds 3`},
+		{"dynamic", dynamic, Options{}, `graph input "x" has dynamic dim 2 (height), dim 3 (width): give sizes with Options.Shapes or Options.Dims`},
+		{"dynamic bad shape", dynamic, Options{Shapes: map[string][]int64{"x": {1, 4, 5, 5}}}, `Options.Shapes["x"] = [1 4 5 5], but dim 1 of the input is 3`},
+		{"no output", noOutput, Options{}, `graph output "z" is not computed by any node`},
+		{"reshape", badShape, Options{}, `node "y" (Reshape): cannot reshape [2 3] to [4 4]`},
+	}
+	for _, c := range cases {
+		_, err := Parse(strings.ReplaceAll(c.name, " ", "")+".onnx", c.data, c.opts)
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: error %v, want one with %q", c.name, err, c.want)
+		}
+	}
+	// Dims by name, and the default batch of 1.
+	m, err := Parse("dyn.onnx", dynamic, Options{Dims: map[string]int64{"height": 5, "width": 7}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := m.Funcs[0].Params[0].Type.String(); got != "f32[1, 3, 5, 7]" {
+		t.Errorf("param %s", got)
+	}
+	// Load names the file.
+	dir := t.TempDir()
+	path := filepath.Join(dir, "bad.onnx")
+	os.WriteFile(path, []byte("not a model"), 0o644)
+	if _, err := Load(path, Options{}); err == nil || !strings.HasPrefix(err.Error(), path+": ") {
+		t.Errorf("Load: %v", err)
+	}
+}
+
+func TestSniff(t *testing.T) {
+	for _, p := range []string{modelsDir + "mnist-8_cntk.onnx", ocrDir + "ch_PP-OCRv4_det_infer.onnx"} {
+		b, err := os.ReadFile(p)
+		if err != nil {
+			continue
+		}
+		if !Sniff(b[:512]) {
+			t.Errorf("%s: not sniffed as ONNX", p)
+		}
+	}
+	if !Sniff(addModel(13)) {
+		t.Error("a small model is not sniffed as ONNX")
+	}
+	for _, p := range []string{modelsDir + "stories260K.bin", modelsDir + "llama-2-tiny-random.gguf", modelsDir + "tok512.bin"} {
+		b, err := os.ReadFile(p)
+		if err != nil {
+			continue
+		}
+		if Sniff(b[:min(512, len(b))]) {
+			t.Errorf("%s: sniffed as ONNX", p)
+		}
+	}
+	for _, s := range []string{"", "module x", "// tapml IR", "\x08\x00", "\x08\xc8\x01"} {
+		if Sniff([]byte(s)) {
+			t.Errorf("%q sniffed as ONNX", s)
+		}
+	}
+}
+
+// FuzzLoad feeds the importer arbitrary bytes: it returns a module or an
+// error, never panics.
+func FuzzLoad(f *testing.F) {
+	f.Add(addModel(13))
+	f.Add(addModel(9))
+	if b, err := os.ReadFile(modelsDir + "mnist-8_cntk.onnx"); err == nil {
+		f.Add(b)
+	}
+	for _, name := range []string{"test_conv_with_strides_padding", "test_resize_upsample_scales_nearest", "test_slice_neg_steps", "test_reshape_zero_and_negative_dim", "test_layer_normalization_4d_axis1", "test_gemm_all_attributes", "test_maxpool_2d_ceil", "test_convtranspose_pads"} {
+		if b, err := os.ReadFile(filepath.Join(nodeCases, name, "model.onnx")); err == nil {
+			f.Add(b)
+		}
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		m, err := Parse("fuzz.onnx", data, Options{Dims: map[string]int64{"N": 2}})
+		if err == nil {
+			if err := ir.Verify(m); err != nil {
+				t.Fatalf("imported module does not verify: %v", err)
+			}
+		}
+	})
+}
