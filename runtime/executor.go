@@ -250,7 +250,9 @@ func (e *Executor) Call(fn string, args ...*Buffer) ([]*Buffer, error) {
 	release := func(v *ir.Value) {
 		b := vals[v]
 		for _, c := range moved[v] {
-			if owned[c] {
+			// A copy that a node's output aliases (kv_write updating a
+			// cache moved to its device) lives on as that value.
+			if owned[c] && aliases[c] == 0 {
 				c.Dev.Free(c)
 				delete(owned, c)
 			}

@@ -1,6 +1,8 @@
 package runtime_test
 
 import (
+	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/tapml/tapml/frontend/llama"
@@ -137,5 +139,65 @@ func TestMixedPlacement(t *testing.T) {
 	exec.Close()
 	if len(src.live) != 0 || len(tgt.live) != 0 {
 		t.Errorf("buffers left alive after the session and executor closed: source %d, target %d", len(src.live), len(tgt.live))
+	}
+}
+
+// Caches that prefill updated on the target come back as arguments of
+// decode, whose kv_write runs on the source: the executor moves them and
+// kv_write updates the moved copy in place. That copy must live on as
+// kv_write's output (it was freed with the argument, and attention read a
+// freed buffer).
+func TestCachesMovedBackToSource(t *testing.T) {
+	m, err := llama.Build("tiny", llama.Tiny, llama.RandomWeights(llama.Tiny, 3))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var pre []string
+	for _, n := range m.Func("prefill").Nodes {
+		pre = append(pre, strconv.Itoa(n.ID))
+	}
+	split := m.Clone()
+	pipe, err := passes.Parse("split.yaml", []byte("passes:\n  - shape_inference\n  - partition: {policy: nodes, nodes: ["+strings.Join(pre, ", ")+"]}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := pipe.Run(split, passes.RunConfig{}); err != nil {
+		t.Fatal(err)
+	}
+	run := func(exec *runtime.Executor) [][]float32 {
+		s, err := llm.NewSession(exec)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer s.Close()
+		logits, err := s.Forward([]int{1, 5, 9, 2})
+		if err != nil {
+			t.Fatal(err)
+		}
+		all := [][]float32{logits}
+		for i := 0; i < 3; i++ {
+			if logits, err = s.Forward([]int{llm.Argmax(logits)}); err != nil {
+				t.Fatal(err)
+			}
+			all = append(all, logits)
+		}
+		return all
+	}
+	want := run(runtime.NewExecutor(m, cpu.New()))
+	src, tgt := newCounting(t, "src"), newCounting(t, "tgt")
+	exec := runtime.NewExecutor(split, src)
+	exec.SetDevice("source", src)
+	exec.SetDevice("target", tgt)
+	got := run(exec)
+	for i := range want {
+		for j := range want[i] {
+			if got[i][j] != want[i][j] {
+				t.Fatalf("step %d logit %d: %g with prefill on the target, %g on one device", i, j, got[i][j], want[i][j])
+			}
+		}
+	}
+	exec.Close()
+	if len(src.live) != 0 || len(tgt.live) != 0 {
+		t.Errorf("buffers left alive: source %d, target %d", len(src.live), len(tgt.live))
 	}
 }
