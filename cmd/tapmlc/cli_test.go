@@ -267,6 +267,10 @@ func TestCarveAndTest(t *testing.T) {
 			t.Errorf("test on %s: exit %d\n%s\n%s", target, r.code, r.stdout, r.stderr)
 		}
 	}
+	// Where Metal cannot run, --target metal syntax-checks every case's kernel.
+	if r := tapmlc(t, "test", bundle, "--target", "metal"); r.code != 0 || !strings.Contains(r.stdout, "pass the syntax check") {
+		t.Errorf("test on metal: exit %d\n%s\n%s", r.code, r.stdout, r.stderr)
+	}
 	if r := tapmlc(t, "test", bundle, "--target", "cpu", "--run", "no-such-case"); r.code != 1 {
 		t.Errorf("a --run that selects nothing: exit %d, want 1", r.code)
 	}
