@@ -67,8 +67,9 @@
 // inputs in that run, the amplification (accumulated / isolated) and the
 // condition (accumulated / input error). A node whose isolated error is out
 // of tolerance is a kernel bug; one that is right on the reference inputs
-// but out of tolerance in the mixed run is ill-conditioned (it amplifies
-// its input error); otherwise the divergence accumulated over the set. With
+// but out of tolerance in the mixed run is ill-conditioned when it magnifies
+// its input error more than tenfold, else it propagates an upstream error;
+// when both are within tolerance the divergence accumulated over the set. With
 // Options.Regression set, the culprit's failing cases (or its first case)
 // are written there as a carve bundle that `tapmlc test` replays.
 //

@@ -56,6 +56,14 @@ type threshold struct {
 }
 
 func logPlot(title, xlabel, ylabel string, ss []series, thresholds []threshold) (template.HTML, error) {
+	p, err := makeLogPlot(title, xlabel, ylabel, ss, thresholds)
+	if err != nil {
+		return "", err
+	}
+	return svg(p)
+}
+
+func makeLogPlot(title, xlabel, ylabel string, ss []series, thresholds []threshold) (*plot.Plot, error) {
 	p := plot.New()
 	p.Title.Text = title
 	p.X.Label.Text = xlabel
@@ -99,7 +107,7 @@ func logPlot(title, xlabel, ylabel string, ss []series, thresholds []threshold) 
 		if !s.noLine {
 			l, err := plotter.NewLine(xy)
 			if err != nil {
-				return "", err
+				return nil, err
 			}
 			l.LineStyle.Color = s.col
 			l.LineStyle.Width = vg.Points(1.2)
@@ -110,7 +118,7 @@ func logPlot(title, xlabel, ylabel string, ss []series, thresholds []threshold) 
 		}
 		sc, err := plotter.NewScatter(xy)
 		if err != nil {
-			return "", err
+			return nil, err
 		}
 		sc.GlyphStyle.Color = s.col
 		sc.GlyphStyle.Shape = draw.CircleGlyph{}
@@ -121,7 +129,7 @@ func logPlot(title, xlabel, ylabel string, ss []series, thresholds []threshold) 
 	if len(bad) > 0 {
 		sc, err := plotter.NewScatter(bad)
 		if err != nil {
-			return "", err
+			return nil, err
 		}
 		sc.GlyphStyle.Color = color.RGBA{R: 210, A: 255}
 		sc.GlyphStyle.Shape = draw.CrossGlyph{}
@@ -135,7 +143,7 @@ func logPlot(title, xlabel, ylabel string, ss []series, thresholds []threshold) 
 		}
 		l, err := plotter.NewLine(plotter.XYs{{X: 0, Y: t.v}, {X: xmax + 1, Y: t.v}})
 		if err != nil {
-			return "", err
+			return nil, err
 		}
 		l.LineStyle.Dashes = []vg.Length{vg.Points(4), vg.Points(3)}
 		l.LineStyle.Color = color.Gray{Y: 100}
@@ -145,7 +153,7 @@ func logPlot(title, xlabel, ylabel string, ss []series, thresholds []threshold) 
 	p.Y.Min, p.Y.Max = errorFloor/2, top*1e4
 	p.X.Min, p.X.Max = 0, xmax+1
 	p.Legend.Top = true
-	return svg(p)
+	return p, nil
 }
 
 var (
@@ -154,9 +162,10 @@ var (
 	green  = color.RGBA{G: 140, B: 60, A: 255}
 )
 
-// curvePlots draws the migration curve: each run's max logit error and max
-// KL against the run number, and the share of nodes on the target.
-func (r *Report) curvePlots() (errPlot, fracPlot template.HTML, err error) {
+// curveSeries returns the migration curve's series (max logit error and
+// max KL per run, diverging runs marked) and the share of nodes on the
+// target per run.
+func (r *Report) curveSeries() ([]series, plotter.XYs) {
 	var le, kl, frac plotter.XYs
 	var bad []bool
 	for i, p := range r.Points {
@@ -166,8 +175,14 @@ func (r *Report) curvePlots() (errPlot, fracPlot template.HTML, err error) {
 		frac = append(frac, plotter.XY{X: x, Y: 100 * p.Fraction})
 		bad = append(bad, p.Divergent)
 	}
-	errPlot, err = logPlot("migration curve: error of each run against the CPU reference", "run", "error",
-		[]series{{name: "max |logit - reference|", xy: le, bad: bad, col: blue}, {name: "max KL(reference || run)", xy: kl, col: orange, dashed: true}},
+	return []series{{name: "max |logit - reference|", xy: le, bad: bad, col: blue}, {name: "max KL(reference || run)", xy: kl, col: orange, dashed: true}}, frac
+}
+
+// curvePlots draws the migration curve: each run's max logit error and max
+// KL against the run number, and the share of nodes on the target.
+func (r *Report) curvePlots() (errPlot, fracPlot template.HTML, err error) {
+	ss, frac := r.curveSeries()
+	errPlot, err = logPlot("migration curve: error of each run against the CPU reference", "run", "error", ss,
 		[]threshold{{"logit error threshold", r.Thresholds.MaxLogitErr}, {"KL threshold", r.Thresholds.MaxKL}})
 	if err != nil {
 		return "", "", err

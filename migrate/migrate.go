@@ -52,7 +52,8 @@ type Options struct {
 	// Supports is the target's kernel table; ops it lacks stay on the
 	// source. Nil: target.Supports(Target).
 	Supports func(op string) bool
-	// Thresholds define divergence (zero: DefaultThresholds).
+	// Thresholds define divergence (zero: DefaultThresholds; for bit-exact
+	// logits use math.SmallestNonzeroFloat64).
 	Thresholds Thresholds
 	// MaxRuns bounds the mixed runs of one localisation (0: 64).
 	MaxRuns int

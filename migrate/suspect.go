@@ -48,10 +48,42 @@ func (e *Error) fail(err error) {
 
 // Verdicts of a suspect.
 const (
-	VerdictKernelBug      = "kernel bug"
+	// VerdictKernelBug: wrong on the reference's inputs.
+	VerdictKernelBug = "kernel bug"
+	// VerdictIllConditioned: right on the reference's inputs, out of
+	// tolerance on the mixed run's, whose error it magnifies more than
+	// IllConditioned times.
 	VerdictIllConditioned = "ill-conditioned"
-	VerdictAccumulated    = "accumulated"
+	// VerdictPropagated: right on the reference's inputs, out of tolerance
+	// on the mixed run's, which are already about as wrong: it passes on
+	// an error made upstream.
+	VerdictPropagated = "propagated"
+	// VerdictAccumulated: within tolerance either way; the divergence
+	// builds up over the set.
+	VerdictAccumulated = "accumulated"
 )
+
+// IllConditioned is the condition (output over input relative error)
+// above which an op that is right on the reference's inputs counts as
+// ill-conditioned rather than passing an upstream error on.
+const IllConditioned = 10
+
+// classify gives a suspect's verdict from its isolated and accumulated
+// errors and its condition (0: its inputs were exact).
+func classify(iso, acc Error, condition float64) string {
+	switch {
+	case !iso.Pass():
+		return VerdictKernelBug
+	case acc.Failed == 0:
+		return VerdictAccumulated
+	case condition == 0 || condition > IllConditioned:
+		// Out of tolerance on exact inputs although the isolated replay
+		// passed: only a nondeterministic kernel does that; count it as
+		// amplification too.
+		return VerdictIllConditioned
+	}
+	return VerdictPropagated
+}
 
 // Suspect is a node of the culprit set with the errors that tell a buggy
 // kernel from an ill-conditioned op.
@@ -79,10 +111,8 @@ type Suspect struct {
 	// the error of its inputs (0 when its inputs are exact: nothing to
 	// amplify).
 	Condition float64
-	// Verdict: "kernel bug" (wrong on the reference's inputs),
-	// "ill-conditioned" (right on the reference's inputs, out of tolerance
-	// on the mixed run's: it amplifies its input error), or "accumulated"
-	// (within tolerance either way: the divergence builds up over the set).
+	// Verdict: VerdictKernelBug, VerdictIllConditioned, VerdictPropagated
+	// or VerdictAccumulated (see classify).
 	Verdict string
 	Cases   []string // ids of its carved cases (in the suspects' recording)
 }
@@ -240,14 +270,7 @@ func (d *Driver) analyse(loc *Localisation, dir string) ([]Suspect, *Regression,
 		if s.InputRel > 0 {
 			s.Condition = s.Accumulated.MaxRel / s.InputRel
 		}
-		switch {
-		case !s.Isolated.Pass():
-			s.Verdict = VerdictKernelBug
-		case s.Accumulated.Failed > 0:
-			s.Verdict = VerdictIllConditioned
-		default:
-			s.Verdict = VerdictAccumulated
-		}
+		s.Verdict = classify(s.Isolated, s.Accumulated, s.Condition)
 	}
 
 	if dir == "" {
