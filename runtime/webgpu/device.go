@@ -962,6 +962,22 @@ func (d *Device) LaunchKernel(n *ir.Node, k *codegen.Kernel, in []*runtime.Buffe
 	return res, nil
 }
 
+// Compile creates (or finds in the cache) the pipeline of a prebuilt kernel
+// without running it, so that a bad kernel is reported before any launch
+// (remote device servers compile when the host asks).
+func (d *Device) Compile(k *codegen.Kernel) error {
+	if k == nil {
+		return errors.New("webgpu: compile of a nil kernel")
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.closed {
+		return errors.New("webgpu: device is closed")
+	}
+	_, err := d.compile(k)
+	return err
+}
+
 func (d *Device) launchKernel(n *ir.Node, k *codegen.Kernel, in []*runtime.Buffer) ([]*runtime.Buffer, error) {
 	if err := d.usable(); err != nil {
 		return nil, err

@@ -1,0 +1,137 @@
+package proto
+
+import (
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+func samples() []Msg {
+	info := DeviceInfo{Name: "webgpu:vulkan:llvmpipe", Backend: "vulkan", Adapter: "llvmpipe", Description: "Mesa",
+		Limits:   Limits{256, 256, 256, 64, 32768, 65535, 8, 1 << 28, 1 << 27},
+		Features: []string{"timestamp-query", "subgroups"}}
+	return []Msg{
+		&Hello{Version: Version, Token: "secret", Client: "tapmlc"},
+		&Attach{Version: Version, Token: "t", Info: info},
+		&HelloOK{Version: Version, Info: info},
+		&Query{Items: []QueryItem{{Buf: 3, Hash: [32]byte{1, 2}}, {Buf: 4}}},
+		&QueryOK{Found: []bool{true, false}},
+		&Upload{Buf: 7, Cache: true, Hash: [32]byte{9}, DType: F32, Shape: []uint32{2, 3}, Offset: 8, Data: make([]byte, 16)},
+		&Compile{Kernel: 1, Node: 12, Op: "matmul", Language: "wgsl", Entry: "main", Source: []byte("@compute fn main() {}"),
+			Workgroup: [3]uint32{64, 1, 1}, Grid: [3]uint32{4, 2, 1},
+			Bindings: []Binding{{AccessRead, 0, -1, F32, []uint32{4}}, {AccessReadWrite, 1, 0, I32, nil}}},
+		&Batch{Cmds: []Cmd{{Kind: CmdLaunch, Kernel: 1, Node: 12, In: []uint32{1, 2}, Out: []uint32{3}}, {Kind: CmdFree, Buf: 2}}},
+		&Download{Buf: 3, Offset: 0, Length: 64},
+		&Sync{}, &Reset{}, &OK{},
+		&Data{Data: []byte{1, 2, 3, 4}},
+		&Error{Code: CodeFailed, Node: 12, Index: 3, Message: "boom"},
+	}
+}
+
+func TestRoundTrip(t *testing.T) {
+	for i, m := range samples() {
+		b := Encode(uint32(i+1), m)
+		id, got, err := Decode(b)
+		if err != nil {
+			t.Fatalf("%s: %v", m.Type(), err)
+		}
+		if id != uint32(i+1) {
+			t.Errorf("%s: id %d, want %d", m.Type(), id, i+1)
+		}
+		if diff := cmp.Diff(m, got); diff != "" {
+			t.Errorf("%s: round trip differs (-want +got):\n%s", m.Type(), diff)
+		}
+		// Every strict prefix is malformed, never a panic.
+		for n := 0; n < len(b); n++ {
+			if _, _, err := Decode(b[:n]); err == nil {
+				t.Errorf("%s: prefix of %d of %d bytes decoded", m.Type(), n, len(b))
+			}
+		}
+		if _, _, err := Decode(append(append([]byte{}, b...), 0)); err == nil {
+			t.Errorf("%s: trailing byte accepted", m.Type())
+		}
+	}
+}
+
+func TestMalformed(t *testing.T) {
+	hdr := func(typ Type) []byte { return []byte{'T', 'M', byte(typ), 0, 5, 0, 0, 0} }
+	u32 := func(v uint32) []byte { return binary.LittleEndian.AppendUint32(nil, v) }
+	cat := func(parts ...[]byte) []byte { return bytes.Join(parts, nil) }
+	for _, tc := range []struct {
+		name  string
+		frame []byte
+		want  string
+	}{
+		{"short", []byte{'T', 'M'}, "shorter than"},
+		{"magic", []byte("XXXXXXXX"), "magic"},
+		{"flags", []byte{'T', 'M', byte(TSync), 1, 0, 0, 0, 0}, "flags"},
+		{"type", hdr(200), "unknown message type"},
+		{"huge token", cat(hdr(THello), u32(1), u32(MaxToken+1)), "exceeds the limit"},
+		{"lying length", cat(hdr(THello), u32(1), u32(100), []byte("abc")), "cannot fit"},
+		{"query count", cat(hdr(TQuery), u32(MaxQuery+1)), "exceeds the limit"},
+		{"rank", cat(hdr(TUpload), u32(1), []byte{0}, make([]byte, 32), []byte{byte(F32), 9}), "rank 9"},
+		{"dtype", cat(hdr(TUpload), u32(1), []byte{0}, make([]byte, 32), []byte{7}), "unknown dtype"},
+		{"upload past end", cat(hdr(TUpload), u32(1), []byte{0}, make([]byte, 32), []byte{byte(F32), 1}, u32(1),
+			binary.LittleEndian.AppendUint64(nil, 0), u32(8), make([]byte, 8)), "exceed the tensor"},
+		{"tensor too large", cat(hdr(TUpload), u32(1), []byte{0}, make([]byte, 32), []byte{byte(F32), 3},
+			u32(MaxDim), u32(MaxDim), u32(MaxDim), binary.LittleEndian.AppendUint64(nil, 0), u32(0)), "exceeds"},
+		{"command kind", cat(hdr(TBatch), u32(1), []byte{9}, u32(0), u32(0)), "unknown kind"},
+		{"launch operands", cat(hdr(TBatch), u32(1), []byte{CmdLaunch}, u32(1), u32(1), []byte{200}), "exceeds"},
+		{"download length", cat(hdr(TDownload), u32(1), binary.LittleEndian.AppendUint64(nil, 0), u32(MaxChunk+1)), "exceeds"},
+		{"boolean", cat(hdr(TQueryOK), u32(1), []byte{2}), "boolean"},
+		{"binding access", cat(hdr(TCompile), u32(1), u32(1), u32(0), u32(0), u32(0), u32(0), make([]byte, 24),
+			u32(1), []byte{3}, u32(0), u32(0), []byte{byte(F32), 0}), "access"},
+	} {
+		id, _, err := Decode(tc.frame)
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: error %v, want %q", tc.name, err, tc.want)
+		}
+		if len(tc.frame) >= HeaderSize && tc.name != "magic" && id != PeekID(tc.frame) {
+			t.Errorf("%s: id %d, want the header's %d", tc.name, id, PeekID(tc.frame))
+		}
+	}
+	big := make([]byte, MaxFrame+1)
+	copy(big, hdr(TSync))
+	if _, _, err := Decode(big); !errors.Is(err, ErrTooLarge) {
+		t.Errorf("oversized frame: %v", err)
+	}
+}
+
+func TestWeightKey(t *testing.T) {
+	a := WeightKey(F32, []uint32{2}, make([]byte, 8))
+	if a != WeightKey(F32, []uint32{2}, make([]byte, 8)) {
+		t.Error("weight key is not deterministic")
+	}
+	for _, b := range [][32]byte{
+		WeightKey(I32, []uint32{2}, make([]byte, 8)),
+		WeightKey(F32, []uint32{1, 2}, make([]byte, 8)),
+		WeightKey(F32, []uint32{2}, []byte{0, 0, 0, 0, 0, 0, 0, 1}),
+	} {
+		if a == b {
+			t.Error("different weights share a key")
+		}
+	}
+}
+
+// FuzzDecode: any bytes decode to a message or an error, never a panic;
+// what decodes re-encodes to the same frame.
+func FuzzDecode(f *testing.F) {
+	for i, m := range samples() {
+		f.Add(Encode(uint32(i), m))
+	}
+	f.Add([]byte{})
+	f.Add([]byte("TM\x06\x00\x01\x00\x00\x00\xff\xff\xff\xff"))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		id, m, err := Decode(b)
+		if err != nil {
+			return
+		}
+		if again := Encode(id, m); !bytes.Equal(again, b) {
+			t.Fatalf("re-encoding differs:\n%x\n%x", b, again)
+		}
+	})
+}
