@@ -1,0 +1,112 @@
+package main
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// skipWithoutWebGPU skips when the webgpu device could not be opened.
+func skipWithoutWebGPU(t *testing.T, r result) {
+	t.Helper()
+	if r.code == 2 && strings.Contains(r.stderr, "webgpu") && os.Getenv("TAPML_REQUIRE_WEBGPU") == "" {
+		t.Skipf("no webgpu device: %s", r.stderr)
+	}
+}
+
+// With no fault, stories260K migrates fully to webgpu with identical
+// tokens: exit 0, and the reports say so.
+func TestMigrateStories260KIdentical(t *testing.T) {
+	dir := models(t)
+	out := t.TempDir()
+	js, html := filepath.Join(out, "m.json"), filepath.Join(out, "m.html")
+	r := tapmlc(t, "migrate", filepath.Join(dir, "stories260K.bin"), "--tokenizer", filepath.Join(dir, "tok512.bin"),
+		"--target", "webgpu", "--prompt", "Once upon a time", "--steps", "12", "--json", js, "--html", html)
+	skipWithoutWebGPU(t, r)
+	if r.code != 0 {
+		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", r.code, r.stdout, r.stderr)
+	}
+	if !strings.Contains(r.stdout, "result: identical: with all 217 candidate nodes on webgpu") {
+		t.Errorf("stdout:\n%s", r.stdout)
+	}
+	var j struct {
+		Identical bool   `json:"identical"`
+		Strategy  string `json:"strategy"`
+		Points    []any  `json:"points"`
+	}
+	data, err := os.ReadFile(js)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(data, &j); err != nil {
+		t.Fatal(err)
+	}
+	if !j.Identical || j.Strategy != "incremental" || len(j.Points) != 10 {
+		t.Errorf("JSON: identical %v, strategy %s, %d points (want true, incremental, 10 op steps)", j.Identical, j.Strategy, len(j.Points))
+	}
+	h, err := os.ReadFile(html)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(h), "<svg") || !strings.Contains(string(h), "identical") {
+		t.Error("HTML report lacks the plots or the verdict")
+	}
+}
+
+// A fault injected into every matmul kernel: bisect names the first
+// matmul node (exit 1) and writes a regression bundle that 'tapmlc test'
+// replays.
+func TestMigrateInjectBisect(t *testing.T) {
+	dir := models(t)
+	reg := filepath.Join(t.TempDir(), "reg")
+	r := tapmlc(t, "migrate", filepath.Join(dir, "stories260K.bin"), "--tokenizer", filepath.Join(dir, "tok512.bin"),
+		"--target", "webgpu", "--prompt", "Once upon a time", "--steps", "10", "--strategy", "bisect",
+		"--inject", "op=matmul,fault=wrong_index", "--regression", reg)
+	skipWithoutWebGPU(t, r)
+	if r.code != 1 {
+		t.Fatalf("exit %d, want 1\nstdout:\n%s\nstderr:\n%s", r.code, r.stdout, r.stderr)
+	}
+	for _, want := range []string{"culprit: node 3 matmul  prov layers.0.attention.wq  @prefill", "kernel bug", "regression bundle: " + reg} {
+		if !strings.Contains(r.stdout, want) {
+			t.Errorf("stdout lacks %q:\n%s", want, r.stdout)
+		}
+	}
+	if r := tapmlc(t, "test", reg, "--target", "cpu"); r.code != 0 {
+		t.Errorf("tapmlc test of the regression bundle: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+}
+
+// Failures of the command itself exit 2.
+func TestMigrateBadInputs(t *testing.T) {
+	dir := models(t)
+	model := filepath.Join(dir, "stories260K.bin")
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--strategy", "sideways", "--target", "cpu"}, "--strategy"},
+		{[]string{"--target", "cpu", "--inject", "op=matmul,fault=wrong_index"}, "only on the webgpu target"},
+		{[]string{"--target", "cpu", "--inject", "op=matmul"}, "no fault="},
+		{[]string{"--no-such-flag"}, "unknown flag"},
+		{[]string{"a", "b", "--target", "cpu"}, "at most one MODEL"},
+		{[]string{filepath.Join(dir, "missing.bin"), "--target", "cpu"}, "missing.bin"},
+		{[]string{model, "--target", "cpu"}, "tokenizer"},
+		{[]string{"--target", "nowhere"}, "unknown target"},
+		{[]string{"--target", "cpu", "--max-kl", "-1"}, "must not be negative"},
+	} {
+		r := tapmlc(t, append([]string{"migrate"}, tc.args...)...)
+		if r.code != 2 || !strings.Contains(r.stderr, tc.want) {
+			t.Errorf("migrate %v: exit %d, stderr %q; want 2 and %q", tc.args, r.code, r.stderr, tc.want)
+		}
+	}
+}
+
+// The built-in model migrates to the CPU target trivially.
+func TestMigrateBuiltinCPU(t *testing.T) {
+	r := tapmlc(t, "migrate", "--target", "cpu", "--prompt", "hi", "--steps", "6", "--strategy", "bisect")
+	if r.code != 0 || !strings.Contains(r.stdout, "result: identical") {
+		t.Errorf("exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+}
