@@ -32,7 +32,8 @@ import (
 //	                     (text form, without weight data), for reference
 //
 // The manifest holds the format name and version, what was carved (model,
-// prompt, steps, keep, pipeline), the run's statistics, every file with its
+// prompt, steps, keep, pipeline; for models that are not language models,
+// the seed and the source of each input), the run's statistics, every file with its
 // size and SHA-256, the number of cases, the cases themselves (see Case)
 // and, last, an end marker.
 const (
@@ -47,19 +48,23 @@ const (
 
 // Manifest is the content of manifest.yaml.
 type Manifest struct {
-	Format    string     `yaml:"format"`
-	Version   int        `yaml:"version"`
-	Model     string     `yaml:"model"`
-	Prompt    string     `yaml:"prompt"`
-	Steps     int        `yaml:"steps"`
-	Keep      int        `yaml:"keep"`
-	Reference string     `yaml:"reference"`
-	Pipeline  []string   `yaml:"pipeline,flow"`
-	Generated []int      `yaml:"generated,flow"`
-	Stats     Stats      `yaml:"stats"`
-	Files     []FileInfo `yaml:"files"`
-	CaseCount int        `yaml:"case_count"`
-	Cases     []*Case    `yaml:"cases"`
+	Format    string   `yaml:"format"`
+	Version   int      `yaml:"version"`
+	Model     string   `yaml:"model"`
+	Prompt    string   `yaml:"prompt"`
+	Steps     int      `yaml:"steps"`
+	Keep      int      `yaml:"keep"`
+	Reference string   `yaml:"reference"`
+	Pipeline  []string `yaml:"pipeline,flow"`
+	Generated []int    `yaml:"generated,flow"`
+	// Seed and Inputs: the arguments of a model that is not a language
+	// model (see CarveCalls); absent for language models.
+	Seed      uint64      `yaml:"seed,omitempty"`
+	Inputs    []InputInfo `yaml:"inputs,omitempty"`
+	Stats     Stats       `yaml:"stats"`
+	Files     []FileInfo  `yaml:"files"`
+	CaseCount int         `yaml:"case_count"`
+	Cases     []*Case     `yaml:"cases"`
 	// End is the last key written (EndMarker), so that a manifest cut
 	// anywhere is known to be truncated.
 	End string `yaml:"end"`
@@ -218,7 +223,7 @@ func (rec *Recording) writeFiles(dir string) (int64, error) {
 	}
 	m := &Manifest{
 		Format: FormatName, Version: FormatVersion, Model: rec.Model, Prompt: rec.Prompt, Steps: rec.Steps,
-		Keep: rec.Keep, Reference: "cpu", Pipeline: rec.Pipeline, Generated: rec.Generated, Stats: rec.Stats,
+		Keep: rec.Keep, Reference: "cpu", Pipeline: rec.Pipeline, Generated: rec.Generated, Seed: rec.Seed, Inputs: rec.Inputs, Stats: rec.Stats,
 		CaseCount: len(rec.Cases), Cases: rec.Cases, End: EndMarker,
 	}
 	var total int64

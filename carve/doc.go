@@ -15,6 +15,15 @@
 // first Keep calls of each key become cases. Each case gets a tolerance
 // from the Policy (see Policy for the formulas and why).
 //
+// Models that are not language models (ONNX vision models: any module
+// without @prefill and @decode, see IsLanguageModel) are carved by
+// CarveCalls: one call of each function (usually @main) on inputs given as
+// tensors or files (ReadInput: .npy, ONNX TensorProto .pb, raw values) or
+// seeded random values (Rand: uniform in [-1, 1), or a page of text-like
+// marks for text detectors; the generator of scripts/ort_run.mjs, so the
+// same seed gives ONNX Runtime the same inputs). The manifest records the
+// seed and each input's source.
+//
 // # Bundles
 //
 // Recording.Write writes the cases as a bundle folder, atomically (a

@@ -463,6 +463,11 @@ type Recording struct {
 	Keep      int
 	Generated []int
 	Pipeline  []string
+	// Seed and Inputs record the arguments of a CarveCalls run (a model
+	// that is not a language model): the seed of the random ones and each
+	// argument's source.
+	Seed   uint64
+	Inputs []InputInfo
 }
 
 // Carve compiles m with probes, runs it on the CPU reference through

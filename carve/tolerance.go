@@ -61,8 +61,25 @@ func Eps(dt ir.DType) float64 {
 //     softmax over its axis): RTol = Reduction·sqrt(K)·eps (+
 //     Transcendental·eps for softmax's exp).
 //   - contraction over K (matmul's inner dim; attention's head dim plus the
-//     keys it reads): RTol = Contraction·sqrt(K)·eps (+ Transcendental·eps
-//     for attention's softmax).
+//     keys it reads; conv2d's C/groups·kh·kw; conv_transpose2d's
+//     C/groups·ceil(kh/sh')·ceil(kw/sw'), the most kernel taps that land on
+//     one output, sh' = sh/gcd(sh, dh)): RTol = Contraction·sqrt(K)·eps
+//     (+ Transcendental·eps for attention's softmax).
+//   - reduce_sum and reduce_mean over K reduced elements (the product of
+//     the reduced dims), pool2d avg over a kh·kw window: RTol =
+//     Reduction·sqrt(K)·eps, as above (the mean's division is one more
+//     rounding, well inside it).
+//   - reduce_max and pool2d max: exact. They select one of their inputs;
+//     no arithmetic rounds.
+//   - resize: nearest is exact (it selects, like a data op). linear mixes
+//     the 4 neighbours (lerps of rows, then columns): RTol =
+//     Reduction·sqrt(4)·eps, ATol = (Reduction·sqrt(4) + 2·L)·eps·S, with L
+//     the longer input axis: the input coordinate (x_out + 0.5)/scale - 0.5
+//     is rounded with an absolute error about eps·L, which moves the lerp
+//     weight by that much, times the difference of two neighbours (<= 2·S).
+//     A target that divides with a few ULP of error (GPUs may) differs by
+//     that much.
+//   - iota and the other data ops: exact (see above).
 //
 // Why sqrt(K): the rounding errors of a K-term sum behave like a random
 // walk (each addition errs by at most eps/2 of the partial sum, with
@@ -94,8 +111,13 @@ var transcendental = map[string]bool{
 // ReductionLength is the number of terms each output element of a call
 // sums (1 for ops that reduce nothing): matmul's inner dim, the normalized
 // or softmaxed axis, attention's head dim plus the keys it reads (pos + S,
-// the most any query sees). in are the call's input types; pos is the
-// value of its position input (0 when it has none).
+// the most any query sees), conv2d's C/groups·kh·kw, the most terms of a
+// conv_transpose2d output (C/groups·ceil(kh/sh')·ceil(kw/sw'), sh' =
+// sh/gcd(sh, dh)), the reduced elements of reduce_sum and reduce_mean, an
+// avg pool2d's window kh·kw, and the 4 neighbours of a linear resize.
+// Ops that select rather than sum (reduce_max, max pool2d, nearest resize,
+// iota) have 1. in are the call's input types; pos is the value of its
+// position input (0 when it has none). Symbolic dims count as 1.
 func ReductionLength(op string, attrs ir.Attrs, in []ir.Type, pos int) int {
 	last := func(t ir.Type) int {
 		if r := t.Shape.Rank(); r > 0 && t.Shape[r-1].IsStatic() {
@@ -103,7 +125,54 @@ func ReductionLength(op string, attrs ir.Attrs, in []ir.Type, pos int) int {
 		}
 		return 1
 	}
+	dim := func(t ir.Type, i int) int {
+		if i >= 0 && i < t.Shape.Rank() && t.Shape[i].IsStatic() && t.Shape[i].Size > 0 {
+			return int(t.Shape[i].Size)
+		}
+		return 1
+	}
 	switch op {
+	case "conv2d":
+		// w[O, C/groups, kh, kw]
+		if len(in) > 1 && in[1].Shape.Rank() == 4 {
+			return dim(in[1], 1) * dim(in[1], 2) * dim(in[1], 3)
+		}
+	case "conv_transpose2d":
+		// x[N, C, H, W], w[C, O/groups, kh, kw]
+		if len(in) > 1 && in[0].Shape.Rank() == 4 && in[1].Shape.Rank() == 4 {
+			groups := max(attrs.Int("groups"), 1)
+			k := max(dim(in[0], 1)/int(groups), 1)
+			st, dl := attrs.Ints("strides"), attrs.Ints("dilations")
+			for a := 0; a < 2; a++ {
+				taps := dim(in[1], 2+a)
+				if len(st) == 2 && len(dl) == 2 && st[a] > 0 && dl[a] > 0 {
+					period := int(st[a] / gcd(st[a], dl[a])) // kernel taps i, i+period, ... hit the same output
+					taps = (taps + period - 1) / period
+				}
+				k *= taps
+			}
+			return k
+		}
+	case "pool2d":
+		if attrs.String("mode") == "avg" {
+			if kn := attrs.Ints("kernel"); len(kn) == 2 && kn[0] > 0 && kn[1] > 0 {
+				return int(kn[0] * kn[1])
+			}
+		}
+	case "reduce_sum", "reduce_mean":
+		if len(in) > 0 {
+			k := 1
+			for _, a := range attrs.Ints("axes") {
+				if r := int64(in[0].Shape.Rank()); a >= -r && a < r {
+					k *= dim(in[0], ir.NormAxis(a, int(r)))
+				}
+			}
+			return k
+		}
+	case "resize":
+		if attrs.String("mode") == "linear" {
+			return 4
+		}
 	case "matmul":
 		if len(in) > 0 {
 			return last(in[0])
@@ -166,6 +235,23 @@ func (p Policy) For(op string, attrs ir.Attrs, in, out []*tensor.Tensor) Toleran
 		return Tolerance{RTol: r, ATol: r * scale, Rule: fmt.Sprintf(rule, args...) + fmt.Sprintf("; atol = rtol·S, S = %.4g", scale)}
 	}
 	switch {
+	case op == "resize" && attrs.String("mode") == "linear":
+		l := 1
+		if len(types) > 0 && types[0].Shape.Rank() == 4 {
+			for _, dd := range types[0].Shape[2:] {
+				if dd.IsStatic() {
+					l = max(l, int(dd.Size))
+				}
+			}
+		}
+		r := p.Reduction * 2 * eps
+		return Tolerance{
+			RTol: r,
+			ATol: (p.Reduction*2 + 2*float64(l)) * eps * scale,
+			Rule: fmt.Sprintf("linear resize %s, K=4 neighbours, input axes <= %d: rtol = %g·sqrt(4)·eps, atol = (%g·sqrt(4) + 2·L)·eps·S, S = %.4g", dt, l, p.Reduction, p.Reduction, scale),
+		}
+	case op == "reduce_max" || (op == "pool2d" && attrs.String("mode") != "avg"):
+		return exact("max selects one of its inputs")
 	case d.Kind == ir.KindData || d.Kind == ir.KindMeta || op == "argmax":
 		return exact(string(d.Kind) + " op")
 	case op == "cast":
@@ -212,6 +298,13 @@ func (p Policy) For(op string, attrs ir.Attrs, in, out []*tensor.Tensor) Toleran
 
 // countOps counts the ops of a fused expression and how many of them are
 // transcendental.
+func gcd(a, b int64) int64 {
+	for b != 0 {
+		a, b = b, a%b
+	}
+	return a
+}
+
 func countOps(e *ir.Expr) (n, t int) {
 	if e == nil || e.Op == "" {
 		return 0, 0

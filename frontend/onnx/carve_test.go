@@ -1,67 +1,30 @@
 package onnx
 
 import (
-	"math/rand/v2"
 	"path/filepath"
 	"testing"
 	"time"
 
 	"github.com/tapml/tapml/carve"
-	"github.com/tapml/tapml/ir"
 	"github.com/tapml/tapml/runtime"
-	"github.com/tapml/tapml/tensor"
 )
 
-// carveMain carves an imported model the way `tapmlc carve` would for a
-// model of one function (@main, no prefill/decode): compile with probes,
-// one recorded call on seeded inputs, the cases written as a bundle.
-func carveMain(t *testing.T, m *ir.Module, dir string) *carve.Recording {
-	t.Helper()
-	pm, names, err := carve.Compile(m, nil, true, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	r := carve.NewRecorder(pm, 1, carve.Policy{}, true)
-	defer r.Close()
-	rng := rand.New(rand.NewPCG(1, 2))
-	var args []*runtime.Buffer
-	for _, p := range pm.Func("main").Params {
-		x := tensor.New(p.Type.DType, p.Type.Shape.Sizes())
-		for i := range x.NumElements() {
-			x.SetFloat64At(i, 2*rng.Float64()-1)
-		}
-		b, err := r.Exec.Upload("", x)
-		if err != nil {
-			t.Fatal(err)
-		}
-		args = append(args, b)
-	}
-	if _, err := r.Call("main", args...); err != nil {
-		t.Fatal(err)
-	}
-	rec := &carve.Recording{Module: pm, Cases: r.Cases(), Stats: r.Stats, Model: m.Name, Keep: r.Keep, Pipeline: names}
-	if _, err := rec.Write(dir); err != nil {
-		t.Fatal(err)
-	}
-	return rec
-}
-
-// TestCarveAndReplay carves mnist and PP-OCR cls, rec and det (a call of
-// @main each) and replays every case on cpu and webgpu as `tapmlc test
-// --tolerances testdata/conv_tolerances.yaml` does.
+// TestCarveAndReplay carves mnist and PP-OCR cls, rec and det (one call of
+// @main each, on seeded inputs: uniform noise, a page of text marks for
+// det) through carve.CarveCalls, as `tapmlc carve` does, and replays every
+// case on cpu and webgpu under the bundle's own tolerances (the policy's
+// reduction lengths of conv2d, conv_transpose2d, pool2d, reduce_* and
+// resize; no overrides).
 func TestCarveAndReplay(t *testing.T) {
-	over, err := carve.LoadOverrides("testdata/conv_tolerances.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
 	models := []struct {
-		path  string
-		shape []int64
+		path    string
+		shape   []int64
+		pattern string
 	}{
-		{modelsDir + "mnist-8_cntk.onnx", nil},
-		{ocrDir + "ch_ppocr_mobile_v2.0_cls_infer.onnx", []int64{1, 3, 48, 192}},
-		{ocrDir + "ch_PP-OCRv4_rec_infer.onnx", []int64{1, 3, 48, 320}},
-		{ocrDir + "ch_PP-OCRv4_det_infer.onnx", []int64{1, 3, 64, 96}},
+		{modelsDir + "mnist-8_cntk.onnx", nil, ""},
+		{ocrDir + "ch_ppocr_mobile_v2.0_cls_infer.onnx", []int64{1, 3, 48, 192}, ""},
+		{ocrDir + "ch_PP-OCRv4_rec_infer.onnx", []int64{1, 3, 48, 320}, ""},
+		{ocrDir + "ch_PP-OCRv4_det_infer.onnx", []int64{1, 3, 96, 128}, carve.PatternText},
 	}
 	for _, mc := range models {
 		t.Run(filepath.Base(mc.path), func(t *testing.T) {
@@ -74,17 +37,30 @@ func TestCarveAndReplay(t *testing.T) {
 				t.Skip(err)
 			}
 			dir := filepath.Join(t.TempDir(), "bundle")
-			rec := carveMain(t, m, dir)
+			co := carve.CallOptions{Seed: 7}
+			if mc.pattern != "" {
+				co.Inputs = map[string]carve.Input{"x": {Pattern: mc.pattern}}
+			}
+			rec, err := carve.CarveCalls(m, co)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := rec.Write(dir); err != nil {
+				t.Fatal(err)
+			}
 			t.Logf("carved %d calls into %d cases: %s", rec.Stats.Calls, len(rec.Cases), carve.OpCounts(rec.Cases))
 			b, err := carve.Open(dir)
 			if err != nil {
 				t.Fatal(err)
 			}
 			defer b.Close()
+			if len(b.Manifest.Inputs) != 1 || b.Manifest.Seed != 7 {
+				t.Errorf("manifest inputs %+v, seed %d", b.Manifest.Inputs, b.Manifest.Seed)
+			}
 			for _, dev := range []func(testing.TB) runtime.Device{func(testing.TB) runtime.Device { return cpuDev }, gpu} {
 				d := dev(t)
 				start := time.Now()
-				rep, err := b.Test(d, carve.TestOptions{Overrides: over})
+				rep, err := b.Test(d, carve.TestOptions{})
 				if err != nil {
 					t.Fatal(err)
 				}
