@@ -106,6 +106,7 @@ type Driver struct {
 	faults      map[int]string      // injected faults by node id
 	runs        int                 // mixed runs so far
 	step        int                 // forward call in progress (for OnNode hooks)
+	lastCheck   *Point              // the suspects' recording run, for the report
 }
 
 type signature struct{ in, out []ir.Type }
@@ -191,6 +192,9 @@ func New(model *ir.Module, tok llm.Tokenizer, dev runtime.Device, o Options) (*D
 			}
 			d.order = append(d.order, n)
 		}
+	}
+	if len(d.order) == 0 {
+		return nil, fmt.Errorf("%s has a kernel for none of the ops of %q", o.Target, model.Name)
 	}
 	return d, nil
 }

@@ -108,6 +108,9 @@ func TestLocalisePerturbedNode(t *testing.T) {
 				if !loc.Single || !loc.Complete || loc.Set[0].ID != bad.ID {
 					t.Fatalf("%s: named %v (single %v), want node %d %s %s", strategy, ids(loc.Set), loc.Single, bad.ID, bad.Op, bad.Prov)
 				}
+				if rep.Runs != len(rep.Points) {
+					t.Errorf("%s: %d runs counted, %d points reported", strategy, rep.Runs, len(rep.Points))
+				}
 				c := rep.Culprit()
 				if c.Node != bad.ID || c.Prov != bad.Prov || c.Func != tc.fn || c.Verdict != VerdictKernelBug {
 					t.Errorf("%s: culprit %+v", strategy, c)
@@ -315,6 +318,9 @@ func TestBadOptions(t *testing.T) {
 	notLM := ir.NewModule("x")
 	if _, err := New(notLM, m.Tokenizer, newFake(), Options{}); err == nil || !strings.Contains(err.Error(), "not a language model") {
 		t.Errorf("a module without prefill/decode: %v", err)
+	}
+	if _, err := New(m.Module, m.Tokenizer, newFake(), Options{Target: "nothing", Supports: func(string) bool { return false }}); err == nil || !strings.Contains(err.Error(), "none of the ops") {
+		t.Errorf("a target with no kernel: %v", err)
 	}
 	d := newTinyDriver(t, newFake(), Options{})
 	if _, err := d.Run("sideways"); err == nil {

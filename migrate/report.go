@@ -91,7 +91,11 @@ func (d *Driver) finish(r *Report) (*Report, error) {
 		r.Outcome = OutcomeLocalised
 	}
 	if r.Localisation != nil && len(r.Localisation.Set) > 0 {
+		d.lastCheck = nil
 		sus, reg, err := d.analyse(r.Localisation, d.Opts.Regression)
+		if d.lastCheck != nil {
+			r.Points = append(r.Points, *d.lastCheck)
+		}
 		if err != nil {
 			return nil, err
 		}

@@ -262,7 +262,7 @@ func (d *Driver) analyse(loc *Localisation, dir string) ([]Suspect, *Regression,
 	if err != nil {
 		return nil, nil, err
 	}
-	_ = p
+	d.lastCheck = &p
 	for i := range sus {
 		s := &sus[i]
 		s.InputRel = inRel[i]
@@ -318,9 +318,9 @@ func (d *Driver) analyse(loc *Localisation, dir string) ([]Suspect, *Regression,
 
 // Regression is the carved test case(s) written for the culprit.
 type Regression struct {
-	Dir     string
-	Cases   []string
-	Failing bool // the culprit's cases fail on the target as it is now
+	Dir     string   `json:"dir"`
+	Cases   []string `json:"cases"`
+	Failing bool     `json:"failing"` // the culprit's cases fail on the target as it is now
 }
 
 // ratio is a/b with 0/0 = 1 and x/0 = +Inf.
