@@ -1,11 +1,13 @@
 package onnx
 
 import (
+	"bytes"
 	"path/filepath"
 	"testing"
 	"time"
 
 	"github.com/tapml/tapml/carve"
+	"github.com/tapml/tapml/ir"
 	"github.com/tapml/tapml/runtime"
 )
 
@@ -70,5 +72,23 @@ func TestCarveAndReplay(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// carve.Rand gives the inputs scripts/ort_run.mjs gives ONNX Runtime for
+// the same seed: uniform noise and the text page, bit for bit.
+func TestRandMatchesORTRun(t *testing.T) {
+	path := ocrDir + "ch_ppocr_mobile_v2.0_cls_infer.onnx"
+	shape := []int64{1, 3, 48, 192}
+	for _, pattern := range []string{"", carve.PatternText} {
+		ref := runORT(t, path, 11, pattern, map[string][]int64{"x": shape})
+		want := ref.load(t, ref.Inputs[0])
+		got, err := carve.NewRand(11).Tensor(ir.T(ir.F32, ir.S(shape...)), pattern)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(got.Data, want.Data) {
+			t.Errorf("pattern %q: carve.Rand differs from ort_run.mjs", pattern)
+		}
 	}
 }
