@@ -2,6 +2,8 @@ package wgsl
 
 import (
 	"fmt"
+	"strconv"
+	"strings"
 
 	"github.com/tapml/tapml/codegen"
 )
@@ -127,13 +129,39 @@ func (g *gen) gemvT(s mmShape, nb int) (*codegen.Kernel, error) {
 	if g.faultIs(FaultWrongIndex) {
 		bk = "k + 1u"
 	}
-	g.p("  for (var k = lane; k < KU; k += L) {")
-	if vec {
-		g.p("    acc = %s;", g.ov(fmt.Sprintf("acc + dot(in0[ab + k], in1[bb + n * KU + %s])", bk)))
-	} else {
-		g.p("    acc = %s;", g.ov(fmt.Sprintf("acc + in0[ab + k] * in1[bb + n * KU + %s]", bk)))
+	term := func(k string) string {
+		if vec {
+			return fmt.Sprintf("dot(in0[ab + %s], in1[bb + n * KU + %s])", k, strings.ReplaceAll(bk, "k", k))
+		}
+		return fmt.Sprintf("in0[ab + %s] * in1[bb + n * KU + %s]", k, strings.ReplaceAll(bk, "k", k))
 	}
-	g.p("  }")
+	unroll := 1
+	if g.fault == "" && (g.tune.GEMVUnroll == 2 || g.tune.GEMVUnroll == 4) {
+		unroll = g.tune.GEMVUnroll
+	}
+	if unroll > 1 {
+		// Independent partial sums: unroll loads in flight per lane.
+		for j := 1; j < unroll; j++ {
+			g.p("  var acc%d = 0.0f;", j)
+		}
+		g.p("  var k = lane;")
+		g.p("  for (; k + %du * L < KU; k += %du * L) {", unroll-1, unroll)
+		g.p("    acc = acc + %s;", term("k"))
+		for j := 1; j < unroll; j++ {
+			g.p("    acc%d = acc%d + %s;", j, j, term(fmt.Sprintf("(k + %du * L)", j)))
+		}
+		g.p("  }")
+		g.p("  for (; k < KU; k += L) { acc = acc + %s; }", term("k"))
+		if unroll == 2 {
+			g.p("  acc = acc + acc1;")
+		} else {
+			g.p("  acc = (acc + acc1) + (acc2 + acc3);")
+		}
+	} else {
+		g.p("  for (var k = lane; k < KU; k += L) {")
+		g.p("    acc = %s;", g.ov("acc + "+term("k")))
+		g.p("  }")
+	}
 	if l > 1 {
 		g.p("  red[li] = acc;")
 		g.barrier(true)
@@ -203,6 +231,9 @@ func (g *gen) pickTile(m int) tile {
 
 // tiled computes out[z] = a[z] × b[z] (b transposed when s.transpose).
 func (g *gen) tiled(s mmShape, nb int) (*codegen.Kernel, error) {
+	if v, ok := g.pickVec(s, nb); ok {
+		return g.tiledVec(s, nb, v)
+	}
 	t := g.pickTile(s.m)
 	wgx, wgy := t.bn/t.tn, t.bm/t.tm
 	wg := wgx * wgy
@@ -279,4 +310,264 @@ func (g *gen) tiled(s mmShape, nb int) (*codegen.Kernel, error) {
 	}
 	g.p("}")
 	return g.kernel([3]int{wg, 1, 1}, grid), nil
+}
+
+// vecTile is a blocking of the vec4 tiled kernel (Tuning.Matmul).
+type vecTile struct {
+	bm, bn, bk, tm, tn int
+	prefetch, double   bool
+}
+
+// parseVecTile parses "BMxBNxBK/TMxTN[+p|+d]".
+func parseVecTile(s string) (vecTile, error) {
+	var v vecTile
+	body := s
+	if b, ok := strings.CutSuffix(s, "+p"); ok {
+		body, v.prefetch = b, true
+	} else if b, ok := strings.CutSuffix(s, "+d"); ok {
+		body, v.prefetch, v.double = b, true, true
+	}
+	blk, thr, ok := strings.Cut(body, "/")
+	bad := fmt.Errorf("matmul tile %q: want BMxBNxBK/TMxTN[+p|+d]", s)
+	if !ok {
+		return v, bad
+	}
+	nums := func(s string, n int) ([]int, bool) {
+		f := strings.Split(s, "x")
+		if len(f) != n {
+			return nil, false
+		}
+		out := make([]int, n)
+		for i, x := range f {
+			v, err := strconv.Atoi(x)
+			if err != nil || v <= 0 {
+				return nil, false
+			}
+			out[i] = v
+		}
+		return out, true
+	}
+	b, ok1 := nums(blk, 3)
+	t, ok2 := nums(thr, 2)
+	if !ok1 || !ok2 {
+		return v, bad
+	}
+	v.bm, v.bn, v.bk, v.tm, v.tn = b[0], b[1], b[2], t[0], t[1]
+	if v.tm%4 != 0 || v.tn%4 != 0 || v.bk%4 != 0 || v.bm%v.tm != 0 || v.bn%v.tn != 0 {
+		return v, fmt.Errorf("matmul tile %q: TM, TN and BK must be multiples of 4 dividing the block", s)
+	}
+	return v, nil
+}
+
+// MatmulTiles are the candidate blockings of Tuning.Matmul and
+// Tuning.MatmulMedium that bench/gpu measures (and the tests check).
+var MatmulTiles = []string{
+	"32x64x16/4x4+p",
+	"64x64x16/4x4", "64x64x16/4x4+p", "64x64x16/4x4+d",
+	"128x64x16/8x4+p", "128x64x16/8x4+d",
+	"128x128x8/8x8", "128x128x8/8x8+p", "128x128x8/8x8+d",
+	"128x128x16/8x8+p", "128x128x16/8x8+d",
+}
+
+// ValidMatmulTile reports whether s is a tile Tuning.Matmul accepts.
+func ValidMatmulTile(s string) error {
+	if s == "" || s == "scalar" {
+		return nil
+	}
+	_, err := parseVecTile(s)
+	return err
+}
+
+func (v vecTile) threads() int { return (v.bm / v.tm) * (v.bn / v.tn) }
+
+func (v vecTile) groups(s mmShape, nb int) int {
+	return ceilDiv(s.n, v.bn) * ceilDiv(s.m, v.bm) * nb
+}
+
+// fits reports whether the vec4 kernel of blocking v can run shape s.
+func (g *gen) fits(s mmShape, v vecTile) bool {
+	t := v.threads()
+	smem := (v.bm + v.bn) * v.bk * 4
+	if v.double {
+		smem *= 2
+	}
+	return s.k > 0 && s.k%4 == 0 && s.n%4 == 0 && s.m > 16 &&
+		t <= min(g.lim.MaxInvocationsPerWorkgroup, g.lim.MaxWorkgroupSizeX) &&
+		(v.bm*v.bk/4)%t == 0 && (v.bn*v.bk/4)%t == 0 && smem <= g.lim.MaxWorkgroupStorageSize
+}
+
+// pickVec chooses the vec4 kernel's blocking from the tuning, if any fits.
+func (g *gen) pickVec(s mmShape, nb int) (vecTile, bool) {
+	if g.fault != "" || g.tune.Matmul == "" || g.tune.Matmul == "scalar" {
+		return vecTile{}, false
+	}
+	v, err := parseVecTile(g.tune.Matmul)
+	ok := err == nil && g.fits(s, v)
+	if g.tune.MatmulMedium != "" && (!ok || v.groups(s, nb) < g.tune.MatmulMinGroups) {
+		if w, err := parseVecTile(g.tune.MatmulMedium); err == nil && g.fits(s, w) {
+			return w, true
+		}
+	}
+	return v, ok
+}
+
+// tiledVec is the vec4 tiled kernel. A workgroup of (BM/TM)·(BN/TN)
+// invocations computes a BM×BN block of the output. Per step of BK, every
+// invocation loads BM·BK/4/T vec4 of a (along K) and as many of b into
+// registers, and stores them into workgroup memory K-major (As[k][m],
+// Bs[k][n], as vec4 of 4 consecutive m or n). Invocation (tx, ty) owns
+// rows 4·(r·WY + ty) + 0..3 and columns 4·(c·WX + tx) + 0..3 for
+// r < TM/4, c < TN/4: its reads of workgroup memory are vec4, broadcast
+// along a and consecutive along b. With prefetch, the next step's global
+// loads are issued before the arithmetic of this one; with double, the
+// stores go to the other of two buffers, leaving one barrier per step.
+func (g *gen) tiledVec(s mmShape, nb int, v vecTile) (*codegen.Kernel, error) {
+	t := v.threads()
+	wx, wy := v.bn/v.tn, v.bm/v.tm
+	la, lb := v.bm*v.bk/4/t, v.bn*v.bk/4/t
+	bkv := v.bk / 4
+	grid := [3]int{ceilDiv(s.n, v.bn), ceilDiv(s.m, v.bm), nb}
+	if s.n == 0 || s.m == 0 || nb == 0 {
+		grid = [3]int{0, 1, 1}
+	}
+	bufs := 1
+	if v.double {
+		bufs = 2
+	}
+	g.bind("in0", codegen.Read, g.in[0], "vec4<f32>", 0, -1)
+	g.bind("in1", codegen.Read, g.in[1], "vec4<f32>", 1, -1)
+	g.bind("out0", codegen.Write, g.out[0], "vec4<f32>", -1, 0)
+	g.p("// vec4 tiled matmul %dx%dx%d/%dx%d prefetch=%v double=%v", v.bm, v.bn, v.bk, v.tm, v.tn, v.prefetch, v.double)
+	g.p("const M: u32 = %du;", s.m)
+	g.p("const N: u32 = %du;", s.n)
+	g.p("const K: u32 = %du;", s.k)
+	g.p("const NV: u32 = %du; // N / 4", s.n/4)
+	g.p("const KV: u32 = %du; // K / 4", s.k/4)
+	g.p("const BK: u32 = %du;", v.bk)
+	g.p("const AS: u32 = %du; // vec4 per buffer of As", v.bk*v.bm/4)
+	g.p("const BS: u32 = %du; // vec4 per buffer of Bs", v.bk*v.bn/4)
+	g.p("var<workgroup> As: array<vec4<f32>, %d>; // [buf][BK][BM/4]", bufs*v.bk*v.bm/4)
+	g.p("var<workgroup> Bs: array<vec4<f32>, %d>; // [buf][BK][BN/4]", bufs*v.bk*v.bn/4)
+	g.entry([3]int{t, 1, 1})
+	g.batchOffsets(s, 4)
+	g.p("  let tx = li %% %du;", wx)
+	g.p("  let ty = li / %du;", wx)
+	g.p("  let m0 = wid.y * %du;", v.bm)
+	g.p("  let n0 = wid.x * %du;", v.bn)
+	// Per-invocation load coordinates, fixed over the K loop.
+	for e := 0; e < la; e++ {
+		g.p("  let am%d = (li + %du) / %du; let ak%d = (li + %du) %% %du;", e, e*t, bkv, e, e*t, bkv)
+		g.p("  var ra%d = vec4<f32>(0.0f);", e)
+	}
+	for e := 0; e < lb; e++ {
+		if s.transpose {
+			g.p("  let bn%d = (li + %du) / %du; let bk%d = (li + %du) %% %du;", e, e*t, bkv, e, e*t, bkv)
+		} else {
+			g.p("  let bk%d = (li + %du) / %du; let bn%d = (li + %du) %% %du;", e, e*t, v.bn/4, e, e*t, v.bn/4)
+		}
+		g.p("  var rb%d = vec4<f32>(0.0f);", e)
+	}
+	for i := 0; i < v.tm; i++ {
+		for c := 0; c < v.tn/4; c++ {
+			g.p("  var c%d_%d = vec4<f32>(0.0f);", i, c)
+		}
+	}
+	load := func(k0 string) {
+		for e := 0; e < la; e++ {
+			g.p("    { let gm = m0 + am%d; let gk = %s / 4u + ak%d;", e, k0, e)
+			g.p("      ra%d = vec4<f32>(0.0f); if (gm < M && gk < KV) { ra%d = in0[ab + gm * KV + gk]; } }", e, e)
+		}
+		for e := 0; e < lb; e++ {
+			if s.transpose {
+				g.p("    { let gn = n0 + bn%d; let gk = %s / 4u + bk%d;", e, k0, e)
+				g.p("      rb%d = vec4<f32>(0.0f); if (gn < N && gk < KV) { rb%d = in1[bb + gn * KV + gk]; } }", e, e)
+			} else {
+				g.p("    { let gk = %s + bk%d; let gn = n0 / 4u + bn%d;", k0, e, e)
+				g.p("      rb%d = vec4<f32>(0.0f); if (gk < K && gn < NV) { rb%d = in1[bb + gk * NV + gn]; } }", e, e)
+			}
+		}
+	}
+	comps := []string{"x", "y", "z", "w"}
+	store := func(buf string) {
+		for e := 0; e < la; e++ {
+			for c := 0; c < 4; c++ {
+				g.p("    As[%s * AS + (ak%d * 4u + %du) * %du + am%d / 4u][am%d %% 4u] = ra%d.%s;", buf, e, c, v.bm/4, e, e, e, comps[c])
+			}
+		}
+		for e := 0; e < lb; e++ {
+			if s.transpose {
+				for c := 0; c < 4; c++ {
+					g.p("    Bs[%s * BS + (bk%d * 4u + %du) * %du + bn%d / 4u][bn%d %% 4u] = rb%d.%s;", buf, e, c, v.bn/4, e, e, e, comps[c])
+				}
+			} else {
+				g.p("    Bs[%s * BS + bk%d * %du + bn%d] = rb%d;", buf, e, v.bn/4, e, e)
+			}
+		}
+	}
+	compute := func(buf string) {
+		for kk := 0; kk < v.bk; kk++ {
+			for r := 0; r < v.tm/4; r++ {
+				g.p("    let a%d_%d = As[%s * AS + %du + ty];", kk, r, buf, kk*v.bm/4+r*wy)
+			}
+			for c := 0; c < v.tn/4; c++ {
+				g.p("    let b%d_%d = Bs[%s * BS + %du + tx];", kk, c, buf, kk*v.bn/4+c*wx)
+			}
+			for i := 0; i < v.tm; i++ {
+				for c := 0; c < v.tn/4; c++ {
+					g.p("    c%d_%d = fma(vec4<f32>(a%d_%d.%s), b%d_%d, c%d_%d);", i, c, kk, i/4, comps[i%4], kk, c, i, c)
+				}
+			}
+		}
+	}
+	switch {
+	case v.double:
+		load("0u")
+		store("0u")
+		g.p("  workgroupBarrier();")
+		g.p("  var cur = 0u;")
+		g.p("  for (var k0 = 0u; k0 < K; k0 += BK) {")
+		g.p("    let more = k0 + BK < K;")
+		g.p("    if (more) {")
+		load("(k0 + BK)")
+		g.p("    }")
+		compute("cur")
+		g.p("    if (more) {")
+		store("(1u - cur)")
+		g.p("    }")
+		g.p("    workgroupBarrier();")
+		g.p("    cur = 1u - cur;")
+		g.p("  }")
+	case v.prefetch:
+		load("0u")
+		g.p("  for (var k0 = 0u; k0 < K; k0 += BK) {")
+		store("0u")
+		g.p("    workgroupBarrier();")
+		g.p("    if (k0 + BK < K) {")
+		load("(k0 + BK)")
+		g.p("    }")
+		compute("0u")
+		g.p("    workgroupBarrier();")
+		g.p("  }")
+	default:
+		g.p("  for (var k0 = 0u; k0 < K; k0 += BK) {")
+		load("k0")
+		store("0u")
+		g.p("    workgroupBarrier();")
+		compute("0u")
+		g.p("    workgroupBarrier();")
+		g.p("  }")
+	}
+	g.p("  let ob = wid.z * M * NV;")
+	for r := 0; r < v.tm/4; r++ {
+		for q := 0; q < 4; q++ {
+			i := r*4 + q
+			g.p("  { let gm = m0 + (%du + ty) * 4u + %du;", r*wy, q)
+			for c := 0; c < v.tn/4; c++ {
+				g.p("    { let gn = n0 / 4u + %du + tx; if (gm < M && gn < NV) { out0[ob + gm * NV + gn] = c%d_%d; } }", c*wx, i, c)
+			}
+			g.p("  }")
+		}
+	}
+	g.p("}")
+	return g.kernel([3]int{t, 1, 1}, grid), nil
 }

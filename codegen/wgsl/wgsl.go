@@ -75,6 +75,29 @@ type Tuning struct {
 	// M = 1, transpose_b matmul (a power of two up to 64; 1 means one
 	// invocation per output and no workgroup reduction).
 	GEMVLanes int
+	// GEMVUnroll is the number of independent partial sums each lane of
+	// that GEMV keeps (1, 2 or 4; 0 means 1): more loads in flight.
+	GEMVUnroll int
+	// Matmul selects the tiled kernel of M > 1 products. "" (or "scalar")
+	// is the original kernel: a 64x64 tile, 4x4 f32 per invocation. A
+	// blocking "BMxBNxBK/TMxTN", optionally followed by "+p" (the next
+	// tile's global loads are issued before the current tile's arithmetic)
+	// or "+d" (that, and two workgroup buffers, one barrier per step),
+	// selects the vec4 kernel: vec4 loads of a and b, TMxTN outputs per
+	// invocation as vec4 rows. Shapes it cannot take (K or N not a
+	// multiple of 4, M <= 16, limits) use the original kernel.
+	Matmul string
+	// MatmulMedium, when set, replaces Matmul for products whose grid
+	// under Matmul's tile would have fewer than MatmulMinGroups workgroups
+	// (a large tile on a small product leaves most of a big GPU idle).
+	MatmulMedium    string
+	MatmulMinGroups int
+}
+
+// DiscreteTuning is the tuning the webgpu device uses on GPUs that are not
+// CPU drivers, chosen from measurements on an NVIDIA H200 (bench/gpu).
+func DiscreteTuning() Tuning {
+	return Tuning{Matmul: "128x128x8/8x8+d", MatmulMedium: "64x64x16/4x4+p", MatmulMinGroups: 256, GEMVUnroll: 2}
 }
 
 // Options control code generation.
