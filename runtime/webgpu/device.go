@@ -118,14 +118,14 @@ type Device struct {
 	staging map[uint64][]*wgpu.Buffer // free map-read buffers by size class
 
 	enc     *wgpu.CommandEncoder
-	pass    *wgpu.ComputePassEncoder // open compute pass of enc, if any
-	labels  map[string]*ir.Node      // pipeline label -> node, for the open pass
-	pending int                      // dispatches recorded in enc
-	groups  []*wgpu.BindGroup        // uncached bind groups of recorded dispatches
+	pass    *wgpu.ComputePassEncoder  // open compute pass of enc, if any
+	labels  map[string]*ir.Node       // pipeline label -> node, for the open pass
+	pending int                       // dispatches recorded in enc
+	groups  []*wgpu.BindGroup         // uncached bind groups of recorded dispatches
 	bgs     map[bgKey]*wgpu.BindGroup // cached bind groups by layout and buffers
 	bgOf    map[*wgpu.Buffer][]bgKey  // cached bind groups that use a buffer
 	cpu     bool                      // the adapter is a CPU driver
-	lost    error                    // set when recorded work had to be dropped
+	lost    error                     // set when recorded work had to be dropped
 	closed  bool
 
 	stats Stats
