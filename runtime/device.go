@@ -59,6 +59,14 @@ type Preparer interface {
 	Prepare(m *ir.Module, f *ir.Function, nodes []*ir.Node) error
 }
 
+// WeightUploader is implemented by devices that keep weights apart from
+// other tensors (a remote device caches them by content hash, so that a
+// weight crosses the network once). The executor uploads weights through
+// it when the device has it; weights are never written by kernels.
+type WeightUploader interface {
+	UploadWeight(name string, t *tensor.Tensor) (*Buffer, error)
+}
+
 // KernelError is a failure to build or run the kernel of one IR node.
 type KernelError struct {
 	Device string

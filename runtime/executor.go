@@ -96,7 +96,12 @@ func (e *Executor) WeightBuffer(w *ir.Weight, d Device) (*Buffer, error) {
 	if err != nil {
 		return nil, fmt.Errorf("weight @%s: %w", w.Name, err)
 	}
-	b, err := d.Upload(t)
+	var b *Buffer
+	if wu, ok := d.(WeightUploader); ok {
+		b, err = wu.UploadWeight(w.Name, t)
+	} else {
+		b, err = d.Upload(t)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("weight @%s: upload to %s: %w", w.Name, d.Name(), err)
 	}

@@ -442,7 +442,7 @@ func kernelKey(m *proto.Compile) [32]byte {
 
 func (s *Session) compile(m *proto.Compile) *proto.Error {
 	fail := func(format string, args ...any) *proto.Error {
-		e := failf("kernel %d (%s of node #%d): "+format, append([]any{m.Kernel, m.Op, m.Node}, args...)...)
+		e := failf("compile: "+format, args...)
 		e.Node = m.Node
 		return e
 	}

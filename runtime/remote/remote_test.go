@@ -1,0 +1,330 @@
+package remote
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/coder/websocket"
+	"github.com/tapml/tapml/frontend/llama"
+	"github.com/tapml/tapml/ir"
+	"github.com/tapml/tapml/runtime"
+	"github.com/tapml/tapml/runtime/llm"
+	"github.com/tapml/tapml/runtime/remote/device"
+	"github.com/tapml/tapml/runtime/remote/proto"
+	"github.com/tapml/tapml/runtime/webgpu"
+)
+
+// The tests serve one local WebGPU device (lavapipe on the project's
+// machines) from in-process servers.
+var (
+	gpu  *webgpu.Device
+	core *device.Core
+)
+
+func TestMain(m *testing.M) {
+	d, err := webgpu.Open(webgpu.Options{})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "remote: no webgpu device, skipping:", err)
+		os.Exit(0)
+	}
+	gpu = d
+	core = device.New(device.Native(d), device.Options{})
+	code := m.Run()
+	d.Close()
+	os.Exit(code)
+}
+
+// tracker records a listener's connections, so that a test can cut them
+// (httptest forgets hijacked connections).
+type tracker struct {
+	net.Listener
+	mu    sync.Mutex
+	conns []net.Conn
+}
+
+func (l *tracker) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if err == nil {
+		l.mu.Lock()
+		l.conns = append(l.conns, c)
+		l.mu.Unlock()
+	}
+	return c, err
+}
+
+func (l *tracker) cut() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, c := range l.conns {
+		c.Close()
+	}
+}
+
+func serve(t *testing.T, o ServerOptions) (*tracker, string) {
+	t.Helper()
+	if o.Core == nil && !o.Relay {
+		o.Core = core
+	}
+	srv := httptest.NewUnstartedServer(NewServer(o))
+	tr := &tracker{Listener: srv.Listener}
+	srv.Listener = tr
+	srv.Start()
+	t.Cleanup(srv.Close)
+	return tr, "ws" + strings.TrimPrefix(srv.URL, "http")
+}
+
+func dial(t *testing.T, url string, o Options) *Device {
+	t.Helper()
+	d, err := DialOptions(context.Background(), url, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { d.Close() })
+	return d
+}
+
+func tinyModel(t *testing.T) *ir.Module {
+	t.Helper()
+	m, err := llama.Build("tiny", llama.Tiny, llama.RandomWeights(llama.Tiny, 7))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+// forward runs a prompt and a few decode steps and returns every logit.
+func forward(t *testing.T, m *ir.Module, dev runtime.Device) [][]float32 {
+	t.Helper()
+	exec := runtime.NewExecutor(m, dev)
+	defer exec.Close()
+	s, err := llm.NewSession(exec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	var all [][]float32
+	l, err := s.Forward([]int{1, 40, 41, 42, 43})
+	if err != nil {
+		t.Fatal(err)
+	}
+	all = append(all, l)
+	for i := 0; i < 6; i++ {
+		if l, err = s.Forward([]int{50 + i}); err != nil {
+			t.Fatal(err)
+		}
+		all = append(all, l)
+	}
+	return all
+}
+
+// A model on the remote device computes what it computes on the local
+// device (the same kernels on the same GPU: bit for bit), and weights
+// cross the connection once.
+func TestRemoteMatchesLocal(t *testing.T) {
+	m := tinyModel(t)
+	want := forward(t, m, gpu)
+	_, url := serve(t, ServerOptions{})
+	d := dial(t, url, Options{MaxBatch: 7, Window: 3}) // small batches and window: exercise the pipelining
+	got := forward(t, m, d)
+	for i := range want {
+		for j := range want[i] {
+			if got[i][j] != want[i][j] {
+				t.Fatalf("step %d logit %d: remote %v, local %v", i, j, got[i][j], want[i][j])
+			}
+		}
+	}
+	st := d.Stats()
+	if st.WeightsSent == 0 || st.Launches == 0 || st.Compiles == 0 {
+		t.Fatalf("stats %+v", st)
+	}
+	// A second run on the same connection sends no weight.
+	forward(t, m, d)
+	if st2 := d.Stats(); st2.WeightsSent != st.WeightsSent || st2.WeightsCached < st.WeightsSent {
+		t.Errorf("second run: stats %+v after %+v; want every weight found in the cache", st2, st)
+	}
+	// Nor does a new connection: the cache is the device's.
+	d2 := dial(t, url, Options{})
+	forward(t, m, d2)
+	if st := d2.Stats(); st.WeightsSent != 0 || st.WeightsCached == 0 {
+		t.Errorf("new connection: stats %+v; want every weight found in the cache", st)
+	}
+	if !strings.HasPrefix(d.Name(), "remote(ws://127.0.0.1:") || !strings.Contains(d.Name(), gpu.Name()) {
+		t.Errorf("name %q", d.Name())
+	}
+	if d.Limits() != gpu.Limits() {
+		t.Errorf("limits %+v, the device's are %+v", d.Limits(), gpu.Limits())
+	}
+}
+
+func TestToken(t *testing.T) {
+	_, url := serve(t, ServerOptions{Token: "s3cret"})
+	for _, tc := range []struct{ url, token, want string }{
+		{url, "", "requires a token"},
+		{url, "wrong", "wrong token"},
+		{url + "?token=wrong", "", "wrong token"},
+	} {
+		_, err := DialOptions(context.Background(), tc.url, Options{Token: tc.token})
+		if err == nil || !strings.Contains(err.Error(), "refused") || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("token %q at %s: %v, want a refusal saying %q", tc.token, tc.url, err, tc.want)
+		}
+		if err != nil && strings.Contains(err.Error(), "wrong?") {
+			t.Errorf("the message shows the token: %v", err)
+		}
+	}
+	d := dial(t, url+"?token=s3cret&timeout=5s", Options{})
+	if d.opts.Timeout != 5*time.Second || strings.Contains(d.Name(), "s3cret") {
+		t.Errorf("options from the URL: timeout %s, name %q", d.opts.Timeout, d.Name())
+	}
+	if _, err := Dial(url, "s3cret"); err != nil {
+		t.Error(err)
+	}
+}
+
+// When the server goes away mid-run, the host gets a clear error at once.
+func TestConnectionLost(t *testing.T) {
+	srv, url := serve(t, ServerOptions{})
+	d := dial(t, url, Options{Timeout: time.Minute})
+	m := tinyModel(t)
+	exec := runtime.NewExecutor(m, d)
+	defer exec.Close()
+	s, err := llm.NewSession(exec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Forward([]int{1, 2, 3}); err != nil {
+		t.Fatal(err)
+	}
+	srv.cut()
+	start := time.Now()
+	for err == nil && s.Pos < 200 {
+		_, err = s.Forward([]int{4})
+	}
+	if err == nil || !strings.Contains(err.Error(), "remote device "+url+": connection lost during ") {
+		t.Fatalf("error %v, want a lost connection", err)
+	}
+	if time.Since(start) > 10*time.Second {
+		t.Errorf("the error took %s", time.Since(start))
+	}
+	t.Log(err)
+	if err := d.Sync(); err == nil || !strings.Contains(err.Error(), "connection lost") {
+		t.Errorf("sync after loss: %v", err)
+	}
+}
+
+// A device that stops answering is given up after the timeout.
+func TestTimeout(t *testing.T) {
+	mute := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		c, err := websocket.Accept(w, r, nil)
+		if err != nil {
+			return
+		}
+		defer c.CloseNow()
+		_, b, err := c.Read(r.Context())
+		if err != nil {
+			return
+		}
+		c.Write(r.Context(), websocket.MessageBinary, proto.Encode(proto.PeekID(b), &proto.HelloOK{Version: proto.Version, Info: core.Info()}))
+		for {
+			if _, _, err := c.Read(r.Context()); err != nil {
+				return
+			}
+		}
+	})
+	srv := httptest.NewServer(mute)
+	defer srv.Close()
+	d := dial(t, "ws"+strings.TrimPrefix(srv.URL, "http"), Options{Timeout: 300 * time.Millisecond})
+	start := time.Now()
+	err := d.Sync()
+	if err == nil || !strings.Contains(err.Error(), "no reply within 300ms to sync") {
+		t.Fatalf("sync: %v", err)
+	}
+	if el := time.Since(start); el > 3*time.Second {
+		t.Errorf("gave up after %s", el)
+	}
+	if err := d.Sync(); err == nil || !strings.Contains(err.Error(), "no reply") {
+		t.Errorf("a second call: %v", err)
+	}
+}
+
+// Malformed and oversized frames get error replies; the connection stays
+// usable.
+func TestBadFrames(t *testing.T) {
+	_, url := serve(t, ServerOptions{})
+	ctx := context.Background()
+	c, _, err := websocket.Dial(ctx, url, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.CloseNow()
+	c.SetReadLimit(proto.MaxFrame)
+	roundTrip := func(frame []byte) proto.Msg {
+		t.Helper()
+		if err := c.Write(ctx, websocket.MessageBinary, frame); err != nil {
+			t.Fatal(err)
+		}
+		_, b, err := c.Read(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, m, err := proto.Decode(b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return m
+	}
+	if m := roundTrip(proto.Encode(1, &proto.Hello{Version: proto.Version})); m.Type() != proto.THelloOK {
+		t.Fatalf("hello: %v", m)
+	}
+	big := make([]byte, proto.MaxFrame+100)
+	copy(big, proto.Encode(2, &proto.Sync{}))
+	for _, tc := range []struct {
+		frame []byte
+		code  proto.Code
+		want  string
+	}{
+		{[]byte("nonsense"), proto.CodeMalformed, "magic"},
+		{big, proto.CodeTooLarge, "exceeds"},
+		{proto.Encode(3, &proto.Hello{}), proto.CodeMalformed, "unexpected hello"},
+		{proto.Encode(4, &proto.Compile{Kernel: 1, Node: 5, Op: "add", Language: "wgsl", Entry: "main", Source: []byte("fn main( {"),
+			Workgroup: [3]uint32{1, 1, 1}}), proto.CodeFailed, "compile"},
+		{proto.Encode(5, &proto.Download{Buf: 77, Length: 4}), proto.CodeFailed, "does not exist"},
+	} {
+		m := roundTrip(tc.frame)
+		e, ok := m.(*proto.Error)
+		if !ok || e.Code != tc.code || !strings.Contains(e.Message, tc.want) {
+			t.Errorf("frame %.12q: reply %+v, want code %d with %q", tc.frame, m, tc.code, tc.want)
+		}
+	}
+	if m := roundTrip(proto.Encode(6, &proto.Sync{})); m.Type() != proto.TOK {
+		t.Errorf("sync after bad frames: %+v", m)
+	}
+}
+
+func TestParseURL(t *testing.T) {
+	for _, tc := range []struct{ in, addr, token, err string }{
+		{"ws://127.0.0.1:9000", "ws://127.0.0.1:9000", "", ""},
+		{"ws://h:1/x?token=abc&timeout=2m&keep=1", "ws://h:1/x?keep=1", "abc", ""},
+		{"http://h:1", "", "", "ws:// or wss://"},
+		{"ws://", "", "", "no host"},
+		{"ws://h:1?timeout=soon&token=abc", "", "", "timeout"},
+	} {
+		addr, o, err := ParseURL(tc.in, Options{})
+		if tc.err != "" {
+			if err == nil || !strings.Contains(err.Error(), tc.err) || strings.Contains(err.Error(), "abc") {
+				t.Errorf("%s: error %v, want %q (and no token)", tc.in, err, tc.err)
+			}
+			continue
+		}
+		if err != nil || addr != tc.addr || o.Token != tc.token {
+			t.Errorf("%s: %q %q %v, want %q %q", tc.in, addr, o.Token, err, tc.addr, tc.token)
+		}
+	}
+}
