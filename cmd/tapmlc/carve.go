@@ -6,7 +6,6 @@ import (
 
 	"github.com/spf13/cobra"
 	"github.com/tapml/tapml/carve"
-	"github.com/tapml/tapml/frontend"
 	"github.com/tapml/tapml/passes"
 )
 
@@ -18,16 +17,30 @@ func init() {
 		keep     int
 		out      string
 		pipeline string
+		seed     uint64
+		mi       modelInputs
 	)
 	cmd := &cobra.Command{
-		Use:   "carve [MODEL] --prompt TEXT --steps N -o tests/",
+		Use:   "carve [MODEL] (--prompt TEXT --steps N | [--input NAME=FILE] [--input-shape NAME=D0,D1,...] [--seed N]) -o tests/",
 		Short: "Carve per-operator tests from a reference run",
-		Long: `Compile MODEL with probes, run it on the CPU reference through prefill and
-the decode steps of --prompt (greedy), and record every op call: its inputs,
-attributes and reference outputs. Calls are deduplicated by content key (op,
-attributes, dtypes, shapes and a coarse fingerprint of the values); the first
---keep of each key are kept. The cases are written as a test bundle (see
-'tapmlc test'), atomically: a failure leaves -o as it was.
+		Long: `Compile MODEL with probes, run it on the CPU reference and record every op
+call: its inputs, attributes and reference outputs. Calls are deduplicated by
+content key (op, attributes, dtypes, shapes and a coarse fingerprint of the
+values); the first --keep of each key are kept. The cases are written as a
+test bundle (see 'tapmlc test'), atomically: a failure leaves -o as it was.
+
+A language model (functions @prefill and @decode) runs through prefill and
+the decode steps of --prompt (greedy), --steps positions in all.
+
+Any other model (an ONNX model: one function, @main) is called once per
+function, on inputs given with --input NAME=FILE (.npy, ONNX TensorProto .pb,
+or raw little-endian values of the input's dtype and shape) or on seeded
+random values: floats uniform in [-1, 1) from xorshift32 seeded with --seed
+(the values scripts/ort_run.mjs gives ONNX Runtime for the same seed), or
+--input NAME=@text, a page of text-like marks, for text detectors; integers
+are zeros. Dynamic dims need --input-shape NAME=D0,D1,... unless an --input
+file gives the shape. No tokenizer is needed. The manifest records each
+input's source.
 
 MODEL is recognised by content, as for 'tapmlc run'; without it the built-in
 tiny model is carved. The summary (calls seen, cases kept, bytes written)
@@ -37,28 +50,39 @@ goes to stdout.`,
 			if out == "" {
 				return fmt.Errorf("carve: -o FOLDER is required")
 			}
-			var model *frontend.Model
-			var err error
-			if len(args) == 0 {
-				model, err = frontend.BuiltinTiny()
-			} else {
-				model, err = frontend.Load(args[0], frontend.Options{Tokenizer: tokPath})
-			}
+			model, given, err := loadModel(args, tokPath, &mi)
 			if err != nil {
 				return err
 			}
-			if model.Tokenizer == nil {
-				return fmt.Errorf("%s has no tokenizer: give one with --tokenizer", model.Path)
-			}
-			opts := carve.Options{Prompt: prompt, Steps: steps, Keep: keep, Progress: carve.ProgressBar(os.Stderr, "carving")}
+			var pipe *passes.Pipeline
 			if pipeline != "" {
-				if opts.Pipeline, err = passes.Load(pipeline); err != nil {
+				if pipe, err = passes.Load(pipeline); err != nil {
 					return err
 				}
 			}
-			rec, err := carve.Carve(model.Module, model.Tokenizer, opts)
-			if err != nil {
-				return err
+			var rec *carve.Recording
+			if carve.IsLanguageModel(model.Module) {
+				if len(mi.inputs) > 0 {
+					return fmt.Errorf("--input is for models without @prefill/@decode; %s is a language model: give --prompt", model.Path)
+				}
+				if model.Tokenizer == nil {
+					return fmt.Errorf("%s has no tokenizer: give one with --tokenizer", model.Path)
+				}
+				opts := carve.Options{Prompt: prompt, Steps: steps, Keep: keep, Pipeline: pipe, Progress: carve.ProgressBar(os.Stderr, "carving")}
+				if rec, err = carve.Carve(model.Module, model.Tokenizer, opts); err != nil {
+					return err
+				}
+			} else {
+				for _, f := range []string{"prompt", "steps", "tokenizer"} {
+					if cmd.Flags().Changed(f) {
+						return fmt.Errorf("--%s is for language models; %s has no @prefill/@decode (%s): it is carved from one call of each function on --input values or seeded random ones",
+							f, model.Path, funcSignatures(model.Module))
+					}
+				}
+				opts := carve.CallOptions{Inputs: given, Seed: seed, Keep: keep, Pipeline: pipe, Progress: carve.ProgressBar(os.Stderr, "carving")}
+				if rec, err = carve.CarveCalls(model.Module, opts); err != nil {
+					return err
+				}
 			}
 			n, err := rec.Write(out)
 			if err != nil {
@@ -67,15 +91,19 @@ goes to stdout.`,
 			fmt.Printf("calls seen %d, unique cases kept %d (%d content keys, keep %d), bytes written %d to %s\n",
 				rec.Stats.Calls, rec.Stats.Kept, rec.Stats.Keys, rec.Keep, n, out)
 			fmt.Printf("cases per op: %s\n", carve.OpCounts(rec.Cases))
+			fmt.Print(describeInputs(rec.Inputs))
 			return nil
 		},
 	}
 	f := cmd.Flags()
 	f.StringVar(&tokPath, "tokenizer", "", "tokenizer file (llama2.c tok*.bin); GGUF files carry their own")
-	f.StringVar(&prompt, "prompt", "", "text to run through the model")
+	f.StringVar(&prompt, "prompt", "", "text to run through a language model")
 	f.IntVar(&steps, "steps", 64, "positions to process, prompt included (0 or more than the context: the context length)")
 	f.IntVar(&keep, "keep", 1, "cases kept per content key")
 	f.StringVarP(&out, "output", "o", "", "the test bundle folder to write")
 	f.StringVar(&pipeline, "pipeline", "", "pass pipeline YAML (default: the built-in one); the probe pass is added")
+	f.Uint64Var(&seed, "seed", 1, "seed of the random inputs of a model that is not a language model")
+	mi.registerInputs(f)
+	mi.registerShapes(f)
 	rootCmd.AddCommand(cmd)
 }

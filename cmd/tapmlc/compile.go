@@ -11,7 +11,6 @@ import (
 	"github.com/tapml/tapml/codegen"
 	"github.com/tapml/tapml/codegen/msl"
 	"github.com/tapml/tapml/codegen/wgsl"
-	"github.com/tapml/tapml/frontend"
 	"github.com/tapml/tapml/frontend/tokenizer"
 	"github.com/tapml/tapml/ir"
 	"github.com/tapml/tapml/passes"
@@ -38,6 +37,7 @@ func init() {
 	var (
 		tgt, pipeline, out, printAfter, tokPath string
 		probe, timePasses, stats                bool
+		mi                                      modelInputs
 	)
 	cmd := &cobra.Command{
 		Use:   "compile [MODEL] --target T [--pipeline p.yaml] [--probe] -o build/",
@@ -51,7 +51,9 @@ keeps an existing build. 'tapmlc run build/' runs it.
 
 The pipeline is passes/default.yaml unless --pipeline gives a YAML file of
 the same form. --probe adds the probe pass (one probe after every op), for
-carving. Without MODEL the built-in tiny model is compiled.`,
+carving. An ONNX model's dynamic dims need --input-shape NAME=D0,D1,...
+(the build has static shapes). Without MODEL the built-in tiny model is
+compiled.`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if out == "" {
@@ -64,13 +66,7 @@ carving. Without MODEL the built-in tiny model is compiled.`,
 			if !known {
 				return fmt.Errorf("compile: unknown target %q (known: %s)", tgt, strings.Join(target.Names, ", "))
 			}
-			var model *frontend.Model
-			var err error
-			if len(args) == 0 {
-				model, err = frontend.BuiltinTiny()
-			} else {
-				model, err = frontend.Load(args[0], frontend.Options{Tokenizer: tokPath})
-			}
+			model, _, err := loadModel(args, tokPath, &mi)
 			if err != nil {
 				return err
 			}
@@ -125,5 +121,6 @@ carving. Without MODEL the built-in tiny model is compiled.`,
 	f.BoolVar(&timePasses, "time-passes", false, "print each pass's time and node counts to stderr")
 	f.BoolVar(&stats, "stats", false, "print the node count of every op before and after the pipeline to stderr")
 	f.StringVar(&tokPath, "tokenizer", "", "tokenizer file for formats that don't carry one (llama2.c tok*.bin); stored in the build")
+	mi.registerShapes(f)
 	rootCmd.AddCommand(cmd)
 }

@@ -6,31 +6,29 @@ import (
 	"path/filepath"
 
 	"github.com/spf13/cobra"
-	"github.com/tapml/tapml/frontend"
 	"github.com/tapml/tapml/ir"
 )
 
 func init() {
-	var out string
+	var (
+		out string
+		mi  modelInputs
+	)
 	cmd := &cobra.Command{
 		Use:   "import [MODEL] -o model.tir",
 		Short: "Import a model and write its IR as text",
 		Long: `Import a model (recognised by content) and write its IR in tapml's text form.
 Weights stay in the model file: the text names them and records the model's
-absolute path as meta "source", so 'tapmlc run model.tir' finds them.
-Without MODEL, the built-in tiny model is imported.`,
+absolute path as meta "source", so 'tapmlc run model.tir' finds them. An
+ONNX model's dynamic dims need --input-shape NAME=D0,D1,... (recorded in the
+text, so the weights are found again with the same shapes). Without MODEL,
+the built-in tiny model is imported.`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if out == "" {
 				return fmt.Errorf("import: -o FILE is required")
 			}
-			var model *frontend.Model
-			var err error
-			if len(args) == 0 {
-				model, err = frontend.BuiltinTiny()
-			} else {
-				model, err = frontend.Load(args[0], frontend.Options{})
-			}
+			model, _, err := loadModel(args, "", &mi)
 			if err != nil {
 				return err
 			}
@@ -45,6 +43,7 @@ Without MODEL, the built-in tiny model is imported.`,
 		},
 	}
 	cmd.Flags().StringVarP(&out, "output", "o", "", "the IR text file to write")
+	mi.registerShapes(cmd.Flags())
 	rootCmd.AddCommand(cmd)
 }
 

@@ -2,14 +2,18 @@ package main
 
 import (
 	"bufio"
+	"bytes"
 	"fmt"
 	"os"
+	"strings"
 
 	"github.com/spf13/cobra"
+	"github.com/tapml/tapml/carve"
 	"github.com/tapml/tapml/frontend"
 	"github.com/tapml/tapml/runtime"
 	"github.com/tapml/tapml/runtime/llm"
 	"github.com/tapml/tapml/runtime/target"
+	"github.com/tapml/tapml/tensor"
 )
 
 func init() {
@@ -21,13 +25,24 @@ func init() {
 		topP        float64
 		seed        uint64
 		tgt         target.Flags
+		mi          modelInputs
+		outDir      string
 	)
 	cmd := &cobra.Command{
 		Use:   "run [MODEL]",
-		Short: "Generate text with a language model on a target",
+		Short: "Generate text with a language model, or run any model on its inputs, on a target",
 		Long: `Generate text with a language model, as llama2.c's run.c does: the prompt
 (after BOS) is echoed, then tokens are generated until --steps positions are
 processed or BOS is sampled. Only the text goes to stdout.
+
+A model that is not a language model (no @prefill/@decode: an ONNX model's
+@main) is called once per function on its inputs: --input NAME=FILE (.npy,
+ONNX TensorProto .pb, or raw little-endian values of the input's dtype and
+shape; NAME= may be left out for a single input), NAME=@uniform, @text or
+@zeros, and seeded random values (--seed) for the others, as 'tapmlc carve'
+makes them. Dynamic dims need --input-shape NAME=D0,D1,... unless an --input
+file gives the shape. stdout gets each output's dtype, shape, range, argmax
+and first values; --output DIR writes each output as DIR/NAME.npy.
 
 MODEL is a llama2.c checkpoint, a GGUF file, an IR text file written by
 'tapmlc import', a Hugging Face model folder (config.json, safetensors
@@ -36,15 +51,21 @@ recognised by content. Without MODEL a tiny built-in LLaMA with random weights a
 byte-level tokenizer is used, so the command works with nothing downloaded.`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			var model *frontend.Model
-			var err error
-			if len(args) == 0 {
-				model, err = frontend.BuiltinTiny()
-			} else {
-				model, err = frontend.Load(args[0], frontend.Options{Tokenizer: tokPath})
-			}
+			model, given, err := loadModel(args, tokPath, &mi)
 			if err != nil {
 				return err
+			}
+			if !carve.IsLanguageModel(model.Module) {
+				for _, f := range []string{"prompt", "steps", "temperature", "top-p", "tokenizer"} {
+					if cmd.Flags().Changed(f) {
+						return fmt.Errorf("--%s is for language models; %s has no @prefill/@decode (%s): give its inputs with --input NAME=FILE",
+							f, model.Path, funcSignatures(model.Module))
+					}
+				}
+				return runCalls(model, given, seed, &tgt, outDir)
+			}
+			if len(mi.inputs) > 0 || outDir != "" {
+				return fmt.Errorf("--input and --output are for models without @prefill/@decode; %s is a language model: give --prompt", model.Path)
 			}
 			if model.Tokenizer == nil {
 				return fmt.Errorf("%s has no tokenizer: give one with --tokenizer", args[0])
@@ -83,7 +104,110 @@ byte-level tokenizer is used, so the command works with nothing downloaded.`,
 	f.IntVar(&steps, "steps", 256, "positions to process, prompt included (0 or more than the context: the context length)")
 	f.Float64Var(&temperature, "temperature", 1.0, "sampling temperature; 0 is greedy (argmax)")
 	f.Float64Var(&topP, "top-p", 0.9, "nucleus sampling threshold (used when temperature > 0)")
-	f.Uint64Var(&seed, "seed", 1, "random seed for sampling")
+	f.Uint64Var(&seed, "seed", 1, "random seed for sampling (a language model) or of the random inputs (any other model)")
+	f.StringVar(&outDir, "output", "", "folder to write each output of a model that is not a language model to, as NAME.npy")
+	mi.registerInputs(f)
+	mi.registerShapes(f)
 	tgt.Register(f)
 	rootCmd.AddCommand(cmd)
+}
+
+// runCalls runs a model that is not a language model: each function once
+// on the target, on the given or seeded inputs; a summary of each output
+// goes to stdout, and with outDir each output to outDir/NAME.npy.
+func runCalls(model *frontend.Model, given map[string]carve.Input, seed uint64, tgt *target.Flags, outDir string) error {
+	m := model.Module
+	fns, err := carve.Funcs(m, nil)
+	if err != nil {
+		return err
+	}
+	if err := carve.CheckInputs(m, fns, given); err != nil {
+		return err
+	}
+	dev, err := tgt.Open()
+	if err != nil {
+		return err
+	}
+	defer dev.Close()
+	exec := runtime.NewExecutor(m, dev)
+	defer exec.Close()
+	if outDir != "" {
+		if err := os.MkdirAll(outDir, 0o755); err != nil {
+			return err
+		}
+	}
+	out := bufio.NewWriter(os.Stdout)
+	defer out.Flush()
+	rng := carve.NewRand(seed)
+	taken := map[string]bool{}
+	for _, fn := range fns {
+		f := m.Func(fn)
+		args, infos, err := carve.Arguments(f, given, rng)
+		if err != nil {
+			return err
+		}
+		fmt.Fprint(os.Stderr, describeInputs(infos))
+		res, err := carve.CallOnHost(exec, fn, args)
+		if err != nil {
+			return fmt.Errorf("@%s: %w", fn, err)
+		}
+		for i, t := range res {
+			// Results named by number (%10) are called output0, output1, ...
+			name := fmt.Sprintf("output%d", i)
+			if i < len(f.Results) && strings.Trim(f.Results[i].Name, "0123456789") != "" {
+				name = f.Results[i].Name
+			}
+			label := name
+			if len(fns) > 1 {
+				label = "@" + fn + " " + name
+			}
+			fmt.Fprint(out, summarize(label, t))
+			if outDir != "" {
+				path := outputFile(outDir, fn, name, len(fns) > 1, taken)
+				if err := writeNPYFile(path, t); err != nil {
+					return err
+				}
+				fmt.Fprintf(os.Stderr, "wrote %s\n", path)
+			}
+		}
+	}
+	return nil
+}
+
+// summarize describes a result in two lines: dtype, shape, range, argmax;
+// then its first values.
+func summarize(name string, t *tensor.Tensor) string {
+	n := t.NumElements()
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s: %s", name, t.Type())
+	if n > 0 {
+		lo, hi, arg := t.Float64At(0), t.Float64At(0), 0
+		for i := 1; i < n; i++ {
+			v := t.Float64At(i)
+			lo = min(lo, v)
+			if v > hi {
+				hi, arg = v, i
+			}
+		}
+		fmt.Fprintf(&b, " min %.6g max %.6g argmax %d", lo, hi, arg)
+	}
+	b.WriteString("\n ")
+	const first = 10
+	for i := range min(n, first) {
+		fmt.Fprintf(&b, " %.6g", t.Float64At(i))
+	}
+	if n > first {
+		fmt.Fprintf(&b, " ... (%d values)", n)
+	}
+	b.WriteString("\n")
+	return b.String()
+}
+
+// writeNPYFile writes t as a .npy file, atomically.
+func writeNPYFile(path string, t *tensor.Tensor) error {
+	var buf bytes.Buffer
+	if err := carve.WriteNPY(&buf, t); err != nil {
+		return err
+	}
+	return writeFileAtomic(path, buf.Bytes())
 }
