@@ -235,7 +235,7 @@ func (s *Server) host(w http.ResponseWriter, r *http.Request) {
 	for {
 		b, big, err := readFrame(context.Background(), c)
 		if err != nil {
-			s.logf("host %s disconnected after %d requests (%v)", addr, n, closeReason(err))
+			s.logf("host %s disconnected after %d requests (%s)", addr, n, ended(err))
 			return
 		}
 		n++
@@ -252,13 +252,29 @@ func (s *Server) host(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
+// ended describes, for the log, why a peer's connection ended.
+func ended(err error) string {
+	switch websocket.CloseStatus(err) {
+	case websocket.StatusNormalClosure:
+		return "closed normally"
+	case -1:
+		if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
+			return "the connection ended without a close message"
+		}
+		return err.Error()
+	}
+	var ce websocket.CloseError
+	errors.As(err, &ce)
+	return fmt.Sprintf("closed with status %d %s", int(ce.Code), ce.Reason)
+}
+
 // browserConn is an attached browser page.
 type browserConn struct {
 	c        *websocket.Conn
 	info     proto.DeviceInfo
 	addr     string
 	wmu      sync.Mutex
-	internal chan []byte  // replies to the server's own requests
+	internal chan []byte   // replies to the server's own requests
 	busy     chan struct{} // held by the host session using the page
 	done     chan struct{} // closed when the page's connection ends
 
@@ -338,7 +354,7 @@ func (s *Server) attach(w http.ResponseWriter, r *http.Request) {
 	for {
 		b, big, err := readFrame(context.Background(), c)
 		if err != nil {
-			s.logf("browser page %s detached (%v)", addr, closeReason(err))
+			s.logf("browser page %s detached (%s)", addr, ended(err))
 			return
 		}
 		if big {
@@ -487,7 +503,7 @@ func (s *Server) relay(c *websocket.Conn, id uint32, h *proto.Hello, addr string
 	for {
 		b, big, err := readFrame(context.Background(), c)
 		if err != nil {
-			s.logf("host %s disconnected after %d requests (%v)", addr, n, closeReason(err))
+			s.logf("host %s disconnected after %d requests (%s)", addr, n, ended(err))
 			break
 		}
 		n++

@@ -92,10 +92,10 @@ type FaultInjector interface {
 // Injectable reports whether the device of target takes injected faults,
 // with the reason when it does not.
 func Injectable(target string, dev runtime.Device) error {
-	if _, ok := dev.(FaultInjector); ok && target == "webgpu" {
+	if _, ok := dev.(FaultInjector); ok && (target == "webgpu" || IsRemote(target)) {
 		return nil
 	}
-	return fmt.Errorf("fault injection is supported only on the webgpu target (codegen/wgsl's test-only faults), not on %s", target)
+	return fmt.Errorf("fault injection is supported only on the webgpu target and remote:ws:// targets (codegen/wgsl's test-only faults), not on %s", target)
 }
 
 // FaultApplies reports (as an error saying why not) whether fault changes

@@ -1,11 +1,14 @@
 // Package target opens the device a target name stands for: "cpu" (the
 // reference), "webgpu" (wgpu on Vulkan or GL), "metal" (Metal on macOS;
-// elsewhere Open says so), and the targets later issues add. It is the one
-// place that knows every device package.
+// elsewhere Open says so), "remote:ws://HOST:PORT" (a device server started
+// with `tapmlc serve`, native or a browser page), and the targets later
+// issues add. It is the one place that knows every device package.
 package target
 
 import (
+	"context"
 	"fmt"
+	"os"
 	"strings"
 
 	"github.com/cogentcore/webgpu/wgpu"
@@ -20,6 +23,7 @@ import (
 	"github.com/tapml/tapml/runtime/cpu"
 	"github.com/tapml/tapml/runtime/llvm"
 	"github.com/tapml/tapml/runtime/metal"
+	"github.com/tapml/tapml/runtime/remote"
 	"github.com/tapml/tapml/runtime/webgpu"
 )
 
@@ -34,15 +38,24 @@ type Flags struct {
 
 // Register adds --target and --backend to a flag set.
 func (t *Flags) Register(f *pflag.FlagSet) {
-	f.StringVar(&t.Target, "target", "cpu", "where to run: "+strings.Join(Names, ", "))
+	f.StringVar(&t.Target, "target", "cpu", "where to run: "+strings.Join(Names, ", ")+", or remote:ws://HOST:PORT[?token=T] (a `tapmlc serve` device)")
 	f.StringVar(&t.Backend, "backend", "vulkan", "graphics API of the webgpu target: vulkan or gl")
 }
 
 // Open opens the device of the chosen target.
 func (t *Flags) Open() (runtime.Device, error) { return Open(t.Target, t.Backend) }
 
+// RemotePrefix starts the name of a remote target: remote:ws://HOST:PORT.
+const RemotePrefix = "remote:"
+
+// IsRemote reports whether target names a remote device.
+func IsRemote(target string) bool { return strings.HasPrefix(target, RemotePrefix) }
+
 // Open opens the device named by target.
 func Open(target, backend string) (runtime.Device, error) {
+	if IsRemote(target) {
+		return openRemote(strings.TrimPrefix(target, RemotePrefix))
+	}
 	switch target {
 	case "cpu":
 		return cpu.New(), nil
@@ -60,6 +73,9 @@ func Open(target, backend string) (runtime.Device, error) {
 
 // Supports reports whether target has a kernel for op.
 func Supports(target, op string) bool {
+	if IsRemote(target) {
+		return wgsl.Supports(op) // the host generates WGSL for remote devices
+	}
 	switch target {
 	case "cpu":
 		return cpu.Supports(op)
@@ -91,4 +107,11 @@ func openVulkan() (runtime.Device, error) {
 		lanes = 1
 	}
 	return dev, nil
+}
+
+// openRemote connects to a device server. The URL may carry ?token=T and
+// &timeout=D; without a token in the URL, $TAPML_TOKEN is used (keeping it
+// out of process listings).
+func openRemote(url string) (runtime.Device, error) {
+	return remote.DialOptions(context.Background(), url, remote.Options{Token: os.Getenv("TAPML_TOKEN"), Client: "tapmlc"})
 }

@@ -1,0 +1,531 @@
+//go:build js && wasm
+
+package main
+
+import (
+	"errors"
+	"fmt"
+	"math/bits"
+	"strings"
+	"syscall/js"
+
+	"github.com/cogentcore/webgpu/jsx"
+	"github.com/cogentcore/webgpu/wgpu"
+	"github.com/tapml/tapml/codegen"
+	"github.com/tapml/tapml/ir"
+	"github.com/tapml/tapml/runtime/remote/device"
+	"github.com/tapml/tapml/runtime/remote/proto"
+)
+
+// gpu is the device.Backend of the browser's WebGPU, through
+// cogentcore/webgpu's js binding. What that binding lacks (requesting a
+// device with the adapter's limits, error scopes, adapter info) is done on
+// the GPUDevice object directly. On js, pipelines need explicit bind group
+// and pipeline layouts, End and Submit report nothing and shader modules
+// are created without an error: failures are caught with error scopes,
+// which also carry Tint's messages (line:column) for bad WGSL.
+//
+// Launches are recorded into one compute pass and submitted every maxBatch
+// dispatches and before an upload, a download or a sync; each submission
+// is checked with an error scope, and a failure names the nodes whose
+// dispatches it held.
+type gpu struct {
+	js    js.Value // the GPUDevice
+	dev   *wgpu.Device
+	queue *wgpu.Queue
+	info  proto.DeviceInfo
+
+	pipelines map[string]*pipe
+	pool      map[uint64][]*wgpu.Buffer
+	pooled    int64
+
+	enc     *wgpu.CommandEncoder
+	pass    *wgpu.ComputePassEncoder
+	pending []int          // node ids of the recorded dispatches
+	doomed  []*wgpu.Buffer // to destroy once the recorded dispatches are submitted
+
+	lost       string
+	uncaptured []string
+}
+
+type pipe struct {
+	layout *wgpu.BindGroupLayout
+	cp     *wgpu.ComputePipeline
+}
+
+// jbuf is a buffer handle.
+type jbuf struct {
+	buf  *wgpu.Buffer
+	size uint64
+}
+
+const (
+	maxBatch  = 64
+	poolBytes = 256 << 20
+)
+
+var _ device.Backend = (*gpu)(nil)
+
+func await(p js.Value) (js.Value, error) {
+	v, ok := jsx.Await(p)
+	if !ok {
+		msg := "promise rejected"
+		if v.Truthy() && v.Get("message").Type() == js.TypeString {
+			msg = v.Get("message").String()
+		}
+		return v, errors.New(msg)
+	}
+	return v, nil
+}
+
+func str(v js.Value) string {
+	if v.Type() == js.TypeString {
+		return v.String()
+	}
+	return ""
+}
+
+func openGPU() (*gpu, error) {
+	nav := js.Global().Get("navigator")
+	g := nav.Get("gpu")
+	if !g.Truthy() {
+		return nil, errors.New("this browser has no WebGPU (navigator.gpu is missing)")
+	}
+	adapter, err := await(g.Call("requestAdapter", map[string]any{"powerPreference": "high-performance"}))
+	if err != nil || !adapter.Truthy() {
+		return nil, fmt.Errorf("no WebGPU adapter: %v", err)
+	}
+	al := adapter.Get("limits")
+	lim := func(name string) uint32 { return uint32(al.Get(name).Int()) }
+	lim64 := func(name string) uint64 { return uint64(al.Get(name).Float()) }
+	l := proto.Limits{
+		MaxInvocationsPerWorkgroup:      lim("maxComputeInvocationsPerWorkgroup"),
+		MaxWorkgroupSizeX:               lim("maxComputeWorkgroupSizeX"),
+		MaxWorkgroupSizeY:               lim("maxComputeWorkgroupSizeY"),
+		MaxWorkgroupSizeZ:               lim("maxComputeWorkgroupSizeZ"),
+		MaxWorkgroupStorageSize:         lim("maxComputeWorkgroupStorageSize"),
+		MaxWorkgroupsPerDimension:       lim("maxComputeWorkgroupsPerDimension"),
+		MaxStorageBuffersPerShaderStage: lim("maxStorageBuffersPerShaderStage"),
+		MaxBufferSize:                   lim64("maxBufferSize"),
+		MaxStorageBufferBindingSize:     lim64("maxStorageBufferBindingSize"),
+	}
+	// Ask for the adapter's own compute limits (the defaults are lower).
+	required := map[string]any{
+		"maxComputeInvocationsPerWorkgroup": l.MaxInvocationsPerWorkgroup,
+		"maxComputeWorkgroupSizeX":          l.MaxWorkgroupSizeX,
+		"maxComputeWorkgroupSizeY":          l.MaxWorkgroupSizeY,
+		"maxComputeWorkgroupSizeZ":          l.MaxWorkgroupSizeZ,
+		"maxComputeWorkgroupStorageSize":    l.MaxWorkgroupStorageSize,
+		"maxComputeWorkgroupsPerDimension":  l.MaxWorkgroupsPerDimension,
+		"maxStorageBuffersPerShaderStage":   l.MaxStorageBuffersPerShaderStage,
+		"maxBufferSize":                     float64(l.MaxBufferSize),
+		"maxStorageBufferBindingSize":       float64(l.MaxStorageBufferBindingSize),
+	}
+	dj, err := await(adapter.Call("requestDevice", map[string]any{"requiredLimits": required}))
+	if err != nil || !dj.Truthy() {
+		return nil, fmt.Errorf("no WebGPU device: %v", err)
+	}
+	var features []string
+	arr := js.Global().Get("Array").Call("from", adapter.Get("features"))
+	for i := 0; i < arr.Length() && len(features) < proto.MaxFeatures; i++ {
+		features = append(features, arr.Index(i).String())
+	}
+	ai := adapter.Get("info")
+	var vendor, arch, desc string
+	if ai.Truthy() {
+		vendor, arch, desc = str(ai.Get("vendor")), str(ai.Get("architecture")), str(ai.Get("description"))
+	}
+	name := arch
+	if name == "" {
+		name = vendor
+	}
+	if name == "" {
+		name = "webgpu"
+	}
+	d := &gpu{
+		js: dj,
+		info: proto.DeviceInfo{
+			Name:        "browser:" + name,
+			Backend:     "browser",
+			Adapter:     strings.TrimSpace(vendor + " " + arch),
+			Description: strings.TrimSpace(desc + " " + str(nav.Get("userAgent"))),
+			Limits:      l,
+			Features:    features,
+		},
+		pipelines: map[string]*pipe{},
+		pool:      map[uint64][]*wgpu.Buffer{},
+	}
+	wd := wgpu.NewDevice(dj)
+	d.dev = &wd
+	d.queue = d.dev.GetQueue()
+	dj.Get("lost").Call("then", js.FuncOf(func(this js.Value, args []js.Value) any {
+		msg := "lost"
+		if len(args) > 0 && args[0].Truthy() {
+			msg = "lost: " + str(args[0].Get("message"))
+		}
+		d.lost = msg
+		logf("WebGPU device %s", msg)
+		return nil
+	}))
+	dj.Call("addEventListener", "uncapturederror", js.FuncOf(func(this js.Value, args []js.Value) any {
+		if len(args) > 0 && len(d.uncaptured) < 16 {
+			d.uncaptured = append(d.uncaptured, str(args[0].Get("error").Get("message")))
+		}
+		return nil
+	}))
+	return d, nil
+}
+
+func (g *gpu) Info() proto.DeviceInfo { return g.info }
+
+func (g *gpu) usable() error {
+	if g.lost != "" {
+		return fmt.Errorf("the WebGPU device was %s (reload the page)", g.lost)
+	}
+	if len(g.uncaptured) > 0 {
+		msg := strings.Join(g.uncaptured, "; ")
+		g.uncaptured = nil
+		return fmt.Errorf("WebGPU error: %s", msg)
+	}
+	return nil
+}
+
+// popScope pops an error scope and returns its error, if any.
+func (g *gpu) popScope() error {
+	r, err := await(g.js.Call("popErrorScope"))
+	if err != nil {
+		return fmt.Errorf("popErrorScope: %v", err)
+	}
+	if r.Truthy() {
+		return errors.New(str(r.Get("message")))
+	}
+	return nil
+}
+
+// scoped runs f inside validation and out-of-memory error scopes.
+func (g *gpu) scoped(f func()) error {
+	g.js.Call("pushErrorScope", "out-of-memory")
+	g.js.Call("pushErrorScope", "validation")
+	f()
+	verr := g.popScope()
+	merr := g.popScope()
+	if verr != nil {
+		return verr
+	}
+	if merr != nil {
+		return fmt.Errorf("out of GPU memory: %v", merr)
+	}
+	return nil
+}
+
+// sizeClass rounds a byte count up to a pool class (as runtime/webgpu).
+func sizeClass(n uint64) uint64 {
+	if n <= 16 {
+		return 16
+	}
+	if n <= 64<<10 {
+		return 1 << bits.Len64(n-1)
+	}
+	step := uint64(1) << (bits.Len64(n-1) - 4)
+	return (n + step - 1) / step * step
+}
+
+const storageUsage = wgpu.BufferUsageStorage | wgpu.BufferUsageCopySrc | wgpu.BufferUsageCopyDst
+
+// alloc returns a storage buffer of at least n bytes (errors are caught by
+// the caller's scope).
+func (g *gpu) alloc(n uint64) (*jbuf, error) {
+	c := sizeClass(n)
+	if lim := g.info.Limits.MaxBufferSize; lim > 0 && c > lim {
+		return nil, fmt.Errorf("a buffer of %d bytes exceeds the device's max buffer size %d", n, lim)
+	}
+	if free := g.pool[c]; len(free) > 0 {
+		b := free[len(free)-1]
+		g.pool[c] = free[:len(free)-1]
+		g.pooled -= int64(c)
+		return &jbuf{buf: b, size: c}, nil
+	}
+	b, err := g.dev.CreateBuffer(&wgpu.BufferDescriptor{Usage: storageUsage, Size: c})
+	if err != nil {
+		return nil, err
+	}
+	return &jbuf{buf: b, size: c}, nil
+}
+
+func (g *gpu) release(b *jbuf) {
+	if g.pooled+int64(b.size) > poolBytes {
+		if g.enc != nil {
+			g.doomed = append(g.doomed, b.buf) // recorded dispatches may use it
+		} else {
+			b.buf.Destroy()
+		}
+		return
+	}
+	g.pool[b.size] = append(g.pool[b.size], b.buf)
+	g.pooled += int64(b.size)
+}
+
+func (g *gpu) Upload(dt ir.DType, shape []int, data []byte) (device.Buffer, error) {
+	if err := g.flush(); err != nil {
+		return nil, err
+	}
+	if err := g.usable(); err != nil {
+		return nil, err
+	}
+	var b *jbuf
+	var aerr error
+	err := g.scoped(func() {
+		if b, aerr = g.alloc(uint64(len(data))); aerr != nil {
+			return
+		}
+		if len(data) > 0 {
+			if len(data)%4 != 0 {
+				data = append(data, make([]byte, 4-len(data)%4)...)
+			}
+			aerr = g.queue.WriteBuffer(b.buf, 0, data)
+		}
+	})
+	if aerr == nil {
+		aerr = err
+	}
+	if aerr != nil {
+		if b != nil {
+			b.buf.Destroy()
+		}
+		return nil, aerr
+	}
+	return b, nil
+}
+
+func pipeKey(k *codegen.Kernel) string {
+	var s strings.Builder
+	s.WriteString(k.Entry)
+	for _, b := range k.Bindings {
+		fmt.Fprintf(&s, ";%s", b.Access)
+	}
+	s.WriteByte(0)
+	s.Write(k.Source)
+	return s.String()
+}
+
+func (g *gpu) Compile(k *codegen.Kernel) error {
+	key := pipeKey(k)
+	if g.pipelines[key] != nil {
+		return nil
+	}
+	if err := g.usable(); err != nil {
+		return err
+	}
+	var p pipe
+	var cerr error
+	err := g.scoped(func() {
+		mod, err := g.dev.CreateShaderModule(&wgpu.ShaderModuleDescriptor{WGSLDescriptor: &wgpu.ShaderModuleWGSLDescriptor{Code: string(k.Source)}})
+		if err != nil {
+			cerr = err
+			return
+		}
+		entries := make([]wgpu.BindGroupLayoutEntry, len(k.Bindings))
+		for i, b := range k.Bindings {
+			ty := wgpu.BufferBindingTypeStorage
+			if b.Access == codegen.Read {
+				ty = wgpu.BufferBindingTypeReadOnlyStorage
+			}
+			entries[i] = wgpu.BindGroupLayoutEntry{Binding: uint32(b.Index), Visibility: wgpu.ShaderStageCompute, Buffer: wgpu.BufferBindingLayout{Type: ty}}
+		}
+		if p.layout, cerr = g.dev.CreateBindGroupLayout(&wgpu.BindGroupLayoutDescriptor{Entries: entries}); cerr != nil {
+			return
+		}
+		pl, err := g.dev.CreatePipelineLayout(&wgpu.PipelineLayoutDescriptor{BindGroupLayouts: []*wgpu.BindGroupLayout{p.layout}})
+		if err != nil {
+			cerr = err
+			return
+		}
+		p.cp, cerr = g.dev.CreateComputePipeline(&wgpu.ComputePipelineDescriptor{Layout: pl, Compute: wgpu.ProgrammableStageDescriptor{Module: mod, EntryPoint: k.Entry}})
+	})
+	if cerr == nil {
+		cerr = err
+	}
+	if cerr != nil {
+		return fmt.Errorf("WGSL rejected by the browser: %v", cerr)
+	}
+	g.pipelines[key] = &p
+	return nil
+}
+
+func (g *gpu) Launch(n *ir.Node, k *codegen.Kernel, in []device.Buffer) ([]device.Buffer, error) {
+	if err := g.usable(); err != nil {
+		return nil, err
+	}
+	p := g.pipelines[pipeKey(k)]
+	if p == nil {
+		if err := g.Compile(k); err != nil {
+			return nil, err
+		}
+		p = g.pipelines[pipeKey(k)]
+	}
+	ins := make([]*jbuf, len(in))
+	for i, b := range in {
+		jb, ok := b.(*jbuf)
+		if !ok || jb == nil {
+			return nil, fmt.Errorf("input %d is not a buffer of this device", i)
+		}
+		ins[i] = jb
+	}
+	nout := 0
+	for _, b := range k.Bindings {
+		nout = max(nout, b.Output+1)
+	}
+	outs := make([]device.Buffer, nout)
+	bound := make([]*jbuf, len(k.Bindings))
+	var fresh []*jbuf
+	for i, b := range k.Bindings {
+		if b.Input >= 0 {
+			bound[i] = ins[b.Input]
+			if b.Output >= 0 {
+				outs[b.Output] = ins[b.Input]
+			}
+			continue
+		}
+		jb, err := g.alloc(uint64(b.Type.Bytes()))
+		if err != nil {
+			for _, f := range fresh {
+				g.release(f)
+			}
+			return nil, fmt.Errorf("output %d: %v", b.Output, err)
+		}
+		fresh = append(fresh, jb)
+		bound[i], outs[b.Output] = jb, jb
+	}
+	if k.Grid[0]*k.Grid[1]*k.Grid[2] == 0 {
+		return outs, nil
+	}
+	if g.enc == nil {
+		g.js.Call("pushErrorScope", "validation")
+		enc, err := g.dev.CreateCommandEncoder(nil)
+		if err != nil {
+			g.popScope()
+			return nil, err
+		}
+		g.enc = enc
+		g.pass = enc.BeginComputePass(nil)
+	}
+	entries := make([]wgpu.BindGroupEntry, len(bound))
+	for i, b := range bound {
+		entries[i] = wgpu.BindGroupEntry{Binding: uint32(k.Bindings[i].Index), Buffer: b.buf, Size: b.size}
+	}
+	bg, err := g.dev.CreateBindGroup(&wgpu.BindGroupDescriptor{Layout: p.layout, Entries: entries})
+	if err != nil {
+		return nil, err
+	}
+	g.pass.SetPipeline(p.cp)
+	g.pass.SetBindGroup(0, bg, nil)
+	g.pass.DispatchWorkgroups(uint32(k.Grid[0]), uint32(k.Grid[1]), uint32(k.Grid[2]))
+	g.pending = append(g.pending, n.ID)
+	if len(g.pending) >= maxBatch {
+		if err := g.flush(); err != nil {
+			return nil, err
+		}
+	}
+	return outs, nil
+}
+
+// flush submits the recorded dispatches and reports their validation
+// errors.
+func (g *gpu) flush() error {
+	if g.enc == nil {
+		return nil
+	}
+	g.pass.End()
+	cb, err := g.enc.Finish(nil)
+	if err == nil {
+		g.queue.Submit(cb)
+	}
+	g.enc, g.pass = nil, nil
+	for _, b := range g.doomed {
+		b.Destroy() // WebGPU keeps it alive for the submitted work
+	}
+	g.doomed = nil
+	nodes := g.pending
+	g.pending = nil
+	if serr := g.popScope(); serr != nil {
+		err = serr
+	}
+	if err != nil {
+		ids := make([]string, 0, len(nodes))
+		for _, id := range nodes {
+			ids = append(ids, fmt.Sprintf("#%d", id))
+		}
+		return fmt.Errorf("the dispatches of nodes %s failed: %v", strings.Join(ids, ", "), err)
+	}
+	return nil
+}
+
+func (g *gpu) Download(b device.Buffer, offset, length int64) ([]byte, error) {
+	jb, ok := b.(*jbuf)
+	if !ok || jb == nil {
+		return nil, errors.New("not a buffer of this device")
+	}
+	if err := g.flush(); err != nil {
+		return nil, err
+	}
+	if err := g.usable(); err != nil {
+		return nil, err
+	}
+	if length == 0 {
+		return []byte{}, nil
+	}
+	start := uint64(offset) &^ 3
+	end := (uint64(offset+length) + 3) &^ 3
+	if end > jb.size {
+		return nil, fmt.Errorf("bytes %d to %d of a %d-byte buffer", offset, offset+length, jb.size)
+	}
+	size := end - start
+	var st *wgpu.Buffer
+	err := g.scoped(func() {
+		var err error
+		st, err = g.dev.CreateBuffer(&wgpu.BufferDescriptor{Usage: wgpu.BufferUsageMapRead | wgpu.BufferUsageCopyDst, Size: size})
+		if err != nil {
+			return
+		}
+		enc, err := g.dev.CreateCommandEncoder(nil)
+		if err != nil {
+			return
+		}
+		enc.CopyBufferToBuffer(jb.buf, start, st, 0, size)
+		cb, err := enc.Finish(nil)
+		if err != nil {
+			return
+		}
+		g.queue.Submit(cb)
+	})
+	if err != nil {
+		if st != nil {
+			st.Destroy()
+		}
+		return nil, fmt.Errorf("download: %v", err)
+	}
+	defer st.Destroy()
+	var status wgpu.BufferMapAsyncStatus
+	st.MapAsync(wgpu.MapModeRead, 0, size, func(s wgpu.BufferMapAsyncStatus) { status = s })
+	if status != wgpu.BufferMapAsyncStatusSuccess {
+		return nil, fmt.Errorf("download: map failed: %v", status)
+	}
+	data := st.GetMappedRange(0, uint(size))
+	st.Unmap()
+	lo := uint64(offset) - start
+	return data[lo : lo+uint64(length)], nil
+}
+
+func (g *gpu) Sync() error {
+	if err := g.flush(); err != nil {
+		return err
+	}
+	g.queue.OnSubmittedWorkDone(func(wgpu.QueueWorkDoneStatus) {})
+	return g.usable()
+}
+
+func (g *gpu) Free(b device.Buffer) {
+	if jb, ok := b.(*jbuf); ok && jb != nil {
+		g.release(jb)
+	}
+}
