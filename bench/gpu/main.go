@@ -25,6 +25,7 @@ import (
 	"os"
 	"path/filepath"
 	goruntime "runtime"
+	"runtime/pprof"
 	"sort"
 	"strings"
 	"sync"
@@ -116,15 +117,20 @@ type Ours struct {
 	Adapter  string         `json:"adapter"`
 	Driver   string         `json:"driver"`
 	Matmul   []MatmulResult `json:"matmul"`
-	Chosen   string         `json:"chosen_tuning"`
 	LLM      []LLMResult    `json:"llm"`
 	Defaults string         `json:"device_defaults"`
 }
 
-func tuningString(t wgsl.Tuning, batch int) string {
+// llmConfig is one configuration of the device for a model session.
+type llmConfig struct {
+	tu          wgsl.Tuning
+	batch, ramp int
+}
+
+func tuningString(t wgsl.Tuning, batch, ramp int) string {
 	s := fmt.Sprintf("matmul=%s", orDash(t.Matmul))
-	if t.MatmulMedium != "" {
-		s += fmt.Sprintf(" medium=%s(<%d groups)", t.MatmulMedium, t.MatmulMinGroups)
+	if strings.Contains(t.Matmul, ",") {
+		s += fmt.Sprintf(" (first with >=%d groups)", t.MatmulMinGroups)
 	}
 	s += fmt.Sprintf(" gemv_unroll=%d", max(t.GEMVUnroll, 1))
 	if t.GEMVLanes > 0 {
@@ -132,6 +138,9 @@ func tuningString(t wgsl.Tuning, batch int) string {
 	}
 	if batch > 0 {
 		s += fmt.Sprintf(" batch=%d", batch)
+		if ramp > 0 {
+			s += fmt.Sprintf(" ramp=%d", ramp)
+		}
 	}
 	return s
 }
@@ -151,6 +160,7 @@ func runCmd(args []string) error {
 	models := fs.String("models", "stories15M,tinyllama", "models: stories15M, tinyllama, tiny")
 	prefill := fs.Int("prefill", 128, "prompt tokens")
 	decode := fs.Int("decode", 64, "decode steps")
+	cpuprofile := fs.String("cpuprofile", "", "write a CPU profile of one decode session of the last model (device defaults) here")
 	fs.Parse(args)
 	if *hfDir == "" {
 		*hfDir = filepath.Join(*out, "hf")
@@ -166,7 +176,9 @@ func runCmd(args []string) error {
 	info := dev.Adapter()
 	res := &Ours{Date: time.Now().UTC().Format(time.RFC3339), Adapter: dev.Name(), Driver: info.DriverDescription}
 	defaults := dev.Tuning()
-	res.Defaults = tuningString(defaults, dev.MaxBatch())
+	defBatch := dev.MaxBatch()
+	defRamp := dev.BatchRamp()
+	res.Defaults = tuningString(defaults, defBatch, defRamp)
 	logf("device %s (%s), defaults %s", dev.Name(), info.DriverDescription, res.Defaults)
 	save := func() error {
 		b, err := json.MarshalIndent(res, "", "  ")
@@ -176,31 +188,46 @@ func runCmd(args []string) error {
 		return os.WriteFile(filepath.Join(*out, "ours.json"), b, 0o644)
 	}
 
-	// Matmul variants.
+	// Matmul variants. The issue's shapes get every candidate; TinyLlama's
+	// own prefill and decode shapes a few.
 	shapes := []MatmulShape{
 		{"1024³", 1024, 1024, 1024, false},
 		{"4096³", 4096, 4096, 4096, false},
 		{"8192³", 8192, 8192, 8192, false},
 		{"decode GEMV 1x4096x4096ᵀ", 1, 4096, 4096, true},
 		{"prefill 128x4096x11008ᵀ", 128, 11008, 4096, true},
+		{"TinyLlama q/o 128x2048x2048ᵀ", 128, 2048, 2048, true},
+		{"TinyLlama k/v 128x256x2048ᵀ", 128, 256, 2048, true},
+		{"TinyLlama w1/w3 128x5632x2048ᵀ", 128, 5632, 2048, true},
+		{"TinyLlama w2 128x2048x5632ᵀ", 128, 2048, 5632, true},
+		{"TinyLlama GEMV q/o 1x2048x2048ᵀ", 1, 2048, 2048, true},
+		{"TinyLlama GEMV w1/w3 1x5632x2048ᵀ", 1, 5632, 2048, true},
+		{"TinyLlama GEMV w2 1x2048x5632ᵀ", 1, 2048, 5632, true},
+		{"TinyLlama GEMV classifier 1x32000x2048ᵀ", 1, 32000, 2048, true},
 	}
 	if *quick {
 		shapes = []MatmulShape{
 			{"128³", 128, 128, 128, false},
 			{"decode GEMV 1x512x256ᵀ", 1, 512, 256, true},
 			{"prefill 32x256x512ᵀ", 32, 512, 256, true},
+			{"TinyLlama-ish 40x64x256ᵀ", 40, 64, 256, true},
 		}
 	}
-	var tiled []wgsl.Tuning
+	var tiled, few []wgsl.Tuning
 	for _, t := range append([]string{"scalar"}, wgsl.MatmulTiles...) {
 		tiled = append(tiled, wgsl.Tuning{Matmul: t})
 	}
+	for _, t := range []string{"scalar", "128x128x8/8x8+p", "64x64x16/4x4+p", "32x64x16/4x4+p", "32x32x16/4x4+p", defaults.Matmul} {
+		few = append(few, wgsl.Tuning{Matmul: t, MatmulMinGroups: defaults.MatmulMinGroups})
+	}
 	gemv := []wgsl.Tuning{{GEMVUnroll: 1}, {GEMVUnroll: 2}, {GEMVUnroll: 4}, {GEMVLanes: 64, GEMVUnroll: 1}, {GEMVLanes: 64, GEMVUnroll: 2}, {GEMVLanes: 16, GEMVUnroll: 4}}
-	bestLarge, bestMedium, bestGEMV := "scalar", "", 1
 	for _, s := range shapes {
 		vs := tiled
-		if s.M == 1 {
+		switch {
+		case s.M == 1:
 			vs = gemv
+		case strings.HasPrefix(s.Name, "TinyLlama"):
+			vs = few
 		}
 		r := MatmulResult{Shape: s}
 		in, err := newMatmulInputs(dev, s)
@@ -210,22 +237,11 @@ func runCmd(args []string) error {
 		for _, tu := range vs {
 			dev.SetTuning(tu)
 			v := measureMatmul(dev, s, in)
-			v.Tuning = tuningString(tu, 0)
+			v.Tuning = tuningString(tu, 0, 0)
 			logf("matmul %s %s: %.0f GFLOP/s (rel err %.1e) %s", s.Name, v.Tuning, v.GFLOPS, v.RelErr, v.Err)
 			r.Variants = append(r.Variants, v)
 			if v.Err == "" && v.GFLOPS > r.Best.GFLOPS {
 				r.Best = v
-				switch {
-				case s.M == 1:
-					bestGEMV = max(tu.GEMVUnroll, 1)
-					if tu.GEMVLanes != 0 {
-						bestGEMV = -1 // lanes variant: reported, not chosen (lanes depend on K)
-					}
-				case strings.HasPrefix(s.Name, "4096"):
-					bestLarge = orDash(tu.Matmul)
-				case strings.HasPrefix(s.Name, "prefill"):
-					bestMedium = orDash(tu.Matmul)
-				}
 			}
 		}
 		in.free(dev)
@@ -235,29 +251,30 @@ func runCmd(args []string) error {
 			return err
 		}
 	}
-	if bestGEMV < 1 {
-		bestGEMV = 1
-		best := 0.0
-		for _, r := range res.Matmul {
-			if r.Shape.M != 1 {
-				continue
-			}
-			for i, v := range r.Variants {
-				if v.Err == "" && gemv[i].GEMVLanes == 0 && v.GFLOPS > best {
-					best, bestGEMV = v.GFLOPS, max(gemv[i].GEMVUnroll, 1)
-				}
-			}
-		}
-	}
-	chosen := wgsl.Tuning{Matmul: bestLarge, GEMVUnroll: bestGEMV}
-	if bestMedium != "" && bestMedium != bestLarge {
-		chosen.MatmulMedium, chosen.MatmulMinGroups = bestMedium, 264 // two workgroups per SM of an H200
-	}
-	res.Chosen = tuningString(chosen, 0)
-	logf("chosen tuning: %s", res.Chosen)
 
 	// Models.
-	for _, name := range strings.Split(*models, ",") {
+	list := "128x128x8/8x8+p,64x64x16/4x4+p,32x64x16/4x4+p,32x32x16/4x4+p"
+	with := func(f func(t *wgsl.Tuning)) wgsl.Tuning { t := defaults; f(&t); return t }
+	configs := []llmConfig{
+		{wgsl.Tuning{Matmul: "scalar", GEMVUnroll: 1}, 64, -1}, // before
+		{defaults, defBatch, defRamp},                          // the device's defaults
+		{with(func(t *wgsl.Tuning) { t.Matmul, t.MatmulMinGroups = list, 264 }), defBatch, defRamp},
+		{with(func(t *wgsl.Tuning) { t.Matmul, t.MatmulMinGroups = list, 132 }), defBatch, defRamp},
+		{with(func(t *wgsl.Tuning) {
+			t.Matmul, t.MatmulMinGroups = "128x128x8/8x8+p,32x64x16/4x4+p,32x32x16/4x4+p", 132
+		}), defBatch, defRamp},
+		{defaults, 16, 8},
+		{defaults, 32, 8},
+		{defaults, 64, 8},
+		{defaults, 128, 8},
+		{defaults, 64, -1},
+		{defaults, 32, -1},
+		{with(func(t *wgsl.Tuning) { t.GEMVUnroll = 1 }), defBatch, defRamp},
+		{with(func(t *wgsl.Tuning) { t.GEMVUnroll = 4 }), defBatch, defRamp},
+		{with(func(t *wgsl.Tuning) { t.GEMVLanes = 64 }), defBatch, defRamp},
+	}
+	names := strings.Split(*models, ",")
+	for mi, name := range names {
 		var c llama.Config
 		switch strings.TrimSpace(name) {
 		case "tinyllama":
@@ -278,25 +295,18 @@ func runCmd(args []string) error {
 		if p+d+4 > c.MaxSeq {
 			return fmt.Errorf("%s: %d+%d tokens exceed the cache of %d", name, p, d, c.MaxSeq)
 		}
-		configs := []struct {
-			tu    wgsl.Tuning
-			batch int
-		}{
-			{wgsl.Tuning{Matmul: "scalar", GEMVUnroll: 1}, 64}, // before
-			{defaults, 64},
-			{defaults, 256},
-			{defaults, 100000},
-			{chosen, 64},
-			{chosen, 256},
-			{chosen, 100000},
+		prof := ""
+		if mi == len(names)-1 {
+			prof = *cpuprofile
 		}
-		r, err := measureModel(dev, name, c, filepath.Join(*hfDir, name), *out, p, d, configs)
+		r, err := measureModel(dev, name, c, filepath.Join(*hfDir, name), *out, p, d, configs, prof)
 		if err != nil {
 			return fmt.Errorf("%s: %w", name, err)
 		}
-		r.DefaultTuning = tuningString(defaults, 0)
+		r.DefaultTuning = res.Defaults
 		dev.SetTuning(defaults)
 		dev.SetMaxBatch(0)
+		dev.SetBatchRamp(0)
 		res.LLM = append(res.LLM, *r)
 		if err := save(); err != nil {
 			return err
@@ -455,10 +465,7 @@ func measureMatmul(dev *webgpu.Device, s MatmulShape, in *matmulInputs) (v Varia
 
 // measureModel builds a model of shape c with random weights, writes it as
 // a Hugging Face folder, and times sessions under each configuration.
-func measureModel(dev *webgpu.Device, name string, c llama.Config, hfDir, out string, p, d int, configs []struct {
-	tu    wgsl.Tuning
-	batch int
-}) (*LLMResult, error) {
+func measureModel(dev *webgpu.Device, name string, c llama.Config, hfDir, out string, p, d int, configs []llmConfig, cpuprofile string) (*LLMResult, error) {
 	logf("%s: building (random weights)", name)
 	weights := randomWeights(c)
 	m, err := llama.Build(name, c, weights)
@@ -505,7 +512,8 @@ func measureModel(dev *webgpu.Device, name string, c llama.Config, hfDir, out st
 	for ci, cf := range configs {
 		dev.SetTuning(cf.tu)
 		dev.SetMaxBatch(cf.batch)
-		run := LLMRun{Config: tuningString(cf.tu, cf.batch)}
+		dev.SetBatchRamp(cf.ramp)
+		run := LLMRun{Config: tuningString(cf.tu, cf.batch, cf.ramp)}
 		if _, err := session(exec, r.Prompt[:p], 2, nil); err != nil { // warm-up: kernels
 			run.Err = err.Error()
 		} else {
@@ -533,6 +541,27 @@ func measureModel(dev *webgpu.Device, name string, c llama.Config, hfDir, out st
 		} else if run.Err == "" && run.DecodeTokS > r.Best.DecodeTokS {
 			r.Best = run
 		}
+	}
+	if cpuprofile != "" {
+		cf := configs[1]
+		dev.SetTuning(cf.tu)
+		dev.SetMaxBatch(cf.batch)
+		dev.SetBatchRamp(cf.ramp)
+		f, err := os.Create(cpuprofile)
+		if err != nil {
+			return nil, err
+		}
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return nil, err
+		}
+		var st stats
+		_, err = session(exec, r.Prompt[:p], 4*d, &st)
+		pprof.StopCPUProfile()
+		f.Close()
+		if err != nil {
+			return nil, err
+		}
+		logf("%s: profiled session, decode %.1f tok/s", name, float64(4*d)/st.decodeTotal)
 	}
 	return r, nil
 }

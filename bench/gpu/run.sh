@@ -23,7 +23,7 @@ if [ "$(df -k --output=avail /dev/shm 2>/dev/null | tail -1)" -gt 20000000 ] 2>/
 	nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm,clocks.max.mem --format=csv
 } >"$out/run.log" 2>&1
 nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm,clocks.max.mem --format=csv >"$out/smi.txt" 2>&1
-.gpu/benchgpu run -out "$out" -hf "$hf" ${BENCH_ARGS:-} 2>&1 | tee -a "$out/run.log"
+.gpu/benchgpu run -out "$out" -hf "$hf" -cpuprofile "$out/decode.prof" ${BENCH_ARGS:-} 2>&1 | tee -a "$out/run.log"
 python3 bench/gpu/native.py "$out/ours.json" "$out/native.json" 2>&1 | tee -a "$out/run.log"
 .gpu/benchgpu table -ours "$out/ours.json" -native "$out/native.json" -smi "$out/smi.txt" >"$out/results.md"
 rm -rf "$hf"

@@ -66,7 +66,6 @@ func tableCmd(args []string) error {
 		p("- measured device-to-device copy: %.2f TB/s (bytes read + written)", n.CopyTBs)
 	}
 	p("- device defaults after this work: %s", o.Defaults)
-	p("- best tuning found in this run: %s", o.Chosen)
 	if *smiF != "" {
 		if b, err := os.ReadFile(*smiF); err == nil {
 			p("")

@@ -362,20 +362,24 @@ func parseVecTile(s string) (vecTile, error) {
 // MatmulTiles are the candidate blockings of Tuning.Matmul and
 // Tuning.MatmulMedium that bench/gpu measures (and the tests check).
 var MatmulTiles = []string{
-	"32x64x16/4x4+p",
+	"32x32x16/4x4+p", "32x64x16/4x4+p",
 	"64x64x16/4x4", "64x64x16/4x4+p", "64x64x16/4x4+d",
 	"128x64x16/8x4+p", "128x64x16/8x4+d",
 	"128x128x8/8x8", "128x128x8/8x8+p", "128x128x8/8x8+d",
 	"128x128x16/8x8+p", "128x128x16/8x8+d",
 }
 
-// ValidMatmulTile reports whether s is a tile Tuning.Matmul accepts.
+// ValidMatmulTile reports whether s is a value Tuning.Matmul accepts.
 func ValidMatmulTile(s string) error {
 	if s == "" || s == "scalar" {
 		return nil
 	}
-	_, err := parseVecTile(s)
-	return err
+	for _, t := range strings.Split(s, ",") {
+		if _, err := parseVecTile(strings.TrimSpace(t)); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 func (v vecTile) threads() int { return (v.bm / v.tm) * (v.bn / v.tn) }
@@ -396,19 +400,25 @@ func (g *gen) fits(s mmShape, v vecTile) bool {
 		(v.bm*v.bk/4)%t == 0 && (v.bn*v.bk/4)%t == 0 && smem <= g.lim.MaxWorkgroupStorageSize
 }
 
-// pickVec chooses the vec4 kernel's blocking from the tuning, if any fits.
+// pickVec chooses the vec4 kernel's blocking from the tuning, if any fits:
+// the first of the list whose grid is large enough, else the last that fits.
 func (g *gen) pickVec(s mmShape, nb int) (vecTile, bool) {
 	if g.fault != "" || g.tune.Matmul == "" || g.tune.Matmul == "scalar" {
 		return vecTile{}, false
 	}
-	v, err := parseVecTile(g.tune.Matmul)
-	ok := err == nil && g.fits(s, v)
-	if g.tune.MatmulMedium != "" && (!ok || v.groups(s, nb) < g.tune.MatmulMinGroups) {
-		if w, err := parseVecTile(g.tune.MatmulMedium); err == nil && g.fits(s, w) {
-			return w, true
+	var last vecTile
+	found := false
+	for _, t := range strings.Split(g.tune.Matmul, ",") {
+		v, err := parseVecTile(strings.TrimSpace(t))
+		if err != nil || !g.fits(s, v) {
+			continue
 		}
+		if v.groups(s, nb) >= g.tune.MatmulMinGroups {
+			return v, true
+		}
+		last, found = v, true
 	}
-	return v, ok
+	return last, found
 }
 
 // tiledVec is the vec4 tiled kernel. A workgroup of (BM/TM)·(BN/TN)

@@ -84,20 +84,19 @@ type Tuning struct {
 	// tile's global loads are issued before the current tile's arithmetic)
 	// or "+d" (that, and two workgroup buffers, one barrier per step),
 	// selects the vec4 kernel: vec4 loads of a and b, TMxTN outputs per
-	// invocation as vec4 rows. Shapes it cannot take (K or N not a
-	// multiple of 4, M <= 16, limits) use the original kernel.
-	Matmul string
-	// MatmulMedium, when set, replaces Matmul for products whose grid
-	// under Matmul's tile would have fewer than MatmulMinGroups workgroups
-	// (a large tile on a small product leaves most of a big GPU idle).
-	MatmulMedium    string
+	// invocation as vec4 rows. A comma-separated list of blockings, largest
+	// first, takes the first whose grid has at least MatmulMinGroups
+	// workgroups, else the last that fits (a large tile on a small product
+	// leaves most of a big GPU idle). Shapes no blocking can take (K or N
+	// not a multiple of 4, M <= 16, limits) use the original kernel.
+	Matmul          string
 	MatmulMinGroups int
 }
 
 // DiscreteTuning is the tuning the webgpu device uses on GPUs that are not
 // CPU drivers, chosen from measurements on an NVIDIA H200 (bench/gpu).
 func DiscreteTuning() Tuning {
-	return Tuning{Matmul: "128x128x8/8x8+d", MatmulMedium: "64x64x16/4x4+p", MatmulMinGroups: 256, GEMVUnroll: 2}
+	return Tuning{Matmul: "128x128x8/8x8+p,64x64x16/4x4+p", MatmulMinGroups: 264, GEMVUnroll: 2}
 }
 
 // Options control code generation.

@@ -52,6 +52,12 @@ type Options struct {
 	// MaxBatch is the number of dispatches recorded before the encoder is
 	// submitted (default 64 on CPU drivers, DiscreteMaxBatch on GPUs).
 	MaxBatch int
+	// BatchRamp, when > 0, makes the first submission after the device
+	// waited (a Download or Sync) come after this many dispatches, the next
+	// after twice as many, and so on up to MaxBatch, so that the GPU starts
+	// on a step's first kernels while the rest are recorded. 0 means 8 on
+	// GPUs and none on CPU drivers; < 0 means none.
+	BatchRamp int
 	// PoolBytes bounds the bytes of freed buffers kept for reuse (default
 	// 1 GiB); buffers freed beyond it are released.
 	PoolBytes int64
@@ -121,6 +127,8 @@ type Device struct {
 	pass    *wgpu.ComputePassEncoder  // open compute pass of enc, if any
 	labels  map[string]*ir.Node       // pipeline label -> node, for the open pass
 	pending int                       // dispatches recorded in enc
+	batch   int                       // dispatches at which enc is submitted (ramps up to MaxBatch)
+	lastCP  *wgpu.ComputePipeline     // pipeline set last in the open pass
 	groups  []*wgpu.BindGroup         // uncached bind groups of recorded dispatches
 	bgs     map[bgKey]*wgpu.BindGroup // cached bind groups by layout and buffers
 	bgOf    map[*wgpu.Buffer][]bgKey  // cached bind groups that use a buffer
@@ -260,6 +268,9 @@ func Open(opts Options) (*Device, error) {
 			opts.MaxBatch = DiscreteMaxBatch
 		}
 	}
+	if opts.BatchRamp == 0 && !cpu {
+		opts.BatchRamp = 8
+	}
 	if opts.Tuning == (wgsl.Tuning{}) && !cpu {
 		opts.Tuning = wgsl.DiscreteTuning()
 	}
@@ -295,6 +306,7 @@ func Open(opts Options) (*Device, error) {
 		bgOf:      map[*wgpu.Buffer][]bgKey{},
 		cpu:       cpu,
 	}
+	d.rampDown()
 	lower := func(dst *int, v int) {
 		if v > 0 && v < *dst {
 			*dst = v
@@ -404,6 +416,34 @@ func (d *Device) SetMaxBatch(n int) {
 		}
 	}
 	d.opts.MaxBatch = n
+	d.rampDown()
+}
+
+// BatchRamp returns Options.BatchRamp in use.
+func (d *Device) BatchRamp() int {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.opts.BatchRamp
+}
+
+// SetBatchRamp changes Options.BatchRamp (0 restores the default of the
+// adapter's type).
+func (d *Device) SetBatchRamp(n int) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if n == 0 && !d.cpu {
+		n = 8
+	}
+	d.opts.BatchRamp = n
+	d.rampDown()
+}
+
+// rampDown restarts the ramp of submission sizes (must hold d.mu).
+func (d *Device) rampDown() {
+	d.batch = d.opts.MaxBatch
+	if r := d.opts.BatchRamp; r > 0 && r < d.batch {
+		d.batch = r
+	}
 }
 
 // SetFault injects a codegen/wgsl fault into the kernel of node id (""
@@ -644,6 +684,7 @@ func (d *Device) Download(b *runtime.Buffer) (*tensor.Tensor, error) {
 	if err := d.pollUntil(&done); err != nil {
 		return nil, err
 	}
+	d.rampDown()
 	if status != wgpu.BufferMapAsyncStatusSuccess {
 		st.Release()
 		return nil, fmt.Errorf("webgpu: download: map failed: %s", status)
@@ -709,6 +750,7 @@ func (d *Device) wait() error {
 	if err := d.pollUntil(&done); err != nil {
 		return err
 	}
+	d.rampDown()
 	if status != wgpu.QueueWorkDoneStatusSuccess {
 		return fmt.Errorf("webgpu: queue work failed: %s", status)
 	}
@@ -809,6 +851,7 @@ func (d *Device) submit() error {
 	cb.Release()
 	d.stats.Submits++
 	d.pending = 0
+	d.batch = min(2*d.batch, d.opts.MaxBatch)
 	for _, bg := range d.groups {
 		bg.Release()
 	}
@@ -1198,14 +1241,18 @@ func (d *Device) dispatch(n *ir.Node, k *codegen.Kernel, pp *pipeline, in []*run
 		if d.pass == nil {
 			d.pass = d.enc.BeginComputePass(nil)
 			d.labels = map[string]*ir.Node{}
+			d.lastCP = nil
 		}
-		d.pass.SetPipeline(pp.cp)
+		if d.lastCP != pp.cp {
+			d.pass.SetPipeline(pp.cp)
+			d.lastCP = pp.cp
+		}
 		d.pass.SetBindGroup(0, bg, nil)
 		d.pass.DispatchWorkgroups(uint32(k.Grid[0]), uint32(k.Grid[1]), uint32(k.Grid[2]))
 		d.labels[k.Name()] = n
 		d.pending++
 		d.stats.Dispatches++
-		if d.pending >= d.opts.MaxBatch {
+		if d.pending >= d.batch {
 			if err := d.submit(); err != nil {
 				return nil, err
 			}
@@ -1230,7 +1277,7 @@ func (d *Device) dispatch(n *ir.Node, k *codegen.Kernel, pp *pipeline, in []*run
 	}
 	d.pending++
 	d.stats.Dispatches++
-	if d.pending >= d.opts.MaxBatch {
+	if d.pending >= d.batch {
 		if err := d.submit(); err != nil {
 			return nil, err
 		}
