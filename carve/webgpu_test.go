@@ -2,30 +2,16 @@ package carve
 
 import (
 	"fmt"
-	"os"
 	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
-	"github.com/tapml/tapml/runtime/webgpu"
+	"github.com/tapml/tapml/internal/testenv/webgputest"
 )
-
-func openWebGPU(t *testing.T, opts webgpu.Options) *webgpu.Device {
-	t.Helper()
-	d, err := webgpu.Open(opts)
-	if err != nil {
-		if os.Getenv("TAPML_REQUIRE_WEBGPU") != "" {
-			t.Fatalf("webgpu: %v", err)
-		}
-		t.Skipf("webgpu: no device: %v", err)
-	}
-	return d
-}
 
 func TestReplayStoriesWebGPU(t *testing.T) {
 	dir, _ := carvedStories(t)
-	dev := openWebGPU(t, webgpu.Options{})
-	defer dev.Close()
+	dev := webgputest.Device(t)
 	b, err := Open(dir)
 	if err != nil {
 		t.Fatal(err)
@@ -48,8 +34,7 @@ func TestReplayStoriesWebGPU(t *testing.T) {
 // that op's cases fail, and that the report names them.
 func TestFaultInjection(t *testing.T) {
 	dir, _ := carvedStories(t)
-	dev := openWebGPU(t, webgpu.Options{})
-	defer dev.Close()
+	dev := webgputest.Device(t)
 	b, err := Open(dir)
 	if err != nil {
 		t.Fatal(err)

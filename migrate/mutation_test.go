@@ -9,6 +9,7 @@ import (
 
 	"github.com/tapml/tapml/frontend/llama"
 	"github.com/tapml/tapml/frontend/tokenizer"
+	"github.com/tapml/tapml/internal/testenv/webgputest"
 	"github.com/tapml/tapml/runtime/target"
 )
 
@@ -90,7 +91,7 @@ func BenchmarkMutationScore(b *testing.B) {
 		// two thirds along the order, on LLaMA shapes of growing depth.
 		fmt.Printf("\nbisect runs against the node count (built-in LLaMA shape, random weights, one faulty decode matmul):\n")
 		fmt.Printf("%7s %6s %7s %5s %9s\n", "layers", "nodes", "log2", "runs", "named it")
-		dev := openWebGPU(b)
+		dev := webgputest.Device(b)
 		for _, layers := range []int{1, 2, 4, 8, 16} {
 			cfg := llama.Tiny
 			cfg.Layers = layers

@@ -8,13 +8,14 @@ import (
 	"testing"
 
 	"github.com/tapml/tapml/carve"
+	"github.com/tapml/tapml/internal/testenv/webgputest"
 	"github.com/tapml/tapml/runtime/target"
 )
 
 func storiesDriver(t testing.TB, o Options) *Driver {
 	t.Helper()
 	m := loadStories(t)
-	dev := openWebGPU(t)
+	dev := webgputest.Device(t)
 	if o.Prompt == "" {
 		o.Prompt = storiesPrompt
 	}
@@ -27,6 +28,7 @@ func storiesDriver(t testing.TB, o Options) *Driver {
 		t.Fatal(err)
 	}
 	t.Cleanup(d.Close)
+	t.Cleanup(d.ClearFaults) // the device is shared by the test binary
 	return d
 }
 
