@@ -6,10 +6,8 @@ import (
 	"math"
 	"testing"
 
-	"github.com/tapml/tapml/ir"
-	"github.com/tapml/tapml/runtime"
-	"github.com/tapml/tapml/runtime/cpu"
-	"github.com/tapml/tapml/tensor"
+	"github.com/tapml/tapml/internal/testenv"
+	"github.com/tapml/tapml/internal/testenv/llmtest"
 	"github.com/x448/float16"
 )
 
@@ -131,31 +129,6 @@ func newRefModel(t *testing.T, f *File) *refModel {
 	return m
 }
 
-func matVec(w [][]float64, x []float64) []float64 {
-	y := make([]float64, len(w))
-	for i, row := range w {
-		s := 0.0
-		for j, v := range row {
-			s += v * x[j]
-		}
-		y[i] = s
-	}
-	return y
-}
-
-func rmsNorm(x, w []float64, eps float64) []float64 {
-	ss := 0.0
-	for _, v := range x {
-		ss += v * v
-	}
-	r := 1 / math.Sqrt(ss/float64(len(x))+eps)
-	y := make([]float64, len(x))
-	for i := range x {
-		y[i] = x[i] * r * w[i]
-	}
-	return y
-}
-
 // rope rotates adjacent pairs (2i, 2i+1) of each head by pos·theta^(-2i/hd).
 func (m *refModel) rope(x []float64, pos int) {
 	for h := 0; h < len(x)/m.headDim; h++ {
@@ -175,8 +148,8 @@ func (m *refModel) step(tok int) []float64 {
 	hd := m.headDim
 	for _, L := range m.layers {
 		pos := len(L.kCache)
-		h := rmsNorm(x, L.attnNorm, m.eps)
-		q, k, v := matVec(L.wq, h), matVec(L.wk, h), matVec(L.wv, h)
+		h := llmtest.RMSNorm(x, L.attnNorm, m.eps)
+		q, k, v := llmtest.MatVec(L.wq, h), llmtest.MatVec(L.wk, h), llmtest.MatVec(L.wv, h)
 		m.rope(q, pos)
 		m.rope(k, pos)
 		L.kCache = append(L.kCache, k)
@@ -205,72 +178,21 @@ func (m *refModel) step(tok int) []float64 {
 				}
 			}
 		}
-		o := matVec(L.wo, att)
+		o := llmtest.MatVec(L.wo, att)
 		for i := range x {
 			x[i] += o[i]
 		}
-		h = rmsNorm(x, L.ffnNorm, m.eps)
-		g, u := matVec(L.gate, h), matVec(L.up, h)
+		h = llmtest.RMSNorm(x, L.ffnNorm, m.eps)
+		g, u := llmtest.MatVec(L.gate, h), llmtest.MatVec(L.up, h)
 		for i := range g {
 			g[i] = g[i] / (1 + math.Exp(-g[i])) * u[i]
 		}
-		d := matVec(L.down, g)
+		d := llmtest.MatVec(L.down, g)
 		for i := range x {
 			x[i] += d[i]
 		}
 	}
-	return matVec(m.out, rmsNorm(x, m.norm, m.eps))
-}
-
-// irRunner drives the module's prefill and decode on the CPU reference
-// device with the calling convention of frontend/llama.Build.
-type irRunner struct {
-	exec   *runtime.Executor
-	caches []*runtime.Buffer
-	pos    int
-}
-
-func newIRRunner(t *testing.T, m *ir.Module) *irRunner {
-	r := &irRunner{exec: runtime.NewExecutor(m, cpu.New())}
-	for _, p := range m.Func("decode").Params[2:] {
-		b, err := r.exec.Upload("", tensor.New(p.Type.DType, p.Type.Shape.Sizes()))
-		if err != nil {
-			t.Fatal(err)
-		}
-		r.caches = append(r.caches, b)
-	}
-	return r
-}
-
-func (r *irRunner) forward(t *testing.T, toks []int) []float32 {
-	fn := "decode"
-	if len(toks) > 1 {
-		fn = "prefill"
-	}
-	ids := make([]int32, len(toks))
-	for i, v := range toks {
-		ids[i] = int32(v)
-	}
-	tb, err := r.exec.Upload("", tensor.FromInt32([]int{len(ids)}, ids))
-	if err != nil {
-		t.Fatal(err)
-	}
-	pb, err := r.exec.Upload("", tensor.ScalarInt32(int32(r.pos)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	args := append([]*runtime.Buffer{tb, pb}, r.caches...)
-	out, err := r.exec.Call(fn, args...)
-	if err != nil {
-		t.Fatalf("%s at pos %d: %v", fn, r.pos, err)
-	}
-	copy(r.caches, out[1:])
-	logits, err := runtime.Download(out[0])
-	if err != nil {
-		t.Fatal(err)
-	}
-	r.pos += len(toks)
-	return logits.Float32s()
+	return llmtest.MatVec(m.out, llmtest.RMSNorm(x, m.norm, m.eps))
 }
 
 // logitTol bounds max|ir - ref| / max|ref|. Both sides use the same
@@ -286,17 +208,6 @@ func (r *irRunner) forward(t *testing.T, toks []int) []float32 {
 // shows a wrong RoPE pairing only at ~1e-4, so it alone would not do).
 const logitTol = 1e-4
 
-func relErr(got []float32, want []float64) (float64, int) {
-	maxRef, maxDiff, at := 0.0, 0.0, 0
-	for i, w := range want {
-		maxRef = max(maxRef, math.Abs(w))
-		if d := math.Abs(float64(got[i]) - w); d > maxDiff {
-			maxDiff, at = d, i
-		}
-	}
-	return maxDiff / maxRef, at
-}
-
 // checkLogits loads path both ways and compares the logits after a
 // prefill of prompt and then each decode token in turn.
 func checkLogits(t *testing.T, path string, prompt, decode []int) {
@@ -310,7 +221,7 @@ func checkLogits(t *testing.T, path string, prompt, decode []int) {
 	}
 	defer f.Close()
 	ref := newRefModel(t, f)
-	run := newIRRunner(t, m)
+	run := llmtest.NewRunner(t, m)
 	var want []float64
 	for _, tok := range prompt {
 		want = ref.step(tok)
@@ -320,16 +231,16 @@ func checkLogits(t *testing.T, path string, prompt, decode []int) {
 		if len(got) != ref.vocab {
 			t.Fatalf("%s: %d logits, want %d", what, len(got), ref.vocab)
 		}
-		e, at := relErr(got, want)
+		e, at := llmtest.RelErr(got, want)
 		t.Logf("%s: max abs error / max |logit| = %.3g (at %d: ir %g, ref %g)", what, e, at, got[at], want[at])
 		if e > logitTol {
 			t.Errorf("%s: relative error %.3g > %g", what, e, logitTol)
 		}
 	}
-	compare(fmt.Sprintf("prefill %v", prompt), run.forward(t, prompt))
+	compare(fmt.Sprintf("prefill %v", prompt), run.Forward(t, prompt))
 	for i, tok := range decode {
 		want = ref.step(tok)
-		compare(fmt.Sprintf("decode step %d (token %d, pos %d)", i, tok, len(prompt)+i), run.forward(t, []int{tok}))
+		compare(fmt.Sprintf("decode step %d (token %d, pos %d)", i, tok, len(prompt)+i), run.Forward(t, []int{tok}))
 	}
 }
 
@@ -337,7 +248,7 @@ func checkLogits(t *testing.T, path string, prompt, decode []int) {
 // reference device, with the independent float64 forward pass.
 func TestLogitsAgainstReference(t *testing.T) {
 	t.Run("llama-2-tiny-random", func(t *testing.T) {
-		p := sharedModel(t, tinyGGUF)
+		p := testenv.Model(t, tinyGGUF)
 		checkLogits(t, p, []int{1, 15043, 3186, 29892, 920}, []int{338, 263, 31999, 0, 2})
 		checkLogits(t, p, []int{1, 7}, []int{100, 200})
 	})

@@ -5,39 +5,15 @@ import (
 	"encoding/binary"
 	"math"
 	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"unsafe"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/x448/float16"
-)
 
-// sharedModel returns the path of a file in ../shared/models, found by
-// walking up from the package dir to the repo root (the dir with go.mod).
-func sharedModel(t testing.TB, name string) string {
-	t.Helper()
-	dir, err := os.Getwd()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			break
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			t.Fatal("repo root (go.mod) not found")
-		}
-		dir = parent
-	}
-	p := filepath.Join(dir, "..", "shared", "models", name)
-	if _, err := os.Stat(p); err != nil {
-		t.Skipf("test model not available: %v", err)
-	}
-	return p
-}
+	"github.com/tapml/tapml/internal/testenv"
+)
 
 const tinyGGUF = "llama-2-tiny-random.gguf"
 
@@ -55,7 +31,7 @@ func TestSniff(t *testing.T) {
 // TestRealFile reads the tiny Llama-2 GGUF: header facts, metadata and the
 // tensor table as llama.cpp's converter wrote them.
 func TestRealFile(t *testing.T) {
-	f, err := Open(sharedModel(t, tinyGGUF))
+	f, err := Open(testenv.Model(t, tinyGGUF))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -8,6 +8,7 @@ import (
 	"unsafe"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/tapml/tapml/internal/testenv"
 	"github.com/tapml/tapml/ir"
 	"github.com/x448/float16"
 )
@@ -16,7 +17,7 @@ import (
 // conversion checked against bytes decoded independently, and the
 // embedded tokenizer.
 func TestLoadTiny(t *testing.T) {
-	path := sharedModel(t, tinyGGUF)
+	path := testenv.Model(t, tinyGGUF)
 	m, tok, err := Load(path)
 	if err != nil {
 		t.Fatal(err)

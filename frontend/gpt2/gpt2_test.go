@@ -5,10 +5,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/tapml/tapml/internal/testenv/llmtest"
 	"github.com/tapml/tapml/ir"
-	"github.com/tapml/tapml/runtime"
-	"github.com/tapml/tapml/runtime/cpu"
-	"github.com/tapml/tapml/tensor"
 )
 
 var tiny = Config{Dim: 32, Inner: 64, Layers: 2, Heads: 4, Vocab: 50, Positions: 24, MaxSeq: 16, NormEps: 1e-5}
@@ -36,31 +34,6 @@ func TestValidate(t *testing.T) {
 	}
 }
 
-// run feeds tokens through prefill (several) or decode (one) at pos.
-func run(t *testing.T, ex *runtime.Executor, caches []*runtime.Buffer, toks []int, pos int) []float32 {
-	t.Helper()
-	fn := "decode"
-	if len(toks) > 1 {
-		fn = "prefill"
-	}
-	ids := make([]int32, len(toks))
-	for i, v := range toks {
-		ids[i] = int32(v)
-	}
-	tb, _ := ex.Upload("", tensor.FromInt32([]int{len(ids)}, ids))
-	pb, _ := ex.Upload("", tensor.ScalarInt32(int32(pos)))
-	out, err := ex.Call(fn, append([]*runtime.Buffer{tb, pb}, caches...)...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	copy(caches, out[1:])
-	l, err := runtime.Download(out[0])
-	if err != nil {
-		t.Fatal(err)
-	}
-	return append([]float32(nil), l.Float32s()...)
-}
-
 // TestPrefillMatchesDecode: the logits after a prefill of n tokens equal
 // those after n single decode steps (position embeddings through iota,
 // causal attention and the caches agree), to f32 rounding.
@@ -84,21 +57,12 @@ func TestPrefillMatchesDecode(t *testing.T) {
 	if iotas != 1 {
 		t.Errorf("%d iota nodes", iotas)
 	}
-	newCaches := func(ex *runtime.Executor) []*runtime.Buffer {
-		var cs []*runtime.Buffer
-		for _, p := range m.Func("decode").Params[2:] {
-			b, _ := ex.Upload("", tensor.New(p.Type.DType, p.Type.Shape.Sizes()))
-			cs = append(cs, b)
-		}
-		return cs
-	}
 	toks := []int{3, 14, 15, 9, 26, 5}
-	ea, eb := runtime.NewExecutor(m, cpu.New()), runtime.NewExecutor(m, cpu.New())
-	ca, cb := newCaches(ea), newCaches(eb)
-	want := run(t, ea, ca, toks, 0)
+	ra, rb := llmtest.NewRunner(t, m), llmtest.NewRunner(t, m)
+	want := ra.Forward(t, toks)
 	var got []float32
-	for i, tok := range toks {
-		got = run(t, eb, cb, []int{tok}, i)
+	for _, tok := range toks {
+		got = rb.Forward(t, []int{tok})
 	}
 	for i := range want {
 		if d := math.Abs(float64(want[i] - got[i])); d > 1e-5 {
@@ -106,7 +70,7 @@ func TestPrefillMatchesDecode(t *testing.T) {
 		}
 	}
 	// The next step continues the same way from either.
-	a, b := run(t, ea, ca, []int{7}, len(toks)), run(t, eb, cb, []int{7}, len(toks))
+	a, b := ra.Forward(t, []int{7}), rb.Forward(t, []int{7})
 	for i := range a {
 		if d := math.Abs(float64(a[i] - b[i])); d > 1e-5 {
 			t.Fatalf("next step, logit %d: %g vs %g", i, a[i], b[i])

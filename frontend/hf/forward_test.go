@@ -13,6 +13,7 @@ import (
 
 	"github.com/tapml/tapml/frontend/gpt2"
 	"github.com/tapml/tapml/frontend/llama"
+	"github.com/tapml/tapml/internal/testenv/llmtest"
 	"github.com/tapml/tapml/ir"
 	"github.com/tapml/tapml/tensor"
 	"github.com/tapml/tapml/tensor/safetensors"
@@ -91,19 +92,6 @@ func (r *refFolder) vec(t *testing.T, name string) []float64 {
 	return v
 }
 
-// matVec is W·x for W stored out×in.
-func matVec(w [][]float64, x []float64) []float64 {
-	out := make([]float64, len(w))
-	for i, row := range w {
-		s := 0.0
-		for j, v := range row {
-			s += v * x[j]
-		}
-		out[i] = s
-	}
-	return out
-}
-
 // vecMat is x·W for W stored in×out (GPT-2's Conv1D).
 func vecMat(x []float64, w [][]float64) []float64 {
 	out := make([]float64, len(w[0]))
@@ -119,19 +107,6 @@ func addTo(x, y []float64) {
 	for i := range x {
 		x[i] += y[i]
 	}
-}
-
-func rmsNorm(x, w []float64, eps float64) []float64 {
-	ss := 0.0
-	for _, v := range x {
-		ss += v * v
-	}
-	s := 1 / math.Sqrt(ss/float64(len(x))+eps)
-	out := make([]float64, len(x))
-	for i := range x {
-		out[i] = x[i] * s * w[i]
-	}
-	return out
 }
 
 func layerNorm(x, w, b []float64, eps float64) []float64 {
@@ -221,10 +196,10 @@ func (r *refLlama) step(t *testing.T, tok int) []float64 {
 	x := append([]float64(nil), f.mat(t, "model.embed_tokens.weight")[tok]...)
 	for l := 0; l < r.layers; l++ {
 		p := fmt.Sprintf("model.layers.%d.", l)
-		h := rmsNorm(x, f.vec(t, p+"input_layernorm.weight"), r.eps)
-		q := matVec(f.mat(t, p+"self_attn.q_proj.weight"), h)
-		k := matVec(f.mat(t, p+"self_attn.k_proj.weight"), h)
-		v := matVec(f.mat(t, p+"self_attn.v_proj.weight"), h)
+		h := llmtest.RMSNorm(x, f.vec(t, p+"input_layernorm.weight"), r.eps)
+		q := llmtest.MatVec(f.mat(t, p+"self_attn.q_proj.weight"), h)
+		k := llmtest.MatVec(f.mat(t, p+"self_attn.k_proj.weight"), h)
+		v := llmtest.MatVec(f.mat(t, p+"self_attn.v_proj.weight"), h)
 		if r.bias {
 			addTo(q, f.vec(t, p+"self_attn.q_proj.bias"))
 			addTo(k, f.vec(t, p+"self_attn.k_proj.bias"))
@@ -238,20 +213,20 @@ func (r *refLlama) step(t *testing.T, tok int) []float64 {
 			kv := h / (r.heads / r.kvHeads)
 			att = append(att, attend(q[h*r.hd:(h+1)*r.hd], r.keys[l], r.vals[l], kv*r.hd, r.hd)...)
 		}
-		addTo(x, matVec(f.mat(t, p+"self_attn.o_proj.weight"), att))
-		h = rmsNorm(x, f.vec(t, p+"post_attention_layernorm.weight"), r.eps)
-		g, u := matVec(f.mat(t, p+"mlp.gate_proj.weight"), h), matVec(f.mat(t, p+"mlp.up_proj.weight"), h)
+		addTo(x, llmtest.MatVec(f.mat(t, p+"self_attn.o_proj.weight"), att))
+		h = llmtest.RMSNorm(x, f.vec(t, p+"post_attention_layernorm.weight"), r.eps)
+		g, u := llmtest.MatVec(f.mat(t, p+"mlp.gate_proj.weight"), h), llmtest.MatVec(f.mat(t, p+"mlp.up_proj.weight"), h)
 		for i := range g {
 			g[i] = g[i] / (1 + math.Exp(-g[i])) * u[i]
 		}
-		addTo(x, matVec(f.mat(t, p+"mlp.down_proj.weight"), g))
+		addTo(x, llmtest.MatVec(f.mat(t, p+"mlp.down_proj.weight"), g))
 	}
 	r.pos++
 	head := "lm_head.weight"
 	if tied, _ := f.cfg["tie_word_embeddings"].(bool); tied {
 		head = "model.embed_tokens.weight"
 	}
-	return matVec(f.mat(t, head), rmsNorm(x, f.vec(t, "model.norm.weight"), r.eps))
+	return llmtest.MatVec(f.mat(t, head), llmtest.RMSNorm(x, f.vec(t, "model.norm.weight"), r.eps))
 }
 
 // refGPT2 is GPT2LMHeadModel one token at a time.
@@ -309,7 +284,7 @@ func (r *refGPT2) step(t *testing.T, tok int) []float64 {
 		addTo(x, m)
 	}
 	r.pos++
-	return matVec(f.mat(t, p0+"wte.weight"), layerNorm(x, f.vec(t, p0+"ln_f.weight"), f.vec(t, p0+"ln_f.bias"), r.eps))
+	return llmtest.MatVec(f.mat(t, p0+"wte.weight"), layerNorm(x, f.vec(t, p0+"ln_f.weight"), f.vec(t, p0+"ln_f.bias"), r.eps))
 }
 
 // randomLlama returns random weights for c where every weight matters:
@@ -362,23 +337,23 @@ func checkFolder(t *testing.T, dir string, ref stepper, prompt, decode []int) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	run := newIRRunner(t, m)
+	run := llmtest.NewRunner(t, m)
 	var want []float64
 	for _, tok := range prompt {
 		want = ref.step(t, tok)
 	}
 	compare := func(what string, got []float32) {
 		t.Helper()
-		e, at := relErr(got, want)
+		e, at := llmtest.RelErr(got, want)
 		t.Logf("%s: relative error %.3g", what, e)
 		if e > logitTol || math.IsNaN(e) {
 			t.Errorf("%s: relative error %.3g > %g (at %d: ir %g, ref %g)", what, e, logitTol, at, got[at], want[at])
 		}
 	}
-	compare(fmt.Sprintf("prefill %v", prompt), run.forward(t, prompt))
+	compare(fmt.Sprintf("prefill %v", prompt), run.Forward(t, prompt))
 	for i, tok := range decode {
 		want = ref.step(t, tok)
-		compare(fmt.Sprintf("decode %d (token %d)", i, tok), run.forward(t, []int{tok}))
+		compare(fmt.Sprintf("decode %d (token %d)", i, tok), run.Forward(t, []int{tok}))
 	}
 }
 

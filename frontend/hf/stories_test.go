@@ -8,6 +8,8 @@ import (
 
 	"github.com/tapml/tapml/frontend/llama2c"
 	"github.com/tapml/tapml/frontend/tokenizer"
+	"github.com/tapml/tapml/internal/testenv"
+	"github.com/tapml/tapml/internal/testenv/llmtest"
 	"github.com/tapml/tapml/ir"
 	"github.com/tapml/tapml/runtime"
 	"github.com/tapml/tapml/runtime/cpu"
@@ -20,7 +22,7 @@ import (
 // returns the folder and the checkpoint's path.
 func convertStories(t testing.TB, shards int) (dir, bin string) {
 	t.Helper()
-	models := modelsDir(t)
+	models := testenv.Models(t)
 	bin = filepath.Join(models, "stories260K.bin")
 	ck, err := llama2c.Open(bin)
 	if err != nil {
@@ -72,12 +74,12 @@ func TestStoriesConverted(t *testing.T) {
 	if got := conv.Meta["config"]; !strings.Contains(got, "rope=half") || !strings.Contains(got, "tied=true") {
 		t.Errorf("config meta %q", got)
 	}
-	a, b := newIRRunner(t, orig), newIRRunner(t, conv)
+	a, b := llmtest.NewRunner(t, orig), llmtest.NewRunner(t, conv)
 	prompt := []int{1, 403, 407, 261, 378}
 	steps := [][]int{prompt, {280}, {300}, {2}, {511}, {0}, {17}}
 	for i, toks := range steps {
-		want, got := a.forward(t, toks), b.forward(t, toks)
-		e, at := relErr(got, widen(want))
+		want, got := a.Forward(t, toks), b.Forward(t, toks)
+		e, at := llmtest.RelErr(got, llmtest.Widen(want))
 		t.Logf("step %d %v: relative error %.3g (at %d)", i, toks, e, at)
 		if e > storiesTol {
 			t.Errorf("step %d %v: relative error %.3g > %g (at %d: hf %g, llama2c %g)", i, toks, e, storiesTol, at, got[at], want[at])
@@ -108,7 +110,7 @@ func generate(t *testing.T, m *ir.Module, tok llm.Tokenizer, prompt string, step
 
 func TestStoriesGreedySame(t *testing.T) {
 	dir, bin := convertStories(t, 1)
-	models := modelsDir(t)
+	models := testenv.Models(t)
 	orig, err := llama2c.Load(bin)
 	if err != nil {
 		t.Fatal(err)
@@ -169,9 +171,9 @@ func TestStoriesSharded(t *testing.T) {
 	if ir.Text(m1) != ir.Text(m2) {
 		t.Errorf("sharded module differs from the single-file one")
 	}
-	a, b := newIRRunner(t, m1), newIRRunner(t, m2)
+	a, b := llmtest.NewRunner(t, m1), llmtest.NewRunner(t, m2)
 	for _, toks := range [][]int{{1, 403, 407}, {261}, {378}} {
-		x, y := a.forward(t, toks), b.forward(t, toks)
+		x, y := a.Forward(t, toks), b.Forward(t, toks)
 		for i := range x {
 			if x[i] != y[i] {
 				t.Fatalf("tokens %v: logit %d is %g sharded, %g single", toks, i, y[i], x[i])
@@ -186,7 +188,7 @@ func TestStoriesSharded(t *testing.T) {
 // newlines and special-looking text.
 func TestStoriesTokenizerSame(t *testing.T) {
 	dir, _ := convertStories(t, 1)
-	models := modelsDir(t)
+	models := testenv.Models(t)
 	otok, err := llama2c.LoadTokenizer(filepath.Join(models, "tok512.bin"), 512)
 	if err != nil {
 		t.Fatal(err)

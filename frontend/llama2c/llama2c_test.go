@@ -14,36 +14,12 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/tapml/tapml/frontend/llama"
+	"github.com/tapml/tapml/internal/testenv"
 	"github.com/tapml/tapml/ir"
 )
 
-// modelsDir returns the shared test models folder, ../shared/models from
-// the repository root (the folder holding go.mod), or skips the test.
-func modelsDir(t testing.TB) string {
-	t.Helper()
-	dir, err := os.Getwd()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			break
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			t.Skip("repository root not found")
-		}
-		dir = parent
-	}
-	models := filepath.Join(dir, "..", "shared", "models")
-	if _, err := os.Stat(filepath.Join(models, "stories260K.bin")); err != nil {
-		t.Skipf("test models not available: %v", err)
-	}
-	return models
-}
-
 func stories(t testing.TB) (model, tok string) {
-	d := modelsDir(t)
+	d := testenv.Models(t)
 	return filepath.Join(d, "stories260K.bin"), filepath.Join(d, "tok512.bin")
 }
 
@@ -442,7 +418,7 @@ func TestLoadMissingFile(t *testing.T) {
 }
 
 func TestSniffOtherFormats(t *testing.T) {
-	d := modelsDir(t)
+	d := testenv.Models(t)
 	for _, name := range []string{"llama-2-tiny-random.gguf", "mnist-8_cntk.onnx", "tok512.bin", "tok512.model", "README.md"} {
 		p := filepath.Join(d, name)
 		b, err := os.ReadFile(p)
@@ -611,7 +587,7 @@ func FuzzLoad(f *testing.F) {
 }
 
 func FuzzLoadTokenizer(f *testing.F) {
-	d := modelsDir(f)
+	d := testenv.Models(f)
 	raw, err := os.ReadFile(filepath.Join(d, "tok512.bin"))
 	if err != nil {
 		f.Fatal(err)
