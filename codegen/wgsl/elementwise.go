@@ -11,7 +11,14 @@ import (
 )
 
 // helpers are WGSL functions kernels call; a kernel declares the ones it uses.
+//
+// f32_bits makes NaN and infinities: Chrome's Tint evaluates
+// f32_bits(0x7fc00000u) at shader creation and rejects it ("value nan
+// cannot be represented as 'f32'"), while a call of a user function is
+// never a constant expression. Kernel declares it whenever the source calls
+// it.
 var helpers = map[string]string{
+	"f32_bits": `fn f32_bits(b: u32) -> f32 { return bitcast<f32>(b); }`,
 	"tanh_": `fn tanh_(x: f32) -> f32 {
   let e = exp(-2.0f * abs(x));
   let t = (1.0f - e) / (1.0f + e);
@@ -21,10 +28,10 @@ var helpers = map[string]string{
   if (b == 0.0f) { return 1.0f; }
   if (b == 1.0f) { return a; }
   if (b == 2.0f) { return a * a; }
-  if (a == 0.0f) { return select(bitcast<f32>(0x7f800000u), 0.0f, b > 0.0f); }
+  if (a == 0.0f) { return select(f32_bits(0x7f800000u), 0.0f, b > 0.0f); }
   let p = exp2(b * log2(abs(a)));
   if (a > 0.0f) { return p; }
-  if (fract(b) != 0.0f) { return bitcast<f32>(0x7fc00000u); }
+  if (fract(b) != 0.0f) { return f32_bits(0x7fc00000u); }
   return select(p, -p, fract(b * 0.5f) != 0.0f);
 }`,
 }
@@ -486,7 +493,7 @@ func genGather(g *gen) (*codegen.Kernel, error) {
 	axis := ir.NormAxis(g.attrs.Int("axis"), len(table))
 	_, v, inner := outerInner(table, axis)
 	nid := numel(g.in[1])
-	bad := "bitcast<f32>(0x7fc00000u)"
+	bad := "f32_bits(0x7fc00000u)"
 	if g.in[0].DType == ir.I32 {
 		bad = "0i"
 	}

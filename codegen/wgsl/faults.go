@@ -60,7 +60,7 @@ func knownFault(f string) bool {
 // ("" when the fault is off: wrap returns its argument).
 func (g *gen) f16Helper() {
 	if g.fault == FaultF16Overflow {
-		g.p("fn ov(v: f32) -> f32 { return select(v, sign(v) * bitcast<f32>(0x7f800000u), abs(v) > 65504.0f); }")
+		g.p("fn ov(v: f32) -> f32 { return select(v, sign(v) * f32_bits(0x7f800000u), abs(v) > 65504.0f); }")
 	}
 }
 

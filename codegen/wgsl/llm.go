@@ -53,6 +53,21 @@ func genRope(g *gen) (*codegen.Kernel, error) {
 	g.p("  let k = round(a * 0.15915494309189535f);")
 	g.p("  return ((a - k * %s) - k * %s) - k * %s;", f32Lit(c1), f32Lit(float64(c2)), f32Lit(float64(c3)))
 	g.p("}")
+	// sin and cos of a reduced angle by Cephes' sinf/cosf polynomials on
+	// [-π/4, π/4] after a second reduction by π/2: about 1 ULP on any
+	// driver, where the built-ins may be off by 2^-11 (Vulkan's bound,
+	// which SwiftShader, Chrome's CPU WebGPU, comes close to).
+	g.p("fn sincos_(a: f32) -> vec2<f32> {")
+	g.p("  let j = round(a * 0.63661977236758134f);")
+	g.p("  let r = ((a - j * 1.5703125f) - j * 4.837512969970703125e-4f) - j * 7.54978995489188216e-8f;")
+	g.p("  let z = r * r;")
+	g.p("  let s = r + r * z * (-1.6666654611e-1f + z * (8.3321608736e-3f + z * (-1.9515295891e-4f)));")
+	g.p("  let c = 1.0f - 0.5f * z + z * z * (4.166664568298827e-2f + z * (-1.388731625493765e-3f + z * 2.443315711809948e-5f));")
+	g.p("  let q = ((i32(j) %% 4i) + 4i) %% 4i;")
+	g.p("  let sn = select(select(select(s, c, q == 1i), -s, q == 2i), -c, q == 3i);")
+	g.p("  let cs = select(select(select(c, -s, q == 1i), -c, q == 2i), s, q == 3i);")
+	g.p("  return vec2<f32>(sn, cs);")
+	g.p("}")
 	fi := "pi"
 	if g.faultIs(FaultWrongIndex) {
 		fi = "min(pi + 1u, PAIRS - 1u)"
@@ -69,9 +84,9 @@ func genRope(g *gen) (*codegen.Kernel, error) {
 		g.p("  let base = sh * DH;")
 		g.p("  let pos = f32(in1[0] + i32(sh / H));")
 		g.p("  if (pi < PAIRS) {")
-		g.p("    let ang = reduce(pos * freq[%s]);", fi)
-		g.p("    let c = cos(ang);")
-		g.p("    let sn = sin(ang);")
+		g.p("    let sc = sincos_(reduce(pos * freq[%s]));", fi)
+		g.p("    let c = sc.y;")
+		g.p("    let sn = sc.x;")
 		g.p("    let a = %s;", pa)
 		g.p("    let b = %s;", pb)
 		g.p("    let x0 = in0[a];")
@@ -167,7 +182,7 @@ func genAttention(g *gen) (*codegen.Kernel, error) {
 	g.p("  let qb = row * DH;")
 	g.p("  for (var d = li; d < DH; d += WG) { qs[d] = in0[qb + d]; }")
 	g.p("  workgroupBarrier();")
-	g.p("  var m = bitcast<f32>(0xff800000u);")
+	g.p("  var m = f32_bits(0xff800000u);")
 	g.p("  var l = 0.0f;")
 	g.p("  var acc: array<f32, %d>;", dpt)
 	krow := "c0 + t"
@@ -183,7 +198,7 @@ func genAttention(g *gen) (*codegen.Kernel, error) {
 	g.p("      sc[t] = dot * SCALE;")
 	g.p("    }")
 	g.barrier(true)
-	g.p("    var mx = bitcast<f32>(0xff800000u);")
+	g.p("    var mx = f32_bits(0xff800000u);")
 	g.p("    for (var t = li; t < cn; t += WG) { mx = max(mx, sc[t]); }")
 	g.p("    red[li] = mx;")
 	g.p("    workgroupBarrier();")

@@ -190,7 +190,7 @@ func genPool(g *gen) (*codegen.Kernel, error) {
 			g.p("  var s = 0.0f;")
 			g.p("  var cnt = 0;")
 		} else {
-			g.p("  var m = bitcast<f32>(0xff800000u);")
+			g.p("  var m = f32_bits(0xff800000u);")
 		}
 		g.p("  for (var a = 0; a < %d; a++) {", k[0])
 		g.p("    let iy = y0 + a * %d;", sp.Dilations[0])
@@ -346,7 +346,7 @@ func genReduce(g *gen) (*codegen.Kernel, error) {
 		}
 		g.p("  let base = %s;", base)
 		if isMax {
-			g.p("  var acc = bitcast<f32>(0xff800000u);")
+			g.p("  var acc = f32_bits(0xff800000u);")
 		} else {
 			g.p("  var acc = 0.0f;")
 		}

@@ -130,7 +130,7 @@ func genSoftmax(g *gen) (*codegen.Kernel, error) {
 	if g.faultIs(FaultWrongIndex) {
 		read = "in0[base + j * INNER + 1u]"
 	}
-	g.p("  var mx = bitcast<f32>(0xff800000u);")
+	g.p("  var mx = f32_bits(0xff800000u);")
 	g.p("  for (var j = li; j < A; j += %du) { mx = max(mx, %s); }", wg, g.ov(read))
 	g.p("  red[li] = mx;")
 	g.treeReduce(wg, func(a, b string) string { return "max(" + a + ", " + b + ")" })
@@ -166,7 +166,7 @@ func genArgmax(g *gen) (*codegen.Kernel, error) {
 	wg := g.rowThreads(a)
 	grid, gid := g.fold(rows)
 	ty := wgslType(g.in[0].DType)
-	lowest := "bitcast<f32>(0xff800000u)"
+	lowest := "f32_bits(0xff800000u)"
 	if ty == "i32" {
 		lowest = "i32(-2147483647 - 1)"
 	}

@@ -334,6 +334,9 @@ func (g *gen) kernel(wg [3]int, grid [3]int) *codegen.Kernel {
 	for _, h := range g.helpers {
 		g.p("%s", helpers[h])
 	}
+	if strings.Contains(g.src.String(), "f32_bits(") {
+		g.p("%s", helpers["f32_bits"])
+	}
 	return &codegen.Kernel{Source: []byte(g.src.String()), Bindings: g.bindings, WorkgroupSize: wg, Grid: grid}
 }
 
@@ -400,11 +403,11 @@ func f32Lit(v float64) string {
 	f := float32(v)
 	switch {
 	case math.IsNaN(float64(f)):
-		return "bitcast<f32>(0x7fc00000u)"
+		return "f32_bits(0x7fc00000u)"
 	case math.IsInf(float64(f), 1):
-		return "bitcast<f32>(0x7f800000u)"
+		return "f32_bits(0x7f800000u)"
 	case math.IsInf(float64(f), -1):
-		return "bitcast<f32>(0xff800000u)"
+		return "f32_bits(0xff800000u)"
 	}
 	s := strconv.FormatFloat(float64(f), 'e', -1, 32)
 	if f < 0 || (f == 0 && math.Signbit(float64(f))) {

@@ -29,7 +29,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) lid
   let qb = row * DH;
   for (var d = li; d < DH; d += WG) { qs[d] = in0[qb + d]; }
   workgroupBarrier();
-  var m = bitcast<f32>(0xff800000u);
+  var m = f32_bits(0xff800000u);
   var l = 0.0f;
   var acc: array<f32, 1>;
   for (var c0 = 0u; c0 < len; c0 += CH) {
@@ -41,7 +41,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) lid
       sc[t] = dot * SCALE;
     }
   workgroupBarrier();
-    var mx = bitcast<f32>(0xff800000u);
+    var mx = f32_bits(0xff800000u);
     for (var t = li; t < cn; t += WG) { mx = max(mx, sc[t]); }
     red[li] = mx;
     workgroupBarrier();
@@ -79,3 +79,4 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) lid
     }
   }
 }
+fn f32_bits(b: u32) -> f32 { return bitcast<f32>(b); }

@@ -1,0 +1,284 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+)
+
+// Remote targets: `tapmlc serve` runs as a separate process (the built
+// binary, on a free port); `tapmlc run` and `tapmlc test` use it with
+// --target remote:ws://HOST:PORT.
+
+// server is a running `tapmlc serve`.
+type server struct {
+	url string // ws://127.0.0.1:PORT
+	cmd *exec.Cmd
+	mu  sync.Mutex
+	log bytes.Buffer
+}
+
+func (s *server) stderr() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.log.String()
+}
+
+var listening = regexp.MustCompile(`listening on (ws://[0-9.]+:[0-9]+)`)
+
+// serve starts `tapmlc serve --listen 127.0.0.1:0 ARGS...` and waits for
+// the line that says where it listens.
+func serve(t *testing.T, env []string, args ...string) *server {
+	t.Helper()
+	cmd := exec.Command(binary_, append([]string{"serve", "--listen", "127.0.0.1:0"}, args...)...)
+	cmd.Env = append(os.Environ(), env...)
+	pipe, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	s := &server{cmd: cmd}
+	found := make(chan string, 1)
+	go func() {
+		sc := bufio.NewScanner(pipe)
+		for sc.Scan() {
+			s.mu.Lock()
+			s.log.WriteString(sc.Text() + "\n")
+			s.mu.Unlock()
+			if m := listening.FindStringSubmatch(sc.Text()); m != nil {
+				select {
+				case found <- m[1]:
+				default:
+				}
+			}
+		}
+		close(found)
+	}()
+	t.Cleanup(func() {
+		cmd.Process.Kill()
+		cmd.Wait()
+		if t.Failed() {
+			t.Logf("tapmlc serve %s stderr:\n%s", strings.Join(args, " "), s.stderr())
+		}
+	})
+	select {
+	case u, ok := <-found:
+		if !ok {
+			t.Fatalf("tapmlc serve exited: %s", s.stderr())
+		}
+		s.url = u
+	case <-time.After(3 * time.Minute): // --browser builds the wasm program first
+		t.Fatalf("tapmlc serve did not say where it listens: %s", s.stderr())
+	}
+	return s
+}
+
+var (
+	bundleOnce sync.Once
+	bundlePath string
+	bundleErr  string
+)
+
+// carvedBundle carves stories260K once per test binary (24 steps).
+func carvedBundle(t *testing.T) string {
+	t.Helper()
+	dir := models(t)
+	bundleOnce.Do(func() {
+		tmp, err := os.MkdirTemp("", "tapml-remote-bundle")
+		if err != nil {
+			bundleErr = err.Error()
+			return
+		}
+		bundlePath = filepath.Join(tmp, "tests")
+		r := tapmlc(t, "carve", filepath.Join(dir, "stories260K.bin"), "--tokenizer", filepath.Join(dir, "tok512.bin"),
+			"--prompt", "Once upon a time", "--steps", "24", "-o", bundlePath)
+		if r.code != 0 {
+			bundleErr = r.stderr
+		}
+	})
+	if bundleErr != "" {
+		t.Fatalf("carve: %s", bundleErr)
+	}
+	return bundlePath
+}
+
+// checkRemote replays the carved bundle and runs the full greedy story on
+// a remote target.
+func checkRemote(t *testing.T, url string) {
+	t.Helper()
+	dir := models(t)
+	bundle := carvedBundle(t)
+	r := tapmlc(t, "test", bundle, "--target", "remote:"+url)
+	if r.code != 0 || !strings.Contains(r.stdout, " 0 failed") {
+		t.Errorf("test on remote:%s: exit %d\n%s\n%s", url, r.code, r.stdout, r.stderr)
+	} else {
+		lines := strings.Split(strings.TrimSpace(r.stdout), "\n")
+		t.Log(lines[len(lines)-1])
+	}
+	r = tapmlc(t, "run", filepath.Join(dir, "stories260K.bin"), "--tokenizer", filepath.Join(dir, "tok512.bin"),
+		"--steps", "256", "--temperature", "0", "--target", "remote:"+url)
+	if want := golden(t, "stories260K_greedy.golden"); r.code != 0 || r.stdout != want {
+		t.Errorf("run on remote:%s: exit %d\ngot  %q\nwant %q\n%s", url, r.code, r.stdout, want, r.stderr)
+	}
+}
+
+// The carved bundle passes on a served WebGPU device, and run prints the
+// CPU's text; the server logs each host.
+func TestRemoteServe(t *testing.T) {
+	s := serve(t, nil)
+	checkRemote(t, s.url)
+	if log := s.stderr(); !strings.Contains(log, "connected") || !strings.Contains(log, "disconnected after") {
+		t.Errorf("the server did not log the hosts: %s", log)
+	}
+	// migrate moves the model onto the remote device too.
+	dir := models(t)
+	r := tapmlc(t, "migrate", filepath.Join(dir, "stories260K.bin"), "--tokenizer", filepath.Join(dir, "tok512.bin"),
+		"--prompt", "Once upon a time", "--steps", "8", "--target", "remote:"+s.url)
+	if r.code != 0 {
+		t.Errorf("migrate on remote: exit %d\n%s\n%s", r.code, r.stdout, r.stderr)
+	}
+}
+
+// A wrong or missing token is refused, with a clear message on both sides.
+func TestRemoteToken(t *testing.T) {
+	s := serve(t, []string{"TAPML_TOKEN="}, "--token", "s3cret")
+	dir := models(t)
+	runArgs := func(target string) []string {
+		return []string{"run", filepath.Join(dir, "stories260K.bin"), "--tokenizer", filepath.Join(dir, "tok512.bin"),
+			"--steps", "16", "--temperature", "0", "--target", target}
+	}
+	for _, tc := range []struct{ target, want string }{
+		{"remote:" + s.url, "requires a token"},
+		{"remote:" + s.url + "?token=guess", "wrong token"},
+	} {
+		r := tapmlc(t, runArgs(tc.target)...)
+		if r.code != 1 || !strings.Contains(r.stderr, "refused") || !strings.Contains(r.stderr, tc.want) || r.stdout != "" {
+			t.Errorf("%s: exit %d, stdout %q, stderr %q; want a refusal saying %q", tc.target, r.code, r.stdout, r.stderr, tc.want)
+		}
+		if strings.Contains(r.stderr, "guess") {
+			t.Errorf("the error shows the token: %s", r.stderr)
+		}
+	}
+	if r := tapmlc(t, runArgs("remote:"+s.url+"?token=s3cret")...); r.code != 0 || r.stdout == "" {
+		t.Errorf("the right token: exit %d: %s", r.code, r.stderr)
+	}
+	cmd := exec.Command(binary_, runArgs("remote:"+s.url)...)
+	cmd.Env = append(os.Environ(), "TAPML_TOKEN=s3cret")
+	if out, err := cmd.Output(); err != nil || len(out) == 0 {
+		t.Errorf("the token from $TAPML_TOKEN: %v", err)
+	}
+	if log := s.stderr(); strings.Count(log, "refused") < 2 || strings.Contains(log, "guess") {
+		t.Errorf("the server log should note two refusals without the tokens: %s", log)
+	}
+}
+
+// Killing the server mid-run ends the run at once with an error naming the
+// device and what was in flight, not a hang.
+func TestRemoteServerKilled(t *testing.T) {
+	s := serve(t, nil)
+	dir := models(t)
+	cmd := exec.Command(binary_, "run", filepath.Join(dir, "stories260K.bin"), "--tokenizer", filepath.Join(dir, "tok512.bin"),
+		"--steps", "256", "--temperature", "0", "--target", "remote:"+s.url)
+	var errb bytes.Buffer
+	cmd.Stderr = &errb
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	// Once the story has begun, kill the server.
+	first := make([]byte, 1)
+	if _, err := io.ReadFull(out, first); err != nil {
+		t.Fatalf("no output from run: %v: %s", err, errb.String())
+	}
+	s.cmd.Process.Kill()
+	killed := time.Now()
+	go io.Copy(io.Discard, out)
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case err = <-done:
+	case <-time.After(30 * time.Second):
+		cmd.Process.Kill()
+		t.Fatalf("run still going 30 s after the server was killed: %s", errb.String())
+	}
+	t.Logf("run ended %s after the kill: %s", time.Since(killed).Round(time.Millisecond), strings.TrimSpace(errb.String()))
+	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 1 {
+		t.Fatalf("run: %v, want exit 1", err)
+	}
+	msg := errb.String()
+	if !strings.Contains(msg, "remote device "+s.url+": connection lost during ") || strings.Contains(msg, "panic") {
+		t.Errorf("stderr %q: want a lost connection to %s", msg, s.url)
+	}
+}
+
+// The browser device: headless Chromium opens the page `tapmlc serve
+// --browser` serves, the page attaches, the carved bundle passes on the
+// browser's WebGPU (every kernel of it compiled by Chrome's Tint), and run
+// prints the CPU's text.
+func TestBrowserDevice(t *testing.T) {
+	chrome, err := exec.LookPath("chromium")
+	if err != nil {
+		t.Skip("no chromium (apt-get install -y chromium)")
+	}
+	s := serve(t, nil, "--browser", "--cache-dir", filepath.Join(os.TempDir(), "tapml-browser-test-cache"))
+	page := "http" + strings.TrimPrefix(s.url, "ws") + "/"
+	alloc, cancelAlloc := chromedp.NewExecAllocator(context.Background(),
+		chromedp.ExecPath(chrome),
+		chromedp.Flag("headless", "new"),
+		chromedp.NoSandbox,
+		chromedp.Flag("enable-unsafe-webgpu", true),
+		chromedp.Flag("disable-quic", true),
+		chromedp.NoFirstRun,
+		chromedp.Flag("disable-background-networking", true),
+		chromedp.Flag("disable-component-update", true),
+		chromedp.Flag("disable-sync", true),
+		chromedp.UserDataDir(t.TempDir()),
+	)
+	defer cancelAlloc()
+	ctx, cancel := chromedp.NewContext(alloc)
+	defer cancel()
+	if err := chromedp.Do(ctx, chromedp.Navigate(page)); err != nil {
+		t.Fatalf("opening %s: %v", page, err)
+	}
+	pageLog := func() string {
+		lctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		defer cancel()
+		l, _ := chromedp.Run(lctx, chromedp.Evaluate[string](`document.getElementById("log").textContent`))
+		return l
+	}
+	defer func() {
+		if t.Failed() {
+			t.Logf("page log:\n%s", pageLog())
+		}
+	}()
+	pctx, pcancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer pcancel()
+	st, err := chromedp.Run(pctx, chromedp.Poll[string](`globalThis.tapmlStatus === "attached" || globalThis.tapmlStatus.startsWith("error") || globalThis.tapmlStatus.startsWith("refused") ? globalThis.tapmlStatus : false`,
+		chromedp.WithPollingInterval(100*time.Millisecond), chromedp.WithPollingTimeout(2*time.Minute)))
+	if err != nil || st != "attached" {
+		t.Fatalf("the page did not attach: status %q, %v", st, err)
+	}
+	if log := s.stderr(); !strings.Contains(log, "attached: browser:") {
+		t.Errorf("the server did not log the page: %s", log)
+	}
+	checkRemote(t, s.url)
+	if st, err := chromedp.Run(ctx, chromedp.Evaluate[string](`globalThis.tapmlStatus`)); err != nil || st != "attached" {
+		t.Errorf("after the runs the page says %q (%v)", st, err)
+	}
+}
