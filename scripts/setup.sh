@@ -10,8 +10,9 @@ if [ "$(id -u)" != 0 ]; then SUDO="sudo"; fi
 
 # libonnx-testdata: ONNX's per-operator test cases (frontend/onnx tests);
 # nodejs and npm (unless an npm is already there, say NodeSource's): to run
-# ONNX Runtime, the external reference of the ONNX checks.
-packages=(mesa-vulkan-drivers libvulkan1 spirv-tools clang-14 llvm-14 libonnx-testdata)
+# ONNX Runtime, the external reference of the ONNX checks; chromium: the
+# browser device's tests (headless, WebGPU on SwiftShader).
+packages=(mesa-vulkan-drivers libvulkan1 spirv-tools clang-14 llvm-14 libonnx-testdata chromium)
 if ! command -v npm >/dev/null; then packages+=(nodejs npm); fi
 missing=()
 for p in "${packages[@]}"; do
