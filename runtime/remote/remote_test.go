@@ -2,6 +2,7 @@ package remote
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"net/http"
@@ -13,6 +14,7 @@ import (
 	"time"
 
 	"github.com/coder/websocket"
+	"github.com/tapml/tapml/codegen"
 	"github.com/tapml/tapml/frontend/llama"
 	"github.com/tapml/tapml/ir"
 	"github.com/tapml/tapml/runtime"
@@ -20,6 +22,7 @@ import (
 	"github.com/tapml/tapml/runtime/remote/device"
 	"github.com/tapml/tapml/runtime/remote/proto"
 	"github.com/tapml/tapml/runtime/webgpu"
+	"github.com/tapml/tapml/tensor"
 )
 
 // The tests serve one local WebGPU device (lavapipe on the project's
@@ -327,4 +330,146 @@ func TestParseURL(t *testing.T) {
 			t.Errorf("%s: %q %q %v, want %q %q", tc.in, addr, o.Token, err, tc.addr, tc.token)
 		}
 	}
+}
+
+// failing is a backend whose launches of one node fail.
+type failing struct {
+	device.Backend
+	node int
+}
+
+func (f failing) Launch(n *ir.Node, k *codegen.Kernel, in []device.Buffer) ([]device.Buffer, error) {
+	if n.ID == f.node {
+		return nil, errors.New("injected launch failure")
+	}
+	return f.Backend.Launch(n, k, in)
+}
+
+// A launch that fails on the device is reported (by a later call: launches
+// are pipelined) as a KernelError naming the node, and the device stays
+// usable.
+func TestLaunchFailureNamesNode(t *testing.T) {
+	m := tinyModel(t)
+	var bad *ir.Node
+	for _, n := range m.Func("prefill").Nodes {
+		if n.Op == "matmul" {
+			bad = n
+			break
+		}
+	}
+	_, url := serve(t, ServerOptions{Core: device.New(failing{device.Native(gpu), bad.ID}, device.Options{})})
+	d := dial(t, url, Options{})
+	exec := runtime.NewExecutor(m, d)
+	defer exec.Close()
+	s, err := llm.NewSession(exec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	_, err = s.Forward([]int{1, 2, 3})
+	var ke *runtime.KernelError
+	if !errors.As(err, &ke) || ke.Node != bad || !strings.Contains(err.Error(), "injected launch failure") {
+		t.Fatalf("error %v, want a KernelError of node %s", err, bad)
+	}
+	t.Log(err)
+	// The failure is reported once; the device still works.
+	if err := d.Sync(); err != nil {
+		t.Errorf("sync after the failure: %v", err)
+	}
+	b, err := d.Upload(tensor.FromFloat32([]int{2}, []float32{1, 2}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, err := d.Download(b); err != nil || got.Float32s()[1] != 2 {
+		t.Errorf("download after the failure: %v %v", got, err)
+	}
+}
+
+// page is an in-process stand-in for the browser page: it attaches to a
+// relaying server and serves sessions with the device core over the local
+// GPU, as the page's wasm program does.
+func page(t *testing.T, url, token string, c *device.Core) (attached error, stop func()) {
+	t.Helper()
+	ctx := context.Background()
+	conn, _, err := websocket.Dial(ctx, url+"/attach", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	conn.SetReadLimit(proto.MaxFrame)
+	if err := conn.Write(ctx, websocket.MessageBinary, proto.Encode(1, &proto.Attach{Version: proto.Version, Token: token, Info: c.Info()})); err != nil {
+		t.Fatal(err)
+	}
+	_, b, err := conn.Read(ctx)
+	if err != nil {
+		return err, func() {}
+	}
+	if _, m, err := proto.Decode(b); err != nil {
+		t.Fatal(err)
+	} else if e, ok := m.(*proto.Error); ok {
+		return e, func() {}
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		s := c.NewSession()
+		defer s.Close()
+		for {
+			_, b, err := conn.Read(ctx)
+			if err != nil {
+				return
+			}
+			if conn.Write(ctx, websocket.MessageBinary, s.Handle(b)) != nil {
+				return
+			}
+		}
+	}()
+	return nil, func() { conn.CloseNow(); <-done }
+}
+
+// The relay passes host sessions to the attached page, one at a time,
+// resetting the page between them; the page's weight cache outlives them.
+func TestRelay(t *testing.T) {
+	_, url := serve(t, ServerOptions{Relay: true, Token: "tk", AttachWait: 300 * time.Millisecond})
+	if _, err := DialOptions(context.Background(), url, Options{Token: "tk"}); err == nil || !strings.Contains(err.Error(), "no browser page is attached") {
+		t.Fatalf("dial without a page: %v", err)
+	}
+	if err, _ := page(t, url, "nope", core); err == nil || !strings.Contains(err.Error(), "wrong token") {
+		t.Fatalf("a page with a wrong token: %v", err)
+	}
+	pc := device.New(device.Native(gpu), device.Options{})
+	err, stop := page(t, url, "tk", pc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := tinyModel(t)
+	want := forward(t, m, gpu)
+	d := dial(t, url, Options{Token: "tk"})
+	if d.Info().Name != pc.Info().Name {
+		t.Errorf("handshake describes %q, the page is %q", d.Info().Name, pc.Info().Name)
+	}
+	// A second host waits for the page, then gives up.
+	if _, err := DialOptions(context.Background(), url, Options{Token: "tk"}); err == nil || !strings.Contains(err.Error(), "serves another host") {
+		t.Errorf("a second host: %v", err)
+	}
+	got := forward(t, m, d)
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Error("the relayed run differs from the local one")
+	}
+	d.Close()
+	d2 := dial(t, url, Options{Token: "tk"})
+	forward(t, m, d2)
+	if st := d2.Stats(); st.WeightsSent != 0 {
+		t.Errorf("the second session sent %d weights; the page had them cached", st.WeightsSent)
+	}
+	// The page goes away: the host's next call fails at once.
+	stop()
+	start := time.Now()
+	err = d2.Sync()
+	if err == nil || !strings.Contains(err.Error(), "connection lost") {
+		t.Errorf("sync after the page left: %v", err)
+	}
+	if time.Since(start) > 5*time.Second {
+		t.Errorf("took %s", time.Since(start))
+	}
+	t.Log(err)
 }

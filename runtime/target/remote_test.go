@@ -1,0 +1,25 @@
+package target
+
+import (
+	"strings"
+	"testing"
+)
+
+func TestRemoteTarget(t *testing.T) {
+	if !IsRemote("remote:ws://127.0.0.1:8765") || IsRemote("webgpu") {
+		t.Error("IsRemote")
+	}
+	if !Supports("remote:ws://127.0.0.1:8765", "matmul") || Supports("remote:ws://h:1", "no_such_op") {
+		t.Error("a remote target supports what codegen/wgsl does")
+	}
+	for _, tc := range []struct{ target, want string }{
+		{"remote:http://127.0.0.1:1", "ws:// or wss://"},
+		{"remote:ws://127.0.0.1:1", "cannot connect"},
+		{"remote:ws://127.0.0.1:1?token=hidden", "cannot connect"},
+	} {
+		_, err := Open(tc.target, "")
+		if err == nil || !strings.Contains(err.Error(), tc.want) || strings.Contains(err.Error(), "hidden") {
+			t.Errorf("%s: %v, want %q (and no token)", tc.target, err, tc.want)
+		}
+	}
+}
