@@ -5,10 +5,10 @@ import (
 	"math"
 	"math/rand/v2"
 	"slices"
-	"sync"
 	"testing"
 
 	"github.com/tapml/tapml/codegen"
+	"github.com/tapml/tapml/internal/testenv/webgputest"
 	"github.com/tapml/tapml/ir"
 	"github.com/tapml/tapml/runtime"
 	"github.com/tapml/tapml/runtime/cpu"
@@ -16,18 +16,12 @@ import (
 	"github.com/tapml/tapml/tensor"
 )
 
-var (
-	gpuOnce sync.Once
-	gpuDev  *webgpu.Device
-	gpuErr  error
-)
-
-// openGPU opens (once) the webgpu device on the Vulkan adapter: lavapipe
-// on the project's machines. Its SPIR-V loader hands the words to wgpu
-// (which parses them with naga), LaunchKernel runs a prebuilt kernel.
-func openGPU() (*webgpu.Device, error) {
-	gpuOnce.Do(func() { gpuDev, gpuErr = webgpu.Open(webgpu.Options{}) })
-	return gpuDev, gpuErr
+// openGPU returns the test binary's webgpu device on the Vulkan adapter:
+// lavapipe on the project's machines. Its SPIR-V loader hands the words to
+// wgpu (which parses them with naga), LaunchKernel runs a prebuilt kernel.
+func openGPU(t testing.TB) *webgpu.Device {
+	t.Helper()
+	return webgputest.Device(t)
 }
 
 // kernelLimits returns the limits the device's kernels are generated for
@@ -237,16 +231,13 @@ func maxErr(got, want *tensor.Tensor, tl tol) float64 {
 // TestDevice runs every test case's SPIR-V kernel on wgpu's Vulkan adapter
 // (lavapipe here) and compares it with the CPU reference.
 func TestDevice(t *testing.T) {
-	g, err := openGPU()
-	if err != nil {
-		t.Skipf("no device: %v", err)
-	}
+	g := openGPU(t)
 	t.Logf("device: %s", g.Name())
 	r := rand.New(rand.NewPCG(1, 2))
 	for _, c := range testCases() {
 		t.Run(c.name, func(t *testing.T) {
 			if !cpu.Supports(c.op) {
-				t.Skipf("the CPU reference has no %s kernel", c.op)
+				t.Fatalf("the CPU reference has no %s kernel", c.op)
 			}
 			n, outs := c.fullNode(t)
 			in := c.inputs(r)
@@ -282,10 +273,7 @@ func TestDeviceFaults(t *testing.T) {
 	if testing.Short() {
 		t.Skip("short")
 	}
-	g, err := openGPU()
-	if err != nil {
-		t.Skipf("no device: %v", err)
-	}
+	g := openGPU(t)
 	r := rand.New(rand.NewPCG(3, 4))
 	// Ops whose intermediates pass 65504 when the inputs are scaled by 300.
 	overflows := map[string]bool{"exp": true, "mul": true, "pow": true, "matmul": true, "rms_norm": true,
@@ -293,7 +281,7 @@ func TestDeviceFaults(t *testing.T) {
 	for _, f := range []string{FaultWrongIndex, FaultWrongConstant, FaultF16Overflow} {
 		applies, caught := map[string]bool{}, map[string]bool{}
 		for _, c := range testCases() {
-			if caught[c.op] || !cpu.Supports(c.op) {
+			if caught[c.op] {
 				continue
 			}
 			n, outs := c.fullNode(t)
@@ -339,10 +327,7 @@ func TestDeviceFaults(t *testing.T) {
 // BenchmarkMatmul times square f32 matmuls (the prefill shape) and GEMVs
 // with transpose_b (the decode shape) on the device.
 func BenchmarkMatmul(b *testing.B) {
-	g, err := openGPU()
-	if err != nil {
-		b.Skipf("no device: %v", err)
-	}
+	g := openGPU(b)
 	r := rand.New(rand.NewPCG(5, 6))
 	for _, sh := range []struct{ m, k, n, lanes int }{{512, 512, 512, 0}, {1024, 1024, 1024, 0}, {2048, 2048, 2048, 0},
 		{1, 4096, 4096, 0}, {1, 4096, 4096, 1}, {1, 288, 32000, 0}, {1, 288, 32000, 1}} {
@@ -391,10 +376,7 @@ func BenchmarkMatmul(b *testing.B) {
 // TestGatherOutOfRange checks what the GPU does where the op defines a
 // run-time error: ids out of range give NaN rows (f32 tables).
 func TestGatherOutOfRange(t *testing.T) {
-	g, err := openGPU()
-	if err != nil {
-		t.Skipf("no device: %v", err)
-	}
+	g := openGPU(t)
 	c := testCase{op: "gather", in: []ir.Type{f32(10, 4), i32(3)}}
 	n, outs := c.fullNode(t)
 	k, err := Generate(n, c.in, outs, Options{Limits: kernelLimits(g)})

@@ -2,8 +2,6 @@ package spirv
 
 import (
 	"fmt"
-	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -12,9 +10,11 @@ import (
 	"github.com/tapml/tapml/codegen"
 	"github.com/tapml/tapml/frontend"
 	"github.com/tapml/tapml/frontend/llama"
+	"github.com/tapml/tapml/internal/testenv"
 	"github.com/tapml/tapml/ir"
 	"github.com/tapml/tapml/runtime"
 	"github.com/tapml/tapml/runtime/cpu"
+	"github.com/tapml/tapml/runtime/webgpu"
 	"github.com/tapml/tapml/tensor"
 )
 
@@ -23,6 +23,7 @@ import (
 // buffers are the webgpu device's, re-labelled as its own so that the
 // executor sees one device.
 type spirvDevice struct {
+	g       *webgpu.Device
 	lim     Limits
 	mu      sync.Mutex
 	kernels map[string]*codegen.Kernel // by node and input types
@@ -31,11 +32,11 @@ type spirvDevice struct {
 
 var _ runtime.Device = (*spirvDevice)(nil)
 
-func (d *spirvDevice) Name() string { return "spirv:" + gpuDev.Name() }
+func (d *spirvDevice) Name() string { return "spirv:" + d.g.Name() }
 
 func (d *spirvDevice) inner(b *runtime.Buffer) *runtime.Buffer {
 	c := *b
-	c.Dev = gpuDev
+	c.Dev = d.g
 	return &c
 }
 
@@ -46,7 +47,7 @@ func (d *spirvDevice) outer(b *runtime.Buffer) *runtime.Buffer {
 }
 
 func (d *spirvDevice) Upload(t *tensor.Tensor) (*runtime.Buffer, error) {
-	b, err := gpuDev.Upload(t)
+	b, err := d.g.Upload(t)
 	if err != nil {
 		return nil, err
 	}
@@ -54,7 +55,7 @@ func (d *spirvDevice) Upload(t *tensor.Tensor) (*runtime.Buffer, error) {
 }
 
 func (d *spirvDevice) Download(b *runtime.Buffer) (*tensor.Tensor, error) {
-	return gpuDev.Download(d.inner(b))
+	return d.g.Download(d.inner(b))
 }
 
 func (d *spirvDevice) Launch(n *ir.Node, in []*runtime.Buffer, outs []ir.Type) ([]*runtime.Buffer, error) {
@@ -79,7 +80,7 @@ func (d *spirvDevice) Launch(n *ir.Node, in []*runtime.Buffer, outs []ir.Type) (
 		d.made++
 	}
 	d.mu.Unlock()
-	res, err := gpuDev.LaunchKernel(n, k, inner)
+	res, err := d.g.LaunchKernel(n, k, inner)
 	if err != nil {
 		return nil, err
 	}
@@ -93,16 +94,13 @@ func (d *spirvDevice) Launch(n *ir.Node, in []*runtime.Buffer, outs []ir.Type) (
 	return res, nil
 }
 
-func (d *spirvDevice) Sync() error            { return gpuDev.Sync() }
-func (d *spirvDevice) Free(b *runtime.Buffer) { gpuDev.Free(d.inner(b)) }
+func (d *spirvDevice) Sync() error            { return d.g.Sync() }
+func (d *spirvDevice) Free(b *runtime.Buffer) { d.g.Free(d.inner(b)) }
 func (d *spirvDevice) Close() error           { return nil }
 
 func newSpirvDevice(t *testing.T) *spirvDevice {
-	g, err := openGPU()
-	if err != nil {
-		t.Skipf("no device: %v", err)
-	}
-	return &spirvDevice{lim: kernelLimits(g), kernels: map[string]*codegen.Kernel{}}
+	g := openGPU(t)
+	return &spirvDevice{g: g, lim: kernelLimits(g), kernels: map[string]*codegen.Kernel{}}
 }
 
 // greedy runs prefill on a prompt, then greedy decode steps.
@@ -213,41 +211,13 @@ func TestTinyEndToEnd(t *testing.T) {
 	generateBoth(t, m, []int32{1, 72, 101, 108, 108}, 20, tol{Abs: 1e-4, Rel: 1e-4})
 }
 
-// modelsDir finds ../shared/models beside the repository root.
-// (or $TAPML_MODELS).
-func modelsDir(t *testing.T) string {
-	if d := os.Getenv("TAPML_MODELS"); d != "" {
-		return d
-	}
-	dir, err := os.Getwd()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			break
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			t.Skip("repository root not found")
-		}
-		dir = parent
-	}
-	models := filepath.Join(dir, "..", "shared", "models")
-	if _, err := os.Stat(filepath.Join(models, "stories260K.bin")); err != nil {
-		t.Skipf("test models not available: %v", err)
-	}
-	return models
-}
-
 // TestStories260K generates from llama2.c's stories260K with SPIR-V
 // kernels: the same tokens as the CPU reference for 40 greedy steps.
 func TestStories260K(t *testing.T) {
 	if testing.Short() {
-		t.Skip("short")
+		t.Skip("short") // 40 steps through every kernel on a CPU driver
 	}
-	dir := modelsDir(t)
-	model, err := frontend.Load(filepath.Join(dir, "stories260K.bin"), frontend.Options{Tokenizer: filepath.Join(dir, "tok512.bin")})
+	model, err := frontend.Load(testenv.Model(t, "stories260K.bin"), frontend.Options{Tokenizer: testenv.Model(t, "tok512.bin")})
 	if err != nil {
 		t.Fatal(err)
 	}

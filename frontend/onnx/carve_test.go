@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/tapml/tapml/carve"
+	"github.com/tapml/tapml/internal/testenv"
 	"github.com/tapml/tapml/ir"
 	"github.com/tapml/tapml/runtime"
 )
@@ -23,10 +24,10 @@ func TestCarveAndReplay(t *testing.T) {
 		shape   []int64
 		pattern string
 	}{
-		{modelsDir + "mnist-8_cntk.onnx", nil, ""},
-		{ocrDir + "ch_ppocr_mobile_v2.0_cls_infer.onnx", []int64{1, 3, 48, 192}, ""},
-		{ocrDir + "ch_PP-OCRv4_rec_infer.onnx", []int64{1, 3, 48, 320}, ""},
-		{ocrDir + "ch_PP-OCRv4_det_infer.onnx", []int64{1, 3, 96, 128}, carve.PatternText},
+		{testenv.Model(t, "mnist-8_cntk.onnx"), nil, ""},
+		{ocrModel(t, "ch_ppocr_mobile_v2.0_cls_infer.onnx"), []int64{1, 3, 48, 192}, ""},
+		{ocrModel(t, "ch_PP-OCRv4_rec_infer.onnx"), []int64{1, 3, 48, 320}, ""},
+		{ocrModel(t, "ch_PP-OCRv4_det_infer.onnx"), []int64{1, 3, 96, 128}, carve.PatternText},
 	}
 	for _, mc := range models {
 		t.Run(filepath.Base(mc.path), func(t *testing.T) {
@@ -36,7 +37,7 @@ func TestCarveAndReplay(t *testing.T) {
 			}
 			m, err := Load(mc.path, opts)
 			if err != nil {
-				t.Skip(err)
+				t.Fatal(err)
 			}
 			dir := filepath.Join(t.TempDir(), "bundle")
 			co := carve.CallOptions{Seed: 7}
@@ -78,7 +79,7 @@ func TestCarveAndReplay(t *testing.T) {
 // carve.Rand gives the inputs scripts/ort_run.mjs gives ONNX Runtime for
 // the same seed: uniform noise and the text page, bit for bit.
 func TestRandMatchesORTRun(t *testing.T) {
-	path := ocrDir + "ch_ppocr_mobile_v2.0_cls_infer.onnx"
+	path := ocrModel(t, "ch_ppocr_mobile_v2.0_cls_infer.onnx")
 	shape := []int64{1, 3, 48, 192}
 	for _, pattern := range []string{"", carve.PatternText} {
 		ref := runORT(t, path, 11, pattern, map[string][]int64{"x": shape})

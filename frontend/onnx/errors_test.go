@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/tapml/tapml/frontend/onnx/onnxpb"
+	"github.com/tapml/tapml/internal/testenv"
 	"github.com/tapml/tapml/ir"
 	"github.com/tapml/tapml/tensor"
 	"google.golang.org/protobuf/proto"
@@ -91,7 +92,10 @@ func TestSmallModel(t *testing.T) {
 }
 
 func TestErrors(t *testing.T) {
-	mnist, _ := os.ReadFile(modelsDir + "mnist-8_cntk.onnx")
+	mnist, err := os.ReadFile(testenv.Model(t, "mnist-8_cntk.onnx"))
+	if err != nil {
+		t.Fatal(err)
+	}
 	unsupported := model(13, &onnxpb.GraphProto{
 		Input:  []*onnxpb.ValueInfoProto{vinfo("x", onnxpb.TensorProto_FLOAT, 2, 3)},
 		Output: []*onnxpb.ValueInfoProto{vinfo("y", onnxpb.TensorProto_FLOAT, 2, 3)},
@@ -171,10 +175,10 @@ func TestErrors(t *testing.T) {
 }
 
 func TestSniff(t *testing.T) {
-	for _, p := range []string{modelsDir + "mnist-8_cntk.onnx", ocrDir + "ch_PP-OCRv4_det_infer.onnx"} {
+	for _, p := range []string{testenv.Model(t, "mnist-8_cntk.onnx"), ocrModel(t, "ch_PP-OCRv4_det_infer.onnx")} {
 		b, err := os.ReadFile(p)
 		if err != nil {
-			continue
+			t.Fatal(err)
 		}
 		if !Sniff(b[:512]) {
 			t.Errorf("%s: not sniffed as ONNX", p)
@@ -183,10 +187,11 @@ func TestSniff(t *testing.T) {
 	if !Sniff(addModel(13)) {
 		t.Error("a small model is not sniffed as ONNX")
 	}
-	for _, p := range []string{modelsDir + "stories260K.bin", modelsDir + "llama-2-tiny-random.gguf", modelsDir + "tok512.bin"} {
+	for _, name := range []string{"stories260K.bin", "llama-2-tiny-random.gguf", "tok512.bin"} {
+		p := testenv.Model(t, name)
 		b, err := os.ReadFile(p)
 		if err != nil {
-			continue
+			t.Fatal(err)
 		}
 		if Sniff(b[:min(512, len(b))]) {
 			t.Errorf("%s: sniffed as ONNX", p)
@@ -204,13 +209,16 @@ func TestSniff(t *testing.T) {
 func FuzzLoad(f *testing.F) {
 	f.Add(addModel(13))
 	f.Add(addModel(9))
-	if b, err := os.ReadFile(modelsDir + "mnist-8_cntk.onnx"); err == nil {
-		f.Add(b)
-	}
+	seeds := []string{testenv.Model(f, "mnist-8_cntk.onnx")}
 	for _, name := range []string{"test_conv_with_strides_padding", "test_resize_upsample_scales_nearest", "test_slice_neg_steps", "test_reshape_zero_and_negative_dim", "test_layer_normalization_4d_axis1", "test_gemm_all_attributes", "test_maxpool_2d_ceil", "test_convtranspose_pads"} {
-		if b, err := os.ReadFile(filepath.Join(nodeCases, name, "model.onnx")); err == nil {
-			f.Add(b)
+		seeds = append(seeds, testenv.Installed(f, filepath.Join(nodeCases, name, "model.onnx")))
+	}
+	for _, p := range seeds {
+		b, err := os.ReadFile(p)
+		if err != nil {
+			f.Fatal(err)
 		}
+		f.Add(b)
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
 		m, err := Parse("fuzz.onnx", data, Options{Dims: map[string]int64{"N": 2}})

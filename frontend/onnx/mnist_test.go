@@ -1,9 +1,9 @@
 package onnx
 
 import (
-	"os"
 	"testing"
 
+	"github.com/tapml/tapml/internal/testenv"
 	"github.com/tapml/tapml/runtime"
 )
 
@@ -14,16 +14,12 @@ import (
 // ~6600; f32 sums of up to 200 products in another order than CNTK's;
 // measured 1.1e-7 on cpu, 1.5e-7 on lavapipe).
 func TestMNIST(t *testing.T) {
-	path := modelsDir + "mnist-8_cntk.onnx"
-	if _, err := os.Stat(path); err != nil {
-		t.Skip("no ", path)
-	}
-	m, err := Load(path, Options{})
+	m, err := Load(testenv.Model(t, "mnist-8_cntk.onnx"), Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	in := readTensorPB(t, modelsDir+"mnist_test_data_set_0/input_0.pb")
-	want := readTensorPB(t, modelsDir+"mnist_test_data_set_0/output_0.pb")
+	in := readTensorPB(t, testenv.Model(t, "mnist_test_data_set_0/input_0.pb"))
+	want := readTensorPB(t, testenv.Model(t, "mnist_test_data_set_0/output_0.pb"))
 	const tol = 1e-6
 	for _, dev := range []func(testing.TB) runtime.Device{func(testing.TB) runtime.Device { return cpuDev }, gpu} {
 		d := dev(t)

