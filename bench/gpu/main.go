@@ -82,7 +82,8 @@ type MatmulResult struct {
 	Shape    MatmulShape `json:"shape"`
 	Variants []Variant   `json:"variants"`
 	Best     Variant     `json:"best"`
-	Before   Variant     `json:"before"` // the kernels before this tuning work (scalar tile, GEMV unroll 1)
+	Before   Variant     `json:"before"`  // the kernels before this tuning work (scalar tile, GEMV unroll 1)
+	Default  Variant     `json:"default"` // the device's default tuning
 }
 
 // LLMRun is one measured session of a model under one configuration.
@@ -108,6 +109,7 @@ type LLMResult struct {
 	Runs          []LLMRun `json:"runs"`
 	Best          LLMRun   `json:"best"`
 	Before        LLMRun   `json:"before"`
+	Default       LLMRun   `json:"default"`
 	DefaultTuning string   `json:"default_tuning"`
 }
 
@@ -133,6 +135,9 @@ func tuningString(t wgsl.Tuning, batch, ramp int) string {
 		s += fmt.Sprintf(" (first with >=%d groups)", t.MatmulMinGroups)
 	}
 	s += fmt.Sprintf(" gemv_unroll=%d", max(t.GEMVUnroll, 1))
+	if t.GEMVMinGroups > 0 {
+		s += fmt.Sprintf(" gemv_min_groups=%d", t.GEMVMinGroups)
+	}
 	if t.GEMVLanes > 0 {
 		s += fmt.Sprintf(" lanes=%d", t.GEMVLanes)
 	}
@@ -217,10 +222,12 @@ func runCmd(args []string) error {
 	for _, t := range append([]string{"scalar"}, wgsl.MatmulTiles...) {
 		tiled = append(tiled, wgsl.Tuning{Matmul: t})
 	}
-	for _, t := range []string{"scalar", "128x128x8/8x8+p", "64x64x16/4x4+p", "32x64x16/4x4+p", "32x32x16/4x4+p", defaults.Matmul} {
-		few = append(few, wgsl.Tuning{Matmul: t, MatmulMinGroups: defaults.MatmulMinGroups})
+	tiled = append(tiled, defaults)
+	for _, t := range []string{"scalar", "128x128x8/8x8+p", "64x64x16/4x4+p", "32x64x16/4x4+p", "32x32x16/4x4+p"} {
+		few = append(few, wgsl.Tuning{Matmul: t})
 	}
-	gemv := []wgsl.Tuning{{GEMVUnroll: 1}, {GEMVUnroll: 2}, {GEMVUnroll: 4}, {GEMVLanes: 64, GEMVUnroll: 1}, {GEMVLanes: 64, GEMVUnroll: 2}, {GEMVLanes: 16, GEMVUnroll: 4}}
+	few = append(few, defaults)
+	gemv := []wgsl.Tuning{{GEMVUnroll: 1}, {GEMVUnroll: 2}, {GEMVUnroll: 4}, {GEMVLanes: 64, GEMVUnroll: 1}, {GEMVLanes: 64, GEMVUnroll: 2}, {GEMVLanes: 16, GEMVUnroll: 4}, defaults}
 	for _, s := range shapes {
 		vs := tiled
 		switch {
@@ -238,6 +245,9 @@ func runCmd(args []string) error {
 			dev.SetTuning(tu)
 			v := measureMatmul(dev, s, in)
 			v.Tuning = tuningString(tu, 0, 0)
+			if tu == defaults {
+				v.Tuning = "defaults: " + v.Tuning
+			}
 			logf("matmul %s %s: %.0f GFLOP/s (rel err %.1e) %s", s.Name, v.Tuning, v.GFLOPS, v.RelErr, v.Err)
 			r.Variants = append(r.Variants, v)
 			if v.Err == "" && v.GFLOPS > r.Best.GFLOPS {
@@ -246,6 +256,7 @@ func runCmd(args []string) error {
 		}
 		in.free(dev)
 		r.Before = r.Variants[0]
+		r.Default = r.Variants[len(r.Variants)-1]
 		res.Matmul = append(res.Matmul, r)
 		if err := save(); err != nil {
 			return err
@@ -253,25 +264,17 @@ func runCmd(args []string) error {
 	}
 
 	// Models.
-	list := "128x128x8/8x8+p,64x64x16/4x4+p,32x64x16/4x4+p,32x32x16/4x4+p"
 	with := func(f func(t *wgsl.Tuning)) wgsl.Tuning { t := defaults; f(&t); return t }
 	configs := []llmConfig{
 		{wgsl.Tuning{Matmul: "scalar", GEMVUnroll: 1}, 64, -1}, // before
 		{defaults, defBatch, defRamp},                          // the device's defaults
-		{with(func(t *wgsl.Tuning) { t.Matmul, t.MatmulMinGroups = list, 264 }), defBatch, defRamp},
-		{with(func(t *wgsl.Tuning) { t.Matmul, t.MatmulMinGroups = list, 132 }), defBatch, defRamp},
-		{with(func(t *wgsl.Tuning) {
-			t.Matmul, t.MatmulMinGroups = "128x128x8/8x8+p,32x64x16/4x4+p,32x32x16/4x4+p", 132
-		}), defBatch, defRamp},
-		{defaults, 16, 8},
-		{defaults, 32, 8},
-		{defaults, 64, 8},
-		{defaults, 128, 8},
-		{defaults, 64, -1},
-		{defaults, 32, -1},
-		{with(func(t *wgsl.Tuning) { t.GEMVUnroll = 1 }), defBatch, defRamp},
+		{defaults, 32, defRamp},
+		{defaults, 128, defRamp},
+		{defaults, defBatch, -1},
+		{with(func(t *wgsl.Tuning) { t.GEMVMinGroups = 0 }), defBatch, defRamp},
 		{with(func(t *wgsl.Tuning) { t.GEMVUnroll = 4 }), defBatch, defRamp},
-		{with(func(t *wgsl.Tuning) { t.GEMVLanes = 64 }), defBatch, defRamp},
+		{with(func(t *wgsl.Tuning) { t.Matmul = "128x128x8/8x8+p,64x64x16/4x4+p" }), defBatch, defRamp},
+		{defaults, defBatch, defRamp}, // again: the spread between two runs of one configuration
 	}
 	names := strings.Split(*models, ",")
 	for mi, name := range names {
@@ -536,6 +539,9 @@ func measureModel(dev *webgpu.Device, name string, c llama.Config, hfDir, out st
 		}
 		logf("%s %s: prefill %.1f tok/s, decode %.1f tok/s (median step %.1f) %s", name, run.Config, run.PrefillTokS, run.DecodeTokS, run.DecodeMedTokS, run.Err)
 		r.Runs = append(r.Runs, run)
+		if ci == 1 {
+			r.Default = run
+		}
 		if ci == 0 {
 			r.Before = run
 		} else if run.Err == "" && run.DecodeTokS > r.Best.DecodeTokS {

@@ -89,6 +89,12 @@ func (g *gen) gemvT(s mmShape, nb int) (*codegen.Kernel, error) {
 		for l*2 <= 32 && l*2*16 <= units {
 			l *= 2
 		}
+		if mg := g.tune.GEMVMinGroups; mg > 0 {
+			wg := g.threads(256)
+			for l*2 <= min(64, wg) && l*2*4 <= units && ceilDiv(s.n, wg/l)*nb < mg {
+				l *= 2
+			}
+		}
 	}
 	wg := g.threads(256)
 	if l > wg {

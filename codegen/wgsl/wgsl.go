@@ -75,6 +75,11 @@ type Tuning struct {
 	// M = 1, transpose_b matmul (a power of two up to 64; 1 means one
 	// invocation per output and no workgroup reduction).
 	GEMVLanes int
+	// GEMVMinGroups, when > 0 and GEMVLanes is automatic, doubles the
+	// lanes per output (up to 64, and while each lane keeps at least 4
+	// units of K) until the grid has at least this many workgroups: short
+	// GEMVs (N = 2048) then still fill a large GPU.
+	GEMVMinGroups int
 	// GEMVUnroll is the number of independent partial sums each lane of
 	// that GEMV keeps (1, 2 or 4; 0 means 1): more loads in flight.
 	GEMVUnroll int
@@ -96,7 +101,8 @@ type Tuning struct {
 // DiscreteTuning is the tuning the webgpu device uses on GPUs that are not
 // CPU drivers, chosen from measurements on an NVIDIA H200 (bench/gpu).
 func DiscreteTuning() Tuning {
-	return Tuning{Matmul: "128x128x8/8x8+p,64x64x16/4x4+p", MatmulMinGroups: 264, GEMVUnroll: 2}
+	return Tuning{Matmul: "128x128x8/8x8+p,64x64x16/4x4+p,32x64x16/4x4+p,32x32x16/4x4+p", MatmulMinGroups: 264,
+		GEMVUnroll: 2, GEMVMinGroups: 400}
 }
 
 // Options control code generation.

@@ -31,6 +31,7 @@ import (
 	"math/bits"
 	"os"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -118,6 +119,7 @@ type Device struct {
 
 	pipelines map[string]*pipeline // by kernel source
 	plans     map[planKey]*plan    // by node and input types
+	memos     map[*ir.Node]*memo   // the last launch of each node
 
 	pool    map[uint64][]*wgpu.Buffer // free storage buffers by size class
 	pooled  int64
@@ -125,7 +127,7 @@ type Device struct {
 
 	enc     *wgpu.CommandEncoder
 	pass    *wgpu.ComputePassEncoder  // open compute pass of enc, if any
-	labels  map[string]*ir.Node       // pipeline label -> node, for the open pass
+	labels  []dispatched              // dispatches of the open pass, to name a failing node
 	pending int                       // dispatches recorded in enc
 	batch   int                       // dispatches at which enc is submitted (ramps up to MaxBatch)
 	lastCP  *wgpu.ComputePipeline     // pipeline set last in the open pass
@@ -152,6 +154,12 @@ type Stats struct {
 	KernelsMade int // kernels generated
 }
 
+// dispatched is a dispatch recorded in the open pass.
+type dispatched struct {
+	k *codegen.Kernel
+	n *ir.Node
+}
+
 // bgKey identifies a bind group: its layout and the buffers bound, in
 // binding order (each bound whole).
 type bgKey struct {
@@ -165,9 +173,11 @@ type bgKey struct {
 const maxCachedBindGroups = 8192
 
 // DiscreteMaxBatch is the default Options.MaxBatch on adapters that are not
-// CPU drivers: about one submission per decode step of a 1B model
-// (measured on an NVIDIA H200 with bench/gpu).
-const DiscreteMaxBatch = 256
+// CPU drivers. On an NVIDIA H200 (bench/gpu) TinyLlama decoded fastest
+// with 64 and a ramp of 8 (248 tok/s; 16: 203, 32: 237, 128: 220, 256:
+// 193, one submission per step: 134): the GPU runs the first kernels of a
+// step while the host records the rest.
+const DiscreteMaxBatch = 64
 
 // pipeline is a compiled kernel source.
 type pipeline struct {
@@ -300,6 +310,7 @@ func Open(opts Options) (*Device, error) {
 		faults:    map[int]string{},
 		pipelines: map[string]*pipeline{},
 		plans:     map[planKey]*plan{},
+		memos:     map[*ir.Node]*memo{},
 		pool:      map[uint64][]*wgpu.Buffer{},
 		staging:   map[uint64][]*wgpu.Buffer{},
 		bgs:       map[bgKey]*wgpu.BindGroup{},
@@ -395,6 +406,7 @@ func (d *Device) SetTuning(t wgsl.Tuning) {
 	defer d.mu.Unlock()
 	d.opts.Tuning = t
 	d.plans = map[planKey]*plan{}
+	d.memos = map[*ir.Node]*memo{}
 }
 
 // MaxBatch returns the number of dispatches recorded per submission.
@@ -796,8 +808,11 @@ func (d *Device) endPass() error {
 	err := d.pass.End()
 	d.pass.Release()
 	d.pass = nil
-	labels := d.labels
-	d.labels = nil
+	labels := map[string]*ir.Node{}
+	for _, l := range d.labels {
+		labels[l.k.Name()] = l.n
+	}
+	d.labels = d.labels[:0]
 	if err == nil {
 		return nil
 	}
@@ -912,7 +927,7 @@ func (d *Device) Close() error {
 			b.Release()
 		}
 	}
-	d.pipelines, d.plans, d.pool, d.staging = nil, nil, nil, nil
+	d.pipelines, d.plans, d.memos, d.pool, d.staging = nil, nil, nil, nil, nil
 	d.queue.Release()
 	d.dev.Release()
 	d.adapter.Release()
@@ -1091,15 +1106,28 @@ func (d *Device) launch(n *ir.Node, in []*runtime.Buffer, outs []ir.Type) ([]*ru
 		return nil, err
 	}
 	hs := make([]*gpuBuf, len(in))
-	types := make([]ir.Type, len(in))
 	for i, b := range in {
 		h, err := d.handle(b)
 		if err != nil {
 			return nil, fmt.Errorf("input %d: %w", i, err)
 		}
-		hs[i], types[i] = h, b.Type()
+		hs[i] = h
 	}
-	if n.Op == "reshape" && !d.opts.CopyReshape && len(in) == 1 && d.faults[n.ID] == "" {
+	fault := d.faults[n.ID]
+	// A node launched again on inputs of the same types (every decode
+	// step) skips type inference and the plan lookup.
+	if m := d.memos[n]; m != nil && m.matches(in, fault) {
+		if m.p == nil {
+			hs[0].refs++
+			return []*runtime.Buffer{d.wrap(hs[0], m.outDType, m.outShape)}, nil
+		}
+		return d.dispatch(n, m.p.k, m.p.pp, in, hs)
+	}
+	types := make([]ir.Type, len(in))
+	for i, b := range in {
+		types[i] = b.Type()
+	}
+	if n.Op == "reshape" && !d.opts.CopyReshape && len(in) == 1 && fault == "" {
 		want, _, err := ir.InferTypes(n.Op, types, wgsl.BoundAttrs(n, types, outs))
 		if err != nil {
 			return nil, err
@@ -1107,6 +1135,7 @@ func (d *Device) launch(n *ir.Node, in []*runtime.Buffer, outs []ir.Type) ([]*ru
 		if outs != nil && (len(outs) != 1 || !outs[0].Equal(want[0])) {
 			return nil, fmt.Errorf("output types %v, the input gives %s", outs, want[0])
 		}
+		d.memos[n] = newMemo(in, fault, nil, want[0].DType, want[0].Shape.Sizes())
 		hs[0].refs++
 		return []*runtime.Buffer{d.wrap(hs[0], want[0].DType, want[0].Shape.Sizes())}, nil
 	}
@@ -1114,7 +1143,40 @@ func (d *Device) launch(n *ir.Node, in []*runtime.Buffer, outs []ir.Type) ([]*ru
 	if err != nil {
 		return nil, err
 	}
+	d.memos[n] = newMemo(in, fault, p, 0, nil)
 	return d.dispatch(n, p.k, p.pp, in, hs)
+}
+
+// memo is what the last launch of a node decided for its input types: the
+// plan, or for a buffer-sharing reshape the output type.
+type memo struct {
+	dts      []ir.DType
+	shapes   [][]int
+	fault    string
+	p        *plan
+	outDType ir.DType
+	outShape []int
+}
+
+func newMemo(in []*runtime.Buffer, fault string, p *plan, dt ir.DType, shape []int) *memo {
+	m := &memo{fault: fault, p: p, outDType: dt, outShape: shape}
+	for _, b := range in {
+		m.dts = append(m.dts, b.DType)
+		m.shapes = append(m.shapes, append([]int(nil), b.Shape...))
+	}
+	return m
+}
+
+func (m *memo) matches(in []*runtime.Buffer, fault string) bool {
+	if m.fault != fault || len(in) != len(m.dts) {
+		return false
+	}
+	for i, b := range in {
+		if b.DType != m.dts[i] || !slices.Equal(b.Shape, m.shapes[i]) {
+			return false
+		}
+	}
+	return true
 }
 
 // LaunchKernel runs a prebuilt kernel (WGSL, or SPIR-V as little-endian
@@ -1240,7 +1302,7 @@ func (d *Device) dispatch(n *ir.Node, k *codegen.Kernel, pp *pipeline, in []*run
 	if !d.opts.SafeDispatch {
 		if d.pass == nil {
 			d.pass = d.enc.BeginComputePass(nil)
-			d.labels = map[string]*ir.Node{}
+			d.labels = d.labels[:0]
 			d.lastCP = nil
 		}
 		if d.lastCP != pp.cp {
@@ -1249,7 +1311,7 @@ func (d *Device) dispatch(n *ir.Node, k *codegen.Kernel, pp *pipeline, in []*run
 		}
 		d.pass.SetBindGroup(0, bg, nil)
 		d.pass.DispatchWorkgroups(uint32(k.Grid[0]), uint32(k.Grid[1]), uint32(k.Grid[2]))
-		d.labels[k.Name()] = n
+		d.labels = append(d.labels, dispatched{k, n})
 		d.pending++
 		d.stats.Dispatches++
 		if d.pending >= d.batch {

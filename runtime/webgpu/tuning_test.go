@@ -45,7 +45,7 @@ func TestMatmulTunings(t *testing.T) {
 		tunings = append(tunings, wgsl.Tuning{Matmul: tile})
 	}
 	tunings = append(tunings, wgsl.DiscreteTuning(),
-		wgsl.Tuning{GEMVUnroll: 2}, wgsl.Tuning{GEMVUnroll: 4, GEMVLanes: 8},
+		wgsl.Tuning{GEMVUnroll: 2}, wgsl.Tuning{GEMVUnroll: 4, GEMVLanes: 8}, wgsl.Tuning{GEMVMinGroups: 100000},
 		wgsl.Tuning{Matmul: "128x128x8/8x8+d,64x64x16/4x4+p,32x32x16/4x4+p", MatmulMinGroups: 1000},
 		wgsl.Tuning{Matmul: "128x128x8/8x8+d, 32x64x16/4x4+p", MatmulMinGroups: 2})
 	for ti, tu := range tunings {
