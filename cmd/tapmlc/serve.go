@@ -44,14 +44,16 @@ into a cache folder, or given with --wasm) runs the kernels on the
 browser's WebGPU. One host uses the page at a time.
 
 SECURITY: anyone who can connect can run arbitrary GPU kernels on the device
-and read and write its buffers (and the cached weights' contents). There is
-no TLS. The server listens on loopback (127.0.0.1) unless told otherwise;
+and read and write its buffers (and the cached weights' contents); a hostile
+kernel can hang the GPU or crash the driver and the server. There is no
+TLS. The server listens on loopback (127.0.0.1) unless told otherwise;
 to serve other machines, set --token (or $TAPML_TOKEN; hosts pass
 ?token=T in the URL or $TAPML_TOKEN) and use a trusted network, or tunnel
 over SSH. Browser pages of other sites cannot connect (the WebSocket origin
 is checked).
 
-Logs go to stderr; the first line says where the server listens.`,
+Logs go to stderr, one line per connection; the line "listening on
+ws://HOST:PORT" says where the server listens (--listen with port 0 picks one).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if token == "" {
@@ -95,7 +97,11 @@ Logs go to stderr; the first line says where the server listens.`,
 			}
 			addr := ln.Addr().String()
 			if useBrowser {
-				logger.Printf("listening on ws://%s: open http://%s/ in a browser with WebGPU, then use --target remote:ws://%s", addr, addr, addr)
+				q := ""
+				if token != "" {
+					q = "?token=YOUR_TOKEN"
+				}
+				logger.Printf("listening on ws://%s: open http://%s/%s in a browser with WebGPU, then use --target remote:ws://%s%s", addr, addr, q, addr, q)
 			} else {
 				logger.Printf("listening on ws://%s: device %s (use --target remote:ws://%s)", addr, opts.Core.Info().Name, addr)
 			}

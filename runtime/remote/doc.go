@@ -54,7 +54,9 @@
 //
 // Anyone who can connect to a device server can run arbitrary GPU kernels
 // on its device and read and write the device buffers of the sessions it
-// opens, including the contents of cached weights (by hash). There is no
+// opens, including the contents of cached weights (by hash); a hostile
+// kernel can also hang the GPU or crash the driver, and with it the
+// server. Connect only hosts you trust. There is no
 // TLS: tokens and tensors cross the network in the clear. The server
 // listens on loopback (127.0.0.1) unless told otherwise. To serve other
 // machines, require a token (--token or $TAPML_TOKEN; compared in constant
