@@ -2,13 +2,13 @@ package passes_test
 
 import (
 	"math"
-	"os"
 	"strings"
 	"testing"
 
 	"github.com/tapml/tapml/frontend/gguf"
 	"github.com/tapml/tapml/frontend/llama"
 	"github.com/tapml/tapml/frontend/llama2c"
+	"github.com/tapml/tapml/internal/testenv"
 	"github.com/tapml/tapml/ir"
 	"github.com/tapml/tapml/passes"
 	"github.com/tapml/tapml/runtime"
@@ -16,10 +16,8 @@ import (
 	"github.com/tapml/tapml/runtime/llm"
 )
 
-const modelsDir = "/work/shared/models/"
-
-// propertyModels are the models the property tests run: generated ones
-// always, the shared files when present.
+// propertyModels are the models the property tests run: generated ones and
+// the shared files.
 func propertyModels(t *testing.T) map[string]func() (*ir.Module, error) {
 	ms := map[string]func() (*ir.Module, error){
 		"tiny": func() (*ir.Module, error) {
@@ -31,18 +29,12 @@ func propertyModels(t *testing.T) map[string]func() (*ir.Module, error) {
 			return llama.Build("stories15M-shaped", llama.Stories15M, llama.RandomWeights(llama.Stories15M, 7))
 		}
 	}
-	if _, err := os.Stat(modelsDir + "stories260K.bin"); err == nil {
-		ms["stories260K"] = func() (*ir.Module, error) { return llama2c.Load(modelsDir + "stories260K.bin") }
-	} else {
-		t.Logf("no stories260K.bin: %v", err)
-	}
-	if _, err := os.Stat(modelsDir + "llama-2-tiny-random.gguf"); err == nil {
-		ms["llama-2-tiny-random.gguf"] = func() (*ir.Module, error) {
-			m, _, err := gguf.Load(modelsDir + "llama-2-tiny-random.gguf")
-			return m, err
-		}
-	} else {
-		t.Logf("no llama-2-tiny-random.gguf: %v", err)
+	stories := testenv.Model(t, "stories260K.bin")
+	ms["stories260K"] = func() (*ir.Module, error) { return llama2c.Load(stories) }
+	tinyGGUF := testenv.Model(t, "llama-2-tiny-random.gguf")
+	ms["llama-2-tiny-random.gguf"] = func() (*ir.Module, error) {
+		m, _, err := gguf.Load(tinyGGUF)
+		return m, err
 	}
 	return ms
 }

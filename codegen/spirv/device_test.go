@@ -271,7 +271,7 @@ func TestDevice(t *testing.T) {
 // answer on a CPU driver.
 func TestDeviceFaults(t *testing.T) {
 	if testing.Short() {
-		t.Skip("short")
+		t.Skip("short") // every fault on every case: slow on a CPU driver
 	}
 	g := openGPU(t)
 	r := rand.New(rand.NewPCG(3, 4))

@@ -11,7 +11,7 @@ import (
 func TestDump(t *testing.T) {
 	dir := os.Getenv("SPIRV_DUMP")
 	if dir == "" {
-		t.Skip("SPIRV_DUMP not set")
+		t.Skip("SPIRV_DUMP not set") // opt-in: writes the kernels out for inspection, checks nothing
 	}
 	for _, c := range testCases() {
 		k := generate(t, c, Options{})

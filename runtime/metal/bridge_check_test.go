@@ -16,6 +16,8 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+
+	"github.com/tapml/tapml/internal/testenv"
 )
 
 // TestDarwinBridgeTypeChecks checks bridge_darwin.go, which only builds on
@@ -28,10 +30,7 @@ import (
 // bridge that no longer matches the interface; not misuse of the real
 // Metal API (the stand-in headers declare what the bridge uses).
 func TestDarwinBridgeTypeChecks(t *testing.T) {
-	clang, err := exec.LookPath("clang-14")
-	if err != nil {
-		t.Fatal("clang-14 is not installed (scripts/setup.sh installs it)")
-	}
+	clang := testenv.Tool(t, "clang-14")
 	sdk, err := filepath.Abs(filepath.Join("testdata", "sdk"))
 	if err != nil {
 		t.Fatal(err)

@@ -1,13 +1,13 @@
 package metal
 
 import (
-	"os"
 	"path/filepath"
 	"testing"
 
 	"github.com/tapml/tapml/carve"
 	"github.com/tapml/tapml/codegen/msl"
 	"github.com/tapml/tapml/frontend"
+	"github.com/tapml/tapml/internal/testenv"
 	"github.com/tapml/tapml/ir"
 )
 
@@ -16,14 +16,7 @@ import (
 // reopened bundle as `tapmlc test` reads it: where no Metal exists, this is
 // the metal target's test (issue 7: every kernel passes the syntax check).
 func TestCarvedStories260KPassSyntaxCheck(t *testing.T) {
-	dir, err := filepath.Abs("../../../shared/models")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := os.Stat(filepath.Join(dir, "stories260K.bin")); err != nil {
-		t.Fatalf("test models not found: %v", err)
-	}
-	model, err := frontend.Load(filepath.Join(dir, "stories260K.bin"), frontend.Options{Tokenizer: filepath.Join(dir, "tok512.bin")})
+	model, err := frontend.Load(testenv.Model(t, "stories260K.bin"), frontend.Options{Tokenizer: testenv.Model(t, "tok512.bin")})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -141,7 +141,7 @@ func upload(t *testing.T, d *Device, x *tensor.Tensor) *rt.Buffer {
 
 func TestOpenOffMac(t *testing.T) {
 	if runtime.GOOS == "darwin" {
-		t.Skip("Metal may exist here")
+		t.Skip("Metal may exist here") // platform-specific: checks the error off macOS
 	}
 	_, err := Open(Options{})
 	if !errors.Is(err, ErrUnsupported) || !strings.Contains(err.Error(), "runs on macOS") {
