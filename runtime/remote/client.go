@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/coder/websocket"
@@ -287,10 +288,14 @@ func closeReason(err error) string {
 		}
 		return fmt.Sprintf("the server closed the connection (status %d)", int(ce.Code))
 	}
-	if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
-		return "the connection ended without a close message (EOF): the server stopped or the network failed"
+	if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE) {
+		return "the connection broke without a close message (the server stopped or the network failed)"
 	}
-	return err.Error()
+	msg := err.Error()
+	for _, p := range []string{"failed to get reader: ", "failed to read frame header: "} {
+		msg = strings.TrimPrefix(msg, p)
+	}
+	return msg
 }
 
 // Name identifies the device: remote(URL):DEVICE.
@@ -363,20 +368,41 @@ func (d *Device) lose(cause error) {
 		return
 	}
 	d.lostErr = cause
-	oldest := uint32(0)
-	for id, c := range d.pending {
-		if oldest == 0 || id < oldest {
-			oldest, d.lostDuring = id, c.what
-		}
-	}
+	d.lostDuring = d.inFlight("")
 	close(d.lostCh)
 }
+
+// inFlight describes the oldest request without a reply, preferring
+// launches, downloads and the like to batches that only free buffers; ""
+// (or what, if given) when there are none (must hold d.pmu).
+func (d *Device) inFlight(what string) string {
+	oldest, oldestFree := uint32(0), uint32(0)
+	var during, free string
+	for id, c := range d.pending {
+		if c.what == freeWhat {
+			if oldestFree == 0 || id < oldestFree {
+				oldestFree, free = id, c.what
+			}
+		} else if oldest == 0 || id < oldest {
+			oldest, during = id, c.what
+		}
+	}
+	switch {
+	case during != "":
+		return during
+	case what != "":
+		return what
+	}
+	return free
+}
+
+const freeWhat = "free of buffers"
 
 func (d *Device) lostError(what string) error {
 	d.pmu.Lock()
 	during, cause := d.lostDuring, d.lostErr
 	d.pmu.Unlock()
-	if during == "" {
+	if during == "" || (during == freeWhat && what != "") {
 		during = what
 	}
 	return fmt.Errorf("remote device %s: connection lost during %s: %v", d.url, during, cause)
@@ -415,13 +441,7 @@ func (d *Device) usable(what string) error {
 // timedOut marks the device unusable after a wait ran past the timeout.
 func (d *Device) timedOut(what string) error {
 	d.pmu.Lock()
-	oldest := uint32(0)
-	during := what
-	for id, c := range d.pending {
-		if oldest == 0 || id < oldest {
-			oldest, during = id, c.what
-		}
-	}
+	during := d.inFlight(what)
 	d.pmu.Unlock()
 	d.broken = fmt.Errorf("remote device %s: no reply within %s to %s (the device is hung or the network is down; the connection was closed)",
 		d.url, d.opts.Timeout, during)
@@ -518,7 +538,7 @@ func (d *Device) flush() error {
 	if len(d.batch) == 0 {
 		return nil
 	}
-	what := "free of buffers"
+	what := freeWhat
 	for _, n := range d.batchNodes {
 		if n != nil {
 			what = "launch of node " + n.String()
