@@ -15,6 +15,8 @@ import (
 	"time"
 
 	"github.com/chromedp/chromedp"
+
+	"github.com/tapml/tapml/internal/testenv"
 )
 
 // Remote targets: `tapmlc serve` runs as a separate process (the built
@@ -232,10 +234,7 @@ func TestRemoteServerKilled(t *testing.T) {
 // browser's WebGPU (every kernel of it compiled by Chrome's Tint), and run
 // prints the CPU's text.
 func TestBrowserDevice(t *testing.T) {
-	chrome, err := exec.LookPath("chromium")
-	if err != nil {
-		t.Skip("no chromium (apt-get install -y chromium)")
-	}
+	chrome := testenv.Tool(t, "chromium")
 	s := serve(t, nil, "--browser", "--cache-dir", filepath.Join(os.TempDir(), "tapml-browser-test-cache"))
 	page := "http" + strings.TrimPrefix(s.url, "ws") + "/"
 	alloc, cancelAlloc := chromedp.NewExecAllocator(context.Background(),

@@ -7,7 +7,6 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
-	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -16,6 +15,7 @@ import (
 	"github.com/coder/websocket"
 	"github.com/tapml/tapml/codegen"
 	"github.com/tapml/tapml/frontend/llama"
+	"github.com/tapml/tapml/internal/testenv/webgputest"
 	"github.com/tapml/tapml/ir"
 	"github.com/tapml/tapml/runtime"
 	"github.com/tapml/tapml/runtime/llm"
@@ -25,24 +25,20 @@ import (
 	"github.com/tapml/tapml/tensor"
 )
 
-// The tests serve one local WebGPU device (lavapipe on the project's
-// machines) from in-process servers.
+// The tests serve the shared local WebGPU device (lavapipe on the
+// project's machines; without one they fail, see internal/testenv).
 var (
-	gpu  *webgpu.Device
-	core *device.Core
+	coreOnce   sync.Once
+	sharedCore *device.Core
 )
 
-func TestMain(m *testing.M) {
-	d, err := webgpu.Open(webgpu.Options{})
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "remote: no webgpu device, skipping:", err)
-		os.Exit(0)
-	}
-	gpu = d
-	core = device.New(device.Native(d), device.Options{})
-	code := m.Run()
-	d.Close()
-	os.Exit(code)
+func localGPU(t *testing.T) *webgpu.Device { return webgputest.Device(t) }
+
+// localCore is a device core over the local GPU, shared by the tests.
+func localCore(t *testing.T) *device.Core {
+	g := localGPU(t)
+	coreOnce.Do(func() { sharedCore = device.New(device.Native(g), device.Options{}) })
+	return sharedCore
 }
 
 // tracker records a listener's connections, so that a test can cut them
@@ -74,7 +70,7 @@ func (l *tracker) cut() {
 func serve(t *testing.T, o ServerOptions) (*tracker, string) {
 	t.Helper()
 	if o.Core == nil && !o.Relay {
-		o.Core = core
+		o.Core = localCore(t)
 	}
 	srv := httptest.NewUnstartedServer(NewServer(o))
 	tr := &tracker{Listener: srv.Listener}
@@ -133,7 +129,7 @@ func forward(t *testing.T, m *ir.Module, dev runtime.Device) [][]float32 {
 // cross the connection once.
 func TestRemoteMatchesLocal(t *testing.T) {
 	m := tinyModel(t)
-	want := forward(t, m, gpu)
+	want := forward(t, m, localGPU(t))
 	_, url := serve(t, ServerOptions{})
 	d := dial(t, url, Options{MaxBatch: 7, Window: 3}) // small batches and window: exercise the pipelining
 	got := forward(t, m, d)
@@ -159,11 +155,11 @@ func TestRemoteMatchesLocal(t *testing.T) {
 	if st := d2.Stats(); st.WeightsSent != 0 || st.WeightsCached == 0 {
 		t.Errorf("new connection: stats %+v; want every weight found in the cache", st)
 	}
-	if !strings.HasPrefix(d.Name(), "remote(ws://127.0.0.1:") || !strings.Contains(d.Name(), gpu.Name()) {
+	if !strings.HasPrefix(d.Name(), "remote(ws://127.0.0.1:") || !strings.Contains(d.Name(), localGPU(t).Name()) {
 		t.Errorf("name %q", d.Name())
 	}
-	if d.Limits() != gpu.Limits() {
-		t.Errorf("limits %+v, the device's are %+v", d.Limits(), gpu.Limits())
+	if d.Limits() != localGPU(t).Limits() {
+		t.Errorf("limits %+v, the device's are %+v", d.Limits(), localGPU(t).Limits())
 	}
 }
 
@@ -224,6 +220,7 @@ func TestConnectionLost(t *testing.T) {
 
 // A device that stops answering is given up after the timeout.
 func TestTimeout(t *testing.T) {
+	info := localCore(t).Info()
 	mute := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		c, err := websocket.Accept(w, r, nil)
 		if err != nil {
@@ -234,7 +231,7 @@ func TestTimeout(t *testing.T) {
 		if err != nil {
 			return
 		}
-		c.Write(r.Context(), websocket.MessageBinary, proto.Encode(proto.PeekID(b), &proto.HelloOK{Version: proto.Version, Info: core.Info()}))
+		c.Write(r.Context(), websocket.MessageBinary, proto.Encode(proto.PeekID(b), &proto.HelloOK{Version: proto.Version, Info: info}))
 		for {
 			if _, _, err := c.Read(r.Context()); err != nil {
 				return
@@ -357,7 +354,7 @@ func TestLaunchFailureNamesNode(t *testing.T) {
 			break
 		}
 	}
-	_, url := serve(t, ServerOptions{Core: device.New(failing{device.Native(gpu), bad.ID}, device.Options{})})
+	_, url := serve(t, ServerOptions{Core: device.New(failing{device.Native(localGPU(t)), bad.ID}, device.Options{})})
 	d := dial(t, url, Options{})
 	exec := runtime.NewExecutor(m, d)
 	defer exec.Close()
@@ -433,16 +430,16 @@ func TestRelay(t *testing.T) {
 	if _, err := DialOptions(context.Background(), url, Options{Token: "tk"}); err == nil || !strings.Contains(err.Error(), "no browser page is attached") {
 		t.Fatalf("dial without a page: %v", err)
 	}
-	if err, _ := page(t, url, "nope", core); err == nil || !strings.Contains(err.Error(), "wrong token") {
+	if err, _ := page(t, url, "nope", localCore(t)); err == nil || !strings.Contains(err.Error(), "wrong token") {
 		t.Fatalf("a page with a wrong token: %v", err)
 	}
-	pc := device.New(device.Native(gpu), device.Options{})
+	pc := device.New(device.Native(localGPU(t)), device.Options{})
 	err, stop := page(t, url, "tk", pc)
 	if err != nil {
 		t.Fatal(err)
 	}
 	m := tinyModel(t)
-	want := forward(t, m, gpu)
+	want := forward(t, m, localGPU(t))
 	d := dial(t, url, Options{Token: "tk"})
 	if d.Info().Name != pc.Info().Name {
 		t.Errorf("handshake describes %q, the page is %q", d.Info().Name, pc.Info().Name)
