@@ -203,7 +203,7 @@ func (e *Executor) planFor(f *ir.Function, env map[string]int64) (*plan, error) 
 // Call runs function fn on args (buffers on any device) and returns its
 // results as buffers on the devices that produced them. Arguments are moved
 // to the device of the node that reads them when needed.
-func (e *Executor) Call(fn string, args ...*Buffer) ([]*Buffer, error) {
+func (e *Executor) Call(fn string, args ...*Buffer) (results []*Buffer, err error) {
 	f := e.Module.Func(fn)
 	if f == nil {
 		return nil, fmt.Errorf("module %q has no function @%s", e.Module.Name, fn)
@@ -218,6 +218,14 @@ func (e *Executor) Call(fn string, args ...*Buffer) ([]*Buffer, error) {
 	}
 	vals := map[*ir.Value]*Buffer{}
 	owned := map[*Buffer]bool{} // buffers this call allocated (may be freed)
+	defer func() {
+		// A failed call frees what it allocated; the arguments stay.
+		if err != nil {
+			for b := range owned {
+				b.Dev.Free(b)
+			}
+		}
+	}()
 	for i, v := range f.Params {
 		vals[v] = args[i]
 	}
@@ -343,7 +351,7 @@ func (e *Executor) Call(fn string, args ...*Buffer) ([]*Buffer, error) {
 			}
 		}
 	}
-	results := make([]*Buffer, len(f.Results))
+	results = make([]*Buffer, len(f.Results))
 	for i, r := range f.Results {
 		if r.IsWeight() {
 			return nil, fmt.Errorf("func @%s: returning weight %s is not supported", f.Name, r.Ref())

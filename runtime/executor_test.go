@@ -201,3 +201,47 @@ func TestCachesMovedBackToSource(t *testing.T) {
 		t.Errorf("buffers left alive: source %d, target %d", len(src.live), len(tgt.live))
 	}
 }
+
+// A call that fails midway frees the buffers it allocated; the arguments
+// (tokens, position, caches) stay.
+func TestFailedCallFreesIntermediates(t *testing.T) {
+	m, err := llama.Build("tiny", llama.Tiny, llama.RandomWeights(llama.Tiny, 3))
+	if err != nil {
+		t.Fatal(err)
+	}
+	dev := newCounting(t, "dev")
+	exec := runtime.NewExecutor(m, dev)
+	defer exec.Close()
+	s, err := llm.NewSession(exec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	before := len(dev.live)
+	// Position past the cache: kv_write fails after gather, norms and matmuls ran.
+	tok, _ := dev.Upload(tensor.FromInt32([]int{1}, []int32{3}))
+	pos, _ := dev.Upload(tensor.ScalarInt32(int32(s.MaxSeq)))
+	f := m.Func("decode")
+	args := []*runtime.Buffer{tok, pos}
+	for _, p := range f.Params[2:] {
+		b, err := dev.Upload(tensor.New(p.Type.DType, p.Type.Shape.Sizes()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		args = append(args, b)
+	}
+	weightsBefore := len(dev.live)
+	if _, err := exec.Call("decode", args...); err == nil {
+		t.Fatal("decode past the cache succeeded")
+	}
+	// Weights uploaded during the call stay cached in the executor.
+	weights := 0
+	for _, w := range m.Weights {
+		if _, err := exec.WeightBuffer(w, dev); err == nil {
+			weights++
+		}
+	}
+	if got, want := len(dev.live), weightsBefore+weights; got > want {
+		t.Errorf("%d buffers live after the failed call, want at most %d (args and weights; %d before the session)", got, want, before)
+	}
+}
