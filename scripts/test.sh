@@ -13,6 +13,9 @@ fi
 go vet ./...
 go test -count=1 -timeout 25m ./...
 
+# The per-op pass/fail table of ONNX's own node test cases, in the log.
+go test -count=1 -run '^TestNodeCases$' -v ./frontend/onnx/ | sed -n '/libonnx-testdata node cases/,/^\(PASS\|FAIL\|ok\)/p'
+
 fuzztime="${FUZZTIME:-3s}"
 for file in $(grep -rl --include='*_test.go' '^func Fuzz' .); do
 	pkg="./$(dirname "${file#./}")"
