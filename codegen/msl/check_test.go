@@ -2,9 +2,11 @@ package msl
 
 import (
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 
+	"github.com/tapml/tapml/codegen/internal/kerneltest"
 	"github.com/tapml/tapml/ir"
 )
 
@@ -24,7 +26,8 @@ func checkAll(t *testing.T, srcs []Source) []error {
 
 // TestSyntaxCheck passes every case's kernel through the approximate MSL
 // syntax check: under the default limits, under small limits (folded
-// grids, small threadgroups and tiles) and with every fault that applies.
+// grids, small threadgroups and tiles), under every tuning and with every
+// fault that applies.
 func TestSyntaxCheck(t *testing.T) {
 	var srcs []Source
 	seen := map[string]bool{}
@@ -34,20 +37,22 @@ func TestSyntaxCheck(t *testing.T) {
 			srcs = append(srcs, Source{Name: name, Src: src})
 		}
 	}
-	for _, c := range genCases() {
+	for _, c := range kerneltest.Cases() {
 		for _, lim := range []Limits{{}, smallLimits} {
-			k, err := c.generate(t, Options{Limits: lim})
-			if err != nil {
-				if lim == smallLimits && strings.Contains(err.Error(), "grid") {
-					continue
+			for i, tu := range tunings {
+				k, err := generate(t, c, Options{Limits: lim, Tuning: tu})
+				if err != nil {
+					if lim == smallLimits && strings.Contains(err.Error(), "grid") {
+						continue
+					}
+					t.Fatalf("%s: %v", c.Name, err)
 				}
-				t.Fatalf("%s: %v", c.name, err)
+				add(fmt.Sprintf("%s (tuning %d)", c.Name, i), k.Source)
 			}
-			add(c.name, k.Source)
 		}
 		for _, f := range FaultNames() {
-			if k, err := c.generate(t, Options{Fault: f}); err == nil {
-				add(c.name+"+"+f, k.Source)
+			if k, err := generate(t, c, Options{Fault: f}); err == nil {
+				add(c.Name+"+"+f, k.Source)
 			}
 		}
 	}
@@ -64,8 +69,7 @@ func TestSyntaxCheck(t *testing.T) {
 // real mistakes: each broken kernel must fail, alone and inside a batch
 // of good ones (which must still pass).
 func TestSyntaxCheckRejects(t *testing.T) {
-	c := genCase{"rms_norm", "rms_norm", nil, []ir.Type{f32(5, 288), f32(288)}}
-	k, err := c.generate(t, Options{})
+	k, err := generate(t, kerneltest.ByName(t, "rms_norm"), Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

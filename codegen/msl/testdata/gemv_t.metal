@@ -1,14 +1,13 @@
-// tapml MSL kernel: matmul (node 7)
+// tapml MSL kernel: matmul (node 7), translated from WGSL
 #include <metal_stdlib>
 using namespace metal;
 constant uint N = 32000u;
-constant uint KU = 72u; // K in units of float4
+constant uint KU = 72u; // K in units of vec4<f32>
 constant uint L = 4u; // lanes per output
 kernel void tapml_main(
     device const float4* in0 [[buffer(0)]],
     device const float4* in1 [[buffer(1)]],
     device float* out0 [[buffer(2)]],
-    uint3 gid [[thread_position_in_grid]],
     uint3 wid [[threadgroup_position_in_grid]],
     uint3 lid [[thread_position_in_threadgroup]],
     uint li [[thread_index_in_threadgroup]]) {
@@ -25,10 +24,14 @@ kernel void tapml_main(
   }
   red[li] = acc;
   threadgroup_barrier(mem_flags::mem_threadgroup);
-  for (uint s_ = L / 2u; s_ > 0u; s_ >>= 1u) {
-    if (lane < s_) { red[li] = red[li] + red[li + s_]; }
+  for (uint s_ = L / 2u; s_ > 0u; s_ = s_ >> 1u) {
+    if (lane < s_) {
+      red[li] = red[li] + red[li + s_];
+    }
     threadgroup_barrier(mem_flags::mem_threadgroup);
   }
   acc = red[li];
-  if (valid && lane == 0u) { out0[wid.z * N + n] = acc; }
+  if (valid && lane == 0u) {
+    out0[wid.z * N + n] = acc;
+  }
 }

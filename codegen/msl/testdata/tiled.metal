@@ -1,4 +1,4 @@
-// tapml MSL kernel: matmul (node 7)
+// tapml MSL kernel: matmul (node 7), translated from WGSL
 #include <metal_stdlib>
 using namespace metal;
 constant uint M = 67u;
@@ -11,13 +11,14 @@ kernel void tapml_main(
     device const float* in0 [[buffer(0)]],
     device const float* in1 [[buffer(1)]],
     device float* out0 [[buffer(2)]],
-    uint3 gid [[thread_position_in_grid]],
     uint3 wid [[threadgroup_position_in_grid]],
     uint3 lid [[thread_position_in_threadgroup]],
     uint li [[thread_index_in_threadgroup]]) {
-  threadgroup float As[1024];
-  threadgroup float Bs[1024];
-  const uint ab = (wid.z) * 3015u;
+  threadgroup float As[1024]; // [BK][BM]
+  threadgroup float Bs[1024]; // [BK][BN]
+  uint r_ = wid.z;
+  const uint c0 = r_;
+  const uint ab = (c0) * 3015u;
   const uint bb = (0u) * 1485u;
   const uint tx = li % 16u;
   const uint ty = li / 16u;
@@ -41,15 +42,25 @@ kernel void tapml_main(
   float acc3_3 = 0.0f;
   for (uint k0 = 0u; k0 < K; k0 += BK) {
     for (uint e = li; e < BM * BK; e += 256u) {
-      const uint mm = e / BK; const uint kk = e % BK; const uint gm = m0 + mm; const uint gk = k0 + kk;
+      const uint mm = e / BK;
+      const uint kk = e % BK;
+      const uint gm = m0 + mm;
+      const uint gk = k0 + kk;
       float v = 0.0f;
-      if (gm < M && gk < K) { v = in0[ab + gm * K + gk]; }
+      if (gm < M && gk < K) {
+        v = in0[ab + gm * K + gk];
+      }
       As[kk * BM + mm] = v;
     }
     for (uint e = li; e < BN * BK; e += 256u) {
-      const uint nn = e / BK; const uint kk = e % BK; const uint gn = n0 + nn; const uint gk = k0 + kk;
+      const uint nn = e / BK;
+      const uint kk = e % BK;
+      const uint gn = n0 + nn;
+      const uint gk = k0 + kk;
       float v = 0.0f;
-      if (gn < N && gk < K) { v = in1[bb + gn * K + gk]; }
+      if (gn < N && gk < K) {
+        v = in1[bb + gn * K + gk];
+      }
       Bs[kk * BN + nn] = v;
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
@@ -83,23 +94,55 @@ kernel void tapml_main(
   }
   const uint ob = wid.z * M * N;
   const uint gm0 = m0 + ty + 0u;
-  if (gm0 < M && n0 + tx + 0u < N) { out0[ob + gm0 * N + n0 + tx + 0u] = acc0_0; }
-  if (gm0 < M && n0 + tx + 16u < N) { out0[ob + gm0 * N + n0 + tx + 16u] = acc0_1; }
-  if (gm0 < M && n0 + tx + 32u < N) { out0[ob + gm0 * N + n0 + tx + 32u] = acc0_2; }
-  if (gm0 < M && n0 + tx + 48u < N) { out0[ob + gm0 * N + n0 + tx + 48u] = acc0_3; }
+  if (gm0 < M && n0 + tx + 0u < N) {
+    out0[ob + gm0 * N + n0 + tx + 0u] = acc0_0;
+  }
+  if (gm0 < M && n0 + tx + 16u < N) {
+    out0[ob + gm0 * N + n0 + tx + 16u] = acc0_1;
+  }
+  if (gm0 < M && n0 + tx + 32u < N) {
+    out0[ob + gm0 * N + n0 + tx + 32u] = acc0_2;
+  }
+  if (gm0 < M && n0 + tx + 48u < N) {
+    out0[ob + gm0 * N + n0 + tx + 48u] = acc0_3;
+  }
   const uint gm1 = m0 + ty + 16u;
-  if (gm1 < M && n0 + tx + 0u < N) { out0[ob + gm1 * N + n0 + tx + 0u] = acc1_0; }
-  if (gm1 < M && n0 + tx + 16u < N) { out0[ob + gm1 * N + n0 + tx + 16u] = acc1_1; }
-  if (gm1 < M && n0 + tx + 32u < N) { out0[ob + gm1 * N + n0 + tx + 32u] = acc1_2; }
-  if (gm1 < M && n0 + tx + 48u < N) { out0[ob + gm1 * N + n0 + tx + 48u] = acc1_3; }
+  if (gm1 < M && n0 + tx + 0u < N) {
+    out0[ob + gm1 * N + n0 + tx + 0u] = acc1_0;
+  }
+  if (gm1 < M && n0 + tx + 16u < N) {
+    out0[ob + gm1 * N + n0 + tx + 16u] = acc1_1;
+  }
+  if (gm1 < M && n0 + tx + 32u < N) {
+    out0[ob + gm1 * N + n0 + tx + 32u] = acc1_2;
+  }
+  if (gm1 < M && n0 + tx + 48u < N) {
+    out0[ob + gm1 * N + n0 + tx + 48u] = acc1_3;
+  }
   const uint gm2 = m0 + ty + 32u;
-  if (gm2 < M && n0 + tx + 0u < N) { out0[ob + gm2 * N + n0 + tx + 0u] = acc2_0; }
-  if (gm2 < M && n0 + tx + 16u < N) { out0[ob + gm2 * N + n0 + tx + 16u] = acc2_1; }
-  if (gm2 < M && n0 + tx + 32u < N) { out0[ob + gm2 * N + n0 + tx + 32u] = acc2_2; }
-  if (gm2 < M && n0 + tx + 48u < N) { out0[ob + gm2 * N + n0 + tx + 48u] = acc2_3; }
+  if (gm2 < M && n0 + tx + 0u < N) {
+    out0[ob + gm2 * N + n0 + tx + 0u] = acc2_0;
+  }
+  if (gm2 < M && n0 + tx + 16u < N) {
+    out0[ob + gm2 * N + n0 + tx + 16u] = acc2_1;
+  }
+  if (gm2 < M && n0 + tx + 32u < N) {
+    out0[ob + gm2 * N + n0 + tx + 32u] = acc2_2;
+  }
+  if (gm2 < M && n0 + tx + 48u < N) {
+    out0[ob + gm2 * N + n0 + tx + 48u] = acc2_3;
+  }
   const uint gm3 = m0 + ty + 48u;
-  if (gm3 < M && n0 + tx + 0u < N) { out0[ob + gm3 * N + n0 + tx + 0u] = acc3_0; }
-  if (gm3 < M && n0 + tx + 16u < N) { out0[ob + gm3 * N + n0 + tx + 16u] = acc3_1; }
-  if (gm3 < M && n0 + tx + 32u < N) { out0[ob + gm3 * N + n0 + tx + 32u] = acc3_2; }
-  if (gm3 < M && n0 + tx + 48u < N) { out0[ob + gm3 * N + n0 + tx + 48u] = acc3_3; }
+  if (gm3 < M && n0 + tx + 0u < N) {
+    out0[ob + gm3 * N + n0 + tx + 0u] = acc3_0;
+  }
+  if (gm3 < M && n0 + tx + 16u < N) {
+    out0[ob + gm3 * N + n0 + tx + 16u] = acc3_1;
+  }
+  if (gm3 < M && n0 + tx + 32u < N) {
+    out0[ob + gm3 * N + n0 + tx + 32u] = acc3_2;
+  }
+  if (gm3 < M && n0 + tx + 48u < N) {
+    out0[ob + gm3 * N + n0 + tx + 48u] = acc3_3;
+  }
 }

@@ -1,0 +1,158 @@
+package msl
+
+import (
+	"strings"
+	"testing"
+)
+
+// wgslKernel is a WGSL module of the subset around a kernel body: i32
+// inputs in0 and in1, an f32 output out0, the index i of the invocation.
+func wgslKernel(decls, body string) string {
+	return `@group(0) @binding(0) var<storage, read> in0: array<i32>;
+@group(0) @binding(1) var<storage, read> in1: array<i32>;
+@group(0) @binding(2) var<storage, read_write> out0: array<f32>;
+` + decls + `
+@compute @workgroup_size(64, 1, 1)
+fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) li: u32) {
+  let i = wid.x * 64u + li;
+` + body + `
+}
+`
+}
+
+// TestTranslate translates small kernels and checks the MSL of each
+// construct, above all where MSL's semantics differ from WGSL's; every
+// result must pass the syntax check.
+func TestTranslate(t *testing.T) {
+	cases := []struct {
+		name, decls, body string
+		want              []string // in the MSL, in this order
+	}{
+		{"i32 arithmetic wraps", "", `let a = in0[i] + in1[i] * 3i - 1i; out0[i] = f32(a);`,
+			[]string{"const int a = int(uint(in0[i]) + uint(in1[i]) * 3u - 1u);"}},
+		{"i32 negation wraps", "", `let a = -in0[i]; let b = -5i; out0[i] = f32(a + b);`,
+			[]string{"const int a = int(0u - uint(in0[i]));", "const int b = -5;"}},
+		{"i32 parentheses are kept in uint", "", `let a = (in0[i] + 1i) * in1[i]; out0[i] = f32(a);`,
+			[]string{"int((uint(in0[i]) + 1u) * uint(in1[i]))"}},
+		{"uint(int(u32)) is the u32", "", `let a = in0[i] + i32(i / 2u); out0[i] = f32(a);`,
+			[]string{"int(uint(in0[i]) + (i / 2u))"}},
+		{"i32 increments wrap", "", `var a = in0[i]; a++; a += in1[i]; out0[i] = f32(a);`,
+			[]string{"int a = in0[i];", "a = int(uint(a) + 1u);", "a = int(uint(a) + uint(in1[i]));"}},
+		{"integer division", "const Z: u32 = 0u;\nconst D: u32 = 7u;", `let a = in0[i] / in1[i]; let b = in0[i] % 4i; let c = in0[i] / -1i;
+  let d = i / Z; let e = i % D; let f = i % (D * 2u); var g = i; g /= 3u; out0[i] = f32(a + b + c) + f32(d + e + f + g);`,
+			[]string{"static inline int div_i32(", "static inline uint div_u32(", "const int a = div_i32(in0[i], in1[i]);",
+				"const int b = in0[i] % 4;", "const int c = div_i32(in0[i], -1);", "const uint d = div_u32(i, Z);",
+				"const uint e = i % D;", "const uint f = i % (D * 2u);", "g /= 3u;"}},
+		{"abs of i32", "", `out0[i] = f32(abs(in0[i]));`, []string{"static inline int abs_i32(", "out0[i] = float(abs_i32(in0[i]));"}},
+		{"f32 max and min propagate NaN", "", `let x = f32(in0[i]); out0[i] = max(x, 0.0f) + min(x, 1.0f) + f32(max(i, 3u));`,
+			[]string{"static inline float max_f32(", "static inline float min_f32(", "max_f32(x, 0.0f) + min_f32(x, 1.0f) + float(max(i, 3u))"}},
+		{"select, round, NaN tests", "", `let x = f32(in0[i]); let v = in1[i];
+  out0[i] = select(round(x), 0.0f, x != x || x == x && v == v);`,
+			[]string{"out0[i] = (isnan(x) || !isnan(x) && true ? 0.0f : rint(x));"}},
+		{"abstract literals take their context's type", "", `var cnt = 0; for (var a = 0; a < 3; a++) { cnt = cnt + 1; }
+  let m = i32(-2147483647 - 1); let f = f32(in0[i]) * 2; out0[i] = f32(cnt + m) + f;`,
+			[]string{"int cnt = 0;", "for (int a = 0; a < 3; a = int(uint(a) + 1u)) {", "cnt = int(uint(cnt) + 1u);",
+				"const int m = (-2147483647 - 1);", "const float f = float(in0[i]) * 2.0f;"}},
+		{"vars are zero-initialised", "", `var acc: array<f32, 3>; var v: vec4<f32>; var n: u32; acc[n] = v.x; out0[i] = acc[1];`,
+			[]string{"float acc[3] = {};", "float4 v = float4(0.0f);", "uint n = 0u;"}},
+		{"vectors", "", `let v = vec4<f32>(1.0f); let w = vec2<f32>(f32(in0[i]), 2.0f); out0[i] = dot(v, v) + w.y + fma(v, v, v).x;`,
+			[]string{"const float4 v = float4(1.0f);", "const float2 w = float2{float(in0[i]), 2.0f};"}},
+		{"workgroup memory and barriers", "var<workgroup> red: array<f32, 64>; // partial sums", `red[li] = f32(in0[i]); workgroupBarrier(); out0[i] = red[0];`,
+			[]string{"  threadgroup float red[64]; // partial sums", "  red[li] = float(in0[i]);", "  threadgroup_barrier(mem_flags::mem_threadgroup);"}},
+		{"tables and constants", "const N: u32 = 0xffffffffu;\nconst S: f32 = 2.5e-01f;\nvar<private> vals: array<i32, 3> = array<i32, 3>(i32(-2147483647 - 1), 0i, 7i);",
+			`out0[i] = f32(vals[i % 3u]) * S + f32(N);`,
+			[]string{"constant uint N = 0xffffffffu;", "constant float S = 2.5e-01f;", "constant int vals[3] = {(-2147483647 - 1), 0, 7};"}},
+		{"helpers before their callers, bitcast", "fn f(x: f32) -> f32 { return g(x) * 2.0f; }\nfn g(x: f32) -> f32 { return bitcast<f32>(0x7fc00000u) + x; }\nfn unused(x: f32) -> f32 { return x; }",
+			`out0[i] = f(1.0f);`,
+			[]string{"static inline float g(float x) {", "return as_type<float>(0x7fc00000u) + x;", "static inline float f(float x) {", "kernel void tapml_main("}},
+		{"reserved names are renamed", "", `var dot = 0.0f; let half = 1.0f; let kernel = vec2<f32>(dot, half); out0[i] = dot(kernel, kernel);`,
+			[]string{"float dot_ = 0.0f;", "const float half_ = 1.0f;", "const float2 kernel_ = float2{dot_, half_};", "out0[i] = dot(kernel_, kernel_);"}},
+		{"unused locals are left out", "", `var r_ = i; let c1 = r_ % 3u; r_ = r_ / 3u; let c0 = r_; let unused = c0 * 2u; var set = 1u; set = 2u;
+  // a comment stays
+  out0[i] = f32(c1);`,
+			[]string{"uint r_ = i;", "const uint c1 = r_ % 3u;", "r_ = r_ / 3u;", "// a comment stays", "out0[i] = float(c1);"}},
+		{"statements", "", `if (i >= 4u) { return; } else if (i == 2u) { out0[i] = 1.0f; } else { out0[i] = 2.0f; }
+  for (var k = 0u; k < 4u; k += 1u) { if (k == 2u) { continue; } if (k == 3u) { break; } { let z = k; out0[z] = 0.0f; } }
+  var k = 0u; for (; k < 2u;) { k++; }`,
+			[]string{"if (i >= 4u) {", "} else if (i == 2u) {", "} else {", "for (uint k = 0u; k < 4u; k += 1u) {", "continue;", "break;",
+				"const uint z = k;", "for (; k < 2u; ) {", "k++;"}},
+	}
+	var srcs []Source
+	for _, c := range cases {
+		src, _, _, err := translate(wgslKernel(c.decls, c.body), Entry)
+		if err != nil {
+			t.Errorf("%s: %v", c.name, err)
+			continue
+		}
+		at := 0
+		for _, w := range c.want {
+			j := strings.Index(src[at:], w)
+			if j < 0 {
+				t.Errorf("%s: no %q (after the previous) in\n%s", c.name, w, src)
+				break
+			}
+			at += j + len(w)
+		}
+		srcs = append(srcs, Source{Name: c.name, Src: []byte("#include <metal_stdlib>\n" + src)})
+	}
+	for name, bad := range map[string]string{"unused locals are left out": "unused", "helpers before their callers, bitcast": "unused("} {
+		for _, s := range srcs {
+			if s.Name == name && strings.Contains(string(s.Src), bad) {
+				t.Errorf("%s: %q was not left out", name, bad)
+			}
+		}
+	}
+	for i, err := range checkAll(t, srcs) {
+		if err != nil {
+			t.Errorf("%v\n%s", err, srcs[i].Src)
+		}
+	}
+}
+
+// TestTranslateSharedMemory checks the size reported for threadgroup memory
+// and the workgroup size.
+func TestTranslateSharedMemory(t *testing.T) {
+	_, wg, shared, err := translate(wgslKernel("var<workgroup> a: array<vec4<f32>, 8>;\nvar<workgroup> b: array<u32, 3>;", "a[li] = vec4<f32>(0.0f); b[0] = 1u; out0[i] = a[0].x + f32(b[0]);"), Entry)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if shared != 8*16+3*4 || wg != [3]int{64, 1, 1} {
+		t.Errorf("shared %d bytes, workgroup %v; want 140, [64 1 1]", shared, wg)
+	}
+}
+
+// TestTranslateRejects checks that WGSL outside the subset is an error that
+// says what and where, not wrong MSL.
+func TestTranslateRejects(t *testing.T) {
+	cases := []struct{ name, src, want string }{
+		{"loop", wgslKernel("", "loop { break; }"), "line 8: want a statement"},
+		{"switch", wgslKernel("", "switch (i) { default: {} }"), "want"},
+		{"uniform", wgslKernel("@group(0) @binding(3) var<uniform> u: f32;", ""), "var<uniform> is outside the subset"},
+		{"texture call", wgslKernel("", "out0[i] = textureLoad(i);"), "function textureLoad is outside the subset"},
+		{"f16", wgslKernel("", "let h: f16 = 1.0h;"), "type f16 is outside the subset"},
+		{"block comment", wgslKernel("/* no */", ""), "block comments"},
+		{"undeclared", wgslKernel("", "out0[i] = y;"), "y is not declared"},
+		{"assign to let", wgslKernel("", "i = 2u;"), "i cannot be assigned"},
+		{"write to read buffer", wgslKernel("", "in0[i] = 2i;"), "in0 cannot be assigned"},
+		{"type mismatch", wgslKernel("", "out0[i] = i;"), "u32 where f32 is needed"},
+		{"float literal without suffix", wgslKernel("", "out0[i] = 1.5;"), "float literal 1.5 without suffix is outside the subset"},
+		{"bitwise and", wgslKernel("", "let a = i & 1u;"), "unexpected character '&'"},
+		{"float remainder", wgslKernel("", "out0[i] = out0[i] % 2.0f;"), "f32 % f32 is outside the subset"},
+		{"mixed operands", wgslKernel("", "out0[i] = f32(in0[i] + i);"), "i32 + u32"},
+		{"float vector max", wgslKernel("", "let v = max(vec4<f32>(1.0f), vec4<f32>(2.0f)); out0[i] = v.x;"), "max of float vectors is outside the subset"},
+		{"array constructor in code", wgslKernel("", "let a = array<f32, 2>(1.0f, 2.0f);"), "array constructors are only for var<private> tables"},
+		{"workgroup memory in a helper", wgslKernel("var<workgroup> w: array<f32, 4>;\nfn h() -> f32 { return w[0]; }", "out0[i] = h();"), "helper functions cannot use workgroup memory"},
+		{"builtin", strings.Replace(wgslKernel("", ""), "@builtin(local_invocation_index) li: u32", "@builtin(subgroup_size) li: u32", 1), "@builtin(subgroup_size) u32 is outside the subset"},
+		{"binding gap", strings.Replace(wgslKernel("", ""), "@binding(1)", "@binding(5)", 1), "bindings are not 0, 1, ... in order"},
+		{"no entry point", "const N: u32 = 1u;", "no @compute entry point"},
+		{"no workgroup size", strings.Replace(wgslKernel("", ""), "@workgroup_size(64, 1, 1)", "", 1), "needs @workgroup_size"},
+		{"redeclared", wgslKernel("", "let a = 1u; let a = 2u;"), "a is declared twice in one scope"},
+		{"private without table", wgslKernel("var<private> p: f32;", ""), "needs an initializer"},
+	}
+	for _, c := range cases {
+		_, _, _, err := translate(c.src, Entry)
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: got %v, want an error containing %q", c.name, err, c.want)
+		}
+	}
+}
