@@ -82,6 +82,7 @@ func TestSyntaxCheckRejects(t *testing.T) {
 		{"barrier without mem_flags", "threadgroup_barrier(mem_flags::mem_threadgroup);", "threadgroup_barrier(mem_threadgroup);"},
 		{"wrong barrier argument", "threadgroup_barrier(mem_flags::mem_threadgroup);", "threadgroup_barrier(1);"},
 		{"vector into scalar", "float acc = 0.0f;", "float acc = float4(0.0f);"},
+		{"vector constructor of the wrong size", "const float inv = ", "const float inv = float2(1.0f, 2.0f, 3.0f).x + "},
 		{"write to a const buffer", "out0[base + j] = ", "in0[base + j] = "},
 		{"threadgroup memory in a nested scope", "  float acc = 0.0f;", "  { threadgroup float nested[4]; nested[0] = 1.0f; }\n  float acc = 0.0f;"},
 		{"ambiguous min of uint and int", "min(row_, ", "min(row_, (int)"},

@@ -330,10 +330,7 @@ func (w *emitter) call(e *expr) string {
 	case t.kind == tyArray && e.tmpl != nil:
 		return "{" + list + "}"
 	case t.kind == tyVec && e.tmpl != nil:
-		if len(args) == 1 {
-			return mslType(t) + "(" + list + ")"
-		}
-		return mslType(t) + "{" + list + "}" // float2(a, b) is Metal's, but not the syntax check's
+		return mslType(t) + "(" + list + ")"
 	case scalarTypes[e.text] != nil:
 		if e.args[0].t.eq(t) {
 			return args[0]

@@ -56,7 +56,7 @@ func TestTranslate(t *testing.T) {
 		{"vars are zero-initialised", "", `var acc: array<f32, 3>; var v: vec4<f32>; var n: u32; acc[n] = v.x; out0[i] = acc[1];`,
 			[]string{"float acc[3] = {};", "float4 v = float4(0.0f);", "uint n = 0u;"}},
 		{"vectors", "", `let v = vec4<f32>(1.0f); let w = vec2<f32>(f32(in0[i]), 2.0f); out0[i] = dot(v, v) + w.y + fma(v, v, v).x;`,
-			[]string{"const float4 v = float4(1.0f);", "const float2 w = float2{float(in0[i]), 2.0f};"}},
+			[]string{"const float4 v = float4(1.0f);", "const float2 w = float2(float(in0[i]), 2.0f);"}},
 		{"workgroup memory and barriers", "var<workgroup> red: array<f32, 64>; // partial sums", `red[li] = f32(in0[i]); workgroupBarrier(); out0[i] = red[0];`,
 			[]string{"  threadgroup float red[64]; // partial sums", "  red[li] = float(in0[i]);", "  threadgroup_barrier(mem_flags::mem_threadgroup);"}},
 		{"tables and constants", "const N: u32 = 0xffffffffu;\nconst S: f32 = 2.5e-01f;\nvar<private> vals: array<i32, 3> = array<i32, 3>(i32(-2147483647 - 1), 0i, 7i);",
@@ -66,7 +66,7 @@ func TestTranslate(t *testing.T) {
 			`out0[i] = f(1.0f);`,
 			[]string{"static inline float g(float x) {", "return as_type<float>(0x7fc00000u) + x;", "static inline float f(float x) {", "kernel void tapml_main("}},
 		{"reserved names are renamed", "", `var dot = 0.0f; let half = 1.0f; let kernel = vec2<f32>(dot, half); out0[i] = dot(kernel, kernel);`,
-			[]string{"float dot_ = 0.0f;", "const float half_ = 1.0f;", "const float2 kernel_ = float2{dot_, half_};", "out0[i] = dot(kernel_, kernel_);"}},
+			[]string{"float dot_ = 0.0f;", "const float half_ = 1.0f;", "const float2 kernel_ = float2(dot_, half_);", "out0[i] = dot(kernel_, kernel_);"}},
 		{"unused locals are left out", "", `var r_ = i; let c1 = r_ % 3u; r_ = r_ / 3u; let c0 = r_; let unused = c0 * 2u; var set = 1u; set = 2u;
   // a comment stays
   out0[i] = f32(c1);`,

@@ -20,7 +20,7 @@ static inline float2 sincos_(float a) {
   const int q = (int(uint((int(j) % 4)) + 4u)) % 4;
   const float sn = (q == 3 ? -c : (q == 2 ? -s : (q == 1 ? c : s)));
   const float cs = (q == 3 ? s : (q == 2 ? -c : (q == 1 ? -s : c)));
-  return float2{sn, cs};
+  return float2(sn, cs);
 }
 kernel void tapml_main(
     device const float* in0 [[buffer(0)]],
