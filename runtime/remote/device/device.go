@@ -400,6 +400,16 @@ func (s *Session) upload(m *proto.Upload) *proto.Error {
 	if up.cache {
 		s.c.mu.Lock()
 		s.c.tick++
+		if e := s.c.weights[key]; e != nil {
+			// Another session cached it while this upload ran: share that
+			// entry and drop this copy.
+			e.refs++
+			e.last = s.c.tick
+			b.h, b.weight = e.h, e
+			s.c.mu.Unlock()
+			s.c.be.Free(h)
+			return nil
+		}
 		e := &entry{key: key, h: h, bytes: total, refs: 1, last: s.c.tick}
 		s.c.weights[key] = e
 		s.c.cached += total

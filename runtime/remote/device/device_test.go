@@ -2,6 +2,7 @@ package device
 
 import (
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/tapml/tapml/codegen"
@@ -273,4 +274,78 @@ func FuzzSession(f *testing.F) {
 		}
 		s.Close()
 	})
+}
+
+// gated is a fake backend safe for concurrent sessions whose first Upload
+// waits for a signal, so that two sessions upload the same weight at once.
+type gated struct {
+	mu      sync.Mutex
+	f       *fake
+	entered chan struct{}
+	release chan struct{}
+	first   bool
+}
+
+func (g *gated) Info() proto.DeviceInfo { return g.f.Info() }
+func (g *gated) Upload(dt ir.DType, shape []int, data []byte) (Buffer, error) {
+	g.mu.Lock()
+	wait := !g.first
+	g.first = true
+	g.mu.Unlock()
+	if wait {
+		close(g.entered)
+		<-g.release
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.f.Upload(dt, shape, data)
+}
+func (g *gated) Compile(k *codegen.Kernel) error { return g.f.Compile(k) }
+func (g *gated) Launch(n *ir.Node, k *codegen.Kernel, in []Buffer) ([]Buffer, error) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.f.Launch(n, k, in)
+}
+func (g *gated) Download(b Buffer, off, n int64) ([]byte, error) { return g.f.Download(b, off, n) }
+func (g *gated) Sync() error                                     { return nil }
+func (g *gated) Free(b Buffer) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.f.Free(b)
+}
+
+// Two sessions that upload the same weight at the same time share one
+// cache entry: the second upload to finish must not replace the first
+// one's entry (whose buffer would then never be freed, and whose bytes
+// would stay counted).
+func TestWeightCacheConcurrentUploads(t *testing.T) {
+	be := &gated{f: newFake(), entered: make(chan struct{}), release: make(chan struct{})}
+	c := New(be, Options{CacheBytes: 1})
+	data := []byte{1, 2, 3, 4, 5, 6, 7, 8}
+	key := proto.WeightKey(proto.F32, []uint32{2}, data)
+	up := &proto.Upload{Buf: 1, Cache: true, Hash: key, DType: proto.F32, Shape: []uint32{2}, Data: data}
+	s1, s2 := c.NewSession(), c.NewSession()
+	done := make(chan proto.Msg)
+	go func() {
+		_, r, _ := proto.Decode(s1.Handle(proto.Encode(1, up)))
+		done <- r
+	}()
+	<-be.entered // s1 is inside the backend's Upload
+	ok(t, s2, up)
+	close(be.release)
+	if r := <-done; r.Type() != proto.TOK {
+		t.Fatalf("first session's upload: %+v", r)
+	}
+	if n, b := c.CachedWeights(); n != 1 || b != 8 {
+		t.Errorf("cache holds %d weights, %d bytes; want one of 8 bytes", n, b)
+	}
+	s1.Close()
+	s2.Close()
+	// Over budget and unused: evicted, every backend buffer freed.
+	if n, b := c.CachedWeights(); n != 0 || b != 0 {
+		t.Errorf("after both sessions closed, the cache holds %d weights, %d bytes; want none", n, b)
+	}
+	if len(be.f.live) != 0 {
+		t.Errorf("%d backend buffers live after eviction, want 0", len(be.f.live))
+	}
 }
