@@ -281,7 +281,7 @@ func (e *Executor) Call(fn string, args ...*Buffer) (results []*Buffer, err erro
 		}
 	}
 	for i, n := range f.Nodes {
-		var outs []*Buffer
+		var outs, launched []*Buffer // launched: the inputs of a launched node
 		switch n.Op {
 		case "probe":
 			b, err := get(n.Inputs[0], e.Device(n.Place))
@@ -325,11 +325,7 @@ func (e *Executor) Call(fn string, args ...*Buffer) (results []*Buffer, err erro
 				}
 				return nil, &KernelError{Device: d.Name(), Node: n, Err: err}
 			}
-			if e.OnNode != nil {
-				if err := e.OnNode(n, in, outs); err != nil {
-					return nil, err
-				}
-			}
+			launched = in
 		}
 		for j, o := range n.Outputs {
 			b := outs[j]
@@ -338,6 +334,13 @@ func (e *Executor) Call(fn string, args ...*Buffer) (results []*Buffer, err erro
 				owned[b] = true
 			}
 			aliases[b]++
+		}
+		// The hook runs once the outputs are owned, so that its failure
+		// frees them with the rest.
+		if launched != nil && e.OnNode != nil {
+			if err := e.OnNode(n, launched, outs); err != nil {
+				return nil, err
+			}
 		}
 		// Free values whose last reader was this node.
 		for _, v := range n.Inputs {

@@ -1,6 +1,7 @@
 package runtime_test
 
 import (
+	"errors"
 	"strconv"
 	"strings"
 	"testing"
@@ -245,3 +246,41 @@ func TestFailedCallFreesIntermediates(t *testing.T) {
 		t.Errorf("%d buffers live after the failed call, want at most %d (args and weights; %d before the session)", got, want, before)
 	}
 }
+
+// A call stopped by its OnNode hook frees the outputs of the node the hook
+// refused too, not only those of the nodes before it.
+func TestOnNodeErrorFreesOutputs(t *testing.T) {
+	m, err := llama.Build("tiny", llama.Tiny, llama.RandomWeights(llama.Tiny, 3))
+	if err != nil {
+		t.Fatal(err)
+	}
+	dev := newCounting(t, "dev")
+	exec := runtime.NewExecutor(m, dev)
+	defer exec.Close()
+	s, err := llm.NewSession(exec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	exec.OnNode = func(n *ir.Node, in, out []*runtime.Buffer) error {
+		if n.Op == "matmul" {
+			return errStop
+		}
+		return nil
+	}
+	before := len(dev.live)
+	if _, err := s.Forward([]int{1, 5}); err == nil {
+		t.Fatal("the hook's error was not returned")
+	}
+	weights := 0
+	for _, w := range m.Weights {
+		if _, err := exec.WeightBuffer(w, dev); err == nil {
+			weights++
+		}
+	}
+	if got, want := len(dev.live), before+weights; got > want {
+		t.Errorf("%d buffers live after the failed call, want at most %d (caches and weights)", got, want)
+	}
+}
+
+var errStop = errors.New("stop")
