@@ -126,6 +126,22 @@ func TestImportRoundTrip(t *testing.T) {
 	}
 }
 
+// Files the CLI writes atomically get the usual mode (0644), not the
+// private one of the temporary file they start as.
+func TestWrittenFileMode(t *testing.T) {
+	tir := filepath.Join(t.TempDir(), "tiny.tir")
+	if r := tapmlc(t, "import", "-o", tir); r.code != 0 {
+		t.Fatalf("import: %s", r.stderr)
+	}
+	st, err := os.Stat(tir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Mode().Perm() != 0o644 {
+		t.Errorf("import -o wrote %s with mode %v, want 0644", tir, st.Mode().Perm())
+	}
+}
+
 // Bad inputs: one clear error naming the file and the problem, exit 1, no panic.
 func TestBadInputs(t *testing.T) {
 	dir := models(t)
