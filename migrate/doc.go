@@ -84,7 +84,7 @@
 //
 // # Fault injection and mutation testing
 //
-// Driver.Inject plants codegen/wgsl's test-only faults (webgpu only) in the
+// Driver.Inject plants codegen/wgsl's test-only faults (webgpu, remote:) in the
 // target's kernels, by op (every node of it whose kernel the fault applies
 // to) or by node id, so tests can plant a known culprit. Mutants,
 // CarveSuite, Detect and MutationScore measure the tools: for each mutant

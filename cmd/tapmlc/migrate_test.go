@@ -79,6 +79,9 @@ func TestMigrateBadInputs(t *testing.T) {
 		{[]string{"--strategy", "sideways", "--target", "cpu"}, "--strategy"},
 		{[]string{"--target", "cpu", "--inject", "op=matmul,fault=wrong_index"}, "only on the webgpu target"},
 		{[]string{"--target", "cpu", "--inject", "op=matmul"}, "no fault="},
+		// Remote devices take faults (runtime/target.Injectable): the
+		// command gets as far as connecting.
+		{[]string{"--target", "remote:ws://127.0.0.1:1", "--inject", "op=matmul,fault=wrong_index"}, "cannot connect"},
 		{[]string{"--no-such-flag"}, "unknown flag"},
 		{[]string{"a", "b", "--target", "cpu"}, "at most one MODEL"},
 		{[]string{filepath.Join(dir, "missing.bin"), "--target", "cpu"}, "missing.bin"},

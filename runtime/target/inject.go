@@ -13,7 +13,7 @@ import (
 // Injection is a test-only fault planted in the target's kernels: in every
 // node of op Op, or in node Node alone. Faults exist so that the tests of
 // the carving and migration tools can plant a known culprit; only the
-// webgpu target has them (codegen/wgsl's faults: wrong_index,
+// webgpu and remote: targets have them (codegen/wgsl's faults: wrong_index,
 // wrong_constant, missing_barrier, f16_overflow).
 type Injection struct {
 	Op    string // an op name ("matmul"); or
