@@ -1316,7 +1316,7 @@ func (d *Device) dispatch(n *ir.Node, k *codegen.Kernel, pp *pipeline, in []*run
 		d.stats.Dispatches++
 		if d.pending >= d.batch {
 			if err := d.submit(); err != nil {
-				return nil, err
+				return fail(err) // nothing was submitted: the outputs are unused
 			}
 		}
 		return res, nil
@@ -1341,7 +1341,7 @@ func (d *Device) dispatch(n *ir.Node, k *codegen.Kernel, pp *pipeline, in []*run
 	d.stats.Dispatches++
 	if d.pending >= d.batch {
 		if err := d.submit(); err != nil {
-			return nil, err
+			return fail(err)
 		}
 	}
 	return res, nil

@@ -215,3 +215,44 @@ func TestFreedBufferIsAnError(t *testing.T) {
 		t.Error("upload of f16 succeeded")
 	}
 }
+
+// A dispatch whose batch is submitted at once (MaxBatch 1) and fails
+// validation returns its freshly allocated output to the pool.
+func TestFailedSubmitFreesOutputs(t *testing.T) {
+	d := testDev
+	d.SetMaxBatch(1)
+	defer d.SetMaxBatch(0)
+	n, outs := mkNode(t, 1, "neg", nil, ir.T(ir.F32, ir.S(1000)))
+	setHook(d, func(k *codegen.Kernel) {
+		if k.NodeID == n.ID {
+			k.Grid[0] = int(d.limits.MaxComputeWorkgroupsPerDimension) + 1
+		}
+	})
+	defer setHook(d, nil)
+	x, err := d.Upload(tensor.New(ir.F32, []int{1000}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Free(x)
+	spare, err := d.Upload(tensor.New(ir.F32, []int{1000}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	d.Free(spare) // the pool now holds a buffer of the output's size class
+	c := sizeClass(4000)
+	d.mu.Lock()
+	before := len(d.pool[c])
+	d.mu.Unlock()
+	if _, err := d.Launch(n, []*runtime.Buffer{x}, outs); err == nil {
+		t.Fatal("a dispatch over the grid limit succeeded")
+	}
+	d.mu.Lock()
+	after := len(d.pool[c])
+	d.mu.Unlock()
+	if after != before {
+		t.Errorf("pool of %d-byte buffers: %d before the failed launch, %d after (its output leaked)", c, before, after)
+	}
+	if err := d.Sync(); err != nil {
+		t.Errorf("Sync after the failed launch: %v", err)
+	}
+}
