@@ -1,6 +1,7 @@
 package llm
 
 import (
+	"errors"
 	"math"
 	"strings"
 	"testing"
@@ -9,6 +10,7 @@ import (
 	"github.com/tapml/tapml/frontend/tokenizer"
 	"github.com/tapml/tapml/runtime"
 	"github.com/tapml/tapml/runtime/cpu"
+	"github.com/tapml/tapml/tensor"
 )
 
 func tinySession(t *testing.T) *Session {
@@ -97,5 +99,59 @@ func TestSampler(t *testing.T) {
 		if tol := 5 * math.Sqrt(p*(1-p)/n); math.Abs(got-p) > tol+1e-9 {
 			t.Errorf("token %d: frequency %.4f, want %.4f ± %.4f", i, got, p, tol)
 		}
+	}
+}
+
+// failingDevice is the CPU device with a budget of uploads; it counts
+// live buffers.
+type failingDevice struct {
+	runtime.Device
+	uploads int
+	live    map[*runtime.Buffer]bool
+}
+
+func (d *failingDevice) Upload(t *tensor.Tensor) (*runtime.Buffer, error) {
+	if d.uploads == 0 {
+		return nil, errors.New("out of memory")
+	}
+	d.uploads--
+	b, err := d.Device.Upload(t)
+	if err == nil {
+		b.Dev = d
+		d.live[b] = true
+	}
+	return b, err
+}
+
+func (d *failingDevice) Free(b *runtime.Buffer) {
+	delete(d.live, b)
+	d.Device.Free(b)
+}
+
+// An upload that fails midway leaves no buffer of the session behind.
+func TestUploadFailuresFreeBuffers(t *testing.T) {
+	m, err := llama.Build("tiny", llama.Tiny, llama.RandomWeights(llama.Tiny, 7))
+	if err != nil {
+		t.Fatal(err)
+	}
+	caches := len(m.Func("decode").Params) - 2
+	d := &failingDevice{Device: cpu.New(), uploads: caches - 1, live: map[*runtime.Buffer]bool{}}
+	if _, err := NewSession(runtime.NewExecutor(m, d)); err == nil {
+		t.Fatal("NewSession succeeded without room for its caches")
+	}
+	if len(d.live) != 0 {
+		t.Errorf("NewSession failed with %d buffers live, want 0", len(d.live))
+	}
+	d.uploads = caches + 1 // the caches and the tokens, not the position
+	s, err := NewSession(runtime.NewExecutor(m, d))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Forward([]int{1}); err == nil {
+		t.Fatal("Forward succeeded without room for its position")
+	}
+	s.Close()
+	if len(d.live) != 0 {
+		t.Errorf("a failed Forward left %d buffers live after Close, want 0", len(d.live))
 	}
 }

@@ -43,6 +43,7 @@ func NewSession(exec *runtime.Executor) (*Session, error) {
 		s.MaxSeq = sizes[0]
 		b, err := exec.Upload(s.Place, tensor.New(p.Type.DType, sizes))
 		if err != nil {
+			s.Close()
 			return nil, fmt.Errorf("allocating %s: %w", p.Ref(), err)
 		}
 		s.caches = append(s.caches, b)
@@ -95,6 +96,7 @@ func (s *Session) Forward(tokens []int) ([]float32, error) {
 	}
 	pos, err := s.Exec.Upload(s.Place, tensor.ScalarInt32(int32(s.Pos)))
 	if err != nil {
+		tok.Dev.Free(tok)
 		return nil, err
 	}
 	args := append([]*runtime.Buffer{tok, pos}, s.caches...)
