@@ -361,6 +361,16 @@ func (e *Executor) Call(fn string, args ...*Buffer) (results []*Buffer, err erro
 		}
 		results[i] = vals[r]
 	}
+	// Copies of results moved to other devices (results are never
+	// released) are not needed any more, unless a result aliases one.
+	for _, m := range moved {
+		for _, c := range m {
+			if owned[c] && aliases[c] == 0 {
+				c.Dev.Free(c)
+				delete(owned, c)
+			}
+		}
+	}
 	return results, nil
 }
 

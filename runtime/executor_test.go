@@ -284,3 +284,36 @@ func TestOnNodeErrorFreesOutputs(t *testing.T) {
 }
 
 var errStop = errors.New("stop")
+
+// A result that a node on another device also reads (moved there without a
+// transfer node) leaves no copy behind once the call returns.
+func TestMovedCopyOfResultFreed(t *testing.T) {
+	m := ir.NewModule("moved")
+	b := ir.NewFunction(m, "f")
+	x := b.Param("x", ir.T(ir.F32, ir.S(4)))
+	y := b.Op("neg", []*ir.Value{x}, nil)
+	z := b.Op("exp", []*ir.Value{y}, nil)
+	b.Return(y, z)
+	if err := b.Err(); err != nil {
+		t.Fatal(err)
+	}
+	z.Def.Place = "target"
+	src, tgt := newCounting(t, "src"), newCounting(t, "tgt")
+	exec := runtime.NewExecutor(m, src)
+	exec.SetDevice("target", tgt)
+	arg, err := src.Upload(tensor.FromFloat32([]int{4}, []float32{1, 2, 3, 4}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := exec.Call("f", arg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range res {
+		r.Dev.Free(r)
+	}
+	src.Free(arg)
+	if len(src.live) != 0 || len(tgt.live) != 0 {
+		t.Errorf("buffers left alive after the results and argument were freed: source %d, target %d", len(src.live), len(tgt.live))
+	}
+}
