@@ -9,6 +9,8 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
+	"strings"
 
 	"github.com/tapml/tapml/artifact"
 	"github.com/tapml/tapml/frontend/gguf"
@@ -108,7 +110,11 @@ func readHead(path string, n int) ([]byte, error) {
 }
 
 // Load reads the model at path in whatever supported format it is.
-func Load(path string, opts Options) (*Model, error) {
+func Load(path string, opts Options) (*Model, error) { return load(path, opts, nil) }
+
+// load is Load; texts lists the IR text files whose weights are being
+// loaded from path (each one's "source" leads to the next), to catch cycles.
+func load(path string, opts Options, texts []string) (*Model, error) {
 	st, err := os.Stat(path)
 	if err != nil {
 		return nil, err
@@ -167,7 +173,7 @@ func Load(path string, opts Options) (*Model, error) {
 	case "llama2c":
 		model.Module, err = llama2c.Load(path)
 	case "tir":
-		model.Module, err = loadText(path, opts)
+		model.Module, err = loadText(path, opts, texts)
 	case "onnx":
 		model.Module, err = onnx.Load(path, opts.ONNX)
 	default:
@@ -196,7 +202,9 @@ func Load(path string, opts Options) (*Model, error) {
 
 // loadText reads an IR text file and attaches the weights of the model it
 // was imported from (its "source" meta entry, relative to the text file).
-func loadText(path string, opts Options) (*ir.Module, error) {
+// texts are the text files already on the way to it; a source that leads
+// back to one of them is an error.
+func loadText(path string, opts Options, texts []string) (*ir.Module, error) {
 	text, err := os.ReadFile(path)
 	if err != nil {
 		return nil, err
@@ -220,7 +228,15 @@ func loadText(path string, opts Options) (*ir.Module, error) {
 		if !filepath.IsAbs(src) {
 			src = filepath.Join(filepath.Dir(path), src)
 		}
-		orig, err := Load(src, Options{ONNX: onnx.OptionsFromMeta(m.Meta)})
+		abs, err := filepath.Abs(path)
+		if err != nil {
+			return nil, err
+		}
+		texts = append(texts, abs)
+		if absSrc, err := filepath.Abs(src); err == nil && slices.Contains(texts, absSrc) {
+			return nil, fmt.Errorf("%s: meta \"source\" %s makes a cycle of text files: %s -> %s", path, src, strings.Join(texts, " -> "), absSrc)
+		}
+		orig, err := load(src, Options{ONNX: onnx.OptionsFromMeta(m.Meta)}, texts)
 		if err != nil {
 			return nil, fmt.Errorf("%s: loading its weights from %s: %w", path, src, err)
 		}

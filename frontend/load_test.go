@@ -10,6 +10,7 @@ import (
 	"github.com/tapml/tapml/frontend/llama"
 	"github.com/tapml/tapml/frontend/llama2c"
 	"github.com/tapml/tapml/frontend/tokenizer"
+	"github.com/tapml/tapml/ir"
 )
 
 var small = llama.Config{Dim: 16, HiddenDim: 24, Layers: 1, Heads: 2, KVHeads: 2, Vocab: 259, MaxSeq: 8,
@@ -93,5 +94,47 @@ func TestLoadOtherFolder(t *testing.T) {
 	_, err := Load(t.TempDir(), Options{})
 	if err == nil || !strings.Contains(err.Error(), "nor a Hugging Face model folder (no config.json)") {
 		t.Errorf("error %v", err)
+	}
+}
+
+// TestLoadTextSourceCycle: an IR text file whose "source" leads back to
+// itself (as `tapmlc import m.tir -o m.tir` writes it) is an error naming
+// the files, not an endless recursion.
+func TestLoadTextSourceCycle(t *testing.T) {
+	dir := t.TempDir()
+	bin := filepath.Join(dir, "m.bin")
+	f, err := os.Create(bin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := llama2c.Write(f, small, llama.RandomWeights(small, 1), llama2c.WriteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	m, err := Load(bin, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	write := func(name, source string) string {
+		p := filepath.Join(dir, name)
+		m.Module.Meta["source"] = source
+		if err := os.WriteFile(p, []byte(ir.Text(m.Module)), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	self := write("self.tir", "self.tir")
+	a := write("a.tir", "b.tir")
+	write("b.tir", filepath.Join(dir, "a.tir"))
+	ok := write("ok.tir", "a2.tir")
+	write("a2.tir", "m.bin")
+	for _, p := range []string{self, a} {
+		_, err := Load(p, Options{})
+		if err == nil || !strings.Contains(err.Error(), "cycle") {
+			t.Errorf("Load(%s): error %v, want a source cycle", filepath.Base(p), err)
+		}
+	}
+	if _, err := Load(ok, Options{}); err != nil {
+		t.Errorf("a chain of text files without a cycle: %v", err)
 	}
 }
