@@ -15,7 +15,8 @@ import (
 	"fmt"
 	"math"
 	"os"
-	"syscall"
+
+	"github.com/tapml/tapml/frontend/internal/mmap"
 )
 
 // Magic is the first four bytes of every GGUF file.
@@ -47,8 +48,8 @@ type File struct {
 	Tensors    []TensorInfo
 	DataOffset int64 // where the data section starts in the file
 
-	data    []byte // the whole file
-	mapped  bool   // data is a memory mapping that Close unmaps
+	data    []byte       // the whole file
+	unmap   func() error // releases the mapping of data (Open's files)
 	keys    map[string]int
 	tensors map[string]int
 }
@@ -127,27 +128,27 @@ func Open(path string) (*File, error) {
 	if size != int64(int(size)) {
 		return nil, &Error{File: path, Offset: -1, Msg: fmt.Sprintf("file of %d bytes is too large to map", size)}
 	}
-	data, err := syscall.Mmap(int(fd.Fd()), 0, int(size), syscall.PROT_READ, syscall.MAP_SHARED)
+	data, unmap, err := mmap.Map(fd, size)
 	if err != nil {
-		return nil, &Error{File: path, Offset: -1, Msg: fmt.Sprintf("mmap: %v", err)}
+		return nil, &Error{File: path, Offset: -1, Msg: err.Error()}
 	}
 	f, err := Parse(path, data)
 	if err != nil {
-		syscall.Munmap(data)
+		unmap()
 		return nil, err
 	}
-	f.mapped = true
+	f.unmap = unmap
 	return f, nil
 }
 
 // Close unmaps a file opened with Open. Data obtained from it must not be
 // used afterwards. It does nothing for a file from Parse.
 func (f *File) Close() error {
-	if !f.mapped || f.data == nil {
+	if f.unmap == nil {
 		return nil
 	}
-	err := syscall.Munmap(f.data)
-	f.data, f.mapped = nil, false
+	err := f.unmap()
+	f.data, f.unmap = nil, nil
 	return err
 }
 

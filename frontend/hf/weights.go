@@ -14,6 +14,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/tapml/tapml/frontend/internal/mmap"
 	"github.com/tapml/tapml/ir"
 	"github.com/tapml/tapml/tensor/safetensors"
 	"github.com/x448/float16"
@@ -134,7 +135,7 @@ func (c *Checkpoint) openShard(path string, wm map[string]string) (*shard, error
 	if err != nil {
 		return nil, err
 	}
-	data, unmap, err := mapFile(f, st.Size())
+	data, unmap, err := mmap.Map(f, st.Size())
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}

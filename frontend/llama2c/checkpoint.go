@@ -15,6 +15,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/tapml/tapml/frontend/internal/mmap"
 	"github.com/tapml/tapml/frontend/llama"
 	"github.com/tapml/tapml/ir"
 )
@@ -271,7 +272,7 @@ func open(path string) (*Checkpoint, error) {
 	if err != nil {
 		return nil, err
 	}
-	data, unmap, err := mapFile(f, st.Size())
+	data, unmap, err := mmap.Map(f, st.Size())
 	if err != nil {
 		return nil, err
 	}
