@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/tapml/tapml/ir"
+	"github.com/tapml/tapml/runtime/internal/devkit"
 	"github.com/tapml/tapml/tensor"
 )
 
@@ -179,7 +180,7 @@ func (e *Executor) planFor(f *ir.Function, env map[string]int64) (*plan, error) 
 			}
 			p.lastUse[v] = i
 		}
-		outs, _, err := ir.InferTypes(n.Op, in, bindAttrs(n.Attrs, env))
+		outs, _, err := ir.InferTypes(n.Op, in, devkit.BindAttrs(n.Attrs, env))
 		if err != nil {
 			return nil, fmt.Errorf("func @%s: node %s: %w", f.Name, n, err)
 		}
@@ -372,27 +373,6 @@ func (e *Executor) Call(fn string, args ...*Buffer) (results []*Buffer, err erro
 		}
 	}
 	return results, nil
-}
-
-// bindAttrs returns attrs with the symbols of shape attributes (reshape's
-// [seq, 8, 8]) bound by env, so that inference sees the same sizes as the
-// bound input types; attrs itself when it has no symbolic shape.
-func bindAttrs(attrs ir.Attrs, env map[string]int64) ir.Attrs {
-	var out ir.Attrs
-	for k, v := range attrs {
-		if v.Kind != ir.AttrShape || v.Shape.IsStatic() {
-			continue
-		}
-		if out == nil {
-			out = attrs.Clone()
-		}
-		v.Shape = v.Shape.Bind(env)
-		out[k] = v
-	}
-	if out == nil {
-		return attrs
-	}
-	return out
 }
 
 func isArg(args []*Buffer, b *Buffer) bool {

@@ -7,6 +7,7 @@ import (
 
 	"github.com/tapml/tapml/ir"
 	"github.com/tapml/tapml/runtime"
+	"github.com/tapml/tapml/runtime/internal/devkit"
 	"github.com/tapml/tapml/tensor"
 )
 
@@ -41,7 +42,7 @@ func (d *Device) Upload(t *tensor.Tensor) (*runtime.Buffer, error) {
 	if t == nil {
 		return nil, fmt.Errorf("cpu: upload of a nil tensor")
 	}
-	if err := checkTensor(t); err != nil {
+	if err := devkit.CheckTensor(t); err != nil {
 		return nil, fmt.Errorf("cpu: upload: %w", err)
 	}
 	return d.wrap(t), nil
@@ -89,25 +90,6 @@ func handle(b *runtime.Buffer) (*tensor.Tensor, error) {
 		return nil, fmt.Errorf("buffer %s is not a CPU buffer (handle %T)", b, b.Handle)
 	}
 	return t, nil
-}
-
-// checkTensor checks that t's data holds exactly its elements, so kernels
-// can index it without bounds failures.
-func checkTensor(t *tensor.Tensor) error {
-	if t.DType.Size() == 0 {
-		return fmt.Errorf("tensor has invalid dtype %s", t.DType)
-	}
-	n := 1
-	for _, s := range t.Shape {
-		if s < 0 {
-			return fmt.Errorf("tensor %s has a negative dim", t)
-		}
-		n *= s
-	}
-	if len(t.Data) != n*t.DType.Size() {
-		return fmt.Errorf("tensor %s holds %d bytes, its shape needs %d", t, len(t.Data), n*t.DType.Size())
-	}
-	return nil
 }
 
 // call is one launch of a node: its inputs as tensors, its normalized
@@ -213,7 +195,7 @@ func (d *Device) launch(n *ir.Node, in []*runtime.Buffer, outs []ir.Type) (res [
 		if err != nil {
 			return nil, fmt.Errorf("input %d: %w", i, err)
 		}
-		if err := checkTensor(t); err != nil {
+		if err := devkit.CheckTensor(t); err != nil {
 			return nil, fmt.Errorf("input %d: %w", i, err)
 		}
 		c.in[i] = t

@@ -37,7 +37,6 @@ import (
 	"errors"
 	"fmt"
 	goruntime "runtime"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -49,6 +48,7 @@ import (
 	cg "github.com/tapml/tapml/codegen/llvm"
 	"github.com/tapml/tapml/ir"
 	"github.com/tapml/tapml/runtime"
+	"github.com/tapml/tapml/runtime/internal/devkit"
 	"github.com/tapml/tapml/tensor"
 )
 
@@ -187,7 +187,7 @@ func (d *Device) Upload(t *tensor.Tensor) (*runtime.Buffer, error) {
 	if t == nil {
 		return nil, errors.New("llvm: upload of a nil tensor")
 	}
-	if err := checkTensor(t); err != nil {
+	if err := devkit.CheckTensor(t); err != nil {
 		return nil, fmt.Errorf("llvm: upload: %w", err)
 	}
 	if len(t.Data) > 0 && uintptr(unsafe.Pointer(&t.Data[0]))%8 != 0 {
@@ -277,37 +277,6 @@ func (d *Device) handle(b *runtime.Buffer) (*tensor.Tensor, error) {
 	return t, nil
 }
 
-func checkTensor(t *tensor.Tensor) error {
-	if t.DType.Size() == 0 {
-		return fmt.Errorf("tensor has invalid dtype %s", t.DType)
-	}
-	n := 1
-	for _, s := range t.Shape {
-		if s < 0 {
-			return fmt.Errorf("tensor %s has a negative dim", t)
-		}
-		n *= s
-	}
-	if len(t.Data) != n*t.DType.Size() {
-		return fmt.Errorf("tensor %s holds %d bytes, its shape needs %d", t, len(t.Data), n*t.DType.Size())
-	}
-	return nil
-}
-
-// typeSig is the key of a list of concrete types.
-func typeSig(ts []ir.Type) string {
-	var b strings.Builder
-	for _, t := range ts {
-		b.WriteString(t.DType.String())
-		for _, dim := range t.Shape {
-			b.WriteByte(',')
-			b.WriteString(strconv.FormatInt(dim.Size, 10))
-		}
-		b.WriteByte(';')
-	}
-	return b.String()
-}
-
 // Prepare records the nodes of f placed on this device and compiles, in
 // one module, the kernels of those whose shapes are static. Nodes whose
 // shapes depend on the arguments compile at their first Launch.
@@ -364,7 +333,7 @@ func (d *Device) buildFunc(f *ir.Function, env map[string]int64, must *ir.Node, 
 		if !ok {
 			continue
 		}
-		out, _, err := ir.InferTypes(n.Op, in, bindAttrs(n.Attrs, env))
+		out, _, err := ir.InferTypes(n.Op, in, devkit.BindAttrs(n.Attrs, env))
 		if err != nil {
 			if strict && d.placed[f][n] {
 				return &runtime.KernelError{Device: d.Name(), Node: n, Err: err}
@@ -398,27 +367,7 @@ func (d *Device) skipKernel(n *ir.Node) bool {
 }
 
 func (d *Device) key(n *ir.Node, in, out []ir.Type) kernelKey {
-	return kernelKey{node: n, sig: typeSig(in) + ">" + typeSig(out), fault: d.faults[n.ID]}
-}
-
-// bindAttrs returns attrs with the symbols of shape attributes (reshape's
-// [seq, H, Dh]) bound by env; attrs itself when none is symbolic.
-func bindAttrs(attrs ir.Attrs, env map[string]int64) ir.Attrs {
-	var out ir.Attrs
-	for k, v := range attrs {
-		if v.Kind != ir.AttrShape || v.Shape.IsStatic() {
-			continue
-		}
-		if out == nil {
-			out = attrs.Clone()
-		}
-		v.Shape = v.Shape.Bind(env)
-		out[k] = v
-	}
-	if out == nil {
-		return attrs
-	}
-	return out
+	return kernelKey{node: n, sig: devkit.TypeSig(in) + ">" + devkit.TypeSig(out), fault: d.faults[n.ID]}
 }
 
 // shapeEnv binds the symbols of n's symbolic shape attributes to the sizes
@@ -613,7 +562,7 @@ func (d *Device) launch(n *ir.Node, in []*runtime.Buffer, outs []ir.Type) ([]*ru
 		if err != nil {
 			return nil, fmt.Errorf("input %d: %w", i, err)
 		}
-		if err := checkTensor(t); err != nil {
+		if err := devkit.CheckTensor(t); err != nil {
 			return nil, fmt.Errorf("input %d: %w", i, err)
 		}
 		ts[i] = t
@@ -630,7 +579,7 @@ func (d *Device) launch(n *ir.Node, in []*runtime.Buffer, outs []ir.Type) ([]*ru
 			types[i] = t.Type()
 		}
 		var err error
-		if want, _, err = ir.InferTypes(n.Op, types, bindAttrs(n.Attrs, shapeEnv(n, outs))); err != nil {
+		if want, _, err = ir.InferTypes(n.Op, types, devkit.BindAttrs(n.Attrs, shapeEnv(n, outs))); err != nil {
 			return nil, err
 		}
 		for i := range outs {

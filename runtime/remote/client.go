@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"net/url"
-	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -17,6 +16,7 @@ import (
 	"github.com/tapml/tapml/codegen/wgsl"
 	"github.com/tapml/tapml/ir"
 	"github.com/tapml/tapml/runtime"
+	"github.com/tapml/tapml/runtime/internal/devkit"
 	"github.com/tapml/tapml/runtime/remote/proto"
 	"github.com/tapml/tapml/tensor"
 )
@@ -793,19 +793,6 @@ func (d *Device) Close() error {
 	return d.conn.Close(websocket.StatusNormalClosure, "")
 }
 
-func typeSig(ts []ir.Type) string {
-	var b strings.Builder
-	for _, t := range ts {
-		b.WriteString(t.DType.String())
-		for _, dim := range t.Shape {
-			b.WriteByte(',')
-			b.WriteString(strconv.FormatInt(dim.Size, 10))
-		}
-		b.WriteByte(';')
-	}
-	return b.String()
-}
-
 func wireBinding(b codegen.Binding) (proto.Binding, error) {
 	dt, ok := wireDType(b.Type.DType)
 	if !ok || !b.Type.Shape.IsStatic() {
@@ -822,7 +809,7 @@ func wireBinding(b codegen.Binding) (proto.Binding, error) {
 // planFor generates node n's kernel for the input types and compiles it on
 // the device (once per distinct kernel).
 func (d *Device) planFor(n *ir.Node, in, out []ir.Type) (*kplan, error) {
-	key := planKey{node: n, sig: typeSig(in), fault: d.faults[n.ID]}
+	key := planKey{node: n, sig: devkit.TypeSig(in), fault: d.faults[n.ID]}
 	if p, ok := d.plans[key]; ok {
 		return p, p.err
 	}

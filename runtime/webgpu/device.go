@@ -32,7 +32,6 @@ import (
 	"os"
 	"regexp"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -42,6 +41,7 @@ import (
 	"github.com/tapml/tapml/codegen/wgsl"
 	"github.com/tapml/tapml/ir"
 	"github.com/tapml/tapml/runtime"
+	"github.com/tapml/tapml/runtime/internal/devkit"
 	"github.com/tapml/tapml/tensor"
 )
 
@@ -937,23 +937,9 @@ func (d *Device) Close() error {
 	return err
 }
 
-// typeSig is the key of a list of concrete types.
-func typeSig(ts []ir.Type) string {
-	var b strings.Builder
-	for _, t := range ts {
-		b.WriteString(t.DType.String())
-		for _, dim := range t.Shape {
-			b.WriteByte(',')
-			b.WriteString(strconv.FormatInt(dim.Size, 10))
-		}
-		b.WriteByte(';')
-	}
-	return b.String()
-}
-
 // planFor returns the compiled kernel of n on input types in (must hold d.mu).
 func (d *Device) planFor(n *ir.Node, in, out []ir.Type) (*plan, error) {
-	key := planKey{node: n, sig: typeSig(in), fault: d.faults[n.ID]}
+	key := planKey{node: n, sig: devkit.TypeSig(in), fault: d.faults[n.ID]}
 	if p, ok := d.plans[key]; ok {
 		return p, nil
 	}

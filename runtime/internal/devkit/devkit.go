@@ -1,0 +1,68 @@
+// Package devkit holds the small helpers that the executor and the device
+// packages (cpu, webgpu, llvm, metal, remote) share: the cache key of a
+// list of concrete types, binding symbolic shape attributes, and the check
+// of a host tensor's size.
+package devkit
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/tapml/tapml/ir"
+	"github.com/tapml/tapml/tensor"
+)
+
+// TypeSig is the key of a list of concrete types.
+func TypeSig(ts []ir.Type) string {
+	var b strings.Builder
+	for _, t := range ts {
+		b.WriteString(t.DType.String())
+		for _, dim := range t.Shape {
+			b.WriteByte(',')
+			b.WriteString(strconv.FormatInt(dim.Size, 10))
+		}
+		b.WriteByte(';')
+	}
+	return b.String()
+}
+
+// BindAttrs returns attrs with the symbols of shape attributes (reshape's
+// [seq, 8, 8]) bound by env, so that inference sees the same sizes as the
+// bound input types; attrs itself when it has no symbolic shape.
+func BindAttrs(attrs ir.Attrs, env map[string]int64) ir.Attrs {
+	var out ir.Attrs
+	for k, v := range attrs {
+		if v.Kind != ir.AttrShape || v.Shape.IsStatic() {
+			continue
+		}
+		if out == nil {
+			out = attrs.Clone()
+		}
+		v.Shape = v.Shape.Bind(env)
+		out[k] = v
+	}
+	if out == nil {
+		return attrs
+	}
+	return out
+}
+
+// CheckTensor checks that t's data holds exactly its elements, so kernels
+// can index it without bounds failures.
+func CheckTensor(t *tensor.Tensor) error {
+	if t.DType.Size() == 0 {
+		return fmt.Errorf("tensor has invalid dtype %s", t.DType)
+	}
+	n := 1
+	for _, s := range t.Shape {
+		if s < 0 {
+			return fmt.Errorf("tensor %s has a negative dim", t)
+		}
+		n *= s
+	}
+	if len(t.Data) != n*t.DType.Size() {
+		return fmt.Errorf("tensor %s holds %d bytes, its shape needs %d", t, len(t.Data), n*t.DType.Size())
+	}
+	return nil
+}
