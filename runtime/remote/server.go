@@ -480,9 +480,7 @@ func (s *Server) relay(c *websocket.Conn, id uint32, h *proto.Hello, addr string
 	}
 	s.logf("host %s (%s) connected to browser page %s", addr, h.Client, bc.addr)
 	// page -> host
-	fromPage := make(chan struct{})
 	go func() {
-		defer close(fromPage)
 		for {
 			select {
 			case f := <-rs.out:
