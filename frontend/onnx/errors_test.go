@@ -3,6 +3,7 @@ package onnx
 import (
 	"os"
 	"path/filepath"
+	goruntime "runtime"
 	"strings"
 	"testing"
 
@@ -228,4 +229,50 @@ func FuzzLoad(f *testing.F) {
 			}
 		}
 	})
+}
+
+// TestSmallFileLargeConstants: constants that import computes beyond what
+// the file holds (a LayerNormalization's zero bias, integer arithmetic on
+// broadcast constants) are bounded like folded ones, so a small file cannot
+// make the importer allocate gigabytes.
+func TestSmallFileLargeConstants(t *testing.T) {
+	const d = 1 << 28 // 1 GiB of f32
+	layerNorm := model(17, &onnxpb.GraphProto{
+		Input:  []*onnxpb.ValueInfoProto{vinfo("x", onnxpb.TensorProto_FLOAT, 1, d), vinfo("s", onnxpb.TensorProto_FLOAT, d)},
+		Output: []*onnxpb.ValueInfoProto{vinfo("y", onnxpb.TensorProto_FLOAT, 1, d)},
+		Node:   []*onnxpb.NodeProto{node("LayerNormalization", []string{"x", "s"}, []string{"y"})},
+	})
+	const n = 1 << 14 // [n, 1] / [1, n]: 2 GiB of i64
+	ones := make([]int64, n)
+	for i := range ones {
+		ones[i] = 1
+	}
+	i64 := func(name string, dims ...int64) *onnxpb.TensorProto {
+		return &onnxpb.TensorProto{Name: proto.String(name), DataType: proto.Int32(int32(onnxpb.TensorProto_INT64)), Dims: dims, Int64Data: ones}
+	}
+	div := model(13, &onnxpb.GraphProto{
+		Input:       []*onnxpb.ValueInfoProto{vinfo("x", onnxpb.TensorProto_FLOAT, 1)},
+		Output:      []*onnxpb.ValueInfoProto{vinfo("y", onnxpb.TensorProto_INT64, n, n)},
+		Initializer: []*onnxpb.TensorProto{i64("a", n, 1), i64("b", 1, n)},
+		Node:        []*onnxpb.NodeProto{node("Div", []string{"a", "b"}, []string{"y"})},
+	})
+	for _, c := range []struct {
+		name string
+		data []byte
+		want string
+	}{
+		{"layernorm", layerNorm, "too large"},
+		{"div", div, "too large"},
+	} {
+		var before, after goruntime.MemStats
+		goruntime.ReadMemStats(&before)
+		_, err := Parse(c.name+".onnx", c.data, Options{})
+		goruntime.ReadMemStats(&after)
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: error %v, want one with %q", c.name, err, c.want)
+		}
+		if a := after.TotalAlloc - before.TotalAlloc; a > 256<<20 {
+			t.Errorf("%s: importing a %d-byte file allocated %d MiB", c.name, len(c.data), a>>20)
+		}
+	}
 }

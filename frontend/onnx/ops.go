@@ -300,6 +300,9 @@ func hostIntBinary(a, b *tensor.Tensor, f func(x, y int64) (int64, error)) (*ten
 			return nil, fmt.Errorf("shapes %v and %v do not broadcast", a.Shape, b.Shape)
 		}
 	}
+	if n := tensor.NumElements(shape); n > maxFolded {
+		return nil, fmt.Errorf("a constant of shape %v computed at import is too large (more than %d elements)", shape, maxFolded)
+	}
 	av, bv := ints(a), ints(b)
 	out := make([]int64, tensor.NumElements(shape))
 	idx := make([]int, r)
@@ -1410,7 +1413,10 @@ func layerNorm(im *importer, n *onnxpb.NodeProto, in []*val) ([]*val, error) {
 	flat := append(append([]int{}, xs[:ax]...), d)
 	b := opt(in, 2)
 	if b == nil {
-		b = &val{c: tensor.New(ir.F32, []int{d}).Convert(x.dtype())}
+		if d > maxFolded {
+			return nil, fmt.Errorf("a zero B of %d elements is too large to make at import (more than %d)", d, maxFolded)
+		}
+		b = &val{c: tensor.New(x.dtype(), []int{d})}
 	}
 	args := []*val{x, w, b}
 	for k, v := range args {
