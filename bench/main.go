@@ -70,23 +70,27 @@ func run(targets, models []string, prefill, decode int, sizes []string, backend 
 		if err != nil {
 			return err
 		}
+		// Every target first, so that the ratios do not depend on where
+		// cpu is in the list.
+		pres, decs := make([]float64, len(targets)), make([]float64, len(targets))
 		var cpuDecode float64
-		for _, t := range targets {
-			dev := devices[t]
-			pre, dec, err := measureLLM(m, dev, prefill, decode)
-			devName := dev.Name()
+		for i, t := range targets {
+			pre, dec, err := measureLLM(m, devices[t], prefill, decode)
 			if err != nil {
 				return fmt.Errorf("%s on %s: %w", name, t, err)
 			}
+			pres[i], decs[i] = pre, dec
 			if t == "cpu" {
 				cpuDecode = dec
 			}
+			fmt.Fprintf(os.Stderr, "bench: %s on %s done\n", name, t)
+		}
+		for i, t := range targets {
 			ratio := "-"
 			if cpuDecode > 0 {
-				ratio = fmt.Sprintf("%.2fx", dec/cpuDecode)
+				ratio = fmt.Sprintf("%.2fx", decs[i]/cpuDecode)
 			}
-			fmt.Fprintf(w, "%s\t%s\t%s\t%.1f\t%.1f\t%s\t\n", name, t, devName, pre, dec, ratio)
-			fmt.Fprintf(os.Stderr, "bench: %s on %s done\n", name, t)
+			fmt.Fprintf(w, "%s\t%s\t%s\t%.1f\t%.1f\t%s\t\n", name, t, devices[t].Name(), pres[i], decs[i], ratio)
 		}
 	}
 	if len(sizes) == 0 {
@@ -99,21 +103,25 @@ func run(targets, models []string, prefill, decode int, sizes []string, backend 
 		if err != nil || n <= 0 {
 			return fmt.Errorf("bad matmul size %q", s)
 		}
+		rates := make([]float64, len(targets))
 		var cpuRate float64
-		for _, t := range targets {
+		for i, t := range targets {
 			rate, err := measureMatmul(devices[t], n)
 			if err != nil {
 				return fmt.Errorf("matmul %d on %s: %w", n, t, err)
 			}
+			rates[i] = rate
 			if t == "cpu" {
 				cpuRate = rate
 			}
+			fmt.Fprintf(os.Stderr, "bench: matmul %d on %s done\n", n, t)
+		}
+		for i, t := range targets {
 			ratio := "-"
 			if cpuRate > 0 {
-				ratio = fmt.Sprintf("%.2fx", rate/cpuRate)
+				ratio = fmt.Sprintf("%.2fx", rates[i]/cpuRate)
 			}
-			fmt.Fprintf(w, "%dx%dx%d\t%s\t%.2f\t%s\t\n", n, n, n, t, rate, ratio)
-			fmt.Fprintf(os.Stderr, "bench: matmul %d on %s done\n", n, t)
+			fmt.Fprintf(w, "%dx%dx%d\t%s\t%.2f\t%s\t\n", n, n, n, t, rates[i], ratio)
 		}
 	}
 	return w.Flush()
