@@ -109,6 +109,9 @@ func FaultApplies(target string, dev runtime.Device, n *ir.Node, in, out []ir.Ty
 	if l, ok := dev.(interface{ Limits() wgsl.Limits }); ok {
 		opts.Limits = l.Limits()
 	}
+	if tu, ok := dev.(interface{ Tuning() wgsl.Tuning }); ok {
+		opts.Tuning = tu.Tuning() // the variant the device generates (webgpu on a GPU)
+	}
 	_, err := wgsl.Generate(n, in, out, opts)
 	return err
 }
