@@ -117,6 +117,18 @@ func TestErrors(t *testing.T) {
 		Initializer: []*onnxpb.TensorProto{{Name: proto.String("w"), DataType: proto.Int32(1), Dims: []int64{3}, RawData: []byte{1, 2, 3}}},
 		Node:        []*onnxpb.NodeProto{node("Add", []string{"x", "w"}, []string{"y"})},
 	})
+	shortData := model(13, &onnxpb.GraphProto{
+		Input:       []*onnxpb.ValueInfoProto{vinfo("x", onnxpb.TensorProto_FLOAT, 2, 3)},
+		Output:      []*onnxpb.ValueInfoProto{vinfo("y", onnxpb.TensorProto_FLOAT, 2, 3)},
+		Initializer: []*onnxpb.TensorProto{floatTensor("w", []int64{3}, 1, 2), {Name: proto.String("i"), DataType: proto.Int32(6), Dims: []int64{2}, Int32Data: []int32{1}}},
+		Node:        []*onnxpb.NodeProto{node("Add", []string{"x", "w"}, []string{"y"})},
+	})
+	shortInts := model(13, &onnxpb.GraphProto{
+		Input:       []*onnxpb.ValueInfoProto{vinfo("x", onnxpb.TensorProto_FLOAT, 2, 3)},
+		Output:      []*onnxpb.ValueInfoProto{vinfo("y", onnxpb.TensorProto_FLOAT, 2, 3)},
+		Initializer: []*onnxpb.TensorProto{{Name: proto.String("i"), DataType: proto.Int32(6), Dims: []int64{2}, Int32Data: []int32{1}}},
+		Node:        []*onnxpb.NodeProto{node("Relu", []string{"x"}, []string{"y"})},
+	})
 	dynamic := model(13, &onnxpb.GraphProto{
 		Input:  []*onnxpb.ValueInfoProto{vinfo("x", onnxpb.TensorProto_FLOAT, "batch", 3, "height", "width")},
 		Output: []*onnxpb.ValueInfoProto{vinfo("y", onnxpb.TensorProto_FLOAT)},
@@ -147,6 +159,8 @@ func TestErrors(t *testing.T) {
 		{"unsupported", unsupported, Options{}, "unsupported.onnx: 4 nodes of 3 unsupported op types: Einsum (1), LSTM (2), com.microsoft.FusedConv (1)"},
 		{"missing", missing, Options{}, `missing.onnx: node "y" (Add): input "bias" is neither a graph input, an initializer nor the output of an earlier node`},
 		{"bad raw", badRaw, Options{}, `badraw.onnx: initializer: tensor "w": FLOAT[3] needs 12 bytes of raw data, the file holds 3`},
+		{"short data", shortData, Options{}, `shortdata.onnx: initializer: tensor "w": FLOAT[3] needs 3 elements, the file holds 2`},
+		{"short ints", shortInts, Options{}, `shortints.onnx: initializer: tensor "i": INT32[2] needs 2 elements, the file holds 1`},
 		{"dynamic", dynamic, Options{}, `graph input "x" has dynamic dim 2 (height), dim 3 (width): give sizes with Options.Shapes or Options.Dims`},
 		{"dynamic bad shape", dynamic, Options{Shapes: map[string][]int64{"x": {1, 4, 5, 5}}}, `Options.Shapes["x"] = [1 4 5 5], but dim 1 of the input is 3`},
 		{"no output", noOutput, Options{}, `graph output "z" is not computed by any node`},
@@ -256,11 +270,18 @@ func TestSmallFileLargeConstants(t *testing.T) {
 		Initializer: []*onnxpb.TensorProto{i64("a", n, 1), i64("b", 1, n)},
 		Node:        []*onnxpb.NodeProto{node("Div", []string{"a", "b"}, []string{"y"})},
 	})
+	noData := model(13, &onnxpb.GraphProto{
+		Input:       []*onnxpb.ValueInfoProto{vinfo("x", onnxpb.TensorProto_FLOAT, 1)},
+		Output:      []*onnxpb.ValueInfoProto{vinfo("y", onnxpb.TensorProto_FLOAT, 1)},
+		Initializer: []*onnxpb.TensorProto{floatTensor("w", []int64{1 << 30}, 1)},
+		Node:        []*onnxpb.NodeProto{node("Add", []string{"x", "w"}, []string{"y"})},
+	})
 	for _, c := range []struct {
 		name string
 		data []byte
 		want string
 	}{
+		{"no data", noData, "needs 1073741824 elements, the file holds 1"},
 		{"layernorm", layerNorm, "too large"},
 		{"div", div, "too large"},
 	} {

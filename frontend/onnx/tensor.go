@@ -152,6 +152,8 @@ func decodeTensor(tp *onnxpb.TensorProto, dir string) (*tensor.Tensor, error) {
 	default:
 		have = len(tp.GetInt32Data())
 	}
+	// Checked before anything is allocated: the dims alone can ask for 2^31
+	// elements.
 	if have != n {
 		return nil, mismatch(have)
 	}
@@ -159,39 +161,24 @@ func decodeTensor(tp *onnxpb.TensorProto, dir string) (*tensor.Tensor, error) {
 	switch onnxpb.TensorProto_DataType(et) {
 	case onnxpb.TensorProto_FLOAT:
 		d := tp.GetFloatData()
-		if len(d) != n {
-			return nil, mismatch(len(d))
-		}
 		copy(out.Float32s(), d)
 	case onnxpb.TensorProto_DOUBLE:
 		d := tp.GetDoubleData()
-		if len(d) != n {
-			return nil, mismatch(len(d))
-		}
 		for i, v := range d {
 			out.Float32s()[i] = float32(v)
 		}
 	case onnxpb.TensorProto_INT64:
 		d := tp.GetInt64Data()
-		if len(d) != n {
-			return nil, mismatch(len(d))
-		}
 		for i, v := range d {
 			binary.LittleEndian.PutUint64(out.Data[8*i:], uint64(v))
 		}
 	case onnxpb.TensorProto_UINT32, onnxpb.TensorProto_UINT64:
 		d := tp.GetUint64Data()
-		if len(d) != n {
-			return nil, mismatch(len(d))
-		}
 		for i, v := range d {
 			binary.LittleEndian.PutUint64(out.Data[8*i:], v)
 		}
 	default: // int32_data holds the narrow integers, bool, and f16/bf16 bits
 		d := tp.GetInt32Data()
-		if len(d) != n {
-			return nil, mismatch(len(d))
-		}
 		for i, v := range d {
 			switch dt {
 			case ir.F16, ir.BF16:
