@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 
+	"github.com/tapml/tapml/frontend/llama2c"
 	"github.com/tapml/tapml/frontend/tokenizer"
 )
 
@@ -56,32 +57,12 @@ func LoadTokenizer(dir string, man *Manifest) (*tokenizer.Tokenizer, error) {
 	if err != nil {
 		return nil, err
 	}
-	bad := func(why string) error { return fmt.Errorf("%s: corrupt tokenizer: %s", p, why) }
-	if tk.VocabSize <= 0 || tk.VocabSize > len(data)/8 {
-		return nil, bad(fmt.Sprintf("vocab_size %d does not fit the file", tk.VocabSize))
+	vocab, scores, err := llama2c.ParseTokenizer(data)
+	if err != nil {
+		return nil, fmt.Errorf("%s: corrupt tokenizer: %w", p, err)
 	}
-	if len(data) < 4 {
-		return nil, bad("too short")
-	}
-	maxLen := int(binary.LittleEndian.Uint32(data))
-	pos := 4
-	vocab := make([]string, tk.VocabSize)
-	scores := make([]float32, tk.VocabSize)
-	for i := range vocab {
-		if len(data)-pos < 8 {
-			return nil, bad(fmt.Sprintf("ends in token %d", i))
-		}
-		scores[i] = math.Float32frombits(binary.LittleEndian.Uint32(data[pos:]))
-		n := int(binary.LittleEndian.Uint32(data[pos+4:]))
-		pos += 8
-		if n > maxLen || n > len(data)-pos {
-			return nil, bad(fmt.Sprintf("token %d has a bad length %d", i, n))
-		}
-		vocab[i] = string(data[pos : pos+n])
-		pos += n
-	}
-	if pos != len(data) {
-		return nil, bad(fmt.Sprintf("%d bytes after the last token", len(data)-pos))
+	if len(vocab) != tk.VocabSize {
+		return nil, fmt.Errorf("%s: corrupt tokenizer: %d tokens, but the manifest says vocab_size %d", p, len(vocab), tk.VocabSize)
 	}
 	t, err := tokenizer.New(vocab, scores, tk.BOS, tk.EOS)
 	if err != nil {

@@ -46,6 +46,12 @@ func TestTokenizerRoundTrip(t *testing.T) {
 			if diff := cmp.Diff(tk.Encode(text, true, false), got.Encode(text, true, false)); diff != "" {
 				t.Error(diff)
 			}
+			// The file must hold the manifest's vocab_size tokens.
+			bad := *man.Tokenizer
+			bad.VocabSize++
+			if _, err := LoadTokenizer(dir, &Manifest{Tokenizer: &bad}); err == nil || !strings.Contains(err.Error(), "vocab_size") {
+				t.Errorf("a vocab_size the file does not hold: %v", err)
+			}
 			// A corrupt tokenizer file is caught by its checksum.
 			p := filepath.Join(dir, TokenizerFile)
 			b, _ := os.ReadFile(p)
