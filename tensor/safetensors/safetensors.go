@@ -545,7 +545,8 @@ func Encode(w io.Writer, entries []Entry, meta map[string]string) error {
 }
 
 // Write writes a safetensors file atomically: to a temporary file in the
-// same folder, synced, then renamed over path. On error path is untouched.
+// same folder, synced, then renamed over path (mode 0644). On error path is
+// untouched.
 func Write(path string, entries []Entry, meta map[string]string) (err error) {
 	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp*")
 	if err != nil {
@@ -562,6 +563,9 @@ func Write(path string, entries []Entry, meta map[string]string) (err error) {
 		return fmt.Errorf("%s: %w", path, err)
 	}
 	if err := bw.Flush(); err != nil {
+		return err
+	}
+	if err := tmp.Chmod(0o644); err != nil { // CreateTemp makes it private
 		return err
 	}
 	if err := tmp.Sync(); err != nil {

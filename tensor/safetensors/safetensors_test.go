@@ -63,6 +63,13 @@ func TestRoundTrip(t *testing.T) {
 			t.Errorf("tensor %s (-want +got):\n%s", n, diff)
 		}
 	}
+	// Readable by others, like any file written with os.WriteFile(..., 0o644)
+	// (the temporary file it is renamed from is private).
+	if st, err := os.Stat(path); err != nil {
+		t.Error(err)
+	} else if st.Mode().Perm() != 0o644 {
+		t.Errorf("file mode %v, want 0644", st.Mode())
+	}
 	// The data section starts 8-byte aligned.
 	raw, _ := os.ReadFile(path)
 	if n := binary.LittleEndian.Uint64(raw); (8+n)%8 != 0 {
