@@ -13,6 +13,7 @@ import (
 	"github.com/tapml/tapml/frontend/gpt2"
 	"github.com/tapml/tapml/frontend/llama"
 	"github.com/tapml/tapml/ir"
+	"github.com/tapml/tapml/tensor"
 	"github.com/tapml/tapml/tensor/safetensors"
 	"github.com/x448/float16"
 )
@@ -230,14 +231,10 @@ func narrow(b []byte, dt ir.DType) []byte {
 	n := len(b) / 4
 	out := make([]byte, 2*n)
 	for i := 0; i < n; i++ {
-		bits := binary.LittleEndian.Uint32(b[4*i:])
-		var h uint16
+		f := math.Float32frombits(binary.LittleEndian.Uint32(b[4*i:]))
+		h := tensor.F32ToBF16(f)
 		if dt == ir.F16 {
-			h = float16.Fromfloat32(math.Float32frombits(bits)).Bits()
-		} else if math.IsNaN(float64(math.Float32frombits(bits))) {
-			h = uint16(bits>>16) | 0x40
-		} else {
-			h = uint16((bits + 0x7FFF + (bits>>16)&1) >> 16)
+			h = float16.Fromfloat32(f).Bits()
 		}
 		binary.LittleEndian.PutUint16(out[2*i:], h)
 	}
