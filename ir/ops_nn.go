@@ -221,8 +221,10 @@ func convCommon(in []Type, a Attrs) (s Spatial2D, groups int64, err error) {
 	if groups < 1 {
 		return s, 0, fmt.Errorf("groups must be >= 1, got %d", groups)
 	}
-	if w.Shape[2].Size < 1 || w.Shape[3].Size < 1 {
-		return s, 0, fmt.Errorf("kernel %dx%d must be at least 1x1", w.Shape[2].Size, w.Shape[3].Size)
+	// At most 2^31-1 (as pool2d's kernel), so that dilation·(k-1) cannot
+	// overflow.
+	if kh, kw := w.Shape[2].Size, w.Shape[3].Size; kh < 1 || kw < 1 || kh > math.MaxInt32 || kw > math.MaxInt32 {
+		return s, 0, fmt.Errorf("kernel %dx%d must be at least 1x1 and at most 2^31-1 on a side", kh, kw)
 	}
 	return s, groups, nil
 }

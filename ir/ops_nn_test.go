@@ -91,6 +91,9 @@ func TestInferNN(t *testing.T) {
 		{"conv2d", []string{"f32[1, 3, h, 4]", "f32[8, 3, 1, 1]"}, nil, "error: static C, H and W"},
 		{"conv2d", []string{"f32[3, 4, 4]", "f32[8, 3, 1, 1]"}, nil, "error: x must be a float tensor [N, C, H, W]"},
 		{"conv2d", []string{"f32[1, 3, 4, 4]", "f16[8, 3, 1, 1]"}, nil, "error: w must be a static f32 tensor"},
+		// dh·(kh-1) = 2^31·2^33 wraps to 0 in int64: the kernel still does not fit.
+		{"conv2d", []string{"f32[1, 1, 8, 8]", "f32[1, 1, 8589934593, 1]"}, sp("dilations", ints(1<<31-1, 1)), "error: kernel"},
+		{"conv2d", []string{"f32[1, 1, 8, 8]", "f32[1, 1, 8589934593, 1]"}, nil, "error: kernel"},
 
 		{"conv_transpose2d", []string{"f32[1, 4, 5, 5]", "f32[4, 2, 3, 3]"}, sp("strides", ints(2, 2), "pads", ints(1, 1, 1, 1), "output_padding", ints(1, 1)), "f32[1, 2, 10, 10]"},
 		{"conv_transpose2d", []string{"f32[1, 4, 5, 5]", "f32[4, 2, 2, 2]", "f32[4]"}, sp("strides", ints(2, 2), "groups", 2), "f32[1, 4, 10, 10]"},
