@@ -331,7 +331,7 @@ func (e *Executor) Call(fn string, args ...*Buffer) (results []*Buffer, err erro
 		for j, o := range n.Outputs {
 			b := outs[j]
 			vals[o] = b
-			if aliases[b] == 0 && !isArg(args, b) {
+			if aliases[b] == 0 && !isArg(args, b) && !e.isWeight(b) {
 				owned[b] = true
 			}
 			aliases[b]++
@@ -373,6 +373,17 @@ func (e *Executor) Call(fn string, args ...*Buffer) (results []*Buffer, err erro
 		}
 	}
 	return results, nil
+}
+
+// isWeight reports whether b is a cached weight buffer, which a call must
+// never free even when an identity (probe, transfer) passes it on.
+func (e *Executor) isWeight(b *Buffer) bool {
+	for k, w := range e.weights {
+		if w == b && k.dev == b.Dev {
+			return true
+		}
+	}
+	return false
 }
 
 func isArg(args []*Buffer, b *Buffer) bool {

@@ -317,3 +317,30 @@ func TestMovedCopyOfResultFreed(t *testing.T) {
 		t.Errorf("buffers left alive after the results and argument were freed: source %d, target %d", len(src.live), len(tgt.live))
 	}
 }
+
+// A probe that observes a weight directly (possible in hand-written IR)
+// passes the cached weight buffer on; the call must not free it.
+func TestProbeOfWeightKeepsWeight(t *testing.T) {
+	m := ir.NewModule("w")
+	w := m.AddWeight("w", ir.T(ir.F32, ir.S(2)), ir.BytesSource(tensor.FromFloat32([]int{2}, []float32{1, 2}).Data))
+	b := ir.NewFunction(m, "f")
+	x := b.Param("x", ir.T(ir.F32, ir.S(2)))
+	p := b.Op("probe", []*ir.Value{w}, nil)
+	b.Return(b.Add(x, p))
+	if err := b.Err(); err != nil {
+		t.Fatal(err)
+	}
+	dev := newCounting(t, "dev")
+	exec := runtime.NewExecutor(m, dev)
+	for i := 0; i < 2; i++ {
+		arg, _ := dev.Upload(tensor.FromFloat32([]int{2}, []float32{10, 20}))
+		out, err := exec.Call("f", arg)
+		if err != nil {
+			t.Fatalf("call %d: %v", i, err)
+		}
+		got, _ := runtime.Download(out[0])
+		if got.Float32s()[1] != 22 {
+			t.Fatalf("call %d: got %v", i, got.Float32s())
+		}
+	}
+}
