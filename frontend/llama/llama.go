@@ -45,14 +45,6 @@ func (c Config) HeadDim() int {
 	return c.Dim / c.Heads
 }
 
-// ropeDims is the number of rotated dims of each head.
-func (c Config) ropeDims() int {
-	if c.RopeDims != 0 {
-		return c.RopeDims
-	}
-	return c.HeadDim()
-}
-
 // Validate checks that the hyperparameters describe a buildable model.
 func (c Config) Validate() error {
 	switch {
