@@ -7,12 +7,12 @@ import (
 	"fmt"
 	"io"
 	"math"
-	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
+
+	"github.com/tapml/tapml/internal/atomicfile"
 )
 
 // Result is the outcome of replaying one case.
@@ -310,30 +310,9 @@ func (r *Report) WriteFiles(jsonPath, junitPath, htmlPath string) error {
 		if err := f.write(&b); err != nil {
 			return fmt.Errorf("%s: %w", f.path, err)
 		}
-		if err := writeFileAtomic(f.path, b.Bytes()); err != nil {
+		if err := atomicfile.WriteFile(f.path, b.Bytes()); err != nil {
 			return err
 		}
 	}
 	return nil
-}
-
-// writeFileAtomic writes data to a temporary file beside path and renames
-// it into place.
-func writeFileAtomic(path string, data []byte) error {
-	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp*")
-	if err != nil {
-		return err
-	}
-	defer os.Remove(tmp.Name())
-	if _, err := tmp.Write(data); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Close(); err != nil {
-		return err
-	}
-	if err := os.Chmod(tmp.Name(), 0o644); err != nil {
-		return err
-	}
-	return os.Rename(tmp.Name(), path)
 }

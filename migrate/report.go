@@ -5,11 +5,11 @@ import (
 	"fmt"
 	"io"
 	"math"
-	"os"
-	"path/filepath"
 	"sort"
 	"strings"
 	"time"
+
+	"github.com/tapml/tapml/internal/atomicfile"
 )
 
 // Outcomes of a migration.
@@ -403,32 +403,9 @@ func (r *Report) WriteFiles(jsonPath, htmlPath string) error {
 		if err := f.write(&b); err != nil {
 			return err
 		}
-		if err := writeFileAtomic(f.path, []byte(b.String())); err != nil {
+		if err := atomicfile.WriteFile(f.path, []byte(b.String())); err != nil {
 			return err
 		}
 	}
 	return nil
-}
-
-func writeFileAtomic(path string, data []byte) error {
-	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp-*")
-	if err != nil {
-		return err
-	}
-	name := tmp.Name()
-	_, werr := tmp.Write(data)
-	cerr := tmp.Close()
-	if werr == nil {
-		werr = cerr
-	}
-	if werr == nil {
-		werr = os.Chmod(name, 0o644)
-	}
-	if werr == nil {
-		werr = os.Rename(name, path)
-	}
-	if werr != nil {
-		os.Remove(name)
-	}
-	return werr
 }

@@ -2,10 +2,10 @@ package main
 
 import (
 	"fmt"
-	"os"
 	"path/filepath"
 
 	"github.com/spf13/cobra"
+	"github.com/tapml/tapml/internal/atomicfile"
 	"github.com/tapml/tapml/ir"
 )
 
@@ -39,31 +39,10 @@ the built-in tiny model is imported.`,
 				}
 				model.Module.Meta["source"] = abs
 			}
-			return writeFileAtomic(out, []byte(ir.Text(model.Module)))
+			return atomicfile.WriteFile(out, []byte(ir.Text(model.Module)))
 		},
 	}
 	cmd.Flags().StringVarP(&out, "output", "o", "", "the IR text file to write")
 	mi.registerShapes(cmd.Flags())
 	rootCmd.AddCommand(cmd)
-}
-
-// writeFileAtomic writes data to a temporary file beside path and renames
-// it into place, so a failure never leaves a half-written file.
-func writeFileAtomic(path string, data []byte) error {
-	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp*")
-	if err != nil {
-		return err
-	}
-	defer os.Remove(tmp.Name())
-	if _, err := tmp.Write(data); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Close(); err != nil {
-		return err
-	}
-	if err := os.Chmod(tmp.Name(), 0o644); err != nil { // CreateTemp makes it 0600
-		return err
-	}
-	return os.Rename(tmp.Name(), path)
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/tapml/tapml/carve"
 	"github.com/tapml/tapml/frontend"
+	"github.com/tapml/tapml/internal/atomicfile"
 	"github.com/tapml/tapml/runtime"
 	"github.com/tapml/tapml/runtime/llm"
 	"github.com/tapml/tapml/runtime/target"
@@ -209,5 +210,5 @@ func writeNPYFile(path string, t *tensor.Tensor) error {
 	if err := carve.WriteNPY(&buf, t); err != nil {
 		return err
 	}
-	return writeFileAtomic(path, buf.Bytes())
+	return atomicfile.WriteFile(path, buf.Bytes())
 }
