@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -298,7 +299,7 @@ func (f *File) llamaWeights(c llama.Config) (map[string]ir.WeightSource, error) 
 			return nil, f.errorf("missing tensor %q (for weight %s)", ggufTensorName(ns.Name), ns.Name)
 		}
 		used[t.Name] = true
-		if shape := t.Shape(); !equalInts(shape, ns.Shape) {
+		if shape := t.Shape(); !slices.Equal(shape, ns.Shape) {
 			return nil, f.errorf("tensor %q (weight %s) has shape %v (GGUF dims %v), want %v", t.Name, ns.Name, shape, t.Dims, ns.Shape)
 		}
 		src, err := f.source(t)
@@ -341,18 +342,6 @@ func ggufTensorName(canon string) string {
 		"feed_forward.w1": "ffn_gate", "feed_forward.w2": "ffn_down", "feed_forward.w3": "ffn_up",
 	}[part]
 	return "blk." + num + "." + g + ".weight"
-}
-
-func equalInts(a, b []int) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }
 
 // source returns the f32 WeightSource of a tensor: the file's bytes for

@@ -3,6 +3,7 @@ package hf
 import (
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -207,7 +208,7 @@ func TestStoriesTokenizerSame(t *testing.T) {
 	for _, s := range texts {
 		for _, bos := range []bool{false, true} {
 			want, got := otok.Encode(s, bos, false), htok.Encode(s, bos, false)
-			if !equalInts(want, got) {
+			if !slices.Equal(want, got) {
 				t.Errorf("Encode(%q, bos=%v):\nhf      %v\nllama2c %v", s, bos, got, want)
 			}
 		}
@@ -231,7 +232,7 @@ func TestStoriesTokenizerSame(t *testing.T) {
 	}
 	var _ *tokenizer.Tokenizer = otok
 	// Unlike run.c, Hugging Face matches added tokens in the text.
-	if got := htok.Encode("a<s>b</s>", false, false); !equalInts(got, append(append(htok.Encode("a", false, false), 1), append(htok.Encode("b", false, false), 2)...)) {
+	if got := htok.Encode("a<s>b</s>", false, false); !slices.Equal(got, append(append(htok.Encode("a", false, false), 1), append(htok.Encode("b", false, false), 2)...)) {
 		t.Errorf("added tokens: %v", got)
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -226,7 +227,7 @@ func (c *Checkpoint) Source(name string, want []int) (ir.WeightSource, error) {
 		}
 		return nil, fmt.Errorf("%s: missing tensor %q", where, name)
 	}
-	if !equalInts(r.info.Shape, want) {
+	if !slices.Equal(r.info.Shape, want) {
 		return nil, fmt.Errorf("%s: tensor %q has shape %v, but config.json implies %v", r.shard.path, name, r.info.Shape, want)
 	}
 	raw, err := c.Raw(name)
@@ -340,16 +341,4 @@ func unwrapPathError(err error) error {
 		return fmt.Errorf("%s: %w", pe.Op, pe.Err)
 	}
 	return err
-}
-
-func equalInts(a, b []int) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }
