@@ -208,13 +208,7 @@ func Lookup(name string) *Pass {
 // All returns every registered pass.
 func All() []*Pass { return append([]*Pass(nil), registry...) }
 
-func passNames() string {
-	names := make([]string, len(registry))
-	for i, p := range registry {
-		names[i] = p.Name
-	}
-	return strings.Join(names, ", ")
-}
+func passNames() string { return strings.Join(registryNames(), ", ") }
 
 // Option checks used by the table above.
 
