@@ -401,3 +401,87 @@ func inferReduce(in []Type, a Attrs) ([]Type, error) {
 	}
 	return []Type{T(x.DType, s)}, nil
 }
+
+// ResizeAxis is resize's sampling of one spatial axis (k = 0 for H, 1 for
+// W) of in input elements resized to out: for each output index the source
+// index i0 and, in linear mode, the second source i1 and the weight l of
+// i1, so that out = x[i0] + l·(x[i1] - x[i0]); in nearest mode i1 and l are
+// unused. The input coordinate is computed in f32 as ONNX Runtime does,
+// from the scale (the scales attribute, else out/in) and, for
+// align_corners, the output length (in·scale when scales is given, else
+// out). The CPU reference and the code generators that sample on the host
+// all use this one definition; a kernel computing it inline must agree.
+func ResizeAxis(a Attrs, k, in, out int) (i0, i1 []int, l []float32) {
+	scale, length := float32(out)/float32(in), float32(out)
+	if sc := a.Floats("scales"); len(sc) == 2 {
+		scale = float32(sc[k])
+		length = float32(in) * scale
+	}
+	coord, nearest := a.String("coord"), a.String("nearest")
+	linear := a.String("mode") == "linear"
+	i0, i1, l = make([]int, out), make([]int, out), make([]float32, out)
+	for xo := 0; xo < out; xo++ {
+		x := ResizeCoord(coord, xo, in, length, scale)
+		if !linear {
+			i0[xo] = resizeNearest(nearest, x, in)
+			continue
+		}
+		x = min(max(x, 0), float32(in-1))
+		if x != x {
+			x = 0
+		}
+		f := float32(math.Floor(float64(x)))
+		i0[xo] = int(f)
+		i1[xo] = min(int(f)+1, in-1)
+		l[xo] = x - f
+	}
+	return i0, i1, l
+}
+
+// ResizeCoord is resize's input coordinate of output index xo on an axis of
+// in elements with output length out and scale, in f32.
+func ResizeCoord(mode string, xo, in int, out, scale float32) float32 {
+	x := float32(xo)
+	switch mode {
+	case "half_pixel":
+		return (x+0.5)/scale - 0.5
+	case "pytorch_half_pixel":
+		if out > 1 {
+			return (x+0.5)/scale - 0.5
+		}
+		return 0
+	case "align_corners":
+		if out > 1 {
+			return float32(xo*(in-1)) / (out - 1)
+		}
+		return 0
+	case "asymmetric":
+		return x / scale
+	case "tf_half_pixel_for_nn":
+		return (x + 0.5) / scale
+	}
+	return float32(math.NaN())
+}
+
+// resizeNearest rounds an input coordinate by a nearest mode and clamps it
+// to the axis (NaN to 0).
+func resizeNearest(mode string, x float32, in int) int {
+	f := float32(math.Floor(float64(x)))
+	var r float32
+	switch {
+	case mode == "floor":
+		r = f
+	case mode == "ceil":
+		r = float32(math.Ceil(float64(x)))
+	case x-f == 0.5 && mode == "round_prefer_floor":
+		r = f
+	case x-f == 0.5: // round_prefer_ceil
+		r = f + 1
+	default:
+		r = float32(math.Round(float64(x)))
+	}
+	if !(r >= 0) {
+		return 0
+	}
+	return min(int(r), in-1)
+}

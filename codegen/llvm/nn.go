@@ -376,79 +376,12 @@ func genConv(g *gen) error {
 	return nil
 }
 
-// resizeCoord is resize's input coordinate of output index xo on an axis
-// of in → out elements, in f32, exactly as runtime/cpu.ResizeCoord.
-func resizeCoord(mode string, xo, in, out int64, scale float32) float32 {
-	x := float32(xo)
-	switch mode {
-	case "half_pixel":
-		return (x+0.5)/scale - 0.5
-	case "pytorch_half_pixel":
-		if out > 1 {
-			return (x+0.5)/scale - 0.5
-		}
-		return 0
-	case "align_corners":
-		if out > 1 {
-			return float32(xo*(in-1)) / float32(out-1)
-		}
-		return 0
-	case "asymmetric":
-		return x / scale
-	case "tf_half_pixel_for_nn":
-		return (x + 0.5) / scale
-	}
-	return float32(math.NaN())
-}
-
-// resizeRound rounds an input coordinate by a nearest mode and clamps it
-// (NaN to 0), as the reference.
-func resizeRound(mode string, x float32, in int64) int64 {
-	f := float32(math.Floor(float64(x)))
-	var r float32
-	switch mode {
-	case "floor":
-		r = f
-	case "ceil":
-		r = float32(math.Ceil(float64(x)))
-	case "round_prefer_floor":
-		if x-f == 0.5 {
-			r = f
-		} else {
-			r = float32(math.Round(float64(x)))
-		}
-	default: // round_prefer_ceil
-		if x-f == 0.5 {
-			r = f + 1
-		} else {
-			r = float32(math.Round(float64(x)))
-		}
-	}
-	if !(r >= 0) {
-		return 0
-	}
-	return min(int64(r), in-1)
-}
-
-// resizeAxis computes, for each output index of one axis, the input
-// indices and the weight of resize: for nearest, i0; for linear, i0, i1
-// and the weight l of i1.
-func resizeAxis(out, in int64, scale float32, coord, mode, nearest string) (i0, i1 []int64, l []float32) {
-	i0, i1, l = make([]int64, out), make([]int64, out), make([]float32, out)
-	for xo := int64(0); xo < out; xo++ {
-		x := resizeCoord(coord, xo, in, out, scale)
-		if mode == "nearest" {
-			i0[xo] = resizeRound(nearest, x, in)
-			continue
-		}
-		x = min(max(x, 0), float32(in-1))
-		if x != x {
-			x = 0
-		}
-		f := float32(math.Floor(float64(x)))
-		i0[xo] = int64(f)
-		i1[xo] = min(i0[xo]+1, in-1)
-		l[xo] = x - f
+// resizeAxis is ir.ResizeAxis with int64 indices.
+func resizeAxis(a ir.Attrs, k int, in, out int64) (i0, i1 []int64, l []float32) {
+	s0, s1, l := ir.ResizeAxis(a, k, int(in), int(out))
+	i0, i1 = make([]int64, len(s0)), make([]int64, len(s1))
+	for i := range s0 {
+		i0[i], i1[i] = int64(s0[i]), int64(s1[i])
 	}
 	return i0, i1, l
 }
@@ -462,16 +395,8 @@ func genResize(g *gen) error {
 	g.bindAll()
 	xs, os := sizes(g.in[0]), sizes(g.out[0])
 	h, w, ho, wo := int64(xs[2]), int64(xs[3]), int64(os[2]), int64(os[3])
-	mode, coord, nearest := g.attrs.String("mode"), g.attrs.String("coord"), g.attrs.String("nearest")
-	scales := g.attrs.Floats("scales")
-	scale := func(k int, out, in int64) float32 {
-		if len(scales) == 2 {
-			return float32(scales[k])
-		}
-		return float32(out) / float32(in)
-	}
-	y0, y1, ly := resizeAxis(ho, h, scale(0, ho, h), coord, mode, nearest)
-	x0, x1, lx := resizeAxis(wo, w, scale(1, wo, w), coord, mode, nearest)
+	y0, y1, ly := resizeAxis(g.attrs, 0, h, ho)
+	x0, x1, lx := resizeAxis(g.attrs, 1, w, wo)
 	shift := g.faultOnce(FaultWrongIndex)
 	if shift { // read the next input column
 		for i := range x0 {
@@ -493,7 +418,7 @@ func genResize(g *gen) error {
 	}
 	Y0, X0 := g.i64Table("y0", y0), g.i64Table("x0", x0)
 	var Y1, X1, LY, LX func(value.Value) value.Value
-	linear := mode == "linear"
+	linear := g.attrs.String("mode") == "linear"
 	if linear {
 		Y1, X1 = g.i64Table("y1", y1), g.i64Table("x1", x1)
 		LY, LX = fTable("ly", ly), fTable("lx", lx)

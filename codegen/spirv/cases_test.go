@@ -185,6 +185,8 @@ func nnCases(add func(testCase)) {
 		add(testCase{op: "resize", in: []ir.Type{f32(1, 2, 3, 4)}, attrs: ir.Attrs{"size": ints(6, 8)}})
 		add(testCase{name: "resize_linear", op: "resize", in: []ir.Type{f32(1, 1, 4, 4)}, attrs: ir.Attrs{"size": ints(7, 5), "mode": ir.StringAttr("linear")}})
 		add(testCase{name: "resize_align", op: "resize", in: []ir.Type{f32(2, 1, 3, 5)}, attrs: ir.Attrs{"size": ints(5, 9), "mode": ir.StringAttr("linear"), "coord": ir.StringAttr("align_corners")}})
+		// With scales, align_corners divides by in·scale (7.5 here), not the output size.
+		add(testCase{name: "resize_align_scales", op: "resize", in: []ir.Type{f32(1, 2, 5, 5)}, attrs: ir.Attrs{"size": ints(7, 3), "mode": ir.StringAttr("linear"), "coord": ir.StringAttr("align_corners"), "scales": ir.FloatsAttr(1.5, 0.7)}})
 		add(testCase{name: "resize_asym", op: "resize", in: []ir.Type{f32(1, 1, 4, 6)}, attrs: ir.Attrs{"size": ints(8, 3), "coord": ir.StringAttr("asymmetric"), "nearest": ir.StringAttr("floor"), "scales": ir.FloatsAttr(2, 0.5)}})
 	}
 	if has("reduce_sum") {

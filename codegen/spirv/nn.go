@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"math"
 	"slices"
+
+	"github.com/tapml/tapml/ir"
 )
 
 // Kernels of the vision and general ONNX ops: iota, conv2d,
@@ -222,79 +224,17 @@ func genPool(k *kern) error {
 	return nil
 }
 
-// resizeCoord is resize's input coordinate of output index xo on an axis of
-// in → out elements with scale, in f32 as the CPU reference computes it.
-func resizeCoord(mode string, xo, in, out int, scale float32) float32 {
-	x := float32(xo)
-	switch mode {
-	case "half_pixel":
-		return (x+0.5)/scale - 0.5
-	case "pytorch_half_pixel":
-		if out > 1 {
-			return (x+0.5)/scale - 0.5
-		}
-		return 0
-	case "align_corners":
-		if out > 1 {
-			return float32(xo*(in-1)) / float32(out-1)
-		}
-		return 0
-	case "asymmetric":
-		return x / scale
-	case "tf_half_pixel_for_nn":
-		return (x + 0.5) / scale
-	}
-	return float32(math.NaN())
-}
-
-// resizeNearest rounds an input coordinate by mode and clamps it to the
-// axis.
-func resizeNearest(mode string, x float32, in int) int {
-	f := float32(math.Floor(float64(x)))
-	var r float32
-	switch mode {
-	case "floor":
-		r = f
-	case "ceil":
-		r = float32(math.Ceil(float64(x)))
-	case "round_prefer_floor", "round_prefer_ceil":
-		switch {
-		case x-f == 0.5 && mode == "round_prefer_floor":
-			r = f
-		case x-f == 0.5:
-			r = f + 1
-		default:
-			r = float32(math.Round(float64(x)))
-		}
-	}
-	if !(r >= 0) {
-		return 0
-	}
-	return min(int(r), in-1)
-}
-
 // resizeTables computes, on the host, the sampling of one axis: source
 // indices i0 (and i1 with the weight l of i1 for linear).
 func (k *kern) resizeTables(axis, in, out int) (i0, i1, l []uint32) {
-	scale := float32(out) / float32(in)
-	if sc := k.attrs.Floats("scales"); len(sc) == 2 {
-		scale = float32(sc[axis])
-	}
+	s0, s1, w := ir.ResizeAxis(k.attrs, axis, in, out)
 	linear := k.attrs.String("mode") == "linear"
-	for xo := 0; xo < out; xo++ {
-		x := resizeCoord(k.attrs.String("coord"), xo, in, out, scale)
-		if !linear {
-			i0 = append(i0, uint32(resizeNearest(k.attrs.String("nearest"), x, in)))
-			continue
+	for xo := range s0 {
+		i0 = append(i0, uint32(s0[xo]))
+		if linear {
+			i1 = append(i1, uint32(s1[xo]))
+			l = append(l, math.Float32bits(w[xo]))
 		}
-		x = min(max(x, 0), float32(in-1))
-		if x != x {
-			x = 0
-		}
-		f := float32(math.Floor(float64(x)))
-		i0 = append(i0, uint32(f))
-		i1 = append(i1, uint32(min(int(f)+1, in-1)))
-		l = append(l, math.Float32bits(x-f))
 	}
 	return i0, i1, l
 }

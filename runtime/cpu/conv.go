@@ -219,61 +219,6 @@ func poolKernel(d *Device, c *call) ([]*tensor.Tensor, error) {
 	return []*tensor.Tensor{out}, nil
 }
 
-// ResizeCoord is resize's input coordinate of output index xo on an axis of
-// in elements with output length out (in·scale when the scales attribute
-// is given, else the output size) and scale, in f32 as ONNX Runtime
-// computes it. The code generators compute the same expression.
-func ResizeCoord(mode string, xo, in int, out, scale float32) float32 {
-	x := float32(xo)
-	switch mode {
-	case "half_pixel":
-		return (x+0.5)/scale - 0.5
-	case "pytorch_half_pixel":
-		if out > 1 {
-			return (x+0.5)/scale - 0.5
-		}
-		return 0
-	case "align_corners":
-		if out > 1 {
-			return float32(xo*(in-1)) / (out - 1)
-		}
-		return 0
-	case "asymmetric":
-		return x / scale
-	case "tf_half_pixel_for_nn":
-		return (x + 0.5) / scale
-	}
-	return float32(math.NaN())
-}
-
-// resizeNearest rounds an input coordinate by mode and clamps it.
-func resizeNearest(mode string, x float32, in int) int {
-	f := float32(math.Floor(float64(x)))
-	var r float32
-	switch mode {
-	case "floor":
-		r = f
-	case "ceil":
-		r = float32(math.Ceil(float64(x)))
-	case "round_prefer_floor":
-		if x-f == 0.5 {
-			r = f
-		} else {
-			r = float32(math.Round(float64(x)))
-		}
-	default: // round_prefer_ceil
-		if x-f == 0.5 {
-			r = f + 1
-		} else {
-			r = float32(math.Round(float64(x)))
-		}
-	}
-	if !(r >= 0) { // NaN too
-		return 0
-	}
-	return min(int(r), in-1)
-}
-
 // resizeAxis is the precomputed sampling of one axis: for nearest the
 // source index i0; for linear i0, i1 and the weight l of i1.
 type resizeAxis struct {
@@ -282,30 +227,8 @@ type resizeAxis struct {
 }
 
 func newResizeAxis(c *call, k, in, out int) resizeAxis {
-	scale, length := float32(out)/float32(in), float32(out)
-	if sc := c.attrs.Floats("scales"); len(sc) == 2 {
-		scale = float32(sc[k])
-		length = float32(in) * scale
-	}
-	coord := c.attrs.String("coord")
-	linear := c.attrs.String("mode") == "linear"
-	ax := resizeAxis{i0: make([]int, out), i1: make([]int, out), l: make([]float32, out)}
-	for xo := 0; xo < out; xo++ {
-		x := ResizeCoord(coord, xo, in, length, scale)
-		if !linear {
-			ax.i0[xo] = resizeNearest(c.attrs.String("nearest"), x, in)
-			continue
-		}
-		x = min(max(x, 0), float32(in-1))
-		if x != x {
-			x = 0
-		}
-		f := float32(math.Floor(float64(x)))
-		ax.i0[xo] = int(f)
-		ax.i1[xo] = min(int(f)+1, in-1)
-		ax.l[xo] = x - f
-	}
-	return ax
+	i0, i1, l := ir.ResizeAxis(c.attrs, k, in, out)
+	return resizeAxis{i0: i0, i1: i1, l: l}
 }
 
 // lerp is a + l·(b - a) with each step rounded to f32.

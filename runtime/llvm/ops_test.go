@@ -292,6 +292,8 @@ func opCases() []opCase {
 	}
 	add("resize/scales", "resize", resize(8, 10, "linear", "half_pixel", "round_prefer_floor", 2, 2.5), chain, randF32(r, -2, 2, 1, 1, 4, 4))
 	add("resize/down", "resize", resize(2, 3, "linear", "align_corners", "round_prefer_floor"), chain, randF32(r, -2, 2, 1, 2, 5, 7))
+	// With scales, align_corners divides by in·scale (7.5, 3.5), not the output size.
+	add("resize/align_scales", "resize", resize(7, 3, "linear", "align_corners", "round_prefer_floor", 1.5, 0.7), chain, randF32(r, -2, 2, 1, 2, 5, 5))
 	return cs
 }
 
