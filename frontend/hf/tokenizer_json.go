@@ -295,7 +295,11 @@ func parseComponent(raw json.RawMessage) (component, error) {
 	return c, nil
 }
 
-func parseNormalizer(raw json.RawMessage, depth int) ([]normalizer, error) {
+// parseList reads a component of a list-valued pipeline stage
+// (normalizer, pre-tokenizer, decoder): null, a Sequence whose members
+// (under key) are read recursively, or one component that leaf turns into
+// items.
+func parseList[T any](raw json.RawMessage, depth int, key string, leaf func(c component) ([]T, error)) ([]T, error) {
 	if isNull(raw) {
 		return nil, nil
 	}
@@ -306,104 +310,98 @@ func parseNormalizer(raw json.RawMessage, depth int) ([]normalizer, error) {
 	if err != nil {
 		return nil, err
 	}
-	switch typ := c.typ(); typ {
-	case "Sequence":
-		subs, err := c.list("normalizers")
+	if c.typ() != "Sequence" {
+		return leaf(c)
+	}
+	subs, err := c.list(key)
+	if err != nil {
+		return nil, err
+	}
+	var out []T
+	for _, s := range subs {
+		raw, _ := json.Marshal(s)
+		items, err := parseList(raw, depth+1, key, leaf)
 		if err != nil {
 			return nil, err
 		}
-		var out []normalizer
-		for _, s := range subs {
-			raw, _ := json.Marshal(s)
-			n, err := parseNormalizer(raw, depth+1)
+		out = append(out, items...)
+	}
+	return out, nil
+}
+
+func parseNormalizer(raw json.RawMessage, depth int) ([]normalizer, error) {
+	return parseList(raw, depth, "normalizers", func(c component) ([]normalizer, error) {
+		switch typ := c.typ(); typ {
+		case "Prepend":
+			p, ok := c.str("prepend")
+			if !ok {
+				return nil, fmt.Errorf("Prepend needs a string \"prepend\"")
+			}
+			return []normalizer{{kind: "prepend", arg: p}}, nil
+		case "Replace":
+			from, to, err := replaceArgs(c)
 			if err != nil {
 				return nil, err
 			}
-			out = append(out, n...)
+			return []normalizer{{kind: "replace", from: from, arg: to}}, nil
+		case "NFC", "NFD", "NFKC", "NFKD", "Lowercase":
+			return []normalizer{{kind: strings.ToLower(typ)}}, nil
+		default:
+			return nil, fmt.Errorf("type %q is not supported (supported: Sequence, Prepend, Replace, NFC, NFD, NFKC, NFKD, Lowercase)", typ)
 		}
-		return out, nil
-	case "Prepend":
-		p, ok := c.str("prepend")
-		if !ok {
-			return nil, fmt.Errorf("Prepend needs a string \"prepend\"")
-		}
-		return []normalizer{{kind: "prepend", arg: p}}, nil
-	case "Replace":
-		from, isRegex, err := c.pattern()
-		if err != nil {
-			return nil, err
-		}
-		if isRegex || from == "" {
-			return nil, fmt.Errorf("Replace with pattern %s is not supported (only non-empty String patterns)", c["pattern"])
-		}
-		to, ok := c.str("content")
-		if !ok {
-			return nil, fmt.Errorf("Replace needs a string \"content\"")
-		}
-		return []normalizer{{kind: "replace", from: from, arg: to}}, nil
-	case "NFC", "NFD", "NFKC", "NFKD", "Lowercase":
-		return []normalizer{{kind: strings.ToLower(typ)}}, nil
-	default:
-		return nil, fmt.Errorf("type %q is not supported (supported: Sequence, Prepend, Replace, NFC, NFD, NFKC, NFKD, Lowercase)", typ)
-	}
+	})
 }
 
 func parsePreTokenizer(raw json.RawMessage, depth int) ([]preTokenizer, error) {
-	if isNull(raw) {
-		return nil, nil
-	}
-	if depth > maxNesting {
-		return nil, fmt.Errorf("Sequence nested too deeply")
-	}
-	c, err := parseComponent(raw)
-	if err != nil {
-		return nil, err
-	}
-	switch typ := c.typ(); typ {
-	case "Sequence":
-		subs, err := c.list("pretokenizers")
-		if err != nil {
-			return nil, err
-		}
-		var out []preTokenizer
-		for _, s := range subs {
-			raw, _ := json.Marshal(s)
-			p, err := parsePreTokenizer(raw, depth+1)
+	return parseList(raw, depth, "pretokenizers", func(c component) ([]preTokenizer, error) {
+		switch typ := c.typ(); typ {
+		case "ByteLevel":
+			return []preTokenizer{{kind: "bytelevel", addPrefixSpace: c.boolean("add_prefix_space", true),
+				useRegex: c.boolean("use_regex", true)}}, nil
+		case "Metaspace":
+			p, err := metaspace(c)
 			if err != nil {
 				return nil, err
 			}
-			out = append(out, p...)
+			p.splitOn = c.boolean("split", true)
+			return []preTokenizer{p}, nil
+		case "Split":
+			pat, isRegex, err := c.pattern()
+			if err != nil {
+				return nil, err
+			}
+			sp, known := knownPatterns[pat]
+			if !isRegex || !known {
+				return nil, fmt.Errorf("Split pattern %s is not supported (supported: the regexes of GPT-2, Qwen2 and Llama 3)", c["pattern"])
+			}
+			if b, _ := c.str("behavior"); b != "Isolated" {
+				return nil, fmt.Errorf("Split behavior %q is not supported (only Isolated)", b)
+			}
+			if c.boolean("invert", false) {
+				return nil, fmt.Errorf("Split with invert is not supported")
+			}
+			return []preTokenizer{{kind: "split", pattern: sp}}, nil
+		default:
+			return nil, fmt.Errorf("type %q is not supported (supported: Sequence, ByteLevel, Metaspace, Split)", typ)
 		}
-		return out, nil
-	case "ByteLevel":
-		return []preTokenizer{{kind: "bytelevel", addPrefixSpace: c.boolean("add_prefix_space", true),
-			useRegex: c.boolean("use_regex", true)}}, nil
-	case "Metaspace":
-		p, err := metaspace(c)
-		if err != nil {
-			return nil, err
-		}
-		p.splitOn = c.boolean("split", true)
-		return []preTokenizer{p}, nil
-	case "Split":
-		pat, isRegex, err := c.pattern()
-		if err != nil {
-			return nil, err
-		}
-		sp, known := knownPatterns[pat]
-		if !isRegex || !known {
-			return nil, fmt.Errorf("Split pattern %s is not supported (supported: the regexes of GPT-2, Qwen2 and Llama 3)", c["pattern"])
-		}
-		if b, _ := c.str("behavior"); b != "Isolated" {
-			return nil, fmt.Errorf("Split behavior %q is not supported (only Isolated)", b)
-		}
-		if c.boolean("invert", false) {
-			return nil, fmt.Errorf("Split with invert is not supported")
-		}
-		return []preTokenizer{{kind: "split", pattern: sp}}, nil
-	default:
-		return nil, fmt.Errorf("type %q is not supported (supported: Sequence, ByteLevel, Metaspace, Split)", typ)
+	})
+}
+
+// replaceArgs reads a Replace normalizer or decoder: a non-empty String
+// pattern and its replacement "content".
+func replaceArgs(c component) (from, to string, err error) {
+	from, isRegex, err := c.pattern()
+	if err != nil {
+		return "", "", err
 	}
+	if isRegex || from == "" {
+		return "", "", fmt.Errorf("Replace with pattern %s is not supported (only non-empty String patterns)", c["pattern"])
+	}
+	to, ok := c.str("content")
+	if !ok {
+		return "", "", fmt.Errorf("Replace needs a string \"content\"")
+	}
+	return from, to, nil
 }
 
 // metaspace reads Metaspace's replacement and prepend scheme (or the older
@@ -428,67 +426,37 @@ func metaspace(c component) (preTokenizer, error) {
 }
 
 func parseDecoder(raw json.RawMessage, depth int) ([]decoder, error) {
-	if isNull(raw) {
-		return nil, nil
-	}
-	if depth > maxNesting {
-		return nil, fmt.Errorf("Sequence nested too deeply")
-	}
-	c, err := parseComponent(raw)
-	if err != nil {
-		return nil, err
-	}
-	switch typ := c.typ(); typ {
-	case "Sequence":
-		subs, err := c.list("decoders")
-		if err != nil {
-			return nil, err
-		}
-		var out []decoder
-		for _, s := range subs {
-			raw, _ := json.Marshal(s)
-			d, err := parseDecoder(raw, depth+1)
+	return parseList(raw, depth, "decoders", func(c component) ([]decoder, error) {
+		switch typ := c.typ(); typ {
+		case "ByteLevel":
+			return []decoder{{kind: "bytelevel"}}, nil
+		case "ByteFallback":
+			return []decoder{{kind: "bytefallback"}}, nil
+		case "Fuse":
+			return nil, nil // pieces are concatenated anyway
+		case "Replace":
+			from, to, err := replaceArgs(c)
 			if err != nil {
 				return nil, err
 			}
-			out = append(out, d...)
+			return []decoder{{kind: "replace", from: from, to: to}}, nil
+		case "Strip":
+			content, ok := c.str("content")
+			var start int64
+			if err := json.Unmarshal(c["start"], &start); err != nil || !ok || content == "" || start < 0 || start > math.MaxInt16 {
+				return nil, fmt.Errorf("Strip needs a string \"content\" and a count \"start\"")
+			}
+			return []decoder{{kind: "strip", stripChar: content, strip: int(start)}}, nil
+		case "Metaspace":
+			p, err := metaspace(c)
+			if err != nil {
+				return nil, err
+			}
+			return []decoder{{kind: "metaspace", replacement: p.replacement, prependAny: p.prepend != "never"}}, nil
+		default:
+			return nil, fmt.Errorf("type %q is not supported (supported: Sequence, ByteLevel, ByteFallback, Fuse, Replace, Strip, Metaspace)", typ)
 		}
-		return out, nil
-	case "ByteLevel":
-		return []decoder{{kind: "bytelevel"}}, nil
-	case "ByteFallback":
-		return []decoder{{kind: "bytefallback"}}, nil
-	case "Fuse":
-		return nil, nil // pieces are concatenated anyway
-	case "Replace":
-		from, isRegex, err := c.pattern()
-		if err != nil {
-			return nil, err
-		}
-		if isRegex || from == "" {
-			return nil, fmt.Errorf("Replace with pattern %s is not supported (only non-empty String patterns)", c["pattern"])
-		}
-		to, ok := c.str("content")
-		if !ok {
-			return nil, fmt.Errorf("Replace needs a string \"content\"")
-		}
-		return []decoder{{kind: "replace", from: from, to: to}}, nil
-	case "Strip":
-		content, ok := c.str("content")
-		var start int64
-		if err := json.Unmarshal(c["start"], &start); err != nil || !ok || content == "" || start < 0 || start > math.MaxInt16 {
-			return nil, fmt.Errorf("Strip needs a string \"content\" and a count \"start\"")
-		}
-		return []decoder{{kind: "strip", stripChar: content, strip: int(start)}}, nil
-	case "Metaspace":
-		p, err := metaspace(c)
-		if err != nil {
-			return nil, err
-		}
-		return []decoder{{kind: "metaspace", replacement: p.replacement, prependAny: p.prepend != "never"}}, nil
-	default:
-		return nil, fmt.Errorf("type %q is not supported (supported: Sequence, ByteLevel, ByteFallback, Fuse, Replace, Strip, Metaspace)", typ)
-	}
+	})
 }
 
 // parsePostProcessor finds the BOS and EOS ids that the post-processor
