@@ -871,12 +871,7 @@ func (d *Device) Prepare(m *ir.Module, f *ir.Function, nodes []*ir.Node) error {
 		if n.Op == "reshape" && d.faults[n.ID] == "" {
 			continue
 		}
-		in := make([]ir.Type, len(n.Inputs))
-		static := true
-		for i, v := range n.Inputs {
-			in[i] = v.Type
-			static = static && v.Type.Shape.IsStatic()
-		}
+		in, static := devkit.StaticInputs(n)
 		if !static {
 			continue
 		}

@@ -66,3 +66,16 @@ func CheckTensor(t *tensor.Tensor) error {
 	}
 	return nil
 }
+
+// StaticInputs returns the declared input types of n and whether all of
+// them are static, so that a device's Prepare can compile the node's
+// kernel ahead (nodes with symbolic shapes compile at their first launch).
+func StaticInputs(n *ir.Node) ([]ir.Type, bool) {
+	in := make([]ir.Type, len(n.Inputs))
+	static := true
+	for i, v := range n.Inputs {
+		in[i] = v.Type
+		static = static && v.Type.Shape.IsStatic()
+	}
+	return in, static
+}
