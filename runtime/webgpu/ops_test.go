@@ -283,8 +283,8 @@ func TestEveryOpHasKernel(t *testing.T) {
 // generated for small limits (64 invocations, 7 workgroups per grid
 // dimension, 4 KiB of workgroup memory), so that folded 2D/3D grids,
 // small workgroups and chunked attention run for real. Cases whose grid
-// cannot fold within 7 per dimension (an error from the generator, not a
-// wrong kernel) are skipped.
+// cannot fold within 7 per dimension must be refused with the generator's
+// grid error.
 func TestOpsSmallLimits(t *testing.T) {
 	if testing.Short() {
 		t.Skip("second device")
@@ -303,8 +303,16 @@ func TestOpsSmallLimits(t *testing.T) {
 				types[j] = x.Type()
 			}
 			n, outs := mkNode(t, 100+i, c.op, c.attrs, types...)
-			if _, err := wgsl.Generate(n, types, outs, wgsl.Options{Limits: d.Limits()}); err != nil && strings.Contains(err.Error(), "grid") {
-				t.Skip(err)
+			if _, err := wgsl.Generate(n, types, outs, wgsl.Options{Limits: d.Limits()}); err != nil {
+				if !strings.Contains(err.Error(), "grid") {
+					t.Fatal(err)
+				}
+				// The grid cannot fold within these limits: the device must
+				// refuse the launch with that error, not run a wrong kernel.
+				if _, err := run(t, d, n, outs, in...); err == nil || !strings.Contains(err.Error(), "grid") {
+					t.Fatalf("launch of a kernel whose grid does not fit: error %v, want the grid error", err)
+				}
+				return
 			}
 			want := reference(t, n, outs, in...)
 			got, err := run(t, d, n, outs, in...)
