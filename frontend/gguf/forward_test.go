@@ -14,7 +14,7 @@ import (
 // An independent LLaMA forward pass for checking Load's IR: plain loops in
 // float64, hyperparameters read from the metadata by hand, weights read
 // through the parser's TensorData and decoded here (F16 with x448/float16,
-// not this package's converter), RoPE on adjacent pairs as llama.cpp does
+// quantized types with ggml's own library; not this package's converters), RoPE on adjacent pairs as llama.cpp does
 // for GGUF llama models.
 
 type refLayer struct {
@@ -74,16 +74,22 @@ func refTensor(t *testing.T, f *File, name string, rows, cols int) [][]float64 {
 		t.Fatal(err)
 	}
 	flat := make([]float64, rows*cols)
-	for i := range flat {
-		switch ti.Type {
-		case GGMLF32:
-			flat[i] = float64(math.Float32frombits(binary.LittleEndian.Uint32(raw[4*i:])))
-		case GGMLF16:
-			flat[i] = float64(float16.Frombits(binary.LittleEndian.Uint16(raw[2*i:])).Float32())
-		case GGMLBF16:
-			flat[i] = float64(math.Float32frombits(uint32(binary.LittleEndian.Uint16(raw[2*i:])) << 16))
-		default:
-			t.Fatalf("reference: tensor %s has type %s", name, ti.Type)
+	if _, quantized := quantFormats[ti.Type]; quantized {
+		for i, v := range ggmlDequantize(t, ti.Type, raw) {
+			flat[i] = float64(v)
+		}
+	} else {
+		for i := range flat {
+			switch ti.Type {
+			case GGMLF32:
+				flat[i] = float64(math.Float32frombits(binary.LittleEndian.Uint32(raw[4*i:])))
+			case GGMLF16:
+				flat[i] = float64(float16.Frombits(binary.LittleEndian.Uint16(raw[2*i:])).Float32())
+			case GGMLBF16:
+				flat[i] = float64(math.Float32frombits(uint32(binary.LittleEndian.Uint16(raw[2*i:])) << 16))
+			default:
+				t.Fatalf("reference: tensor %s has type %s", name, ti.Type)
+			}
 		}
 	}
 	out := make([][]float64, rows)

@@ -9,7 +9,8 @@ import (
 // GGMLType is the element type of a tensor (ggml's enum ggml_type).
 type GGMLType uint32
 
-// The ggml tensor types known by name. Only F32, F16 and BF16 can be loaded.
+// The ggml tensor types known by name. F32, F16, BF16 and the types of
+// quantFormats can be loaded.
 const (
 	GGMLF32     GGMLType = 0
 	GGMLF16     GGMLType = 1
@@ -64,9 +65,13 @@ func (t GGMLType) String() string {
 }
 
 // blockLayout returns the elements per block and bytes per block of the
-// types whose layout this package relies on (plain element types); 0, 0 for
-// the others, whose data bounds are then not checked at parse time.
+// types whose layout this package knows (plain element types and the
+// quantized types it decodes); 0, 0 for the others, whose data bounds are
+// then not checked at parse time.
 func (t GGMLType) blockLayout() (elems, bytes int) {
+	if q, ok := quantFormats[t]; ok {
+		return q.elems, q.bytes
+	}
 	switch t {
 	case GGMLF32, GGMLI32:
 		return 1, 4
@@ -81,7 +86,8 @@ func (t GGMLType) blockLayout() (elems, bytes int) {
 }
 
 // supportedTypes are the tensor types Load converts to f32 weights.
-var supportedTypes = []GGMLType{GGMLF32, GGMLF16, GGMLBF16}
+var supportedTypes = []GGMLType{GGMLF32, GGMLF16, GGMLBF16,
+	GGMLQ4_0, GGMLQ4_1, GGMLQ5_0, GGMLQ5_1, GGMLQ8_0, GGMLQ2_K, GGMLQ3_K, GGMLQ4_K, GGMLQ5_K, GGMLQ6_K}
 
 func supported(t GGMLType) bool {
 	for _, s := range supportedTypes {

@@ -22,7 +22,7 @@ const MaxSeqCap = 4096
 // Load memory-maps a GGUF file and returns the module of its model and
 // its embedded tokenizer (nil when the file carries none). The mapping
 // stays for the life of the process: F32 weights are slices of it, and
-// F16/BF16 weights are converted to f32 on their first use.
+// F16/BF16 and quantized weights are converted to f32 on their first use.
 func Load(path string) (*ir.Module, *tokenizer.Tokenizer, error) {
 	f, err := Open(path)
 	if err != nil {
@@ -66,7 +66,8 @@ func (f *File) Architecture() (string, error) {
 }
 
 // Module builds the IR of the file's model. Only architecture "llama" is
-// supported, with tensors of types F32, F16 or BF16.
+// supported, with tensors of types F32, F16, BF16 or the quantized types
+// Q4_0, Q4_1, Q5_0, Q5_1, Q8_0 and Q2_K to Q6_K (widened to f32).
 func (f *File) Module() (*ir.Module, error) {
 	arch, err := f.Architecture()
 	if err != nil {
@@ -345,7 +346,7 @@ func ggufTensorName(canon string) string {
 }
 
 // source returns the f32 WeightSource of a tensor: the file's bytes for
-// F32, a lazy conversion for F16 and BF16.
+// F32, a lazy conversion for F16, BF16 and the quantized types.
 func (f *File) source(t *TensorInfo) (ir.WeightSource, error) {
 	raw, err := f.TensorData(t)
 	if err != nil {
@@ -355,26 +356,29 @@ func (f *File) source(t *TensorInfo) (ir.WeightSource, error) {
 	case GGMLF32:
 		return ir.BytesSource(raw), nil
 	case GGMLF16:
-		return &convertSource{raw: raw, conv: F16ToF32}, nil
+		return &convertSource{raw: raw, conv: func(b []byte) []byte { return toF32(b, F16ToF32) }}, nil
 	case GGMLBF16:
-		return &convertSource{raw: raw, conv: BF16ToF32}, nil
+		return &convertSource{raw: raw, conv: func(b []byte) []byte { return toF32(b, BF16ToF32) }}, nil
+	}
+	if q, ok := quantFormats[t.Type]; ok {
+		return &convertSource{raw: raw, conv: func(b []byte) []byte { return dequantize(q, b) }}, nil
 	}
 	return nil, f.errorf("tensor %q has type %s (ggml type %d), which tapml does not support; supported types: %s",
 		t.Name, t.Type, uint32(t.Type), supportedList())
 }
 
-// convertSource converts 16-bit float data to f32 on the first call to
+// convertSource converts a tensor's data to f32 on the first call to
 // Bytes and keeps the result.
 type convertSource struct {
 	raw  []byte
-	conv func(uint16) float32
+	conv func([]byte) []byte
 	once sync.Once
 	out  []byte
 }
 
 // Bytes returns the weight as little-endian f32.
 func (s *convertSource) Bytes() ([]byte, error) {
-	s.once.Do(func() { s.out = toF32(s.raw, s.conv) })
+	s.once.Do(func() { s.out = s.conv(s.raw) })
 	return s.out, nil
 }
 

@@ -211,14 +211,14 @@ func TestLoadErrors(t *testing.T) {
 		edit func(w *ggufWriter)
 		want string
 	}{
-		{"quantized tensor", func(w *ggufWriter) {
+		{"unsupported quantized tensor", func(w *ggufWriter) {
 			q := tensorOf(w, "blk.1.attn_q.weight")
-			q.typ, q.data = GGMLQ4_0, make([]byte, 32*32/32*18)
-		}, `tensor "blk.1.attn_q.weight" has type Q4_0 (ggml type 2), which tapml does not support; supported types: F32 (0), F16 (1), BF16 (30)`},
-		{"k-quant tensor", func(w *ggufWriter) {
+			q.typ, q.data = GGMLIQ2_XXS, make([]byte, 32*32/256*66)
+		}, `tensor "blk.1.attn_q.weight" has type IQ2_XXS (ggml type 16), which tapml does not support; supported types: F32 (0), F16 (1), BF16 (30), Q4_0 (2), Q4_1 (3), Q5_0 (6), Q5_1 (7), Q8_0 (8), Q2_K (10), Q3_K (11), Q4_K (12), Q5_K (13), Q6_K (14)`},
+		{"k-quant tensor of partial blocks", func(w *ggufWriter) {
 			q := tensorOf(w, "token_embd.weight")
 			q.typ = GGMLQ6_K
-		}, `tensor "token_embd.weight" has type Q6_K (ggml type 14)`},
+		}, `tensor "token_embd.weight" of type Q6_K: innermost dim 32 is not a multiple of the block size 256`},
 		{"unknown tensor type", func(w *ggufWriter) { tensorOf(w, "output.weight").typ = 77 }, `tensor "output.weight" has type unknown type 77 (ggml type 77)`},
 		{"architecture", func(w *ggufWriter) { setKV(w, "general.architecture", TypeString, "gpt2") }, `architecture "gpt2" is not supported (supported: llama)`},
 		{"no architecture", func(w *ggufWriter) { dropKV(w, "general.architecture") }, "no general.architecture"},

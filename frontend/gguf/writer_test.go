@@ -167,6 +167,7 @@ type llamaFile struct {
 	vocab    []string                   // tokenizer pieces (nil: no tokenizer)
 	extraKVs []wkv
 	seed     uint64
+	quantize func(GGMLType, []float32) []byte // encoder of quantized types (ggml's)
 }
 
 // writer returns the writer of a synthetic LLaMA file with random weights.
@@ -226,7 +227,13 @@ func (lf llamaFile) writer() *ggufWriter {
 				vals[i] = float32((2*r.Float64() - 1) / math.Sqrt(float64(ns.Shape[1])) * 2)
 			}
 		}
-		w.tensors = append(w.tensors, wtensor{name, dims, typ, encode(typ, vals)})
+		var data []byte
+		if _, quantized := quantFormats[typ]; quantized {
+			data = lf.quantize(typ, vals)
+		} else {
+			data = encode(typ, vals)
+		}
+		w.tensors = append(w.tensors, wtensor{name, dims, typ, data})
 	}
 	return w
 }

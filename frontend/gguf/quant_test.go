@@ -1,0 +1,282 @@
+package gguf
+
+import (
+	"bytes"
+	"encoding/binary"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
+	goruntime "runtime"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/tapml/tapml/internal/testenv"
+)
+
+// The oracle of the quantized decoders is ggml itself: libggml-base from
+// llama.cpp's prebuilt binaries (npm @node-llama-cpp/linux-*, which
+// scripts/setup.sh installs), driven by testdata/ggmlquant.c.
+
+var ggml struct {
+	once sync.Once
+	dir  string
+	bin  string
+	err  error
+}
+
+// TestMain removes the folder of the compiled ggml harness.
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if ggml.dir != "" {
+		os.RemoveAll(ggml.dir)
+	}
+	os.Exit(code)
+}
+
+// ggmlQuant returns the path of the ggmlquant harness, compiled once.
+func ggmlQuant(t testing.TB) string {
+	t.Helper()
+	arch := map[string]string{"amd64": "x64", "arm64": "arm64"}[goruntime.GOARCH]
+	lib := testenv.Installed(t, fmt.Sprintf("tools/npm/node_modules/@node-llama-cpp/linux-%s/bins/linux-%s/libggml-base.so", arch, arch))
+	clang := testenv.Tool(t, "clang-14")
+	ggml.once.Do(func() {
+		ggml.dir, ggml.err = os.MkdirTemp("", "ggmlquant")
+		if ggml.err != nil {
+			return
+		}
+		ggml.bin = filepath.Join(ggml.dir, "ggmlquant")
+		out, err := exec.Command(clang, "-O1", "-o", ggml.bin, "testdata/ggmlquant.c", lib,
+			"-Wl,-rpath,"+filepath.Dir(lib)).CombinedOutput()
+		if err != nil {
+			ggml.err = fmt.Errorf("compiling testdata/ggmlquant.c: %v\n%s", err, out)
+		}
+	})
+	if ggml.err != nil {
+		t.Fatal(ggml.err)
+	}
+	return ggml.bin
+}
+
+// ggmlRun runs the harness: mode quant or dequant, of type typ, on in.
+func ggmlRun(t testing.TB, mode string, typ GGMLType, in []byte) []byte {
+	t.Helper()
+	cmd := exec.Command(ggmlQuant(t), mode, typ.String())
+	cmd.Stdin = bytes.NewReader(in)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("ggmlquant %s %s: %v\n%s", mode, typ, err, stderr.String())
+	}
+	return out
+}
+
+// ggmlQuantize quantizes vals with ggml's quantize_row_*_ref.
+func ggmlQuantize(t testing.TB, typ GGMLType, vals []float32) []byte {
+	return ggmlRun(t, "quant", typ, encode(GGMLF32, vals))
+}
+
+// ggmlDequantize decodes blocks with ggml's dequantize_row_*.
+func ggmlDequantize(t testing.TB, typ GGMLType, blocks []byte) []float32 {
+	raw := ggmlRun(t, "dequant", typ, blocks)
+	out := make([]float32, len(raw)/4)
+	for i := range out {
+		out[i] = math.Float32frombits(binary.LittleEndian.Uint32(raw[4*i:]))
+	}
+	return out
+}
+
+// quantTypes are the quantized types tapml decodes, in a fixed order.
+var quantTypes = []GGMLType{GGMLQ4_0, GGMLQ4_1, GGMLQ5_0, GGMLQ5_1, GGMLQ8_0, GGMLQ2_K, GGMLQ3_K, GGMLQ4_K, GGMLQ5_K, GGMLQ6_K}
+
+// testValues returns n values with the shapes real weights take and a few
+// they rarely do: gaussian rows of different scales, an all-zero block, a
+// constant block, one large outlier, only-positive and only-negative runs.
+func testValues(n int, seed uint64) []float32 {
+	r := rand.New(rand.NewPCG(seed, 5))
+	vals := make([]float32, n)
+	for i := range vals {
+		scale := []float64{0.02, 1, 30}[(i/256)%3]
+		vals[i] = float32(r.NormFloat64() * scale)
+	}
+	for i := 0; i < 32 && i < n; i++ {
+		vals[i] = 0
+	}
+	for i := 32; i < 64 && i < n; i++ {
+		vals[i] = 0.75
+	}
+	if n > 300 {
+		vals[300] = 1000
+	}
+	for i := 512; i < 768 && i < n; i++ {
+		vals[i] = float32(math.Abs(float64(vals[i])))
+	}
+	for i := 768; i < 1024 && i < n; i++ {
+		vals[i] = -float32(math.Abs(float64(vals[i])))
+	}
+	return vals
+}
+
+// sameBits reports whether a and b are the same float32 (any NaN equals
+// any NaN: their payloads depend on operand order, not on the format).
+func sameBits(a, b float32) bool {
+	if a != a && b != b {
+		return true
+	}
+	return math.Float32bits(a) == math.Float32bits(b)
+}
+
+// TestDequantizeMatchesGGML decodes blocks that ggml quantized, and blocks
+// of random bytes, and requires ggml's dequantized values bit for bit: the
+// decoders repeat ggml's arithmetic in the same order, so any difference
+// is a layout or formula mistake, not rounding.
+func TestDequantizeMatchesGGML(t *testing.T) {
+	const n = 4 * 1024 // 16 super-blocks, 128 small blocks
+	for _, typ := range quantTypes {
+		t.Run(typ.String(), func(t *testing.T) {
+			q := quantFormats[typ]
+			vals := testValues(n, uint64(typ))
+			quantized := ggmlQuantize(t, typ, vals)
+			if want := n / q.elems * q.bytes; len(quantized) != want {
+				t.Fatalf("ggml wrote %d bytes for %d values, want %d (block layout %d elements in %d bytes)", len(quantized), n, want, q.elems, q.bytes)
+			}
+			r := rand.New(rand.NewPCG(uint64(typ), 11))
+			random := make([]byte, 64*q.bytes)
+			for i := range random {
+				random[i] = byte(r.Uint32())
+			}
+			for what, blocks := range map[string][]byte{"ggml-quantized": quantized, "random-bytes": random} {
+				want := ggmlDequantize(t, typ, blocks)
+				got := dequantize(q, blocks)
+				if len(got) != 4*len(want) {
+					t.Fatalf("%s: %d values, ggml %d", what, len(got)/4, len(want))
+				}
+				bad := 0
+				for i, w := range want {
+					g := math.Float32frombits(binary.LittleEndian.Uint32(got[4*i:]))
+					if !sameBits(g, w) {
+						if bad++; bad <= 5 {
+							t.Errorf("%s: element %d (block %d, index %d): got %g (%#08x), ggml %g (%#08x)",
+								what, i, i/q.elems, i%q.elems, g, math.Float32bits(g), w, math.Float32bits(w))
+						}
+					}
+				}
+				if bad > 5 {
+					t.Errorf("%s: %d of %d elements differ", what, bad, len(want))
+				}
+			}
+			// The quantized values must approximate the originals, or the
+			// comparison above could pass on two equal wrong answers.
+			// Bound: one quantization step per element, where a step is the
+			// block's range over the format's levels (2^bits - 1): half a
+			// step of rounding, plus the f16 rounding of the scale and the
+			// clamping of the symmetric formats' extreme level. The K-types
+			// also round their sub-scales to 6 bits, so allow 4 steps
+			// (Q2_K's 2-bit values: 8).
+			got := dequantize(q, quantized)
+			bits := map[GGMLType]int{GGMLQ4_0: 4, GGMLQ4_1: 4, GGMLQ5_0: 5, GGMLQ5_1: 5, GGMLQ8_0: 8,
+				GGMLQ2_K: 2, GGMLQ3_K: 3, GGMLQ4_K: 4, GGMLQ5_K: 5, GGMLQ6_K: 6}[typ]
+			steps := 1.0
+			if q.elems == superBlock {
+				steps = 4
+				if typ == GGMLQ2_K {
+					steps = 8
+				}
+			}
+			for b := 0; b < n/q.elems; b++ {
+				block := vals[b*q.elems : (b+1)*q.elems]
+				// The symmetric formats span ±max|x| even when a block is
+				// one-sided, so the range is taken as 2·max|x|.
+				rng := 2 * math.Max(-float64(slicesMin(block)), float64(slicesMax(block)))
+				tol := steps*rng/float64(int(1)<<bits-1) + 1e-6
+				for i, v := range block {
+					g := math.Float32frombits(binary.LittleEndian.Uint32(got[4*(b*q.elems+i):]))
+					if d := math.Abs(float64(g) - float64(v)); d > tol {
+						t.Fatalf("block %d element %d: %g decodes to %g, off by %g > %g", b, i, v, g, d, tol)
+					}
+				}
+			}
+		})
+	}
+}
+
+func slicesMin(v []float32) float32 {
+	m := v[0]
+	for _, x := range v {
+		m = min(m, x)
+	}
+	return m
+}
+
+func slicesMax(v []float32) float32 {
+	m := v[0]
+	for _, x := range v {
+		m = max(m, x)
+	}
+	return m
+}
+
+// TestQuantizedHeaderChecks: a quantized tensor's innermost dim must be
+// whole blocks, and its data must fit the file.
+func TestQuantizedHeaderChecks(t *testing.T) {
+	w := small()
+	w.tensors = append(w.tensors, wtensor{"q", []uint64{100, 2}, GGMLQ4_K, make([]byte, 2*144)})
+	if _, err := Parse("q.gguf", w.bytes()); err == nil || !strings.Contains(err.Error(), `tensor "q" of type Q4_K: innermost dim 100 is not a multiple of the block size 256`) {
+		t.Errorf("dims not whole blocks: error %v", err)
+	}
+	w = small()
+	w.tensors = append(w.tensors, wtensor{"q", []uint64{64, 2}, GGMLQ8_0, make([]byte, 3*34)}) // 4 blocks needed
+	if _, err := Parse("q.gguf", w.bytes()); err == nil || !strings.Contains(err.Error(), "lies outside the data section") {
+		t.Errorf("short data: error %v", err)
+	}
+}
+
+// TestLogitsQuantized loads synthetic models whose matrices ggml quantized
+// and compares the IR's logits with the float64 reference forward pass
+// reading the same tensors through ggml's own dequantizer.
+func TestLogitsQuantized(t *testing.T) {
+	// Dims that are whole K-quant super-blocks along every matrix row.
+	c := smallConfig
+	c.Dim, c.HiddenDim, c.Heads, c.KVHeads, c.Layers = 256, 512, 4, 2, 2
+	for _, tc := range []struct {
+		name   string
+		typeOf func(name string) GGMLType
+	}{
+		{"Q8_0", matrices(func(string) GGMLType { return GGMLQ8_0 })},
+		// llama.cpp's Q4_K_M recipe: Q6_K for attn_v, ffn_down and the
+		// classifier, Q4_K elsewhere.
+		{"Q4_K_M", matrices(func(n string) GGMLType {
+			if strings.HasSuffix(n, "attn_v.weight") || strings.HasSuffix(n, "ffn_down.weight") || n == "output.weight" {
+				return GGMLQ6_K
+			}
+			return GGMLQ4_K
+		})},
+		{"legacy-mix", matrices(func(n string) GGMLType {
+			return []GGMLType{GGMLQ4_0, GGMLQ4_1, GGMLQ5_0, GGMLQ5_1, GGMLQ8_0}[len(n)%5]
+		})},
+		{"low-bit-K", matrices(func(n string) GGMLType {
+			return []GGMLType{GGMLQ2_K, GGMLQ3_K, GGMLQ5_K}[len(n)%3]
+		})},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			lf := llamaFile{c: c, ctx: 64, typeOf: tc.typeOf, seed: 3,
+				quantize: func(typ GGMLType, vals []float32) []byte { return ggmlQuantize(t, typ, vals) }}
+			p := writeTemp(t, tc.name+".gguf", lf.writer().bytes())
+			checkLogits(t, p, []int{1, 17, 250, 3, 99}, []int{5, 150, 1})
+		})
+	}
+}
+
+// matrices applies typeOf to the 2-D weights and keeps the norms F32.
+func matrices(typeOf func(string) GGMLType) func(string) GGMLType {
+	return func(n string) GGMLType {
+		if strings.HasSuffix(n, "norm.weight") {
+			return GGMLF32
+		}
+		return typeOf(n)
+	}
+}
