@@ -271,6 +271,64 @@ func TestLogitsQuantized(t *testing.T) {
 	}
 }
 
+// ggmlWrite writes w's metadata and tensors with ggml's own GGUF writer
+// (scalar u32, f32 and string metadata only).
+func ggmlWrite(t *testing.T, w *ggufWriter, path string) {
+	t.Helper()
+	var desc bytes.Buffer
+	for _, kv := range w.kvs {
+		switch kv.typ {
+		case TypeUint32:
+			fmt.Fprintf(&desc, "u32 %s %d\n", kv.key, kv.val)
+		case TypeFloat32:
+			fmt.Fprintf(&desc, "f32 %s %.9g\n", kv.key, kv.val)
+		case TypeString:
+			fmt.Fprintf(&desc, "str %s %s\n", kv.key, kv.val)
+		default:
+			t.Fatalf("ggmlWrite: metadata %s of type %s", kv.key, kv.typ)
+		}
+	}
+	for _, ts := range w.tensors {
+		ne := []uint64{ts.dims[0], 1}
+		if len(ts.dims) > 1 {
+			ne[1] = ts.dims[1]
+		}
+		fmt.Fprintf(&desc, "tensor %s %d %d %d %d %d\n", ts.name, uint32(ts.typ), len(ts.dims), ne[0], ne[1], len(ts.data))
+		desc.Write(ts.data)
+	}
+	cmd := exec.Command(ggmlQuant(t), "gguf", path)
+	cmd.Stdin = &desc
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("ggmlquant gguf: %v\n%s", err, out)
+	}
+}
+
+// TestLoadGGMLWritten loads a Q4_K_M model that ggml's own GGUF writer
+// wrote (its alignment, padding and tensor order, not our test writer's).
+func TestLoadGGMLWritten(t *testing.T) {
+	c := smallConfig
+	c.Dim, c.HiddenDim, c.Heads, c.KVHeads, c.Layers = 256, 512, 4, 2, 2
+	lf := llamaFile{c: c, ctx: 64, typeOf: matrices(func(n string) GGMLType {
+		if strings.HasSuffix(n, "attn_v.weight") || strings.HasSuffix(n, "ffn_down.weight") {
+			return GGMLQ6_K
+		}
+		return GGMLQ4_K
+	}), seed: 4, quantize: func(typ GGMLType, vals []float32) []byte { return ggmlQuantize(t, typ, vals) }}
+	p := filepath.Join(t.TempDir(), "ggml-written.gguf")
+	ggmlWrite(t, lf.writer(), p)
+	f, err := Open(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, want := range map[string]GGMLType{"token_embd.weight": GGMLQ4_K, "blk.1.attn_v.weight": GGMLQ6_K, "blk.0.attn_norm.weight": GGMLF32} {
+		if ti, ok := f.Tensor(name); !ok || ti.Type != want {
+			t.Errorf("ggml's file: tensor %s is %v (found %v), want %s", name, ti.Type, ok, want)
+		}
+	}
+	f.Close()
+	checkLogits(t, p, []int{1, 17, 250}, []int{5, 150})
+}
+
 // matrices applies typeOf to the 2-D weights and keeps the norms F32.
 func matrices(typeOf func(string) GGMLType) func(string) GGMLType {
 	return func(n string) GGMLType {

@@ -3,9 +3,13 @@
 //
 //   ggmlquant quant TYPE   < f32 values   > blocks   (quantize_row_*_ref)
 //   ggmlquant dequant TYPE < blocks       > f32 values (dequantize_row_*)
+//   ggmlquant gguf OUT     < description  (ggml's GGUF writer)
 //
 // TYPE is a ggml type name (Q4_0, ..., Q6_K). The value count must be a
 // whole number of blocks; input and output are raw little-endian bytes.
+// A gguf description is lines "u32 KEY N", "f32 KEY X", "str KEY TEXT" and
+// "tensor NAME TYPEID NDIMS NE0 NE1 NBYTES" each followed by NBYTES of data.
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -17,6 +21,61 @@
 	void dequantize_row_##t(const void *x, float *y, int64_t k);
 ROUTINES(q4_0) ROUTINES(q4_1) ROUTINES(q5_0) ROUTINES(q5_1) ROUTINES(q8_0)
 ROUTINES(q2_K) ROUTINES(q3_K) ROUTINES(q4_K) ROUTINES(q5_K) ROUTINES(q6_K)
+
+// ggml's tensor and GGUF API, declared here with opaque pointers.
+struct ggml_init_params {
+	size_t mem_size;
+	void *mem_buffer;
+	bool no_alloc;
+};
+void *ggml_init(struct ggml_init_params params);
+void *ggml_new_tensor(void *ctx, int type, int n_dims, const int64_t *ne);
+void *ggml_set_name(void *tensor, const char *name);
+void *ggml_get_data(const void *tensor);
+size_t ggml_nbytes(const void *tensor);
+void *gguf_init_empty(void);
+void gguf_set_val_u32(void *ctx, const char *key, uint32_t val);
+void gguf_set_val_f32(void *ctx, const char *key, float val);
+void gguf_set_val_str(void *ctx, const char *key, const char *val);
+void gguf_add_tensor(void *ctx, const void *tensor);
+bool gguf_write_to_file(const void *ctx, const char *fname, bool only_meta);
+
+static int write_gguf(const char *path) {
+	struct ggml_init_params ip = {(size_t)64 << 20, NULL, false}; // enough for the test models
+	void *ctx = ggml_init(ip), *g = gguf_init_empty();
+	char kind[16], key[256], text[4096];
+	while (scanf("%15s %255s", kind, key) == 2) {
+		if (strcmp(kind, "u32") == 0) {
+			unsigned v;
+			if (scanf("%u", &v) != 1) return fprintf(stderr, "bad u32 %s\n", key), 2;
+			gguf_set_val_u32(g, key, v);
+		} else if (strcmp(kind, "f32") == 0) {
+			float v;
+			if (scanf("%f", &v) != 1) return fprintf(stderr, "bad f32 %s\n", key), 2;
+			gguf_set_val_f32(g, key, v);
+		} else if (strcmp(kind, "str") == 0) {
+			if (scanf(" %4095[^\n]", text) != 1) return fprintf(stderr, "bad str %s\n", key), 2;
+			gguf_set_val_str(g, key, text);
+		} else if (strcmp(kind, "tensor") == 0) {
+			int type, ndims;
+			int64_t ne[2];
+			size_t nbytes;
+			if (scanf("%d %d %ld %ld %zu", &type, &ndims, &ne[0], &ne[1], &nbytes) != 5)
+				return fprintf(stderr, "bad tensor %s\n", key), 2;
+			getchar(); // the newline before the data
+			void *t = ggml_new_tensor(ctx, type, ndims, ne);
+			ggml_set_name(t, key);
+			if (ggml_nbytes(t) != nbytes)
+				return fprintf(stderr, "tensor %s: %zu bytes given, ggml wants %zu\n", key, nbytes, ggml_nbytes(t)), 2;
+			if (fread(ggml_get_data(t), 1, nbytes, stdin) != nbytes)
+				return fprintf(stderr, "tensor %s: short data\n", key), 2;
+			gguf_add_tensor(g, t);
+		} else {
+			return fprintf(stderr, "unknown line kind %s\n", kind), 2;
+		}
+	}
+	return gguf_write_to_file(g, path, false) ? 0 : (fprintf(stderr, "writing %s failed\n", path), 1);
+}
 
 struct format {
 	const char *name;
@@ -47,9 +106,10 @@ static char *read_all(size_t *n) {
 
 int main(int argc, char **argv) {
 	if (argc != 3) {
-		fprintf(stderr, "usage: ggmlquant quant|dequant TYPE\n");
+		fprintf(stderr, "usage: ggmlquant quant|dequant TYPE, or ggmlquant gguf OUT\n");
 		return 2;
 	}
+	if (strcmp(argv[1], "gguf") == 0) return write_gguf(argv[2]);
 	const struct format *f = NULL;
 	for (size_t i = 0; i < sizeof formats / sizeof formats[0]; i++)
 		if (strcmp(formats[i].name, argv[2]) == 0) f = &formats[i];
