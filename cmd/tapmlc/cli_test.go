@@ -161,7 +161,7 @@ func TestBadInputs(t *testing.T) {
 	corrupt := append([]byte{}, ckpt...)
 	binary.LittleEndian.PutUint32(corrupt[12:], 7) // n_heads 7 does not divide dim 64
 	corruptPath := write("corrupt.bin", corrupt)
-	ggufQ4K := write("q4k.gguf", ggufWithTensorType(t, filepath.Join(dir, "llama-2-tiny-random.gguf"), "token_embd.weight", 12))
+	ggufIQ2 := write("iq2.gguf", ggufWithTensorType(t, filepath.Join(dir, "llama-2-tiny-random.gguf"), "token_embd.weight", 16))
 	syntax := write("syntax.tir", []byte("module \"x\" {\n  func @f(%a: f32[2]) -> (%b) {\n    %b = add(%a, %a : f32[2] #1\n    return %b\n  }\n}\n"))
 	typeErr := write("type.tir", []byte("module \"x\" {\n  func @f(%a: f32[2]) -> (%b) {\n    %b = add(%a, %a) : f32[3] #1\n    return %b\n  }\n}\n"))
 	unknown := write("unknown.dat", []byte("hello, not a model"))
@@ -173,7 +173,7 @@ func TestBadInputs(t *testing.T) {
 	}{
 		{"truncated checkpoint", []string{"run", truncated, "--tokenizer", filepath.Join(dir, "tok512.bin")}, []string{truncated, "truncated", "file has 1000"}},
 		{"corrupt checkpoint", []string{"run", corruptPath, "--tokenizer", filepath.Join(dir, "tok512.bin")}, []string{corruptPath, "n_heads"}},
-		{"gguf unknown tensor type", []string{"run", ggufQ4K}, []string{ggufQ4K, "token_embd.weight", "Q4_K", "not support"}},
+		{"gguf unsupported tensor type", []string{"run", ggufIQ2}, []string{ggufIQ2, "token_embd.weight", "IQ2_XXS", "not support"}},
 		{"tokenizer mismatch", []string{"run", filepath.Join(dir, "llama-2-tiny-random.gguf"), "--tokenizer", filepath.Join(dir, "tok512.bin")}, []string{"tok512.bin", "512", "32000"}},
 		{"ir syntax error", []string{"run", syntax}, []string{syntax + ":3:21:", "expected ','"}},
 		{"ir type error", []string{"run", typeErr}, []string{typeErr + ":3:", "f32[3]", "f32[2]"}},
