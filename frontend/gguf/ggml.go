@@ -86,8 +86,7 @@ func (t GGMLType) blockLayout() (elems, bytes int) {
 }
 
 // supportedTypes are the tensor types Load converts to f32 weights.
-var supportedTypes = []GGMLType{GGMLF32, GGMLF16, GGMLBF16,
-	GGMLQ4_0, GGMLQ4_1, GGMLQ5_0, GGMLQ5_1, GGMLQ8_0, GGMLQ2_K, GGMLQ3_K, GGMLQ4_K, GGMLQ5_K, GGMLQ6_K}
+var supportedTypes = append([]GGMLType{GGMLF32, GGMLF16, GGMLBF16}, quantTypes...)
 
 func supported(t GGMLType) bool {
 	for _, s := range supportedTypes {

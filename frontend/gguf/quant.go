@@ -19,6 +19,9 @@ type quantFormat struct {
 	decode       func(block []byte, out []float32) // len(block) == bytes, len(out) == elems
 }
 
+// quantTypes are the quantized types tapml decodes, in ggml's order.
+var quantTypes = []GGMLType{GGMLQ4_0, GGMLQ4_1, GGMLQ5_0, GGMLQ5_1, GGMLQ8_0, GGMLQ2_K, GGMLQ3_K, GGMLQ4_K, GGMLQ5_K, GGMLQ6_K}
+
 // superBlock is the element count of a K-quant super-block (ggml's QK_K).
 const superBlock = 256
 

@@ -90,9 +90,6 @@ func ggmlDequantize(t testing.TB, typ GGMLType, blocks []byte) []float32 {
 	return out
 }
 
-// quantTypes are the quantized types tapml decodes, in a fixed order.
-var quantTypes = []GGMLType{GGMLQ4_0, GGMLQ4_1, GGMLQ5_0, GGMLQ5_1, GGMLQ8_0, GGMLQ2_K, GGMLQ3_K, GGMLQ4_K, GGMLQ5_K, GGMLQ6_K}
-
 // testValues returns n values with the shapes real weights take and a few
 // they rarely do: gaussian rows of different scales, an all-zero block, a
 // constant block, one large outlier, only-positive and only-negative runs.
