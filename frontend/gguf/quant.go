@@ -3,6 +3,8 @@ package gguf
 import (
 	"encoding/binary"
 	"math"
+	goruntime "runtime"
+	"sync"
 )
 
 // ggml's block-quantized tensor types. A tensor of such a type is a row of
@@ -39,19 +41,37 @@ var quantFormats = map[GGMLType]quantFormat{
 }
 
 // dequantize decodes the blocks of raw (a whole number of them) into
-// little-endian f32 bytes.
+// little-endian f32 bytes. Large tensors are split across GOMAXPROCS
+// goroutines: decoding runs at well under memory speed on one core (see
+// BenchmarkDequantize), and a 7B model has billions of elements.
 func dequantize(q quantFormat, raw []byte) []byte {
 	blocks := len(raw) / q.bytes
-	vals := make([]float32, q.elems)
 	out := make([]byte, 4*blocks*q.elems)
-	for b := 0; b < blocks; b++ {
+	const minBlocks = 4096 // per goroutine: ~1M elements of K-quants
+	workers := min(goruntime.GOMAXPROCS(0), blocks/minBlocks)
+	if workers <= 1 {
+		decodeBlocks(q, raw, out, 0, blocks)
+		return out
+	}
+	var wg sync.WaitGroup
+	for w := range workers {
+		b0, b1 := blocks*w/workers, blocks*(w+1)/workers
+		wg.Go(func() { decodeBlocks(q, raw, out, b0, b1) })
+	}
+	wg.Wait()
+	return out
+}
+
+// decodeBlocks decodes blocks [b0, b1) of raw into their place in out.
+func decodeBlocks(q quantFormat, raw, out []byte, b0, b1 int) {
+	vals := make([]float32, q.elems)
+	for b := b0; b < b1; b++ {
 		q.decode(raw[b*q.bytes:(b+1)*q.bytes], vals)
 		dst := out[4*b*q.elems:]
 		for i, v := range vals {
 			binary.LittleEndian.PutUint32(dst[4*i:], math.Float32bits(v))
 		}
 	}
-	return out
 }
 
 // half reads the f16 at b[0:2].

@@ -217,6 +217,26 @@ func slicesMax(v []float32) float32 {
 	return m
 }
 
+// TestDequantizeParallel: a tensor large enough to be split across
+// goroutines (into uneven parts) decodes to the same bytes as one pass.
+func TestDequantizeParallel(t *testing.T) {
+	defer goruntime.GOMAXPROCS(goruntime.GOMAXPROCS(4))
+	for _, typ := range []GGMLType{GGMLQ4_0, GGMLQ6_K} {
+		q := quantFormats[typ]
+		blocks := 3*4096 + 5
+		raw := make([]byte, blocks*q.bytes)
+		r := rand.New(rand.NewPCG(7, 8))
+		for i := range raw {
+			raw[i] = byte(r.Uint32())
+		}
+		serial := make([]byte, 4*blocks*q.elems)
+		decodeBlocks(q, raw, serial, 0, blocks)
+		if !bytes.Equal(dequantize(q, raw), serial) {
+			t.Errorf("%s: the parallel decode differs from the serial one", typ)
+		}
+	}
+}
+
 // TestQuantizedHeaderChecks: a quantized tensor's innermost dim must be
 // whole blocks, and its data must fit the file.
 func TestQuantizedHeaderChecks(t *testing.T) {
@@ -334,4 +354,52 @@ func matrices(typeOf func(string) GGMLType) func(string) GGMLType {
 		}
 		return typeOf(n)
 	}
+}
+
+// BenchmarkDequantize measures decoding a 4096×4096 matrix of each type
+// (the throughput that bounds how long a quantized model takes to load),
+// on one goroutine and as Load does it (split across GOMAXPROCS).
+func BenchmarkDequantize(b *testing.B) {
+	const n = 4096 * 4096
+	for _, typ := range quantTypes {
+		q := quantFormats[typ]
+		raw := make([]byte, n/q.elems*q.bytes)
+		r := rand.New(rand.NewPCG(1, 2))
+		for i := range raw {
+			raw[i] = byte(r.Uint32())
+		}
+		for i := 0; i < len(raw); i += q.bytes { // finite f16 scales: no NaN or inf paths
+			for _, off := range scaleOffsets(typ) {
+				binary.LittleEndian.PutUint16(raw[i+off:], 0x2c00) // 0.0625
+			}
+		}
+		b.Run(typ.String()+"/serial", func(b *testing.B) {
+			b.SetBytes(4 * n)
+			for b.Loop() {
+				out := make([]byte, 4*n) // as dequantize allocates its result
+				decodeBlocks(q, raw, out, 0, len(raw)/q.bytes)
+			}
+		})
+		b.Run(typ.String()+"/parallel", func(b *testing.B) {
+			b.SetBytes(4 * n)
+			for b.Loop() {
+				dequantize(q, raw)
+			}
+		})
+	}
+}
+
+// scaleOffsets returns the byte offsets of a block's f16 scales.
+func scaleOffsets(typ GGMLType) []int {
+	switch typ {
+	case GGMLQ4_1, GGMLQ5_1, GGMLQ4_K, GGMLQ5_K:
+		return []int{0, 2}
+	case GGMLQ2_K:
+		return []int{80, 82}
+	case GGMLQ3_K:
+		return []int{108}
+	case GGMLQ6_K:
+		return []int{208}
+	}
+	return []int{0}
 }
