@@ -12,8 +12,8 @@ import (
 // "K" super-blocks) as small integers plus one or a few f16 scales. tapml
 // widens them to f32 when a weight is first used; the arithmetic of each
 // decoder follows ggml's dequantize_row_* in the same order, so the f32
-// weights are bit for bit the ones llama.cpp computes (the tests compare
-// against ggml's own library).
+// weights are bit for bit the ones those reference routines compute (the
+// tests compare against ggml's own library).
 
 // quantFormat is the block layout of a quantized type and its decoder.
 type quantFormat struct {
@@ -47,7 +47,7 @@ var quantFormats = map[GGMLType]quantFormat{
 func dequantize(q quantFormat, raw []byte) []byte {
 	blocks := len(raw) / q.bytes
 	out := make([]byte, 4*blocks*q.elems)
-	const minBlocks = 4096 // per goroutine: ~1M elements of K-quants
+	const minBlocks = 4096 // per goroutine: 128K elements (32-blocks) to 1M (K-quants)
 	workers := min(goruntime.GOMAXPROCS(0), blocks/minBlocks)
 	if workers <= 1 {
 		decodeBlocks(q, raw, out, 0, blocks)
