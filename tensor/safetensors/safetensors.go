@@ -14,7 +14,6 @@
 package safetensors
 
 import (
-	"bufio"
 	"bytes"
 	"encoding/binary"
 	"encoding/json"
@@ -24,10 +23,10 @@ import (
 	"math"
 	"math/bits"
 	"os"
-	"path/filepath"
 	"sort"
 	"strconv"
 
+	"github.com/tapml/tapml/internal/atomicfile"
 	"github.com/tapml/tapml/ir"
 	"github.com/tapml/tapml/tensor"
 )
@@ -547,37 +546,13 @@ func Encode(w io.Writer, entries []Entry, meta map[string]string) error {
 // Write writes a safetensors file atomically: to a temporary file in the
 // same folder, synced, then renamed over path (mode 0644). On error path is
 // untouched.
-func Write(path string, entries []Entry, meta map[string]string) (err error) {
-	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp*")
-	if err != nil {
-		return err
-	}
-	defer func() {
-		if err != nil {
-			tmp.Close()
-			os.Remove(tmp.Name())
+func Write(path string, entries []Entry, meta map[string]string) error {
+	return atomicfile.Write(path, func(w io.Writer) error {
+		if err := Encode(w, entries, meta); err != nil {
+			return fmt.Errorf("%s: %w", path, err)
 		}
-	}()
-	bw := bufio.NewWriterSize(tmp, 1<<20)
-	if err := Encode(bw, entries, meta); err != nil {
-		return fmt.Errorf("%s: %w", path, err)
-	}
-	if err := bw.Flush(); err != nil {
-		return err
-	}
-	if err := tmp.Chmod(0o644); err != nil { // CreateTemp makes it private
-		return err
-	}
-	if err := tmp.Sync(); err != nil {
-		return err
-	}
-	if err := tmp.Close(); err != nil {
-		return err
-	}
-	if err := os.Rename(tmp.Name(), path); err != nil {
-		return err
-	}
-	return nil
+		return nil
+	})
 }
 
 // WriteTensors writes named in-memory tensors (in the order of names).
