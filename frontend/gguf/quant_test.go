@@ -6,65 +6,17 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
-	"os"
 	"os/exec"
 	"path/filepath"
 	goruntime "runtime"
 	"strings"
-	"sync"
 	"testing"
-
-	"github.com/tapml/tapml/internal/testenv"
 )
-
-// The oracle of the quantized decoders is ggml itself: libggml-base from
-// llama.cpp's prebuilt binaries (npm @node-llama-cpp/linux-*, which
-// scripts/setup.sh installs), driven by testdata/ggmlquant.c.
-
-var ggml struct {
-	once sync.Once
-	dir  string
-	bin  string
-	err  error
-}
-
-// TestMain removes the folder of the compiled ggml harness.
-func TestMain(m *testing.M) {
-	code := m.Run()
-	if ggml.dir != "" {
-		os.RemoveAll(ggml.dir)
-	}
-	os.Exit(code)
-}
-
-// ggmlQuant returns the path of the ggmlquant harness, compiled once.
-func ggmlQuant(t testing.TB) string {
-	t.Helper()
-	arch := map[string]string{"amd64": "x64", "arm64": "arm64"}[goruntime.GOARCH]
-	lib := testenv.Installed(t, fmt.Sprintf("tools/npm/node_modules/@node-llama-cpp/linux-%s/bins/linux-%s/libggml-base.so", arch, arch))
-	clang := testenv.Tool(t, "clang-14")
-	ggml.once.Do(func() {
-		ggml.dir, ggml.err = os.MkdirTemp("", "ggmlquant")
-		if ggml.err != nil {
-			return
-		}
-		ggml.bin = filepath.Join(ggml.dir, "ggmlquant")
-		out, err := exec.Command(clang, "-O1", "-o", ggml.bin, "testdata/ggmlquant.c", lib,
-			"-Wl,-rpath,"+filepath.Dir(lib)).CombinedOutput()
-		if err != nil {
-			ggml.err = fmt.Errorf("compiling testdata/ggmlquant.c: %v\n%s", err, out)
-		}
-	})
-	if ggml.err != nil {
-		t.Fatal(ggml.err)
-	}
-	return ggml.bin
-}
 
 // ggmlRun runs the harness: mode quant or dequant, of type typ, on in.
 func ggmlRun(t testing.TB, mode string, typ GGMLType, in []byte) []byte {
 	t.Helper()
-	cmd := exec.Command(ggmlQuant(t), mode, typ.String())
+	cmd := exec.Command(harness(t, "ggmlquant"), mode, typ.String())
 	cmd.Stdin = bytes.NewReader(in)
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
@@ -313,7 +265,7 @@ func ggmlWrite(t *testing.T, w *ggufWriter, path string) {
 		fmt.Fprintf(&desc, "tensor %s %d %d %d %d %d\n", ts.name, uint32(ts.typ), len(ts.dims), ne[0], ne[1], len(ts.data))
 		desc.Write(ts.data)
 	}
-	cmd := exec.Command(ggmlQuant(t), "gguf", path)
+	cmd := exec.Command(harness(t, "ggmlquant"), "gguf", path)
 	cmd.Stdin = &desc
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("ggmlquant gguf: %v\n%s", err, out)

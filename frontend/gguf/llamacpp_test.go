@@ -1,0 +1,118 @@
+package gguf
+
+import (
+	"bytes"
+	"encoding/binary"
+	"fmt"
+	"math"
+	"os/exec"
+	"strconv"
+	"testing"
+
+	"github.com/tapml/tapml/internal/testenv"
+	"github.com/tapml/tapml/internal/testenv/llmtest"
+)
+
+// llamaCppLogits runs llama.cpp on the GGUF file at path: the prompt as one
+// batch, then each decode token alone. It returns the logits of the last
+// position after each call.
+func llamaCppLogits(t *testing.T, path string, prompt, decode []int) [][]float32 {
+	t.Helper()
+	args := []string{llamaLibs(t), path}
+	for _, tok := range prompt {
+		args = append(args, strconv.Itoa(tok))
+	}
+	args = append(args, "--")
+	for _, tok := range decode {
+		args = append(args, strconv.Itoa(tok))
+	}
+	cmd := exec.Command(harness(t, "llamalogits"), args...)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("llama.cpp on %s: %v\n%s", path, err, stderr.String())
+	}
+	calls := 1 + len(decode)
+	if len(out)%(4*calls) != 0 {
+		t.Fatalf("llama.cpp wrote %d bytes for %d calls", len(out), calls)
+	}
+	vocab := len(out) / 4 / calls
+	logits := make([][]float32, calls)
+	for c := range logits {
+		logits[c] = make([]float32, vocab)
+		for i := range logits[c] {
+			logits[c][i] = math.Float32frombits(binary.LittleEndian.Uint32(out[4*(c*vocab+i):]))
+		}
+	}
+	return logits
+}
+
+// Tolerances of TestLogitsAgainstLlamaCpp, on max|ours - llama.cpp| /
+// max|llama.cpp|. llama.cpp does not compute what the IR does in f32: its
+// default KV cache is F16 (K and V rounded to 2^-11 relative), and its CPU
+// matmuls round the activations to the weight's kind of number: to f16 for
+// F16 weights, to 8-bit blocks (Q8_0, Q8_K: up to 1/254 of the block's
+// largest value) for quantized ones. Observed: 1e-4 to 1.4e-3 for F32 and
+// F16 files, 1.4e-2 to 3.6e-2 for Q8_0 and Q4_K. A real mistake is of order
+// 1: with Q4_K's nibbles swapped the error is 1.3 to 1.7.
+const (
+	llamaCppTolFloat     = 5e-3
+	llamaCppTolQuantized = 0.1
+)
+
+// TestLogitsAgainstLlamaCpp compares the IR of Load, run on the CPU
+// reference device, with llama.cpp's own inference of the same file: an
+// oracle independent of this package's reading of the format, unlike the
+// float64 reference pass of TestLogitsAgainstReference.
+func TestLogitsAgainstLlamaCpp(t *testing.T) {
+	check := func(t *testing.T, path string, prompt, decode []int, tol float64) {
+		want := llamaCppLogits(t, path, prompt, decode)
+		m, _, err := Load(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		run := llmtest.NewRunner(t, m)
+		calls := [][]int{prompt}
+		for _, tok := range decode {
+			calls = append(calls, []int{tok})
+		}
+		for c, toks := range calls {
+			got := run.Forward(t, toks)
+			ref := make([]float64, len(want[c]))
+			for i, v := range want[c] {
+				ref[i] = float64(v)
+			}
+			e, at := llmtest.RelErr(got, ref)
+			what := fmt.Sprintf("call %d %v", c, toks)
+			t.Logf("%s: max abs error / max |logit| = %.3g (at %d: ours %g, llama.cpp %g)", what, e, at, got[at], ref[at])
+			if e > tol {
+				t.Errorf("%s: relative error %.3g > %g", what, e, tol)
+			}
+		}
+	}
+	t.Run("llama-2-tiny-random", func(t *testing.T) {
+		check(t, testenv.Model(t, tinyGGUF), []int{1, 15043, 3186, 29892, 920}, []int{338, 263, 31999, 0, 2}, llamaCppTolFloat)
+	})
+	// Synthetic files (several layers, GQA) with dims that are whole K-quant
+	// super-blocks, and a tokenizer: llama.cpp will not load a file without.
+	c := smallConfig
+	c.Dim, c.HiddenDim, c.Heads, c.KVHeads, c.Layers = 256, 512, 4, 2, 2
+	for _, tc := range []struct {
+		name   string
+		typeOf func(string) GGMLType
+		tol    float64
+	}{
+		{"F32", func(string) GGMLType { return GGMLF32 }, llamaCppTolFloat},
+		{"F16", matrices(func(string) GGMLType { return GGMLF16 }), llamaCppTolFloat},
+		{"Q8_0", matrices(func(string) GGMLType { return GGMLQ8_0 }), llamaCppTolQuantized},
+		{"Q4_K", matrices(func(string) GGMLType { return GGMLQ4_K }), llamaCppTolQuantized},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			lf := llamaFile{c: c, ctx: 64, typeOf: tc.typeOf, seed: 5, vocab: testVocab(c.Vocab),
+				quantize: func(typ GGMLType, vals []float32) []byte { return ggmlQuantize(t, typ, vals) }}
+			p := writeTemp(t, tc.name+".gguf", lf.writer().bytes())
+			check(t, p, []int{1, 17, 250, 3, 99}, []int{5, 150, 1}, tc.tol)
+		})
+	}
+}
