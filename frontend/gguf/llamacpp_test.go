@@ -7,8 +7,10 @@ import (
 	"math"
 	"os/exec"
 	"strconv"
+	"strings"
 	"testing"
 
+	"github.com/tapml/tapml/frontend/llama"
 	"github.com/tapml/tapml/internal/testenv"
 	"github.com/tapml/tapml/internal/testenv/llmtest"
 )
@@ -98,18 +100,33 @@ func TestLogitsAgainstLlamaCpp(t *testing.T) {
 	// super-blocks, and a tokenizer: llama.cpp will not load a file without.
 	c := smallConfig
 	c.Dim, c.HiddenDim, c.Heads, c.KVHeads, c.Layers = 256, 512, 4, 2, 2
+	qwen2 := c
+	qwen2.QKVBias, qwen2.RopeStyle, qwen2.RopeTheta = true, "half", 1000000
+	qwen2Tied := qwen2
+	qwen2Tied.TiedEmbeddings = true
 	for _, tc := range []struct {
 		name   string
+		arch   string
+		c      llama.Config
 		typeOf func(string) GGMLType
 		tol    float64
 	}{
-		{"F32", func(string) GGMLType { return GGMLF32 }, llamaCppTolFloat},
-		{"F16", matrices(func(string) GGMLType { return GGMLF16 }), llamaCppTolFloat},
-		{"Q8_0", matrices(func(string) GGMLType { return GGMLQ8_0 }), llamaCppTolQuantized},
-		{"Q4_K", matrices(func(string) GGMLType { return GGMLQ4_K }), llamaCppTolQuantized},
+		{"F32", "llama", c, func(string) GGMLType { return GGMLF32 }, llamaCppTolFloat},
+		{"F16", "llama", c, matrices(func(string) GGMLType { return GGMLF16 }), llamaCppTolFloat},
+		{"Q8_0", "llama", c, matrices(func(string) GGMLType { return GGMLQ8_0 }), llamaCppTolQuantized},
+		{"Q4_K", "llama", c, matrices(func(string) GGMLType { return GGMLQ4_K }), llamaCppTolQuantized},
+		// Qwen2: q/k/v biases (F32, as llama.cpp's converter keeps them),
+		// NEOX RoPE, a classifier tied to the embeddings or not.
+		{"qwen2-F32", "qwen2", qwen2, func(string) GGMLType { return GGMLF32 }, llamaCppTolFloat},
+		{"qwen2-tied-Q4_K", "qwen2", qwen2Tied, matrices(func(n string) GGMLType {
+			if strings.HasSuffix(n, ".bias") {
+				return GGMLF32
+			}
+			return GGMLQ4_K
+		}), llamaCppTolQuantized},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			lf := llamaFile{c: c, ctx: 64, typeOf: tc.typeOf, seed: 5, vocab: testVocab(c.Vocab),
+			lf := llamaFile{c: tc.c, arch: tc.arch, ctx: 64, typeOf: tc.typeOf, seed: 5, vocab: testVocab(tc.c.Vocab),
 				quantize: func(typ GGMLType, vals []float32) []byte { return ggmlQuantize(t, typ, vals) }}
 			p := writeTemp(t, tc.name+".gguf", lf.writer().bytes())
 			check(t, p, []int{1, 17, 250, 3, 99}, []int{5, 150, 1}, tc.tol)

@@ -65,16 +65,28 @@ func (f *File) Architecture() (string, error) {
 	return s, nil
 }
 
-// Module builds the IR of the file's model. Only architecture "llama" is
-// supported, with tensors of types F32, F16, BF16 or the quantized types
-// Q4_0, Q4_1, Q5_0, Q5_1, Q8_0 and Q2_K to Q6_K (widened to f32).
+// architectures are the general.architecture values Module builds: LLaMA
+// and Qwen2 (LLaMA with q/k/v biases and RoPE on the halves of each head,
+// llama.cpp's NEOX rotation; its converter leaves q and k unpermuted).
+var architectures = map[string]struct {
+	ropeStyle string
+	qkvBias   bool
+}{
+	"llama": {"interleaved", false},
+	"qwen2": {"half", true},
+}
+
+// Module builds the IR of the file's model. Architectures "llama" and
+// "qwen2" are supported, with tensors of types F32, F16, BF16 or the
+// quantized types Q4_0, Q4_1, Q5_0, Q5_1, Q8_0 and Q2_K to Q6_K (widened
+// to f32).
 func (f *File) Module() (*ir.Module, error) {
 	arch, err := f.Architecture()
 	if err != nil {
 		return nil, err
 	}
-	if arch != "llama" {
-		return nil, f.errorf("architecture %q is not supported (supported: llama)", arch)
+	if _, ok := architectures[arch]; !ok {
+		return nil, f.errorf("architecture %q is not supported (supported: llama, qwen2)", arch)
 	}
 	for i := range f.Tensors {
 		t := &f.Tensors[i]
@@ -83,7 +95,7 @@ func (f *File) Module() (*ir.Module, error) {
 				t.Name, t.Type, uint32(t.Type), supportedList())
 		}
 	}
-	c, ctx, err := f.llamaConfig()
+	c, ctx, err := f.llamaConfig(arch)
 	if err != nil {
 		return nil, err
 	}
@@ -151,52 +163,54 @@ func (f *File) floatKey(key string, def float64) (float64, error) {
 
 func ptr(v int64) *int64 { return &v }
 
-// llamaConfig maps the llama.* metadata to a llama.Config; it also returns
-// the file's context length. Vocab comes from token_embd's shape.
-func (f *File) llamaConfig() (llama.Config, int, error) {
+// llamaConfig maps the ARCH.* metadata (llama.*, qwen2.*) to a
+// llama.Config; it also returns the file's context length. Vocab comes
+// from token_embd's shape.
+func (f *File) llamaConfig(arch string) (llama.Config, int, error) {
 	const big = 1 << 24
 	var c llama.Config
-	ctx, err := f.intKey("llama.context_length", nil, 1, 1<<31-1)
+	k := func(key string) string { return arch + "." + key }
+	ctx, err := f.intKey(k("context_length"), nil, 1, 1<<31-1)
 	if err != nil {
 		return c, 0, err
 	}
-	dim, err := f.intKey("llama.embedding_length", nil, 1, big)
+	dim, err := f.intKey(k("embedding_length"), nil, 1, big)
 	if err != nil {
 		return c, 0, err
 	}
-	layers, err := f.intKey("llama.block_count", nil, 1, 1<<16)
+	layers, err := f.intKey(k("block_count"), nil, 1, 1<<16)
 	if err != nil {
 		return c, 0, err
 	}
-	hidden, err := f.intKey("llama.feed_forward_length", nil, 1, big)
+	hidden, err := f.intKey(k("feed_forward_length"), nil, 1, big)
 	if err != nil {
 		return c, 0, err
 	}
-	heads, err := f.intKey("llama.attention.head_count", nil, 1, big)
+	heads, err := f.intKey(k("attention.head_count"), nil, 1, big)
 	if err != nil {
 		return c, 0, err
 	}
-	kvHeads, err := f.intKey("llama.attention.head_count_kv", ptr(heads), 1, big)
+	kvHeads, err := f.intKey(k("attention.head_count_kv"), ptr(heads), 1, big)
 	if err != nil {
 		return c, 0, err
 	}
-	eps, err := f.floatKey("llama.attention.layer_norm_rms_epsilon", 0)
+	eps, err := f.floatKey(k("attention.layer_norm_rms_epsilon"), 0)
 	if err != nil {
 		return c, 0, err
 	}
 	if eps == 0 {
-		return c, 0, f.errorf("missing metadata llama.attention.layer_norm_rms_epsilon")
+		return c, 0, f.errorf("missing metadata %s", k("attention.layer_norm_rms_epsilon"))
 	}
-	theta, err := f.floatKey("llama.rope.freq_base", 10000)
+	theta, err := f.floatKey(k("rope.freq_base"), 10000)
 	if err != nil {
 		return c, 0, err
 	}
 	if dim%heads != 0 {
-		return c, 0, f.errorf("llama.embedding_length %d is not a multiple of llama.attention.head_count %d", dim, heads)
+		return c, 0, f.errorf("%s %d is not a multiple of %s %d", k("embedding_length"), dim, k("attention.head_count"), heads)
 	}
 	hd := dim / heads
 	// Features the shared LLaMA graph does not express.
-	for _, key := range []string{"llama.attention.key_length", "llama.attention.value_length", "llama.rope.dimension_count"} {
+	for _, key := range []string{k("attention.key_length"), k("attention.value_length"), k("rope.dimension_count")} {
 		n, err := f.intKey(key, ptr(hd), 1, big)
 		if err != nil {
 			return c, 0, err
@@ -205,14 +219,14 @@ func (f *File) llamaConfig() (llama.Config, int, error) {
 			return c, 0, f.errorf("metadata %s = %d differs from the head dim %d (embedding_length/head_count); not supported", key, n, hd)
 		}
 	}
-	if n, err := f.intKey("llama.expert_count", ptr(0), 0, big); err != nil {
+	if n, err := f.intKey(k("expert_count"), ptr(0), 0, big); err != nil {
 		return c, 0, err
 	} else if n > 0 {
-		return c, 0, f.errorf("llama.expert_count = %d: mixture-of-experts models are not supported", n)
+		return c, 0, f.errorf("%s = %d: mixture-of-experts models are not supported", k("expert_count"), n)
 	}
-	if v, ok := f.Get("llama.rope.scaling.type"); ok {
+	if v, ok := f.Get(k("rope.scaling.type")); ok {
 		if s, _ := v.Str(); s != "none" && s != "" {
-			return c, 0, f.errorf("llama.rope.scaling.type %s is not supported (only none)", v)
+			return c, 0, f.errorf("%s %s is not supported (only none)", k("rope.scaling.type"), v)
 		}
 	}
 	emb, ok := f.Tensor("token_embd.weight")
@@ -223,16 +237,16 @@ func (f *File) llamaConfig() (llama.Config, int, error) {
 		return c, 0, f.errorf("tensor %q has GGUF dims %v, want [%d, vocab]", emb.Name, emb.Dims, dim)
 	}
 	vocab := int64(emb.Dims[1])
-	if n, err := f.intKey("llama.vocab_size", ptr(vocab), 1, 1<<31-1); err != nil {
+	if n, err := f.intKey(k("vocab_size"), ptr(vocab), 1, 1<<31-1); err != nil {
 		return c, 0, err
 	} else if n != vocab {
-		return c, 0, f.errorf("llama.vocab_size %d differs from the %d rows of token_embd.weight", n, vocab)
+		return c, 0, f.errorf("%s %d differs from the %d rows of token_embd.weight", k("vocab_size"), n, vocab)
 	}
 	_, hasOutput := f.Tensor("output.weight")
 	c = llama.Config{
 		Dim: int(dim), HiddenDim: int(hidden), Layers: int(layers), Heads: int(heads), KVHeads: int(kvHeads),
 		Vocab: int(vocab), MaxSeq: int(min(ctx, MaxSeqCap)), NormEps: eps, RopeTheta: theta,
-		RopeStyle: "interleaved", TiedEmbeddings: !hasOutput,
+		RopeStyle: architectures[arch].ropeStyle, QKVBias: architectures[arch].qkvBias, TiedEmbeddings: !hasOutput,
 	}
 	if err := c.Validate(); err != nil {
 		return c, 0, f.errorf("%v", err)
@@ -242,6 +256,9 @@ func (f *File) llamaConfig() (llama.Config, int, error) {
 
 // canonicalName maps a GGUF llama tensor name to frontend/llama's name.
 func canonicalName(name string) (string, bool) {
+	if base, ok := strings.CutSuffix(name, ".bias"); ok {
+		return canonicalBias(base)
+	}
 	base, ok := strings.CutSuffix(name, ".weight")
 	if !ok {
 		return "", false
@@ -276,6 +293,24 @@ func canonicalName(name string) (string, bool) {
 		"ffn_down":    "feed_forward.w2",
 		"ffn_up":      "feed_forward.w3",
 	}[part]
+	if !ok {
+		return "", false
+	}
+	return "layers." + num + "." + canon, true
+}
+
+// canonicalBias maps blk.N.attn_q (k, v), the base of a ".bias" tensor,
+// to frontend/llama's layers.N.attention.bq (bk, bv).
+func canonicalBias(base string) (string, bool) {
+	rest, ok := strings.CutPrefix(base, "blk.")
+	if !ok {
+		return "", false
+	}
+	num, part, ok := strings.Cut(rest, ".")
+	if l, err := strconv.Atoi(num); !ok || err != nil || l < 0 || strconv.Itoa(l) != num {
+		return "", false
+	}
+	canon, ok := map[string]string{"attn_q": "attention.bq", "attn_k": "attention.bk", "attn_v": "attention.bv"}[part]
 	if !ok {
 		return "", false
 	}
@@ -337,6 +372,9 @@ func ggufTensorName(canon string) string {
 	}
 	rest, _ := strings.CutPrefix(canon, "layers.")
 	num, part, _ := strings.Cut(rest, ".")
+	if g, ok := map[string]string{"attention.bq": "attn_q", "attention.bk": "attn_k", "attention.bv": "attn_v"}[part]; ok {
+		return "blk." + num + "." + g + ".bias"
+	}
 	g := map[string]string{
 		"attention_norm": "attn_norm", "attention.wq": "attn_q", "attention.wk": "attn_k",
 		"attention.wv": "attn_v", "attention.wo": "attn_output", "ffn_norm": "ffn_norm",

@@ -168,24 +168,30 @@ type llamaFile struct {
 	extraKVs []wkv
 	seed     uint64
 	quantize func(GGMLType, []float32) []byte // encoder of quantized types (ggml's)
+	arch     string                           // general.architecture ("" is llama)
 }
 
 // writer returns the writer of a synthetic LLaMA file with random weights.
 func (lf llamaFile) writer() *ggufWriter {
 	c := lf.c
 	r := rand.New(rand.NewPCG(lf.seed, 99))
+	arch := lf.arch
+	if arch == "" {
+		arch = "llama"
+	}
+	k := func(key string) string { return arch + "." + key }
 	w := &ggufWriter{kvs: []wkv{
-		{"general.architecture", TypeString, "llama"},
+		{"general.architecture", TypeString, arch},
 		{"general.name", TypeString, "synthetic"},
-		{"llama.context_length", TypeUint32, uint32(lf.ctx)},
-		{"llama.embedding_length", TypeUint32, uint32(c.Dim)},
-		{"llama.block_count", TypeUint32, uint32(c.Layers)},
-		{"llama.feed_forward_length", TypeUint32, uint32(c.HiddenDim)},
-		{"llama.rope.dimension_count", TypeUint32, uint32(c.HeadDim())},
-		{"llama.attention.head_count", TypeUint32, uint32(c.Heads)},
-		{"llama.attention.head_count_kv", TypeUint32, uint32(c.KVHeads)},
-		{"llama.attention.layer_norm_rms_epsilon", TypeFloat32, float32(c.NormEps)},
-		{"llama.rope.freq_base", TypeFloat32, float32(c.RopeTheta)},
+		{k("context_length"), TypeUint32, uint32(lf.ctx)},
+		{k("embedding_length"), TypeUint32, uint32(c.Dim)},
+		{k("block_count"), TypeUint32, uint32(c.Layers)},
+		{k("feed_forward_length"), TypeUint32, uint32(c.HiddenDim)},
+		{k("rope.dimension_count"), TypeUint32, uint32(c.HeadDim())},
+		{k("attention.head_count"), TypeUint32, uint32(c.Heads)},
+		{k("attention.head_count_kv"), TypeUint32, uint32(c.KVHeads)},
+		{k("attention.layer_norm_rms_epsilon"), TypeFloat32, float32(c.NormEps)},
+		{k("rope.freq_base"), TypeFloat32, float32(c.RopeTheta)},
 	}}
 	if lf.vocab != nil {
 		toks := make([]any, len(lf.vocab))
