@@ -33,15 +33,9 @@ type Model struct {
 
 // Tokenizer is a language model's tokenizer: llama2.c's SentencePiece
 // tokenizer (*tokenizer.Tokenizer, from tok*.bin, GGUF and build folders)
-// or a Hugging Face tokenizer.json (*hf.Tokenizer).
-type Tokenizer interface {
-	Encode(text string, bos, eos bool) []int
-	Decode(ids []int) string
-	Piece(prev, tok int) string
-	BOS() int
-	EOS() int
-	VocabSize() int
-}
+// or a Hugging Face byte-level BPE (*hf.Tokenizer, from tokenizer.json or
+// GGUF).
+type Tokenizer = tokenizer.Model
 
 // asTokenizer turns a possibly nil *tokenizer.Tokenizer into a Tokenizer
 // that is nil when it is.
@@ -167,9 +161,7 @@ func load(path string, opts Options, texts []string) (*Model, error) {
 	model := &Model{Format: format, Path: path}
 	switch format {
 	case "gguf":
-		var t *tokenizer.Tokenizer
-		model.Module, t, err = gguf.Load(path)
-		model.Tokenizer = asTokenizer(t)
+		model.Module, model.Tokenizer, err = gguf.Load(path)
 	case "llama2c":
 		model.Module, err = llama2c.Load(path)
 	case "tir":

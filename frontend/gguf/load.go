@@ -10,6 +10,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/tapml/tapml/frontend/hf"
 	"github.com/tapml/tapml/frontend/llama"
 	"github.com/tapml/tapml/frontend/tokenizer"
 	"github.com/tapml/tapml/ir"
@@ -23,7 +24,7 @@ const MaxSeqCap = 4096
 // its embedded tokenizer (nil when the file carries none). The mapping
 // stays for the life of the process: F32 weights are slices of it, and
 // F16/BF16 and quantized weights are converted to f32 on their first use.
-func Load(path string) (*ir.Module, *tokenizer.Tokenizer, error) {
+func Load(path string) (*ir.Module, tokenizer.Model, error) {
 	f, err := Open(path)
 	if err != nil {
 		return nil, nil, err
@@ -45,7 +46,9 @@ func Load(path string) (*ir.Module, *tokenizer.Tokenizer, error) {
 			f.Close()
 			return nil, nil, f.errorf("the tokenizer has %d tokens, more than the model's %d embedding rows", a.Len(), vocab)
 		}
-		m.Meta["tokenizer"] = fmt.Sprintf("llama (embedded, %d tokens)", a.Len())
+		mv, _ := f.Get("tokenizer.ggml.model")
+		model, _ := mv.Str()
+		m.Meta["tokenizer"] = fmt.Sprintf("%s (embedded, %d tokens)", model, a.Len())
 	} else {
 		m.Meta["tokenizer"] = "none"
 	}
@@ -421,9 +424,10 @@ func (s *convertSource) Bytes() ([]byte, error) {
 }
 
 // Tokenizer returns the file's embedded tokenizer, or nil when it has
-// none. Only SentencePiece vocabularies (tokenizer.ggml.model "llama") are
-// supported; '▁' in pieces becomes ' '.
-func (f *File) Tokenizer() (*tokenizer.Tokenizer, error) {
+// none: SentencePiece vocabularies (tokenizer.ggml.model "llama"; '▁' in
+// pieces becomes ' ') as *tokenizer.Tokenizer, byte-level BPE ("gpt2",
+// with the pre-tokenizers of GPT-2, Llama 3 and Qwen2) as *hf.Tokenizer.
+func (f *File) Tokenizer() (tokenizer.Model, error) {
 	mv, ok := f.Get("tokenizer.ggml.model")
 	if !ok {
 		return nil, nil
@@ -432,12 +436,12 @@ func (f *File) Tokenizer() (*tokenizer.Tokenizer, error) {
 	if !ok {
 		return nil, f.errorf("tokenizer.ggml.model is %s %s, want a string", mv.Type, mv)
 	}
-	if model != "llama" {
-		return nil, f.errorf("tokenizer model %q is not supported (supported: llama, SentencePiece); pass a tokenizer file instead", model)
+	if model != "llama" && model != "gpt2" {
+		return nil, f.errorf("tokenizer model %q is not supported (supported: llama (SentencePiece), gpt2 (byte-level BPE)); pass a tokenizer file instead", model)
 	}
 	tv, ok := f.Get("tokenizer.ggml.tokens")
 	if !ok {
-		return nil, f.errorf("tokenizer model llama but no tokenizer.ggml.tokens")
+		return nil, f.errorf("tokenizer model %s but no tokenizer.ggml.tokens", model)
 	}
 	var tokens []string
 	if ta, ok := tv.Array(); ok {
@@ -452,6 +456,19 @@ func (f *File) Tokenizer() (*tokenizer.Tokenizer, error) {
 	if n == 0 {
 		return nil, f.errorf("tokenizer.ggml.tokens is empty")
 	}
+	var types []int64
+	if tt, ok := f.Get("tokenizer.ggml.token_type"); ok {
+		a, ok := tt.Array()
+		if ok {
+			types, ok = a.Ints()
+		}
+		if !ok || len(types) != n {
+			return nil, f.errorf("tokenizer.ggml.token_type is %s %s, want %d integers", tt.Type, tt, n)
+		}
+	}
+	if model == "gpt2" {
+		return f.bpeTokenizer(tokens, types)
+	}
 	scores := make([]float32, n)
 	if sv, ok := f.Get("tokenizer.ggml.scores"); ok {
 		var fs []float64
@@ -463,11 +480,6 @@ func (f *File) Tokenizer() (*tokenizer.Tokenizer, error) {
 		}
 		for i, x := range fs {
 			scores[i] = float32(x)
-		}
-	}
-	if tt, ok := f.Get("tokenizer.ggml.token_type"); ok {
-		if a, ok := tt.Array(); !ok || a.Len() != n || !a.Elem.isInt() {
-			return nil, f.errorf("tokenizer.ggml.token_type is %s %s, want %d integers", tt.Type, tt, n)
 		}
 	}
 	bos, err := f.intKey("tokenizer.ggml.bos_token_id", ptr(1), 0, int64(n-1))
@@ -485,6 +497,87 @@ func (f *File) Tokenizer() (*tokenizer.Tokenizer, error) {
 	tok, err := tokenizer.New(vocab, scores, int(bos), int(eos))
 	if err != nil {
 		return nil, f.errorf("tokenizer: %v", err)
+	}
+	return tok, nil
+}
+
+// ggml's token types (llama.cpp's llama_token_type).
+const (
+	tokenControl     = 3
+	tokenUserDefined = 4
+)
+
+// bpePatterns maps tokenizer.ggml.pre, llama.cpp's name of a byte-level
+// BPE pre-tokenizer, to hf.BPEParts.Pattern. Others (llama.cpp's
+// "default", "deepseek-llm", ...) split text differently and are refused.
+var bpePatterns = map[string]string{
+	"gpt-2": "gpt2", "llama3": "llama3", "llama-v3": "llama3", "llama-bpe": "llama3",
+	"qwen2": "qwen2", "deepseek-r1-qwen": "qwen2",
+}
+
+// bpeTokenizer builds a "gpt2" (byte-level BPE) tokenizer: merges from
+// tokenizer.ggml.merges, control and user-defined tokens matched whole,
+// BOS only when tokenizer.ggml.add_bos_token says so (llama.cpp's
+// default for these is not to add one).
+func (f *File) bpeTokenizer(tokens []string, types []int64) (tokenizer.Model, error) {
+	mv, ok := f.Get("tokenizer.ggml.merges")
+	if !ok {
+		return nil, f.errorf("tokenizer model gpt2 but no tokenizer.ggml.merges")
+	}
+	var merges []string
+	if ma, ok := mv.Array(); ok {
+		merges, ok = ma.Strings()
+	}
+	if merges == nil && !ok {
+		return nil, f.errorf("tokenizer.ggml.merges is %s %s, want an array of strings", mv.Type, mv)
+	}
+	pre := "gpt-2"
+	if pv, ok := f.Get("tokenizer.ggml.pre"); ok {
+		if pre, ok = pv.Str(); !ok {
+			return nil, f.errorf("tokenizer.ggml.pre is %s %s, want a string", pv.Type, pv)
+		}
+	}
+	pattern, ok := bpePatterns[pre]
+	if !ok {
+		names := make([]string, 0, len(bpePatterns))
+		for k := range bpePatterns {
+			names = append(names, k)
+		}
+		sort.Strings(names)
+		return nil, f.errorf("tokenizer.ggml.pre %q is not supported (supported: %s)", pre, strings.Join(names, ", "))
+	}
+	parts := hf.BPEParts{Tokens: tokens, Merges: merges, Pattern: pattern, IgnoreMerges: pattern == "llama3", BOS: -1, EOS: -1}
+	for id, typ := range types {
+		switch typ {
+		case tokenControl:
+			parts.Added = append(parts.Added, id)
+			parts.Special = append(parts.Special, id)
+		case tokenUserDefined:
+			parts.Added = append(parts.Added, id)
+		}
+	}
+	n := int64(len(tokens))
+	if v, ok := f.Get("tokenizer.ggml.add_bos_token"); ok {
+		if add, isBool := v.Bool(); !isBool {
+			return nil, f.errorf("tokenizer.ggml.add_bos_token is %s %s, want a bool", v.Type, v)
+		} else if add {
+			bos, err := f.intKey("tokenizer.ggml.bos_token_id", nil, 0, n-1)
+			if err != nil {
+				return nil, err
+			}
+			parts.BOS = int(bos)
+		}
+	}
+	if _, ok := f.Get("tokenizer.ggml.eos_token_id"); ok {
+		eos, err := f.intKey("tokenizer.ggml.eos_token_id", nil, 0, n-1)
+		if err != nil {
+			return nil, err
+		}
+		parts.EOS = int(eos)
+	}
+	tok, err := hf.NewBPE("tokenizer", parts)
+	if err != nil {
+		return nil, f.errorf("%v", err)
 	}
 	return tok, nil
 }

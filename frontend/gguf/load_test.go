@@ -8,6 +8,7 @@ import (
 	"unsafe"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/tapml/tapml/frontend/tokenizer"
 	"github.com/tapml/tapml/internal/testenv"
 	"github.com/tapml/tapml/ir"
 	"github.com/x448/float16"
@@ -110,7 +111,7 @@ func TestLoadTiny(t *testing.T) {
 	if got := tok.Encode("Hello world", true, false); !cmp.Equal(got, []int{1, 15043, 3186}) {
 		t.Errorf("Encode(Hello world) = %v, want [1 15043 3186]", got)
 	}
-	if got := tok.Token(3186); got != " world" {
+	if got := tok.(*tokenizer.Tokenizer).Token(3186); got != " world" {
 		t.Errorf("piece 3186 = %q, want %q (▁ mapped to space)", got, " world")
 	}
 	if got := tok.Piece(1, 15043) + tok.Piece(15043, 3186); got != "Hello world" {
@@ -183,7 +184,7 @@ func TestLoadSynthetic(t *testing.T) {
 	if tok == nil || tok.VocabSize() != 300 {
 		t.Fatalf("tokenizer %v", tok)
 	}
-	if got := tok.Token(299); got != " w299" {
+	if got := tok.(*tokenizer.Tokenizer).Token(299); got != " w299" {
 		t.Errorf("piece 299 = %q, want %q", got, " w299")
 	}
 	// No merges reach these pieces, so text falls back to byte tokens
@@ -242,7 +243,13 @@ func TestLoadErrors(t *testing.T) {
 		{"experts", func(w *ggufWriter) { setKV(w, "llama.expert_count", TypeUint32, uint32(8)) }, "mixture-of-experts"},
 		{"bad eps", func(w *ggufWriter) { setKV(w, "llama.attention.layer_norm_rms_epsilon", TypeFloat32, float32(-1)) }, "layer_norm_rms_epsilon = -1 must be positive"},
 		{"vocab size disagrees", func(w *ggufWriter) { setKV(w, "llama.vocab_size", TypeUint32, uint32(301)) }, "llama.vocab_size 301 differs from the 300 rows of token_embd.weight"},
-		{"tokenizer model", func(w *ggufWriter) { setKV(w, "tokenizer.ggml.model", TypeString, "gpt2") }, `tokenizer model "gpt2" is not supported (supported: llama`},
+		{"tokenizer model", func(w *ggufWriter) { setKV(w, "tokenizer.ggml.model", TypeString, "bert") }, `tokenizer model "bert" is not supported (supported: llama (SentencePiece), gpt2 (byte-level BPE))`},
+		{"gpt2 tokenizer without merges", func(w *ggufWriter) { setKV(w, "tokenizer.ggml.model", TypeString, "gpt2") }, "tokenizer model gpt2 but no tokenizer.ggml.merges"},
+		{"gpt2 tokenizer with another pre-tokenizer", func(w *ggufWriter) {
+			setKV(w, "tokenizer.ggml.model", TypeString, "gpt2")
+			setKV(w, "tokenizer.ggml.merges", TypeArray, warr{TypeString, []any{}})
+			setKV(w, "tokenizer.ggml.pre", TypeString, "deepseek-llm")
+		}, `tokenizer.ggml.pre "deepseek-llm" is not supported (supported: deepseek-r1-qwen, gpt-2, llama-bpe, llama-v3, llama3, qwen2)`},
 		{"tokenizer tokens type", func(w *ggufWriter) { setKV(w, "tokenizer.ggml.tokens", TypeUint8, uint8(1)) }, "tokenizer.ggml.tokens is uint8 1, want an array of strings"},
 		{"tokenizer scores length", func(w *ggufWriter) {
 			setKV(w, "tokenizer.ggml.scores", TypeArray, warr{TypeFloat32, []any{float32(0)}})

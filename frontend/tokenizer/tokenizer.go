@@ -12,6 +12,17 @@ import (
 	"strings"
 )
 
+// Model is what every tokenizer tapml loads provides: this package's
+// Tokenizer and Hugging Face's byte-level BPE (frontend/hf.Tokenizer).
+type Model interface {
+	Encode(text string, bos, eos bool) []int
+	Decode(ids []int) string
+	Piece(prev, tok int) string
+	BOS() int
+	EOS() int
+	VocabSize() int
+}
+
 // Tokenizer maps text to token ids and back. It is immutable after New and
 // safe for concurrent use.
 type Tokenizer struct {

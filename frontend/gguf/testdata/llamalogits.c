@@ -2,11 +2,17 @@
 // frontend/gguf's model building.
 //
 //   llamalogits BACKENDS MODEL PROMPT_TOKENS... -- DECODE_TOKENS...
+//   llamalogits BACKENDS MODEL tokenize < texts
 //
 // BACKENDS is the folder of ggml's CPU backends. The prompt is decoded as
 // one batch, then each decode token alone; after each call the logits of
 // the last position go to stdout as n_vocab little-endian f32s. llama.cpp's
 // default context is kept (a KV cache of F16).
+//
+// tokenize reads NUL-terminated texts and writes, for each, its token
+// count and ids as little-endian int32s: llama_tokenize with special
+// tokens added (BOS as the vocabulary says) and parsed in the text.
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -41,6 +47,8 @@ int32_t llama_decode(void *ctx, llama_batch batch);
 float *llama_get_logits_ith(void *ctx, int32_t i);
 const void *llama_model_get_vocab(const void *model);
 int32_t llama_vocab_n_tokens(const void *vocab);
+int32_t llama_tokenize(const void *vocab, const char *text, int32_t text_len, int32_t *tokens,
+                       int32_t n_tokens_max, bool add_special, bool parse_special);
 
 static void quiet(int level, const char *text, void *data) {
 	(void)data;
@@ -53,6 +61,28 @@ static int decode(void *ctx, int32_t *toks, int n, int n_vocab) {
 		return 1;
 	}
 	fwrite(llama_get_logits_ith(ctx, -1), sizeof(float), n_vocab, stdout);
+	return 0;
+}
+
+static int tokenize(const void *vocab) {
+	size_t cap = 1 << 16, n = 0;
+	char *text = malloc(cap);
+	int32_t *ids = malloc(sizeof(int32_t) * cap);
+	for (int c; (c = getchar()) != EOF;) {
+		if (n + 1 >= cap) text = realloc(text, cap *= 2), ids = realloc(ids, sizeof(int32_t) * cap);
+		if (c != 0) {
+			text[n++] = (char)c;
+			continue;
+		}
+		int32_t k = llama_tokenize(vocab, text, (int32_t)n, ids, (int32_t)cap, true, true);
+		if (k < 0) {
+			fprintf(stderr, "llamalogits: llama_tokenize failed (%d)\n", k);
+			return 1;
+		}
+		fwrite(&k, sizeof k, 1, stdout);
+		fwrite(ids, sizeof(int32_t), (size_t)k, stdout);
+		n = 0;
+	}
 	return 0;
 }
 
@@ -69,6 +99,7 @@ int main(int argc, char **argv) {
 		fprintf(stderr, "llamalogits: llama.cpp cannot load %s\n", argv[2]);
 		return 1;
 	}
+	if (strcmp(argv[3], "tokenize") == 0) return tokenize(llama_model_get_vocab(model));
 	void *ctx = llama_init_from_model(model, llama_context_default_params());
 	if (!ctx) {
 		fprintf(stderr, "llamalogits: no context for %s\n", argv[2]);
