@@ -257,22 +257,36 @@ func (f *File) llamaConfig(arch string) (llama.Config, int, error) {
 	return c, int(ctx), nil
 }
 
-// canonicalName maps a GGUF llama tensor name to frontend/llama's name.
-func canonicalName(name string) (string, bool) {
-	if base, ok := strings.CutSuffix(name, ".bias"); ok {
-		return canonicalBias(base)
+// blockWeights and blockBiases map the per-layer GGUF tensor names (the
+// part after blk.N.) to frontend/llama's (after layers.N.).
+var (
+	blockWeights = map[string]string{
+		"attn_norm": "attention_norm", "attn_q": "attention.wq", "attn_k": "attention.wk", "attn_v": "attention.wv",
+		"attn_output": "attention.wo", "ffn_norm": "ffn_norm", "ffn_gate": "feed_forward.w1",
+		"ffn_down": "feed_forward.w2", "ffn_up": "feed_forward.w3",
 	}
+	blockBiases = map[string]string{"attn_q": "attention.bq", "attn_k": "attention.bk", "attn_v": "attention.bv"}
+)
+
+// canonicalName maps a GGUF tensor name (a .weight, or a q/k/v .bias) to
+// frontend/llama's name.
+func canonicalName(name string) (string, bool) {
+	table := blockWeights
 	base, ok := strings.CutSuffix(name, ".weight")
 	if !ok {
-		return "", false
-	}
-	switch base {
-	case "token_embd":
-		return "tok_embeddings", true
-	case "output_norm":
-		return "norm", true
-	case "output":
-		return "output", true
+		if base, ok = strings.CutSuffix(name, ".bias"); !ok {
+			return "", false
+		}
+		table = blockBiases
+	} else {
+		switch base {
+		case "token_embd":
+			return "tok_embeddings", true
+		case "output_norm":
+			return "norm", true
+		case "output":
+			return "output", true
+		}
 	}
 	rest, ok := strings.CutPrefix(base, "blk.")
 	if !ok {
@@ -285,35 +299,7 @@ func canonicalName(name string) (string, bool) {
 	if l, err := strconv.Atoi(num); err != nil || l < 0 || strconv.Itoa(l) != num {
 		return "", false
 	}
-	canon, ok := map[string]string{
-		"attn_norm":   "attention_norm",
-		"attn_q":      "attention.wq",
-		"attn_k":      "attention.wk",
-		"attn_v":      "attention.wv",
-		"attn_output": "attention.wo",
-		"ffn_norm":    "ffn_norm",
-		"ffn_gate":    "feed_forward.w1",
-		"ffn_down":    "feed_forward.w2",
-		"ffn_up":      "feed_forward.w3",
-	}[part]
-	if !ok {
-		return "", false
-	}
-	return "layers." + num + "." + canon, true
-}
-
-// canonicalBias maps blk.N.attn_q (k, v), the base of a ".bias" tensor,
-// to frontend/llama's layers.N.attention.bq (bk, bv).
-func canonicalBias(base string) (string, bool) {
-	rest, ok := strings.CutPrefix(base, "blk.")
-	if !ok {
-		return "", false
-	}
-	num, part, ok := strings.Cut(rest, ".")
-	if l, err := strconv.Atoi(num); !ok || err != nil || l < 0 || strconv.Itoa(l) != num {
-		return "", false
-	}
-	canon, ok := map[string]string{"attn_q": "attention.bq", "attn_k": "attention.bk", "attn_v": "attention.bv"}[part]
+	canon, ok := table[part]
 	if !ok {
 		return "", false
 	}
@@ -375,15 +361,17 @@ func ggufTensorName(canon string) string {
 	}
 	rest, _ := strings.CutPrefix(canon, "layers.")
 	num, part, _ := strings.Cut(rest, ".")
-	if g, ok := map[string]string{"attention.bq": "attn_q", "attention.bk": "attn_k", "attention.bv": "attn_v"}[part]; ok {
-		return "blk." + num + "." + g + ".bias"
+	for g, c := range blockBiases {
+		if c == part {
+			return "blk." + num + "." + g + ".bias"
+		}
 	}
-	g := map[string]string{
-		"attention_norm": "attn_norm", "attention.wq": "attn_q", "attention.wk": "attn_k",
-		"attention.wv": "attn_v", "attention.wo": "attn_output", "ffn_norm": "ffn_norm",
-		"feed_forward.w1": "ffn_gate", "feed_forward.w2": "ffn_down", "feed_forward.w3": "ffn_up",
-	}[part]
-	return "blk." + num + "." + g + ".weight"
+	for g, c := range blockWeights {
+		if c == part {
+			return "blk." + num + "." + g + ".weight"
+		}
+	}
+	return "blk." + num + "." + part
 }
 
 // source returns the f32 WeightSource of a tensor: the file's bytes for
