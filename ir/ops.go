@@ -75,12 +75,14 @@ func init() {
 		Infer: inferArgmax})
 	register(&OpDef{Name: "rope", Kind: KindElementwise, MinInputs: 2, MaxInputs: 2, Outputs: 1,
 		Doc: "rotary position embedding. x[S, H, Dh], pos i32[] (position of row 0; row s is at pos+s). " +
-			"Pair i (i < dims/2) is rotated by angle p·theta^(-2i/dims). style interleaved pairs (2i, 2i+1) " +
-			"(llama2.c, GGUF); style half pairs (i, i+dims/2) (Hugging Face). dims 0 means Dh",
+			"Pair i (i < dims/2) is rotated by angle p·theta^(-2i/dims)/freq_factors[i]. style interleaved pairs " +
+			"(2i, 2i+1) (llama2.c, GGUF); style half pairs (i, i+dims/2) (Hugging Face). dims 0 means Dh; " +
+			"freq_factors empty means all 1 (else dims/2 positive divisors: Llama 3.1's rope scaling)",
 		Attrs: []AttrSpec{
 			{Name: "theta", Kind: AttrFloat, Default: ptr(FloatAttr(10000))},
 			{Name: "style", Kind: AttrString, Default: ptr(StringAttr("interleaved"))},
 			{Name: "dims", Kind: AttrInt, Default: ptr(IntAttr(0))},
+			{Name: "freq_factors", Kind: AttrFloats, Default: ptr(FloatsAttr())},
 		},
 		Infer: inferRope})
 	register(&OpDef{Name: "kv_write", Kind: KindData, MinInputs: 3, MaxInputs: 3, Outputs: 1,
@@ -287,7 +289,34 @@ func inferRope(in []Type, a Attrs) ([]Type, error) {
 	if t := a.Float("theta"); !(t > 0) || math.IsInf(t, 1) {
 		return nil, fmt.Errorf("theta must be positive and finite, got %g", t)
 	}
+	if ff := a.Floats("freq_factors"); len(ff) > 0 {
+		if int64(len(ff)) != dims/2 {
+			return nil, fmt.Errorf("freq_factors has %d values, want dims/2 = %d", len(ff), dims/2)
+		}
+		for i, f := range ff {
+			if !(f > 0) || math.IsInf(f, 1) {
+				return nil, fmt.Errorf("freq_factors[%d] must be positive and finite, got %g", i, f)
+			}
+		}
+	}
 	return []Type{T(x.DType, x.Shape.Clone())}, nil
+}
+
+// RopeFreqs returns rope's per-pair frequencies as f32, the one definition
+// the CPU reference and every code generator bake in: 1/powf(theta,
+// 2i/dims) with the exponent and theta in f32 (as llama2.c computes it),
+// divided in f32 by factors[i] when factors is not empty. theta is a
+// parameter, not read from the attributes, so generators can perturb it
+// for fault injection.
+func RopeFreqs(theta float32, dims int, factors []float64) []float32 {
+	freq := make([]float32, dims/2)
+	for i := range freq {
+		freq[i] = 1 / float32(math.Pow(float64(theta), float64(float32(2*i)/float32(dims))))
+		if len(factors) > 0 {
+			freq[i] /= float32(factors[i])
+		}
+	}
+	return freq
 }
 
 func checkKV(name string, t Type) error {

@@ -49,7 +49,7 @@ var opCases = map[string]func(c *opCtx){
 	"softmax": func(c *opCtx) { c.b.Op("softmax", []*Value{c.x}, Attrs{"axis": IntAttr(0)}) },
 	"argmax":  func(c *opCtx) { c.b.Op("argmax", []*Value{c.x}, Attrs{"axis": IntAttr(-2)}) },
 	"rope": func(c *opCtx) {
-		c.b.Op("rope", []*Value{c.q, c.pos}, Attrs{"theta": FloatAttr(500000.5), "style": StringAttr("half"), "dims": IntAttr(2)})
+		c.b.Op("rope", []*Value{c.q, c.pos}, Attrs{"theta": FloatAttr(500000.5), "style": StringAttr("half"), "dims": IntAttr(2), "freq_factors": FloatsAttr(2.5)})
 	},
 	"kv_write": func(c *opCtx) { c.b.Op("kv_write", []*Value{c.cache, c.k, c.pos}, nil) },
 	"attention": func(c *opCtx) {

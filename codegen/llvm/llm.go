@@ -2,7 +2,6 @@ package llvm
 
 import (
 	"fmt"
-	"math"
 
 	"github.com/llir/llvm/ir/constant"
 	"github.com/llir/llvm/ir/enum"
@@ -10,6 +9,7 @@ import (
 	"github.com/llir/llvm/ir/value"
 
 	"github.com/tapml/tapml/codegen"
+	"github.com/tapml/tapml/ir"
 )
 
 // maxScoreRows bounds the attention scores kept on the native stack
@@ -43,8 +43,8 @@ func genRope(g *gen) error {
 	}
 	interleaved := g.attrs.String("style") != "half"
 	freq := make([]constant.Constant, half)
-	for i := range freq {
-		freq[i] = cf(1 / float32(math.Pow(float64(theta), float64(float32(2*i)/float32(dims)))))
+	for i, f := range ir.RopeFreqs(theta, int(dims), g.attrs.Floats("freq_factors")) {
+		freq[i] = cf(f)
 	}
 	shift := g.faultOnce(FaultWrongIndex)
 	g.setItems(s)

@@ -128,6 +128,8 @@ func testCases() []testCase {
 	add(testCase{op: "rope", in: []ir.Type{f32(3, 4, 8), i32()}, fill: pos(5)})
 	add(testCase{op: "rope", in: []ir.Type{f32(2, 2, 16), i32()}, attrs: ir.Attrs{"style": ir.StringAttr("half")}, fill: pos(100)})
 	add(testCase{op: "rope", in: []ir.Type{f32(1, 3, 8), i32()}, attrs: ir.Attrs{"dims": ir.IntAttr(4), "theta": ir.FloatAttr(500000)}, fill: pos(1000)})
+	add(testCase{op: "rope", in: []ir.Type{f32(3, 4, 16), i32()}, attrs: ir.Attrs{"theta": ir.FloatAttr(500000),
+		"freq_factors": ir.FloatsAttr(1, 1, 1.5, 2, 4, 8, 8, 8)}, fill: pos(200)})
 
 	add(testCase{op: "kv_write", in: []ir.Type{f32(8, 2, 4), f32(3, 2, 4), i32()}, fill: map[int]func(int) float64{2: constFill(2)}})
 	add(testCase{op: "kv_write", in: []ir.Type{f32(16, 1, 8), f32(1, 1, 8), i32()}, fill: map[int]func(int) float64{2: constFill(15)}})

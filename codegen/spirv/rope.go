@@ -4,6 +4,7 @@ import (
 	"math"
 
 	"github.com/tapml/tapml/codegen"
+	"github.com/tapml/tapml/ir"
 )
 
 // Cody-Waite split of 2π for the range reduction of rope's angles: c1 has
@@ -35,8 +36,7 @@ func genRope(k *kern) error {
 		theta *= 1.1
 	}
 	bits := make([]uint32, half)
-	for i := range bits {
-		f := 1 / float32(math.Pow(float64(theta), float64(float32(2*i)/float32(dims))))
+	for i, f := range ir.RopeFreqs(theta, dims, k.attrs.Floats("freq_factors")) {
 		bits[i] = math.Float32bits(f)
 	}
 	X := k.bind("in0", codegen.Read, x, 0, -1)

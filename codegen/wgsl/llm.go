@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/tapml/tapml/codegen"
+	"github.com/tapml/tapml/ir"
 )
 
 // genRope rotates pairs of x[S, H, Dh] by position. One invocation per pair
@@ -27,11 +28,8 @@ func genRope(g *gen) (*codegen.Kernel, error) {
 	}
 	pairs := dims / 2
 	freqs := make([]string, pairs)
-	for i := range freqs {
-		// The reference's own f32 value: 1 / theta^(2i/dims), with the
-		// exponent and theta in f32 (as llama2.c computes it).
-		e := float32(2*i) / float32(dims)
-		freqs[i] = f32Lit(float64(1 / float32(math.Pow(float64(float32(theta)), float64(e)))))
+	for i, f := range ir.RopeFreqs(float32(theta), dims, g.attrs.Floats("freq_factors")) {
+		freqs[i] = f32Lit(float64(f)) // the reference's own f32 value
 	}
 	// Cody-Waite reduction of the angle to [-π, π] before cos and sin (GPU
 	// sin/cos are accurate only near zero: NVIDIA's were off by 4e-5 at

@@ -132,4 +132,20 @@ func TestLogitsAgainstLlamaCpp(t *testing.T) {
 			check(t, p, []int{1, 17, 250, 3, 99}, []int{5, 150, 1}, tc.tol)
 		})
 	}
+	// Llama 3.1's rope scaling: per-pair frequency divisors in a
+	// rope_freqs tensor. These divisors are not Llama 3.1's (which leave
+	// the fast pairs alone, so short prompts barely show them) but vary
+	// over every pair, so a loader that ignored them would be far off.
+	t.Run("rope_freqs", func(t *testing.T) {
+		c := c
+		c.RopeTheta = 500000
+		factors := make([]float32, c.HeadDim()/2)
+		for i := range factors {
+			factors[i] = 1 + 3*float32((i*7)%5)/4
+		}
+		w := llamaFile{c: c, ctx: 64, typeOf: func(string) GGMLType { return GGMLF32 }, seed: 6, vocab: testVocab(c.Vocab)}.writer()
+		w.tensors = append(w.tensors, wtensor{ropeFreqs, []uint64{uint64(len(factors))}, GGMLF32, encode(GGMLF32, factors)})
+		p := writeTemp(t, "rope_freqs.gguf", w.bytes())
+		check(t, p, []int{1, 17, 250, 3, 99, 4, 8, 15, 16, 23, 42}, []int{5, 150, 1}, llamaCppTolFloat)
+	})
 }

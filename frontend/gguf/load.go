@@ -1,6 +1,7 @@
 package gguf
 
 import (
+	"encoding/binary"
 	"fmt"
 	"math"
 	"path/filepath"
@@ -251,10 +252,43 @@ func (f *File) llamaConfig(arch string) (llama.Config, int, error) {
 		Vocab: int(vocab), MaxSeq: int(min(ctx, MaxSeqCap)), NormEps: eps, RopeTheta: theta,
 		RopeStyle: architectures[arch].ropeStyle, QKVBias: architectures[arch].qkvBias, TiedEmbeddings: !hasOutput,
 	}
+	if t, ok := f.Tensor(ropeFreqs); ok {
+		if c.RopeFreqFactors, err = f.ropeFreqFactors(t, int(hd/2)); err != nil {
+			return c, 0, err
+		}
+	}
 	if err := c.Validate(); err != nil {
 		return c, 0, f.errorf("%v", err)
 	}
 	return c, int(ctx), nil
+}
+
+// ropeFreqs is the tensor of per-pair RoPE frequency divisors that
+// llama.cpp's converter writes for Llama 3.1's rope scaling.
+const ropeFreqs = "rope_freqs.weight"
+
+// ropeFreqFactors reads the rope_freqs tensor: one positive divisor per
+// rotated pair.
+func (f *File) ropeFreqFactors(t *TensorInfo, pairs int) ([]float64, error) {
+	if len(t.Dims) != 1 || t.Dims[0] != uint64(pairs) {
+		return nil, f.errorf("tensor %q has GGUF dims %v, want [%d] (head_dim/2)", t.Name, t.Dims, pairs)
+	}
+	src, err := f.source(t)
+	if err != nil {
+		return nil, err
+	}
+	raw, err := src.Bytes()
+	if err != nil {
+		return nil, err
+	}
+	out := make([]float64, len(raw)/4)
+	for i := range out {
+		out[i] = float64(math.Float32frombits(binary.LittleEndian.Uint32(raw[4*i:])))
+		if !(out[i] > 0) || math.IsInf(out[i], 1) {
+			return nil, f.errorf("tensor %q: factor %d is %g, want positive and finite", t.Name, i, out[i])
+		}
+	}
+	return out, nil
 }
 
 // blockWeights and blockBiases map the per-layer GGUF tensor names (the
@@ -332,6 +366,9 @@ func (f *File) llamaWeights(c llama.Config) (map[string]ir.WeightSource, error) 
 			return nil, err
 		}
 		weights[ns.Name] = src
+	}
+	if c.RopeFreqFactors != nil {
+		used[ropeFreqs] = true // read into the config
 	}
 	var extra []string
 	for _, t := range f.Tensors {

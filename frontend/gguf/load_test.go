@@ -232,8 +232,14 @@ func TestLoadErrors(t *testing.T) {
 			n.dims, n.data = []uint64{16}, n.data[:64]
 		}, `tensor "output_norm.weight" (weight norm) has shape [16] (GGUF dims [16]), want [32]`},
 		{"extra tensor", func(w *ggufWriter) {
+			w.tensors = append(w.tensors, wtensor{"blk.0.attn_q_norm.weight", []uint64{8}, GGMLF32, make([]byte, 32)})
+		}, "tensors the llama graph does not use (unsupported model variant): blk.0.attn_q_norm.weight"},
+		{"rope_freqs of zeros", func(w *ggufWriter) {
 			w.tensors = append(w.tensors, wtensor{"rope_freqs.weight", []uint64{4}, GGMLF32, make([]byte, 16)})
-		}, "tensors the llama graph does not use (unsupported model variant): rope_freqs.weight"},
+		}, `tensor "rope_freqs.weight": factor 0 is 0, want positive and finite`},
+		{"rope_freqs length", func(w *ggufWriter) {
+			w.tensors = append(w.tensors, wtensor{"rope_freqs.weight", []uint64{3}, GGMLF32, make([]byte, 12)})
+		}, `tensor "rope_freqs.weight" has GGUF dims [3], want [4] (head_dim/2)`},
 		{"missing metadata", func(w *ggufWriter) { dropKV(w, "llama.block_count") }, "missing metadata llama.block_count"},
 		{"metadata type", func(w *ggufWriter) { setKV(w, "llama.embedding_length", TypeString, "32") }, `metadata llama.embedding_length is string "32", want an integer`},
 		{"metadata range", func(w *ggufWriter) { setKV(w, "llama.attention.head_count", TypeInt32, int32(-4)) }, "llama.attention.head_count = -4 is out of range"},

@@ -35,6 +35,9 @@ type Config struct {
 	// RopeDims is the number of leading dims of each head that RoPE
 	// rotates (partial rotary); the rest pass through. 0 means all.
 	RopeDims int
+	// RopeFreqFactors, when set, divide the frequency of each rotated pair
+	// (one per pair: Llama 3.1's rope scaling, GGUF's rope_freqs).
+	RopeFreqFactors []float64
 }
 
 // HeadDim is the width of one attention head.
@@ -64,6 +67,20 @@ func (c Config) Validate() error {
 		return fmt.Errorf("rope style %q must be interleaved or half", c.RopeStyle)
 	case c.NormEps <= 0 || c.RopeTheta <= 0:
 		return fmt.Errorf("norm eps %g and rope theta %g must be positive", c.NormEps, c.RopeTheta)
+	}
+	if n := len(c.RopeFreqFactors); n > 0 {
+		pairs := c.HeadDim() / 2
+		if c.RopeDims != 0 {
+			pairs = c.RopeDims / 2
+		}
+		if n != pairs {
+			return fmt.Errorf("%d rope frequency factors for %d rotated pairs", n, pairs)
+		}
+		for i, f := range c.RopeFreqFactors {
+			if !(f > 0) || math.IsInf(f, 1) {
+				return fmt.Errorf("rope frequency factor %d is %g, want positive and finite", i, f)
+			}
+		}
 	}
 	return nil
 }
@@ -132,6 +149,9 @@ func Build(name string, c Config, weights map[string]ir.WeightSource) (*ir.Modul
 	if c.RopeDims != 0 {
 		m.Meta["config"] += fmt.Sprintf(" rope_dims=%d", c.RopeDims)
 	}
+	if len(c.RopeFreqFactors) > 0 {
+		m.Meta["config"] += fmt.Sprintf(" rope_freq_factors=%d", len(c.RopeFreqFactors))
+	}
 	w := map[string]*ir.Value{}
 	for _, ns := range c.WeightShapes() {
 		src, ok := weights[ns.Name]
@@ -173,6 +193,9 @@ func buildForward(m *ir.Module, name string, seq ir.Dim, c Config, w map[string]
 	rope := ir.Attrs{"theta": ir.FloatAttr(c.RopeTheta), "style": ir.StringAttr(c.RopeStyle)}
 	if c.RopeDims != 0 && c.RopeDims != c.HeadDim() {
 		rope["dims"] = ir.IntAttr(int64(c.RopeDims))
+	}
+	if len(c.RopeFreqFactors) > 0 {
+		rope["freq_factors"] = ir.FloatsAttr(c.RopeFreqFactors...)
 	}
 	eps := ir.Attrs{"eps": ir.FloatAttr(c.NormEps)}
 	var newK, newV []*ir.Value

@@ -251,12 +251,8 @@ func ropeKernel(_ *Device, c *call) ([]*tensor.Tensor, error) {
 	default:
 		return nil, fmt.Errorf("style %q is neither interleaved nor half", st)
 	}
-	theta := float32(c.attrs.Float("theta"))
 	half := dims / 2
-	freq := make([]float32, half)
-	for i := range freq {
-		freq[i] = 1 / float32(math.Pow(float64(theta), float64(float32(2*i)/float32(dims))))
-	}
+	freq := ir.RopeFreqs(float32(c.attrs.Float("theta")), dims, c.attrs.Floats("freq_factors"))
 	cs := make([]float32, 2*half)
 	out := x.Clone()
 	o := out.Float32s()

@@ -263,17 +263,22 @@ func TestRope(t *testing.T) {
 		s, h, dh, dims, pos int
 		style               string
 		theta               float64
+		factors             []float64
 	}{
-		{1, 4, 8, 0, 0, "interleaved", 10000},
-		{3, 2, 8, 0, 5, "interleaved", 10000},
-		{4, 3, 16, 0, 17, "half", 10000},
-		{2, 2, 10, 6, 3, "interleaved", 10000},
-		{2, 2, 10, 4, 40, "half", 500000},
-		{5, 1, 6, 0, 0, "half", 100},
+		{1, 4, 8, 0, 0, "interleaved", 10000, nil},
+		{3, 2, 8, 0, 5, "interleaved", 10000, nil},
+		{4, 3, 16, 0, 17, "half", 10000, nil},
+		{2, 2, 10, 6, 3, "interleaved", 10000, nil},
+		{2, 2, 10, 4, 40, "half", 500000, nil},
+		{5, 1, 6, 0, 0, "half", 100, nil},
+		{3, 2, 8, 0, 60, "interleaved", 500000, []float64{1, 1.5, 4, 8}}, // Llama 3.1-style scaling
 	}
 	for _, c := range cases {
 		x := randF32(r, c.s, c.h, c.dh)
 		attrs := ir.Attrs{"style": ir.StringAttr(c.style), "dims": ir.IntAttr(int64(c.dims)), "theta": ir.FloatAttr(c.theta)}
+		if c.factors != nil {
+			attrs["freq_factors"] = ir.FloatsAttr(c.factors...)
+		}
 		got := launch(t, d, "rope", attrs, x, tensor.ScalarInt32(int32(c.pos)))
 		dims := c.dims
 		if dims == 0 {
@@ -289,6 +294,9 @@ func TestRope(t *testing.T) {
 						i0, i1 = i, i+dims/2
 					}
 					ang := float64(c.pos+s) * math.Pow(c.theta, -2*float64(i)/float64(dims))
+					if c.factors != nil {
+						ang /= c.factors[i]
+					}
 					a, b := v[i0], v[i1]
 					v[i0] = a*math.Cos(ang) - b*math.Sin(ang)
 					v[i1] = a*math.Sin(ang) + b*math.Cos(ang)

@@ -205,6 +205,8 @@ func opCases() []opCase {
 	add("rope/1x6x48", "rope", rope("interleaved", 0), chain, randF32(r, -2, 2, 1, 6, 48), pos(5))
 	add("rope/3x4x16_half", "rope", rope("half", 0), chain, randF32(r, -2, 2, 3, 4, 16), pos(100))
 	add("rope/partial", "rope", rope("interleaved", 8), chain, randF32(r, -2, 2, 2, 3, 16), pos(7))
+	add("rope/freq_factors", "rope", ir.Attrs{"theta": ir.FloatAttr(500000), "freq_factors": ir.FloatsAttr(1, 1, 1.5, 2, 4, 8, 8, 8)},
+		chain, randF32(r, -2, 2, 3, 4, 16), pos(200))
 
 	add("kv_write/3rows", "kv_write", nil, exact, randF32(r, -1, 1, 16, 2, 8), randF32(r, -1, 1, 3, 2, 8), pos(5))
 	add("kv_write/last", "kv_write", nil, exact, randF32(r, -1, 1, 9, 1, 4), randF32(r, -1, 1, 1, 1, 4), pos(8))

@@ -193,6 +193,9 @@ func opCases() []opCase {
 	rope("15M prefill", "interleaved", 0, 0, 9, 6, 48)
 	rope("half pos 511", "half", 0, 511, 1, 6, 48)
 	rope("partial dims", "half", 16, 100, 3, 2, 24)
+	add(opCase{name: "rope freq_factors", op: "rope", attrs: ir.Attrs{"theta": ir.FloatAttr(500000),
+		"freq_factors": ir.FloatsAttr(1, 1, 1.5, 2, 4, 8, 8, 8)},
+		gen: ins(f32s(-1, 1, 3, 4, 16), scalar(200)), tol: ropeTol})
 	rope("partial interleaved", "interleaved", 6, 3, 2, 3, 10)
 	rope("far position", "half", 0, 100000, 2, 2, 64)
 

@@ -96,6 +96,7 @@ func Cases() []Case {
 		Case{"argmax_i32_axis0", "argmax", ir.Attrs{"axis": ir.IntAttr(0)}, []ir.Type{I32(5, 3)}},
 		Case{"rope", "rope", nil, []ir.Type{F32(9, 6, 48), pos}},
 		Case{"rope_half_partial", "rope", ir.Attrs{"style": ir.StringAttr("half"), "dims": ir.IntAttr(16), "theta": ir.FloatAttr(500000)}, []ir.Type{F32(1, 4, 64), pos}},
+		Case{"rope_freq_factors", "rope", ir.Attrs{"theta": ir.FloatAttr(500000), "freq_factors": ir.FloatsAttr(ropeFactors(32)...)}, []ir.Type{F32(3, 4, 64), pos}},
 		Case{"kv_write", "kv_write", nil, []ir.Type{F32(512, 4, 8), F32(1, 4, 8), pos}},
 		Case{"kv_write_prefill", "kv_write", nil, []ir.Type{F32(64, 2, 16), F32(7, 2, 16), pos}},
 		Case{"attention", "attention", ir.Attrs{"scale": ir.FloatAttr(0.125)}, []ir.Type{F32(1, 8, 64), F32(512, 4, 64), F32(512, 4, 64), pos}},
@@ -202,4 +203,14 @@ func Golden(t *testing.T, path string, got []byte, update bool) {
 	if string(want) != string(got) {
 		t.Errorf("%s differs from %s (run go test -update and review the diff)", filepath.Base(path), path)
 	}
+}
+
+// ropeFactors returns n Llama 3.1-like frequency divisors: 1 for the high
+// frequencies, 8 for the low ones, a smooth ramp between.
+func ropeFactors(n int) []float64 {
+	f := make([]float64, n)
+	for i := range f {
+		f[i] = 1 + 7*math.Min(1, math.Max(0, float64(i-n/4)/float64(n/2)))
+	}
+	return f
 }
