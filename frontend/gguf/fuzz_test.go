@@ -1,6 +1,8 @@
 package gguf
 
 import (
+	"math/rand/v2"
+	"strings"
 	"testing"
 )
 
@@ -15,6 +17,7 @@ func FuzzParse(f *testing.F) {
 	}}).bytes())
 	f.Add(llamaFile{c: tinyConfig, ctx: 16, vocab: testVocab(tinyConfig.Vocab)}.writer().bytes())
 	f.Add([]byte("GGUF"))
+	f.Add(fuzzSeedQwen2BPE())
 	f.Fuzz(func(t *testing.T, data []byte) {
 		g, err := Parse("fuzz.gguf", data)
 		if err != nil {
@@ -46,4 +49,58 @@ func fuzzBuild(g *File) {
 		}
 	}
 	g.Tokenizer()
+}
+
+// fuzzSeedQwen2BPE is a qwen2 file with Q8_0 and Q4_K matrices (random
+// blocks: every bit pattern is valid data) and a byte-level BPE tokenizer,
+// so the fuzzer starts from the quantized and BPE paths too.
+func fuzzSeedQwen2BPE() []byte {
+	tokens, merges := trainBPE(bpeCorpus, 20)
+	c := tinyConfig
+	c.Dim, c.HiddenDim, c.Vocab, c.QKVBias, c.RopeStyle = 256, 32, len(tokens), true, "half"
+	r := rand.New(rand.NewPCG(1, 1))
+	lf := llamaFile{c: c, arch: "qwen2", ctx: 16, typeOf: matrices(func(n string) GGMLType {
+		switch {
+		case strings.HasSuffix(n, ".bias"):
+			return GGMLF32
+		case strings.HasPrefix(n, "token_embd"):
+			return GGMLQ4_K
+		}
+		return GGMLQ8_0
+	}), quantize: func(typ GGMLType, vals []float32) []byte {
+		q := quantFormats[typ]
+		b := make([]byte, len(vals)/q.elems*q.bytes)
+		for i := range b {
+			b[i] = byte(r.Uint32())
+		}
+		return b
+	}}
+	toks := make([]any, len(tokens))
+	for i, t := range tokens {
+		toks[i] = t
+	}
+	ms := make([]any, len(merges))
+	for i, m := range merges {
+		ms[i] = m
+	}
+	lf.extraKVs = []wkv{
+		{"tokenizer.ggml.model", TypeString, "gpt2"},
+		{"tokenizer.ggml.pre", TypeString, "qwen2"},
+		{"tokenizer.ggml.tokens", TypeArray, warr{TypeString, toks}},
+		{"tokenizer.ggml.merges", TypeArray, warr{TypeString, ms}},
+	}
+	return lf.writer().bytes()
+}
+
+// TestFuzzSeedQwen2BPELoads: the seed is a valid model with a tokenizer,
+// so fuzzing starts from inputs that reach every builder.
+func TestFuzzSeedQwen2BPELoads(t *testing.T) {
+	p := writeTemp(t, "seed.gguf", fuzzSeedQwen2BPE())
+	m, tok, err := Load(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tok == nil || m.Weight("layers.0.attention.bq") == nil {
+		t.Errorf("tokenizer %v, bias weight %v", tok, m.Weight("layers.0.attention.bq"))
+	}
 }
