@@ -142,14 +142,15 @@ func decodeQ8_0(b []byte, out []float32) {
 func decodeQ2K(b []byte, out []float32) {
 	scales, qs := b[0:16], b[16:80]
 	d, dmin := half(b[80:]), half(b[82:])
-	for i := range out {
-		part, rest := i/128, i%128
-		shift, group := 2*(rest/32), rest%32 // group: byte within the 32 of this half
-		sc := scales[i/16]
+	for g, sc := range scales { // a scale and a minimum per 16 elements
 		dl := d * float32(sc&0xf)
 		ml := dmin * float32(sc>>4)
-		q := qs[32*part+group] >> shift & 3
-		out[i] = float32(dl*float32(q)) - ml
+		for i := 16 * g; i < 16*g+16; i++ {
+			part, rest := i/128, i%128
+			shift, group := 2*(rest/32), rest%32 // group: byte within the 32 of this half
+			q := qs[32*part+group] >> shift & 3
+			out[i] = float32(dl*float32(q)) - ml
+		}
 	}
 }
 
@@ -167,15 +168,17 @@ func q3Scale(s []byte, j int) int {
 func decodeQ3K(b []byte, out []float32) {
 	hmask, qs, scales := b[0:32], b[32:96], b[96:108]
 	d := half(b[108:])
-	for i := range out {
-		part, rest := i/128, i%128
-		step, group := rest/32, rest%32
-		q := int(qs[32*part+group] >> (2 * step) & 3)
-		if hmask[group]>>(4*part+step)&1 == 0 {
-			q -= 4
+	for g := 0; g < 16; g++ { // a scale per 16 elements
+		dl := d * float32(q3Scale(scales, g))
+		for i := 16 * g; i < 16*g+16; i++ {
+			part, rest := i/128, i%128
+			step, group := rest/32, rest%32
+			q := int(qs[32*part+group] >> (2 * step) & 3)
+			if hmask[group]>>(4*part+step)&1 == 0 {
+				q -= 4
+			}
+			out[i] = dl * float32(q)
 		}
-		dl := d * float32(q3Scale(scales, i/16))
-		out[i] = dl * float32(q)
 	}
 }
 
@@ -196,11 +199,13 @@ func scaleMinK4(s []byte, j int) (sc, m byte) {
 func decodeQ4K(b []byte, out []float32) {
 	d, dmin := half(b), half(b[2:])
 	scales, qs := b[4:16], b[16:144]
-	for i := range out {
-		sub := i / 32
+	for sub := 0; sub < 8; sub++ { // a scale and a minimum per 32 elements
 		sc, m := scaleMinK4(scales, sub)
-		q := qs[32*(i/64)+i%32] >> (4 * (sub % 2)) & 0xf
-		out[i] = float32(float32(d*float32(sc))*float32(q)) - dmin*float32(m)
+		d1, m1 := d*float32(sc), dmin*float32(m)
+		row, shift := qs[32*(sub/2):32*(sub/2)+32], 4*(sub%2)
+		for l, q := range row {
+			out[32*sub+l] = float32(d1*float32(q>>shift&0xf)) - m1
+		}
 	}
 }
 
@@ -209,11 +214,14 @@ func decodeQ4K(b []byte, out []float32) {
 func decodeQ5K(b []byte, out []float32) {
 	d, dmin := half(b), half(b[2:])
 	scales, qh, qs := b[4:16], b[16:48], b[48:176]
-	for i := range out {
-		sub := i / 32
+	for sub := 0; sub < 8; sub++ { // a scale and a minimum per 32 elements
 		sc, m := scaleMinK4(scales, sub)
-		q := qs[32*(i/64)+i%32]>>(4*(sub%2))&0xf | (qh[i%32]>>sub&1)<<4
-		out[i] = float32(float32(d*float32(sc))*float32(q)) - dmin*float32(m)
+		d1, m1 := d*float32(sc), dmin*float32(m)
+		row, shift := qs[32*(sub/2):32*(sub/2)+32], 4*(sub%2)
+		for l, q := range row {
+			v := q>>shift&0xf | (qh[l]>>sub&1)<<4
+			out[32*sub+l] = float32(d1*float32(v)) - m1
+		}
 	}
 }
 
@@ -225,12 +233,15 @@ func decodeQ5K(b []byte, out []float32) {
 func decodeQ6K(b []byte, out []float32) {
 	ql, qh, scales := b[0:128], b[128:192], b[192:208]
 	d := half(b[208:])
-	for i := range out {
-		part, rest := i/128, i%128
-		quarter, l := rest/32, rest%32
-		lo := ql[64*part+32*(quarter%2)+l] >> (4 * (quarter / 2)) & 0xf
-		hi := qh[32*part+l] >> (2 * quarter) & 3
-		q := int(lo|hi<<4) - 32
-		out[i] = float32(d*float32(int8(scales[i/16]))) * float32(q)
+	for g, sc := range scales { // a scale per 16 elements
+		dl := d * float32(int8(sc))
+		for i := 16 * g; i < 16*g+16; i++ {
+			part, rest := i/128, i%128
+			quarter, l := rest/32, rest%32
+			lo := ql[64*part+32*(quarter%2)+l] >> (4 * (quarter / 2)) & 0xf
+			hi := qh[32*part+l] >> (2 * quarter) & 3
+			q := int(lo|hi<<4) - 32
+			out[i] = dl * float32(q)
+		}
 	}
 }
