@@ -137,20 +137,12 @@ func TestBPETokenizerAgainstLlamaCpp(t *testing.T) {
 		t.Run(tc.pre, func(t *testing.T) {
 			c := tinyConfig
 			c.Vocab = len(tokens)
-			toks := make([]any, len(tokens))
-			for i, s := range tokens {
-				toks[i] = s
-			}
-			ms := make([]any, len(merges))
-			for i, s := range merges {
-				ms[i] = s
-			}
 			lf := llamaFile{c: c, ctx: 64, typeOf: func(string) GGMLType { return GGMLF32 }, extraKVs: []wkv{
 				{"tokenizer.ggml.model", TypeString, "gpt2"},
 				{"tokenizer.ggml.pre", TypeString, tc.pre},
-				{"tokenizer.ggml.tokens", TypeArray, warr{TypeString, toks}},
+				{"tokenizer.ggml.tokens", TypeArray, warr{TypeString, anys(tokens)}},
 				{"tokenizer.ggml.token_type", TypeArray, warr{TypeInt32, types}},
-				{"tokenizer.ggml.merges", TypeArray, warr{TypeString, ms}},
+				{"tokenizer.ggml.merges", TypeArray, warr{TypeString, anys(merges)}},
 				{"tokenizer.ggml.bos_token_id", TypeUint32, uint32(bos)},
 				{"tokenizer.ggml.eos_token_id", TypeUint32, uint32(eos)},
 				{"tokenizer.ggml.add_bos_token", TypeBool, tc.addBOS},
@@ -218,4 +210,13 @@ func llamaCppTokenize(t *testing.T, path string, texts []string) [][]int {
 		t.Fatalf("llama.cpp tokenized %d texts of %d", len(ids), len(texts))
 	}
 	return ids
+}
+
+// anys returns ss as the items of a warr.
+func anys(ss []string) []any {
+	out := make([]any, len(ss))
+	for i, s := range ss {
+		out[i] = s
+	}
+	return out
 }

@@ -75,19 +75,11 @@ func fuzzSeedQwen2BPE() []byte {
 		}
 		return b
 	}}
-	toks := make([]any, len(tokens))
-	for i, t := range tokens {
-		toks[i] = t
-	}
-	ms := make([]any, len(merges))
-	for i, m := range merges {
-		ms[i] = m
-	}
 	lf.extraKVs = []wkv{
 		{"tokenizer.ggml.model", TypeString, "gpt2"},
 		{"tokenizer.ggml.pre", TypeString, "qwen2"},
-		{"tokenizer.ggml.tokens", TypeArray, warr{TypeString, toks}},
-		{"tokenizer.ggml.merges", TypeArray, warr{TypeString, ms}},
+		{"tokenizer.ggml.tokens", TypeArray, warr{TypeString, anys(tokens)}},
+		{"tokenizer.ggml.merges", TypeArray, warr{TypeString, anys(merges)}},
 	}
 	return lf.writer().bytes()
 }
