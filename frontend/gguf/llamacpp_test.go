@@ -98,8 +98,7 @@ func TestLogitsAgainstLlamaCpp(t *testing.T) {
 	})
 	// Synthetic files (several layers, GQA) with dims that are whole K-quant
 	// super-blocks, and a tokenizer: llama.cpp will not load a file without.
-	c := smallConfig
-	c.Dim, c.HiddenDim, c.Heads, c.KVHeads, c.Layers = 256, 512, 4, 2, 2
+	c := quantConfig
 	qwen2 := c
 	qwen2.QKVBias, qwen2.RopeStyle, qwen2.RopeTheta = true, "half", 1000000
 	qwen2Tied := qwen2
@@ -127,7 +126,7 @@ func TestLogitsAgainstLlamaCpp(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			lf := llamaFile{c: tc.c, arch: tc.arch, ctx: 64, typeOf: tc.typeOf, seed: 5, vocab: testVocab(tc.c.Vocab),
-				quantize: func(typ GGMLType, vals []float32) []byte { return ggmlQuantize(t, typ, vals) }}
+				quantize: ggmlQuantizer(t)}
 			p := writeTemp(t, tc.name+".gguf", lf.writer().bytes())
 			check(t, p, []int{1, 17, 250, 3, 99}, []int{5, 150, 1}, tc.tol)
 		})

@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	goruntime "runtime"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -30,6 +31,11 @@ func ggmlRun(t testing.TB, mode string, typ GGMLType, in []byte) []byte {
 // ggmlQuantize quantizes vals with ggml's quantize_row_*_ref.
 func ggmlQuantize(t testing.TB, typ GGMLType, vals []float32) []byte {
 	return ggmlRun(t, "quant", typ, encode(GGMLF32, vals))
+}
+
+// ggmlQuantizer is ggmlQuantize as a llamaFile.quantize encoder.
+func ggmlQuantizer(t testing.TB) func(GGMLType, []float32) []byte {
+	return func(typ GGMLType, vals []float32) []byte { return ggmlQuantize(t, typ, vals) }
 }
 
 // ggmlDequantize decodes blocks with ggml's dequantize_row_*.
@@ -140,7 +146,7 @@ func TestDequantizeMatchesGGML(t *testing.T) {
 				block := vals[b*q.elems : (b+1)*q.elems]
 				// The symmetric formats span ±max|x| even when a block is
 				// one-sided, so the range is taken as 2·max|x|.
-				rng := 2 * math.Max(-float64(slicesMin(block)), float64(slicesMax(block)))
+				rng := 2 * math.Max(-float64(slices.Min(block)), float64(slices.Max(block)))
 				tol := steps*rng/float64(int(1)<<bits-1) + 1e-6
 				for i, v := range block {
 					g := math.Float32frombits(binary.LittleEndian.Uint32(got[4*(b*q.elems+i):]))
@@ -151,22 +157,6 @@ func TestDequantizeMatchesGGML(t *testing.T) {
 			}
 		})
 	}
-}
-
-func slicesMin(v []float32) float32 {
-	m := v[0]
-	for _, x := range v {
-		m = min(m, x)
-	}
-	return m
-}
-
-func slicesMax(v []float32) float32 {
-	m := v[0]
-	for _, x := range v {
-		m = max(m, x)
-	}
-	return m
 }
 
 // TestDequantizeParallel: a tensor large enough to be split across
@@ -208,9 +198,7 @@ func TestQuantizedHeaderChecks(t *testing.T) {
 // and compares the IR's logits with the float64 reference forward pass
 // reading the same tensors through ggml's own dequantizer.
 func TestLogitsQuantized(t *testing.T) {
-	// Dims that are whole K-quant super-blocks along every matrix row.
-	c := smallConfig
-	c.Dim, c.HiddenDim, c.Heads, c.KVHeads, c.Layers = 256, 512, 4, 2, 2
+	c := quantConfig
 	for _, tc := range []struct {
 		name   string
 		typeOf func(name string) GGMLType
@@ -233,7 +221,7 @@ func TestLogitsQuantized(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			lf := llamaFile{c: c, ctx: 64, typeOf: tc.typeOf, seed: 3,
-				quantize: func(typ GGMLType, vals []float32) []byte { return ggmlQuantize(t, typ, vals) }}
+				quantize: ggmlQuantizer(t)}
 			p := writeTemp(t, tc.name+".gguf", lf.writer().bytes())
 			checkLogits(t, p, []int{1, 17, 250, 3, 99}, []int{5, 150, 1})
 		})
@@ -275,14 +263,13 @@ func ggmlWrite(t *testing.T, w *ggufWriter, path string) {
 // TestLoadGGMLWritten loads a Q4_K_M model that ggml's own GGUF writer
 // wrote (its alignment, padding and tensor order, not our test writer's).
 func TestLoadGGMLWritten(t *testing.T) {
-	c := smallConfig
-	c.Dim, c.HiddenDim, c.Heads, c.KVHeads, c.Layers = 256, 512, 4, 2, 2
+	c := quantConfig
 	lf := llamaFile{c: c, ctx: 64, typeOf: matrices(func(n string) GGMLType {
 		if strings.HasSuffix(n, "attn_v.weight") || strings.HasSuffix(n, "ffn_down.weight") {
 			return GGMLQ6_K
 		}
 		return GGMLQ4_K
-	}), seed: 4, quantize: func(typ GGMLType, vals []float32) []byte { return ggmlQuantize(t, typ, vals) }}
+	}), seed: 4, quantize: ggmlQuantizer(t)}
 	p := filepath.Join(t.TempDir(), "ggml-written.gguf")
 	ggmlWrite(t, lf.writer(), p)
 	f, err := Open(p)

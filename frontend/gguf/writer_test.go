@@ -249,6 +249,14 @@ func (lf llamaFile) writer() *ggufWriter {
 var smallConfig = llama.Config{Dim: 32, HiddenDim: 72, Layers: 3, Heads: 4, KVHeads: 2, Vocab: 300,
 	MaxSeq: 64, NormEps: 1e-5, RopeTheta: 10000, RopeStyle: "interleaved"}
 
+// quantConfig is smallConfig with dims that are whole K-quant
+// super-blocks along every matrix row (so any quantized type fits).
+var quantConfig = func() llama.Config {
+	c := smallConfig
+	c.Dim, c.HiddenDim, c.Heads, c.KVHeads, c.Layers = 256, 512, 4, 2, 2
+	return c
+}()
+
 // tinyConfig is the smallest synthetic model (fuzz seeds).
 var tinyConfig = llama.Config{Dim: 8, HiddenDim: 16, Layers: 1, Heads: 2, KVHeads: 1, Vocab: 8,
 	MaxSeq: 16, NormEps: 1e-5, RopeTheta: 10000, RopeStyle: "interleaved"}
