@@ -549,11 +549,12 @@ func (f *File) bpeTokenizer(tokens []string, types []int64) (tokenizer.Model, er
 	if !ok {
 		return nil, f.errorf("tokenizer model gpt2 but no tokenizer.ggml.merges")
 	}
+	ma, ok := mv.Array()
 	var merges []string
-	if ma, ok := mv.Array(); ok {
+	if ok {
 		merges, ok = ma.Strings()
 	}
-	if merges == nil && !ok {
+	if !ok {
 		return nil, f.errorf("tokenizer.ggml.merges is %s %s, want an array of strings", mv.Type, mv)
 	}
 	pre := "gpt-2"

@@ -251,6 +251,10 @@ func TestLoadErrors(t *testing.T) {
 		{"vocab size disagrees", func(w *ggufWriter) { setKV(w, "llama.vocab_size", TypeUint32, uint32(301)) }, "llama.vocab_size 301 differs from the 300 rows of token_embd.weight"},
 		{"tokenizer model", func(w *ggufWriter) { setKV(w, "tokenizer.ggml.model", TypeString, "bert") }, `tokenizer model "bert" is not supported (supported: llama (SentencePiece), gpt2 (byte-level BPE))`},
 		{"gpt2 tokenizer without merges", func(w *ggufWriter) { setKV(w, "tokenizer.ggml.model", TypeString, "gpt2") }, "tokenizer model gpt2 but no tokenizer.ggml.merges"},
+		{"gpt2 merges not strings", func(w *ggufWriter) {
+			setKV(w, "tokenizer.ggml.model", TypeString, "gpt2")
+			setKV(w, "tokenizer.ggml.merges", TypeUint32, uint32(7))
+		}, "tokenizer.ggml.merges is uint32 7, want an array of strings"},
 		{"gpt2 tokenizer with another pre-tokenizer", func(w *ggufWriter) {
 			setKV(w, "tokenizer.ggml.model", TypeString, "gpt2")
 			setKV(w, "tokenizer.ggml.merges", TypeArray, warr{TypeString, []any{}})
