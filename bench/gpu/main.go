@@ -3,8 +3,9 @@
 // (PyTorch/cuBLAS and Hugging Face transformers, bench/gpu/native.py) run on
 // the same GPU. bench/gpu/run.sh runs both and the table.
 //
-//	benchgpu run -out DIR -hf DIR [-quick]   # ours: DIR/ours.json, HF folders of the same weights
-//	benchgpu table -ours F -native F [-smi F] # the table, markdown, on stdout
+//	benchgpu run -out DIR -hf DIR [-quick] [-target vulkan] [-defaults]  # ours: DIR/ours.json, HF folders of the same weights
+//	benchgpu table -ours F -native F [-smi F]                           # the table, markdown, on stdout
+//	benchgpu gguf -shape tinyllama -type F16 -o F                        # a GGUF file of that shape, random weights
 //
 // "run" measures f32 matmul GFLOP/s of every candidate kernel tuning
 // (wgsl.MatmulTiles, GEMV unrolls), picks the best, then times prefill and
@@ -37,13 +38,14 @@ import (
 	"github.com/tapml/tapml/ir"
 	"github.com/tapml/tapml/runtime"
 	"github.com/tapml/tapml/runtime/llm"
+	"github.com/tapml/tapml/runtime/target"
 	"github.com/tapml/tapml/runtime/webgpu"
 	"github.com/tapml/tapml/tensor"
 )
 
 func main() {
 	if len(os.Args) < 2 {
-		fmt.Fprintln(os.Stderr, "usage: benchgpu run|table [flags]")
+		fmt.Fprintln(os.Stderr, "usage: benchgpu run|table|gguf [flags]")
 		os.Exit(2)
 	}
 	var err error
@@ -52,8 +54,10 @@ func main() {
 		err = runCmd(os.Args[2:])
 	case "table":
 		err = tableCmd(os.Args[2:])
+	case "gguf":
+		err = ggufCmd(os.Args[2:])
 	default:
-		err = fmt.Errorf("unknown command %q (run, table)", os.Args[1])
+		err = fmt.Errorf("unknown command %q (run, table, gguf)", os.Args[1])
 	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "benchgpu:", err)
@@ -166,6 +170,8 @@ func runCmd(args []string) error {
 	prefill := fs.Int("prefill", 128, "prompt tokens")
 	decode := fs.Int("decode", 64, "decode steps")
 	cpuprofile := fs.String("cpuprofile", "", "write a CPU profile of one decode session of the last model (device defaults) here")
+	targetName := fs.String("target", "webgpu", "the target whose kernels to measure: webgpu (WGSL) or vulkan (SPIR-V)")
+	onlyDefaults := fs.Bool("defaults", false, "measure the device's default tuning only (no variants)")
 	fs.Parse(args)
 	if *hfDir == "" {
 		*hfDir = filepath.Join(*out, "hf")
@@ -173,7 +179,7 @@ func runCmd(args []string) error {
 	if err := os.MkdirAll(*out, 0o755); err != nil {
 		return err
 	}
-	dev, err := webgpu.Open(webgpu.Options{})
+	dev, err := openTarget(*targetName)
 	if err != nil {
 		return err
 	}
@@ -228,6 +234,9 @@ func runCmd(args []string) error {
 	}
 	few = append(few, defaults)
 	gemv := []wgsl.Tuning{{GEMVUnroll: 1}, {GEMVUnroll: 2}, {GEMVUnroll: 4}, {GEMVLanes: 64, GEMVUnroll: 1}, {GEMVLanes: 64, GEMVUnroll: 2}, {GEMVLanes: 16, GEMVUnroll: 4}, defaults}
+	if *onlyDefaults {
+		tiled, few, gemv = []wgsl.Tuning{defaults}, []wgsl.Tuning{defaults}, []wgsl.Tuning{defaults}
+	}
 	for _, s := range shapes {
 		vs := tiled
 		switch {
@@ -276,6 +285,9 @@ func runCmd(args []string) error {
 		{with(func(t *wgsl.Tuning) { t.Matmul = "128x128x8/8x8+p,64x64x16/4x4+p" }), defBatch, defRamp},
 		{defaults, defBatch, defRamp}, // again: the spread between two runs of one configuration
 	}
+	if *onlyDefaults {
+		configs = []llmConfig{{defaults, defBatch, defRamp}}
+	}
 	names := strings.Split(*models, ",")
 	for mi, name := range names {
 		var c llama.Config
@@ -316,6 +328,22 @@ func runCmd(args []string) error {
 		}
 	}
 	return save()
+}
+
+// openTarget opens the webgpu device of a target that runs on wgpu: webgpu
+// (WGSL kernels) or vulkan (SPIR-V kernels on the same runtime).
+func openTarget(name string) (*webgpu.Device, error) {
+	switch name {
+	case "webgpu":
+		return webgpu.Open(webgpu.Options{})
+	case "vulkan":
+		d, err := target.Open("vulkan", "vulkan")
+		if err != nil {
+			return nil, err
+		}
+		return d.(*webgpu.Device), nil
+	}
+	return nil, fmt.Errorf("unknown target %q (webgpu, vulkan)", name)
 }
 
 func logf(format string, args ...any) {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -129,6 +130,19 @@ func TestLogitsAgainstLlamaCpp(t *testing.T) {
 				quantize: ggmlQuantizer(t)}
 			p := writeTemp(t, tc.name+".gguf", lf.writer().bytes())
 			check(t, p, []int{1, 17, 250, 3, 99}, []int{5, 150, 1}, tc.tol)
+		})
+	}
+	// WriteLlama's files (what the GPU benchmarks give llama.cpp) load in
+	// llama.cpp with its synthetic vocabulary and compute the same model.
+	for _, typ := range []GGMLType{GGMLF32, GGMLF16} {
+		t.Run("WriteLlama-"+typ.String(), func(t *testing.T) {
+			c := c
+			c.Vocab = 300
+			p := filepath.Join(t.TempDir(), "w.gguf")
+			if err := WriteLlama(p, c, llama.RandomWeights(c, 3), typ); err != nil {
+				t.Fatal(err)
+			}
+			check(t, p, []int{1, 17, 250, 3, 99}, []int{5, 150, 1}, llamaCppTolFloat)
 		})
 	}
 	// Llama 3.1's rope scaling: per-pair frequency divisors in a

@@ -1,0 +1,50 @@
+package main
+
+import (
+	"flag"
+	"fmt"
+
+	"github.com/tapml/tapml/frontend/gguf"
+	"github.com/tapml/tapml/frontend/llama"
+)
+
+// Shapes of public models, for GGUF files with random weights that tapml
+// and llama.cpp both run (GGUF LLaMA files rotate interleaved pairs).
+var ggufShapes = map[string]llama.Config{
+	"tinyllama": withStyle(llama.TinyLlama),
+	// Llama-3.2-1B: hidden 2048, 16 layers, 32/8 heads, ffn 8192, vocab
+	// 128,256, RoPE base 500,000, classifier tied to the embeddings.
+	"llama32-1b": {Dim: 2048, HiddenDim: 8192, Layers: 16, Heads: 32, KVHeads: 8, Vocab: 128256, MaxSeq: 2048,
+		NormEps: 1e-5, RopeTheta: 500000, RopeStyle: "interleaved", TiedEmbeddings: true},
+	"stories15M": withStyle(llama.Stories15M),
+}
+
+func withStyle(c llama.Config) llama.Config {
+	c.RopeStyle = "interleaved"
+	return c
+}
+
+// ggufCmd writes a GGUF file of a named shape with bench's random weights.
+func ggufCmd(args []string) error {
+	fs := flag.NewFlagSet("gguf", flag.ExitOnError)
+	shape := fs.String("shape", "tinyllama", "model shape: tinyllama, llama32-1b, stories15M")
+	typ := fs.String("type", "F32", "matrix type: F32 or F16")
+	out := fs.String("o", "", "the file to write")
+	fs.Parse(args)
+	c, ok := ggufShapes[*shape]
+	if !ok {
+		return fmt.Errorf("unknown shape %q (tinyllama, llama32-1b, stories15M)", *shape)
+	}
+	types := map[string]gguf.GGMLType{"F32": gguf.GGMLF32, "F16": gguf.GGMLF16}
+	t, ok := types[*typ]
+	if !ok {
+		return fmt.Errorf("unknown type %q (F32, F16)", *typ)
+	}
+	if *out == "" {
+		return fmt.Errorf("-o is required")
+	}
+	logf("%s %s: drawing random weights", *shape, *typ)
+	w := randomWeights(c)
+	logf("writing %s", *out)
+	return gguf.WriteLlama(*out, c, w, t)
+}
