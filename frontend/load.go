@@ -13,9 +13,10 @@ import (
 	"strings"
 
 	"github.com/tapml/tapml/artifact"
+	"github.com/tapml/tapml/frontend/arch"
+	"github.com/tapml/tapml/frontend/arch/llama"
 	"github.com/tapml/tapml/frontend/gguf"
 	"github.com/tapml/tapml/frontend/hf"
-	"github.com/tapml/tapml/frontend/llama"
 	"github.com/tapml/tapml/frontend/llama2c"
 	"github.com/tapml/tapml/frontend/onnx"
 	"github.com/tapml/tapml/frontend/tokenizer"
@@ -59,7 +60,7 @@ const BuiltinSeed = 42
 // BuiltinTiny returns the built-in model: llama.Tiny with random weights
 // from a fixed seed and a byte-level tokenizer. It needs no files.
 func BuiltinTiny() (*Model, error) {
-	m, err := llama.Build("tiny-builtin", llama.Tiny, llama.RandomWeights(llama.Tiny, BuiltinSeed))
+	m, err := arch.Build("tiny-builtin", llama.Tiny, llama.RandomWeights(llama.Tiny, BuiltinSeed))
 	if err != nil {
 		return nil, err
 	}

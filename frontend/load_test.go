@@ -6,8 +6,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/tapml/tapml/frontend/arch/llama"
 	"github.com/tapml/tapml/frontend/hf"
-	"github.com/tapml/tapml/frontend/llama"
 	"github.com/tapml/tapml/frontend/llama2c"
 	"github.com/tapml/tapml/frontend/tokenizer"
 	"github.com/tapml/tapml/ir"

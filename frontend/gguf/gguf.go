@@ -1,7 +1,7 @@
 // Package gguf reads GGUF model files (llama.cpp's format, versions 2 and
 // 3): a header of typed metadata and tensor descriptions followed by an
 // aligned data section. Open memory-maps a file and parses it; Load turns
-// a LLaMA-architecture file into an ir.Module through frontend/llama and
+// a LLaMA-architecture file into an ir.Module through frontend/arch/llama and
 // its embedded SentencePiece vocabulary into a tokenizer.
 //
 // Every length, count and offset read from a file is checked against the

@@ -11,8 +11,9 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/tapml/tapml/frontend/arch"
+	"github.com/tapml/tapml/frontend/arch/llama"
 	"github.com/tapml/tapml/frontend/hf"
-	"github.com/tapml/tapml/frontend/llama"
 	"github.com/tapml/tapml/frontend/tokenizer"
 	"github.com/tapml/tapml/ir"
 )
@@ -85,12 +86,12 @@ var architectures = map[string]struct {
 // quantized types Q4_0, Q4_1, Q5_0, Q5_1, Q8_0 and Q2_K to Q6_K (widened
 // to f32).
 func (f *File) Module() (*ir.Module, error) {
-	arch, err := f.Architecture()
+	family, err := f.Architecture()
 	if err != nil {
 		return nil, err
 	}
-	if _, ok := architectures[arch]; !ok {
-		return nil, f.errorf("architecture %q is not supported (supported: llama, qwen2)", arch)
+	if _, ok := architectures[family]; !ok {
+		return nil, f.errorf("architecture %q is not supported (supported: llama, qwen2)", family)
 	}
 	for i := range f.Tensors {
 		t := &f.Tensors[i]
@@ -99,7 +100,7 @@ func (f *File) Module() (*ir.Module, error) {
 				t.Name, t.Type, uint32(t.Type), supportedList())
 		}
 	}
-	c, ctx, err := f.llamaConfig(arch)
+	c, ctx, err := f.llamaConfig(family)
 	if err != nil {
 		return nil, err
 	}
@@ -108,7 +109,7 @@ func (f *File) Module() (*ir.Module, error) {
 		return nil, err
 	}
 	name := strings.TrimSuffix(filepath.Base(f.Path), filepath.Ext(f.Path))
-	m, err := llama.Build(name, c, weights)
+	m, err := arch.Build(name, c, weights)
 	if err != nil {
 		return nil, f.errorf("%v", err)
 	}
@@ -170,10 +171,10 @@ func ptr(v int64) *int64 { return &v }
 // llamaConfig maps the ARCH.* metadata (llama.*, qwen2.*) to a
 // llama.Config; it also returns the file's context length. Vocab comes
 // from token_embd's shape.
-func (f *File) llamaConfig(arch string) (llama.Config, int, error) {
+func (f *File) llamaConfig(family string) (llama.Config, int, error) {
 	const big = 1 << 24
 	var c llama.Config
-	k := func(key string) string { return arch + "." + key }
+	k := func(key string) string { return family + "." + key }
 	ctx, err := f.intKey(k("context_length"), nil, 1, 1<<31-1)
 	if err != nil {
 		return c, 0, err
@@ -250,7 +251,7 @@ func (f *File) llamaConfig(arch string) (llama.Config, int, error) {
 	c = llama.Config{
 		Dim: int(dim), HiddenDim: int(hidden), Layers: int(layers), Heads: int(heads), KVHeads: int(kvHeads),
 		Vocab: int(vocab), MaxSeq: int(min(ctx, MaxSeqCap)), NormEps: eps, RopeTheta: theta,
-		RopeStyle: architectures[arch].ropeStyle, QKVBias: architectures[arch].qkvBias, TiedEmbeddings: !hasOutput,
+		RopeStyle: architectures[family].ropeStyle, QKVBias: architectures[family].qkvBias, TiedEmbeddings: !hasOutput,
 	}
 	if t, ok := f.Tensor(ropeFreqs); ok {
 		if c.RopeFreqFactors, err = f.ropeFreqFactors(t, int(hd/2)); err != nil {
@@ -292,7 +293,7 @@ func (f *File) ropeFreqFactors(t *TensorInfo, pairs int) ([]float64, error) {
 }
 
 // blockWeights and blockBiases map the per-layer GGUF tensor names (the
-// part after blk.N.) to frontend/llama's (after layers.N.).
+// part after blk.N.) to arch/llama's (after layers.N.).
 var (
 	blockWeights = map[string]string{
 		"attn_norm": "attention_norm", "attn_q": "attention.wq", "attn_k": "attention.wk", "attn_v": "attention.wv",
@@ -303,7 +304,7 @@ var (
 )
 
 // canonicalName maps a GGUF tensor name (a .weight, or a q/k/v .bias) to
-// frontend/llama's name.
+// arch/llama's name.
 func canonicalName(name string) (string, bool) {
 	table := blockWeights
 	base, ok := strings.CutSuffix(name, ".weight")

@@ -11,7 +11,7 @@ import (
 	"strconv"
 	"testing"
 
-	"github.com/tapml/tapml/frontend/llama"
+	"github.com/tapml/tapml/frontend/arch/llama"
 	"github.com/x448/float16"
 )
 

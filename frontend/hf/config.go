@@ -8,8 +8,8 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/tapml/tapml/frontend/gpt2"
-	"github.com/tapml/tapml/frontend/llama"
+	"github.com/tapml/tapml/frontend/arch/gpt2"
+	"github.com/tapml/tapml/frontend/arch/llama"
 )
 
 // MaxSeqCap bounds the KV cache length a model gets: its

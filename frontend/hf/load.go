@@ -1,9 +1,9 @@
 // Package hf imports Hugging Face model folders: config.json, the weights
 // in model.safetensors (or shards listed by model.safetensors.index.json)
 // and, when present, tokenizer.json. Supported architectures are
-// LlamaForCausalLM and Qwen2ForCausalLM (through frontend/llama, with
+// LlamaForCausalLM and Qwen2ForCausalLM (through frontend/arch/llama, with
 // Hugging Face's "half" RoPE layout and Qwen2's q/k/v biases) and
-// GPT2LMHeadModel (through frontend/gpt2). Weights may be F32, F16 or BF16;
+// GPT2LMHeadModel (through frontend/arch/gpt2). Weights may be F32, F16 or BF16;
 // they are memory-mapped, F32 ones used in place and 16-bit ones widened to
 // f32 on first use.
 //
@@ -25,8 +25,7 @@ import (
 	"sort"
 	"strings"
 
-	"github.com/tapml/tapml/frontend/gpt2"
-	"github.com/tapml/tapml/frontend/llama"
+	"github.com/tapml/tapml/frontend/arch"
 	"github.com/tapml/tapml/ir"
 )
 
@@ -155,9 +154,9 @@ func (c *Config) Build(name string, ck *Checkpoint) (*ir.Module, error) {
 	var m *ir.Module
 	var err error
 	if c.Arch == "GPT2LMHeadModel" {
-		m, err = gpt2.Build(name, c.GPT2, weights)
+		m, err = arch.Build(name, c.GPT2, weights)
 	} else {
-		m, err = llama.Build(name, c.Llama, weights)
+		m, err = arch.Build(name, c.Llama, weights)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", ck.Dir, err)
@@ -176,7 +175,7 @@ var (
 	gpt2Buffer   = regexp.MustCompile(`^(transformer\.)?h\.[0-9]+\.attn\.(bias|masked_bias)$`)
 )
 
-// llamaNames maps frontend/llama's per-layer weight names to Hugging
+// llamaNames maps arch/llama's per-layer weight names to Hugging
 // Face's.
 var llamaNames = map[string]string{
 	"attention_norm":  "input_layernorm.weight",
@@ -193,7 +192,7 @@ var llamaNames = map[string]string{
 	"feed_forward.w3": "mlp.up_proj.weight",
 }
 
-// LlamaTensorName returns the Hugging Face tensor name of a frontend/llama
+// LlamaTensorName returns the Hugging Face tensor name of an arch/llama
 // weight name ("layers.3.attention.wq" -> "model.layers.3.self_attn.q_proj.weight").
 func LlamaTensorName(canon string) string {
 	switch canon {

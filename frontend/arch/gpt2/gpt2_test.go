@@ -1,6 +1,7 @@
 package gpt2
 
 import (
+	"github.com/tapml/tapml/frontend/arch"
 	"math"
 	"strings"
 	"testing"
@@ -29,7 +30,7 @@ func TestValidate(t *testing.T) {
 			t.Errorf("%+v: Validate() = %v, want %q", c, err, tc.err)
 		}
 	}
-	if _, err := Build("x", tiny, map[string]ir.WeightSource{}); err == nil || !strings.Contains(err.Error(), `missing weight "wte.weight"`) {
+	if _, err := arch.Build("x", tiny, map[string]ir.WeightSource{}); err == nil || !strings.Contains(err.Error(), `missing weight "wte.weight"`) {
 		t.Errorf("Build without weights: %v", err)
 	}
 }
@@ -38,7 +39,7 @@ func TestValidate(t *testing.T) {
 // those after n single decode steps (position embeddings through iota,
 // causal attention and the caches agree), to f32 rounding.
 func TestPrefillMatchesDecode(t *testing.T) {
-	m, err := Build("tiny", tiny, RandomWeights(tiny, 1))
+	m, err := arch.Build("tiny", tiny, RandomWeights(tiny, 1))
 	if err != nil {
 		t.Fatal(err)
 	}
