@@ -7,7 +7,7 @@ import (
 
 	"github.com/tapml/tapml/frontend/arch"
 	"github.com/tapml/tapml/frontend/arch/llama"
-	"github.com/tapml/tapml/frontend/tokenizer"
+	"github.com/tapml/tapml/frontend/tokenizer/sentencepiece"
 	"github.com/tapml/tapml/ir"
 	"github.com/tapml/tapml/runtime/llm"
 )
@@ -37,7 +37,7 @@ func BenchmarkCarve(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			return mod, noStop{tokenizer.NewByteLevel()}
+			return mod, noStop{sentencepiece.NewBytes()}
 		}},
 	} {
 		b.Run(m.name, func(b *testing.B) {

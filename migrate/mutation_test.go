@@ -9,7 +9,7 @@ import (
 
 	"github.com/tapml/tapml/frontend/arch"
 	"github.com/tapml/tapml/frontend/arch/llama"
-	"github.com/tapml/tapml/frontend/tokenizer"
+	"github.com/tapml/tapml/frontend/tokenizer/sentencepiece"
 	"github.com/tapml/tapml/internal/testenv/webgputest"
 	"github.com/tapml/tapml/runtime/target"
 )
@@ -100,7 +100,7 @@ func BenchmarkMutationScore(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			sd, err := New(m, tokenizer.NewByteLevel(), dev, Options{Prompt: "hello", Steps: 8, Target: "webgpu"})
+			sd, err := New(m, sentencepiece.NewBytes(), dev, Options{Prompt: "hello", Steps: 8, Target: "webgpu"})
 			if err != nil {
 				b.Fatal(err)
 			}

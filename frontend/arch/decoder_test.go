@@ -56,10 +56,10 @@ func (c toy) Decoder() arch.Decoder {
 				w = f.W("nope")
 			}
 			y := f.At(p).Linear(x, w)
-			x = f.At(p + ".residual").Add(x, y)
+			x = f.At(p+".residual").Add(x, y)
 			if len(state) > 0 {
-				last := f.At(p + ".last").Slice(x, 0, -1, math.MaxInt32)
-				state = []*ir.Value{f.At(p + ".sum").Add(state[0], last)}
+				last := f.At(p+".last").Slice(x, 0, -1, math.MaxInt32)
+				state = []*ir.Value{f.At(p+".sum").Add(state[0], last)}
 			}
 			if c.extraState {
 				state = append(state, x)

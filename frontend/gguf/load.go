@@ -13,8 +13,9 @@ import (
 
 	"github.com/tapml/tapml/frontend/arch"
 	"github.com/tapml/tapml/frontend/arch/llama"
-	"github.com/tapml/tapml/frontend/hf"
 	"github.com/tapml/tapml/frontend/tokenizer"
+	"github.com/tapml/tapml/frontend/tokenizer/bpe"
+	"github.com/tapml/tapml/frontend/tokenizer/sentencepiece"
 	"github.com/tapml/tapml/ir"
 )
 
@@ -451,8 +452,8 @@ func (s *convertSource) Bytes() ([]byte, error) {
 
 // Tokenizer returns the file's embedded tokenizer, or nil when it has
 // none: SentencePiece vocabularies (tokenizer.ggml.model "llama"; '▁' in
-// pieces becomes ' ') as *tokenizer.Tokenizer, byte-level BPE ("gpt2",
-// with the pre-tokenizers of GPT-2, Llama 3 and Qwen2) as *hf.Tokenizer.
+// pieces becomes ' ') as *sentencepiece.Tokenizer, byte-level BPE ("gpt2",
+// with the pre-tokenizers of GPT-2, Llama 3 and Qwen2) as *bpe.Tokenizer.
 func (f *File) Tokenizer() (tokenizer.Model, error) {
 	mv, ok := f.Get("tokenizer.ggml.model")
 	if !ok {
@@ -520,7 +521,7 @@ func (f *File) Tokenizer() (tokenizer.Model, error) {
 	for i, s := range tokens {
 		vocab[i] = strings.ReplaceAll(s, "\u2581", " ")
 	}
-	tok, err := tokenizer.New(vocab, scores, int(bos), int(eos))
+	tok, err := sentencepiece.New(vocab, scores, int(bos), int(eos))
 	if err != nil {
 		return nil, f.errorf("tokenizer: %v", err)
 	}
@@ -534,11 +535,11 @@ const (
 )
 
 // bpePatterns maps tokenizer.ggml.pre, llama.cpp's name of a byte-level
-// BPE pre-tokenizer, to hf.BPEParts.Pattern. Others (llama.cpp's
-// "default", "deepseek-llm", ...) split text differently and are refused.
-var bpePatterns = map[string]string{
-	"gpt-2": "gpt2", "llama3": "llama3", "llama-v3": "llama3", "llama-bpe": "llama3",
-	"qwen2": "qwen2", "deepseek-r1-qwen": "qwen2",
+// BPE pre-tokenizer, to its split pattern. Others (llama.cpp's "default",
+// "deepseek-llm", ...) split text differently and are refused.
+var bpePatterns = map[string]bpe.Pattern{
+	"gpt-2": bpe.GPT2Pattern, "llama3": bpe.Llama3Pattern, "llama-v3": bpe.Llama3Pattern, "llama-bpe": bpe.Llama3Pattern,
+	"qwen2": bpe.Qwen2Pattern, "deepseek-r1-qwen": bpe.Qwen2Pattern,
 }
 
 // bpeTokenizer builds a "gpt2" (byte-level BPE) tokenizer: merges from
@@ -573,14 +574,21 @@ func (f *File) bpeTokenizer(tokens []string, types []int64) (tokenizer.Model, er
 		sort.Strings(names)
 		return nil, f.errorf("tokenizer.ggml.pre %q is not supported (supported: %s)", pre, strings.Join(names, ", "))
 	}
-	parts := hf.BPEParts{Tokens: tokens, Merges: merges, Pattern: pattern, IgnoreMerges: pattern == "llama3", BOS: -1, EOS: -1}
+	// llama.cpp splits by the pattern, maps bytes to GPT-2's alphabet and
+	// merges; Llama 3's vocabulary words are kept whole.
+	c := bpe.Config{Tokens: tokens, Unk: -1, BOS: -1, EOS: -1, IgnoreMerges: pattern == bpe.Llama3Pattern,
+		PreTokenizers: []bpe.PreTokenizer{bpe.Split(pattern), bpe.ByteLevel(false, false)},
+		Decoders:      []bpe.Decoder{bpe.ByteLevelDecoder()}}
+	for i, m := range merges {
+		a, b, err := bpe.SplitMerge(m)
+		if err != nil {
+			return nil, f.errorf("tokenizer.ggml.merges[%d]: %v", i, err)
+		}
+		c.Merges = append(c.Merges, [2]string{a, b})
+	}
 	for id, typ := range types {
-		switch typ {
-		case tokenControl:
-			parts.Added = append(parts.Added, id)
-			parts.Special = append(parts.Special, id)
-		case tokenUserDefined:
-			parts.Added = append(parts.Added, id)
+		if typ == tokenControl || typ == tokenUserDefined {
+			c.Added = append(c.Added, bpe.AddedToken{ID: id, Content: tokens[id], Special: typ == tokenControl})
 		}
 	}
 	n := int64(len(tokens))
@@ -592,7 +600,7 @@ func (f *File) bpeTokenizer(tokens []string, types []int64) (tokenizer.Model, er
 			if err != nil {
 				return nil, err
 			}
-			parts.BOS = int(bos)
+			c.BOS = int(bos)
 		}
 	}
 	if _, ok := f.Get("tokenizer.ggml.eos_token_id"); ok {
@@ -600,11 +608,11 @@ func (f *File) bpeTokenizer(tokens []string, types []int64) (tokenizer.Model, er
 		if err != nil {
 			return nil, err
 		}
-		parts.EOS = int(eos)
+		c.EOS = int(eos)
 	}
-	tok, err := hf.NewBPE("tokenizer", parts)
+	tok, err := bpe.New(c)
 	if err != nil {
-		return nil, f.errorf("%v", err)
+		return nil, f.errorf("tokenizer: %v", err)
 	}
 	return tok, nil
 }

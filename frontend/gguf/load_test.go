@@ -8,7 +8,7 @@ import (
 	"unsafe"
 
 	"github.com/google/go-cmp/cmp"
-	"github.com/tapml/tapml/frontend/tokenizer"
+	"github.com/tapml/tapml/frontend/tokenizer/sentencepiece"
 	"github.com/tapml/tapml/internal/testenv"
 	"github.com/tapml/tapml/ir"
 	"github.com/x448/float16"
@@ -111,7 +111,7 @@ func TestLoadTiny(t *testing.T) {
 	if got := tok.Encode("Hello world", true, false); !cmp.Equal(got, []int{1, 15043, 3186}) {
 		t.Errorf("Encode(Hello world) = %v, want [1 15043 3186]", got)
 	}
-	if got := tok.(*tokenizer.Tokenizer).Token(3186); got != " world" {
+	if got := tok.(*sentencepiece.Tokenizer).Token(3186); got != " world" {
 		t.Errorf("piece 3186 = %q, want %q (▁ mapped to space)", got, " world")
 	}
 	if got := tok.Piece(1, 15043) + tok.Piece(15043, 3186); got != "Hello world" {
@@ -184,7 +184,7 @@ func TestLoadSynthetic(t *testing.T) {
 	if tok == nil || tok.VocabSize() != 300 {
 		t.Fatalf("tokenizer %v", tok)
 	}
-	if got := tok.(*tokenizer.Tokenizer).Token(299); got != " w299" {
+	if got := tok.(*sentencepiece.Tokenizer).Token(299); got != " w299" {
 		t.Errorf("piece 299 = %q, want %q", got, " w299")
 	}
 	// No merges reach these pieces, so text falls back to byte tokens

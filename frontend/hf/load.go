@@ -26,6 +26,7 @@ import (
 	"strings"
 
 	"github.com/tapml/tapml/frontend/arch"
+	"github.com/tapml/tapml/frontend/tokenizer/bpe"
 	"github.com/tapml/tapml/ir"
 )
 
@@ -40,7 +41,7 @@ func Sniff(dir string) bool {
 // tokenizer of tokenizer.json (nil when the folder has none). The weight
 // files stay mapped for the life of the process, since the module's
 // weights view them.
-func Load(dir string) (*ir.Module, *Tokenizer, error) {
+func Load(dir string) (*ir.Module, *bpe.Tokenizer, error) {
 	cfgPath := filepath.Join(dir, ConfigFile)
 	data, err := readSmall(cfgPath, maxConfigFile)
 	if err != nil {
@@ -71,17 +72,33 @@ func Load(dir string) (*ir.Module, *Tokenizer, error) {
 		m.Meta["tokenizer"] = "none"
 		return m, nil, nil
 	}
-	tok, err := LoadTokenizer(tokPath)
+	tok, err := loadTokenizer(tokPath, cfg)
 	if err != nil {
 		ck.Close()
 		return nil, nil, err
 	}
-	if err := tok.useConfig(cfg, vocabOf(cfg)); err != nil {
-		ck.Close()
-		return nil, nil, fmt.Errorf("%s: %w", tokPath, err)
-	}
 	m.Meta["tokenizer"] = fmt.Sprintf("huggingface %s (%d tokens)", tok.Kind(), tok.VocabSize())
 	return m, tok, nil
+}
+
+// loadTokenizer reads the model's tokenizer.json, completed by its
+// config.json and checked against its vocabulary size.
+func loadTokenizer(path string, cfg *Config) (*bpe.Tokenizer, error) {
+	c, err := readTokenizer(path)
+	if err != nil {
+		return nil, err
+	}
+	if err := useConfig(&c, cfg); err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	tok, err := newTokenizer(path, c)
+	if err != nil {
+		return nil, err
+	}
+	if vocab := vocabOf(cfg); tok.VocabSize() > vocab {
+		return nil, fmt.Errorf("%s: the tokenizer has ids up to %d, but the model's vocab_size is %d", path, tok.VocabSize()-1, vocab)
+	}
+	return tok, nil
 }
 
 func vocabOf(c *Config) int {

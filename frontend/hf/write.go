@@ -12,6 +12,7 @@ import (
 
 	"github.com/tapml/tapml/frontend/arch/gpt2"
 	"github.com/tapml/tapml/frontend/arch/llama"
+	"github.com/tapml/tapml/frontend/tokenizer/bpe"
 	"github.com/tapml/tapml/ir"
 	"github.com/tapml/tapml/tensor"
 	"github.com/tapml/tapml/tensor/safetensors"
@@ -278,7 +279,7 @@ func SentencePieceTokenizerJSON(pieces []string, scores []float32, special map[i
 		if _, ok := special[id]; ok {
 			continue
 		}
-		if _, isByte := parseByteToken(p); isByte {
+		if _, isByte := bpe.ParseByteToken(p); isByte {
 			continue
 		}
 		var local []merge

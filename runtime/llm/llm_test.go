@@ -8,7 +8,7 @@ import (
 
 	"github.com/tapml/tapml/frontend/arch"
 	"github.com/tapml/tapml/frontend/arch/llama"
-	"github.com/tapml/tapml/frontend/tokenizer"
+	"github.com/tapml/tapml/frontend/tokenizer/sentencepiece"
 	"github.com/tapml/tapml/runtime"
 	"github.com/tapml/tapml/runtime/cpu"
 	"github.com/tapml/tapml/tensor"
@@ -29,7 +29,7 @@ func tinySession(t *testing.T) *Session {
 }
 
 func TestGenerateCountsPositionsLikeRunC(t *testing.T) {
-	tok := tokenizer.NewByteLevel()
+	tok := sentencepiece.NewBytes()
 	for _, tc := range []struct {
 		prompt     string
 		steps      int
