@@ -309,12 +309,12 @@ func TestCanonicalNames(t *testing.T) {
 		"blk.3.ffn_up.weight":  "layers.3.feed_forward.w3",
 		"blk.03.ffn_up.weight": "", "blk.-1.ffn_up.weight": "", "blk.3.ffn_up.bias": "", "rope_freqs.weight": "", "blk.3.weight": "",
 	} {
-		got, ok := canonicalName(in)
+		got, ok := llamaNames.canonical(in)
 		if got != want || ok != (want != "") {
-			t.Errorf("canonicalName(%q) = %q, %v; want %q", in, got, ok, want)
+			t.Errorf("canonical(%q) = %q, %v; want %q", in, got, ok, want)
 		}
-		if ok && ggufTensorName(got) != in {
-			t.Errorf("ggufTensorName(%q) = %q, want %q", got, ggufTensorName(got), in)
+		if ok && llamaNames.gguf(got) != in {
+			t.Errorf("gguf(%q) = %q, want %q", got, llamaNames.gguf(got), in)
 		}
 	}
 }

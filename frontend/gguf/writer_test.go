@@ -211,7 +211,7 @@ func (lf llamaFile) writer() *ggufWriter {
 	}
 	w.kvs = append(w.kvs, lf.extraKVs...)
 	for _, ns := range c.WeightShapes() {
-		name := ggufTensorName(ns.Name)
+		name := llamaNames.gguf(ns.Name)
 		typ := GGMLF16
 		if len(ns.Shape) == 1 {
 			typ = GGMLF32

@@ -22,13 +22,7 @@ func FuzzParseConfig(f *testing.F) {
 			}
 			return
 		}
-		switch c.Arch {
-		case "GPT2LMHeadModel":
-			err = c.GPT2.Validate()
-		default:
-			err = c.Llama.Validate()
-		}
-		if err != nil {
+		if err := c.Model.Validate(); err != nil {
 			t.Fatalf("accepted config does not validate: %v", err)
 		}
 	})
