@@ -119,6 +119,17 @@ func (o jsonObject) int(key string, def, lo, hi int64) (int, error) {
 	return int(v), nil
 }
 
+// ints returns a reader of integer keys (as int reads them) into their
+// destinations; after the first error it reads nothing more and *err
+// holds that error. Defaults may depend on keys read before.
+func (o jsonObject) ints(err *error) func(dst *int, key string, def, lo, hi int64) {
+	return func(dst *int, key string, def, lo, hi int64) {
+		if *err == nil {
+			*dst, *err = o.int(key, def, lo, hi)
+		}
+	}
+}
+
 // float reads a positive finite number.
 func (o jsonObject) float(key string, def float64) (float64, error) {
 	if !o.present(key) {

@@ -31,11 +31,7 @@ var gpt2Buffer = regexp.MustCompile(`^(transformer\.)?h\.[0-9]+\.attn\.(bias|mas
 func (o jsonObject) gpt2(c *Config) (arch.Config, error) {
 	g := gpt2.Config{Vocab: c.Vocab}
 	var err error
-	get := func(dst *int, key string, def, lo, hi int64) {
-		if err == nil {
-			*dst, err = o.int(key, def, lo, hi)
-		}
-	}
+	get := o.ints(&err)
 	get(&g.Dim, "n_embd", -1, 1, bigDim)
 	get(&g.Layers, "n_layer", -1, 1, bigLayer)
 	get(&g.Heads, "n_head", -1, 1, bigDim)

@@ -30,11 +30,7 @@ var rotaryBuffer = regexp.MustCompile(`^model\.layers\.[0-9]+\.self_attn\.rotary
 func (o jsonObject) llama(c *Config, qwen bool) (arch.Config, error) {
 	l := llama.Config{Vocab: c.Vocab}
 	var err error
-	get := func(dst *int, key string, def, lo, hi int64) {
-		if err == nil {
-			*dst, err = o.int(key, def, lo, hi)
-		}
-	}
+	get := o.ints(&err)
 	get(&l.Dim, "hidden_size", -1, 1, bigDim)
 	get(&l.HiddenDim, "intermediate_size", -1, 1, bigDim)
 	get(&l.Layers, "num_hidden_layers", -1, 1, bigLayer)

@@ -9,17 +9,15 @@ import (
 
 // gpt2Merges are the merges of gpt2Config's vocabulary: ids 256.. in order.
 var gpt2Merges = [][2]string{
-	{"Ġ", "t"},    // 256 Ġt
-	{"h", "e"},    // 257 he
-	{"Ġt", "he"},  // 258 Ġthe
-	{"l", "l"},    // 259 ll
-	{"e", "ll"},   // 260 ell
-	{"h", "ell"},  // 261 hell
-	{"hell", "o"}, // 262 hello
+	{"Ġ", "w"},     // 256 Ġw
+	{"o", "r"},     // 257 or
+	{"Ġw", "or"},   // 258 Ġwor
+	{"l", "d"},     // 259 ld
+	{"Ġwor", "ld"}, // 260 Ġworld
 }
 
 // gpt2Config is a small GPT-2-style configuration: ids 0..255 are the bytes
-// (id = byte value), then gpt2Merges, then <|endoftext|> (263), split by
+// (id = byte value), then gpt2Merges, then <|endoftext|> (261), split by
 // pattern p before the byte-level mapping.
 func gpt2Config(p Pattern) Config {
 	var tokens []string
@@ -30,8 +28,8 @@ func gpt2Config(p Pattern) Config {
 		tokens = append(tokens, m[0]+m[1])
 	}
 	return Config{
-		Tokens: tokens, Merges: gpt2Merges, Unk: -1, BOS: -1, EOS: 263,
-		Added:         []AddedToken{{ID: 263, Content: "<|endoftext|>", Special: true}},
+		Tokens: tokens, Merges: gpt2Merges, Unk: -1, BOS: -1, EOS: 261,
+		Added:         []AddedToken{{ID: 261, Content: "<|endoftext|>", Special: true}},
 		PreTokenizers: []PreTokenizer{Split(p), ByteLevel(false, false)},
 		Decoders:      []Decoder{ByteLevelDecoder()},
 	}
@@ -42,27 +40,31 @@ func TestNew(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got, want := tok.Encode("hello the the<|endoftext|>", true, false), []int{257, 259, 'o', 258, 258, 263}; !cmp.Equal(got, want) {
+	// "world": o+r (rank 1), then l+d (rank 3); " world" merges whole.
+	if got, want := tok.Encode("world world<|endoftext|>", true, false), []int{'w', 257, 259, 260, 261}; !cmp.Equal(got, want) {
 		t.Errorf("Encode = %v, want %v", got, want)
 	}
-	if tok.BOS() != -1 || tok.EOS() != 263 || !tok.IsSpecial(263) || tok.VocabSize() != 264 || tok.Kind() != "byte-level BPE" {
-		t.Errorf("BOS %d EOS %d special(263) %v vocab %d kind %q", tok.BOS(), tok.EOS(), tok.IsSpecial(263), tok.VocabSize(), tok.Kind())
+	if tok.BOS() != -1 || tok.EOS() != 261 || !tok.IsSpecial(261) || tok.VocabSize() != 262 || tok.Kind() != "byte-level BPE" {
+		t.Errorf("BOS %d EOS %d special(261) %v vocab %d kind %q", tok.BOS(), tok.EOS(), tok.IsSpecial(261), tok.VocabSize(), tok.Kind())
+	}
+	if got := tok.Decode([]int{'w', 257, 259, 261, 260}); got != "world world" {
+		t.Errorf("Decode = %q", got)
 	}
 	for _, tc := range []struct {
 		name string
 		edit func(c *Config)
 		want string
 	}{
-		{"duplicate token", func(c *Config) { c.Tokens = append(append([]string{}, c.Tokens...), "he") }, `tokens 257 and 263 are both "he"`},
+		{"duplicate token", func(c *Config) { c.Tokens = append(append([]string{}, c.Tokens...), "or") }, `tokens 257 and 261 are both "or"`},
 		{"merge result missing", func(c *Config) { c.Merges = [][2]string{{"Ġ", "h"}} }, `merges[0] "Ġ" + "h": the merged token "Ġh" is not in the vocab`},
-		{"merge part missing", func(c *Config) { c.Merges = [][2]string{{"Ġt", "he"}, {"ab", "c"}} }, `merges[1] "ab" + "c": "ab" is not in the vocab`},
+		{"merge part missing", func(c *Config) { c.Merges = [][2]string{{"Ġw", "or"}, {"ab", "c"}} }, `merges[1] "ab" + "c": "ab" is not in the vocab`},
 		{"added id", func(c *Config) { c.Added = []AddedToken{{ID: -1, Content: "x"}} }, "added token 0: id -1 is outside"},
 		{"added empty", func(c *Config) { c.Added = []AddedToken{{ID: 300, Content: ""}} }, "added token 0: empty content"},
-		{"added vs vocab id", func(c *Config) { c.Added = []AddedToken{{ID: 300, Content: "he"}} }, `"he" has id 300, but the vocabulary gives it 257`},
-		{"added vs vocab token", func(c *Config) { c.Added = []AddedToken{{ID: 257, Content: "<x>"}} }, `clashes with the vocabulary's "he"`},
-		{"added twice", func(c *Config) { c.Added = append(c.Added, AddedToken{ID: 263, Content: "<eot>"}) }, "clashes with added token"},
+		{"added vs vocab id", func(c *Config) { c.Added = []AddedToken{{ID: 300, Content: "or"}} }, `"or" has id 300, but the vocabulary gives it 257`},
+		{"added vs vocab token", func(c *Config) { c.Added = []AddedToken{{ID: 257, Content: "<x>"}} }, `clashes with the vocabulary's "or"`},
+		{"added twice", func(c *Config) { c.Added = append(c.Added, AddedToken{ID: 261, Content: "<eot>"}) }, "clashes with added token"},
 		{"EOS", func(c *Config) { c.EOS = 400 }, "EOS id 400 is not a token"},
-		{"BOS gap", func(c *Config) { c.Added, c.EOS = nil, -1; c.Tokens = append(c.Tokens, "", "<x>"); c.BOS = 263 }, "BOS id 263 is not a token"},
+		{"BOS gap", func(c *Config) { c.Added, c.EOS = nil, -1; c.Tokens = append(c.Tokens, "", "<x>"); c.BOS = 261 }, "BOS id 261 is not a token"},
 		{"unk", func(c *Config) { c.Unk = 264 }, "unknown token id 264 is not a token"},
 		{"empty", func(c *Config) { *c = Config{Unk: -1, BOS: -1, EOS: -1} }, "empty vocabulary"},
 	} {
