@@ -48,7 +48,8 @@ type Decoder struct {
 
 	Layers int
 	// State lists what layer l carries from one call to the next: its KV
-	// cache (KVCache), a recurrent state, or nothing. Each entry is a
+	// cache (KVCache), a recurrent state, or nothing (or State is nil: no
+	// layer carries any). Each entry is a
 	// parameter "NAME.l" of both functions, and the block's updated value
 	// of it is a result, after the logits, in the order of the parameters.
 	State func(l int) []State
@@ -159,6 +160,9 @@ func (d Decoder) build(m *ir.Module, name string, seq ir.Dim, w map[string]*ir.V
 	f.Pos = f.Param("pos", ir.T(ir.I32, ir.Shape{}))
 	state := make([][]*ir.Value, d.Layers)
 	for l := range state {
+		if d.State == nil {
+			break // no layer carries state
+		}
 		for _, s := range d.State(l) {
 			state[l] = append(state[l], f.Param(fmt.Sprintf("%s.%d", s.Name, l), s.Type))
 		}

@@ -21,6 +21,7 @@ type toy struct {
 	invalid            bool
 	extraState         bool // the block returns one state tensor too many
 	strayWeight        bool // the block reads a weight the config does not list
+	stateless          bool // State is nil
 }
 
 func (c toy) Validate() error {
@@ -40,7 +41,7 @@ func (c toy) WeightShapes() []arch.NamedShape {
 
 func (c toy) Decoder() arch.Decoder {
 	sum := ir.T(ir.F32, ir.S(1, int64(c.dim)))
-	return arch.Decoder{
+	d := arch.Decoder{
 		Arch: "toy", Config: "dim=" + strconv.Itoa(c.dim), Layers: c.layers,
 		State: func(l int) []arch.State {
 			if l%2 == 1 {
@@ -69,6 +70,10 @@ func (c toy) Decoder() arch.Decoder {
 		Norm:   func(f *arch.Forward, x *ir.Value) *ir.Value { return x },
 		Logits: func(f *arch.Forward, x *ir.Value) *ir.Value { return f.At("logits").Linear(x, f.W("emb")) },
 	}
+	if c.stateless {
+		d.State = nil
+	}
+	return d
 }
 
 func toyWeights(c toy) map[string]ir.WeightSource {
@@ -104,6 +109,19 @@ func TestRecurrentState(t *testing.T) {
 		if diff := cmp.Diff(want, results); diff != "" {
 			t.Errorf("%s results (-want +got):\n%s", fn.name, diff)
 		}
+	}
+}
+
+// TestStateless: a family whose layers carry nothing has functions of
+// tokens and pos to logits only.
+func TestStateless(t *testing.T) {
+	c := toy{dim: 4, vocab: 6, layers: 1, stateless: true}
+	m, err := arch.Build("toy", c, toyWeights(c))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f := m.Func("decode"); len(f.Params) != 2 || len(f.Results) != 1 {
+		t.Errorf("decode has %d params and %d results, want 2 and 1", len(f.Params), len(f.Results))
 	}
 }
 

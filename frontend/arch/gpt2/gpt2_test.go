@@ -58,6 +58,18 @@ func TestPrefillMatchesDecode(t *testing.T) {
 	if iotas != 1 {
 		t.Errorf("%d iota nodes", iotas)
 	}
+	// Each node is at the provenance of what it computes (the residual adds
+	// and the GELU once carried the projection's before them).
+	ops := map[string]string{}
+	for _, n := range m.Func("decode").Nodes {
+		ops[n.Prov] += n.Op + " "
+	}
+	for prov, want := range map[string]string{"h.1.attn.residual": "add ", "h.1.mlp.gelu": "gelu ", "h.1.mlp.residual": "add ",
+		"h.1.attn.c_proj": "matmul add ", "h.1.mlp.c_fc": "matmul add ", "embeddings": "add "} {
+		if ops[prov] != want {
+			t.Errorf("nodes at %s: %q, want %q", prov, ops[prov], want)
+		}
+	}
 	toks := []int{3, 14, 15, 9, 26, 5}
 	ra, rb := llmtest.NewRunner(t, m), llmtest.NewRunner(t, m)
 	want := ra.Forward(t, toks)
