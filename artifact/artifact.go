@@ -28,7 +28,7 @@ import (
 
 	"github.com/goccy/go-yaml"
 	"github.com/tapml/tapml/codegen"
-	"github.com/tapml/tapml/frontend/tokenizer"
+	"github.com/tapml/tapml/frontend/tokenizer/sentencepiece"
 	"github.com/tapml/tapml/ir"
 	"github.com/tapml/tapml/passes"
 	"github.com/tapml/tapml/tensor/safetensors"
@@ -126,7 +126,7 @@ type Build struct {
 	Kernels  KernelEmitter // nil: no kernels (the cpu target)
 	// Tokenizer, when set, is stored so that `tapmlc run build/` needs no
 	// --tokenizer.
-	Tokenizer *tokenizer.Tokenizer
+	Tokenizer *sentencepiece.Tokenizer
 }
 
 // Write writes the build folder dir atomically and returns its manifest.

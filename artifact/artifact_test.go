@@ -12,7 +12,8 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/tapml/tapml/codegen"
-	"github.com/tapml/tapml/frontend/llama"
+	"github.com/tapml/tapml/frontend/arch"
+	"github.com/tapml/tapml/frontend/arch/llama"
 	"github.com/tapml/tapml/ir"
 	"github.com/tapml/tapml/runtime"
 	"github.com/tapml/tapml/runtime/cpu"
@@ -21,7 +22,7 @@ import (
 
 func tiny(t testing.TB) *ir.Module {
 	t.Helper()
-	m, err := llama.Build("tiny", llama.Tiny, llama.RandomWeights(llama.Tiny, 3))
+	m, err := arch.Build("tiny", llama.Tiny, llama.RandomWeights(llama.Tiny, 3))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"io"
 
-	"github.com/tapml/tapml/frontend/tokenizer"
+	"github.com/tapml/tapml/frontend/tokenizer/sentencepiece"
 	"github.com/tapml/tapml/ir"
 	"github.com/tapml/tapml/passes"
 )
@@ -27,7 +27,7 @@ type CompileOptions struct {
 	// ahead-of-time kernels (cpu).
 	Kernels KernelEmitter
 	// Tokenizer is stored in the build when set.
-	Tokenizer *tokenizer.Tokenizer
+	Tokenizer *sentencepiece.Tokenizer
 	// PrintAfter and PrintTo are passes.RunConfig's.
 	PrintAfter string
 	PrintTo    io.Writer

@@ -8,7 +8,7 @@ import (
 	"path/filepath"
 
 	"github.com/tapml/tapml/frontend/llama2c"
-	"github.com/tapml/tapml/frontend/tokenizer"
+	"github.com/tapml/tapml/frontend/tokenizer/sentencepiece"
 )
 
 // TokenizerFile is the tokenizer of a build folder, when the model has one.
@@ -27,7 +27,7 @@ type Tokenizer struct {
 }
 
 // encodeTokenizer writes t in llama2.c's layout.
-func encodeTokenizer(t *tokenizer.Tokenizer) []byte {
+func encodeTokenizer(t *sentencepiece.Tokenizer) []byte {
 	maxLen := 0
 	for i := 0; i < t.VocabSize(); i++ {
 		maxLen = max(maxLen, len(t.Token(i)))
@@ -44,7 +44,7 @@ func encodeTokenizer(t *tokenizer.Tokenizer) []byte {
 
 // LoadTokenizer returns the tokenizer of a loaded build folder, or nil when
 // the build has none. Load has verified the file's checksum.
-func LoadTokenizer(dir string, man *Manifest) (*tokenizer.Tokenizer, error) {
+func LoadTokenizer(dir string, man *Manifest) (*sentencepiece.Tokenizer, error) {
 	if man.Tokenizer == nil {
 		return nil, nil
 	}
@@ -64,7 +64,7 @@ func LoadTokenizer(dir string, man *Manifest) (*tokenizer.Tokenizer, error) {
 	if len(vocab) != tk.VocabSize {
 		return nil, fmt.Errorf("%s: corrupt tokenizer: %d tokens, but the manifest says vocab_size %d", p, len(vocab), tk.VocabSize)
 	}
-	t, err := tokenizer.New(vocab, scores, tk.BOS, tk.EOS)
+	t, err := sentencepiece.New(vocab, scores, tk.BOS, tk.EOS)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", p, err)
 	}

@@ -8,7 +8,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/tapml/tapml/frontend/llama2c"
-	"github.com/tapml/tapml/frontend/tokenizer"
+	"github.com/tapml/tapml/frontend/tokenizer/sentencepiece"
 	"github.com/tapml/tapml/internal/testenv"
 )
 
@@ -17,7 +17,7 @@ func TestTokenizerRoundTrip(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	toks := map[string]*tokenizer.Tokenizer{"bytes": tokenizer.NewByteLevel(), "tok512": tok512}
+	toks := map[string]*sentencepiece.Tokenizer{"bytes": sentencepiece.NewBytes(), "tok512": tok512}
 	for name, tk := range toks {
 		t.Run(name, func(t *testing.T) {
 			dir := filepath.Join(t.TempDir(), "build")

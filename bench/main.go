@@ -18,7 +18,8 @@ import (
 	"time"
 
 	"github.com/tapml/tapml/frontend"
-	"github.com/tapml/tapml/frontend/llama"
+	"github.com/tapml/tapml/frontend/arch"
+	"github.com/tapml/tapml/frontend/arch/llama"
 	"github.com/tapml/tapml/ir"
 	"github.com/tapml/tapml/runtime"
 	"github.com/tapml/tapml/runtime/llm"
@@ -136,7 +137,7 @@ func loadModel(name string) (*ir.Module, error) {
 		}
 		return m.Module, nil
 	case "stories15M":
-		return llama.Build("stories15M-shape", llama.Stories15M, llama.RandomWeights(llama.Stories15M, 1))
+		return arch.Build("stories15M-shape", llama.Stories15M, llama.RandomWeights(llama.Stories15M, 1))
 	case "stories260K":
 		name = filepath.Join(sharedModels(), "stories260K.bin")
 	}

@@ -5,8 +5,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tapml/tapml/frontend/llama"
-	"github.com/tapml/tapml/frontend/tokenizer"
+	"github.com/tapml/tapml/frontend/arch"
+	"github.com/tapml/tapml/frontend/arch/llama"
+	"github.com/tapml/tapml/frontend/tokenizer/sentencepiece"
 	"github.com/tapml/tapml/ir"
 	"github.com/tapml/tapml/runtime/llm"
 )
@@ -32,11 +33,11 @@ func BenchmarkCarve(b *testing.B) {
 			return fm.Module, fm.Tokenizer
 		}},
 		{"stories15M-shaped", func(b *testing.B) (*ir.Module, llm.Tokenizer) {
-			mod, err := llama.Build("stories15M-random", llama.Stories15M, llama.RandomWeights(llama.Stories15M, 1))
+			mod, err := arch.Build("stories15M-random", llama.Stories15M, llama.RandomWeights(llama.Stories15M, 1))
 			if err != nil {
 				b.Fatal(err)
 			}
-			return mod, noStop{tokenizer.NewByteLevel()}
+			return mod, noStop{sentencepiece.NewBytes()}
 		}},
 	} {
 		b.Run(m.name, func(b *testing.B) {

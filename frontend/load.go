@@ -13,12 +13,14 @@ import (
 	"strings"
 
 	"github.com/tapml/tapml/artifact"
+	"github.com/tapml/tapml/frontend/arch"
+	"github.com/tapml/tapml/frontend/arch/llama"
 	"github.com/tapml/tapml/frontend/gguf"
 	"github.com/tapml/tapml/frontend/hf"
-	"github.com/tapml/tapml/frontend/llama"
 	"github.com/tapml/tapml/frontend/llama2c"
 	"github.com/tapml/tapml/frontend/onnx"
 	"github.com/tapml/tapml/frontend/tokenizer"
+	"github.com/tapml/tapml/frontend/tokenizer/sentencepiece"
 	"github.com/tapml/tapml/ir"
 )
 
@@ -31,15 +33,15 @@ type Model struct {
 	Path      string
 }
 
-// Tokenizer is a language model's tokenizer: llama2.c's SentencePiece
-// tokenizer (*tokenizer.Tokenizer, from tok*.bin, GGUF and build folders)
-// or a Hugging Face byte-level BPE (*hf.Tokenizer, from tokenizer.json or
-// GGUF).
+// Tokenizer is a language model's tokenizer: SentencePiece as llama2.c
+// runs it (*sentencepiece.Tokenizer, from tok*.bin, GGUF and build folders)
+// or BPE with Hugging Face's pipeline (*bpe.Tokenizer, from tokenizer.json
+// or GGUF).
 type Tokenizer = tokenizer.Model
 
-// asTokenizer turns a possibly nil *tokenizer.Tokenizer into a Tokenizer
+// asTokenizer turns a possibly nil *sentencepiece.Tokenizer into a Tokenizer
 // that is nil when it is.
-func asTokenizer(t *tokenizer.Tokenizer) Tokenizer {
+func asTokenizer(t *sentencepiece.Tokenizer) Tokenizer {
 	if t == nil {
 		return nil
 	}
@@ -59,12 +61,12 @@ const BuiltinSeed = 42
 // BuiltinTiny returns the built-in model: llama.Tiny with random weights
 // from a fixed seed and a byte-level tokenizer. It needs no files.
 func BuiltinTiny() (*Model, error) {
-	m, err := llama.Build("tiny-builtin", llama.Tiny, llama.RandomWeights(llama.Tiny, BuiltinSeed))
+	m, err := arch.Build("tiny-builtin", llama.Tiny, llama.RandomWeights(llama.Tiny, BuiltinSeed))
 	if err != nil {
 		return nil, err
 	}
 	m.Meta["source"] = "builtin"
-	return &Model{Module: m, Tokenizer: tokenizer.NewByteLevel(), Format: "builtin", Path: "builtin"}, nil
+	return &Model{Module: m, Tokenizer: sentencepiece.NewBytes(), Format: "builtin", Path: "builtin"}, nil
 }
 
 // Sniff reports the format of the file at path from its first bytes, or ""

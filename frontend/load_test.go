@@ -6,10 +6,11 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/tapml/tapml/frontend/arch/llama"
 	"github.com/tapml/tapml/frontend/hf"
-	"github.com/tapml/tapml/frontend/llama"
 	"github.com/tapml/tapml/frontend/llama2c"
-	"github.com/tapml/tapml/frontend/tokenizer"
+	"github.com/tapml/tapml/frontend/tokenizer/bpe"
+	"github.com/tapml/tapml/frontend/tokenizer/sentencepiece"
 	"github.com/tapml/tapml/ir"
 )
 
@@ -20,7 +21,7 @@ var small = llama.Config{Dim: 16, HiddenDim: 24, Layers: 1, Heads: 2, KVHeads: 2
 // with its tokenizer.json, and --tokenizer replaces that tokenizer.
 func TestLoadHFFolder(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "hf")
-	tok := tokenizer.NewByteLevel()
+	tok := sentencepiece.NewBytes()
 	pieces := make([]string, tok.VocabSize())
 	for i := range pieces {
 		pieces[i] = tok.Token(i)
@@ -39,7 +40,7 @@ func TestLoadHFFolder(t *testing.T) {
 	if m.Format != "hf" || m.Module.Func("decode") == nil {
 		t.Errorf("format %q", m.Format)
 	}
-	if _, ok := m.Tokenizer.(*hf.Tokenizer); !ok || m.Tokenizer.BOS() != 1 {
+	if _, ok := m.Tokenizer.(*bpe.Tokenizer); !ok || m.Tokenizer.BOS() != 1 {
 		t.Errorf("tokenizer %T", m.Tokenizer)
 	}
 	if ids := m.Tokenizer.Encode("hi", true, false); len(ids) < 2 || ids[0] != 1 || m.Tokenizer.Decode(ids[len(ids)-2:]) != "hi" {
@@ -52,7 +53,7 @@ func TestLoadHFFolder(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, ok := m.Tokenizer.(*tokenizer.Tokenizer); !ok {
+	if _, ok := m.Tokenizer.(*sentencepiece.Tokenizer); !ok {
 		t.Errorf("tokenizer %T after --tokenizer", m.Tokenizer)
 	}
 }

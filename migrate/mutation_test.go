@@ -7,8 +7,9 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/tapml/tapml/frontend/llama"
-	"github.com/tapml/tapml/frontend/tokenizer"
+	"github.com/tapml/tapml/frontend/arch"
+	"github.com/tapml/tapml/frontend/arch/llama"
+	"github.com/tapml/tapml/frontend/tokenizer/sentencepiece"
 	"github.com/tapml/tapml/internal/testenv/webgputest"
 	"github.com/tapml/tapml/runtime/target"
 )
@@ -95,11 +96,11 @@ func BenchmarkMutationScore(b *testing.B) {
 		for _, layers := range []int{1, 2, 4, 8, 16} {
 			cfg := llama.Tiny
 			cfg.Layers = layers
-			m, err := llama.Build(fmt.Sprintf("tiny-%d", layers), cfg, llama.RandomWeights(cfg, 7))
+			m, err := arch.Build(fmt.Sprintf("tiny-%d", layers), cfg, llama.RandomWeights(cfg, 7))
 			if err != nil {
 				b.Fatal(err)
 			}
-			sd, err := New(m, tokenizer.NewByteLevel(), dev, Options{Prompt: "hello", Steps: 8, Target: "webgpu"})
+			sd, err := New(m, sentencepiece.NewBytes(), dev, Options{Prompt: "hello", Steps: 8, Target: "webgpu"})
 			if err != nil {
 				b.Fatal(err)
 			}

@@ -7,7 +7,8 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
-	"github.com/tapml/tapml/frontend/llama"
+	"github.com/tapml/tapml/frontend/arch"
+	"github.com/tapml/tapml/frontend/arch/llama"
 	"github.com/tapml/tapml/ir"
 )
 
@@ -161,7 +162,7 @@ func TestAppendAndSet(t *testing.T) {
 
 func tinyModule(t testing.TB) *ir.Module {
 	t.Helper()
-	m, err := llama.Build("tiny", llama.Tiny, llama.RandomWeights(llama.Tiny, 1))
+	m, err := arch.Build("tiny", llama.Tiny, llama.RandomWeights(llama.Tiny, 1))
 	if err != nil {
 		t.Fatal(err)
 	}

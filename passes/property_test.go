@@ -4,8 +4,9 @@ import (
 	"math"
 	"testing"
 
+	"github.com/tapml/tapml/frontend/arch"
+	"github.com/tapml/tapml/frontend/arch/llama"
 	"github.com/tapml/tapml/frontend/gguf"
-	"github.com/tapml/tapml/frontend/llama"
 	"github.com/tapml/tapml/frontend/llama2c"
 	"github.com/tapml/tapml/internal/testenv"
 	"github.com/tapml/tapml/ir"
@@ -20,12 +21,12 @@ import (
 func propertyModels(t *testing.T) map[string]func() (*ir.Module, error) {
 	ms := map[string]func() (*ir.Module, error){
 		"tiny": func() (*ir.Module, error) {
-			return llama.Build("tiny", llama.Tiny, llama.RandomWeights(llama.Tiny, 7))
+			return arch.Build("tiny", llama.Tiny, llama.RandomWeights(llama.Tiny, 7))
 		},
 	}
 	if !testing.Short() {
 		ms["stories15M-shaped"] = func() (*ir.Module, error) {
-			return llama.Build("stories15M-shaped", llama.Stories15M, llama.RandomWeights(llama.Stories15M, 7))
+			return arch.Build("stories15M-shaped", llama.Stories15M, llama.RandomWeights(llama.Stories15M, 7))
 		}
 	}
 	stories := testenv.Model(t, "stories260K.bin")

@@ -6,7 +6,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/tapml/tapml/frontend/llama"
+	"github.com/tapml/tapml/frontend/arch"
+	"github.com/tapml/tapml/frontend/arch/llama"
 	"github.com/tapml/tapml/ir"
 	"github.com/tapml/tapml/passes"
 	"github.com/tapml/tapml/runtime"
@@ -77,7 +78,7 @@ func (d *countingDevice) Free(b *runtime.Buffer) {
 // A model split over two devices gives the same logits as one device, moves
 // tensors only at transfer nodes, and leaves no intermediate alive.
 func TestMixedPlacement(t *testing.T) {
-	m, err := llama.Build("tiny", llama.Tiny, llama.RandomWeights(llama.Tiny, 3))
+	m, err := arch.Build("tiny", llama.Tiny, llama.RandomWeights(llama.Tiny, 3))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -149,7 +150,7 @@ func TestMixedPlacement(t *testing.T) {
 // kv_write's output (it was freed with the argument, and attention read a
 // freed buffer).
 func TestCachesMovedBackToSource(t *testing.T) {
-	m, err := llama.Build("tiny", llama.Tiny, llama.RandomWeights(llama.Tiny, 3))
+	m, err := arch.Build("tiny", llama.Tiny, llama.RandomWeights(llama.Tiny, 3))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -206,7 +207,7 @@ func TestCachesMovedBackToSource(t *testing.T) {
 // A call that fails midway frees the buffers it allocated; the arguments
 // (tokens, position, caches) stay.
 func TestFailedCallFreesIntermediates(t *testing.T) {
-	m, err := llama.Build("tiny", llama.Tiny, llama.RandomWeights(llama.Tiny, 3))
+	m, err := arch.Build("tiny", llama.Tiny, llama.RandomWeights(llama.Tiny, 3))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -250,7 +251,7 @@ func TestFailedCallFreesIntermediates(t *testing.T) {
 // A call stopped by its OnNode hook frees the outputs of the node the hook
 // refused too, not only those of the nodes before it.
 func TestOnNodeErrorFreesOutputs(t *testing.T) {
-	m, err := llama.Build("tiny", llama.Tiny, llama.RandomWeights(llama.Tiny, 3))
+	m, err := arch.Build("tiny", llama.Tiny, llama.RandomWeights(llama.Tiny, 3))
 	if err != nil {
 		t.Fatal(err)
 	}

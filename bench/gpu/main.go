@@ -33,8 +33,9 @@ import (
 	"time"
 
 	"github.com/tapml/tapml/codegen/wgsl"
+	"github.com/tapml/tapml/frontend/arch"
+	"github.com/tapml/tapml/frontend/arch/llama"
 	"github.com/tapml/tapml/frontend/hf"
-	"github.com/tapml/tapml/frontend/llama"
 	"github.com/tapml/tapml/ir"
 	"github.com/tapml/tapml/runtime"
 	"github.com/tapml/tapml/runtime/llm"
@@ -499,7 +500,7 @@ func measureMatmul(dev *webgpu.Device, s MatmulShape, in *matmulInputs) (v Varia
 func measureModel(dev *webgpu.Device, name string, c llama.Config, hfDir, out string, p, d int, configs []llmConfig, cpuprofile string) (*LLMResult, error) {
 	logf("%s: building (random weights)", name)
 	weights := randomWeights(c)
-	m, err := llama.Build(name, c, weights)
+	m, err := arch.Build(name, c, weights)
 	if err != nil {
 		return nil, err
 	}

@@ -11,7 +11,7 @@ import (
 	"github.com/tapml/tapml/codegen"
 	"github.com/tapml/tapml/codegen/msl"
 	"github.com/tapml/tapml/codegen/wgsl"
-	"github.com/tapml/tapml/frontend/tokenizer"
+	"github.com/tapml/tapml/frontend/tokenizer/sentencepiece"
 	"github.com/tapml/tapml/ir"
 	"github.com/tapml/tapml/passes"
 	"github.com/tapml/tapml/runtime/target"
@@ -78,7 +78,7 @@ compiled.`,
 			}
 			// Builds store llama2.c-format tokenizers only; others (a
 			// Hugging Face tokenizer.json) are left out with a note.
-			tok, _ := model.Tokenizer.(*tokenizer.Tokenizer)
+			tok, _ := model.Tokenizer.(*sentencepiece.Tokenizer)
 			if model.Tokenizer != nil && tok == nil {
 				fmt.Fprintf(os.Stderr, "note: the model's %T tokenizer is not stored in the build; run it with --tokenizer\n", model.Tokenizer)
 			}

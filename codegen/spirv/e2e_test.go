@@ -9,7 +9,8 @@ import (
 
 	"github.com/tapml/tapml/codegen"
 	"github.com/tapml/tapml/frontend"
-	"github.com/tapml/tapml/frontend/llama"
+	"github.com/tapml/tapml/frontend/arch"
+	"github.com/tapml/tapml/frontend/arch/llama"
 	"github.com/tapml/tapml/internal/testenv"
 	"github.com/tapml/tapml/ir"
 	"github.com/tapml/tapml/runtime"
@@ -204,7 +205,7 @@ func generateBoth(t *testing.T, m *ir.Module, prompt []int32, steps int, tl tol)
 // CPU reference (logits within 1e-4: two layers of kernels within their
 // own tolerances).
 func TestTinyEndToEnd(t *testing.T) {
-	m, err := llama.Build("tiny", llama.Tiny, llama.RandomWeights(llama.Tiny, 10))
+	m, err := arch.Build("tiny", llama.Tiny, llama.RandomWeights(llama.Tiny, 10))
 	if err != nil {
 		t.Fatal(err)
 	}

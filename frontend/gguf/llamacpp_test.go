@@ -11,7 +11,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/tapml/tapml/frontend/llama"
+	"github.com/tapml/tapml/frontend/arch/llama"
 	"github.com/tapml/tapml/internal/testenv"
 	"github.com/tapml/tapml/internal/testenv/llmtest"
 )

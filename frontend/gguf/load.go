@@ -1,8 +1,8 @@
 package gguf
 
 import (
-	"encoding/binary"
 	"fmt"
+	"maps"
 	"math"
 	"path/filepath"
 	"slices"
@@ -11,9 +11,10 @@ import (
 	"strings"
 	"sync"
 
-	"github.com/tapml/tapml/frontend/hf"
-	"github.com/tapml/tapml/frontend/llama"
+	"github.com/tapml/tapml/frontend/arch"
 	"github.com/tapml/tapml/frontend/tokenizer"
+	"github.com/tapml/tapml/frontend/tokenizer/bpe"
+	"github.com/tapml/tapml/frontend/tokenizer/sentencepiece"
 	"github.com/tapml/tapml/ir"
 )
 
@@ -69,15 +70,29 @@ func (f *File) Architecture() (string, error) {
 	return s, nil
 }
 
-// architectures are the general.architecture values Module builds: LLaMA
-// and Qwen2 (LLaMA with q/k/v biases and RoPE on the halves of each head,
-// llama.cpp's NEOX rotation; its converter leaves q and k unpermuted).
-var architectures = map[string]struct {
-	ropeStyle string
-	qkvBias   bool
-}{
-	"llama": {"interleaved", false},
-	"qwen2": {"half", true},
+// A family maps the files of one general.architecture onto a frontend/arch
+// family: the ARCH.* metadata onto its config, llama.cpp's tensor names
+// onto its canonical weight names. Each lives in a file of its own
+// (llama.go) and is listed in families.
+type family struct {
+	config func(f *File, arch string) (model, error)
+	names  tensorNames
+}
+
+// model is a family's reading of a file's metadata.
+type model struct {
+	config  arch.Config
+	context int      // the file's context length (meta "context_length")
+	maxSeq  int      // the KV cache length the model gets (meta "max_seq")
+	read    []string // tensors read into the config, not used as weights
+}
+
+// families are the general.architecture values Module builds.
+var families = map[string]family{
+	"llama": llamaFamily("interleaved", false),
+	// Qwen2 is LLaMA with q/k/v biases and RoPE on the halves of each head
+	// (llama.cpp's NEOX rotation; its converter leaves q and k unpermuted).
+	"qwen2": llamaFamily("half", true),
 }
 
 // Module builds the IR of the file's model. Architectures "llama" and
@@ -85,12 +100,14 @@ var architectures = map[string]struct {
 // quantized types Q4_0, Q4_1, Q5_0, Q5_1, Q8_0 and Q2_K to Q6_K (widened
 // to f32).
 func (f *File) Module() (*ir.Module, error) {
-	arch, err := f.Architecture()
+	name, err := f.Architecture()
 	if err != nil {
 		return nil, err
 	}
-	if _, ok := architectures[arch]; !ok {
-		return nil, f.errorf("architecture %q is not supported (supported: llama, qwen2)", arch)
+	fam, ok := families[name]
+	if !ok {
+		names := slices.Sorted(maps.Keys(families))
+		return nil, f.errorf("architecture %q is not supported (supported: %s)", name, strings.Join(names, ", "))
 	}
 	for i := range f.Tensors {
 		t := &f.Tensors[i]
@@ -99,24 +116,27 @@ func (f *File) Module() (*ir.Module, error) {
 				t.Name, t.Type, uint32(t.Type), supportedList())
 		}
 	}
-	c, ctx, err := f.llamaConfig(arch)
+	md, err := fam.config(f, name)
 	if err != nil {
 		return nil, err
 	}
-	weights, err := f.llamaWeights(c)
+	if err := md.config.Validate(); err != nil {
+		return nil, f.errorf("%v", err)
+	}
+	weights, err := f.weights(name, md, fam.names)
 	if err != nil {
 		return nil, err
 	}
-	name := strings.TrimSuffix(filepath.Base(f.Path), filepath.Ext(f.Path))
-	m, err := llama.Build(name, c, weights)
+	base := strings.TrimSuffix(filepath.Base(f.Path), filepath.Ext(f.Path))
+	m, err := arch.Build(base, md.config, weights)
 	if err != nil {
 		return nil, f.errorf("%v", err)
 	}
 	m.Meta["source"] = f.Path
 	m.Meta["format"] = "gguf"
 	m.Meta["gguf.version"] = strconv.Itoa(int(f.Version))
-	m.Meta["context_length"] = strconv.Itoa(ctx)
-	m.Meta["max_seq"] = strconv.Itoa(c.MaxSeq)
+	m.Meta["context_length"] = strconv.Itoa(md.context)
+	m.Meta["max_seq"] = strconv.Itoa(md.maxSeq)
 	if v, ok := f.Get("general.name"); ok {
 		if s, ok := v.Str(); ok {
 			m.Meta["general.name"] = s
@@ -167,162 +187,20 @@ func (f *File) floatKey(key string, def float64) (float64, error) {
 
 func ptr(v int64) *int64 { return &v }
 
-// llamaConfig maps the ARCH.* metadata (llama.*, qwen2.*) to a
-// llama.Config; it also returns the file's context length. Vocab comes
-// from token_embd's shape.
-func (f *File) llamaConfig(arch string) (llama.Config, int, error) {
-	const big = 1 << 24
-	var c llama.Config
-	k := func(key string) string { return arch + "." + key }
-	ctx, err := f.intKey(k("context_length"), nil, 1, 1<<31-1)
-	if err != nil {
-		return c, 0, err
-	}
-	dim, err := f.intKey(k("embedding_length"), nil, 1, big)
-	if err != nil {
-		return c, 0, err
-	}
-	layers, err := f.intKey(k("block_count"), nil, 1, 1<<16)
-	if err != nil {
-		return c, 0, err
-	}
-	hidden, err := f.intKey(k("feed_forward_length"), nil, 1, big)
-	if err != nil {
-		return c, 0, err
-	}
-	heads, err := f.intKey(k("attention.head_count"), nil, 1, big)
-	if err != nil {
-		return c, 0, err
-	}
-	kvHeads, err := f.intKey(k("attention.head_count_kv"), ptr(heads), 1, big)
-	if err != nil {
-		return c, 0, err
-	}
-	eps, err := f.floatKey(k("attention.layer_norm_rms_epsilon"), 0)
-	if err != nil {
-		return c, 0, err
-	}
-	if eps == 0 {
-		return c, 0, f.errorf("missing metadata %s", k("attention.layer_norm_rms_epsilon"))
-	}
-	theta, err := f.floatKey(k("rope.freq_base"), 10000)
-	if err != nil {
-		return c, 0, err
-	}
-	if dim%heads != 0 {
-		return c, 0, f.errorf("%s %d is not a multiple of %s %d", k("embedding_length"), dim, k("attention.head_count"), heads)
-	}
-	hd := dim / heads
-	// Features the shared LLaMA graph does not express.
-	for _, key := range []string{k("attention.key_length"), k("attention.value_length"), k("rope.dimension_count")} {
-		n, err := f.intKey(key, ptr(hd), 1, big)
-		if err != nil {
-			return c, 0, err
-		}
-		if n != hd {
-			return c, 0, f.errorf("metadata %s = %d differs from the head dim %d (embedding_length/head_count); not supported", key, n, hd)
-		}
-	}
-	if n, err := f.intKey(k("expert_count"), ptr(0), 0, big); err != nil {
-		return c, 0, err
-	} else if n > 0 {
-		return c, 0, f.errorf("%s = %d: mixture-of-experts models are not supported", k("expert_count"), n)
-	}
-	if v, ok := f.Get(k("rope.scaling.type")); ok {
-		if s, _ := v.Str(); s != "none" && s != "" {
-			return c, 0, f.errorf("%s %s is not supported (only none)", k("rope.scaling.type"), v)
-		}
-	}
-	emb, ok := f.Tensor("token_embd.weight")
-	if !ok {
-		return c, 0, f.errorf("missing tensor %q", "token_embd.weight")
-	}
-	if len(emb.Dims) != 2 || int64(emb.Dims[0]) != dim {
-		return c, 0, f.errorf("tensor %q has GGUF dims %v, want [%d, vocab]", emb.Name, emb.Dims, dim)
-	}
-	vocab := int64(emb.Dims[1])
-	if n, err := f.intKey(k("vocab_size"), ptr(vocab), 1, 1<<31-1); err != nil {
-		return c, 0, err
-	} else if n != vocab {
-		return c, 0, f.errorf("%s %d differs from the %d rows of token_embd.weight", k("vocab_size"), n, vocab)
-	}
-	_, hasOutput := f.Tensor("output.weight")
-	c = llama.Config{
-		Dim: int(dim), HiddenDim: int(hidden), Layers: int(layers), Heads: int(heads), KVHeads: int(kvHeads),
-		Vocab: int(vocab), MaxSeq: int(min(ctx, MaxSeqCap)), NormEps: eps, RopeTheta: theta,
-		RopeStyle: architectures[arch].ropeStyle, QKVBias: architectures[arch].qkvBias, TiedEmbeddings: !hasOutput,
-	}
-	if t, ok := f.Tensor(ropeFreqs); ok {
-		if c.RopeFreqFactors, err = f.ropeFreqFactors(t, int(hd/2)); err != nil {
-			return c, 0, err
-		}
-	}
-	if err := c.Validate(); err != nil {
-		return c, 0, f.errorf("%v", err)
-	}
-	return c, int(ctx), nil
+// tensorNames maps llama.cpp's tensor names onto a family's canonical
+// weight names.
+type tensorNames struct {
+	global map[string]string // whole names: "token_embd.weight" -> "tok_embeddings"
+	block  map[string]string // after "blk.N.": "attn_q.weight" -> "attention.wq"
+	layer  string            // what the canonical names of layer N start with, before "N."
 }
 
-// ropeFreqs is the tensor of per-pair RoPE frequency divisors that
-// llama.cpp's converter writes for Llama 3.1's rope scaling.
-const ropeFreqs = "rope_freqs.weight"
-
-// ropeFreqFactors reads the rope_freqs tensor: one positive divisor per
-// rotated pair.
-func (f *File) ropeFreqFactors(t *TensorInfo, pairs int) ([]float64, error) {
-	if len(t.Dims) != 1 || t.Dims[0] != uint64(pairs) {
-		return nil, f.errorf("tensor %q has GGUF dims %v, want [%d] (head_dim/2)", t.Name, t.Dims, pairs)
+// canonical maps a GGUF tensor name to the canonical name.
+func (t tensorNames) canonical(name string) (string, bool) {
+	if canon, ok := t.global[name]; ok {
+		return canon, true
 	}
-	src, err := f.source(t)
-	if err != nil {
-		return nil, err
-	}
-	raw, err := src.Bytes()
-	if err != nil {
-		return nil, err
-	}
-	out := make([]float64, len(raw)/4)
-	for i := range out {
-		out[i] = float64(math.Float32frombits(binary.LittleEndian.Uint32(raw[4*i:])))
-		if !(out[i] > 0) || math.IsInf(out[i], 1) {
-			return nil, f.errorf("tensor %q: factor %d is %g, want positive and finite", t.Name, i, out[i])
-		}
-	}
-	return out, nil
-}
-
-// blockWeights and blockBiases map the per-layer GGUF tensor names (the
-// part after blk.N.) to frontend/llama's (after layers.N.).
-var (
-	blockWeights = map[string]string{
-		"attn_norm": "attention_norm", "attn_q": "attention.wq", "attn_k": "attention.wk", "attn_v": "attention.wv",
-		"attn_output": "attention.wo", "ffn_norm": "ffn_norm", "ffn_gate": "feed_forward.w1",
-		"ffn_down": "feed_forward.w2", "ffn_up": "feed_forward.w3",
-	}
-	blockBiases = map[string]string{"attn_q": "attention.bq", "attn_k": "attention.bk", "attn_v": "attention.bv"}
-)
-
-// canonicalName maps a GGUF tensor name (a .weight, or a q/k/v .bias) to
-// frontend/llama's name.
-func canonicalName(name string) (string, bool) {
-	table := blockWeights
-	base, ok := strings.CutSuffix(name, ".weight")
-	if !ok {
-		if base, ok = strings.CutSuffix(name, ".bias"); !ok {
-			return "", false
-		}
-		table = blockBiases
-	} else {
-		switch base {
-		case "token_embd":
-			return "tok_embeddings", true
-		case "output_norm":
-			return "norm", true
-		case "output":
-			return "output", true
-		}
-	}
-	rest, ok := strings.CutPrefix(base, "blk.")
+	rest, ok := strings.CutPrefix(name, "blk.")
 	if !ok {
 		return "", false
 	}
@@ -333,29 +211,46 @@ func canonicalName(name string) (string, bool) {
 	if l, err := strconv.Atoi(num); err != nil || l < 0 || strconv.Itoa(l) != num {
 		return "", false
 	}
-	canon, ok := table[part]
+	canon, ok := t.block[part]
 	if !ok {
 		return "", false
 	}
-	return "layers." + num + "." + canon, true
+	return t.layer + num + "." + canon, true
 }
 
-// llamaWeights finds the tensor of every weight c needs, checks its shape
-// and wraps its data. Tensors the graph would not use are an error, so a
-// file is never half-understood.
-func (f *File) llamaWeights(c llama.Config) (map[string]ir.WeightSource, error) {
+// gguf is the inverse of canonical, for messages.
+func (t tensorNames) gguf(canon string) string {
+	for g, c := range t.global {
+		if c == canon {
+			return g
+		}
+	}
+	rest, _ := strings.CutPrefix(canon, t.layer)
+	num, part, _ := strings.Cut(rest, ".")
+	for g, c := range t.block {
+		if c == part {
+			return "blk." + num + "." + g
+		}
+	}
+	return "blk." + num + "." + part
+}
+
+// weights finds the tensor of every weight the model needs, checks its
+// shape and wraps its data. Tensors the graph would not use are an error,
+// so a file is never half-understood.
+func (f *File) weights(family string, md model, names tensorNames) (map[string]ir.WeightSource, error) {
 	byCanon := map[string]*TensorInfo{}
 	for i := range f.Tensors {
-		if canon, ok := canonicalName(f.Tensors[i].Name); ok {
+		if canon, ok := names.canonical(f.Tensors[i].Name); ok {
 			byCanon[canon] = &f.Tensors[i]
 		}
 	}
 	weights := map[string]ir.WeightSource{}
 	used := map[string]bool{}
-	for _, ns := range c.WeightShapes() {
+	for _, ns := range md.config.WeightShapes() {
 		t, ok := byCanon[ns.Name]
 		if !ok {
-			return nil, f.errorf("missing tensor %q (for weight %s)", ggufTensorName(ns.Name), ns.Name)
+			return nil, f.errorf("missing tensor %q (for weight %s)", names.gguf(ns.Name), ns.Name)
 		}
 		used[t.Name] = true
 		if shape := t.Shape(); !slices.Equal(shape, ns.Shape) {
@@ -367,8 +262,8 @@ func (f *File) llamaWeights(c llama.Config) (map[string]ir.WeightSource, error) 
 		}
 		weights[ns.Name] = src
 	}
-	if c.RopeFreqFactors != nil {
-		used[ropeFreqs] = true // read into the config
+	for _, name := range md.read {
+		used[name] = true
 	}
 	var extra []string
 	for _, t := range f.Tensors {
@@ -381,34 +276,9 @@ func (f *File) llamaWeights(c llama.Config) (map[string]ir.WeightSource, error) 
 		if len(extra) > 5 {
 			extra = append(extra[:5], fmt.Sprintf("... (%d in all)", len(extra)))
 		}
-		return nil, f.errorf("tensors the llama graph does not use (unsupported model variant): %s", strings.Join(extra, ", "))
+		return nil, f.errorf("tensors the %s graph does not use (unsupported model variant): %s", family, strings.Join(extra, ", "))
 	}
 	return weights, nil
-}
-
-// ggufTensorName is the inverse of canonicalName, for messages.
-func ggufTensorName(canon string) string {
-	switch canon {
-	case "tok_embeddings":
-		return "token_embd.weight"
-	case "norm":
-		return "output_norm.weight"
-	case "output":
-		return "output.weight"
-	}
-	rest, _ := strings.CutPrefix(canon, "layers.")
-	num, part, _ := strings.Cut(rest, ".")
-	for g, c := range blockBiases {
-		if c == part {
-			return "blk." + num + "." + g + ".bias"
-		}
-	}
-	for g, c := range blockWeights {
-		if c == part {
-			return "blk." + num + "." + g + ".weight"
-		}
-	}
-	return "blk." + num + "." + part
 }
 
 // source returns the f32 WeightSource of a tensor: the file's bytes for
@@ -450,8 +320,8 @@ func (s *convertSource) Bytes() ([]byte, error) {
 
 // Tokenizer returns the file's embedded tokenizer, or nil when it has
 // none: SentencePiece vocabularies (tokenizer.ggml.model "llama"; '▁' in
-// pieces becomes ' ') as *tokenizer.Tokenizer, byte-level BPE ("gpt2",
-// with the pre-tokenizers of GPT-2, Llama 3 and Qwen2) as *hf.Tokenizer.
+// pieces becomes ' ') as *sentencepiece.Tokenizer, byte-level BPE ("gpt2",
+// with the pre-tokenizers of GPT-2, Llama 3 and Qwen2) as *bpe.Tokenizer.
 func (f *File) Tokenizer() (tokenizer.Model, error) {
 	mv, ok := f.Get("tokenizer.ggml.model")
 	if !ok {
@@ -519,7 +389,7 @@ func (f *File) Tokenizer() (tokenizer.Model, error) {
 	for i, s := range tokens {
 		vocab[i] = strings.ReplaceAll(s, "\u2581", " ")
 	}
-	tok, err := tokenizer.New(vocab, scores, int(bos), int(eos))
+	tok, err := sentencepiece.New(vocab, scores, int(bos), int(eos))
 	if err != nil {
 		return nil, f.errorf("tokenizer: %v", err)
 	}
@@ -533,11 +403,11 @@ const (
 )
 
 // bpePatterns maps tokenizer.ggml.pre, llama.cpp's name of a byte-level
-// BPE pre-tokenizer, to hf.BPEParts.Pattern. Others (llama.cpp's
-// "default", "deepseek-llm", ...) split text differently and are refused.
-var bpePatterns = map[string]string{
-	"gpt-2": "gpt2", "llama3": "llama3", "llama-v3": "llama3", "llama-bpe": "llama3",
-	"qwen2": "qwen2", "deepseek-r1-qwen": "qwen2",
+// BPE pre-tokenizer, to its split pattern. Others (llama.cpp's "default",
+// "deepseek-llm", ...) split text differently and are refused.
+var bpePatterns = map[string]bpe.Pattern{
+	"gpt-2": bpe.GPT2Pattern, "llama3": bpe.Llama3Pattern, "llama-v3": bpe.Llama3Pattern, "llama-bpe": bpe.Llama3Pattern,
+	"qwen2": bpe.Qwen2Pattern, "deepseek-r1-qwen": bpe.Qwen2Pattern,
 }
 
 // bpeTokenizer builds a "gpt2" (byte-level BPE) tokenizer: merges from
@@ -572,14 +442,21 @@ func (f *File) bpeTokenizer(tokens []string, types []int64) (tokenizer.Model, er
 		sort.Strings(names)
 		return nil, f.errorf("tokenizer.ggml.pre %q is not supported (supported: %s)", pre, strings.Join(names, ", "))
 	}
-	parts := hf.BPEParts{Tokens: tokens, Merges: merges, Pattern: pattern, IgnoreMerges: pattern == "llama3", BOS: -1, EOS: -1}
+	// llama.cpp splits by the pattern, maps bytes to GPT-2's alphabet and
+	// merges; Llama 3's vocabulary words are kept whole.
+	c := bpe.Config{Tokens: tokens, Unk: -1, BOS: -1, EOS: -1, IgnoreMerges: pattern == bpe.Llama3Pattern,
+		PreTokenizers: []bpe.PreTokenizer{bpe.Split(pattern), bpe.ByteLevel(false, false)},
+		Decoders:      []bpe.Decoder{bpe.ByteLevelDecoder()}}
+	for i, m := range merges {
+		a, b, err := bpe.SplitMerge(m)
+		if err != nil {
+			return nil, f.errorf("tokenizer.ggml.merges[%d]: %v", i, err)
+		}
+		c.Merges = append(c.Merges, [2]string{a, b})
+	}
 	for id, typ := range types {
-		switch typ {
-		case tokenControl:
-			parts.Added = append(parts.Added, id)
-			parts.Special = append(parts.Special, id)
-		case tokenUserDefined:
-			parts.Added = append(parts.Added, id)
+		if typ == tokenControl || typ == tokenUserDefined {
+			c.Added = append(c.Added, bpe.AddedToken{ID: id, Content: tokens[id], Special: typ == tokenControl})
 		}
 	}
 	n := int64(len(tokens))
@@ -591,7 +468,7 @@ func (f *File) bpeTokenizer(tokens []string, types []int64) (tokenizer.Model, er
 			if err != nil {
 				return nil, err
 			}
-			parts.BOS = int(bos)
+			c.BOS = int(bos)
 		}
 	}
 	if _, ok := f.Get("tokenizer.ggml.eos_token_id"); ok {
@@ -599,11 +476,11 @@ func (f *File) bpeTokenizer(tokens []string, types []int64) (tokenizer.Model, er
 		if err != nil {
 			return nil, err
 		}
-		parts.EOS = int(eos)
+		c.EOS = int(eos)
 	}
-	tok, err := hf.NewBPE("tokenizer", parts)
+	tok, err := bpe.New(c)
 	if err != nil {
-		return nil, f.errorf("%v", err)
+		return nil, f.errorf("tokenizer: %v", err)
 	}
 	return tok, nil
 }

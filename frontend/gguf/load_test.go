@@ -8,7 +8,7 @@ import (
 	"unsafe"
 
 	"github.com/google/go-cmp/cmp"
-	"github.com/tapml/tapml/frontend/tokenizer"
+	"github.com/tapml/tapml/frontend/tokenizer/sentencepiece"
 	"github.com/tapml/tapml/internal/testenv"
 	"github.com/tapml/tapml/ir"
 	"github.com/x448/float16"
@@ -111,7 +111,7 @@ func TestLoadTiny(t *testing.T) {
 	if got := tok.Encode("Hello world", true, false); !cmp.Equal(got, []int{1, 15043, 3186}) {
 		t.Errorf("Encode(Hello world) = %v, want [1 15043 3186]", got)
 	}
-	if got := tok.(*tokenizer.Tokenizer).Token(3186); got != " world" {
+	if got := tok.(*sentencepiece.Tokenizer).Token(3186); got != " world" {
 		t.Errorf("piece 3186 = %q, want %q (▁ mapped to space)", got, " world")
 	}
 	if got := tok.Piece(1, 15043) + tok.Piece(15043, 3186); got != "Hello world" {
@@ -184,7 +184,7 @@ func TestLoadSynthetic(t *testing.T) {
 	if tok == nil || tok.VocabSize() != 300 {
 		t.Fatalf("tokenizer %v", tok)
 	}
-	if got := tok.(*tokenizer.Tokenizer).Token(299); got != " w299" {
+	if got := tok.(*sentencepiece.Tokenizer).Token(299); got != " w299" {
 		t.Errorf("piece 299 = %q, want %q", got, " w299")
 	}
 	// No merges reach these pieces, so text falls back to byte tokens
@@ -309,12 +309,12 @@ func TestCanonicalNames(t *testing.T) {
 		"blk.3.ffn_up.weight":  "layers.3.feed_forward.w3",
 		"blk.03.ffn_up.weight": "", "blk.-1.ffn_up.weight": "", "blk.3.ffn_up.bias": "", "rope_freqs.weight": "", "blk.3.weight": "",
 	} {
-		got, ok := canonicalName(in)
+		got, ok := llamaNames.canonical(in)
 		if got != want || ok != (want != "") {
-			t.Errorf("canonicalName(%q) = %q, %v; want %q", in, got, ok, want)
+			t.Errorf("canonical(%q) = %q, %v; want %q", in, got, ok, want)
 		}
-		if ok && ggufTensorName(got) != in {
-			t.Errorf("ggufTensorName(%q) = %q, want %q", got, ggufTensorName(got), in)
+		if ok && llamaNames.gguf(got) != in {
+			t.Errorf("gguf(%q) = %q, want %q", got, llamaNames.gguf(got), in)
 		}
 	}
 }

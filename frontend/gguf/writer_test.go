@@ -11,7 +11,7 @@ import (
 	"strconv"
 	"testing"
 
-	"github.com/tapml/tapml/frontend/llama"
+	"github.com/tapml/tapml/frontend/arch/llama"
 	"github.com/x448/float16"
 )
 
@@ -211,7 +211,7 @@ func (lf llamaFile) writer() *ggufWriter {
 	}
 	w.kvs = append(w.kvs, lf.extraKVs...)
 	for _, ns := range c.WeightShapes() {
-		name := ggufTensorName(ns.Name)
+		name := llamaNames.gguf(ns.Name)
 		typ := GGMLF16
 		if len(ns.Shape) == 1 {
 			typ = GGMLF32

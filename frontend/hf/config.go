@@ -8,8 +8,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/tapml/tapml/frontend/gpt2"
-	"github.com/tapml/tapml/frontend/llama"
+	"github.com/tapml/tapml/frontend/arch"
 )
 
 // MaxSeqCap bounds the KV cache length a model gets: its
@@ -20,24 +19,60 @@ const MaxSeqCap = 4096
 // maxConfigFile bounds the size of config.json read into memory.
 const maxConfigFile = 16 << 20
 
-// Architectures lists the model classes Load supports.
-var Architectures = []string{"LlamaForCausalLM", "Qwen2ForCausalLM", "GPT2LMHeadModel"}
+// A family maps one Hugging Face architecture (a model class of
+// transformers) onto a frontend/arch family: config.json's hyperparameters
+// onto the family's config, and the family's canonical weight names onto
+// the checkpoint's tensors. Each lives in a file of its own (llama.go,
+// gpt2.go) and is listed in families.
+type family struct {
+	arch      string // the model class, config.json's "architectures"
+	modelType string // config.json's "model_type"
+	// config reads the family's hyperparameters; c holds what ParseConfig
+	// has read already (Arch, Vocab, BOS, EOS), and config sets
+	// MaxPositions.
+	config func(o jsonObject, c *Config) (arch.Config, error)
+	// tensor is the checkpoint's name of the weight canon of model m.
+	tensor func(canon string, m arch.Config, ck *Checkpoint) string
+	// unread reports a checkpoint tensor that the graph may leave unread
+	// (a buffer of old checkpoints, a classifier tied to the embedding).
+	unread func(name string, m arch.Config) bool
+}
 
-// modelTypes maps config.json's model_type to the architecture, for
-// configs without "architectures".
-var modelTypes = map[string]string{"llama": "LlamaForCausalLM", "qwen2": "Qwen2ForCausalLM", "gpt2": "GPT2LMHeadModel"}
+// families lists the supported architectures.
+var families = []family{llamaFamily("LlamaForCausalLM", "llama"), llamaFamily("Qwen2ForCausalLM", "qwen2"), gpt2Family}
+
+// Architectures lists the model classes Load supports.
+var Architectures = func() []string {
+	var names []string
+	for _, f := range families {
+		names = append(names, f.arch)
+	}
+	return names
+}()
+
+// lookupFamily returns the family whose architecture or model type
+// (when arch is "") is given.
+func lookupFamily(arch, modelType string) (family, bool) {
+	for _, f := range families {
+		if f.arch == arch || arch == "" && f.modelType == modelType {
+			return f, true
+		}
+	}
+	return family{}, false
+}
 
 // Config is what config.json says about a supported model.
 type Config struct {
-	Arch  string       // one of Architectures
-	Llama llama.Config // for LlamaForCausalLM and Qwen2ForCausalLM
-	GPT2  gpt2.Config  // for GPT2LMHeadModel
+	Arch  string      // one of Architectures
+	Model arch.Config // the family's configuration
+	Vocab int         // vocab_size
 	// BOS and EOS are bos_token_id and eos_token_id (the first, when a
 	// list), or -1 when absent.
 	BOS, EOS int
 	// MaxPositions is max_position_embeddings (n_positions), before
 	// MaxSeqCap.
 	MaxPositions int
+	family       family
 }
 
 // jsonObject is a config object with typed, checked accessors. Errors
@@ -82,6 +117,17 @@ func (o jsonObject) int(key string, def, lo, hi int64) (int, error) {
 		return 0, o.errorf(key, "%d is out of range [%d, %d]", v, lo, hi)
 	}
 	return int(v), nil
+}
+
+// ints returns a reader of integer keys (as int reads them) into their
+// destinations; after the first error it reads nothing more and *err
+// holds that error. Defaults may depend on keys read before.
+func (o jsonObject) ints(err *error) func(dst *int, key string, def, lo, hi int64) {
+	return func(dst *int, key string, def, lo, hi int64) {
+		if *err == nil {
+			*dst, *err = o.int(key, def, lo, hi)
+		}
+	}
 }
 
 // float reads a positive finite number.
@@ -162,13 +208,13 @@ func (o jsonObject) unsupported(key, why string, accepted ...string) error {
 // supported architectures, checks every hyperparameter the graph depends
 // on, and rejects features the graph does not implement (rope_scaling,
 // sliding windows, attention biases of LLaMA, ...) with an error naming
-// the key.
+// the key. The configuration it returns is valid (Config.Model.Validate).
 func ParseConfig(name string, data []byte) (*Config, error) {
 	o := jsonObject{file: name}
 	if err := json.Unmarshal(data, &o.m); err != nil {
 		return nil, fmt.Errorf("%s: not a JSON object: %v", name, err)
 	}
-	arch := ""
+	archName, modelType := "", ""
 	if o.present("architectures") {
 		var archs []string
 		if err := json.Unmarshal(o.m["architectures"], &archs); err != nil {
@@ -177,17 +223,22 @@ func ParseConfig(name string, data []byte) (*Config, error) {
 		if len(archs) != 1 {
 			return nil, o.errorf("architectures", "want exactly one architecture, got %q", archs)
 		}
-		arch = archs[0]
+		archName = archs[0]
 	} else {
 		mt, err := o.string("model_type", "")
 		if err != nil {
 			return nil, err
 		}
-		if arch = modelTypes[mt]; arch == "" {
-			return nil, fmt.Errorf("%s: no \"architectures\", and model_type %q is not supported (supported: %s)", name, mt, strings.Join(Architectures, ", "))
-		}
+		modelType = mt
 	}
-	c := &Config{Arch: arch}
+	fam, ok := lookupFamily(archName, modelType)
+	switch {
+	case !ok && archName != "":
+		return nil, o.errorf("architectures", "%q is not supported (supported: %s)", archName, strings.Join(Architectures, ", "))
+	case !ok:
+		return nil, fmt.Errorf("%s: no \"architectures\", and model_type %q is not supported (supported: %s)", name, modelType, strings.Join(Architectures, ", "))
+	}
+	c := &Config{Arch: fam.arch, family: fam}
 	var err error
 	if c.BOS, err = o.tokenID("bos_token_id"); err != nil {
 		return nil, err
@@ -195,16 +246,14 @@ func ParseConfig(name string, data []byte) (*Config, error) {
 	if c.EOS, err = o.tokenID("eos_token_id"); err != nil {
 		return nil, err
 	}
-	switch arch {
-	case "LlamaForCausalLM", "Qwen2ForCausalLM":
-		err = o.llama(c)
-	case "GPT2LMHeadModel":
-		err = o.gpt2(c)
-	default:
-		return nil, o.errorf("architectures", "%q is not supported (supported: %s)", arch, strings.Join(Architectures, ", "))
-	}
-	if err != nil {
+	if c.Vocab, err = o.int("vocab_size", -1, 1, bigVocab); err != nil {
 		return nil, err
+	}
+	if c.Model, err = fam.config(o, c); err != nil {
+		return nil, err
+	}
+	if err := c.Model.Validate(); err != nil {
+		return nil, fmt.Errorf("%s: %v", o.file, err)
 	}
 	return c, nil
 }
@@ -217,142 +266,3 @@ const (
 	bigVocab = 1 << 24
 	bigPos   = 1 << 30
 )
-
-func (o jsonObject) llama(c *Config) error {
-	qwen := c.Arch == "Qwen2ForCausalLM"
-	var l llama.Config
-	var err error
-	get := func(dst *int, key string, def, lo, hi int64) {
-		if err == nil {
-			*dst, err = o.int(key, def, lo, hi)
-		}
-	}
-	get(&l.Dim, "hidden_size", -1, 1, bigDim)
-	get(&l.HiddenDim, "intermediate_size", -1, 1, bigDim)
-	get(&l.Layers, "num_hidden_layers", -1, 1, bigLayer)
-	get(&l.Heads, "num_attention_heads", -1, 1, bigDim)
-	get(&l.KVHeads, "num_key_value_heads", int64(l.Heads), 1, bigDim)
-	get(&l.Vocab, "vocab_size", -1, 1, bigVocab)
-	defPos := int64(2048)
-	if qwen {
-		defPos = 32768
-	}
-	get(&c.MaxPositions, "max_position_embeddings", defPos, 1, bigPos)
-	get(&l.HeadSize, "head_dim", 0, 0, bigDim)
-	if err != nil {
-		return err
-	}
-	if l.HeadSize == 0 && l.Dim%l.Heads != 0 {
-		return fmt.Errorf("%s: hidden_size %d is not a multiple of num_attention_heads %d", o.file, l.Dim, l.Heads)
-	}
-	if l.HeadSize == l.Dim/l.Heads && l.Dim%l.Heads == 0 {
-		l.HeadSize = 0 // the default; keep the model's meta as a plain LLaMA's
-	}
-	if l.Heads%l.KVHeads != 0 {
-		return fmt.Errorf("%s: num_attention_heads %d is not a multiple of num_key_value_heads %d", o.file, l.Heads, l.KVHeads)
-	}
-	if l.NormEps, err = o.float("rms_norm_eps", 1e-6); err != nil {
-		return err
-	}
-	if l.RopeTheta, err = o.float("rope_theta", 10000); err != nil {
-		return err
-	}
-	if l.TiedEmbeddings, err = o.bool("tie_word_embeddings", false); err != nil {
-		return err
-	}
-	act, err := o.string("hidden_act", "silu")
-	if err != nil {
-		return err
-	}
-	if act != "silu" {
-		return o.errorf("hidden_act", "%q is not supported (only silu)", act)
-	}
-	for _, u := range []struct {
-		key, why string
-		accepted []string
-	}{
-		{"rope_scaling", "only plain RoPE is implemented", nil},
-		{"attention_bias", "the graph has no o_proj bias", []string{"false"}},
-		{"mlp_bias", "the graph has no MLP biases", []string{"false"}},
-		{"partial_rotary_factor", "only full rotary embeddings", []string{"1", "1.0"}},
-		{"use_sliding_window", "sliding-window attention is not implemented", []string{"false"}},
-		{"attention_dropout", "dropout at inference", []string{"0", "0.0"}},
-	} {
-		if err := o.unsupported(u.key, u.why, u.accepted...); err != nil {
-			return err
-		}
-	}
-	l.MaxSeq = min(c.MaxPositions, MaxSeqCap)
-	l.RopeStyle = "half"
-	l.QKVBias = qwen
-	if err := l.Validate(); err != nil {
-		return fmt.Errorf("%s: %v", o.file, err)
-	}
-	c.Llama = l
-	return nil
-}
-
-func (o jsonObject) gpt2(c *Config) error {
-	var g gpt2.Config
-	var err error
-	get := func(dst *int, key string, def, lo, hi int64) {
-		if err == nil {
-			*dst, err = o.int(key, def, lo, hi)
-		}
-	}
-	get(&g.Dim, "n_embd", -1, 1, bigDim)
-	get(&g.Layers, "n_layer", -1, 1, bigLayer)
-	get(&g.Heads, "n_head", -1, 1, bigDim)
-	get(&g.Vocab, "vocab_size", -1, 1, bigVocab)
-	get(&g.Positions, "n_positions", -1, 1, bigPos)
-	get(&g.Inner, "n_inner", 4*int64(g.Dim), 1, bigDim)
-	if err != nil {
-		return err
-	}
-	if o.present("n_ctx") {
-		n, err := o.int("n_ctx", -1, 1, bigPos)
-		if err != nil {
-			return err
-		}
-		if n != g.Positions {
-			return o.errorf("n_ctx", "%d differs from n_positions %d", n, g.Positions)
-		}
-	}
-	if g.Dim%g.Heads != 0 {
-		return fmt.Errorf("%s: n_embd %d is not a multiple of n_head %d", o.file, g.Dim, g.Heads)
-	}
-	if g.NormEps, err = o.float("layer_norm_epsilon", 1e-5); err != nil {
-		return err
-	}
-	act, err := o.string("activation_function", "gelu_new")
-	if err != nil {
-		return err
-	}
-	switch act {
-	case "gelu_new", "gelu_pytorch_tanh", "gelu_fast":
-		// The same function: GELU's tanh approximation.
-	default:
-		return o.errorf("activation_function", "%q is not supported (only the tanh approximation of GELU: gelu_new, gelu_pytorch_tanh, gelu_fast)", act)
-	}
-	for _, u := range []struct{ key, why string }{
-		{"scale_attn_by_inverse_layer_idx", "attention scaled by layer index"},
-		{"add_cross_attention", "cross-attention"},
-	} {
-		if err := o.unsupported(u.key, u.why, "false"); err != nil {
-			return err
-		}
-	}
-	if err := o.unsupported("scale_attn_weights", "unscaled attention", "true"); err != nil {
-		return err
-	}
-	if err := o.unsupported("tie_word_embeddings", "GPT-2's classifier is the token embedding", "true"); err != nil {
-		return err
-	}
-	c.MaxPositions = g.Positions
-	g.MaxSeq = min(g.Positions, MaxSeqCap)
-	if err := g.Validate(); err != nil {
-		return fmt.Errorf("%s: %v", o.file, err)
-	}
-	c.GPT2 = g
-	return nil
-}

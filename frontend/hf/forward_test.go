@@ -11,8 +11,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/tapml/tapml/frontend/gpt2"
-	"github.com/tapml/tapml/frontend/llama"
+	"github.com/tapml/tapml/frontend/arch/gpt2"
+	"github.com/tapml/tapml/frontend/arch/llama"
 	"github.com/tapml/tapml/internal/testenv/llmtest"
 	"github.com/tapml/tapml/ir"
 	"github.com/tapml/tapml/tensor"

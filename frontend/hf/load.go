@@ -1,11 +1,12 @@
 // Package hf imports Hugging Face model folders: config.json, the weights
 // in model.safetensors (or shards listed by model.safetensors.index.json)
 // and, when present, tokenizer.json. Supported architectures are
-// LlamaForCausalLM and Qwen2ForCausalLM (through frontend/llama, with
+// LlamaForCausalLM and Qwen2ForCausalLM (through frontend/arch/llama, with
 // Hugging Face's "half" RoPE layout and Qwen2's q/k/v biases) and
-// GPT2LMHeadModel (through frontend/gpt2). Weights may be F32, F16 or BF16;
-// they are memory-mapped, F32 ones used in place and 16-bit ones widened to
-// f32 on first use.
+// GPT2LMHeadModel (through frontend/arch/gpt2); each is a family (config.go)
+// in a file of its own that maps config.json and the tensor names onto the
+// arch family. Weights may be F32, F16 or BF16; they are memory-mapped, F32
+// ones used in place and 16-bit ones widened to f32 on first use.
 //
 // Everything read from the folder is checked: config.json's
 // hyperparameters (unsupported features such as rope_scaling are errors
@@ -21,12 +22,11 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"regexp"
 	"sort"
 	"strings"
 
-	"github.com/tapml/tapml/frontend/gpt2"
-	"github.com/tapml/tapml/frontend/llama"
+	"github.com/tapml/tapml/frontend/arch"
+	"github.com/tapml/tapml/frontend/tokenizer/bpe"
 	"github.com/tapml/tapml/ir"
 )
 
@@ -41,7 +41,7 @@ func Sniff(dir string) bool {
 // tokenizer of tokenizer.json (nil when the folder has none). The weight
 // files stay mapped for the life of the process, since the module's
 // weights view them.
-func Load(dir string) (*ir.Module, *Tokenizer, error) {
+func Load(dir string) (*ir.Module, *bpe.Tokenizer, error) {
 	cfgPath := filepath.Join(dir, ConfigFile)
 	data, err := readSmall(cfgPath, maxConfigFile)
 	if err != nil {
@@ -72,71 +72,52 @@ func Load(dir string) (*ir.Module, *Tokenizer, error) {
 		m.Meta["tokenizer"] = "none"
 		return m, nil, nil
 	}
-	tok, err := LoadTokenizer(tokPath)
+	tok, err := loadTokenizer(tokPath, cfg)
 	if err != nil {
 		ck.Close()
 		return nil, nil, err
-	}
-	if err := tok.useConfig(cfg, vocabOf(cfg)); err != nil {
-		ck.Close()
-		return nil, nil, fmt.Errorf("%s: %w", tokPath, err)
 	}
 	m.Meta["tokenizer"] = fmt.Sprintf("huggingface %s (%d tokens)", tok.Kind(), tok.VocabSize())
 	return m, tok, nil
 }
 
-func vocabOf(c *Config) int {
-	if c.Arch == "GPT2LMHeadModel" {
-		return c.GPT2.Vocab
+// loadTokenizer reads the model's tokenizer.json, completed by its
+// config.json and checked against its vocabulary size.
+func loadTokenizer(path string, cfg *Config) (*bpe.Tokenizer, error) {
+	c, err := readTokenizer(path)
+	if err != nil {
+		return nil, err
 	}
-	return c.Llama.Vocab
+	if err := useConfig(&c, cfg); err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	tok, err := newTokenizer(path, c)
+	if err != nil {
+		return nil, err
+	}
+	if vocab := cfg.Vocab; tok.VocabSize() > vocab {
+		return nil, fmt.Errorf("%s: the tokenizer has ids up to %d, but the model's vocab_size is %d", path, tok.VocabSize()-1, vocab)
+	}
+	return tok, nil
 }
 
 // Build builds the module of the configured model over the checkpoint's
 // tensors, checking each tensor's shape and that every tensor is used.
 func (c *Config) Build(name string, ck *Checkpoint) (*ir.Module, error) {
-	var (
-		shapes  []namedShape
-		ignored = func(string) bool { return false }
-	)
-	switch c.Arch {
-	case "LlamaForCausalLM", "Qwen2ForCausalLM":
-		for _, ns := range c.Llama.WeightShapes() {
-			shapes = append(shapes, namedShape{ns.Name, LlamaTensorName(ns.Name), ns.Shape})
-		}
-		ignored = func(n string) bool {
-			// Old checkpoints store RoPE's inverse frequencies; a tied
-			// classifier may be stored although it is not read.
-			return rotaryBuffer.MatchString(n) || (c.Llama.TiedEmbeddings && n == "lm_head.weight")
-		}
-	case "GPT2LMHeadModel":
-		prefix := ""
-		if ck.Has("transformer.wte.weight") {
-			prefix = "transformer."
-		}
-		for _, ns := range c.GPT2.WeightShapes() {
-			shapes = append(shapes, namedShape{ns.Name, prefix + ns.Name, ns.Shape})
-		}
-		ignored = func(n string) bool {
-			// The causal-mask buffers of old checkpoints, and the tied head.
-			return gpt2Buffer.MatchString(n) || n == "lm_head.weight"
-		}
-	default:
-		return nil, fmt.Errorf("architecture %q is not supported", c.Arch)
-	}
 	weights := map[string]ir.WeightSource{}
 	used := map[string]bool{}
-	for _, ns := range shapes {
-		src, err := ck.Source(ns.file, ns.shape)
+	for _, ns := range c.Model.WeightShapes() {
+		file := c.family.tensor(ns.Name, c.Model, ck)
+		src, err := ck.Source(file, ns.Shape)
 		if err != nil {
 			return nil, err
 		}
-		weights[ns.canon] = src
-		used[ns.file] = true
+		weights[ns.Name] = src
+		used[file] = true
 	}
 	var extra []string
 	for _, n := range ck.Names() {
-		if !used[n] && !ignored(n) {
+		if !used[n] && !c.family.unread(n, c.Model) {
 			extra = append(extra, n)
 		}
 	}
@@ -152,64 +133,10 @@ func (c *Config) Build(name string, ck *Checkpoint) (*ir.Module, error) {
 		return nil, fmt.Errorf("%s: tensors the %s graph does not use (unsupported model variant, or config.json does not match the weights): %s",
 			where, c.Arch, strings.Join(extra, ", "))
 	}
-	var m *ir.Module
-	var err error
-	if c.Arch == "GPT2LMHeadModel" {
-		m, err = gpt2.Build(name, c.GPT2, weights)
-	} else {
-		m, err = llama.Build(name, c.Llama, weights)
-	}
+	m, err := arch.Build(name, c.Model, weights)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", ck.Dir, err)
 	}
 	m.Meta["max_position_embeddings"] = fmt.Sprint(c.MaxPositions)
 	return m, nil
-}
-
-type namedShape struct {
-	canon, file string
-	shape       []int
-}
-
-var (
-	rotaryBuffer = regexp.MustCompile(`^model\.layers\.[0-9]+\.self_attn\.rotary_emb\.inv_freq$`)
-	gpt2Buffer   = regexp.MustCompile(`^(transformer\.)?h\.[0-9]+\.attn\.(bias|masked_bias)$`)
-)
-
-// llamaNames maps frontend/llama's per-layer weight names to Hugging
-// Face's.
-var llamaNames = map[string]string{
-	"attention_norm":  "input_layernorm.weight",
-	"attention.wq":    "self_attn.q_proj.weight",
-	"attention.wk":    "self_attn.k_proj.weight",
-	"attention.wv":    "self_attn.v_proj.weight",
-	"attention.bq":    "self_attn.q_proj.bias",
-	"attention.bk":    "self_attn.k_proj.bias",
-	"attention.bv":    "self_attn.v_proj.bias",
-	"attention.wo":    "self_attn.o_proj.weight",
-	"ffn_norm":        "post_attention_layernorm.weight",
-	"feed_forward.w1": "mlp.gate_proj.weight",
-	"feed_forward.w2": "mlp.down_proj.weight",
-	"feed_forward.w3": "mlp.up_proj.weight",
-}
-
-// LlamaTensorName returns the Hugging Face tensor name of a frontend/llama
-// weight name ("layers.3.attention.wq" -> "model.layers.3.self_attn.q_proj.weight").
-func LlamaTensorName(canon string) string {
-	switch canon {
-	case "tok_embeddings":
-		return "model.embed_tokens.weight"
-	case "norm":
-		return "model.norm.weight"
-	case "output":
-		return "lm_head.weight"
-	}
-	if rest, ok := strings.CutPrefix(canon, "layers."); ok {
-		if num, part, ok := strings.Cut(rest, "."); ok {
-			if hf, ok := llamaNames[part]; ok {
-				return "model.layers." + num + "." + hf
-			}
-		}
-	}
-	return canon
 }

@@ -8,7 +8,7 @@ import (
 	"testing"
 
 	"github.com/tapml/tapml/frontend/llama2c"
-	"github.com/tapml/tapml/frontend/tokenizer"
+	"github.com/tapml/tapml/frontend/tokenizer/sentencepiece"
 	"github.com/tapml/tapml/internal/testenv"
 	"github.com/tapml/tapml/internal/testenv/llmtest"
 	"github.com/tapml/tapml/ir"
@@ -230,7 +230,7 @@ func TestStoriesTokenizerSame(t *testing.T) {
 			}
 		}
 	}
-	var _ *tokenizer.Tokenizer = otok
+	var _ *sentencepiece.Tokenizer = otok
 	// Unlike run.c, Hugging Face matches added tokens in the text.
 	if got := htok.Encode("a<s>b</s>", false, false); !slices.Equal(got, append(append(htok.Encode("a", false, false), 1), append(htok.Encode("b", false, false), 2)...)) {
 		t.Errorf("added tokens: %v", got)

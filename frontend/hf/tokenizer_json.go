@@ -5,23 +5,39 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
-	"strings"
+
+	"github.com/tapml/tapml/frontend/tokenizer/bpe"
+	"golang.org/x/text/unicode/norm"
 )
 
 // maxTokenizerFile bounds the size of tokenizer.json read into memory.
 const maxTokenizerFile = 256 << 20
 
-// maxTokenID bounds token ids, so that a corrupt file cannot make the
-// loader allocate a huge table.
-const maxTokenID = 1 << 24
-
 // LoadTokenizer reads a tokenizer.json file.
-func LoadTokenizer(path string) (*Tokenizer, error) {
-	data, err := readSmall(path, maxTokenizerFile)
+func LoadTokenizer(path string) (*bpe.Tokenizer, error) {
+	c, err := readTokenizer(path)
 	if err != nil {
 		return nil, err
 	}
-	return ParseTokenizer(path, data)
+	return newTokenizer(path, c)
+}
+
+// readTokenizer reads a tokenizer.json file into the tokenizer's parts.
+func readTokenizer(path string) (bpe.Config, error) {
+	data, err := readSmall(path, maxTokenizerFile)
+	if err != nil {
+		return bpe.Config{}, err
+	}
+	return parseTokenizer(path, data)
+}
+
+// newTokenizer builds the tokenizer of c, read from the file name.
+func newTokenizer(name string, c bpe.Config) (*bpe.Tokenizer, error) {
+	t, err := bpe.New(c)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", name, err)
+	}
+	return t, nil
 }
 
 // The JSON layout of tokenizer.json, as far as it is read.
@@ -120,165 +136,135 @@ func isNull(raw json.RawMessage) bool {
 const maxNesting = 8
 
 // ParseTokenizer reads the bytes of a tokenizer.json (name is used in
-// errors). Only BPE models are supported.
-func ParseTokenizer(name string, data []byte) (*Tokenizer, error) {
-	t, err := parseTokenizer(data)
+// errors). Supported: BPE models; normalizers Prepend, Replace (string
+// patterns), NFC/NFD/NFKC/NFKD, Lowercase and Sequence; pre-tokenizers
+// ByteLevel, Metaspace, Split with GPT-2's, Qwen2's or Llama 3's regex
+// (behavior Isolated), and Sequence; decoders ByteLevel, Metaspace,
+// Replace, ByteFallback, Fuse, Strip and Sequence; post-processors
+// TemplateProcessing, ByteLevel, RobertaProcessing, BertProcessing and
+// Sequence (for the BOS and EOS ids). Other components are errors naming
+// them. Added tokens are matched on the raw text even when "normalized" is
+// true.
+func ParseTokenizer(name string, data []byte) (*bpe.Tokenizer, error) {
+	c, err := parseTokenizer(name, data)
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", name, err)
+		return nil, err
 	}
-	t.name = name
-	return t, nil
+	return newTokenizer(name, c)
 }
 
-func parseTokenizer(data []byte) (*Tokenizer, error) {
+func parseTokenizer(name string, data []byte) (bpe.Config, error) {
+	c, err := tokenizerConfig(data)
+	if err != nil {
+		return c, fmt.Errorf("%s: %w", name, err)
+	}
+	return c, nil
+}
+
+// tokenizerConfig maps a tokenizer.json onto bpe.Config.
+func tokenizerConfig(data []byte) (bpe.Config, error) {
 	var tj tokJSON
+	c := bpe.Config{Unk: -1, BOS: -1, EOS: -1}
 	if err := json.Unmarshal(data, &tj); err != nil {
-		return nil, fmt.Errorf("not a tokenizer.json: %v", err)
+		return c, fmt.Errorf("not a tokenizer.json: %v", err)
 	}
 	mj := tj.Model
 	if mj == nil {
-		return nil, fmt.Errorf("no \"model\"")
+		return c, fmt.Errorf("no \"model\"")
 	}
 	if mj.Type != "BPE" && !(mj.Type == "" && mj.Merges != nil) {
-		return nil, fmt.Errorf("model type %q is not supported (only BPE)", mj.Type)
+		return c, fmt.Errorf("model type %q is not supported (only BPE)", mj.Type)
 	}
 	if mj.Dropout != nil && *mj.Dropout != 0 {
-		return nil, fmt.Errorf("model: BPE dropout %g is not supported (it randomises tokenization)", *mj.Dropout)
+		return c, fmt.Errorf("model: BPE dropout %g is not supported (it randomises tokenization)", *mj.Dropout)
 	}
 	if mj.ContinuingSubwordPrefix != nil && *mj.ContinuingSubwordPrefix != "" {
-		return nil, fmt.Errorf("model: continuing_subword_prefix %q is not supported", *mj.ContinuingSubwordPrefix)
+		return c, fmt.Errorf("model: continuing_subword_prefix %q is not supported", *mj.ContinuingSubwordPrefix)
 	}
 	if mj.EndOfWordSuffix != nil && *mj.EndOfWordSuffix != "" {
-		return nil, fmt.Errorf("model: end_of_word_suffix %q is not supported", *mj.EndOfWordSuffix)
+		return c, fmt.Errorf("model: end_of_word_suffix %q is not supported", *mj.EndOfWordSuffix)
 	}
-	t := &Tokenizer{
-		vocab: make(map[string]int, len(mj.Vocab)), merges: map[uint64]mergeRule{}, unk: -1,
-		byteFallback: mj.ByteFallback, fuseUnk: mj.FuseUnk, ignoreMerges: mj.IgnoreMerges,
-		special: map[int]bool{}, bos: -1, eos: -1,
-	}
+	c.ByteFallback, c.FuseUnk, c.IgnoreMerges = mj.ByteFallback, mj.FuseUnk, mj.IgnoreMerges
 	if len(mj.Vocab) == 0 {
-		return nil, fmt.Errorf("model: empty vocab")
+		return c, fmt.Errorf("model: empty vocab")
 	}
-	size := 0
 	byID := map[int]string{}
+	size := 0
 	for tok, id := range mj.Vocab {
-		if id < 0 || id >= maxTokenID {
-			return nil, fmt.Errorf("model: token %q has id %d, outside [0, %d)", tok, id, maxTokenID)
+		if id < 0 || id >= bpe.MaxTokens {
+			return c, fmt.Errorf("model: token %q has id %d, outside [0, %d)", tok, id, bpe.MaxTokens)
 		}
 		if prev, dup := byID[int(id)]; dup {
 			a, b := prev, tok
 			if b < a {
 				a, b = b, a
 			}
-			return nil, fmt.Errorf("model: tokens %q and %q share id %d", a, b, id)
+			return c, fmt.Errorf("model: tokens %q and %q share id %d", a, b, id)
 		}
 		byID[int(id)] = tok
-		t.vocab[tok] = int(id)
 		size = max(size, int(id)+1)
+	}
+	c.Tokens = make([]string, size)
+	for id, tok := range byID {
+		c.Tokens[id] = tok
 	}
 	for i, a := range tj.AddedTokens {
 		if a.ID == nil || a.Content == nil {
-			return nil, fmt.Errorf("added_tokens[%d]: needs id and content", i)
+			return c, fmt.Errorf("added_tokens[%d]: needs id and content", i)
 		}
-		if *a.ID < 0 || *a.ID >= maxTokenID {
-			return nil, fmt.Errorf("added_tokens[%d]: id %d is outside [0, %d)", i, *a.ID, maxTokenID)
+		if *a.ID < 0 || *a.ID >= bpe.MaxTokens {
+			return c, fmt.Errorf("added_tokens[%d]: id %d is outside [0, %d)", i, *a.ID, bpe.MaxTokens)
 		}
-		if *a.Content == "" {
-			return nil, fmt.Errorf("added_tokens[%d]: empty content", i)
+		c.Added = append(c.Added, bpe.AddedToken{ID: int(*a.ID), Content: *a.Content, LStrip: a.LStrip, RStrip: a.RStrip,
+			SingleWord: a.SingleWord, Special: a.Special})
+	}
+	// idOf finds a token by name, as the post-processor and unk_token name them.
+	idOf := func(name string) (int, bool) {
+		if id, ok := mj.Vocab[name]; ok {
+			return int(id), true
 		}
-		id := int(*a.ID)
-		if v, ok := t.vocab[*a.Content]; ok && v != id {
-			return nil, fmt.Errorf("added_tokens[%d]: %q has id %d, but the vocab gives it %d", i, *a.Content, id, v)
-		}
-		if v, ok := byID[id]; ok && v != *a.Content {
-			return nil, fmt.Errorf("added_tokens[%d]: %q has id %d, which clashes with the vocab's %q", i, *a.Content, id, v)
-		}
-		for _, o := range t.added {
-			if o.id == id || o.content == *a.Content {
-				return nil, fmt.Errorf("added_tokens[%d]: %q (id %d) clashes with added token %q (id %d)", i, *a.Content, id, o.content, o.id)
+		for _, a := range c.Added {
+			if a.Content == name {
+				return a.ID, true
 			}
 		}
-		t.added = append(t.added, addedToken{id: id, content: *a.Content, lstrip: a.LStrip, rstrip: a.RStrip,
-			singleWord: a.SingleWord, special: a.Special})
-		if a.Special {
-			t.special[id] = true
-		}
-		size = max(size, id+1)
+		return 0, false
 	}
-	t.pieces = make([]string, size)
-	for tok, id := range t.vocab {
-		t.pieces[id] = tok
-	}
-	for _, a := range t.added {
-		t.pieces[a.id] = a.content
-	}
-	t.sortAdded()
 	if mj.UnkToken != nil {
-		id, ok := t.ID(*mj.UnkToken)
+		id, ok := idOf(*mj.UnkToken)
 		if !ok {
-			return nil, fmt.Errorf("model: unk_token %q is not in the vocab", *mj.UnkToken)
+			return c, fmt.Errorf("model: unk_token %q is not in the vocab", *mj.UnkToken)
 		}
-		t.unk = id
-	}
-	for b := 0; b < 256; b++ {
-		t.byteIDs[b] = -1
-		if id, ok := t.vocab[fmt.Sprintf("<0x%02X>", b)]; ok {
-			t.byteIDs[b] = id
-		}
+		c.Unk = id
 	}
 	for rank, raw := range mj.Merges {
 		a, b, err := parseMerge(raw)
 		if err != nil {
-			return nil, fmt.Errorf("model: merges[%d]: %v", rank, err)
+			return c, fmt.Errorf("model: merges[%d]: %v", rank, err)
 		}
-		ia, oka := t.vocab[a]
-		ib, okb := t.vocab[b]
-		im, okm := t.vocab[a+b]
-		if !oka || !okb || !okm {
-			return nil, fmt.Errorf("model: merges[%d] %q + %q: %s is not in the vocab", rank, a, b, missing(oka, okb, a, b, a+b))
-		}
-		if _, dup := t.merges[pairKey(ia, ib)]; !dup {
-			t.merges[pairKey(ia, ib)] = mergeRule{rank: rank, id: im}
-		}
+		c.Merges = append(c.Merges, [2]string{a, b})
 	}
 	var err error
-	if t.normalizers, err = parseNormalizer(tj.Normalizer, 0); err != nil {
-		return nil, fmt.Errorf("normalizer: %w", err)
+	if c.Normalizers, err = parseNormalizer(tj.Normalizer, 0); err != nil {
+		return c, fmt.Errorf("normalizer: %w", err)
 	}
-	if t.pretok, err = parsePreTokenizer(tj.PreTokenizer, 0); err != nil {
-		return nil, fmt.Errorf("pre_tokenizer: %w", err)
+	if c.PreTokenizers, err = parsePreTokenizer(tj.PreTokenizer, 0); err != nil {
+		return c, fmt.Errorf("pre_tokenizer: %w", err)
 	}
-	for _, p := range t.pretok {
-		t.byteLevel = t.byteLevel || p.kind == "bytelevel"
+	if c.Decoders, err = parseDecoder(tj.Decoder, 0); err != nil {
+		return c, fmt.Errorf("decoder: %w", err)
 	}
-	if t.decoders, err = parseDecoder(tj.Decoder, 0); err != nil {
-		return nil, fmt.Errorf("decoder: %w", err)
+	if c.BOS, c.EOS, err = parsePostProcessor(tj.PostProcessor, 0, idOf); err != nil {
+		return c, fmt.Errorf("post_processor: %w", err)
 	}
-	if t.bos, t.eos, err = t.parsePostProcessor(tj.PostProcessor, 0); err != nil {
-		return nil, fmt.Errorf("post_processor: %w", err)
-	}
-	return t, nil
-}
-
-func missing(oka, okb bool, a, b, ab string) string {
-	switch {
-	case !oka:
-		return fmt.Sprintf("%q", a)
-	case !okb:
-		return fmt.Sprintf("%q", b)
-	}
-	return fmt.Sprintf("the merged token %q", ab)
+	return c, nil
 }
 
 // parseMerge reads a merge as "a b" (older files) or ["a", "b"].
 func parseMerge(raw json.RawMessage) (string, string, error) {
 	var s string
 	if err := json.Unmarshal(raw, &s); err == nil {
-		a, b, ok := strings.Cut(s, " ")
-		if !ok || strings.Contains(b, " ") {
-			return "", "", fmt.Errorf("%q is not two tokens separated by one space", s)
-		}
-		return a, b, nil
+		return bpe.SplitMerge(s)
 	}
 	var pair []string
 	if err := json.Unmarshal(raw, &pair); err != nil || len(pair) != 2 {
@@ -329,48 +315,51 @@ func parseList[T any](raw json.RawMessage, depth int, key string, leaf func(c co
 	return out, nil
 }
 
-func parseNormalizer(raw json.RawMessage, depth int) ([]normalizer, error) {
-	return parseList(raw, depth, "normalizers", func(c component) ([]normalizer, error) {
+// unicodeForms are the Unicode normalizers by type.
+var unicodeForms = map[string]norm.Form{"NFC": norm.NFC, "NFD": norm.NFD, "NFKC": norm.NFKC, "NFKD": norm.NFKD}
+
+func parseNormalizer(raw json.RawMessage, depth int) ([]bpe.Normalizer, error) {
+	return parseList(raw, depth, "normalizers", func(c component) ([]bpe.Normalizer, error) {
 		switch typ := c.typ(); typ {
 		case "Prepend":
 			p, ok := c.str("prepend")
 			if !ok {
 				return nil, fmt.Errorf("Prepend needs a string \"prepend\"")
 			}
-			return []normalizer{{kind: "prepend", arg: p}}, nil
+			return []bpe.Normalizer{bpe.Prepend(p)}, nil
 		case "Replace":
 			from, to, err := replaceArgs(c)
 			if err != nil {
 				return nil, err
 			}
-			return []normalizer{{kind: "replace", from: from, arg: to}}, nil
-		case "NFC", "NFD", "NFKC", "NFKD", "Lowercase":
-			return []normalizer{{kind: strings.ToLower(typ)}}, nil
+			return []bpe.Normalizer{bpe.Replace(from, to)}, nil
+		case "NFC", "NFD", "NFKC", "NFKD":
+			return []bpe.Normalizer{bpe.Unicode(unicodeForms[typ])}, nil
+		case "Lowercase":
+			return []bpe.Normalizer{bpe.Lowercase()}, nil
 		default:
 			return nil, fmt.Errorf("type %q is not supported (supported: Sequence, Prepend, Replace, NFC, NFD, NFKC, NFKD, Lowercase)", typ)
 		}
 	})
 }
 
-func parsePreTokenizer(raw json.RawMessage, depth int) ([]preTokenizer, error) {
-	return parseList(raw, depth, "pretokenizers", func(c component) ([]preTokenizer, error) {
+func parsePreTokenizer(raw json.RawMessage, depth int) ([]bpe.PreTokenizer, error) {
+	return parseList(raw, depth, "pretokenizers", func(c component) ([]bpe.PreTokenizer, error) {
 		switch typ := c.typ(); typ {
 		case "ByteLevel":
-			return []preTokenizer{{kind: "bytelevel", addPrefixSpace: c.boolean("add_prefix_space", true),
-				useRegex: c.boolean("use_regex", true)}}, nil
+			return []bpe.PreTokenizer{bpe.ByteLevel(c.boolean("add_prefix_space", true), c.boolean("use_regex", true))}, nil
 		case "Metaspace":
-			p, err := metaspace(c)
+			rep, scheme, err := metaspace(c)
 			if err != nil {
 				return nil, err
 			}
-			p.splitOn = c.boolean("split", true)
-			return []preTokenizer{p}, nil
+			return []bpe.PreTokenizer{bpe.Metaspace(rep, scheme, c.boolean("split", true))}, nil
 		case "Split":
 			pat, isRegex, err := c.pattern()
 			if err != nil {
 				return nil, err
 			}
-			sp, known := knownPatterns[pat]
+			sp, known := bpe.PatternOf(pat)
 			if !isRegex || !known {
 				return nil, fmt.Errorf("Split pattern %s is not supported (supported: the regexes of GPT-2, Qwen2 and Llama 3)", c["pattern"])
 			}
@@ -380,7 +369,7 @@ func parsePreTokenizer(raw json.RawMessage, depth int) ([]preTokenizer, error) {
 			if c.boolean("invert", false) {
 				return nil, fmt.Errorf("Split with invert is not supported")
 			}
-			return []preTokenizer{{kind: "split", pattern: sp}}, nil
+			return []bpe.PreTokenizer{bpe.Split(sp)}, nil
 		default:
 			return nil, fmt.Errorf("type %q is not supported (supported: Sequence, ByteLevel, Metaspace, Split)", typ)
 		}
@@ -404,34 +393,34 @@ func replaceArgs(c component) (from, to string, err error) {
 	return from, to, nil
 }
 
+// prependSchemes are Metaspace's prepend_scheme values.
+var prependSchemes = map[string]bpe.PrependScheme{"always": bpe.PrependAlways, "first": bpe.PrependFirst, "never": bpe.PrependNever}
+
 // metaspace reads Metaspace's replacement and prepend scheme (or the older
 // add_prefix_space flag).
-func metaspace(c component) (preTokenizer, error) {
+func metaspace(c component) (string, bpe.PrependScheme, error) {
 	rep, ok := c.str("replacement")
 	if !ok || rep == "" {
-		return preTokenizer{}, fmt.Errorf("Metaspace needs a non-empty string \"replacement\"")
+		return "", 0, fmt.Errorf("Metaspace needs a non-empty string \"replacement\"")
 	}
-	p := preTokenizer{kind: "metaspace", replacement: rep, prepend: "always"}
+	scheme := bpe.PrependAlways
 	if s, ok := c.str("prepend_scheme"); ok {
-		switch s {
-		case "always", "first", "never":
-			p.prepend = s
-		default:
-			return p, fmt.Errorf("Metaspace prepend_scheme %q is not supported (always, first, never)", s)
+		if scheme, ok = prependSchemes[s]; !ok {
+			return "", 0, fmt.Errorf("Metaspace prepend_scheme %q is not supported (always, first, never)", s)
 		}
 	} else if !c.boolean("add_prefix_space", true) {
-		p.prepend = "never"
+		scheme = bpe.PrependNever
 	}
-	return p, nil
+	return rep, scheme, nil
 }
 
-func parseDecoder(raw json.RawMessage, depth int) ([]decoder, error) {
-	return parseList(raw, depth, "decoders", func(c component) ([]decoder, error) {
+func parseDecoder(raw json.RawMessage, depth int) ([]bpe.Decoder, error) {
+	return parseList(raw, depth, "decoders", func(c component) ([]bpe.Decoder, error) {
 		switch typ := c.typ(); typ {
 		case "ByteLevel":
-			return []decoder{{kind: "bytelevel"}}, nil
+			return []bpe.Decoder{bpe.ByteLevelDecoder()}, nil
 		case "ByteFallback":
-			return []decoder{{kind: "bytefallback"}}, nil
+			return []bpe.Decoder{bpe.ByteFallbackDecoder()}, nil
 		case "Fuse":
 			return nil, nil // pieces are concatenated anyway
 		case "Replace":
@@ -439,20 +428,20 @@ func parseDecoder(raw json.RawMessage, depth int) ([]decoder, error) {
 			if err != nil {
 				return nil, err
 			}
-			return []decoder{{kind: "replace", from: from, to: to}}, nil
+			return []bpe.Decoder{bpe.ReplaceDecoder(from, to)}, nil
 		case "Strip":
 			content, ok := c.str("content")
 			var start int64
 			if err := json.Unmarshal(c["start"], &start); err != nil || !ok || content == "" || start < 0 || start > math.MaxInt16 {
 				return nil, fmt.Errorf("Strip needs a string \"content\" and a count \"start\"")
 			}
-			return []decoder{{kind: "strip", stripChar: content, strip: int(start)}}, nil
+			return []bpe.Decoder{bpe.StripDecoder(content, int(start))}, nil
 		case "Metaspace":
-			p, err := metaspace(c)
+			rep, scheme, err := metaspace(c)
 			if err != nil {
 				return nil, err
 			}
-			return []decoder{{kind: "metaspace", replacement: p.replacement, prependAny: p.prepend != "never"}}, nil
+			return []bpe.Decoder{bpe.MetaspaceDecoder(rep, scheme != bpe.PrependNever)}, nil
 		default:
 			return nil, fmt.Errorf("type %q is not supported (supported: Sequence, ByteLevel, ByteFallback, Fuse, Replace, Strip, Metaspace)", typ)
 		}
@@ -460,8 +449,9 @@ func parseDecoder(raw json.RawMessage, depth int) ([]decoder, error) {
 }
 
 // parsePostProcessor finds the BOS and EOS ids that the post-processor
-// puts around a single sequence (-1 where it puts none).
-func (t *Tokenizer) parsePostProcessor(raw json.RawMessage, depth int) (bos, eos int, err error) {
+// puts around a single sequence (-1 where it puts none); idOf finds a
+// token's id by its name.
+func parsePostProcessor(raw json.RawMessage, depth int, idOf func(string) (int, bool)) (bos, eos int, err error) {
 	bos, eos = -1, -1
 	if isNull(raw) {
 		return bos, eos, nil
@@ -474,7 +464,7 @@ func (t *Tokenizer) parsePostProcessor(raw json.RawMessage, depth int) (bos, eos
 		return bos, eos, err
 	}
 	byName := func(name string) (int, error) {
-		id, ok := t.ID(name)
+		id, ok := idOf(name)
 		if !ok {
 			return -1, fmt.Errorf("%s: token %q is not in the vocabulary", c.typ(), name)
 		}
@@ -488,7 +478,7 @@ func (t *Tokenizer) parsePostProcessor(raw json.RawMessage, depth int) (bos, eos
 		}
 		for _, s := range subs {
 			raw, _ := json.Marshal(s)
-			b, e, err := t.parsePostProcessor(raw, depth+1)
+			b, e, err := parsePostProcessor(raw, depth+1, idOf)
 			if err != nil {
 				return bos, eos, err
 			}
@@ -547,8 +537,8 @@ func (t *Tokenizer) parsePostProcessor(raw json.RawMessage, depth int) (bos, eos
 			} else if id, err = byName(sp.ID); err != nil {
 				return bos, eos, err
 			}
-			if id < 0 || id >= len(t.pieces) {
-				return bos, eos, fmt.Errorf("TemplateProcessing: special token %q has id %d outside the vocabulary", sp.ID, id)
+			if id < 0 || id >= bpe.MaxTokens {
+				return bos, eos, fmt.Errorf("TemplateProcessing: special token %q has id %d outside [0, %d)", sp.ID, id, bpe.MaxTokens)
 			}
 			if !seenSeq && bos < 0 {
 				bos = id
@@ -564,20 +554,17 @@ func (t *Tokenizer) parsePostProcessor(raw json.RawMessage, depth int) (bos, eos
 
 // useConfig completes the tokenizer with the model's config.json: BOS and
 // EOS from bos_token_id and eos_token_id where the post-processor names
-// none, and a check that every id is a row of the model's embedding.
-func (t *Tokenizer) useConfig(c *Config, modelVocab int) error {
-	if len(t.pieces) > modelVocab {
-		return fmt.Errorf("the tokenizer has ids up to %d, but the model's vocab_size is %d", len(t.pieces)-1, modelVocab)
-	}
+// none.
+func useConfig(t *bpe.Config, c *Config) error {
 	for _, x := range []struct {
 		dst  *int
 		id   int
 		what string
-	}{{&t.bos, c.BOS, "bos_token_id"}, {&t.eos, c.EOS, "eos_token_id"}} {
+	}{{&t.BOS, c.BOS, "bos_token_id"}, {&t.EOS, c.EOS, "eos_token_id"}} {
 		if *x.dst >= 0 || x.id < 0 {
 			continue
 		}
-		if x.id >= len(t.pieces) || t.pieces[x.id] == "" {
+		if t.Token(x.id) == "" {
 			return fmt.Errorf("config.json's %s %d is not a token of the tokenizer", x.what, x.id)
 		}
 		*x.dst = x.id

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/tapml/tapml/frontend/tokenizer/bpe"
 )
 
 // byteLevelJSON is a small GPT-2-style tokenizer: ids 0..255 are the bytes
@@ -14,7 +15,7 @@ import (
 func byteLevelJSON(t testing.TB, pre any) []byte {
 	vocab := map[string]int{}
 	for b := 0; b < 256; b++ {
-		vocab[string(byteToRune[b])] = b
+		vocab[bpe.ByteChar(byte(b))] = b
 	}
 	merges := [][2]string{
 		{"Ġ", "t"},    // 256 Ġt
@@ -49,7 +50,7 @@ func byteLevelJSON(t testing.TB, pre any) []byte {
 
 var gpt2Pre = map[string]any{"type": "ByteLevel", "add_prefix_space": false, "trim_offsets": true, "use_regex": true}
 
-func mustTokenizer(t testing.TB, data []byte) *Tokenizer {
+func mustTokenizer(t testing.TB, data []byte) *bpe.Tokenizer {
 	t.Helper()
 	tok, err := ParseTokenizer("test.json", data)
 	if err != nil {
@@ -129,42 +130,6 @@ func qwen2Pre(regex string) any {
 		map[string]any{"type": "Split", "pattern": map[string]any{"Regex": regex}, "behavior": "Isolated", "invert": false},
 		map[string]any{"type": "ByteLevel", "add_prefix_space": false, "trim_offsets": false, "use_regex": false},
 	}}
-}
-
-// TestSplitPatterns checks the hand-written matchers against pieces worked
-// out from the regexes by hand.
-func TestSplitPatterns(t *testing.T) {
-	for _, tc := range []struct {
-		p    splitPattern
-		text string
-		want []string
-	}{
-		{patGPT2, "Hello, world!", []string{"Hello", ",", " world", "!"}},
-		{patGPT2, "don't stop", []string{"don", "'t", " stop"}},
-		{patGPT2, "I'M", []string{"I", "'", "M"}}, // case-sensitive contractions
-		{patGPT2, "abc123 45", []string{"abc", "123", " 45"}},
-		{patGPT2, "x   y", []string{"x", "  ", " y"}},
-		{patGPT2, "x  ", []string{"x", "  "}},
-		{patGPT2, "$hello", []string{"$", "hello"}},
-		{patGPT2, " ?!", []string{" ?!"}},
-		{patGPT2, "a\n\nb", []string{"a", "\n", "\n", "b"}}, // \s+(?!\S) leaves the last \n to \s+
-		{patGPT2, "naïve café", []string{"naïve", " café"}},
-		{patQwen2, "I'M here", []string{"I", "'M", " here"}},
-		{patQwen2, "abc123", []string{"abc", "1", "2", "3"}},
-		{patLlama3, "abc12345", []string{"abc", "123", "45"}},
-		{patQwen2, "hi!!\n\nthere", []string{"hi", "!!\n\n", "there"}},
-		{patQwen2, "a \n b", []string{"a", " \n", " b"}},
-		{patQwen2, "x   y", []string{"x", "  ", " y"}},
-		{patQwen2, "$hello", []string{"$hello"}},
-		{patQwen2, " 42", []string{" ", "4", "2"}},
-		{patQwen2, "a\n\n", []string{"a", "\n\n"}},
-		{patQwen2, "\xff\xfeok", []string{"\xff\xfe", "ok"}}, // invalid bytes are "other" characters
-	} {
-		got := tc.p.split(tc.text)
-		if diff := cmp.Diff(tc.want, got); diff != "" {
-			t.Errorf("pattern %d on %q (-want +got):\n%s", tc.p, tc.text, diff)
-		}
-	}
 }
 
 // spJSON is a small SentencePiece-style tokenizer: <unk> <s> </s>, the 256
@@ -366,13 +331,5 @@ func TestMetaspaceSplit(t *testing.T) {
 	// split the words are ▁a and ▁b; ▁b is not a token: ▁, b.
 	if diff := cmp.Diff([]int{262, 259, 261}, tok.Encode("a b", false, false)); diff != "" {
 		t.Errorf("(-want +got):\n%s", diff)
-	}
-	p := preTokenizer{kind: "metaspace", replacement: "▁", prepend: "always", splitOn: true}
-	var got []string
-	for _, pc := range p.apply([]piece{{"hi  there", true}}) {
-		got = append(got, pc.text)
-	}
-	if diff := cmp.Diff([]string{"▁hi", "▁", "▁there"}, got); diff != "" {
-		t.Errorf("pieces (-want +got):\n%s", diff)
 	}
 }

@@ -10,8 +10,9 @@ import (
 	"sort"
 	"strings"
 
-	"github.com/tapml/tapml/frontend/gpt2"
-	"github.com/tapml/tapml/frontend/llama"
+	"github.com/tapml/tapml/frontend/arch/gpt2"
+	"github.com/tapml/tapml/frontend/arch/llama"
+	"github.com/tapml/tapml/frontend/tokenizer/bpe"
 	"github.com/tapml/tapml/ir"
 	"github.com/tapml/tapml/tensor"
 	"github.com/tapml/tapml/tensor/safetensors"
@@ -34,7 +35,7 @@ type WriteOptions struct {
 	Tokenizer []byte
 }
 
-// WriteLlama writes a model of frontend/llama's configuration c as a
+// WriteLlama writes a model of arch/llama's configuration c as a
 // Hugging Face folder: LlamaForCausalLM, or Qwen2ForCausalLM when c has
 // QKVBias. Weights with interleaved RoPE pairs (llama2.c, GGUF) have the
 // rows of their q and k projections permuted into Hugging Face's half
@@ -278,7 +279,7 @@ func SentencePieceTokenizerJSON(pieces []string, scores []float32, special map[i
 		if _, ok := special[id]; ok {
 			continue
 		}
-		if _, isByte := parseByteToken(p); isByte {
+		if _, isByte := bpe.ParseByteToken(p); isByte {
 			continue
 		}
 		var local []merge

@@ -15,8 +15,9 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/tapml/tapml/frontend/arch"
+	"github.com/tapml/tapml/frontend/arch/llama"
 	"github.com/tapml/tapml/frontend/internal/mmap"
-	"github.com/tapml/tapml/frontend/llama"
 	"github.com/tapml/tapml/ir"
 )
 
@@ -355,7 +356,7 @@ func (c *Checkpoint) Weights() map[string]ir.WeightSource {
 // mapping, which must stay open while the module is used.
 func (c *Checkpoint) Module() (*ir.Module, error) {
 	name := strings.TrimSuffix(filepath.Base(c.Path), filepath.Ext(c.Path))
-	m, err := llama.Build(name, c.Header.Config(), c.Weights())
+	m, err := arch.Build(name, c.Header.Config(), c.Weights())
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", c.Path, err)
 	}

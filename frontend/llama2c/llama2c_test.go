@@ -13,7 +13,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
-	"github.com/tapml/tapml/frontend/llama"
+	"github.com/tapml/tapml/frontend/arch/llama"
 	"github.com/tapml/tapml/internal/testenv"
 	"github.com/tapml/tapml/ir"
 )

@@ -6,7 +6,7 @@ import (
 	"math"
 	"os"
 
-	"github.com/tapml/tapml/frontend/tokenizer"
+	"github.com/tapml/tapml/frontend/tokenizer/sentencepiece"
 	"github.com/tapml/tapml/ir"
 )
 
@@ -33,7 +33,7 @@ func (e *VocabMismatchError) Error() string {
 // LoadModelTokenizer loads the tokenizer file at path for module m (its
 // vocabulary size is the first dimension of the tok_embeddings weight); a
 // mismatch error names both files.
-func LoadModelTokenizer(path string, m *ir.Module) (*tokenizer.Tokenizer, error) {
+func LoadModelTokenizer(path string, m *ir.Module) (*sentencepiece.Tokenizer, error) {
 	w := m.Weight("tok_embeddings")
 	if w == nil || len(w.Type.Shape) != 2 || !w.Type.Shape[0].IsStatic() {
 		return nil, fmt.Errorf("%s: module %q has no static tok_embeddings weight to size the tokenizer by", path, m.Name)
@@ -50,7 +50,7 @@ func LoadModelTokenizer(path string, m *ir.Module) (*tokenizer.Tokenizer, error)
 // piece's bytes) for a model of vocabSize tokens. A file that holds another
 // number of tokens is a *VocabMismatchError; vocabSize <= 0 takes every
 // token in the file. Ids 1 and 2 are BOS and EOS, as in run.c.
-func LoadTokenizer(path string, vocabSize int) (*tokenizer.Tokenizer, error) {
+func LoadTokenizer(path string, vocabSize int) (*sentencepiece.Tokenizer, error) {
 	st, err := os.Stat(path)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", path, unwrapPathError(err))
@@ -76,7 +76,7 @@ func LoadTokenizer(path string, vocabSize int) (*tokenizer.Tokenizer, error) {
 	if len(vocab) <= 2 {
 		bos, eos = -1, -1
 	}
-	t, err := tokenizer.New(vocab, scores, bos, eos)
+	t, err := sentencepiece.New(vocab, scores, bos, eos)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}

@@ -8,7 +8,7 @@ import (
 	"math"
 	"strconv"
 
-	"github.com/tapml/tapml/frontend/llama"
+	"github.com/tapml/tapml/frontend/arch/llama"
 	"github.com/tapml/tapml/ir"
 )
 

@@ -6,7 +6,8 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
-	"github.com/tapml/tapml/frontend/llama"
+	"github.com/tapml/tapml/frontend/arch"
+	"github.com/tapml/tapml/frontend/arch/llama"
 	"github.com/tapml/tapml/ir"
 	"github.com/tapml/tapml/runtime"
 	"github.com/tapml/tapml/tensor"
@@ -23,7 +24,7 @@ type model struct {
 
 func newModel(t testing.TB, cfg llama.Config, seed uint64) *model {
 	t.Helper()
-	m, err := llama.Build("test", cfg, llama.RandomWeights(cfg, seed))
+	m, err := arch.Build("test", cfg, llama.RandomWeights(cfg, seed))
 	if err != nil {
 		t.Fatal(err)
 	}

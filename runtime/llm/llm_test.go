@@ -6,8 +6,9 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/tapml/tapml/frontend/llama"
-	"github.com/tapml/tapml/frontend/tokenizer"
+	"github.com/tapml/tapml/frontend/arch"
+	"github.com/tapml/tapml/frontend/arch/llama"
+	"github.com/tapml/tapml/frontend/tokenizer/sentencepiece"
 	"github.com/tapml/tapml/runtime"
 	"github.com/tapml/tapml/runtime/cpu"
 	"github.com/tapml/tapml/tensor"
@@ -15,7 +16,7 @@ import (
 
 func tinySession(t *testing.T) *Session {
 	t.Helper()
-	m, err := llama.Build("tiny", llama.Tiny, llama.RandomWeights(llama.Tiny, 7))
+	m, err := arch.Build("tiny", llama.Tiny, llama.RandomWeights(llama.Tiny, 7))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -28,7 +29,7 @@ func tinySession(t *testing.T) *Session {
 }
 
 func TestGenerateCountsPositionsLikeRunC(t *testing.T) {
-	tok := tokenizer.NewByteLevel()
+	tok := sentencepiece.NewBytes()
 	for _, tc := range []struct {
 		prompt     string
 		steps      int
@@ -130,7 +131,7 @@ func (d *failingDevice) Free(b *runtime.Buffer) {
 
 // An upload that fails midway leaves no buffer of the session behind.
 func TestUploadFailuresFreeBuffers(t *testing.T) {
-	m, err := llama.Build("tiny", llama.Tiny, llama.RandomWeights(llama.Tiny, 7))
+	m, err := arch.Build("tiny", llama.Tiny, llama.RandomWeights(llama.Tiny, 7))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-// Package llm drives a LLaMA-style module (as frontend/llama builds it)
+// Package llm drives a language model (as frontend/arch builds it)
 // token by token: it owns the KV caches on the device, feeds prompts through
 // "prefill", steps with "decode" and samples the next token.
 package llm

@@ -7,7 +7,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tapml/tapml/frontend/llama"
+	"github.com/tapml/tapml/frontend/arch"
+	"github.com/tapml/tapml/frontend/arch/llama"
 	"github.com/tapml/tapml/ir"
 	"github.com/tapml/tapml/runtime"
 	"github.com/tapml/tapml/runtime/cpu"
@@ -57,7 +58,7 @@ func greedy(t testing.TB, m *ir.Module, dev runtime.Device, prompt []int, steps 
 // the only systematic difference; 1e-4 absolute on logits of magnitude
 // about 1 leaves room for its accumulation through 2 layers).
 func TestLlamaTiny(t *testing.T) {
-	m, err := llama.Build("tiny", llama.Tiny, llama.RandomWeights(llama.Tiny, 7))
+	m, err := arch.Build("tiny", llama.Tiny, llama.RandomWeights(llama.Tiny, 7))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -107,7 +108,7 @@ func checkGreedy(t *testing.T, got, want []int, gotLogits, wantLogits [][]float3
 // more than they gain. Compilation (or loading from the kernel cache)
 // happens before the timer.
 func BenchmarkDecodeStories15M(b *testing.B) {
-	m, err := llama.Build("stories15M", llama.Stories15M, llama.RandomWeights(llama.Stories15M, 1))
+	m, err := arch.Build("stories15M", llama.Stories15M, llama.RandomWeights(llama.Stories15M, 1))
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -10,7 +10,8 @@ import (
 	"unsafe"
 
 	"github.com/tapml/tapml/codegen/msl"
-	"github.com/tapml/tapml/frontend/llama"
+	"github.com/tapml/tapml/frontend/arch"
+	"github.com/tapml/tapml/frontend/arch/llama"
 	"github.com/tapml/tapml/ir"
 	rt "github.com/tapml/tapml/runtime"
 	"github.com/tapml/tapml/tensor"
@@ -395,7 +396,7 @@ func TestCloseReleasesEverything(t *testing.T) {
 // passes every kernel the device compiled through the MSL syntax check:
 // the exact sources a Mac would compile for this model.
 func TestTinyModel(t *testing.T) {
-	m, err := llama.Build("tiny", llama.Tiny, llama.RandomWeights(llama.Tiny, 1))
+	m, err := arch.Build("tiny", llama.Tiny, llama.RandomWeights(llama.Tiny, 1))
 	if err != nil {
 		t.Fatal(err)
 	}

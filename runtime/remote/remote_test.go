@@ -14,7 +14,8 @@ import (
 
 	"github.com/coder/websocket"
 	"github.com/tapml/tapml/codegen"
-	"github.com/tapml/tapml/frontend/llama"
+	"github.com/tapml/tapml/frontend/arch"
+	"github.com/tapml/tapml/frontend/arch/llama"
 	"github.com/tapml/tapml/internal/testenv/webgputest"
 	"github.com/tapml/tapml/ir"
 	"github.com/tapml/tapml/runtime"
@@ -92,7 +93,7 @@ func dial(t *testing.T, url string, o Options) *Device {
 
 func tinyModel(t *testing.T) *ir.Module {
 	t.Helper()
-	m, err := llama.Build("tiny", llama.Tiny, llama.RandomWeights(llama.Tiny, 7))
+	m, err := arch.Build("tiny", llama.Tiny, llama.RandomWeights(llama.Tiny, 7))
 	if err != nil {
 		t.Fatal(err)
 	}

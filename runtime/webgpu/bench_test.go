@@ -7,7 +7,8 @@ import (
 
 	"github.com/cogentcore/webgpu/wgpu"
 	"github.com/tapml/tapml/codegen/wgsl"
-	"github.com/tapml/tapml/frontend/llama"
+	"github.com/tapml/tapml/frontend/arch"
+	"github.com/tapml/tapml/frontend/arch/llama"
 	"github.com/tapml/tapml/ir"
 	"github.com/tapml/tapml/runtime"
 )
@@ -76,7 +77,7 @@ func BenchmarkMatmul(b *testing.B) {
 // (each step downloads its logits, as a generation loop does) and reports
 // tokens/s.
 func benchDecode(b *testing.B, c llama.Config) {
-	m, err := llama.Build("bench", c, llama.RandomWeights(c, 1))
+	m, err := arch.Build("bench", c, llama.RandomWeights(c, 1))
 	if err != nil {
 		b.Fatal(err)
 	}

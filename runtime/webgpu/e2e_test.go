@@ -3,7 +3,8 @@ package webgpu
 import (
 	"testing"
 
-	"github.com/tapml/tapml/frontend/llama"
+	"github.com/tapml/tapml/frontend/arch"
+	"github.com/tapml/tapml/frontend/arch/llama"
 	"github.com/tapml/tapml/ir"
 	"github.com/tapml/tapml/runtime"
 	"github.com/tapml/tapml/tensor"
@@ -81,7 +82,7 @@ func argmaxF32(x []float32) int32 {
 // The tokens must be the same and the logits within 1e-4 (logits are O(1);
 // two layers of f32 kernels each within their own tolerance).
 func TestTinyEndToEnd(t *testing.T) {
-	m, err := llama.Build("tiny", llama.Tiny, llama.RandomWeights(llama.Tiny, 10))
+	m, err := arch.Build("tiny", llama.Tiny, llama.RandomWeights(llama.Tiny, 10))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -121,7 +122,7 @@ func TestTinyEndToEnd(t *testing.T) {
 // TestSteadyStateNoAllocation checks that decode steps after the first
 // allocate no GPU buffers: the pool serves every intermediate.
 func TestSteadyStateNoAllocation(t *testing.T) {
-	m, err := llama.Build("tiny", llama.Tiny, llama.RandomWeights(llama.Tiny, 2))
+	m, err := arch.Build("tiny", llama.Tiny, llama.RandomWeights(llama.Tiny, 2))
 	if err != nil {
 		t.Fatal(err)
 	}

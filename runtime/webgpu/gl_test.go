@@ -4,7 +4,8 @@ import (
 	"os"
 	"testing"
 
-	"github.com/tapml/tapml/frontend/llama"
+	"github.com/tapml/tapml/frontend/arch"
+	"github.com/tapml/tapml/frontend/arch/llama"
 	"github.com/tapml/tapml/ir"
 )
 
@@ -41,7 +42,7 @@ func TestGLBackend(t *testing.T) {
 		})
 	}
 	t.Run("tiny", func(t *testing.T) {
-		m, err := llama.Build("tiny", llama.Tiny, llama.RandomWeights(llama.Tiny, 10))
+		m, err := arch.Build("tiny", llama.Tiny, llama.RandomWeights(llama.Tiny, 10))
 		if err != nil {
 			t.Fatal(err)
 		}

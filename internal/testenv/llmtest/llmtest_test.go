@@ -5,7 +5,8 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
-	"github.com/tapml/tapml/frontend/llama"
+	"github.com/tapml/tapml/frontend/arch"
+	"github.com/tapml/tapml/frontend/arch/llama"
 )
 
 func TestRelErr(t *testing.T) {
@@ -33,7 +34,7 @@ func TestMath(t *testing.T) {
 // A prefill of n tokens and n decode steps give the same logits, and the
 // runner keeps its position between calls.
 func TestRunner(t *testing.T) {
-	m, err := llama.Build("tiny", llama.Tiny, llama.RandomWeights(llama.Tiny, 3))
+	m, err := arch.Build("tiny", llama.Tiny, llama.RandomWeights(llama.Tiny, 3))
 	if err != nil {
 		t.Fatal(err)
 	}

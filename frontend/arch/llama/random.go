@@ -1,48 +1,29 @@
 package llama
 
 import (
-	"encoding/binary"
 	"math"
 	"math/rand/v2"
 	"strings"
 
+	"github.com/tapml/tapml/frontend/arch"
 	"github.com/tapml/tapml/ir"
 )
 
 // RandomWeights returns deterministic random f32 weights for c: linear and
 // embedding weights uniform in ±1/√(in), norm weights 1, q/k/v biases
-// (QKVBias) uniform in ±1/√(dim). The same seed
-// gives the same bytes on every machine (math/rand/v2's PCG).
+// (QKVBias) uniform in ±1/√(dim). The same seed gives the same bytes on
+// every machine (math/rand/v2's PCG).
 func RandomWeights(c Config, seed uint64) map[string]ir.WeightSource {
 	r := rand.New(rand.NewPCG(seed, 0x7461706d6c)) // "tapml"
-	out := map[string]ir.WeightSource{}
-	for _, ns := range c.WeightShapes() {
-		n := 1
-		for _, d := range ns.Shape {
-			n *= d
-		}
-		buf := make([]byte, 4*n)
+	return arch.RandomWeights(c.WeightShapes(), func(ns arch.NamedShape) func() float64 {
 		switch {
 		case isBias(ns.Name):
-			bound := 1 / math.Sqrt(float64(c.Dim))
-			for i := 0; i < n; i++ {
-				v := float32((2*r.Float64() - 1) * bound)
-				binary.LittleEndian.PutUint32(buf[4*i:], math.Float32bits(v))
-			}
+			return arch.Symmetric(r, 1/math.Sqrt(float64(c.Dim)))
 		case len(ns.Shape) == 1:
-			for i := 0; i < n; i++ {
-				binary.LittleEndian.PutUint32(buf[4*i:], math.Float32bits(1))
-			}
-		default:
-			bound := 1 / math.Sqrt(float64(ns.Shape[len(ns.Shape)-1]))
-			for i := 0; i < n; i++ {
-				v := float32((2*r.Float64() - 1) * bound)
-				binary.LittleEndian.PutUint32(buf[4*i:], math.Float32bits(v))
-			}
+			return arch.Constant(1)
 		}
-		out[ns.Name] = ir.BytesSource(buf)
-	}
-	return out
+		return arch.Symmetric(r, 1/math.Sqrt(float64(ns.Shape[len(ns.Shape)-1])))
+	})
 }
 
 // isBias reports whether a weight name is one of the q/k/v biases.

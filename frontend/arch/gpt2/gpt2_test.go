@@ -1,6 +1,7 @@
 package gpt2
 
 import (
+	"github.com/tapml/tapml/frontend/arch"
 	"math"
 	"strings"
 	"testing"
@@ -29,7 +30,7 @@ func TestValidate(t *testing.T) {
 			t.Errorf("%+v: Validate() = %v, want %q", c, err, tc.err)
 		}
 	}
-	if _, err := Build("x", tiny, map[string]ir.WeightSource{}); err == nil || !strings.Contains(err.Error(), `missing weight "wte.weight"`) {
+	if _, err := arch.Build("x", tiny, map[string]ir.WeightSource{}); err == nil || !strings.Contains(err.Error(), `missing weight "wte.weight"`) {
 		t.Errorf("Build without weights: %v", err)
 	}
 }
@@ -38,7 +39,7 @@ func TestValidate(t *testing.T) {
 // those after n single decode steps (position embeddings through iota,
 // causal attention and the caches agree), to f32 rounding.
 func TestPrefillMatchesDecode(t *testing.T) {
-	m, err := Build("tiny", tiny, RandomWeights(tiny, 1))
+	m, err := arch.Build("tiny", tiny, RandomWeights(tiny, 1))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -56,6 +57,18 @@ func TestPrefillMatchesDecode(t *testing.T) {
 	}
 	if iotas != 1 {
 		t.Errorf("%d iota nodes", iotas)
+	}
+	// Each node is at the provenance of what it computes (the residual adds
+	// and the GELU once carried the projection's before them).
+	ops := map[string]string{}
+	for _, n := range m.Func("decode").Nodes {
+		ops[n.Prov] += n.Op + " "
+	}
+	for prov, want := range map[string]string{"h.1.attn.residual": "add ", "h.1.mlp.gelu": "gelu ", "h.1.mlp.residual": "add ",
+		"h.1.attn.c_proj": "matmul add ", "h.1.mlp.c_fc": "matmul add ", "embeddings": "add "} {
+		if ops[prov] != want {
+			t.Errorf("nodes at %s: %q, want %q", prov, ops[prov], want)
+		}
 	}
 	toks := []int{3, 14, 15, 9, 26, 5}
 	ra, rb := llmtest.NewRunner(t, m), llmtest.NewRunner(t, m)

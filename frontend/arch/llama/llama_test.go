@@ -1,6 +1,7 @@
 package llama
 
 import (
+	"github.com/tapml/tapml/frontend/arch"
 	"strings"
 	"testing"
 
@@ -53,7 +54,7 @@ func TestExtensions(t *testing.T) {
 	if string(b[:4]) == string(n[:4]) {
 		t.Errorf("biases are not random")
 	}
-	m, err := Build("ext", c, w)
+	m, err := arch.Build("ext", c, w)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -81,7 +82,7 @@ func TestExtensions(t *testing.T) {
 		t.Errorf("%d rope nodes, %d bias adds; want %d and %d", ropes, adds, 2*c.Layers, 3*c.Layers)
 	}
 	// Without the extensions nothing changes: no bias weights, no dims attribute.
-	m, err = Build("plain", Tiny, RandomWeights(Tiny, 3))
+	m, err = arch.Build("plain", Tiny, RandomWeights(Tiny, 3))
 	if err != nil {
 		t.Fatal(err)
 	}

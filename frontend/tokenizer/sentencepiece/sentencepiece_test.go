@@ -1,4 +1,4 @@
-package tokenizer
+package sentencepiece
 
 import (
 	"fmt"
@@ -87,8 +87,8 @@ func TestEncodeMergeOrder(t *testing.T) {
 	}
 }
 
-func TestByteLevel(t *testing.T) {
-	tok := NewByteLevel()
+func TestBytes(t *testing.T) {
+	tok := NewBytes()
 	if tok.VocabSize() != 259 || tok.BOS() != 1 || tok.EOS() != 2 {
 		t.Fatalf("vocab %d bos %d eos %d", tok.VocabSize(), tok.BOS(), tok.EOS())
 	}

@@ -1,36 +1,49 @@
-package hf
+package bpe
 
 import (
 	"unicode"
 	"unicode/utf8"
 )
 
-// splitPattern is one of the pre-tokenizer regular expressions of
-// Hugging Face byte-level BPE tokenizers, matched by hand: Go's regexp has
-// no lookahead, and these patterns need `\s+(?!\S)`. Each is an alternation
-// tried in order at every position (leftmost-first, as Oniguruma and
-// fancy-regex do), and every character is matched by some alternative, so
-// the pieces cover the text.
-type splitPattern int
+// Pattern is one of the pre-tokenizer regular expressions of byte-level
+// BPE tokenizers, matched by hand: Go's regexp has no lookahead, and these
+// patterns need `\s+(?!\S)`. Each is an alternation tried in order at
+// every position (leftmost-first, as Oniguruma and fancy-regex do), and
+// every character is matched by some alternative, so the pieces cover the
+// text.
+type Pattern int
 
 const (
-	// patGPT2 is GPT-2's pattern, used by the ByteLevel pre-tokenizer
-	// when use_regex is true:
+	// GPT2Pattern is GPT-2's pattern, used by the ByteLevel pre-tokenizer
+	// when useRegex is set:
 	//   's|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+
-	patGPT2 splitPattern = iota + 1
-	// patQwen2 is Qwen2's Split pattern (cl100k's with single digits):
+	GPT2Pattern Pattern = iota + 1
+	// Qwen2Pattern is Qwen2's Split pattern (cl100k's with single digits):
 	//   (?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+
-	patQwen2
-	// patLlama3 is Llama 3's (and cl100k's): Qwen2's with \p{N}{1,3}.
-	patLlama3
+	Qwen2Pattern
+	// Llama3Pattern is Llama 3's (and cl100k's): Qwen2's with \p{N}{1,3}.
+	Llama3Pattern
 )
 
-// knownPatterns maps the regex strings found in tokenizer.json files to
-// the patterns implemented here.
-var knownPatterns = map[string]splitPattern{
-	`'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+`:                                          patGPT2,
-	`(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+`:      patQwen2,
-	`(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+`: patLlama3,
+// regexes are the patterns' regular expressions as tokenizer.json files
+// spell them.
+var regexes = map[Pattern]string{
+	GPT2Pattern:   `'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+`,
+	Qwen2Pattern:  `(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+`,
+	Llama3Pattern: `(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+`,
+}
+
+// Regex returns p's regular expression.
+func (p Pattern) Regex() string { return regexes[p] }
+
+// PatternOf returns the pattern whose regular expression is regex.
+func PatternOf(regex string) (Pattern, bool) {
+	for p, r := range regexes {
+		if r == regex {
+			return p, true
+		}
+	}
+	return 0, false
 }
 
 // Character classes. \s is Unicode White_Space (what unicode.IsSpace
@@ -117,9 +130,9 @@ func spaces(s string, i int) int {
 func lastRune(s string) (rune, int) { return utf8.DecodeLastRuneInString(s) }
 
 // match returns the end of the piece that starts at i (> i).
-func (p splitPattern) match(s string, i int) int {
+func (p Pattern) match(s string, i int) int {
 	r, w := runeAt(s, i)
-	if p == patGPT2 {
+	if p == GPT2Pattern {
 		if j := contraction(s, i, false); j > 0 {
 			return j
 		}
@@ -148,7 +161,7 @@ func (p splitPattern) match(s string, i int) int {
 	// \p{N} or \p{N}{1,3}
 	if isN(r) {
 		j, n := i+w, 1
-		for p == patLlama3 && n < 3 && j < len(s) {
+		for p == Llama3Pattern && n < 3 && j < len(s) {
 			r2, w2 := runeAt(s, j)
 			if !isN(r2) {
 				break
@@ -178,7 +191,7 @@ func (p splitPattern) match(s string, i int) int {
 
 // split cuts s into the pieces the pattern matches (Hugging Face's Split
 // with behavior Isolated).
-func (p splitPattern) split(s string) []string {
+func (p Pattern) split(s string) []string {
 	var out []string
 	for i := 0; i < len(s); {
 		j := p.match(s, i)
@@ -190,6 +203,10 @@ func (p splitPattern) split(s string) []string {
 	}
 	return out
 }
+
+// ByteChar returns the character of b in GPT-2's byte alphabet, in which
+// byte-level vocabularies spell their tokens ("Ġ" is the space).
+func ByteChar(b byte) string { return string(byteToRune[b]) }
 
 // byteToRune is GPT-2's bytes_to_unicode: printable Latin-1 bytes map to
 // themselves, the other 68 bytes to U+0100 onwards, so that every byte is a

@@ -1,4 +1,9 @@
-package hf
+// Package bpe is byte-pair encoding with ranked merges and the pipeline
+// that Hugging Face's tokenizers put around it: normalizers, pre-tokenizers,
+// added tokens, byte fallback and decoders. Format loaders construct it from
+// their files' data with New: frontend/hf from tokenizer.json, frontend/gguf
+// from a "gpt2" vocabulary.
+package bpe
 
 import (
 	"container/heap"
@@ -10,8 +15,8 @@ import (
 	"golang.org/x/text/unicode/norm"
 )
 
-// Tokenizer is a Hugging Face BPE tokenizer read from tokenizer.json. It
-// implements the two kinds of BPE that LLMs ship:
+// Tokenizer is a BPE tokenizer. It implements the two kinds of BPE that
+// LLMs ship:
 //
 //   - byte-level BPE (GPT-2, Qwen2, Llama 3): text is split by the
 //     pre-tokenizer's pattern, each piece's bytes are mapped to GPT-2's
@@ -24,20 +29,12 @@ import (
 // Added tokens (special tokens such as "<s>" or "<|endoftext|>") are cut out
 // of the text first, as Hugging Face does, and never merged.
 //
-// Supported components: normalizers Prepend, Replace (string patterns),
-// NFC/NFD/NFKC/NFKD, Lowercase and Sequence; pre-tokenizers ByteLevel,
-// Metaspace, Split with GPT-2's, Qwen2's or Llama 3's regex (behavior
-// Isolated), and Sequence; decoders ByteLevel, Metaspace, Replace,
-// ByteFallback, Fuse, Strip and Sequence; post-processors
-// TemplateProcessing, ByteLevel, RobertaProcessing, BertProcessing and
-// Sequence (for the BOS and EOS ids). Other components are errors naming
-// them. Known differences from Hugging Face: added tokens are matched on
-// the raw text even when "normalized" is true, and the contractions of
-// (?i:'s|...) fold ASCII case only.
+// The pipeline's components are those of Config. Known differences from
+// Hugging Face: added tokens are matched on the raw text (before the
+// normalizers), and the contractions of (?i:'s|...) fold ASCII case only.
 //
 // A Tokenizer is immutable after loading and safe for concurrent use.
 type Tokenizer struct {
-	name   string
 	pieces []string // token of each id ("" for ids with none)
 	vocab  map[string]int
 	merges map[uint64]mergeRule
@@ -48,10 +45,10 @@ type Tokenizer struct {
 	ignoreMerges bool
 	byteIDs      [256]int // id of "<0xXX>", or -1
 
-	normalizers []normalizer
-	pretok      []preTokenizer
+	normalizers []Normalizer
+	pretok      []PreTokenizer
 	byteLevel   bool // a ByteLevel pre-tokenizer maps bytes to GPT-2's alphabet
-	decoders    []decoder
+	decoders    []Decoder
 
 	added      []addedToken
 	addedFirst map[byte][]int // first byte of the content -> indices into added, longest first
@@ -72,12 +69,26 @@ type addedToken struct {
 	special        bool
 }
 
-type normalizer struct {
-	kind      string // "prepend", "replace", "nfc", "nfd", "nfkc", "nfkd", "lowercase"
+// A Normalizer rewrites the text before it is pre-tokenized.
+type Normalizer struct {
+	kind      string // "prepend", "replace", "unicode", "lowercase"
 	from, arg string
+	form      norm.Form
 }
 
-func (n normalizer) apply(s string) string {
+// Prepend puts s before a text that is not empty.
+func Prepend(s string) Normalizer { return Normalizer{kind: "prepend", arg: s} }
+
+// Replace replaces every from (not empty) by to.
+func Replace(from, to string) Normalizer { return Normalizer{kind: "replace", from: from, arg: to} }
+
+// Unicode brings the text to a Unicode normalization form (NFC, ...).
+func Unicode(form norm.Form) Normalizer { return Normalizer{kind: "unicode", form: form} }
+
+// Lowercase maps the text to lower case.
+func Lowercase() Normalizer { return Normalizer{kind: "lowercase"} }
+
+func (n Normalizer) apply(s string) string {
 	switch n.kind {
 	case "prepend":
 		if s == "" {
@@ -86,14 +97,8 @@ func (n normalizer) apply(s string) string {
 		return n.arg + s
 	case "replace":
 		return strings.ReplaceAll(s, n.from, n.arg)
-	case "nfc":
-		return norm.NFC.String(s)
-	case "nfd":
-		return norm.NFD.String(s)
-	case "nfkc":
-		return norm.NFKC.String(s)
-	case "nfkd":
-		return norm.NFKD.String(s)
+	case "unicode":
+		return n.form.String(s)
 	case "lowercase":
 		return strings.ToLower(s)
 	}
@@ -107,19 +112,46 @@ type piece struct {
 	atStart bool
 }
 
-type preTokenizer struct {
+// A PreTokenizer cuts the text into the words that BPE merges within.
+type PreTokenizer struct {
 	kind string // "bytelevel", "metaspace", "split"
 	// ByteLevel
 	addPrefixSpace, useRegex bool
 	// Metaspace
 	replacement string
-	prepend     string // "always", "first", "never"
+	prepend     PrependScheme
 	splitOn     bool
 	// Split
-	pattern splitPattern
+	pattern Pattern
 }
 
-func (p preTokenizer) apply(in []piece) []piece {
+// ByteLevel maps every byte of a word to GPT-2's byte alphabet (ByteChar),
+// after putting a space before the text (addPrefixSpace) and splitting it
+// by GPT-2's pattern (useRegex).
+func ByteLevel(addPrefixSpace, useRegex bool) PreTokenizer {
+	return PreTokenizer{kind: "bytelevel", addPrefixSpace: addPrefixSpace, useRegex: useRegex}
+}
+
+// PrependScheme says where Metaspace puts a replacement character before
+// the text.
+type PrependScheme int
+
+const (
+	PrependAlways PrependScheme = iota // before every stretch of text
+	PrependFirst                       // before the start of the input only
+	PrependNever
+)
+
+// Metaspace replaces spaces by replacement (SentencePiece's "▁"), prepends
+// it as scheme says, and with split cuts the text before each one.
+func Metaspace(replacement string, scheme PrependScheme, split bool) PreTokenizer {
+	return PreTokenizer{kind: "metaspace", replacement: replacement, prepend: scheme, splitOn: split}
+}
+
+// Split cuts the text into the pieces that p matches.
+func Split(p Pattern) PreTokenizer { return PreTokenizer{kind: "split", pattern: p} }
+
+func (p PreTokenizer) apply(in []piece) []piece {
 	var out []piece
 	for _, pc := range in {
 		switch p.kind {
@@ -130,14 +162,14 @@ func (p preTokenizer) apply(in []piece) []piece {
 			}
 			parts := []string{s}
 			if p.useRegex {
-				parts = patGPT2.split(s)
+				parts = GPT2Pattern.split(s)
 			}
 			for i, part := range parts {
 				out = append(out, piece{byteLevel(part), pc.atStart && i == 0})
 			}
 		case "metaspace":
 			s := strings.ReplaceAll(pc.text, " ", p.replacement)
-			if !strings.HasPrefix(s, p.replacement) && (p.prepend == "always" || p.prepend == "first" && pc.atStart) {
+			if !strings.HasPrefix(s, p.replacement) && (p.prepend == PrependAlways || p.prepend == PrependFirst && pc.atStart) {
 				s = p.replacement + s
 			}
 			if !p.splitOn {
@@ -164,13 +196,35 @@ func (p preTokenizer) apply(in []piece) []piece {
 	return out
 }
 
-type decoder struct {
-	kind        string // "bytelevel", "metaspace", "replace", "bytefallback", "fuse", "strip"
+// A Decoder turns a token back into text.
+type Decoder struct {
+	kind        string // "bytelevel", "metaspace", "replace", "bytefallback", "strip"
 	from, to    string // Replace
 	strip       int    // Strip: characters to remove from the start of the text
 	stripChar   string
 	replacement string // Metaspace
 	prependAny  bool   // Metaspace: a replacement was prepended, so drop the first space
+}
+
+// ByteLevelDecoder maps GPT-2's byte alphabet back to bytes.
+func ByteLevelDecoder() Decoder { return Decoder{kind: "bytelevel"} }
+
+// ByteFallbackDecoder turns "<0xXX>" tokens into their byte.
+func ByteFallbackDecoder() Decoder { return Decoder{kind: "bytefallback"} }
+
+// ReplaceDecoder replaces every from by to.
+func ReplaceDecoder(from, to string) Decoder { return Decoder{kind: "replace", from: from, to: to} }
+
+// StripDecoder removes up to n leading copies of content from the first
+// token of a text.
+func StripDecoder(content string, n int) Decoder {
+	return Decoder{kind: "strip", stripChar: content, strip: n}
+}
+
+// MetaspaceDecoder turns replacement back into spaces and, when the
+// pre-tokenizer prepends one (prepended), drops the first token's.
+func MetaspaceDecoder(replacement string, prepended bool) Decoder {
+	return Decoder{kind: "metaspace", replacement: replacement, prependAny: prepended}
 }
 
 // decodeToken applies the decoders to one token; first says whether it is
@@ -185,7 +239,7 @@ func (t *Tokenizer) decodeToken(s string, first bool) string {
 		case "replace":
 			s = strings.ReplaceAll(s, d.from, d.to)
 		case "bytefallback":
-			if b, ok := parseByteToken(s); ok {
+			if b, ok := ParseByteToken(s); ok {
 				s = string([]byte{b})
 			}
 		case "metaspace":
@@ -204,8 +258,8 @@ func (t *Tokenizer) decodeToken(s string, first bool) string {
 	return s
 }
 
-// parseByteToken reads a byte-fallback token "<0xXX>".
-func parseByteToken(s string) (byte, bool) {
+// ParseByteToken reads a byte-fallback token "<0xXX>" (two hex digits).
+func ParseByteToken(s string) (byte, bool) {
 	if len(s) != 6 || !strings.HasPrefix(s, "<0x") || s[5] != '>' {
 		return 0, false
 	}
