@@ -5,7 +5,7 @@ import (
 	"fmt"
 
 	"github.com/tapml/tapml/frontend/gguf"
-	"github.com/tapml/tapml/frontend/llama"
+	"github.com/tapml/tapml/frontend/arch/llama"
 )
 
 // Shapes of public models, for GGUF files with random weights that tapml

@@ -7,7 +7,7 @@ import (
 	"io"
 	"math"
 
-	"github.com/tapml/tapml/frontend/llama"
+	"github.com/tapml/tapml/frontend/arch/llama"
 	"github.com/tapml/tapml/internal/atomicfile"
 	"github.com/tapml/tapml/ir"
 	"github.com/x448/float16"
@@ -232,7 +232,7 @@ func WriteLlama(path string, c llama.Config, weights map[string]ir.WeightSource,
 		if len(ns.Shape) > 1 && typ == GGMLF16 {
 			t, b = GGMLF16, f32ToF16(b)
 		}
-		w.Tensor(ggufTensorName(ns.Name), t, ns.Shape, b)
+		w.Tensor(llamaNames.gguf(ns.Name), t, ns.Shape, b)
 	}
 	return w.WriteFile(path)
 }
