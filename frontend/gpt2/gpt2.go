@@ -137,16 +137,16 @@ func buildForward(m *ir.Module, name string, seq ir.Dim, c Config, w map[string]
 	}
 	eps := ir.Attrs{"eps": ir.FloatAttr(c.NormEps)}
 	norm := func(x *ir.Value, p string) *ir.Value {
-		return b.At(p).Op("layer_norm", []*ir.Value{x, w[p+".weight"], w[p+".bias"]}, eps)
+		return b.At(p).Op(ir.OpLayerNorm, []*ir.Value{x, w[p+".weight"], w[p+".bias"]}, eps)
 	}
 	// conv1d is GPT-2's Conv1D: x × w + b with w stored in×out.
 	conv1d := func(x *ir.Value, p string) *ir.Value {
-		y := b.At(p).Op("matmul", []*ir.Value{x, w[p+".weight"]}, nil)
+		y := b.At(p).Op(ir.OpMatmul, []*ir.Value{x, w[p+".weight"]}, nil)
 		return b.Add(y, w[p+".bias"])
 	}
-	x := b.At("wte").Op("gather", []*ir.Value{w["wte.weight"], tokens}, nil)
-	positions := b.At("wpe").Op("iota", []*ir.Value{pos}, ir.Attrs{"shape": ir.ShapeAttr(ir.Shape{seq})})
-	pe := b.Op("gather", []*ir.Value{w["wpe.weight"], positions}, nil)
+	x := b.At("wte").Op(ir.OpGather, []*ir.Value{w["wte.weight"], tokens}, nil)
+	positions := b.At("wpe").Op(ir.OpIota, []*ir.Value{pos}, ir.Attrs{"shape": ir.ShapeAttr(ir.Shape{seq})})
+	pe := b.Op(ir.OpGather, []*ir.Value{w["wpe.weight"], positions}, nil)
 	x = b.At("embeddings").Add(x, pe)
 	var newK, newV []*ir.Value
 	for l := 0; l < c.Layers; l++ {
@@ -154,24 +154,24 @@ func buildForward(m *ir.Module, name string, seq ir.Dim, c Config, w map[string]
 		h := norm(x, p+"ln_1")
 		qkv := conv1d(h, p+"attn.c_attn")
 		part := func(i int64, what string) *ir.Value {
-			s := b.At(p+"attn."+what).Op("slice", []*ir.Value{qkv}, ir.Attrs{
+			s := b.At(p+"attn."+what).Op(ir.OpSlice, []*ir.Value{qkv}, ir.Attrs{
 				"axis": ir.IntAttr(1), "start": ir.IntAttr(i * d), "end": ir.IntAttr((i + 1) * d)})
 			return b.Reshape(s, ir.Shape{seq, ir.D(heads), ir.D(hd)})
 		}
 		q, k, v := part(0, "q"), part(1, "k"), part(2, "v")
-		kcache := b.At(p+"attn.k_cache").Op("kv_write", []*ir.Value{kc[l], k, pos}, nil)
-		vcache := b.At(p+"attn.v_cache").Op("kv_write", []*ir.Value{vc[l], v, pos}, nil)
+		kcache := b.At(p+"attn.k_cache").Op(ir.OpKVWrite, []*ir.Value{kc[l], k, pos}, nil)
+		vcache := b.At(p+"attn.v_cache").Op(ir.OpKVWrite, []*ir.Value{vc[l], v, pos}, nil)
 		newK, newV = append(newK, kcache), append(newV, vcache)
-		a := b.At(p+"attn").Op("attention", []*ir.Value{q, kcache, vcache, pos},
+		a := b.At(p+"attn").Op(ir.OpAttention, []*ir.Value{q, kcache, vcache, pos},
 			ir.Attrs{"scale": ir.FloatAttr(1 / math.Sqrt(float64(hd)))})
 		a = b.Reshape(a, ir.Shape{seq, ir.D(d)})
 		x = b.At(p+"attn.residual").Add(x, conv1d(a, p+"attn.c_proj"))
 		h = norm(x, p+"ln_2")
-		f := b.At(p+"mlp.gelu").Unary("gelu", conv1d(h, p+"mlp.c_fc"))
+		f := b.At(p+"mlp.gelu").Unary(ir.OpGelu, conv1d(h, p+"mlp.c_fc"))
 		x = b.At(p+"mlp.residual").Add(x, conv1d(f, p+"mlp.c_proj"))
 	}
 	x = norm(x, "ln_f")
-	x = b.At("last_token").Op("slice", []*ir.Value{x}, ir.Attrs{
+	x = b.At("last_token").Op(ir.OpSlice, []*ir.Value{x}, ir.Attrs{
 		"axis": ir.IntAttr(0), "start": ir.IntAttr(-1), "end": ir.IntAttr(math.MaxInt32)})
 	logits := b.At("lm_head").Linear(x, w["wte.weight"])
 	results := []*ir.Value{logits}

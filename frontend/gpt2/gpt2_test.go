@@ -47,10 +47,10 @@ func TestPrefillMatchesDecode(t *testing.T) {
 	}
 	iotas := 0
 	for _, n := range m.Func("prefill").Nodes {
-		if n.Op == "iota" {
+		if n.Op == ir.OpIota {
 			iotas++
 		}
-		if n.Op == "matmul" && n.Attrs.Bool("transpose_b") != (n.Prov == "lm_head") {
+		if n.Op == ir.OpMatmul && n.Attrs.Bool("transpose_b") != (n.Prov == "lm_head") {
 			t.Errorf("%s: transpose_b %v", n, n.Attrs.Bool("transpose_b"))
 		}
 	}

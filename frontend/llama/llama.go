@@ -189,7 +189,7 @@ func buildForward(m *ir.Module, name string, seq ir.Dim, c Config, w map[string]
 		kc = append(kc, b.Param(fmt.Sprintf("k_cache.%d", l), cacheType))
 		vc = append(vc, b.Param(fmt.Sprintf("v_cache.%d", l), cacheType))
 	}
-	x := b.At("tok_embeddings").Op("gather", []*ir.Value{w["tok_embeddings"], tokens}, nil)
+	x := b.At("tok_embeddings").Op(ir.OpGather, []*ir.Value{w["tok_embeddings"], tokens}, nil)
 	rope := ir.Attrs{"theta": ir.FloatAttr(c.RopeTheta), "style": ir.StringAttr(c.RopeStyle)}
 	if c.RopeDims != 0 && c.RopeDims != c.HeadDim() {
 		rope["dims"] = ir.IntAttr(int64(c.RopeDims))
@@ -201,7 +201,7 @@ func buildForward(m *ir.Module, name string, seq ir.Dim, c Config, w map[string]
 	var newK, newV []*ir.Value
 	for l := 0; l < c.Layers; l++ {
 		p := "layers." + strconv.Itoa(l) + "."
-		h := b.At(p+"attention_norm").Op("rms_norm", []*ir.Value{x, w[p+"attention_norm"]}, eps)
+		h := b.At(p+"attention_norm").Op(ir.OpRMSNorm, []*ir.Value{x, w[p+"attention_norm"]}, eps)
 		proj := func(name, bias string, heads int) *ir.Value {
 			y := b.At(p+name).Linear(h, w[p+name])
 			if c.QKVBias {
@@ -213,26 +213,26 @@ func buildForward(m *ir.Module, name string, seq ir.Dim, c Config, w map[string]
 		q := proj("attention.wq", "attention.bq", c.Heads)
 		k := proj("attention.wk", "attention.bk", c.KVHeads)
 		v := proj("attention.wv", "attention.bv", c.KVHeads)
-		q = b.At(p+"attention.rope_q").Op("rope", []*ir.Value{q, pos}, rope)
-		k = b.At(p+"attention.rope_k").Op("rope", []*ir.Value{k, pos}, rope)
-		kcache := b.At(p+"attention.k_cache").Op("kv_write", []*ir.Value{kc[l], k, pos}, nil)
-		vcache := b.At(p+"attention.v_cache").Op("kv_write", []*ir.Value{vc[l], v, pos}, nil)
+		q = b.At(p+"attention.rope_q").Op(ir.OpRope, []*ir.Value{q, pos}, rope)
+		k = b.At(p+"attention.rope_k").Op(ir.OpRope, []*ir.Value{k, pos}, rope)
+		kcache := b.At(p+"attention.k_cache").Op(ir.OpKVWrite, []*ir.Value{kc[l], k, pos}, nil)
+		vcache := b.At(p+"attention.v_cache").Op(ir.OpKVWrite, []*ir.Value{vc[l], v, pos}, nil)
 		newK, newV = append(newK, kcache), append(newV, vcache)
-		a := b.At(p+"attention").Op("attention", []*ir.Value{q, kcache, vcache, pos},
+		a := b.At(p+"attention").Op(ir.OpAttention, []*ir.Value{q, kcache, vcache, pos},
 			ir.Attrs{"scale": ir.FloatAttr(1 / math.Sqrt(float64(hd)))})
 		a = b.Reshape(a, ir.Shape{seq, ir.D(int64(c.Heads) * hd)})
 		o := b.At(p+"attention.wo").Linear(a, w[p+"attention.wo"])
 		x = b.At(p+"attention.residual").Add(x, o)
-		h = b.At(p+"ffn_norm").Op("rms_norm", []*ir.Value{x, w[p+"ffn_norm"]}, eps)
+		h = b.At(p+"ffn_norm").Op(ir.OpRMSNorm, []*ir.Value{x, w[p+"ffn_norm"]}, eps)
 		g := b.At(p+"feed_forward.w1").Linear(h, w[p+"feed_forward.w1"])
 		u := b.At(p+"feed_forward.w3").Linear(h, w[p+"feed_forward.w3"])
-		g = b.At(p+"feed_forward.silu").Unary("silu", g)
+		g = b.At(p+"feed_forward.silu").Unary(ir.OpSilu, g)
 		g = b.At(p+"feed_forward.gate").Mul(g, u)
 		d := b.At(p+"feed_forward.w2").Linear(g, w[p+"feed_forward.w2"])
 		x = b.At(p+"feed_forward.residual").Add(x, d)
 	}
-	x = b.At("norm").Op("rms_norm", []*ir.Value{x, w["norm"]}, eps)
-	x = b.At("last_token").Op("slice", []*ir.Value{x}, ir.Attrs{
+	x = b.At("norm").Op(ir.OpRMSNorm, []*ir.Value{x, w["norm"]}, eps)
+	x = b.At("last_token").Op(ir.OpSlice, []*ir.Value{x}, ir.Attrs{
 		"axis": ir.IntAttr(0), "start": ir.IntAttr(-1), "end": ir.IntAttr(math.MaxInt32)})
 	cls := w["output"]
 	if c.TiedEmbeddings {
