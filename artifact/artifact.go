@@ -359,7 +359,7 @@ func writeContents(root string, b Build) (*Manifest, error) {
 				return nil, err
 			}
 			man.Files = append(man.Files, f)
-			mk := Kernel{File: rel, Func: ek.Func, Node: k.NodeID, Op: k.Op, Language: k.Language, Entry: k.Entry,
+			mk := Kernel{File: rel, Func: ek.Func, Node: k.NodeID, Op: k.Op.String(), Language: k.Language, Entry: k.Entry,
 				WorkgroupSize: k.WorkgroupSize, Grid: k.Grid}
 			for _, bd := range k.Bindings {
 				mk.Bindings = append(mk.Bindings, Binding{Index: bd.Index, Name: bd.Name, Access: string(bd.Access),
@@ -648,7 +648,11 @@ func LoadKernels(dir string, man *Manifest) ([]EmittedKernel, error) {
 		if err != nil {
 			return nil, err
 		}
-		k := &codegen.Kernel{Language: mk.Language, Op: mk.Op, NodeID: mk.Node, Source: src, Entry: mk.Entry,
+		op, ok := ir.OpNamed(mk.Op)
+		if !ok {
+			return nil, fmt.Errorf("kernel %s: unknown op %q", mk.File, mk.Op)
+		}
+		k := &codegen.Kernel{Language: mk.Language, Op: op, NodeID: mk.Node, Source: src, Entry: mk.Entry,
 			WorkgroupSize: mk.WorkgroupSize, Grid: mk.Grid}
 		for _, b := range mk.Bindings {
 			t, err := ir.ParseType(b.Type)

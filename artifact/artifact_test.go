@@ -85,7 +85,7 @@ func TestRoundTrip(t *testing.T) {
 	if lman.Format != FormatVersion || lman.Target != "cpu" || lman.Probed || len(lman.Pipeline) != 7 || lman.Model.Name != "tiny" {
 		t.Errorf("manifest: %+v", lman)
 	}
-	if lm.Meta["target"] != "cpu" || countOp(lm, "fused_elementwise") != 4 {
+	if lm.Meta["target"] != "cpu" || countOp(lm, ir.OpFusedElementwise) != 4 {
 		t.Errorf("loaded module is not the lowered one:\n%.400s", ir.Text(lm))
 	}
 	// Same CPU outputs as the original model (the default pipeline is exact
@@ -96,7 +96,7 @@ func TestRoundTrip(t *testing.T) {
 	}
 }
 
-func countOp(m *ir.Module, op string) int {
+func countOp(m *ir.Module, op ir.Op) int {
 	n := 0
 	for _, f := range m.Funcs {
 		for _, nd := range f.Nodes {
@@ -235,7 +235,7 @@ func TestAtomicWrite(t *testing.T) {
 
 	// A compile that fails in the pipeline leaves the good build alone.
 	o := cpuOpts(dir)
-	o.Supports = func(op string) bool { return op != "rope" }
+	o.Supports = func(op ir.Op) bool { return op != ir.OpRope }
 	if _, _, err := Compile(tiny(t), o); err == nil || !strings.Contains(err.Error(), "no kernel for 1 op(s)") {
 		t.Fatalf("got %v", err)
 	}

@@ -13,7 +13,7 @@ import (
 type CompileOptions struct {
 	Target string // the target's name ("cpu", "webgpu", ...)
 	// Supports is the target's kernel table, for the legalize pass.
-	Supports func(op string) bool
+	Supports func(op ir.Op) bool
 	// Pipeline is a pipeline YAML file; "" runs the default pipeline.
 	Pipeline string
 	// Probe adds the probe pass (before legalize, or at the end) when the

@@ -215,7 +215,7 @@ func measureMatmul(dev runtime.Device, n int) (float64, error) {
 	b := ir.NewFunction(mod, "mm")
 	x := b.Param("a", ir.T(ir.F32, ir.S(int64(n), int64(n))))
 	y := b.Param("b", ir.T(ir.F32, ir.S(int64(n), int64(n))))
-	b.Return(b.Op("matmul", []*ir.Value{x, y}, nil))
+	b.Return(b.Op(ir.OpMatmul, []*ir.Value{x, y}, nil))
 	if err := b.Err(); err != nil {
 		return 0, err
 	}

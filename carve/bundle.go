@@ -477,10 +477,11 @@ func checkFile(dir string, f FileInfo) error {
 // checkCase validates one case against the op registry and the tensor
 // files, without reading tensor data.
 func (b *Bundle) checkCase(c *Case) error {
-	d := ir.LookupOp(c.Op)
-	if d == nil {
+	op, ok := ir.OpNamed(c.Op)
+	if !ok {
 		return fmt.Errorf("unknown op %q", c.Op)
 	}
+	d := ir.LookupOp(op)
 	if _, err := DecodeAttrs(c.Op, c.Attrs); err != nil {
 		return err
 	}

@@ -107,10 +107,11 @@ func EncodeAttrs(a ir.Attrs) map[string]string {
 // DecodeAttrs reads attribute text back into typed values, using the op's
 // attribute schema for the kinds, and normalizes them (defaults filled in).
 func DecodeAttrs(op string, text map[string]string) (ir.Attrs, error) {
-	d := ir.LookupOp(op)
-	if d == nil {
+	o, ok := ir.OpNamed(op)
+	if !ok {
 		return nil, fmt.Errorf("unknown op %q", op)
 	}
+	d := ir.LookupOp(o)
 	a := ir.Attrs{}
 	keys := make([]string, 0, len(text))
 	for k := range text {

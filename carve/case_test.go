@@ -11,28 +11,28 @@ import (
 
 func TestAttrsRoundTrip(t *testing.T) {
 	tests := []struct {
-		op    string
+		op    ir.Op
 		attrs ir.Attrs
 	}{
-		{"matmul", ir.Attrs{"transpose_b": ir.BoolAttr(true)}},
-		{"rms_norm", ir.Attrs{"eps": ir.FloatAttr(1e-5)}},
-		{"rope", ir.Attrs{"theta": ir.FloatAttr(500000), "style": ir.StringAttr("half"), "dims": ir.IntAttr(64)}},
-		{"attention", ir.Attrs{"scale": ir.FloatAttr(1 / math.Sqrt(48)), "causal": ir.BoolAttr(false)}},
-		{"reshape", ir.Attrs{"shape": ir.ShapeAttr(ir.S(1, 8, 8))}},
-		{"reshape", ir.Attrs{"shape": ir.ShapeAttr(ir.Shape{ir.Sym("seq"), ir.D(-1)})}},
-		{"transpose", ir.Attrs{"perm": ir.IntsAttr(2, 0, 1)}},
-		{"constant", ir.Attrs{"dtype": ir.DTypeAttr(ir.I32), "shape": ir.ShapeAttr(ir.S(3)), "value": ir.FloatsAttr(0.1, math.Inf(-1), math.NaN())}},
-		{"constant", ir.Attrs{"shape": ir.ShapeAttr(ir.Shape{}), "value": ir.FloatsAttr(-0.0)}},
-		{"slice", ir.Attrs{"axis": ir.IntAttr(-1), "start": ir.IntAttr(-3), "end": ir.IntAttr(math.MaxInt64)}},
-		{"fused_elementwise", ir.Attrs{"expr": ir.StringAttr(`mul(silu($0), $1)`)}},
-		{"probe", ir.Attrs{"tag": ir.StringAttr(`with "quotes", [brackets] and: colons`)}},
+		{ir.OpMatmul, ir.Attrs{"transpose_b": ir.BoolAttr(true)}},
+		{ir.OpRMSNorm, ir.Attrs{"eps": ir.FloatAttr(1e-5)}},
+		{ir.OpRope, ir.Attrs{"theta": ir.FloatAttr(500000), "style": ir.StringAttr("half"), "dims": ir.IntAttr(64)}},
+		{ir.OpAttention, ir.Attrs{"scale": ir.FloatAttr(1 / math.Sqrt(48)), "causal": ir.BoolAttr(false)}},
+		{ir.OpReshape, ir.Attrs{"shape": ir.ShapeAttr(ir.S(1, 8, 8))}},
+		{ir.OpReshape, ir.Attrs{"shape": ir.ShapeAttr(ir.Shape{ir.Sym("seq"), ir.D(-1)})}},
+		{ir.OpTranspose, ir.Attrs{"perm": ir.IntsAttr(2, 0, 1)}},
+		{ir.OpConstant, ir.Attrs{"dtype": ir.DTypeAttr(ir.I32), "shape": ir.ShapeAttr(ir.S(3)), "value": ir.FloatsAttr(0.1, math.Inf(-1), math.NaN())}},
+		{ir.OpConstant, ir.Attrs{"shape": ir.ShapeAttr(ir.Shape{}), "value": ir.FloatsAttr(-0.0)}},
+		{ir.OpSlice, ir.Attrs{"axis": ir.IntAttr(-1), "start": ir.IntAttr(-3), "end": ir.IntAttr(math.MaxInt64)}},
+		{ir.OpFusedElementwise, ir.Attrs{"expr": ir.StringAttr(`mul(silu($0), $1)`)}},
+		{ir.OpProbe, ir.Attrs{"tag": ir.StringAttr(`with "quotes", [brackets] and: colons`)}},
 	}
 	for _, tc := range tests {
 		want, err := ir.LookupOp(tc.op).NormalizeAttrs(tc.attrs)
 		if err != nil {
 			t.Fatal(err)
 		}
-		got, err := DecodeAttrs(tc.op, EncodeAttrs(want))
+		got, err := DecodeAttrs(tc.op.String(), EncodeAttrs(want))
 		if err != nil {
 			t.Errorf("%s %v: %v", tc.op, EncodeAttrs(want), err)
 			continue

@@ -177,10 +177,10 @@ func TestCarveCalls(t *testing.T) {
 	b := ir.NewFunction(m, "main")
 	x := b.Param("x", ir.T(ir.F32, ir.S(2, 8)))
 	y := b.Param("y", ir.T(ir.F32, ir.S(8, 3)))
-	b.Return(b.Unary("exp", b.Op("matmul", []*ir.Value{x, y}, nil)))
+	b.Return(b.Unary(ir.OpExp, b.Op(ir.OpMatmul, []*ir.Value{x, y}, nil)))
 	b2 := ir.NewFunction(m, "other")
 	z := b2.Param("z", ir.T(ir.F32, ir.S(4)))
-	b2.Return(b2.Unary("tanh", z))
+	b2.Return(b2.Unary(ir.OpTanh, z))
 	if IsLanguageModel(m) {
 		t.Fatal("IsLanguageModel")
 	}

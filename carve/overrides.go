@@ -244,7 +244,7 @@ func parseRule(file string, item ast.Node) (Rule, error) {
 			selectors++
 			switch key {
 			case "op":
-				if ir.LookupOp(s.Value) == nil {
+				if _, ok := ir.OpNamed(s.Value); !ok {
 					return Rule{}, fail(kv.Value, "unknown op %q", s.Value)
 				}
 				r.Op = s.Value

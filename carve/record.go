@@ -142,7 +142,7 @@ func NewRecorder(m *ir.Module, keep int, policy Policy, record bool) *Recorder {
 // kv_write updates in place, which is left unrecorded.
 func (r *Recorder) onNode(n *ir.Node, in, _ []*runtime.Buffer) error {
 	for i, v := range n.Inputs {
-		if v.IsWeight() || r.cur[v] != nil || (n.Op == "kv_write" && i == 0) {
+		if v.IsWeight() || r.cur[v] != nil || (n.Op == ir.OpKVWrite && i == 0) {
 			continue
 		}
 		t, err := runtime.Download(in[i])
@@ -279,7 +279,7 @@ func (r *Recorder) recordNode(f *ir.Function, n *ir.Node, env map[string]int64, 
 	}
 	r.Stats.Recorded++
 	attrs := bindAttrs(n.Attrs, env)
-	key := ContentKey(n.Op, attrs, ins, outs, r.fingerprint)
+	key := ContentKey(n.Op.String(), attrs, ins, outs, r.fingerprint)
 	ki := r.keys[key]
 	if ki == nil {
 		ki = &keyInfo{}
@@ -294,7 +294,7 @@ func (r *Recorder) recordNode(f *ir.Function, n *ir.Node, env map[string]int64, 
 		return nil
 	}
 	c := &Case{
-		Op: n.Op, Kind: string(n.Def().Kind), Attrs: EncodeAttrs(attrs),
+		Op: n.Op.String(), Kind: string(n.Def().Kind), Attrs: EncodeAttrs(attrs),
 		Node: n.ID, NodeText: ir.NodeText(n), Prov: n.Prov,
 		Func: f.Name, Step: step, Pos: pos, Key: key, Seen: ki.seen,
 		Tolerance: r.Policy.For(n.Op, attrs, ins, outs),

@@ -102,7 +102,7 @@ func TestCarveErrors(t *testing.T) {
 	m := ir.NewModule("not-an-llm")
 	b := ir.NewFunction(m, "main")
 	x := b.Param("x", ir.T(ir.F32, ir.S(4)))
-	b.Return(b.Unary("exp", x))
+	b.Return(b.Unary(ir.OpExp, x))
 	if _, err := Carve(m, model.Tokenizer, Options{}); err == nil || !strings.Contains(err.Error(), "not a language model") {
 		t.Errorf("non-LLM module: %v", err)
 	}
@@ -116,7 +116,7 @@ func TestRecorderArgsSnapshotBeforeInPlaceUpdate(t *testing.T) {
 	cache := b.Param("cache", ir.T(ir.F32, ir.S(4, 1, 2)))
 	nw := b.Param("new", ir.T(ir.F32, ir.S(1, 1, 2)))
 	pos := b.Param("pos", ir.T(ir.I32, nil))
-	b.Return(b.Op("kv_write", []*ir.Value{cache, nw, pos}, nil))
+	b.Return(b.Op(ir.OpKVWrite, []*ir.Value{cache, nw, pos}, nil))
 	pm, _, err := Compile(m, nil, true, nil)
 	if err != nil {
 		t.Fatal(err)

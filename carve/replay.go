@@ -50,7 +50,8 @@ func (b *Bundle) Module(c *Case) (*ir.Module, error) {
 		}
 		ins[i] = fb.Param(fmt.Sprintf("in%d", i), t)
 	}
-	outs := fb.At(c.Prov).OpN(c.Op, ins, attrs)
+	op, _ := ir.OpNamed(c.Op) // known: DecodeAttrs checked it
+	outs := fb.At(c.Prov).OpN(op, ins, attrs)
 	if err := fb.Err(); err != nil {
 		return nil, fmt.Errorf("case %s: %w", c.ID, err)
 	}
@@ -219,7 +220,8 @@ func (b *Bundle) Test(dev runtime.Device, o TestOptions) (*Report, error) {
 			if err != nil {
 				return nil, fmt.Errorf("case %s: %w", c.ID, err)
 			}
-			tol = o.Overrides.Policy.For(c.Op, attrs, in, out)
+			op, _ := ir.OpNamed(c.Op) // known: DecodeAttrs checked it
+			tol = o.Overrides.Policy.For(op, attrs, in, out)
 		}
 		tol = o.Overrides.Apply(c, tol)
 		r := b.Replay(dev, c, tol)

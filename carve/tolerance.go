@@ -103,9 +103,9 @@ func DefaultPolicy() Policy {
 }
 
 // transcendental ops: their GPU implementations are not correctly rounded.
-var transcendental = map[string]bool{
-	"exp": true, "log": true, "sqrt": true, "rsqrt": true, "silu": true, "sigmoid": true,
-	"tanh": true, "gelu": true, "pow": true,
+var transcendental = map[ir.Op]bool{
+	ir.OpExp: true, ir.OpLog: true, ir.OpSqrt: true, ir.OpRsqrt: true, ir.OpSilu: true, ir.OpSigmoid: true,
+	ir.OpTanh: true, ir.OpGelu: true, ir.OpPow: true,
 }
 
 // ReductionLength is the number of terms each output element of a call
@@ -118,7 +118,7 @@ var transcendental = map[string]bool{
 // Ops that select rather than sum (reduce_max, max pool2d, nearest resize,
 // iota) have 1. in are the call's input types; pos is the value of its
 // position input (0 when it has none). Symbolic dims count as 1.
-func ReductionLength(op string, attrs ir.Attrs, in []ir.Type, pos int) int {
+func ReductionLength(op ir.Op, attrs ir.Attrs, in []ir.Type, pos int) int {
 	last := func(t ir.Type) int {
 		if r := t.Shape.Rank(); r > 0 && t.Shape[r-1].IsStatic() {
 			return int(t.Shape[r-1].Size)
@@ -132,12 +132,12 @@ func ReductionLength(op string, attrs ir.Attrs, in []ir.Type, pos int) int {
 		return 1
 	}
 	switch op {
-	case "conv2d":
+	case ir.OpConv2D:
 		// w[O, C/groups, kh, kw]
 		if len(in) > 1 && in[1].Shape.Rank() == 4 {
 			return dim(in[1], 1) * dim(in[1], 2) * dim(in[1], 3)
 		}
-	case "conv_transpose2d":
+	case ir.OpConvTranspose2D:
 		// x[N, C, H, W], w[C, O/groups, kh, kw]
 		if len(in) > 1 && in[0].Shape.Rank() == 4 && in[1].Shape.Rank() == 4 {
 			groups := max(attrs.Int("groups"), 1)
@@ -153,13 +153,13 @@ func ReductionLength(op string, attrs ir.Attrs, in []ir.Type, pos int) int {
 			}
 			return k
 		}
-	case "pool2d":
+	case ir.OpPool2D:
 		if attrs.String("mode") == "avg" {
 			if kn := attrs.Ints("kernel"); len(kn) == 2 && kn[0] > 0 && kn[1] > 0 {
 				return int(kn[0] * kn[1])
 			}
 		}
-	case "reduce_sum", "reduce_mean":
+	case ir.OpReduceSum, ir.OpReduceMean:
 		if len(in) > 0 {
 			k := 1
 			for _, a := range attrs.Ints("axes") {
@@ -169,19 +169,19 @@ func ReductionLength(op string, attrs ir.Attrs, in []ir.Type, pos int) int {
 			}
 			return k
 		}
-	case "resize":
+	case ir.OpResize:
 		if attrs.String("mode") == "linear" {
 			return 4
 		}
-	case "matmul":
+	case ir.OpMatmul:
 		if len(in) > 0 {
 			return last(in[0])
 		}
-	case "rms_norm", "layer_norm":
+	case ir.OpRMSNorm, ir.OpLayerNorm:
 		if len(in) > 0 {
 			return last(in[0])
 		}
-	case "softmax":
+	case ir.OpSoftmax:
 		if len(in) > 0 {
 			r := in[0].Shape.Rank()
 			if r == 0 {
@@ -192,7 +192,7 @@ func ReductionLength(op string, attrs ir.Attrs, in []ir.Type, pos int) int {
 				return int(d.Size)
 			}
 		}
-	case "attention":
+	case ir.OpAttention:
 		if len(in) > 0 && in[0].Shape.Rank() == 3 {
 			s := in[0].Shape[0].Size
 			return last(in[0]) + pos + int(max(s, 1))
@@ -203,7 +203,7 @@ func ReductionLength(op string, attrs ir.Attrs, in []ir.Type, pos int) int {
 
 // For returns the tolerance of a call of op with attrs on inputs in whose
 // reference outputs are out.
-func (p Policy) For(op string, attrs ir.Attrs, in, out []*tensor.Tensor) Tolerance {
+func (p Policy) For(op ir.Op, attrs ir.Attrs, in, out []*tensor.Tensor) Tolerance {
 	exact := func(why string) Tolerance { return Tolerance{Rule: "exact: " + why} }
 	d := ir.LookupOp(op)
 	if d == nil {
@@ -226,7 +226,7 @@ func (p Policy) For(op string, attrs ir.Attrs, in, out []*tensor.Tensor) Toleran
 		types[i] = t.Type()
 	}
 	pos := 0
-	if n := len(in); n > 0 && (op == "rope" || op == "attention") {
+	if n := len(in); n > 0 && (op == ir.OpRope || op == ir.OpAttention) {
 		if t := in[n-1]; t.DType == ir.I32 && t.NumElements() == 1 {
 			pos = int(t.Int32s()[0])
 		}
@@ -235,7 +235,7 @@ func (p Policy) For(op string, attrs ir.Attrs, in, out []*tensor.Tensor) Toleran
 		return Tolerance{RTol: r, ATol: r * scale, Rule: fmt.Sprintf(rule, args...) + fmt.Sprintf("; atol = rtol·S, S = %.4g", scale)}
 	}
 	switch {
-	case op == "resize" && attrs.String("mode") == "linear":
+	case op == ir.OpResize && attrs.String("mode") == "linear":
 		l := 1
 		if len(types) > 0 && types[0].Shape.Rank() == 4 {
 			for _, dd := range types[0].Shape[2:] {
@@ -250,13 +250,13 @@ func (p Policy) For(op string, attrs ir.Attrs, in, out []*tensor.Tensor) Toleran
 			ATol: (p.Reduction*2 + 2*float64(l)) * eps * scale,
 			Rule: fmt.Sprintf("linear resize %s, K=4 neighbours, input axes <= %d: rtol = %g·sqrt(4)·eps, atol = (%g·sqrt(4) + 2·L)·eps·S, S = %.4g", dt, l, p.Reduction, p.Reduction, scale),
 		}
-	case op == "reduce_max" || (op == "pool2d" && attrs.String("mode") != "avg"):
+	case op == ir.OpReduceMax || (op == ir.OpPool2D && attrs.String("mode") != "avg"):
 		return exact("max selects one of its inputs")
-	case d.Kind == ir.KindData || d.Kind == ir.KindMeta || op == "argmax":
+	case d.Kind == ir.KindData || d.Kind == ir.KindMeta || op == ir.OpArgmax:
 		return exact(string(d.Kind) + " op")
-	case op == "cast":
+	case op == ir.OpCast:
 		return Tolerance{RTol: eps, Rule: fmt.Sprintf("cast to %s: rtol = eps = %.3g", dt, eps)}
-	case op == "rope":
+	case op == ir.OpRope:
 		rows := 1
 		if len(in) > 0 && in[0].Type().Shape.Rank() == 3 {
 			rows = in[0].Shape[0]
@@ -269,7 +269,7 @@ func (p Policy) For(op string, attrs ir.Attrs, in, out []*tensor.Tensor) Toleran
 		}
 	case d.Kind == ir.KindElementwise:
 		n, t := 1, 0
-		if op == "fused_elementwise" {
+		if op == ir.OpFusedElementwise {
 			if e, err := ir.ParseExpr(attrs.String("expr")); err == nil {
 				n, t = countOps(e)
 				n = max(n, 1)
@@ -287,7 +287,7 @@ func (p Policy) For(op string, attrs ir.Attrs, in, out []*tensor.Tensor) Toleran
 		}
 		r := c * math.Sqrt(float64(k)) * eps
 		extra := ""
-		if op == "softmax" || op == "attention" {
+		if op == ir.OpSoftmax || op == ir.OpAttention {
 			r += p.Transcendental * eps
 			extra = fmt.Sprintf(" + %g·eps (exp)", p.Transcendental)
 		}
@@ -306,7 +306,7 @@ func gcd(a, b int64) int64 {
 }
 
 func countOps(e *ir.Expr) (n, t int) {
-	if e == nil || e.Op == "" {
+	if e == nil || e.Op == ir.OpNone {
 		return 0, 0
 	}
 	n = 1

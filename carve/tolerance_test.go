@@ -27,7 +27,7 @@ func filled(shape []int, scale float32) *tensor.Tensor {
 func TestPolicyFormulas(t *testing.T) {
 	p := DefaultPolicy()
 	eps := 0x1p-23
-	attrs := func(op string, a ir.Attrs) ir.Attrs {
+	attrs := func(op ir.Op, a ir.Attrs) ir.Attrs {
 		na, err := ir.LookupOp(op).NormalizeAttrs(a)
 		if err != nil {
 			t.Fatal(err)
@@ -37,7 +37,7 @@ func TestPolicyFormulas(t *testing.T) {
 	f32 := func(shape ...int) *tensor.Tensor { return filled(shape, 1) }
 	tests := []struct {
 		name      string
-		op        string
+		op        ir.Op
 		attrs     ir.Attrs
 		in        []*tensor.Tensor
 		outScale  float32
@@ -47,41 +47,41 @@ func TestPolicyFormulas(t *testing.T) {
 		atol      float64
 		ruleParts []string
 	}{
-		{"matmul K=64", "matmul", ir.Attrs{"transpose_b": ir.BoolAttr(true)}, []*tensor.Tensor{f32(3, 64), f32(16, 64)}, 2, []int{3, 16}, ir.F32,
+		{"matmul K=64", ir.OpMatmul, ir.Attrs{"transpose_b": ir.BoolAttr(true)}, []*tensor.Tensor{f32(3, 64), f32(16, 64)}, 2, []int{3, 16}, ir.F32,
 			8 * 8 * eps, 8 * 8 * eps * 2, []string{"contraction", "K=64"}},
-		{"matmul K=32000", "matmul", nil, []*tensor.Tensor{f32(1, 32000), f32(32000, 2)}, 1, []int{1, 2}, ir.F32,
+		{"matmul K=32000", ir.OpMatmul, nil, []*tensor.Tensor{f32(1, 32000), f32(32000, 2)}, 1, []int{1, 2}, ir.F32,
 			8 * math.Sqrt(32000) * eps, 8 * math.Sqrt(32000) * eps, []string{"K=32000"}},
-		{"rms_norm D=288", "rms_norm", nil, []*tensor.Tensor{f32(2, 288), f32(288)}, 4, []int{2, 288}, ir.F32,
+		{"rms_norm D=288", ir.OpRMSNorm, nil, []*tensor.Tensor{f32(2, 288), f32(288)}, 4, []int{2, 288}, ir.F32,
 			8 * math.Sqrt(288) * eps, 8 * math.Sqrt(288) * eps * 4, []string{"reduction", "K=288"}},
-		{"softmax axis 0", "softmax", ir.Attrs{"axis": ir.IntAttr(0)}, []*tensor.Tensor{f32(10, 3)}, 1, []int{10, 3}, ir.F32,
+		{"softmax axis 0", ir.OpSoftmax, ir.Attrs{"axis": ir.IntAttr(0)}, []*tensor.Tensor{f32(10, 3)}, 1, []int{10, 3}, ir.F32,
 			(8*math.Sqrt(10) + 16) * eps, (8*math.Sqrt(10) + 16) * eps, []string{"K=10", "exp"}},
-		{"attention Dh=8 pos=5 S=2", "attention", ir.Attrs{"scale": ir.FloatAttr(0.35)},
+		{"attention Dh=8 pos=5 S=2", ir.OpAttention, ir.Attrs{"scale": ir.FloatAttr(0.35)},
 			[]*tensor.Tensor{f32(2, 4, 8), f32(32, 2, 8), f32(32, 2, 8), tensor.ScalarInt32(5)}, 1, []int{2, 4, 8}, ir.F32,
 			(8*math.Sqrt(8+5+2) + 16) * eps, (8*math.Sqrt(8+5+2) + 16) * eps, []string{"K=15"}},
-		{"add", "add", nil, []*tensor.Tensor{f32(4), f32(4)}, 3, []int{4}, ir.F32, 4 * eps, 4 * eps * 3, []string{"elementwise", "1 ops"}},
-		{"silu", "silu", nil, []*tensor.Tensor{f32(4)}, 1, []int{4}, ir.F32, (4 + 16) * eps, (4 + 16) * eps, []string{"1 transcendental"}},
-		{"fused mul(silu($0), $1)", "fused_elementwise", ir.Attrs{"expr": ir.StringAttr("mul(silu($0), $1)")},
+		{"add", ir.OpAdd, nil, []*tensor.Tensor{f32(4), f32(4)}, 3, []int{4}, ir.F32, 4 * eps, 4 * eps * 3, []string{"elementwise", "1 ops"}},
+		{"silu", ir.OpSilu, nil, []*tensor.Tensor{f32(4)}, 1, []int{4}, ir.F32, (4 + 16) * eps, (4 + 16) * eps, []string{"1 transcendental"}},
+		{"fused mul(silu($0), $1)", ir.OpFusedElementwise, ir.Attrs{"expr": ir.StringAttr("mul(silu($0), $1)")},
 			[]*tensor.Tensor{f32(4), f32(4)}, 1, []int{4}, ir.F32, (4*2 + 16) * eps, (4*2 + 16) * eps, []string{"2 ops (1 transcendental)"}},
-		{"rope at pos 100, 3 rows", "rope", nil, []*tensor.Tensor{f32(3, 2, 8), tensor.ScalarInt32(100)}, 1, []int{3, 2, 8}, ir.F32,
+		{"rope at pos 100, 3 rows", ir.OpRope, nil, []*tensor.Tensor{f32(3, 2, 8), tensor.ScalarInt32(100)}, 1, []int{3, 2, 8}, ir.F32,
 			(4 + 16) * eps, (4 + 102) * eps, []string{"positions <= 102"}},
-		{"f16 matmul", "matmul", nil, []*tensor.Tensor{f32(1, 16).Convert(ir.F16), f32(16, 1).Convert(ir.F16)}, 1, []int{1, 1}, ir.F16,
+		{"f16 matmul", ir.OpMatmul, nil, []*tensor.Tensor{f32(1, 16).Convert(ir.F16), f32(16, 1).Convert(ir.F16)}, 1, []int{1, 1}, ir.F16,
 			8 * 4 * 0x1p-10, 8 * 4 * 0x1p-10, nil},
-		{"cast to f16", "cast", ir.Attrs{"to": ir.DTypeAttr(ir.F16)}, []*tensor.Tensor{f32(4)}, 1, []int{4}, ir.F16, 0x1p-10, 0, nil},
-		{"gather is exact", "gather", nil, []*tensor.Tensor{f32(8, 4), tensor.FromInt32([]int{2}, []int32{1, 2})}, 1, []int{2, 4}, ir.F32, 0, 0, []string{"exact"}},
-		{"kv_write is exact", "kv_write", nil, []*tensor.Tensor{f32(8, 1, 2), f32(1, 1, 2), tensor.ScalarInt32(0)}, 1, []int{8, 1, 2}, ir.F32, 0, 0, []string{"exact"}},
-		{"argmax is exact", "argmax", nil, []*tensor.Tensor{f32(4, 8)}, 0, []int{4}, ir.I32, 0, 0, []string{"exact"}},
-		{"conv2d C=32 3x3", "conv2d", nil, []*tensor.Tensor{f32(1, 32, 4, 4), f32(8, 32, 3, 3)}, 2, []int{1, 8, 2, 2}, ir.F32,
+		{"cast to f16", ir.OpCast, ir.Attrs{"to": ir.DTypeAttr(ir.F16)}, []*tensor.Tensor{f32(4)}, 1, []int{4}, ir.F16, 0x1p-10, 0, nil},
+		{"gather is exact", ir.OpGather, nil, []*tensor.Tensor{f32(8, 4), tensor.FromInt32([]int{2}, []int32{1, 2})}, 1, []int{2, 4}, ir.F32, 0, 0, []string{"exact"}},
+		{"kv_write is exact", ir.OpKVWrite, nil, []*tensor.Tensor{f32(8, 1, 2), f32(1, 1, 2), tensor.ScalarInt32(0)}, 1, []int{8, 1, 2}, ir.F32, 0, 0, []string{"exact"}},
+		{"argmax is exact", ir.OpArgmax, nil, []*tensor.Tensor{f32(4, 8)}, 0, []int{4}, ir.I32, 0, 0, []string{"exact"}},
+		{"conv2d C=32 3x3", ir.OpConv2D, nil, []*tensor.Tensor{f32(1, 32, 4, 4), f32(8, 32, 3, 3)}, 2, []int{1, 8, 2, 2}, ir.F32,
 			8 * math.Sqrt(288) * eps, 8 * math.Sqrt(288) * eps * 2, []string{"contraction", "K=288"}},
-		{"avg pool 2x2", "pool2d", ir.Attrs{"mode": ir.StringAttr("avg"), "kernel": ir.IntsAttr(2, 2)}, []*tensor.Tensor{f32(1, 2, 4, 4)}, 1, []int{1, 2, 3, 3}, ir.F32,
+		{"avg pool 2x2", ir.OpPool2D, ir.Attrs{"mode": ir.StringAttr("avg"), "kernel": ir.IntsAttr(2, 2)}, []*tensor.Tensor{f32(1, 2, 4, 4)}, 1, []int{1, 2, 3, 3}, ir.F32,
 			8 * 2 * eps, 8 * 2 * eps, []string{"reduction", "K=4"}},
-		{"max pool is exact", "pool2d", ir.Attrs{"kernel": ir.IntsAttr(2, 2)}, []*tensor.Tensor{f32(1, 2, 4, 4)}, 1, []int{1, 2, 3, 3}, ir.F32, 0, 0, []string{"exact"}},
-		{"reduce_mean over 2x8", "reduce_mean", ir.Attrs{"axes": ir.IntsAttr(0, 1)}, []*tensor.Tensor{f32(2, 8, 3)}, 1, []int{1, 1, 3}, ir.F32,
+		{"max pool is exact", ir.OpPool2D, ir.Attrs{"kernel": ir.IntsAttr(2, 2)}, []*tensor.Tensor{f32(1, 2, 4, 4)}, 1, []int{1, 2, 3, 3}, ir.F32, 0, 0, []string{"exact"}},
+		{"reduce_mean over 2x8", ir.OpReduceMean, ir.Attrs{"axes": ir.IntsAttr(0, 1)}, []*tensor.Tensor{f32(2, 8, 3)}, 1, []int{1, 1, 3}, ir.F32,
 			8 * 4 * eps, 8 * 4 * eps, []string{"K=16"}},
-		{"reduce_max is exact", "reduce_max", ir.Attrs{"axes": ir.IntsAttr(1)}, []*tensor.Tensor{f32(2, 8)}, 1, []int{2, 1}, ir.F32, 0, 0, []string{"exact"}},
-		{"linear resize", "resize", ir.Attrs{"mode": ir.StringAttr("linear"), "size": ir.IntsAttr(16, 40)}, []*tensor.Tensor{f32(1, 1, 8, 20)}, 1, []int{1, 1, 16, 40}, ir.F32,
+		{"reduce_max is exact", ir.OpReduceMax, ir.Attrs{"axes": ir.IntsAttr(1)}, []*tensor.Tensor{f32(2, 8)}, 1, []int{2, 1}, ir.F32, 0, 0, []string{"exact"}},
+		{"linear resize", ir.OpResize, ir.Attrs{"mode": ir.StringAttr("linear"), "size": ir.IntsAttr(16, 40)}, []*tensor.Tensor{f32(1, 1, 8, 20)}, 1, []int{1, 1, 16, 40}, ir.F32,
 			16 * eps, (16 + 40) * eps, []string{"K=4", "axes <= 20"}},
-		{"nearest resize is exact", "resize", ir.Attrs{"size": ir.IntsAttr(16, 40)}, []*tensor.Tensor{f32(1, 1, 8, 20)}, 1, []int{1, 1, 16, 40}, ir.F32, 0, 0, []string{"exact"}},
-		{"i32 add is exact", "add", nil, []*tensor.Tensor{tensor.FromInt32([]int{1}, []int32{1}), tensor.FromInt32([]int{1}, []int32{1})}, 0, []int{1}, ir.I32, 0, 0, []string{"exact"}},
+		{"nearest resize is exact", ir.OpResize, ir.Attrs{"size": ir.IntsAttr(16, 40)}, []*tensor.Tensor{f32(1, 1, 8, 20)}, 1, []int{1, 1, 16, 40}, ir.F32, 0, 0, []string{"exact"}},
+		{"i32 add is exact", ir.OpAdd, nil, []*tensor.Tensor{tensor.FromInt32([]int{1}, []int32{1}), tensor.FromInt32([]int{1}, []int32{1})}, 0, []int{1}, ir.I32, 0, 0, []string{"exact"}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -106,34 +106,34 @@ func TestPolicyFormulas(t *testing.T) {
 func TestReductionLength(t *testing.T) {
 	ty := func(s ...int64) ir.Type { return ir.T(ir.F32, ir.S(s...)) }
 	for _, tc := range []struct {
-		op    string
+		op    ir.Op
 		attrs ir.Attrs
 		in    []ir.Type
 		pos   int
 		want  int
 	}{
-		{"matmul", nil, []ir.Type{ty(5, 7), ty(7, 3)}, 0, 7},
-		{"rms_norm", nil, []ir.Type{ty(5, 64), ty(64)}, 0, 64},
-		{"softmax", ir.Attrs{"axis": ir.IntAttr(-1)}, []ir.Type{ty(2, 9)}, 0, 9},
-		{"softmax", ir.Attrs{"axis": ir.IntAttr(0)}, []ir.Type{ty(2, 9)}, 0, 2},
-		{"attention", nil, []ir.Type{ty(1, 8, 16), ty(64, 8, 16), ty(64, 8, 16), ir.T(ir.I32, nil)}, 20, 16 + 20 + 1},
-		{"add", nil, []ir.Type{ty(4), ty(4)}, 0, 1},
-		{"conv2d", ir.Attrs{"groups": ir.IntAttr(1)}, []ir.Type{ty(1, 32, 8, 8), ty(16, 32, 3, 3), ty(16)}, 0, 32 * 9},
-		{"conv2d", ir.Attrs{"groups": ir.IntAttr(32)}, []ir.Type{ty(1, 32, 8, 8), ty(32, 1, 5, 5)}, 0, 25},
-		{"conv_transpose2d", ir.Attrs{"groups": ir.IntAttr(1), "strides": ir.IntsAttr(2, 2), "dilations": ir.IntsAttr(1, 1)},
+		{ir.OpMatmul, nil, []ir.Type{ty(5, 7), ty(7, 3)}, 0, 7},
+		{ir.OpRMSNorm, nil, []ir.Type{ty(5, 64), ty(64)}, 0, 64},
+		{ir.OpSoftmax, ir.Attrs{"axis": ir.IntAttr(-1)}, []ir.Type{ty(2, 9)}, 0, 9},
+		{ir.OpSoftmax, ir.Attrs{"axis": ir.IntAttr(0)}, []ir.Type{ty(2, 9)}, 0, 2},
+		{ir.OpAttention, nil, []ir.Type{ty(1, 8, 16), ty(64, 8, 16), ty(64, 8, 16), ir.T(ir.I32, nil)}, 20, 16 + 20 + 1},
+		{ir.OpAdd, nil, []ir.Type{ty(4), ty(4)}, 0, 1},
+		{ir.OpConv2D, ir.Attrs{"groups": ir.IntAttr(1)}, []ir.Type{ty(1, 32, 8, 8), ty(16, 32, 3, 3), ty(16)}, 0, 32 * 9},
+		{ir.OpConv2D, ir.Attrs{"groups": ir.IntAttr(32)}, []ir.Type{ty(1, 32, 8, 8), ty(32, 1, 5, 5)}, 0, 25},
+		{ir.OpConvTranspose2D, ir.Attrs{"groups": ir.IntAttr(1), "strides": ir.IntsAttr(2, 2), "dilations": ir.IntsAttr(1, 1)},
 			[]ir.Type{ty(1, 64, 8, 8), ty(64, 16, 2, 2)}, 0, 64},
-		{"conv_transpose2d", ir.Attrs{"groups": ir.IntAttr(2), "strides": ir.IntsAttr(2, 2), "dilations": ir.IntsAttr(1, 1)},
+		{ir.OpConvTranspose2D, ir.Attrs{"groups": ir.IntAttr(2), "strides": ir.IntsAttr(2, 2), "dilations": ir.IntsAttr(1, 1)},
 			[]ir.Type{ty(1, 8, 8, 8), ty(8, 4, 3, 3)}, 0, 4 * 2 * 2},
-		{"conv_transpose2d", ir.Attrs{"groups": ir.IntAttr(1), "strides": ir.IntsAttr(1, 1), "dilations": ir.IntsAttr(1, 1)},
+		{ir.OpConvTranspose2D, ir.Attrs{"groups": ir.IntAttr(1), "strides": ir.IntsAttr(1, 1), "dilations": ir.IntsAttr(1, 1)},
 			[]ir.Type{ty(1, 4, 8, 8), ty(4, 4, 3, 3)}, 0, 36},
-		{"pool2d", ir.Attrs{"mode": ir.StringAttr("avg"), "kernel": ir.IntsAttr(3, 2)}, []ir.Type{ty(1, 4, 8, 8)}, 0, 6},
-		{"pool2d", ir.Attrs{"mode": ir.StringAttr("max"), "kernel": ir.IntsAttr(3, 3)}, []ir.Type{ty(1, 4, 8, 8)}, 0, 1},
-		{"reduce_sum", ir.Attrs{"axes": ir.IntsAttr(-1, 1)}, []ir.Type{ty(2, 3, 4, 5)}, 0, 15},
-		{"reduce_mean", ir.Attrs{"axes": ir.IntsAttr(2, 3)}, []ir.Type{ty(1, 8, 6, 7)}, 0, 42},
-		{"reduce_max", ir.Attrs{"axes": ir.IntsAttr(1)}, []ir.Type{ty(2, 9)}, 0, 1},
-		{"resize", ir.Attrs{"mode": ir.StringAttr("linear")}, []ir.Type{ty(1, 3, 8, 8)}, 0, 4},
-		{"resize", ir.Attrs{"mode": ir.StringAttr("nearest")}, []ir.Type{ty(1, 3, 8, 8)}, 0, 1},
-		{"iota", nil, []ir.Type{ir.T(ir.I32, nil)}, 0, 1},
+		{ir.OpPool2D, ir.Attrs{"mode": ir.StringAttr("avg"), "kernel": ir.IntsAttr(3, 2)}, []ir.Type{ty(1, 4, 8, 8)}, 0, 6},
+		{ir.OpPool2D, ir.Attrs{"mode": ir.StringAttr("max"), "kernel": ir.IntsAttr(3, 3)}, []ir.Type{ty(1, 4, 8, 8)}, 0, 1},
+		{ir.OpReduceSum, ir.Attrs{"axes": ir.IntsAttr(-1, 1)}, []ir.Type{ty(2, 3, 4, 5)}, 0, 15},
+		{ir.OpReduceMean, ir.Attrs{"axes": ir.IntsAttr(2, 3)}, []ir.Type{ty(1, 8, 6, 7)}, 0, 42},
+		{ir.OpReduceMax, ir.Attrs{"axes": ir.IntsAttr(1)}, []ir.Type{ty(2, 9)}, 0, 1},
+		{ir.OpResize, ir.Attrs{"mode": ir.StringAttr("linear")}, []ir.Type{ty(1, 3, 8, 8)}, 0, 4},
+		{ir.OpResize, ir.Attrs{"mode": ir.StringAttr("nearest")}, []ir.Type{ty(1, 3, 8, 8)}, 0, 1},
+		{ir.OpIota, nil, []ir.Type{ir.T(ir.I32, nil)}, 0, 1},
 	} {
 		if got := ReductionLength(tc.op, tc.attrs, tc.in, tc.pos); got != tc.want {
 			t.Errorf("%s %v: K = %d, want %d", tc.op, tc.in, got, tc.want)

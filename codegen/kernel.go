@@ -39,7 +39,7 @@ type Binding struct {
 // Kernel is one node's code for one target.
 type Kernel struct {
 	Language      string // "wgsl", "spirv", "msl", "llvm"
-	Op            string
+	Op            ir.Op
 	NodeID        int
 	Source        []byte // text (WGSL, MSL, LLVM IR) or binary (SPIR-V)
 	Entry         string

@@ -57,12 +57,12 @@ func (b *Builder) Param(name string, t Type) *Value {
 }
 
 // Op appends a node of op with one output and returns that output.
-func (b *Builder) Op(op string, inputs []*Value, attrs Attrs) *Value {
+func (b *Builder) Op(op Op, inputs []*Value, attrs Attrs) *Value {
 	return b.OpN(op, inputs, attrs)[0]
 }
 
 // OpN appends a node of op and returns all its outputs.
-func (b *Builder) OpN(op string, inputs []*Value, attrs Attrs) []*Value {
+func (b *Builder) OpN(op Op, inputs []*Value, attrs Attrs) []*Value {
 	d := LookupOp(op)
 	n := 1
 	if d != nil {
@@ -113,18 +113,18 @@ func (b *Builder) Return(vals ...*Value) {
 
 // Convenience wrappers for the common ops.
 
-func (b *Builder) Add(x, y *Value) *Value { return b.Op("add", []*Value{x, y}, nil) }
-func (b *Builder) Mul(x, y *Value) *Value { return b.Op("mul", []*Value{x, y}, nil) }
+func (b *Builder) Add(x, y *Value) *Value { return b.Op(OpAdd, []*Value{x, y}, nil) }
+func (b *Builder) Mul(x, y *Value) *Value { return b.Op(OpMul, []*Value{x, y}, nil) }
 
 // Linear is x × wᵀ for a weight stored out×in.
 func (b *Builder) Linear(x, w *Value) *Value {
-	return b.Op("matmul", []*Value{x, w}, Attrs{"transpose_b": BoolAttr(true)})
+	return b.Op(OpMatmul, []*Value{x, w}, Attrs{"transpose_b": BoolAttr(true)})
 }
 
 // Reshape reshapes x to shape.
 func (b *Builder) Reshape(x *Value, shape Shape) *Value {
-	return b.Op("reshape", []*Value{x}, Attrs{"shape": ShapeAttr(shape)})
+	return b.Op(OpReshape, []*Value{x}, Attrs{"shape": ShapeAttr(shape)})
 }
 
 // Unary applies a one-input op.
-func (b *Builder) Unary(op string, x *Value) *Value { return b.Op(op, []*Value{x}, nil) }
+func (b *Builder) Unary(op Op, x *Value) *Value { return b.Op(op, []*Value{x}, nil) }

@@ -33,7 +33,7 @@ func TestBuilderNNWrappers(t *testing.T) {
 	}
 	var got []string
 	for _, n := range b.F.Nodes {
-		got = append(got, n.Op+" "+n.Output().Type.String())
+		got = append(got, n.Op.String()+" "+n.Output().Type.String())
 	}
 	want := []string{"gather f32[seq, 8]", "iota i32[seq]", "gather f32[seq, 8]", "add f32[seq, 8]",
 		"rms_norm f32[seq, 8]", "layer_norm f32[seq, 8]", "slice f32[8, 8]", "matmul f32[seq, 8]",

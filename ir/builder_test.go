@@ -9,12 +9,12 @@ func TestBuilderKeepsFirstError(t *testing.T) {
 	m := NewModule("b")
 	b := NewFunction(m, "f")
 	x := b.Param("x", T(F32, S(2, 3)))
-	y := b.At("layers.1.ffn").Op("softmax", []*Value{x}, Attrs{"axis": IntAttr(5)})
+	y := b.At("layers.1.ffn").Op(OpSoftmax, []*Value{x}, Attrs{"axis": IntAttr(5)})
 	if y == nil || y.Type.DType != Invalid {
 		t.Errorf("the output of a failed op is %v, want an invalid placeholder", y)
 	}
-	z := b.At("later").Op("frobnicate", []*Value{x}, nil)
-	outs := b.OpN("add", []*Value{z, z}, nil)
+	z := b.At("later").Op(OpNone, []*Value{x}, nil)
+	outs := b.OpN(OpAdd, []*Value{z, z}, nil)
 	if len(outs) != 1 || z == nil {
 		t.Error("calls after an error must still return placeholders")
 	}
@@ -35,8 +35,8 @@ func TestBuilderErrors(t *testing.T) {
 	}{
 		{"nil input", func(b *Builder) { b.Add(b.Param("x", T(F32, S(2))), nil) },
 			"func @f: add input 1 is nil"},
-		{"unknown op", func(b *Builder) { b.Op("frob", nil, nil) },
-			`func @f: unknown op "frob"`},
+		{"unknown op", func(b *Builder) { b.Op(OpNone, nil, nil) },
+			`func @f: unknown op "<none>"`},
 		{"bad parameter type", func(b *Builder) { b.Param("x y", T(F32, S(-1))) },
 			`func @f: parameter %"x y": type f32[-1]: dim -1 is negative`},
 		{"bad attribute", func(b *Builder) { b.At("p").Reshape(b.Param("x", T(F32, S(2))), Shape{Sym("1a")}) },
@@ -65,7 +65,7 @@ func TestBuilderNamesSkipParameters(t *testing.T) {
 	var outs []string
 	v := x
 	for i := 0; i < 3; i++ {
-		v = b.Unary("neg", v)
+		v = b.Unary(OpNeg, v)
 		outs = append(outs, v.Name)
 	}
 	b.Return(v)
@@ -86,7 +86,7 @@ func TestBuilderWrappers(t *testing.T) {
 	h := b.Linear(x, w)                             // [seq, 6]
 	h = b.Reshape(h, Shape{Sym("seq"), D(2), D(3)}) // [seq, 2, 3]
 	h = b.Add(h, b.Mul(h, h))                       // [seq, 2, 3]
-	h = b.Unary("tanh", h)                          // [seq, 2, 3]
+	h = b.Unary(OpTanh, h)                          // [seq, 2, 3]
 	b.Return(h)
 	b.Return(h) // Return replaces, not appends
 	if b.Err() != nil {
@@ -110,7 +110,7 @@ func TestBuilderWrappers(t *testing.T) {
 	}
 	// A second function continues the module's ids.
 	g := NewFunction(m, "g")
-	g.Return(g.Unary("neg", g.Param("y", T(F32, S(1)))))
+	g.Return(g.Unary(OpNeg, g.Param("y", T(F32, S(1)))))
 	if id := g.F.Nodes[0].ID; id != 6 {
 		t.Errorf("first id of the second function: %d, want 6", id)
 	}

@@ -14,17 +14,17 @@ import (
 // tokens is ignored; nesting is limited to 64 levels. Code generators walk
 // it to emit one kernel. Note that the zero Expr is the input leaf $0.
 type Expr struct {
-	Op    string  // an op of UnaryOps or BinaryOps; "" for a leaf
+	Op    Op      // an op of UnaryOps or BinaryOps; "" for a leaf
 	Args  []*Expr // the op's operands
 	Input int     // for an input leaf: its index; -1 otherwise
 	Const float64 // for a constant leaf (Op == "" and Input < 0)
 }
 
 // IsInput reports whether e is an input leaf.
-func (e *Expr) IsInput() bool { return e.Op == "" && e.Input >= 0 }
+func (e *Expr) IsInput() bool { return e.Op == OpNone && e.Input >= 0 }
 
 // IsConst reports whether e is a constant leaf.
-func (e *Expr) IsConst() bool { return e.Op == "" && e.Input < 0 }
+func (e *Expr) IsConst() bool { return e.Op == OpNone && e.Input < 0 }
 
 // MaxInput returns the largest input index used, or -1.
 func (e *Expr) MaxInput() int {
@@ -49,7 +49,7 @@ func (e *Expr) String() string {
 	for i, a := range e.Args {
 		parts[i] = a.String()
 	}
-	return e.Op + "(" + strings.Join(parts, ", ") + ")"
+	return e.Op.String() + "(" + strings.Join(parts, ", ") + ")"
 }
 
 // ParseExpr parses the expression syntax of fused_elementwise.
@@ -111,15 +111,16 @@ func (p *exprParser) expr(depth int) (*Expr, error) {
 	}
 	if p.i < len(p.s) && p.s[p.i] == '(' {
 		arity := 0
-		if slices.Contains(UnaryOps, word) {
+		op, _ := OpNamed(word)
+		if slices.Contains(UnaryOps, op) {
 			arity = 1
-		} else if slices.Contains(BinaryOps, word) {
+		} else if slices.Contains(BinaryOps, op) {
 			arity = 2
 		} else {
 			return nil, fmt.Errorf("%q is not an elementwise op", word)
 		}
 		p.i++
-		e := &Expr{Op: word, Input: -1}
+		e := &Expr{Op: op, Input: -1}
 		for k := 0; k < arity; k++ {
 			if k > 0 {
 				p.space()

@@ -12,7 +12,7 @@ import (
 func TestParseExpr(t *testing.T) {
 	in := func(i int) *Expr { return &Expr{Input: i} }
 	c := func(v float64) *Expr { return &Expr{Input: -1, Const: v} }
-	op := func(name string, args ...*Expr) *Expr { return &Expr{Op: name, Input: -1, Args: args} }
+	op := func(name Op, args ...*Expr) *Expr { return &Expr{Op: name, Input: -1, Args: args} }
 	tests := []struct {
 		src   string
 		want  *Expr
@@ -27,10 +27,10 @@ func TestParseExpr(t *testing.T) {
 		{"1e300", c(1e300), "1e+300", -1},
 		{"inf", c(math.Inf(1)), "+Inf", -1},
 		{"-Inf", c(math.Inf(-1)), "-Inf", -1},
-		{"mul(silu($0), $1)", op("mul", op("silu", in(0)), in(1)), "mul(silu($0), $1)", 1},
-		{"add( $0 ,\t$2\n)", op("add", in(0), in(2)), "add($0, $2)", 2},
-		{"pow($1,-0.5)", op("pow", in(1), c(-0.5)), "pow($1, -0.5)", 1},
-		{"neg(neg(neg($3)))", op("neg", op("neg", op("neg", in(3)))), "neg(neg(neg($3)))", 3},
+		{"mul(silu($0), $1)", op(OpMul, op(OpSilu, in(0)), in(1)), "mul(silu($0), $1)", 1},
+		{"add( $0 ,\t$2\n)", op(OpAdd, in(0), in(2)), "add($0, $2)", 2},
+		{"pow($1,-0.5)", op(OpPow, in(1), c(-0.5)), "pow($1, -0.5)", 1},
+		{"neg(neg(neg($3)))", op(OpNeg, op(OpNeg, op(OpNeg, in(3)))), "neg(neg(neg($3)))", 3},
 	}
 	for _, tc := range tests {
 		e, err := ParseExpr(tc.src)
@@ -44,7 +44,7 @@ func TestParseExpr(t *testing.T) {
 		if e.String() != tc.print || e.MaxInput() != tc.max {
 			t.Errorf("ParseExpr(%q): prints %q, max input %d; want %q, %d", tc.src, e.String(), e.MaxInput(), tc.print, tc.max)
 		}
-		if e.IsInput() == e.IsConst() && e.Op == "" {
+		if e.IsInput() == e.IsConst() && e.Op == OpNone {
 			t.Errorf("%q: leaf is both or neither input and constant", tc.src)
 		}
 	}

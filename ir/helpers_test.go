@@ -59,7 +59,7 @@ type plainValue struct {
 
 type plainNode struct {
 	ID      int
-	Op      string
+	Op      Op
 	Inputs  []string
 	Outputs []plainValue
 	Attrs   map[string]plainAttr

@@ -21,236 +21,237 @@ func ty(t *testing.T, s string) Type {
 func TestInferTypes(t *testing.T) {
 	const big = math.MaxInt32
 	type tc struct {
-		op    string
+		op    Op
 		in    []string
 		attrs Attrs
 		want  string // the output type, or "error: <substring>"
 	}
 	tests := []tc{
 		// unary: the output is the input.
-		{"neg", []string{"f32[seq, 8]"}, nil, "f32[seq, 8]"},
-		{"exp", []string{"bf16[]"}, nil, "bf16[]"},
-		{"silu", []string{"f16[0, 3]"}, nil, "f16[0, 3]"},
-		{"relu", []string{"f32[2]", "f32[2]"}, nil, "error: op relu takes 1 input, got 2"},
-		{"probe", []string{"i32[seq]"}, Attrs{"tag": StringAttr("x")}, "i32[seq]"},
-		{"transfer", []string{"f32[2]"}, Attrs{"from": StringAttr("source"), "to": StringAttr("target")}, "f32[2]"},
-		{"transfer", []string{"f32[2]"}, Attrs{"from": StringAttr("source")}, `error: op transfer: missing required attribute "to" (string)`},
+		{OpNeg, []string{"f32[seq, 8]"}, nil, "f32[seq, 8]"},
+		{OpExp, []string{"bf16[]"}, nil, "bf16[]"},
+		{OpSilu, []string{"f16[0, 3]"}, nil, "f16[0, 3]"},
+		{OpRelu, []string{"f32[2]", "f32[2]"}, nil, "error: op relu takes 1 input, got 2"},
+		{OpProbe, []string{"i32[seq]"}, Attrs{"tag": StringAttr("x")}, "i32[seq]"},
+		{OpTransfer, []string{"f32[2]"}, Attrs{"from": StringAttr("source"), "to": StringAttr("target")}, "f32[2]"},
+		{OpTransfer, []string{"f32[2]"}, Attrs{"from": StringAttr("source")}, `error: op transfer: missing required attribute "to" (string)`},
 
 		// binary: numpy broadcasting, a symbol broadcasts with 1 and itself.
-		{"add", []string{"f32[seq, 8]", "f32[8]"}, nil, "f32[seq, 8]"},
-		{"add", []string{"f32[seq, 1]", "f32[1, 8]"}, nil, "f32[seq, 8]"},
-		{"sub", []string{"f32[1, 8]", "f32[seq, 1]"}, nil, "f32[seq, 8]"},
-		{"mul", []string{"f32[seq]", "f32[seq]"}, nil, "f32[seq]"},
-		{"div", []string{"f32[]", "f32[2, 3]"}, nil, "f32[2, 3]"},
-		{"pow", []string{"f32[2, 1, 3]", "f32[4, 1]"}, nil, "f32[2, 4, 3]"},
-		{"maximum", []string{"f32[0]", "f32[1]"}, nil, "f32[0]"},
-		{"add", []string{"f32[seq]", "f32[n]"}, nil, "error: shapes [seq] and [n] do not broadcast (dim 0: seq vs n)"},
-		{"add", []string{"f32[seq]", "f32[4]"}, nil, "error: do not broadcast (dim 0: seq vs 4)"},
-		{"add", []string{"f32[2, 3]", "f32[3, 3]"}, nil, "error: (dim 0: 2 vs 3)"},
-		{"minimum", []string{"f32[2]", "f16[2]"}, nil, "error: op minimum: input dtypes differ: f32 and f16"},
-		{"add", []string{"f32[2]"}, nil, "error: op add takes 2 inputs, got 1"},
+		{OpAdd, []string{"f32[seq, 8]", "f32[8]"}, nil, "f32[seq, 8]"},
+		{OpAdd, []string{"f32[seq, 1]", "f32[1, 8]"}, nil, "f32[seq, 8]"},
+		{OpSub, []string{"f32[1, 8]", "f32[seq, 1]"}, nil, "f32[seq, 8]"},
+		{OpMul, []string{"f32[seq]", "f32[seq]"}, nil, "f32[seq]"},
+		{OpDiv, []string{"f32[]", "f32[2, 3]"}, nil, "f32[2, 3]"},
+		{OpPow, []string{"f32[2, 1, 3]", "f32[4, 1]"}, nil, "f32[2, 4, 3]"},
+		{OpMaximum, []string{"f32[0]", "f32[1]"}, nil, "f32[0]"},
+		{OpAdd, []string{"f32[seq]", "f32[n]"}, nil, "error: shapes [seq] and [n] do not broadcast (dim 0: seq vs n)"},
+		{OpAdd, []string{"f32[seq]", "f32[4]"}, nil, "error: do not broadcast (dim 0: seq vs 4)"},
+		{OpAdd, []string{"f32[2, 3]", "f32[3, 3]"}, nil, "error: (dim 0: 2 vs 3)"},
+		{OpMinimum, []string{"f32[2]", "f16[2]"}, nil, "error: op minimum: input dtypes differ: f32 and f16"},
+		{OpAdd, []string{"f32[2]"}, nil, "error: op add takes 2 inputs, got 1"},
 
-		{"neg", []string{"f32[2]"}, nil, "f32[2]"},
-		{"gather", []string{"bool[2147483648, 2147483648]", "i32[1073741824, 1073741824]"}, nil, "error: op gather: output 0: type bool[1073741824, 1073741824, 2147483648]: too large"},
+		{OpNeg, []string{"f32[2]"}, nil, "f32[2]"},
+		{OpGather, []string{"bool[2147483648, 2147483648]", "i32[1073741824, 1073741824]"}, nil, "error: op gather: output 0: type bool[1073741824, 1073741824, 2147483648]: too large"},
 
 		// constant
-		{"constant", nil, Attrs{"value": FloatsAttr(1)}, "f32[]"},
-		{"constant", nil, Attrs{"dtype": DTypeAttr(I32), "shape": ShapeAttr(S(2, 2)), "value": IntsAttr(1, 2, 3, 4)}, "i32[2, 2]"},
-		{"constant", nil, Attrs{"shape": IntsAttr(0), "value": FloatsAttr()}, "f32[0]"},
-		{"constant", nil, Attrs{"shape": IntsAttr(3), "value": FloatsAttr(0.5)}, "f32[3]"},
-		{"constant", nil, Attrs{"shape": IntsAttr(2, 2), "value": FloatsAttr(1, 2, 3)}, "error: value has 3 elements, shape [2, 2] needs 1 or 4"},
-		{"constant", nil, Attrs{"shape": ShapeAttr(Shape{Sym("seq")}), "value": FloatsAttr(1)}, "error: shape [seq] must be static with sizes >= 0"},
-		{"constant", nil, Attrs{"shape": IntsAttr(-1), "value": FloatsAttr(1)}, "error: shape [-1] must be static with sizes >= 0"},
-		{"constant", nil, Attrs{"shape": IntsAttr(1<<62, 4), "value": FloatsAttr(1)}, "error: element count overflows int64"},
-		{"constant", nil, Attrs{"shape": IntsAttr(-2), "value": FloatsAttr(1)}, "error: dim -2 is negative"},
-		{"constant", nil, Attrs{"dtype": DTypeAttr(Invalid), "value": FloatsAttr(1)}, `error: attribute "dtype": invalid dtype invalid`},
-		{"constant", nil, nil, `error: missing required attribute "value" (floats)`},
-		{"constant", []string{"f32[]"}, Attrs{"value": FloatsAttr(1)}, "error: op constant takes 0 inputs, got 1"},
-		{"constant", nil, Attrs{"value": FloatAttr(1)}, `error: attribute "value" must be floats, got float 1.0`},
+		{OpConstant, nil, Attrs{"value": FloatsAttr(1)}, "f32[]"},
+		{OpConstant, nil, Attrs{"dtype": DTypeAttr(I32), "shape": ShapeAttr(S(2, 2)), "value": IntsAttr(1, 2, 3, 4)}, "i32[2, 2]"},
+		{OpConstant, nil, Attrs{"shape": IntsAttr(0), "value": FloatsAttr()}, "f32[0]"},
+		{OpConstant, nil, Attrs{"shape": IntsAttr(3), "value": FloatsAttr(0.5)}, "f32[3]"},
+		{OpConstant, nil, Attrs{"shape": IntsAttr(2, 2), "value": FloatsAttr(1, 2, 3)}, "error: value has 3 elements, shape [2, 2] needs 1 or 4"},
+		{OpConstant, nil, Attrs{"shape": ShapeAttr(Shape{Sym("seq")}), "value": FloatsAttr(1)}, "error: shape [seq] must be static with sizes >= 0"},
+		{OpConstant, nil, Attrs{"shape": IntsAttr(-1), "value": FloatsAttr(1)}, "error: shape [-1] must be static with sizes >= 0"},
+		{OpConstant, nil, Attrs{"shape": IntsAttr(1<<62, 4), "value": FloatsAttr(1)}, "error: element count overflows int64"},
+		{OpConstant, nil, Attrs{"shape": IntsAttr(-2), "value": FloatsAttr(1)}, "error: dim -2 is negative"},
+		{OpConstant, nil, Attrs{"dtype": DTypeAttr(Invalid), "value": FloatsAttr(1)}, `error: attribute "dtype": invalid dtype invalid`},
+		{OpConstant, nil, nil, `error: missing required attribute "value" (floats)`},
+		{OpConstant, []string{"f32[]"}, Attrs{"value": FloatsAttr(1)}, "error: op constant takes 0 inputs, got 1"},
+		{OpConstant, nil, Attrs{"value": FloatAttr(1)}, `error: attribute "value" must be floats, got float 1.0`},
 
 		// cast
-		{"cast", []string{"f32[seq]"}, Attrs{"to": DTypeAttr(I32)}, "i32[seq]"},
-		{"cast", []string{"f32[seq]"}, nil, `error: missing required attribute "to" (dtype)`},
-		{"cast", []string{"f32[seq]"}, Attrs{"to": DTypeAttr(DType(99))}, "error: invalid dtype dtype(99)"},
+		{OpCast, []string{"f32[seq]"}, Attrs{"to": DTypeAttr(I32)}, "i32[seq]"},
+		{OpCast, []string{"f32[seq]"}, nil, `error: missing required attribute "to" (dtype)`},
+		{OpCast, []string{"f32[seq]"}, Attrs{"to": DTypeAttr(DType(99))}, "error: invalid dtype dtype(99)"},
 
 		// gather: table[:axis] + ids + table[axis+1:]
-		{"gather", []string{"f32[16, 8]", "i32[seq]"}, nil, "f32[seq, 8]"},
-		{"gather", []string{"f32[16, 8]", "i64[2, 3]"}, nil, "f32[2, 3, 8]"},
-		{"gather", []string{"f32[16, 8]", "i32[seq]"}, Attrs{"axis": IntAttr(1)}, "f32[16, seq]"},
-		{"gather", []string{"f32[16, 8]", "i32[]"}, Attrs{"axis": IntAttr(-1)}, "f32[16]"},
-		{"gather", []string{"f32[16, 8]", "f32[seq]"}, nil, "error: ids must be integers, got f32"},
-		{"gather", []string{"f32[]", "i32[1]"}, nil, "error: axis 0 out of range for rank 0"},
-		{"gather", []string{"f32[4]", "i32[1]"}, Attrs{"axis": IntAttr(math.MinInt64)}, "error: out of range for rank 1"},
+		{OpGather, []string{"f32[16, 8]", "i32[seq]"}, nil, "f32[seq, 8]"},
+		{OpGather, []string{"f32[16, 8]", "i64[2, 3]"}, nil, "f32[2, 3, 8]"},
+		{OpGather, []string{"f32[16, 8]", "i32[seq]"}, Attrs{"axis": IntAttr(1)}, "f32[16, seq]"},
+		{OpGather, []string{"f32[16, 8]", "i32[]"}, Attrs{"axis": IntAttr(-1)}, "f32[16]"},
+		{OpGather, []string{"f32[16, 8]", "f32[seq]"}, nil, "error: ids must be integers, got f32"},
+		{OpGather, []string{"f32[]", "i32[1]"}, nil, "error: axis 0 out of range for rank 0"},
+		{OpGather, []string{"f32[4]", "i32[1]"}, Attrs{"axis": IntAttr(math.MinInt64)}, "error: out of range for rank 1"},
 
 		// matmul
-		{"matmul", []string{"f32[seq, 8]", "f32[8, 4]"}, nil, "f32[seq, 4]"},
-		{"matmul", []string{"f32[seq, 8]", "f32[4, 8]"}, Attrs{"transpose_b": BoolAttr(true)}, "f32[seq, 4]"},
-		{"matmul", []string{"f32[2, k]", "f32[k, 3]"}, nil, "f32[2, 3]"},
-		{"matmul", []string{"f32[2, 1, 3, 4]", "f32[5, 4, 6]"}, nil, "f32[2, 5, 3, 6]"},
-		{"matmul", []string{"f32[seq, 8]", "f32[4, 8]"}, nil, "error: inner dims differ: [seq, 8] × [4, 8] (transpose_b=false): 8 vs 4"},
-		{"matmul", []string{"f32[8]", "f32[8, 4]"}, nil, "error: inputs must have rank >= 2, got [8] and [8, 4]"},
-		{"matmul", []string{"f32[2, 8]", "f16[8, 4]"}, nil, "error: inputs must share a float dtype, got f32 and f16"},
-		{"matmul", []string{"i32[2, 8]", "i32[8, 4]"}, nil, "error: inputs must share a float dtype"},
-		{"matmul", []string{"f32[2, 3, 4]", "f32[5, 4, 6]"}, nil, "error: batch dims: shapes [2] and [5] do not broadcast"},
+		{OpMatmul, []string{"f32[seq, 8]", "f32[8, 4]"}, nil, "f32[seq, 4]"},
+		{OpMatmul, []string{"f32[seq, 8]", "f32[4, 8]"}, Attrs{"transpose_b": BoolAttr(true)}, "f32[seq, 4]"},
+		{OpMatmul, []string{"f32[2, k]", "f32[k, 3]"}, nil, "f32[2, 3]"},
+		{OpMatmul, []string{"f32[2, 1, 3, 4]", "f32[5, 4, 6]"}, nil, "f32[2, 5, 3, 6]"},
+		{OpMatmul, []string{"f32[seq, 8]", "f32[4, 8]"}, nil, "error: inner dims differ: [seq, 8] × [4, 8] (transpose_b=false): 8 vs 4"},
+		{OpMatmul, []string{"f32[8]", "f32[8, 4]"}, nil, "error: inputs must have rank >= 2, got [8] and [8, 4]"},
+		{OpMatmul, []string{"f32[2, 8]", "f16[8, 4]"}, nil, "error: inputs must share a float dtype, got f32 and f16"},
+		{OpMatmul, []string{"i32[2, 8]", "i32[8, 4]"}, nil, "error: inputs must share a float dtype"},
+		{OpMatmul, []string{"f32[2, 3, 4]", "f32[5, 4, 6]"}, nil, "error: batch dims: shapes [2] and [5] do not broadcast"},
 
 		// norms
-		{"rms_norm", []string{"f32[seq, 8]", "f32[8]"}, Attrs{"eps": FloatAttr(1e-6)}, "f32[seq, 8]"},
-		{"rms_norm", []string{"f32[seq, d]", "f32[d]"}, Attrs{"eps": IntAttr(0)}, "f32[seq, d]"},
-		{"rms_norm", []string{"f32[seq, 8]", "f32[4]"}, nil, "error: input 1 must be f32[8] like x's last dim, got f32[4]"},
-		{"rms_norm", []string{"f32[]", "f32[1]"}, nil, "error: x must be a float tensor of rank >= 1, got f32[]"},
-		{"rms_norm", []string{"i32[4]", "i32[4]"}, nil, "error: x must be a float tensor"},
-		{"layer_norm", []string{"f32[seq, 8]", "f32[8]", "f32[8]"}, nil, "f32[seq, 8]"},
-		{"layer_norm", []string{"f32[seq, 8]", "f32[8]", "f16[8]"}, nil, "error: input 2 must be f32[8] like x's last dim, got f16[8]"},
-		{"layer_norm", []string{"f32[seq, 8]", "f32[8]"}, nil, "error: op layer_norm takes 3 inputs, got 2"},
-		{"rms_norm", []string{"f32[seq, 8]", "f32[8]"}, Attrs{"eps": StringAttr("1")}, `error: attribute "eps" must be float, got string "1"`},
+		{OpRMSNorm, []string{"f32[seq, 8]", "f32[8]"}, Attrs{"eps": FloatAttr(1e-6)}, "f32[seq, 8]"},
+		{OpRMSNorm, []string{"f32[seq, d]", "f32[d]"}, Attrs{"eps": IntAttr(0)}, "f32[seq, d]"},
+		{OpRMSNorm, []string{"f32[seq, 8]", "f32[4]"}, nil, "error: input 1 must be f32[8] like x's last dim, got f32[4]"},
+		{OpRMSNorm, []string{"f32[]", "f32[1]"}, nil, "error: x must be a float tensor of rank >= 1, got f32[]"},
+		{OpRMSNorm, []string{"i32[4]", "i32[4]"}, nil, "error: x must be a float tensor"},
+		{OpLayerNorm, []string{"f32[seq, 8]", "f32[8]", "f32[8]"}, nil, "f32[seq, 8]"},
+		{OpLayerNorm, []string{"f32[seq, 8]", "f32[8]", "f16[8]"}, nil, "error: input 2 must be f32[8] like x's last dim, got f16[8]"},
+		{OpLayerNorm, []string{"f32[seq, 8]", "f32[8]"}, nil, "error: op layer_norm takes 3 inputs, got 2"},
+		{OpRMSNorm, []string{"f32[seq, 8]", "f32[8]"}, Attrs{"eps": StringAttr("1")}, `error: attribute "eps" must be float, got string "1"`},
 
 		// softmax, argmax
-		{"softmax", []string{"f32[seq, 8]"}, nil, "f32[seq, 8]"},
-		{"softmax", []string{"f32[seq, 8]"}, Attrs{"axis": IntAttr(-2)}, "f32[seq, 8]"},
-		{"softmax", []string{"f32[seq, 8]"}, Attrs{"axis": IntAttr(2)}, "error: axis 2 out of range for rank 2"},
-		{"softmax", []string{"i32[8]"}, nil, "error: x must be float, got i32"},
-		{"argmax", []string{"f32[seq, 8]"}, nil, "i32[seq]"},
-		{"argmax", []string{"f32[seq, 8]"}, Attrs{"axis": IntAttr(0)}, "i32[8]"},
-		{"argmax", []string{"i64[5]"}, nil, "i32[]"},
-		{"argmax", []string{"f32[]"}, nil, "error: axis -1 out of range for rank 0"},
+		{OpSoftmax, []string{"f32[seq, 8]"}, nil, "f32[seq, 8]"},
+		{OpSoftmax, []string{"f32[seq, 8]"}, Attrs{"axis": IntAttr(-2)}, "f32[seq, 8]"},
+		{OpSoftmax, []string{"f32[seq, 8]"}, Attrs{"axis": IntAttr(2)}, "error: axis 2 out of range for rank 2"},
+		{OpSoftmax, []string{"i32[8]"}, nil, "error: x must be float, got i32"},
+		{OpArgmax, []string{"f32[seq, 8]"}, nil, "i32[seq]"},
+		{OpArgmax, []string{"f32[seq, 8]"}, Attrs{"axis": IntAttr(0)}, "i32[8]"},
+		{OpArgmax, []string{"i64[5]"}, nil, "i32[]"},
+		{OpArgmax, []string{"f32[]"}, nil, "error: axis -1 out of range for rank 0"},
 
 		// rope
-		{"rope", []string{"f32[seq, 2, 4]", "i32[]"}, nil, "f32[seq, 2, 4]"},
-		{"rope", []string{"f32[seq, 2, 8]", "i32[]"}, Attrs{"style": StringAttr("half"), "dims": IntAttr(4), "theta": FloatAttr(1e6)}, "f32[seq, 2, 8]"},
-		{"rope", []string{"f32[seq, 2, 4]", "i32[]"}, Attrs{"style": StringAttr("neox")}, `error: style must be "interleaved" or "half", got "neox"`},
-		{"rope", []string{"f32[seq, 2, 4]", "i32[]"}, Attrs{"dims": IntAttr(3)}, "error: dims 3 must be even, >= 2 and <= head dim 4"},
-		{"rope", []string{"f32[seq, 2, 4]", "i32[]"}, Attrs{"dims": IntAttr(6)}, "error: dims 6 must be even"},
-		{"rope", []string{"f32[seq, 2, 4]", "i32[]"}, Attrs{"dims": IntAttr(-2)}, "error: dims -2 must be even"},
-		{"rope", []string{"f32[seq, 2, 3]", "i32[]"}, nil, "error: dims 3 must be even"},
-		{"rope", []string{"f32[seq, 2, dh]", "i32[]"}, nil, "error: head dim must be static, got dh"},
-		{"rope", []string{"f32[seq, 2, 4]", "i32[1]"}, nil, "error: pos must be an i32 scalar (i32[]), got i32[1]"},
-		{"rope", []string{"f32[seq, 2, 4]", "i64[]"}, nil, "error: pos must be an i32 scalar"},
-		{"rope", []string{"f32[seq, 8]", "i32[]"}, nil, "error: x must be a float tensor [S, H, Dh], got f32[seq, 8]"},
-		{"rope", []string{"f32[seq, 2, 4]", "i32[]"}, Attrs{"theta": FloatAttr(0)}, "error: theta must be positive and finite, got 0"},
-		{"rope", []string{"f32[seq, 2, 4]", "i32[]"}, Attrs{"theta": FloatAttr(math.NaN())}, "error: theta must be positive and finite, got NaN"},
-		{"rope", []string{"f32[seq, 2, 4]", "i32[]"}, Attrs{"theta": FloatAttr(math.Inf(1))}, "error: theta must be positive and finite, got +Inf"},
+		{OpRope, []string{"f32[seq, 2, 4]", "i32[]"}, nil, "f32[seq, 2, 4]"},
+		{OpRope, []string{"f32[seq, 2, 8]", "i32[]"}, Attrs{"style": StringAttr("half"), "dims": IntAttr(4), "theta": FloatAttr(1e6)}, "f32[seq, 2, 8]"},
+		{OpRope, []string{"f32[seq, 2, 4]", "i32[]"}, Attrs{"style": StringAttr("neox")}, `error: style must be "interleaved" or "half", got "neox"`},
+		{OpRope, []string{"f32[seq, 2, 4]", "i32[]"}, Attrs{"dims": IntAttr(3)}, "error: dims 3 must be even, >= 2 and <= head dim 4"},
+		{OpRope, []string{"f32[seq, 2, 4]", "i32[]"}, Attrs{"dims": IntAttr(6)}, "error: dims 6 must be even"},
+		{OpRope, []string{"f32[seq, 2, 4]", "i32[]"}, Attrs{"dims": IntAttr(-2)}, "error: dims -2 must be even"},
+		{OpRope, []string{"f32[seq, 2, 3]", "i32[]"}, nil, "error: dims 3 must be even"},
+		{OpRope, []string{"f32[seq, 2, dh]", "i32[]"}, nil, "error: head dim must be static, got dh"},
+		{OpRope, []string{"f32[seq, 2, 4]", "i32[1]"}, nil, "error: pos must be an i32 scalar (i32[]), got i32[1]"},
+		{OpRope, []string{"f32[seq, 2, 4]", "i64[]"}, nil, "error: pos must be an i32 scalar"},
+		{OpRope, []string{"f32[seq, 8]", "i32[]"}, nil, "error: x must be a float tensor [S, H, Dh], got f32[seq, 8]"},
+		{OpRope, []string{"f32[seq, 2, 4]", "i32[]"}, Attrs{"theta": FloatAttr(0)}, "error: theta must be positive and finite, got 0"},
+		{OpRope, []string{"f32[seq, 2, 4]", "i32[]"}, Attrs{"theta": FloatAttr(math.NaN())}, "error: theta must be positive and finite, got NaN"},
+		{OpRope, []string{"f32[seq, 2, 4]", "i32[]"}, Attrs{"theta": FloatAttr(math.Inf(1))}, "error: theta must be positive and finite, got +Inf"},
 
 		// kv_write
-		{"kv_write", []string{"f32[16, 2, 4]", "f32[seq, 2, 4]", "i32[]"}, nil, "f32[16, 2, 4]"},
-		{"kv_write", []string{"f32[16, 2, 4]", "f32[16, 2, 4]", "i32[]"}, nil, "f32[16, 2, 4]"},
-		{"kv_write", []string{"f32[16, 2, 4]", "f32[17, 2, 4]", "i32[]"}, nil, "error: new has 17 rows, more than the cache's 16"},
-		{"kv_write", []string{"f32[t, 2, 4]", "f32[1, 2, 4]", "i32[]"}, nil, "error: cache must be a static float tensor [T, KH, Dh], got f32[t, 2, 4]"},
-		{"kv_write", []string{"f32[16, 2, 4]", "f32[1, 1, 4]", "i32[]"}, nil, "error: new must be f32[S, 2, 4] like the cache, got f32[1, 1, 4]"},
-		{"kv_write", []string{"f32[16, 2, 4]", "f16[1, 2, 4]", "i32[]"}, nil, "error: new must be f32[S, 2, 4]"},
-		{"kv_write", []string{"f32[16, 2, 4]", "f32[2, 4]", "i32[]"}, nil, "error: new must be f32[S, 2, 4]"},
-		{"kv_write", []string{"f32[16, 2, 4]", "f32[1, 2, 4]", "f32[]"}, nil, "error: pos must be an i32 scalar"},
+		{OpKVWrite, []string{"f32[16, 2, 4]", "f32[seq, 2, 4]", "i32[]"}, nil, "f32[16, 2, 4]"},
+		{OpKVWrite, []string{"f32[16, 2, 4]", "f32[16, 2, 4]", "i32[]"}, nil, "f32[16, 2, 4]"},
+		{OpKVWrite, []string{"f32[16, 2, 4]", "f32[17, 2, 4]", "i32[]"}, nil, "error: new has 17 rows, more than the cache's 16"},
+		{OpKVWrite, []string{"f32[t, 2, 4]", "f32[1, 2, 4]", "i32[]"}, nil, "error: cache must be a static float tensor [T, KH, Dh], got f32[t, 2, 4]"},
+		{OpKVWrite, []string{"f32[16, 2, 4]", "f32[1, 1, 4]", "i32[]"}, nil, "error: new must be f32[S, 2, 4] like the cache, got f32[1, 1, 4]"},
+		{OpKVWrite, []string{"f32[16, 2, 4]", "f16[1, 2, 4]", "i32[]"}, nil, "error: new must be f32[S, 2, 4]"},
+		{OpKVWrite, []string{"f32[16, 2, 4]", "f32[2, 4]", "i32[]"}, nil, "error: new must be f32[S, 2, 4]"},
+		{OpKVWrite, []string{"f32[16, 2, 4]", "f32[1, 2, 4]", "f32[]"}, nil, "error: pos must be an i32 scalar"},
 
 		// attention
-		{"attention", []string{"f32[seq, 4, 8]", "f32[16, 2, 8]", "f32[16, 2, 8]", "i32[]"}, Attrs{"scale": FloatAttr(0.35)}, "f32[seq, 4, 8]"},
-		{"attention", []string{"f32[1, 4, 8]", "f32[16, 4, 8]", "f32[16, 4, 8]", "i32[]"}, Attrs{"scale": FloatAttr(1), "causal": BoolAttr(false)}, "f32[1, 4, 8]"},
-		{"attention", []string{"f32[seq, 4, 8]", "f32[16, 2, 8]", "f32[16, 2, 8]", "i32[]"}, nil, `error: missing required attribute "scale" (float)`},
-		{"attention", []string{"f32[seq, 4, 8]", "f32[16, 2, 8]", "f32[8, 2, 8]", "i32[]"}, Attrs{"scale": FloatAttr(1)}, "error: k and v must have the same type, got f32[16, 2, 8] and f32[8, 2, 8]"},
-		{"attention", []string{"f32[seq, 3, 8]", "f32[16, 2, 8]", "f32[16, 2, 8]", "i32[]"}, Attrs{"scale": FloatAttr(1)}, "error: query heads 3 must be a static multiple of kv heads 2"},
-		{"attention", []string{"f32[seq, 4, 8]", "f32[16, 0, 8]", "f32[16, 0, 8]", "i32[]"}, Attrs{"scale": FloatAttr(1)}, "error: query heads 4 must be a static multiple of kv heads 0"},
-		{"attention", []string{"f32[seq, 0, 8]", "f32[16, 2, 8]", "f32[16, 2, 8]", "i32[]"}, Attrs{"scale": FloatAttr(1)}, "error: query heads 0 must be a static multiple"},
-		{"attention", []string{"f32[seq, h, 8]", "f32[16, 2, 8]", "f32[16, 2, 8]", "i32[]"}, Attrs{"scale": FloatAttr(1)}, "error: query heads h must be a static multiple"},
-		{"attention", []string{"f32[seq, 4, 4]", "f32[16, 2, 8]", "f32[16, 2, 8]", "i32[]"}, Attrs{"scale": FloatAttr(1)}, "error: k f32[16, 2, 8] does not match q f32[seq, 4, 4] (dtype and head dim)"},
-		{"attention", []string{"f32[seq, 4, 8]", "f32[t, 2, 8]", "f32[t, 2, 8]", "i32[]"}, Attrs{"scale": FloatAttr(1)}, "error: k must be a static float tensor"},
-		{"attention", []string{"f32[seq, 4, 8]", "f32[16, 2, 8]", "f32[16, 2, 8]", "i32[]"}, Attrs{"scale": FloatAttr(0)}, "error: scale must be positive and finite, got 0"},
-		{"attention", []string{"f32[seq, 4, 8]", "f32[16, 2, 8]", "f32[16, 2, 8]", "i32[]"}, Attrs{"scale": FloatAttr(math.Inf(1))}, "error: scale must be positive and finite, got +Inf"},
-		{"attention", []string{"f32[seq, 4, 8]", "f32[16, 2, 8]", "f32[16, 2, 8]", "i32[]"}, Attrs{"scale": FloatAttr(math.NaN())}, "error: scale must be positive and finite, got NaN"},
+		{OpAttention, []string{"f32[seq, 4, 8]", "f32[16, 2, 8]", "f32[16, 2, 8]", "i32[]"}, Attrs{"scale": FloatAttr(0.35)}, "f32[seq, 4, 8]"},
+		{OpAttention, []string{"f32[1, 4, 8]", "f32[16, 4, 8]", "f32[16, 4, 8]", "i32[]"}, Attrs{"scale": FloatAttr(1), "causal": BoolAttr(false)}, "f32[1, 4, 8]"},
+		{OpAttention, []string{"f32[seq, 4, 8]", "f32[16, 2, 8]", "f32[16, 2, 8]", "i32[]"}, nil, `error: missing required attribute "scale" (float)`},
+		{OpAttention, []string{"f32[seq, 4, 8]", "f32[16, 2, 8]", "f32[8, 2, 8]", "i32[]"}, Attrs{"scale": FloatAttr(1)}, "error: k and v must have the same type, got f32[16, 2, 8] and f32[8, 2, 8]"},
+		{OpAttention, []string{"f32[seq, 3, 8]", "f32[16, 2, 8]", "f32[16, 2, 8]", "i32[]"}, Attrs{"scale": FloatAttr(1)}, "error: query heads 3 must be a static multiple of kv heads 2"},
+		{OpAttention, []string{"f32[seq, 4, 8]", "f32[16, 0, 8]", "f32[16, 0, 8]", "i32[]"}, Attrs{"scale": FloatAttr(1)}, "error: query heads 4 must be a static multiple of kv heads 0"},
+		{OpAttention, []string{"f32[seq, 0, 8]", "f32[16, 2, 8]", "f32[16, 2, 8]", "i32[]"}, Attrs{"scale": FloatAttr(1)}, "error: query heads 0 must be a static multiple"},
+		{OpAttention, []string{"f32[seq, h, 8]", "f32[16, 2, 8]", "f32[16, 2, 8]", "i32[]"}, Attrs{"scale": FloatAttr(1)}, "error: query heads h must be a static multiple"},
+		{OpAttention, []string{"f32[seq, 4, 4]", "f32[16, 2, 8]", "f32[16, 2, 8]", "i32[]"}, Attrs{"scale": FloatAttr(1)}, "error: k f32[16, 2, 8] does not match q f32[seq, 4, 4] (dtype and head dim)"},
+		{OpAttention, []string{"f32[seq, 4, 8]", "f32[t, 2, 8]", "f32[t, 2, 8]", "i32[]"}, Attrs{"scale": FloatAttr(1)}, "error: k must be a static float tensor"},
+		{OpAttention, []string{"f32[seq, 4, 8]", "f32[16, 2, 8]", "f32[16, 2, 8]", "i32[]"}, Attrs{"scale": FloatAttr(0)}, "error: scale must be positive and finite, got 0"},
+		{OpAttention, []string{"f32[seq, 4, 8]", "f32[16, 2, 8]", "f32[16, 2, 8]", "i32[]"}, Attrs{"scale": FloatAttr(math.Inf(1))}, "error: scale must be positive and finite, got +Inf"},
+		{OpAttention, []string{"f32[seq, 4, 8]", "f32[16, 2, 8]", "f32[16, 2, 8]", "i32[]"}, Attrs{"scale": FloatAttr(math.NaN())}, "error: scale must be positive and finite, got NaN"},
 
 		// reshape, with symbols
-		{"reshape", []string{"f32[seq, 8]"}, Attrs{"shape": ShapeAttr(Shape{Sym("seq"), D(2), D(4)})}, "f32[seq, 2, 4]"},
-		{"reshape", []string{"f32[seq, 2, 4]"}, Attrs{"shape": ShapeAttr(Shape{Sym("seq"), D(-1)})}, "f32[seq, 8]"},
-		{"reshape", []string{"f32[seq, 2, 4]"}, Attrs{"shape": ShapeAttr(Shape{D(-1), D(8)})}, "f32[seq, 8]"},
-		{"reshape", []string{"f32[seq, 8]"}, Attrs{"shape": ShapeAttr(Shape{D(8), Sym("seq")})}, "f32[8, seq]"},
-		{"reshape", []string{"f32[2, 8]"}, Attrs{"shape": IntsAttr(-1, 4)}, "f32[4, 4]"},
-		{"reshape", []string{"f32[2, 3, 4]"}, Attrs{"shape": IntsAttr(24)}, "f32[24]"},
-		{"reshape", []string{"f32[]"}, Attrs{"shape": IntsAttr(1, 1)}, "f32[1, 1]"},
-		{"reshape", []string{"f32[1]"}, Attrs{"shape": IntsAttr()}, "f32[]"},
-		{"reshape", []string{"f32[0, 4]"}, Attrs{"shape": IntsAttr(-1, 2)}, "f32[0, 2]"},
-		{"reshape", []string{"f32[0, 4]"}, Attrs{"shape": IntsAttr(-1, 0)}, "error: cannot infer -1 in [-1, 0] from [0, 4]"},
-		{"reshape", []string{"f32[seq, 8]"}, Attrs{"shape": IntsAttr(-1)}, "error: cannot infer -1 in [-1] from [seq, 8]"},
-		{"reshape", []string{"f32[seq, 8]"}, Attrs{"shape": IntsAttr(-1, 4)}, "error: cannot infer -1 in [-1, 4] from [seq, 8]"},
-		{"reshape", []string{"f32[a, b]"}, Attrs{"shape": IntsAttr(-1)}, "error: cannot infer -1 in [-1] from [a, b]"},
-		{"reshape", []string{"f32[seq, seq]"}, Attrs{"shape": IntsAttr(-1)}, "error: cannot infer -1"},
-		{"reshape", []string{"f32[2, 8]"}, Attrs{"shape": ShapeAttr(Shape{Sym("seq"), D(-1)})}, "error: cannot infer -1 in [seq, -1] from [2, 8]"},
-		{"reshape", []string{"f32[2, 8]"}, Attrs{"shape": IntsAttr(-1, -1)}, "error: shape [-1, -1] has more than one -1"},
-		{"reshape", []string{"f32[2, 8]"}, Attrs{"shape": IntsAttr(-2, 8)}, `error: attribute "shape": shape [-2, 8]: dim -2 is negative`},
-		{"reshape", []string{"f32[2, 4]"}, Attrs{"shape": IntsAttr(3, 3)}, "error: cannot reshape [2, 4] to [3, 3]: element counts differ"},
-		{"reshape", []string{"f32[n]"}, Attrs{"shape": ShapeAttr(Shape{Sym("seq")})}, "error: cannot reshape [n] to [seq]"},
-		{"reshape", []string{"f32[2]"}, nil, `error: missing required attribute "shape" (shape)`},
+		{OpReshape, []string{"f32[seq, 8]"}, Attrs{"shape": ShapeAttr(Shape{Sym("seq"), D(2), D(4)})}, "f32[seq, 2, 4]"},
+		{OpReshape, []string{"f32[seq, 2, 4]"}, Attrs{"shape": ShapeAttr(Shape{Sym("seq"), D(-1)})}, "f32[seq, 8]"},
+		{OpReshape, []string{"f32[seq, 2, 4]"}, Attrs{"shape": ShapeAttr(Shape{D(-1), D(8)})}, "f32[seq, 8]"},
+		{OpReshape, []string{"f32[seq, 8]"}, Attrs{"shape": ShapeAttr(Shape{D(8), Sym("seq")})}, "f32[8, seq]"},
+		{OpReshape, []string{"f32[2, 8]"}, Attrs{"shape": IntsAttr(-1, 4)}, "f32[4, 4]"},
+		{OpReshape, []string{"f32[2, 3, 4]"}, Attrs{"shape": IntsAttr(24)}, "f32[24]"},
+		{OpReshape, []string{"f32[]"}, Attrs{"shape": IntsAttr(1, 1)}, "f32[1, 1]"},
+		{OpReshape, []string{"f32[1]"}, Attrs{"shape": IntsAttr()}, "f32[]"},
+		{OpReshape, []string{"f32[0, 4]"}, Attrs{"shape": IntsAttr(-1, 2)}, "f32[0, 2]"},
+		{OpReshape, []string{"f32[0, 4]"}, Attrs{"shape": IntsAttr(-1, 0)}, "error: cannot infer -1 in [-1, 0] from [0, 4]"},
+		{OpReshape, []string{"f32[seq, 8]"}, Attrs{"shape": IntsAttr(-1)}, "error: cannot infer -1 in [-1] from [seq, 8]"},
+		{OpReshape, []string{"f32[seq, 8]"}, Attrs{"shape": IntsAttr(-1, 4)}, "error: cannot infer -1 in [-1, 4] from [seq, 8]"},
+		{OpReshape, []string{"f32[a, b]"}, Attrs{"shape": IntsAttr(-1)}, "error: cannot infer -1 in [-1] from [a, b]"},
+		{OpReshape, []string{"f32[seq, seq]"}, Attrs{"shape": IntsAttr(-1)}, "error: cannot infer -1"},
+		{OpReshape, []string{"f32[2, 8]"}, Attrs{"shape": ShapeAttr(Shape{Sym("seq"), D(-1)})}, "error: cannot infer -1 in [seq, -1] from [2, 8]"},
+		{OpReshape, []string{"f32[2, 8]"}, Attrs{"shape": IntsAttr(-1, -1)}, "error: shape [-1, -1] has more than one -1"},
+		{OpReshape, []string{"f32[2, 8]"}, Attrs{"shape": IntsAttr(-2, 8)}, `error: attribute "shape": shape [-2, 8]: dim -2 is negative`},
+		{OpReshape, []string{"f32[2, 4]"}, Attrs{"shape": IntsAttr(3, 3)}, "error: cannot reshape [2, 4] to [3, 3]: element counts differ"},
+		{OpReshape, []string{"f32[n]"}, Attrs{"shape": ShapeAttr(Shape{Sym("seq")})}, "error: cannot reshape [n] to [seq]"},
+		{OpReshape, []string{"f32[2]"}, nil, `error: missing required attribute "shape" (shape)`},
 
 		// transpose
-		{"transpose", []string{"f32[seq, 8]"}, Attrs{"perm": IntsAttr(1, 0)}, "f32[8, seq]"},
-		{"transpose", []string{"f32[]"}, Attrs{"perm": IntsAttr()}, "f32[]"},
-		{"transpose", []string{"f32[seq, 8]"}, Attrs{"perm": IntsAttr(0)}, "error: perm [0] has 1 entries, input rank is 2"},
-		{"transpose", []string{"f32[seq, 8]"}, Attrs{"perm": IntsAttr(0, 0)}, "error: perm [0 0] is not a permutation of 0..1"},
-		{"transpose", []string{"f32[seq, 8]"}, Attrs{"perm": IntsAttr(0, 2)}, "error: perm [0 2] is not a permutation"},
-		{"transpose", []string{"f32[seq, 8]"}, Attrs{"perm": IntsAttr(-1, 0)}, "error: perm [-1 0] is not a permutation"},
+		{OpTranspose, []string{"f32[seq, 8]"}, Attrs{"perm": IntsAttr(1, 0)}, "f32[8, seq]"},
+		{OpTranspose, []string{"f32[]"}, Attrs{"perm": IntsAttr()}, "f32[]"},
+		{OpTranspose, []string{"f32[seq, 8]"}, Attrs{"perm": IntsAttr(0)}, "error: perm [0] has 1 entries, input rank is 2"},
+		{OpTranspose, []string{"f32[seq, 8]"}, Attrs{"perm": IntsAttr(0, 0)}, "error: perm [0 0] is not a permutation of 0..1"},
+		{OpTranspose, []string{"f32[seq, 8]"}, Attrs{"perm": IntsAttr(0, 2)}, "error: perm [0 2] is not a permutation"},
+		{OpTranspose, []string{"f32[seq, 8]"}, Attrs{"perm": IntsAttr(-1, 0)}, "error: perm [-1 0] is not a permutation"},
 
 		// slice: static dims, and the last k of a symbolic one
-		{"slice", []string{"f32[10]"}, Attrs{"axis": IntAttr(0), "start": IntAttr(2), "end": IntAttr(8), "step": IntAttr(3)}, "f32[2]"},
-		{"slice", []string{"f32[10]"}, Attrs{"axis": IntAttr(0), "start": IntAttr(-3), "end": IntAttr(big)}, "f32[3]"},
-		{"slice", []string{"f32[10]"}, Attrs{"axis": IntAttr(0), "start": IntAttr(-30), "end": IntAttr(-8)}, "f32[2]"},
-		{"slice", []string{"f32[10]"}, Attrs{"axis": IntAttr(0), "start": IntAttr(8), "end": IntAttr(2)}, "f32[0]"},
-		{"slice", []string{"f32[10]"}, Attrs{"axis": IntAttr(0), "start": IntAttr(1), "end": IntAttr(10), "step": IntAttr(math.MaxInt64)}, "f32[1]"},
-		{"slice", []string{"f32[10]"}, Attrs{"axis": IntAttr(0), "start": IntAttr(math.MinInt64), "end": IntAttr(math.MaxInt64)}, "f32[10]"},
-		{"slice", []string{"f32[10]"}, Attrs{"axis": IntAttr(0), "start": IntAttr(0), "end": IntAttr(10), "step": IntAttr(0)}, "error: step must be >= 1, got 0"},
-		{"slice", []string{"f32[seq, 8]"}, Attrs{"axis": IntAttr(0), "start": IntAttr(-1), "end": IntAttr(big)}, "f32[1, 8]"},
-		{"slice", []string{"f32[seq, 8]"}, Attrs{"axis": IntAttr(-2), "start": IntAttr(-4), "end": IntAttr(math.MaxInt64)}, "f32[4, 8]"},
-		{"slice", []string{"f32[seq, 8]"}, Attrs{"axis": IntAttr(0), "start": IntAttr(0), "end": IntAttr(big)}, "f32[seq, 8]"},
-		{"slice", []string{"f32[seq, 8]"}, Attrs{"axis": IntAttr(1), "start": IntAttr(2), "end": IntAttr(4)}, "f32[seq, 2]"},
-		{"slice", []string{"f32[seq, 8]"}, Attrs{"axis": IntAttr(0), "start": IntAttr(1), "end": IntAttr(big)}, "error: a symbolic dim seq can only be sliced whole"},
-		{"slice", []string{"f32[seq, 8]"}, Attrs{"axis": IntAttr(0), "start": IntAttr(0), "end": IntAttr(4)}, "error: a symbolic dim seq can only be sliced whole"},
-		{"slice", []string{"f32[seq, 8]"}, Attrs{"axis": IntAttr(0), "start": IntAttr(-1), "end": IntAttr(big), "step": IntAttr(2)}, "error: a symbolic dim seq"},
-		{"slice", []string{"f32[seq, 8]"}, Attrs{"axis": IntAttr(0), "start": IntAttr(math.MinInt64), "end": IntAttr(big)}, "error: a symbolic dim seq"},
-		{"slice", []string{"f32[seq, 8]"}, Attrs{"axis": IntAttr(2), "start": IntAttr(0), "end": IntAttr(1)}, "error: axis 2 out of range for rank 2"},
-		{"slice", []string{"f32[8]"}, Attrs{"axis": IntAttr(0), "end": IntAttr(1)}, `error: missing required attribute "start" (int)`},
+		{OpSlice, []string{"f32[10]"}, Attrs{"axis": IntAttr(0), "start": IntAttr(2), "end": IntAttr(8), "step": IntAttr(3)}, "f32[2]"},
+		{OpSlice, []string{"f32[10]"}, Attrs{"axis": IntAttr(0), "start": IntAttr(-3), "end": IntAttr(big)}, "f32[3]"},
+		{OpSlice, []string{"f32[10]"}, Attrs{"axis": IntAttr(0), "start": IntAttr(-30), "end": IntAttr(-8)}, "f32[2]"},
+		{OpSlice, []string{"f32[10]"}, Attrs{"axis": IntAttr(0), "start": IntAttr(8), "end": IntAttr(2)}, "f32[0]"},
+		{OpSlice, []string{"f32[10]"}, Attrs{"axis": IntAttr(0), "start": IntAttr(1), "end": IntAttr(10), "step": IntAttr(math.MaxInt64)}, "f32[1]"},
+		{OpSlice, []string{"f32[10]"}, Attrs{"axis": IntAttr(0), "start": IntAttr(math.MinInt64), "end": IntAttr(math.MaxInt64)}, "f32[10]"},
+		{OpSlice, []string{"f32[10]"}, Attrs{"axis": IntAttr(0), "start": IntAttr(0), "end": IntAttr(10), "step": IntAttr(0)}, "error: step must be >= 1, got 0"},
+		{OpSlice, []string{"f32[seq, 8]"}, Attrs{"axis": IntAttr(0), "start": IntAttr(-1), "end": IntAttr(big)}, "f32[1, 8]"},
+		{OpSlice, []string{"f32[seq, 8]"}, Attrs{"axis": IntAttr(-2), "start": IntAttr(-4), "end": IntAttr(math.MaxInt64)}, "f32[4, 8]"},
+		{OpSlice, []string{"f32[seq, 8]"}, Attrs{"axis": IntAttr(0), "start": IntAttr(0), "end": IntAttr(big)}, "f32[seq, 8]"},
+		{OpSlice, []string{"f32[seq, 8]"}, Attrs{"axis": IntAttr(1), "start": IntAttr(2), "end": IntAttr(4)}, "f32[seq, 2]"},
+		{OpSlice, []string{"f32[seq, 8]"}, Attrs{"axis": IntAttr(0), "start": IntAttr(1), "end": IntAttr(big)}, "error: a symbolic dim seq can only be sliced whole"},
+		{OpSlice, []string{"f32[seq, 8]"}, Attrs{"axis": IntAttr(0), "start": IntAttr(0), "end": IntAttr(4)}, "error: a symbolic dim seq can only be sliced whole"},
+		{OpSlice, []string{"f32[seq, 8]"}, Attrs{"axis": IntAttr(0), "start": IntAttr(-1), "end": IntAttr(big), "step": IntAttr(2)}, "error: a symbolic dim seq"},
+		{OpSlice, []string{"f32[seq, 8]"}, Attrs{"axis": IntAttr(0), "start": IntAttr(math.MinInt64), "end": IntAttr(big)}, "error: a symbolic dim seq"},
+		{OpSlice, []string{"f32[seq, 8]"}, Attrs{"axis": IntAttr(2), "start": IntAttr(0), "end": IntAttr(1)}, "error: axis 2 out of range for rank 2"},
+		{OpSlice, []string{"f32[8]"}, Attrs{"axis": IntAttr(0), "end": IntAttr(1)}, `error: missing required attribute "start" (int)`},
 
 		// concat
-		{"concat", []string{"f32[2, 3]", "f32[4, 3]"}, Attrs{"axis": IntAttr(0)}, "f32[6, 3]"},
-		{"concat", []string{"f32[seq, 2]", "f32[seq, 3]", "f32[seq, 0]"}, Attrs{"axis": IntAttr(-1)}, "f32[seq, 5]"},
-		{"concat", []string{"f32[seq, 2]"}, Attrs{"axis": IntAttr(0)}, "f32[seq, 2]"},
-		{"concat", []string{"f32[seq, 2]", "f32[1, 2]"}, Attrs{"axis": IntAttr(0)}, "error: cannot concat along symbolic dim seq"},
-		{"concat", []string{"f32[2, 3]", "f16[4, 3]"}, Attrs{"axis": IntAttr(0)}, "error: input 1 is f16[4, 3], want f32 of rank 2"},
-		{"concat", []string{"f32[2, 3]", "f32[4]"}, Attrs{"axis": IntAttr(0)}, "error: input 1 is f32[4], want f32 of rank 2"},
-		{"concat", []string{"f32[2, 3]", "f32[4, 2]"}, Attrs{"axis": IntAttr(0)}, "error: input 1 has shape [4, 2], which differs from [2, 3] outside axis 0"},
-		{"concat", []string{"bool[4611686018427387904]", "bool[4611686018427387904]"}, Attrs{"axis": IntAttr(0)}, "error: the concatenated dim overflows int64"},
-		{"concat", []string{"f32[]"}, Attrs{"axis": IntAttr(0)}, "error: axis 0 out of range for rank 0"},
-		{"concat", nil, Attrs{"axis": IntAttr(0)}, "error: op concat takes at least 1 inputs, got 0"},
+		{OpConcat, []string{"f32[2, 3]", "f32[4, 3]"}, Attrs{"axis": IntAttr(0)}, "f32[6, 3]"},
+		{OpConcat, []string{"f32[seq, 2]", "f32[seq, 3]", "f32[seq, 0]"}, Attrs{"axis": IntAttr(-1)}, "f32[seq, 5]"},
+		{OpConcat, []string{"f32[seq, 2]"}, Attrs{"axis": IntAttr(0)}, "f32[seq, 2]"},
+		{OpConcat, []string{"f32[seq, 2]", "f32[1, 2]"}, Attrs{"axis": IntAttr(0)}, "error: cannot concat along symbolic dim seq"},
+		{OpConcat, []string{"f32[2, 3]", "f16[4, 3]"}, Attrs{"axis": IntAttr(0)}, "error: input 1 is f16[4, 3], want f32 of rank 2"},
+		{OpConcat, []string{"f32[2, 3]", "f32[4]"}, Attrs{"axis": IntAttr(0)}, "error: input 1 is f32[4], want f32 of rank 2"},
+		{OpConcat, []string{"f32[2, 3]", "f32[4, 2]"}, Attrs{"axis": IntAttr(0)}, "error: input 1 has shape [4, 2], which differs from [2, 3] outside axis 0"},
+		{OpConcat, []string{"bool[4611686018427387904]", "bool[4611686018427387904]"}, Attrs{"axis": IntAttr(0)}, "error: the concatenated dim overflows int64"},
+		{OpConcat, []string{"f32[]"}, Attrs{"axis": IntAttr(0)}, "error: axis 0 out of range for rank 0"},
+		{OpConcat, nil, Attrs{"axis": IntAttr(0)}, "error: op concat takes at least 1 inputs, got 0"},
 
 		// fused_elementwise
-		{"fused_elementwise", []string{"f32[seq, 8]", "f32[8]"}, Attrs{"expr": StringAttr("mul(silu($0), $1)")}, "f32[seq, 8]"},
-		{"fused_elementwise", []string{"f32[seq, 1]", "f32[1, 8]", "f32[]"}, Attrs{"expr": StringAttr("add($0, mul($1, $2))")}, "f32[seq, 8]"},
-		{"fused_elementwise", []string{"f32[2]"}, Attrs{"expr": StringAttr("exp(2.5)")}, "error: uses 0 inputs, node has 1"},
-		{"fused_elementwise", []string{"f32[2]"}, Attrs{"expr": StringAttr("add($0, $1)")}, "error: uses 2 inputs, node has 1"},
-		{"fused_elementwise", []string{"f32[2]", "f16[2]"}, Attrs{"expr": StringAttr("add($0, $1)")}, "error: input dtypes differ: f32 and f16"},
-		{"fused_elementwise", []string{"f32[2]", "f32[3]"}, Attrs{"expr": StringAttr("add($0, $1)")}, "error: do not broadcast"},
-		{"fused_elementwise", []string{"f32[2]"}, Attrs{"expr": StringAttr("softmax($0)")}, `error: "softmax" is not an elementwise op`},
+		{OpFusedElementwise, []string{"f32[seq, 8]", "f32[8]"}, Attrs{"expr": StringAttr("mul(silu($0), $1)")}, "f32[seq, 8]"},
+		{OpFusedElementwise, []string{"f32[seq, 1]", "f32[1, 8]", "f32[]"}, Attrs{"expr": StringAttr("add($0, mul($1, $2))")}, "f32[seq, 8]"},
+		{OpFusedElementwise, []string{"f32[2]"}, Attrs{"expr": StringAttr("exp(2.5)")}, "error: uses 0 inputs, node has 1"},
+		{OpFusedElementwise, []string{"f32[2]"}, Attrs{"expr": StringAttr("add($0, $1)")}, "error: uses 2 inputs, node has 1"},
+		{OpFusedElementwise, []string{"f32[2]", "f16[2]"}, Attrs{"expr": StringAttr("add($0, $1)")}, "error: input dtypes differ: f32 and f16"},
+		{OpFusedElementwise, []string{"f32[2]", "f32[3]"}, Attrs{"expr": StringAttr("add($0, $1)")}, "error: do not broadcast"},
+		{OpFusedElementwise, []string{"f32[2]"}, Attrs{"expr": StringAttr("softmax($0)")}, `error: "softmax" is not an elementwise op`},
 
 		// ops_nn.go (more rows in TestInferNN)
-		{"iota", []string{"i32[]"}, Attrs{"shape": ShapeAttr(Shape{Sym("seq")})}, "i32[seq]"},
-		{"conv2d", []string{"f32[1, 1, 28, 28]", "f32[8, 1, 5, 5]", "f32[8]"}, Attrs{"pads": IntsAttr(2, 2, 2, 2)}, "f32[1, 8, 28, 28]"},
-		{"conv_transpose2d", []string{"f32[1, 4, 5, 5]", "f32[4, 2, 2, 2]"}, Attrs{"strides": IntsAttr(2, 2)}, "f32[1, 2, 10, 10]"},
-		{"pool2d", []string{"f32[1, 8, 28, 28]"}, Attrs{"kernel": IntsAttr(2, 2), "strides": IntsAttr(2, 2)}, "f32[1, 8, 14, 14]"},
-		{"resize", []string{"f32[1, 3, 4, 5]"}, Attrs{"size": IntsAttr(8, 10)}, "f32[1, 3, 8, 10]"},
-		{"reduce_sum", []string{"f32[seq, 8]"}, Attrs{"axes": IntsAttr(-1)}, "f32[seq, 1]"},
-		{"reduce_mean", []string{"f32[seq, 8]"}, Attrs{"axes": IntsAttr(1), "keepdims": BoolAttr(false)}, "f32[seq]"},
-		{"reduce_max", []string{"f32[2, 3]"}, Attrs{"axes": IntsAttr(0)}, "f32[1, 3]"},
+		{OpIota, []string{"i32[]"}, Attrs{"shape": ShapeAttr(Shape{Sym("seq")})}, "i32[seq]"},
+		{OpConv2D, []string{"f32[1, 1, 28, 28]", "f32[8, 1, 5, 5]", "f32[8]"}, Attrs{"pads": IntsAttr(2, 2, 2, 2)}, "f32[1, 8, 28, 28]"},
+		{OpConvTranspose2D, []string{"f32[1, 4, 5, 5]", "f32[4, 2, 2, 2]"}, Attrs{"strides": IntsAttr(2, 2)}, "f32[1, 2, 10, 10]"},
+		{OpPool2D, []string{"f32[1, 8, 28, 28]"}, Attrs{"kernel": IntsAttr(2, 2), "strides": IntsAttr(2, 2)}, "f32[1, 8, 14, 14]"},
+		{OpResize, []string{"f32[1, 3, 4, 5]"}, Attrs{"size": IntsAttr(8, 10)}, "f32[1, 3, 8, 10]"},
+		{OpReduceSum, []string{"f32[seq, 8]"}, Attrs{"axes": IntsAttr(-1)}, "f32[seq, 1]"},
+		{OpReduceMean, []string{"f32[seq, 8]"}, Attrs{"axes": IntsAttr(1), "keepdims": BoolAttr(false)}, "f32[seq]"},
+		{OpReduceMax, []string{"f32[2, 3]"}, Attrs{"axes": IntsAttr(0)}, "f32[1, 3]"},
 
 		// unknown ops
-		{"frobnicate", nil, nil, `error: unknown op "frobnicate"`},
+		{OpNone, nil, nil, `error: unknown op "<none>"`},
+		{Op(200), nil, nil, `error: unknown op "Op(200)"`},
 	}
-	inferred := map[string]bool{}
+	inferred := map[Op]bool{}
 	for _, tc := range tests {
 		if !strings.HasPrefix(tc.want, "error: ") {
 			inferred[tc.op] = true
 		}
 	}
 	for _, d := range Ops() {
-		if !inferred[d.Name] && !slices.Contains(UnaryOps, d.Name) && !slices.Contains(BinaryOps, d.Name) {
+		if !inferred[d.Op] && !slices.Contains(UnaryOps, d.Op) && !slices.Contains(BinaryOps, d.Op) {
 			t.Errorf("op %s has no row in the inference table that infers a type", d.Name)
 		}
 	}
 	for _, tc := range tests {
-		name := tc.op + "(" + strings.Join(tc.in, ", ") + ")"
+		name := tc.op.String() + "(" + strings.Join(tc.in, ", ") + ")"
 		if len(tc.attrs) > 0 {
 			name += formatAttrs(tc.attrs)
 		}
@@ -318,7 +319,7 @@ func TestInferDoesNotPanicOnOddInputs(t *testing.T) {
 							na[k] = v
 						}
 					}
-					InferTypes(d.Name, in, na) // must not panic
+					InferTypes(d.Op, in, na) // must not panic
 				}
 			}
 		}
@@ -471,7 +472,7 @@ func TestAttrEqualAndClone(t *testing.T) {
 	// Normalization copies values and defaults; changing a node's attribute
 	// must change neither the caller's map nor the registry's default.
 	in := Attrs{"shape": IntsAttr(2, 4)}
-	_, na, err := InferTypes("reshape", []Type{T(F32, S(8))}, in)
+	_, na, err := InferTypes(OpReshape, []Type{T(F32, S(8))}, in)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -479,9 +480,9 @@ func TestAttrEqualAndClone(t *testing.T) {
 	if in["shape"].Ints[0] != 2 {
 		t.Error("NormalizeAttrs shares the caller's lists")
 	}
-	_, na, _ = InferTypes("constant", nil, Attrs{"value": FloatsAttr(1)})
+	_, na, _ = InferTypes(OpConstant, nil, Attrs{"value": FloatsAttr(1)})
 	na["shape"] = ShapeAttr(append(na["shape"].Shape, D(3)))
-	if d := LookupOp("constant").Attr("shape").Default; len(d.Shape) != 0 {
+	if d := LookupOp(OpConstant).Attr("shape").Default; len(d.Shape) != 0 {
 		t.Errorf("registry default changed: %s", d)
 	}
 }

@@ -64,7 +64,7 @@ func (w *Weight) Value() *Value {
 // where in the source model the node comes from (e.g. "layers.3.attn.wq").
 type Node struct {
 	ID      int
-	Op      string
+	Op      Op
 	Inputs  []*Value
 	Outputs []*Value
 	Attrs   Attrs

@@ -10,32 +10,32 @@ import (
 // must agree with it.
 
 // UnaryOps are the elementwise ops of one input. Output type = input type.
-var UnaryOps = []string{"neg", "exp", "log", "sqrt", "rsqrt", "abs", "silu", "sigmoid", "tanh", "relu", "gelu"}
+var UnaryOps = []Op{OpNeg, OpExp, OpLog, OpSqrt, OpRsqrt, OpAbs, OpSilu, OpSigmoid, OpTanh, OpRelu, OpGelu}
 
 // BinaryOps are the elementwise ops of two inputs with numpy broadcasting.
-var BinaryOps = []string{"add", "sub", "mul", "div", "pow", "maximum", "minimum"}
+var BinaryOps = []Op{OpAdd, OpSub, OpMul, OpDiv, OpPow, OpMaximum, OpMinimum}
 
-var unaryDocs = map[string]string{
-	"neg": "-x", "exp": "e^x", "log": "ln x", "sqrt": "√x", "rsqrt": "1/√x", "abs": "|x|",
-	"silu": "x·sigmoid(x)", "sigmoid": "1/(1+e^-x)", "tanh": "tanh x", "relu": "max(x, 0)",
-	"gelu": "0.5·x·(1+tanh(√(2/π)·(x+0.044715·x³))) (the tanh approximation GPT-2 uses)",
+var unaryDocs = map[Op]string{
+	OpNeg: "-x", OpExp: "e^x", OpLog: "ln x", OpSqrt: "√x", OpRsqrt: "1/√x", OpAbs: "|x|",
+	OpSilu: "x·sigmoid(x)", OpSigmoid: "1/(1+e^-x)", OpTanh: "tanh x", OpRelu: "max(x, 0)",
+	OpGelu: "0.5·x·(1+tanh(√(2/π)·(x+0.044715·x³))) (the tanh approximation GPT-2 uses)",
 }
 
-var binaryDocs = map[string]string{
-	"add": "a+b", "sub": "a-b", "mul": "a·b", "div": "a/b", "pow": "a^b",
-	"maximum": "max(a, b)", "minimum": "min(a, b)",
+var binaryDocs = map[Op]string{
+	OpAdd: "a+b", OpSub: "a-b", OpMul: "a·b", OpDiv: "a/b", OpPow: "a^b",
+	OpMaximum: "max(a, b)", OpMinimum: "min(a, b)",
 }
 
 func init() {
 	for _, name := range UnaryOps {
-		register(&OpDef{Name: name, Doc: unaryDocs[name], Kind: KindElementwise, MinInputs: 1, MaxInputs: 1, Outputs: 1,
+		register(&OpDef{Op: name, Doc: unaryDocs[name], Kind: KindElementwise, MinInputs: 1, MaxInputs: 1, Outputs: 1,
 			Infer: inferUnary})
 	}
 	for _, name := range BinaryOps {
-		register(&OpDef{Name: name, Doc: binaryDocs[name], Kind: KindElementwise, MinInputs: 2, MaxInputs: 2, Outputs: 1,
+		register(&OpDef{Op: name, Doc: binaryDocs[name], Kind: KindElementwise, MinInputs: 2, MaxInputs: 2, Outputs: 1,
 			Infer: inferBinary})
 	}
-	register(&OpDef{Name: "constant", Kind: KindData, Outputs: 1,
+	register(&OpDef{Op: OpConstant, Kind: KindData, Outputs: 1,
 		Doc: "a constant tensor: value holds every element (row-major) or one element repeated",
 		Attrs: []AttrSpec{
 			{Name: "dtype", Kind: AttrDType, Default: ptr(DTypeAttr(F32))},
@@ -43,37 +43,37 @@ func init() {
 			{Name: "value", Kind: AttrFloats},
 		},
 		Infer: inferConstant})
-	register(&OpDef{Name: "cast", Kind: KindElementwise, MinInputs: 1, MaxInputs: 1, Outputs: 1,
+	register(&OpDef{Op: OpCast, Kind: KindElementwise, MinInputs: 1, MaxInputs: 1, Outputs: 1,
 		Doc:   "converts elements to dtype `to` (float to int truncates toward zero)",
 		Attrs: []AttrSpec{{Name: "to", Kind: AttrDType}},
 		Infer: func(in []Type, a Attrs) ([]Type, error) { return []Type{T(a.DType("to"), in[0].Shape.Clone())}, nil }})
-	register(&OpDef{Name: "gather", Kind: KindData, MinInputs: 2, MaxInputs: 2, Outputs: 1,
+	register(&OpDef{Op: OpGather, Kind: KindData, MinInputs: 2, MaxInputs: 2, Outputs: 1,
 		Doc: "embedding lookup: out = table indexed by integer ids along axis; " +
 			"shape table[:axis] + ids + table[axis+1:]. An id out of range is a run-time error",
 		Attrs: []AttrSpec{{Name: "axis", Kind: AttrInt, Default: ptr(IntAttr(0))}},
 		Infer: inferGather})
-	register(&OpDef{Name: "matmul", Kind: KindContraction, MinInputs: 2, MaxInputs: 2, Outputs: 1,
+	register(&OpDef{Op: OpMatmul, Kind: KindContraction, MinInputs: 2, MaxInputs: 2, Outputs: 1,
 		Doc: "a[..., M, K] × b[..., K, N] -> [..., M, N]; with transpose_b, b is [..., N, K] " +
 			"(weights stored out×in). Leading dims broadcast. Accumulates in f32",
 		Attrs: []AttrSpec{{Name: "transpose_b", Kind: AttrBool, Default: ptr(BoolAttr(false))}},
 		Infer: inferMatmul})
-	register(&OpDef{Name: "rms_norm", Kind: KindReduction, MinInputs: 2, MaxInputs: 2, Outputs: 1,
+	register(&OpDef{Op: OpRMSNorm, Kind: KindReduction, MinInputs: 2, MaxInputs: 2, Outputs: 1,
 		Doc:   "x[..., D], w[D]: x / sqrt(mean(x²) + eps) · w over the last axis",
 		Attrs: []AttrSpec{{Name: "eps", Kind: AttrFloat, Default: ptr(FloatAttr(1e-5))}},
 		Infer: inferNorm})
-	register(&OpDef{Name: "layer_norm", Kind: KindReduction, MinInputs: 3, MaxInputs: 3, Outputs: 1,
+	register(&OpDef{Op: OpLayerNorm, Kind: KindReduction, MinInputs: 3, MaxInputs: 3, Outputs: 1,
 		Doc:   "x[..., D], w[D], b[D]: (x - mean) / sqrt(var + eps) · w + b over the last axis",
 		Attrs: []AttrSpec{{Name: "eps", Kind: AttrFloat, Default: ptr(FloatAttr(1e-5))}},
 		Infer: inferNorm})
-	register(&OpDef{Name: "softmax", Kind: KindReduction, MinInputs: 1, MaxInputs: 1, Outputs: 1,
+	register(&OpDef{Op: OpSoftmax, Kind: KindReduction, MinInputs: 1, MaxInputs: 1, Outputs: 1,
 		Doc:   "exp(x - max) / sum(exp(x - max)) along axis",
 		Attrs: []AttrSpec{{Name: "axis", Kind: AttrInt, Default: ptr(IntAttr(-1))}},
 		Infer: inferAxisKeep})
-	register(&OpDef{Name: "argmax", Kind: KindReduction, MinInputs: 1, MaxInputs: 1, Outputs: 1,
+	register(&OpDef{Op: OpArgmax, Kind: KindReduction, MinInputs: 1, MaxInputs: 1, Outputs: 1,
 		Doc:   "index (i32) of the largest element along axis, the first one on ties; the axis is removed",
 		Attrs: []AttrSpec{{Name: "axis", Kind: AttrInt, Default: ptr(IntAttr(-1))}},
 		Infer: inferArgmax})
-	register(&OpDef{Name: "rope", Kind: KindElementwise, MinInputs: 2, MaxInputs: 2, Outputs: 1,
+	register(&OpDef{Op: OpRope, Kind: KindElementwise, MinInputs: 2, MaxInputs: 2, Outputs: 1,
 		Doc: "rotary position embedding. x[S, H, Dh], pos i32[] (position of row 0; row s is at pos+s). " +
 			"Pair i (i < dims/2) is rotated by angle p·theta^(-2i/dims)/freq_factors[i]. style interleaved pairs " +
 			"(2i, 2i+1) (llama2.c, GGUF); style half pairs (i, i+dims/2) (Hugging Face). dims 0 means Dh; " +
@@ -85,11 +85,11 @@ func init() {
 			{Name: "freq_factors", Kind: AttrFloats, Default: ptr(FloatsAttr())},
 		},
 		Infer: inferRope})
-	register(&OpDef{Name: "kv_write", Kind: KindData, MinInputs: 3, MaxInputs: 3, Outputs: 1,
+	register(&OpDef{Op: OpKVWrite, Kind: KindData, MinInputs: 3, MaxInputs: 3, Outputs: 1,
 		Doc: "cache[T, KH, Dh], new[S, KH, Dh], pos i32[]: the cache with rows pos..pos+S-1 replaced by new. " +
 			"pos+S > T is a run-time error (a static S > T a type error). Executors update the cache in place",
 		Infer: inferKVWrite})
-	register(&OpDef{Name: "attention", Kind: KindContraction, MinInputs: 4, MaxInputs: 4, Outputs: 1,
+	register(&OpDef{Op: OpAttention, Kind: KindContraction, MinInputs: 4, MaxInputs: 4, Outputs: 1,
 		Doc: "q[S, H, Dh], k[T, KH, Dh], v[T, KH, Dh], pos i32[]: scaled dot-product attention over cache rows " +
 			"0..pos+S-1 with grouped heads (head h reads kv head h/(H/KH)). With causal, query s sees rows 0..pos+s",
 		Attrs: []AttrSpec{
@@ -97,15 +97,15 @@ func init() {
 			{Name: "causal", Kind: AttrBool, Default: ptr(BoolAttr(true))},
 		},
 		Infer: inferAttention})
-	register(&OpDef{Name: "reshape", Kind: KindData, MinInputs: 1, MaxInputs: 1, Outputs: 1,
+	register(&OpDef{Op: OpReshape, Kind: KindData, MinInputs: 1, MaxInputs: 1, Outputs: 1,
 		Doc:   "same elements, new shape (row-major order kept)",
 		Attrs: []AttrSpec{{Name: "shape", Kind: AttrShape}},
 		Infer: inferReshape})
-	register(&OpDef{Name: "transpose", Kind: KindData, MinInputs: 1, MaxInputs: 1, Outputs: 1,
+	register(&OpDef{Op: OpTranspose, Kind: KindData, MinInputs: 1, MaxInputs: 1, Outputs: 1,
 		Doc:   "out dim i is input dim perm[i]",
 		Attrs: []AttrSpec{{Name: "perm", Kind: AttrInts}},
 		Infer: inferTranspose})
-	register(&OpDef{Name: "slice", Kind: KindData, MinInputs: 1, MaxInputs: 1, Outputs: 1,
+	register(&OpDef{Op: OpSlice, Kind: KindData, MinInputs: 1, MaxInputs: 1, Outputs: 1,
 		Doc: "elements start, start+step, ... < end along axis; negative start/end count from the end, " +
 			"both are clamped to the dim; step >= 1. A symbolic dim can only be taken whole (start 0) or " +
 			"as its last k (start -k, which needs the dim >= k at run time), with end >= 2^31-1 and step 1",
@@ -116,22 +116,22 @@ func init() {
 			{Name: "step", Kind: AttrInt, Default: ptr(IntAttr(1))},
 		},
 		Infer: inferSlice})
-	register(&OpDef{Name: "concat", Kind: KindData, MinInputs: 1, MaxInputs: -1, Outputs: 1,
+	register(&OpDef{Op: OpConcat, Kind: KindData, MinInputs: 1, MaxInputs: -1, Outputs: 1,
 		Doc:   "joins inputs along axis; other dims must match",
 		Attrs: []AttrSpec{{Name: "axis", Kind: AttrInt}},
 		Infer: inferConcat})
-	register(&OpDef{Name: "probe", Kind: KindMeta, MinInputs: 1, MaxInputs: 1, Outputs: 1,
+	register(&OpDef{Op: OpProbe, Kind: KindMeta, MinInputs: 1, MaxInputs: 1, Outputs: 1,
 		Doc:   "identity that records its input for test carving; tag names what it observes",
 		Attrs: []AttrSpec{{Name: "tag", Kind: AttrString, Default: ptr(StringAttr(""))}},
 		Infer: inferUnary})
-	register(&OpDef{Name: "transfer", Kind: KindMeta, MinInputs: 1, MaxInputs: 1, Outputs: 1,
+	register(&OpDef{Op: OpTransfer, Kind: KindMeta, MinInputs: 1, MaxInputs: 1, Outputs: 1,
 		Doc: "identity that moves a tensor between placements at a migration boundary",
 		Attrs: []AttrSpec{
 			{Name: "from", Kind: AttrString},
 			{Name: "to", Kind: AttrString},
 		},
 		Infer: inferUnary})
-	register(&OpDef{Name: "fused_elementwise", Kind: KindElementwise, MinInputs: 1, MaxInputs: -1, Outputs: 1,
+	register(&OpDef{Op: OpFusedElementwise, Kind: KindElementwise, MinInputs: 1, MaxInputs: -1, Outputs: 1,
 		Doc: "a chain of elementwise ops in one kernel: expr is a term over inputs $0..$n-1 and float " +
 			"constants, e.g. mul(silu($0), $1); inputs broadcast; the result has input 0's dtype",
 		Attrs: []AttrSpec{{Name: "expr", Kind: AttrString}},

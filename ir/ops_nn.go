@@ -29,16 +29,16 @@ var ResizeCoordModes = []string{"half_pixel", "pytorch_half_pixel", "align_corne
 var ResizeNearestModes = []string{"round_prefer_floor", "round_prefer_ceil", "floor", "ceil"}
 
 // ReduceOps are the reductions over a set of axes.
-var ReduceOps = []string{"reduce_sum", "reduce_mean", "reduce_max"}
+var ReduceOps = []Op{OpReduceSum, OpReduceMean, OpReduceMax}
 
-var reduceDocs = map[string]string{
-	"reduce_sum":  "sum of the elements over axes (f32, summed in row-major order of the reduced elements)",
-	"reduce_mean": "reduce_sum / (number of reduced elements)",
-	"reduce_max":  "largest element over axes (NaN if any is NaN on the CPU reference; GPUs may drop NaNs)",
+var reduceDocs = map[Op]string{
+	OpReduceSum:  "sum of the elements over axes (f32, summed in row-major order of the reduced elements)",
+	OpReduceMean: "reduce_sum / (number of reduced elements)",
+	OpReduceMax:  "largest element over axes (NaN if any is NaN on the CPU reference; GPUs may drop NaNs)",
 }
 
 func init() {
-	register(&OpDef{Name: "iota", Kind: KindData, MinInputs: 1, MaxInputs: 1, Outputs: 1,
+	register(&OpDef{Op: OpIota, Kind: KindData, MinInputs: 1, MaxInputs: 1, Outputs: 1,
 		Doc: "start i32[]: an i32 tensor of the given shape (which may be symbolic, e.g. [seq]) whose element " +
 			"at index (i0, ..., ir) is start + i_axis (GPT-2's position ids are iota(pos) {shape = [seq]})",
 		Attrs: []AttrSpec{
@@ -52,7 +52,7 @@ func init() {
 		{Name: "dilations", Kind: AttrInts, Default: ptr(IntsAttr(1, 1)), Doc: "[dh, dw], >= 1"},
 		{Name: "groups", Kind: AttrInt, Default: ptr(IntAttr(1)), Doc: "channels split into groups that convolve separately"},
 	}
-	register(&OpDef{Name: "conv2d", Kind: KindContraction, MinInputs: 2, MaxInputs: 3, Outputs: 1,
+	register(&OpDef{Op: OpConv2D, Kind: KindContraction, MinInputs: 2, MaxInputs: 3, Outputs: 1,
 		Doc: "x[N, C, H, W], w[O, C/groups, kh, kw], optional b[O] -> [N, O, Ho, Wo] with " +
 			"Ho = (H + top + bottom - dh·(kh-1) - 1) / sh + 1 (floor), Wo likewise. " +
 			"out[n, o, y, x] = b[o] + Σ_{c, i, j} x[n, g·C/groups + c, y·sh - top + i·dh, x·sw - left + j·dw] · w[o, c, i, j] " +
@@ -60,7 +60,7 @@ func init() {
 			"the bias added after it",
 		Attrs: convAttrs,
 		Infer: inferConv})
-	register(&OpDef{Name: "conv_transpose2d", Kind: KindContraction, MinInputs: 2, MaxInputs: 3, Outputs: 1,
+	register(&OpDef{Op: OpConvTranspose2D, Kind: KindContraction, MinInputs: 2, MaxInputs: 3, Outputs: 1,
 		Doc: "the gradient of conv2d (ONNX ConvTranspose): x[N, C, H, W], w[C, O/groups, kh, kw], optional b[O] -> " +
 			"[N, O, Ho, Wo] with Ho = sh·(H-1) + output_padding[0] + dh·(kh-1) + 1 - top - bottom, Wo likewise. " +
 			"out[n, o, y, x] = b[o] + Σ x[n, c, iy, ix] · w[c, o - g·O/groups, i, j] over the c of o's group g and " +
@@ -68,7 +68,7 @@ func init() {
 		Attrs: append(slices.Clone(convAttrs),
 			AttrSpec{Name: "output_padding", Kind: AttrInts, Default: ptr(IntsAttr(0, 0)), Doc: "[h, w] added to the end of the output, < stride or dilation"}),
 		Infer: inferConvTranspose})
-	register(&OpDef{Name: "pool2d", Kind: KindReduction, MinInputs: 1, MaxInputs: 1, Outputs: 1,
+	register(&OpDef{Op: OpPool2D, Kind: KindReduction, MinInputs: 1, MaxInputs: 1, Outputs: 1,
 		Doc: "x[N, C, H, W] -> [N, C, Ho, Wo]: the max (mode max) or mean (mode avg) of each kernel window " +
 			"(rows y·sh - top + i·dh, i < kh; columns likewise). Ho = (H + top + bottom - dh·(kh-1) - 1) / sh + 1, " +
 			"rounded up with ceil_mode, where a last window that starts in the bottom/right padding is dropped. " +
@@ -85,7 +85,7 @@ func init() {
 			{Name: "count_include_pad", Kind: AttrBool, Default: ptr(BoolAttr(false))},
 		},
 		Infer: inferPool})
-	register(&OpDef{Name: "resize", Kind: KindData, MinInputs: 1, MaxInputs: 1, Outputs: 1,
+	register(&OpDef{Op: OpResize, Kind: KindData, MinInputs: 1, MaxInputs: 1, Outputs: 1,
 		Doc: "x[N, C, H, W] -> [N, C, size[0], size[1]] as ONNX Resize over the last two axes. For each output " +
 			"index the input coordinate x_in follows coord (see ir.ResizeCoordModes) with scale = scales[k] when " +
 			"scales is given, else out/in (computed in f32). mode nearest rounds x_in by nearest " +
@@ -101,7 +101,7 @@ func init() {
 		},
 		Infer: inferResize})
 	for _, name := range ReduceOps {
-		register(&OpDef{Name: name, Doc: reduceDocs[name] + "; axes are distinct (negative counts from the end), " +
+		register(&OpDef{Op: name, Doc: reduceDocs[name] + "; axes are distinct (negative counts from the end), " +
 			"an empty list reduces nothing; keepdims leaves the reduced axes as 1, else removes them",
 			Kind: KindReduction, MinInputs: 1, MaxInputs: 1, Outputs: 1,
 			Attrs: []AttrSpec{

@@ -516,7 +516,8 @@ func (p *parser) node(f *Function, scope map[string]*Value) {
 	if p.err != nil {
 		return
 	}
-	if LookupOp(opTok.text) == nil {
+	op, ok := OpNamed(opTok.text)
+	if !ok {
 		p.failAt(opTok, "unknown op %q", opTok.text)
 		return
 	}
@@ -597,7 +598,7 @@ func (p *parser) node(f *Function, scope map[string]*Value) {
 		p.failAt(idTok, "node id #%d already used in func @%s", id, quoteIdent(prev))
 		return
 	}
-	n := &Node{ID: id, Op: opTok.text, Inputs: inputs}
+	n := &Node{ID: id, Op: op, Inputs: inputs}
 	if p.is(tIdent, "loc") {
 		p.advance()
 		p.punct("(")

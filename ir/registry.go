@@ -2,7 +2,6 @@ package ir
 
 import (
 	"fmt"
-	"sort"
 	"strings"
 )
 
@@ -28,7 +27,8 @@ type AttrSpec struct {
 // OpDef is one row of the op registry: everything the compiler knows about
 // an op, as data. Kernels live with their targets, keyed by Name.
 type OpDef struct {
-	Name      string
+	Op        Op
+	Name      string // Op's name (set by register from Op)
 	Doc       string
 	Kind      OpKind
 	MinInputs int
@@ -50,26 +50,38 @@ func (d *OpDef) Attr(name string) *AttrSpec {
 	return nil
 }
 
-var registry = map[string]*OpDef{}
+// registry holds each op's row, indexed by Op.
+var registry [numOps]*OpDef
 
 func register(d *OpDef) {
-	if _, dup := registry[d.Name]; dup {
+	if d.Op == OpNone || d.Op >= numOps {
+		panic("ir: register of an invalid op " + d.Op.String())
+	}
+	d.Name = d.Op.String()
+	if registry[d.Op] != nil {
 		panic("ir: op registered twice: " + d.Name)
 	}
-	registry[d.Name] = d
+	registry[d.Op] = d
 }
 
-// LookupOp returns the definition of the named op, or nil.
-func LookupOp(name string) *OpDef { return registry[name] }
+// LookupOp returns the definition of op, or nil (for OpNone or a value that
+// is no op).
+func LookupOp(op Op) *OpDef {
+	if op >= numOps {
+		return nil
+	}
+	return registry[op]
+}
 
 // Ops returns every registered op, sorted by name.
 func Ops() []*OpDef {
 	out := make([]*OpDef, 0, len(registry))
 	for _, d := range registry {
-		out = append(out, d)
+		if d != nil {
+			out = append(out, d)
+		}
 	}
-	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
-	return out
+	return out // sorted: Ops are declared in name order
 }
 
 // NormalizeAttrs checks attrs against the op's schema and returns a copy with
@@ -157,10 +169,10 @@ func (d *OpDef) attrNames() string {
 // InferTypes checks the input count and attributes of a call of op and
 // returns its output types (each one valid, see Type.Validate) and
 // normalized attributes.
-func InferTypes(op string, in []Type, a Attrs) ([]Type, Attrs, error) {
+func InferTypes(op Op, in []Type, a Attrs) ([]Type, Attrs, error) {
 	d := LookupOp(op)
 	if d == nil {
-		return nil, nil, fmt.Errorf("unknown op %q", op)
+		return nil, nil, fmt.Errorf("unknown op %q", op.String())
 	}
 	if len(in) < d.MinInputs || (d.MaxInputs >= 0 && len(in) > d.MaxInputs) {
 		return nil, nil, fmt.Errorf("op %s takes %s, got %d", d.Name, d.arity(), len(in))

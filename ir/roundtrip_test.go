@@ -26,57 +26,57 @@ type opCtx struct {
 // opCases builds, for each registered op, at least one node that sets every
 // attribute of the op to a value other than its default. A newly registered
 // op fails TestOpCasesCoverRegistry until it has a row here.
-var opCases = map[string]func(c *opCtx){
-	"constant": func(c *opCtx) {
-		c.b.Op("constant", nil, Attrs{"dtype": DTypeAttr(F16), "shape": ShapeAttr(S(2, 3)),
+var opCases = map[Op]func(c *opCtx){
+	OpConstant: func(c *opCtx) {
+		c.b.Op(OpConstant, nil, Attrs{"dtype": DTypeAttr(F16), "shape": ShapeAttr(S(2, 3)),
 			"value": FloatsAttr(math.Inf(1), math.Inf(-1), math.NaN(), math.Copysign(0, -1), 5e-324, math.MaxFloat64)})
-		c.b.Op("constant", nil, Attrs{"dtype": DTypeAttr(I64), "value": FloatsAttr(-7)})
+		c.b.Op(OpConstant, nil, Attrs{"dtype": DTypeAttr(I64), "value": FloatsAttr(-7)})
 	},
-	"cast": func(c *opCtx) { c.b.Op("cast", []*Value{c.x}, Attrs{"to": DTypeAttr(BF16)}) },
-	"gather": func(c *opCtx) {
-		c.b.Op("gather", []*Value{c.emb, c.tokens}, Attrs{"axis": IntAttr(1)})
+	OpCast: func(c *opCtx) { c.b.Op(OpCast, []*Value{c.x}, Attrs{"to": DTypeAttr(BF16)}) },
+	OpGather: func(c *opCtx) {
+		c.b.Op(OpGather, []*Value{c.emb, c.tokens}, Attrs{"axis": IntAttr(1)})
 	},
-	"matmul": func(c *opCtx) {
-		c.b.Op("matmul", []*Value{c.x, c.w}, Attrs{"transpose_b": BoolAttr(true)})
-		c.b.Op("matmul", []*Value{c.q, c.b.Op("transpose", []*Value{c.q}, Attrs{"perm": IntsAttr(0, 2, 1)})}, nil)
+	OpMatmul: func(c *opCtx) {
+		c.b.Op(OpMatmul, []*Value{c.x, c.w}, Attrs{"transpose_b": BoolAttr(true)})
+		c.b.Op(OpMatmul, []*Value{c.q, c.b.Op(OpTranspose, []*Value{c.q}, Attrs{"perm": IntsAttr(0, 2, 1)})}, nil)
 	},
-	"rms_norm": func(c *opCtx) {
-		c.b.Op("rms_norm", []*Value{c.x, c.row}, Attrs{"eps": FloatAttr(1e-300)})
+	OpRMSNorm: func(c *opCtx) {
+		c.b.Op(OpRMSNorm, []*Value{c.x, c.row}, Attrs{"eps": FloatAttr(1e-300)})
 	},
-	"layer_norm": func(c *opCtx) {
-		c.b.Op("layer_norm", []*Value{c.x, c.row, c.bias}, Attrs{"eps": FloatAttr(0.25)})
+	OpLayerNorm: func(c *opCtx) {
+		c.b.Op(OpLayerNorm, []*Value{c.x, c.row, c.bias}, Attrs{"eps": FloatAttr(0.25)})
 	},
-	"softmax": func(c *opCtx) { c.b.Op("softmax", []*Value{c.x}, Attrs{"axis": IntAttr(0)}) },
-	"argmax":  func(c *opCtx) { c.b.Op("argmax", []*Value{c.x}, Attrs{"axis": IntAttr(-2)}) },
-	"rope": func(c *opCtx) {
-		c.b.Op("rope", []*Value{c.q, c.pos}, Attrs{"theta": FloatAttr(500000.5), "style": StringAttr("half"), "dims": IntAttr(2), "freq_factors": FloatsAttr(2.5)})
+	OpSoftmax: func(c *opCtx) { c.b.Op(OpSoftmax, []*Value{c.x}, Attrs{"axis": IntAttr(0)}) },
+	OpArgmax:  func(c *opCtx) { c.b.Op(OpArgmax, []*Value{c.x}, Attrs{"axis": IntAttr(-2)}) },
+	OpRope: func(c *opCtx) {
+		c.b.Op(OpRope, []*Value{c.q, c.pos}, Attrs{"theta": FloatAttr(500000.5), "style": StringAttr("half"), "dims": IntAttr(2), "freq_factors": FloatsAttr(2.5)})
 	},
-	"kv_write": func(c *opCtx) { c.b.Op("kv_write", []*Value{c.cache, c.k, c.pos}, nil) },
-	"attention": func(c *opCtx) {
-		kc := c.b.Op("kv_write", []*Value{c.cache, c.k, c.pos}, nil)
-		c.b.Op("attention", []*Value{c.q, kc, kc, c.pos}, Attrs{"scale": FloatAttr(0.5), "causal": BoolAttr(false)})
+	OpKVWrite: func(c *opCtx) { c.b.Op(OpKVWrite, []*Value{c.cache, c.k, c.pos}, nil) },
+	OpAttention: func(c *opCtx) {
+		kc := c.b.Op(OpKVWrite, []*Value{c.cache, c.k, c.pos}, nil)
+		c.b.Op(OpAttention, []*Value{c.q, kc, kc, c.pos}, Attrs{"scale": FloatAttr(0.5), "causal": BoolAttr(false)})
 	},
-	"reshape": func(c *opCtx) {
-		c.b.Op("reshape", []*Value{c.x}, Attrs{"shape": ShapeAttr(Shape{Sym("seq"), D(2), D(-1)})})
+	OpReshape: func(c *opCtx) {
+		c.b.Op(OpReshape, []*Value{c.x}, Attrs{"shape": ShapeAttr(Shape{Sym("seq"), D(2), D(-1)})})
 	},
-	"transpose": func(c *opCtx) { c.b.Op("transpose", []*Value{c.q}, Attrs{"perm": IntsAttr(1, 0, 2)}) },
-	"slice": func(c *opCtx) {
-		c.b.Op("slice", []*Value{c.q}, Attrs{"axis": IntAttr(0), "start": IntAttr(-1), "end": IntAttr(math.MaxInt32)})
-		c.b.Op("slice", []*Value{c.q}, Attrs{"axis": IntAttr(-1), "start": IntAttr(1), "end": IntAttr(math.MinInt64), "step": IntAttr(math.MaxInt64)})
-		c.b.Op("slice", []*Value{c.q}, Attrs{"axis": IntAttr(2), "start": IntAttr(1), "end": IntAttr(-1), "step": IntAttr(2)})
+	OpTranspose: func(c *opCtx) { c.b.Op(OpTranspose, []*Value{c.q}, Attrs{"perm": IntsAttr(1, 0, 2)}) },
+	OpSlice: func(c *opCtx) {
+		c.b.Op(OpSlice, []*Value{c.q}, Attrs{"axis": IntAttr(0), "start": IntAttr(-1), "end": IntAttr(math.MaxInt32)})
+		c.b.Op(OpSlice, []*Value{c.q}, Attrs{"axis": IntAttr(-1), "start": IntAttr(1), "end": IntAttr(math.MinInt64), "step": IntAttr(math.MaxInt64)})
+		c.b.Op(OpSlice, []*Value{c.q}, Attrs{"axis": IntAttr(2), "start": IntAttr(1), "end": IntAttr(-1), "step": IntAttr(2)})
 	},
-	"concat": func(c *opCtx) {
-		c.b.Op("concat", []*Value{c.x, c.x, c.x}, Attrs{"axis": IntAttr(-1)})
+	OpConcat: func(c *opCtx) {
+		c.b.Op(OpConcat, []*Value{c.x, c.x, c.x}, Attrs{"axis": IntAttr(-1)})
 	},
-	"probe": func(c *opCtx) {
-		c.b.Op("probe", []*Value{c.x}, Attrs{"tag": StringAttr("layer \"0\"\n\tq·k ✓ \x00\\ \xff")})
+	OpProbe: func(c *opCtx) {
+		c.b.Op(OpProbe, []*Value{c.x}, Attrs{"tag": StringAttr("layer \"0\"\n\tq·k ✓ \x00\\ \xff")})
 	},
-	"transfer": func(c *opCtx) {
-		c.b.Op("transfer", []*Value{c.x}, Attrs{"from": StringAttr("source"), "to": StringAttr(`target "gpu:0"`)})
+	OpTransfer: func(c *opCtx) {
+		c.b.Op(OpTransfer, []*Value{c.x}, Attrs{"from": StringAttr("source"), "to": StringAttr(`target "gpu:0"`)})
 		c.b.F.Nodes[len(c.b.F.Nodes)-1].Place = "target"
 	},
-	"fused_elementwise": func(c *opCtx) {
-		c.b.Op("fused_elementwise", []*Value{c.x, c.row}, Attrs{"expr": StringAttr("add(mul(silu($0), $1), -0.5)")})
+	OpFusedElementwise: func(c *opCtx) {
+		c.b.Op(OpFusedElementwise, []*Value{c.x, c.row}, Attrs{"expr": StringAttr("add(mul(silu($0), $1), -0.5)")})
 	},
 }
 
@@ -109,12 +109,12 @@ func allOpsModule(t testing.TB) *Module {
 	c.tokens = b.Param("tokens", T(I32, Shape{Sym("seq")}))
 	c.pos = b.Param("pos", T(I32, Shape{}))
 	c.cache = b.Param("k cache", T(F32, S(16, 1, 4)))
-	c.x = b.At("embed").Op("gather", []*Value{c.emb, c.tokens}, nil)
+	c.x = b.At("embed").Op(OpGather, []*Value{c.emb, c.tokens}, nil)
 	c.q = b.At(`q "3d"`).Reshape(c.x, Shape{Sym("seq"), D(2), D(4)})
-	c.k = b.At("k").Op("slice", []*Value{c.q}, Attrs{"axis": IntAttr(1), "start": IntAttr(0), "end": IntAttr(1)})
+	c.k = b.At("k").Op(OpSlice, []*Value{c.q}, Attrs{"axis": IntAttr(1), "start": IntAttr(0), "end": IntAttr(1)})
 	b.F.Nodes[len(b.F.Nodes)-1].Place = "source"
 	for _, d := range Ops() {
-		if f := opCases[d.Name]; f != nil {
+		if f := opCases[d.Op]; f != nil {
 			b.At("ops." + d.Name)
 			f(c)
 		}
@@ -128,9 +128,9 @@ func allOpsModule(t testing.TB) *Module {
 	// decode: a static batch dim and a second symbol with a dot.
 	d := NewFunction(m, "decode")
 	x := d.Param("x", T(F32, Shape{D(1), Sym("batch.n"), D(8)}))
-	y := d.At("").Op("rms_norm", []*Value{x, c.row}, nil)
-	y = d.Op("matmul", []*Value{y, c.w}, Attrs{"transpose_b": BoolAttr(true)})
-	y = d.At("a\\b\"c").Op("add", []*Value{y, x}, nil)
+	y := d.At("").Op(OpRMSNorm, []*Value{x, c.row}, nil)
+	y = d.Op(OpMatmul, []*Value{y, c.w}, Attrs{"transpose_b": BoolAttr(true)})
+	y = d.At("a\\b\"c").Op(OpAdd, []*Value{y, x}, nil)
 	d.Return(y)
 	if d.Err() != nil {
 		t.Fatal(d.Err())
@@ -150,7 +150,7 @@ func allOpsModule(t testing.TB) *Module {
 
 func TestOpCasesCoverRegistry(t *testing.T) {
 	for _, d := range Ops() {
-		if opCases[d.Name] == nil {
+		if opCases[d.Op] == nil {
 			t.Errorf("op %s has no row in opCases (roundtrip_test.go): add one that sets each attribute to a non-default value", d.Name)
 		}
 	}
@@ -166,7 +166,7 @@ func TestOpCasesCoverRegistry(t *testing.T) {
 // round trip covers each attribute kind.
 func TestAllOpsModuleCoverage(t *testing.T) {
 	m := allOpsModule(t)
-	used := map[string]bool{}
+	used := map[Op]bool{}
 	nonDefault := map[string]bool{}
 	kinds := map[AttrKind]bool{}
 	for _, f := range m.Funcs {
@@ -176,13 +176,13 @@ func TestAllOpsModuleCoverage(t *testing.T) {
 				a := n.Attrs[spec.Name]
 				kinds[a.Kind] = true
 				if spec.Default == nil || !a.Equal(*spec.Default) {
-					nonDefault[n.Op+"."+spec.Name] = true
+					nonDefault[n.Op.String()+"."+spec.Name] = true
 				}
 			}
 		}
 	}
 	for _, d := range Ops() {
-		if !used[d.Name] {
+		if !used[d.Op] {
 			t.Errorf("op %s is not used by the all-ops module", d.Name)
 		}
 		for _, spec := range d.Attrs {
@@ -282,28 +282,28 @@ func tinyLlama(t testing.TB) *Module {
 		kc, vc := b.Param("k_cache.0", cache), b.Param("v_cache.0", cache)
 		eps := Attrs{"eps": FloatAttr(1e-5)}
 		rope := Attrs{"theta": FloatAttr(10000), "style": StringAttr("interleaved")}
-		x := b.At("tok_embeddings").Op("gather", []*Value{w["tok_embeddings"], tokens}, nil)
+		x := b.At("tok_embeddings").Op(OpGather, []*Value{w["tok_embeddings"], tokens}, nil)
 		p := "layers.0."
-		h := b.At(p+"attention_norm").Op("rms_norm", []*Value{x, w[p+"attention_norm"]}, eps)
+		h := b.At(p+"attention_norm").Op(OpRMSNorm, []*Value{x, w[p+"attention_norm"]}, eps)
 		q := b.Reshape(b.At(p+"attention.wq").Linear(h, w[p+"attention.wq"]), Shape{seq, D(heads), D(hd)})
 		k := b.Reshape(b.At(p+"attention.wk").Linear(h, w[p+"attention.wk"]), Shape{seq, D(kvHeads), D(hd)})
 		v := b.Reshape(b.At(p+"attention.wv").Linear(h, w[p+"attention.wv"]), Shape{seq, D(kvHeads), D(hd)})
-		q = b.At(p+"attention.rope_q").Op("rope", []*Value{q, pos}, rope)
-		k = b.At(p+"attention.rope_k").Op("rope", []*Value{k, pos}, rope)
-		kc = b.At(p+"attention.k_cache").Op("kv_write", []*Value{kc, k, pos}, nil)
-		vc = b.At(p+"attention.v_cache").Op("kv_write", []*Value{vc, v, pos}, nil)
-		a := b.At(p+"attention").Op("attention", []*Value{q, kc, vc, pos}, Attrs{"scale": FloatAttr(0.5)})
+		q = b.At(p+"attention.rope_q").Op(OpRope, []*Value{q, pos}, rope)
+		k = b.At(p+"attention.rope_k").Op(OpRope, []*Value{k, pos}, rope)
+		kc = b.At(p+"attention.k_cache").Op(OpKVWrite, []*Value{kc, k, pos}, nil)
+		vc = b.At(p+"attention.v_cache").Op(OpKVWrite, []*Value{vc, v, pos}, nil)
+		a := b.At(p+"attention").Op(OpAttention, []*Value{q, kc, vc, pos}, Attrs{"scale": FloatAttr(0.5)})
 		a = b.Reshape(a, Shape{seq, D(heads * hd)})
 		x = b.At(p+"attention.residual").Add(x, b.At(p+"attention.wo").Linear(a, w[p+"attention.wo"]))
-		h = b.At(p+"ffn_norm").Op("rms_norm", []*Value{x, w[p+"ffn_norm"]}, eps)
+		h = b.At(p+"ffn_norm").Op(OpRMSNorm, []*Value{x, w[p+"ffn_norm"]}, eps)
 		g := b.At(p+"feed_forward.w1").Linear(h, w[p+"feed_forward.w1"])
 		u := b.At(p+"feed_forward.w3").Linear(h, w[p+"feed_forward.w3"])
-		g = b.At(p+"feed_forward.gate").Op("fused_elementwise", []*Value{g, u}, Attrs{"expr": StringAttr("mul(silu($0), $1)")})
+		g = b.At(p+"feed_forward.gate").Op(OpFusedElementwise, []*Value{g, u}, Attrs{"expr": StringAttr("mul(silu($0), $1)")})
 		x = b.At(p+"feed_forward.residual").Add(x, b.At(p+"feed_forward.w2").Linear(g, w[p+"feed_forward.w2"]))
-		x = b.At("norm").Op("rms_norm", []*Value{x, w["norm"]}, eps)
-		x = b.At("last_token").Op("slice", []*Value{x}, Attrs{"axis": IntAttr(0), "start": IntAttr(-1), "end": IntAttr(math.MaxInt32)})
+		x = b.At("norm").Op(OpRMSNorm, []*Value{x, w["norm"]}, eps)
+		x = b.At("last_token").Op(OpSlice, []*Value{x}, Attrs{"axis": IntAttr(0), "start": IntAttr(-1), "end": IntAttr(math.MaxInt32)})
 		logits := b.At("output").Linear(x, w["tok_embeddings"])
-		next := b.At("sample").Op("argmax", []*Value{logits}, nil)
+		next := b.At("sample").Op(OpArgmax, []*Value{logits}, nil)
 		b.Return(logits, next, kc, vc)
 		if b.Err() != nil {
 			t.Fatal(b.Err())
@@ -362,7 +362,7 @@ func TestPrintBrokenModule(t *testing.T) {
 	m.Funcs = append(m.Funcs, nil, &Function{
 		Name:    "f",
 		Params:  []*Value{nil},
-		Nodes:   []*Node{nil, {ID: 1, Op: "add", Inputs: []*Value{nil}, Outputs: []*Value{nil}}},
+		Nodes:   []*Node{nil, {ID: 1, Op: OpAdd, Inputs: []*Value{nil}, Outputs: []*Value{nil}}},
 		Results: []*Value{nil},
 	})
 	txt := Text(m)

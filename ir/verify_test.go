@@ -23,12 +23,12 @@ func verifyBase(t *testing.T) *Module {
 	w := m.AddWeight("w", T(F32, S(4)), nil)
 	b := NewFunction(m, "f")
 	x := b.Param("x", T(F32, S(2, 4)))
-	a := b.At(`blk.0 "a"`).Op("add", []*Value{x, w}, nil)
-	s := b.At("blk.0.sm").Op("softmax", []*Value{a}, nil)
+	a := b.At(`blk.0 "a"`).Op(OpAdd, []*Value{x, w}, nil)
+	s := b.At("blk.0.sm").Op(OpSoftmax, []*Value{a}, nil)
 	r := b.At("blk.0.flat").Reshape(s, S(8))
 	b.Return(r)
 	g := NewFunction(m, "g")
-	g.Return(g.At("g.neg").Unary("neg", g.Param("y", T(F32, S(4)))))
+	g.Return(g.At("g.neg").Unary(OpNeg, g.Param("y", T(F32, S(4)))))
 	h := NewFunction(m, "h")
 	h.Return(h.Param("z", T(F32, S(3))))
 	if err := Verify(m); err != nil {
@@ -54,8 +54,8 @@ func TestVerifyErrors(t *testing.T) {
 		break_ func(m *Module)
 		want   string
 	}{
-		{"unknown op", func(m *Module) { node(m, 0).Op = "frobnicate" },
-			`func @f: node #1 frobnicate %0 (blk.0 "a"): unknown op "frobnicate"`},
+		{"unknown op", func(m *Module) { node(m, 0).Op = OpNone },
+			`func @f: node #1 <none> %0 (blk.0 "a"): unknown op "<none>"`},
 		{"too many inputs", func(m *Module) { node(m, 0).Inputs = append(node(m, 0).Inputs, f(m).Params[0]) },
 			n1 + "op add takes 2 inputs, got 3"},
 		{"too few inputs", func(m *Module) { node(m, 1).Inputs = nil },

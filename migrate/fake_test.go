@@ -91,7 +91,7 @@ func newTinyDriver(t testing.TB, dev runtime.Device, o Options) *Driver {
 
 // nodeAt returns the first candidate of op in function fn at or after
 // fraction frac of the candidate order.
-func nodeAt(t testing.TB, d *Driver, fn, op string, frac float64) *ir.Node {
+func nodeAt(t testing.TB, d *Driver, fn string, op ir.Op, frac float64) *ir.Node {
 	t.Helper()
 	order := d.Nodes()
 	for _, n := range order[int(frac*float64(len(order))):] {

@@ -51,7 +51,7 @@ type Options struct {
 	Target string
 	// Supports is the target's kernel table; ops it lacks stay on the
 	// source. Nil: target.Supports(Target).
-	Supports func(op string) bool
+	Supports func(op ir.Op) bool
 	// Thresholds define divergence (zero: DefaultThresholds; for bit-exact
 	// logits use math.SmallestNonzeroFloat64).
 	Thresholds Thresholds
@@ -134,7 +134,7 @@ func New(model *ir.Module, tok llm.Tokenizer, dev runtime.Device, o Options) (*D
 	}
 	if o.Supports == nil {
 		name := o.Target
-		o.Supports = func(op string) bool { return target.Supports(name, op) }
+		o.Supports = func(op ir.Op) bool { return target.Supports(name, op) }
 	}
 	cm, _, err := carve.Compile(model, o.Pipeline, false, nil)
 	if err != nil {
@@ -187,7 +187,7 @@ func New(model *ir.Module, tok llm.Tokenizer, dev runtime.Device, o Options) (*D
 				continue
 			}
 			if !o.Supports(n.Op) {
-				d.unsupported[n.Op]++
+				d.unsupported[n.Op.String()]++
 				continue
 			}
 			d.order = append(d.order, n)
@@ -204,7 +204,7 @@ func (d *Driver) Close() { d.Source.Close() }
 
 func candidate(n *ir.Node) bool {
 	def := n.Def()
-	return def != nil && def.Kind != ir.KindMeta && n.Op != "constant"
+	return def != nil && def.Kind != ir.KindMeta && n.Op != ir.OpConstant
 }
 
 func bufTypes(bs []*runtime.Buffer) []ir.Type {
@@ -316,7 +316,7 @@ func (d *Driver) Inject(injs []target.Injection) ([]Fault, error) {
 		if f, ok := planned[n.ID]; ok {
 			inj.SetFault(n.ID, f)
 			d.faults[n.ID] = f
-			out = append(out, Fault{Node: n.ID, Op: n.Op, Prov: n.Prov, Fault: f})
+			out = append(out, Fault{Node: n.ID, Op: n.Op.String(), Prov: n.Prov, Fault: f})
 		}
 	}
 	return out, nil

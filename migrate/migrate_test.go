@@ -87,10 +87,11 @@ func TestIncrementalOrder(t *testing.T) {
 func TestLocalisePerturbedNode(t *testing.T) {
 	dev := newFake()
 	for _, tc := range []struct {
-		fn, op string
-		frac   float64
-	}{{"decode", "matmul", 0.7}, {"prefill", "rms_norm", 0.2}, {"decode", "kv_write", 0.75}} {
-		t.Run(tc.fn+"/"+tc.op, func(t *testing.T) {
+		fn   string
+		op   ir.Op
+		frac float64
+	}{{"decode", ir.OpMatmul, 0.7}, {"prefill", ir.OpRMSNorm, 0.2}, {"decode", ir.OpKVWrite, 0.75}} {
+		t.Run(tc.fn+"/"+tc.op.String(), func(t *testing.T) {
 			reg := filepath.Join(t.TempDir(), "regression")
 			d := newTinyDriver(t, dev, Options{Regression: reg})
 			bad := nodeAt(t, d, tc.fn, tc.op, tc.frac)
@@ -121,7 +122,7 @@ func TestLocalisePerturbedNode(t *testing.T) {
 				if strategy == Bisect {
 					// (kv_write's cache carries its own earlier error from
 					// call to call: its accumulated error grows.)
-					if tc.op != "kv_write" && (c.InputRel != 0 || c.Amplification != 1) {
+					if tc.op != ir.OpKVWrite && (c.InputRel != 0 || c.Amplification != 1) {
 						t.Errorf("bisect: the culprit alone on the target has exact inputs: input err %g, amplification %g", c.InputRel, c.Amplification)
 					}
 					if max := maxSearchRuns(len(d.Nodes())); loc.Runs > max {
@@ -168,10 +169,10 @@ func itoa(i int) string { return strconv.Itoa(i) }
 func TestLocaliseWindow(t *testing.T) {
 	dev := newFake()
 	d := newTinyDriver(t, dev, Options{})
-	a := nodeAt(t, d, "decode", "add", 0.55)
+	a := nodeAt(t, d, "decode", ir.OpAdd, 0.55)
 	var b *ir.Node
 	for _, n := range d.Nodes() {
-		if n.Op == "add" && d.Func(n.ID) == "decode" && n.ID > a.ID+4 {
+		if n.Op == ir.OpAdd && d.Func(n.ID) == "decode" && n.ID > a.ID+4 {
 			b = n
 			break
 		}
@@ -227,7 +228,7 @@ func TestLocaliseWindow(t *testing.T) {
 func TestLocaliseFailingKernel(t *testing.T) {
 	dev := newFake()
 	d := newTinyDriver(t, dev, Options{})
-	bad := nodeAt(t, d, "decode", "rope", 0.5)
+	bad := nodeAt(t, d, "decode", ir.OpRope, 0.5)
 	dev.fail = map[int]bool{bad.ID: true}
 	rep, err := d.RunBisect()
 	if err != nil {
@@ -263,7 +264,7 @@ func TestLocaliseFailingKernel(t *testing.T) {
 func TestMaxRuns(t *testing.T) {
 	dev := newFake()
 	d := newTinyDriver(t, dev, Options{MaxRuns: 2})
-	bad := nodeAt(t, d, "decode", "matmul", 0.8)
+	bad := nodeAt(t, d, "decode", ir.OpMatmul, 0.8)
 	dev.perturb = map[int]float64{bad.ID: 1}
 	rep, err := d.RunBisect()
 	if err != nil {
@@ -281,9 +282,9 @@ func TestMaxRuns(t *testing.T) {
 // Ops the target lacks stay on the source: they are not candidates, the
 // report counts them, and the all-target placement still runs.
 func TestUnsupportedStayOnSource(t *testing.T) {
-	d := newTinyDriver(t, newFake(), Options{Supports: func(op string) bool { return op != "rope" && cpu.Supports(op) }})
+	d := newTinyDriver(t, newFake(), Options{Supports: func(op ir.Op) bool { return op != ir.OpRope && cpu.Supports(op) }})
 	for _, n := range d.Nodes() {
-		if n.Op == "rope" {
+		if n.Op == ir.OpRope {
 			t.Fatalf("rope node %d is a candidate", n.ID)
 		}
 	}
@@ -319,14 +320,14 @@ func TestBadOptions(t *testing.T) {
 	if _, err := New(notLM, m.Tokenizer, newFake(), Options{}); err == nil || !strings.Contains(err.Error(), "not a language model") {
 		t.Errorf("a module without prefill/decode: %v", err)
 	}
-	if _, err := New(m.Module, m.Tokenizer, newFake(), Options{Target: "nothing", Supports: func(string) bool { return false }}); err == nil || !strings.Contains(err.Error(), "none of the ops") {
+	if _, err := New(m.Module, m.Tokenizer, newFake(), Options{Target: "nothing", Supports: func(ir.Op) bool { return false }}); err == nil || !strings.Contains(err.Error(), "none of the ops") {
 		t.Errorf("a target with no kernel: %v", err)
 	}
 	d := newTinyDriver(t, newFake(), Options{})
 	if _, err := d.Run("sideways"); err == nil {
 		t.Error("unknown strategy accepted")
 	}
-	if _, err := d.Inject([]target.Injection{{Op: "matmul", Fault: "wrong_index"}}); err == nil || !strings.Contains(err.Error(), "only on the webgpu target") {
+	if _, err := d.Inject([]target.Injection{{Op: ir.OpMatmul, Fault: "wrong_index"}}); err == nil || !strings.Contains(err.Error(), "only on the webgpu target") {
 		t.Errorf("injection on a device without faults: %v", err)
 	}
 }
@@ -397,7 +398,7 @@ func TestSteps(t *testing.T) {
 		t.Errorf("layer steps hold %d nodes, want %d", total, len(d.Nodes()))
 	}
 	for _, n := range ls[0].Nodes {
-		if n.Op != "gather" {
+		if n.Op != ir.OpGather {
 			t.Errorf("before the layers: %s %s", n.Op, n.Prov)
 		}
 	}
@@ -416,7 +417,7 @@ func TestSteps(t *testing.T) {
 func TestHTML(t *testing.T) {
 	dev := newFake()
 	d := newTinyDriver(t, dev, Options{})
-	bad := nodeAt(t, d, "decode", "matmul", 0.6)
+	bad := nodeAt(t, d, "decode", ir.OpMatmul, 0.6)
 	dev.perturb = map[int]float64{bad.ID: 0.3}
 	rep, err := d.RunIncremental()
 	if err != nil {

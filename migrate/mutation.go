@@ -53,7 +53,7 @@ func (d *Driver) Mutants(faults []string) []Mutant {
 			if d.applies(n, f) != nil {
 				continue
 			}
-			k := key{n.Op, f, d.Func(n.ID)}
+			k := key{n.Op.String(), f, d.Func(n.ID)}
 			if nodes[k] == nil {
 				keys = append(keys, k)
 			}
@@ -82,7 +82,7 @@ func (d *Driver) Mutants(faults []string) []Mutant {
 				continue
 			}
 			used[n.ID] = true
-			out = append(out, Mutant{Node: n.ID, Op: n.Op, Prov: n.Prov, Func: d.Func(n.ID), Fault: k.fault})
+			out = append(out, Mutant{Node: n.ID, Op: n.Op.String(), Prov: n.Prov, Func: d.Func(n.ID), Fault: k.fault})
 			break
 		}
 	}
@@ -113,7 +113,7 @@ func (d *Driver) CarveSuite(dir string) (*Suite, error) {
 		return nil, err
 	}
 	for _, c := range rec.Cases {
-		if n := d.byID[c.Node]; n == nil || n.Op != c.Op || n.Prov != c.Prov {
+		if n := d.byID[c.Node]; n == nil || n.Op.String() != c.Op || n.Prov != c.Prov {
 			return nil, fmt.Errorf("case %s: node %d (%s %s) is not the same node in the migrated module; the pipeline is not deterministic", c.ID, c.Node, c.Op, c.Prov)
 		}
 	}

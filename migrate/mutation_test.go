@@ -11,6 +11,7 @@ import (
 	"github.com/tapml/tapml/frontend/arch/llama"
 	"github.com/tapml/tapml/frontend/tokenizer/sentencepiece"
 	"github.com/tapml/tapml/internal/testenv/webgputest"
+	"github.com/tapml/tapml/ir"
 	"github.com/tapml/tapml/runtime/target"
 )
 
@@ -104,7 +105,7 @@ func BenchmarkMutationScore(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			n := nodeAt(b, sd, "decode", "matmul", 0.67)
+			n := nodeAt(b, sd, "decode", ir.OpMatmul, 0.67)
 			if _, err := sd.Inject([]target.Injection{{Node: n.ID, Fault: "wrong_index"}}); err != nil {
 				b.Fatal(err)
 			}

@@ -77,7 +77,7 @@ func (d *Driver) newReport(strategy string) *Report {
 	}
 	for _, n := range d.order {
 		if f, ok := d.faults[n.ID]; ok {
-			r.Faults = append(r.Faults, Fault{Node: n.ID, Op: n.Op, Prov: n.Prov, Fault: f})
+			r.Faults = append(r.Faults, Fault{Node: n.ID, Op: n.Op.String(), Prov: n.Prov, Fault: f})
 		}
 	}
 	r.runs0 = d.runs

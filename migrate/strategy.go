@@ -24,11 +24,11 @@ type Step struct {
 // data, elementwise, reduction, contraction (then any other kind), and
 // within a kind op names alphabetically.
 func OpSteps(nodes []*ir.Node) []Step {
-	byOp := map[string][]*ir.Node{}
+	byOp := map[ir.Op][]*ir.Node{}
 	for _, n := range nodes {
 		byOp[n.Op] = append(byOp[n.Op], n)
 	}
-	rank := func(op string) int {
+	rank := func(op ir.Op) int {
 		if d := ir.LookupOp(op); d != nil {
 			for i, k := range kindOrder {
 				if d.Kind == k {
@@ -38,7 +38,7 @@ func OpSteps(nodes []*ir.Node) []Step {
 		}
 		return len(kindOrder)
 	}
-	ops := make([]string, 0, len(byOp))
+	ops := make([]ir.Op, 0, len(byOp))
 	for op := range byOp {
 		ops = append(ops, op)
 	}
@@ -46,11 +46,11 @@ func OpSteps(nodes []*ir.Node) []Step {
 		if ri, rj := rank(ops[i]), rank(ops[j]); ri != rj {
 			return ri < rj
 		}
-		return ops[i] < ops[j]
+		return ops[i].String() < ops[j].String()
 	})
 	steps := make([]Step, len(ops))
 	for i, op := range ops {
-		steps[i] = Step{Label: "op " + op, Nodes: byOp[op]}
+		steps[i] = Step{Label: "op " + op.String(), Nodes: byOp[op]}
 	}
 	return steps
 }

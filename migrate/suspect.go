@@ -194,7 +194,7 @@ func (d *Driver) analyse(loc *Localisation, dir string) ([]Suspect, *Regression,
 	index := map[int]int{}
 	for i, n := range set {
 		index[n.ID] = i
-		sus[i] = Suspect{Node: n.ID, Op: n.Op, Prov: n.Prov, Func: d.Func(n.ID), NodeText: ir.NodeText(n), Fault: d.faults[n.ID]}
+		sus[i] = Suspect{Node: n.ID, Op: n.Op.String(), Prov: n.Prov, Func: d.Func(n.ID), NodeText: ir.NodeText(n), Fault: d.faults[n.ID]}
 	}
 	byCall := map[[2]int]*carve.Case{} // (node, forward call) -> case
 	failing := map[int][]*carve.Case{}
@@ -247,7 +247,7 @@ func (d *Driver) analyse(loc *Localisation, dir string) ([]Suspect, *Regression,
 			sus[i].Accumulated.add(m, m.Pass())
 		}
 		for j, v := range n.Inputs {
-			if v.IsWeight() || (n.Op == "kv_write" && j == 0) || j >= len(ins) {
+			if v.IsWeight() || (n.Op == ir.OpKVWrite && j == 0) || j >= len(ins) {
 				continue
 			}
 			t, err := runtime.Download(in[j])

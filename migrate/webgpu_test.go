@@ -9,6 +9,7 @@ import (
 
 	"github.com/tapml/tapml/carve"
 	"github.com/tapml/tapml/internal/testenv/webgputest"
+	"github.com/tapml/tapml/ir"
 	"github.com/tapml/tapml/runtime/target"
 )
 
@@ -86,7 +87,7 @@ func TestStoriesWebGPUIdentical(t *testing.T) {
 func TestStoriesWebGPUInjectOp(t *testing.T) {
 	reg := filepath.Join(t.TempDir(), "reg")
 	d := storiesDriver(t, Options{Regression: reg})
-	faults, err := d.Inject([]target.Injection{{Op: "rope", Fault: "wrong_constant"}})
+	faults, err := d.Inject([]target.Injection{{Op: ir.OpRope, Fault: "wrong_constant"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -103,7 +104,7 @@ func TestStoriesWebGPUInjectOp(t *testing.T) {
 	}
 	var first int
 	for _, n := range d.Nodes() {
-		if n.Op == "rope" {
+		if n.Op == ir.OpRope {
 			first = n.ID
 			break
 		}
@@ -139,8 +140,8 @@ func TestStoriesWebGPUInjectErrors(t *testing.T) {
 		inj  target.Injection
 		want string
 	}{
-		{target.Injection{Op: "gather", Fault: "wrong_constant"}, "applies to none"},
-		{target.Injection{Op: "softmax", Fault: "wrong_index"}, "no softmax node"},
+		{target.Injection{Op: ir.OpGather, Fault: "wrong_constant"}, "applies to none"},
+		{target.Injection{Op: ir.OpSoftmax, Fault: "wrong_index"}, "no softmax node"},
 		{target.Injection{Node: 99999, Fault: "wrong_index"}, "no op node with id 99999"},
 		{target.Injection{Node: d.Nodes()[0].ID, Fault: "missing_barrier"}, "does not apply"},
 	} {

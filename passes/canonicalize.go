@@ -68,22 +68,22 @@ func identityOf(n *ir.Node) *ir.Value {
 	out := n.Output()
 	sameType := func(v *ir.Value) bool { return v.Type.Equal(out.Type) }
 	switch n.Op {
-	case "reshape", "cast":
+	case ir.OpReshape, ir.OpCast:
 		if sameType(n.Inputs[0]) {
 			return n.Inputs[0]
 		}
-	case "concat":
+	case ir.OpConcat:
 		if len(n.Inputs) == 1 && sameType(n.Inputs[0]) {
 			return n.Inputs[0]
 		}
-	case "transpose":
+	case ir.OpTranspose:
 		for i, p := range n.Attrs.Ints("perm") {
 			if p != int64(i) {
 				return nil
 			}
 		}
 		return n.Inputs[0]
-	case "slice":
+	case ir.OpSlice:
 		x := n.Inputs[0]
 		if !sameType(x) {
 			return nil
@@ -99,20 +99,20 @@ func identityOf(n *ir.Node) *ir.Value {
 		if first == 0 && count == d.Size && (step == 1 || d.Size <= 1) {
 			return x
 		}
-	case "neg":
-		if in := n.Inputs[0]; in.Def != nil && in.Def.Op == "neg" && len(in.Def.Inputs) == 1 {
+	case ir.OpNeg:
+		if in := n.Inputs[0]; in.Def != nil && in.Def.Op == ir.OpNeg && len(in.Def.Inputs) == 1 {
 			return in.Def.Inputs[0]
 		}
-	case "mul", "div", "add", "sub":
+	case ir.OpMul, ir.OpDiv, ir.OpAdd, ir.OpSub:
 		neutral := 0.0
-		if n.Op == "mul" || n.Op == "div" {
+		if n.Op == ir.OpMul || n.Op == ir.OpDiv {
 			neutral = 1
 		}
 		x, c := n.Inputs[0], n.Inputs[1]
 		if vals, ok := constantValues(c); ok && allEqual(vals, neutral) && sameType(x) {
 			return x
 		}
-		if n.Op == "mul" || n.Op == "add" {
+		if n.Op == ir.OpMul || n.Op == ir.OpAdd {
 			if vals, ok := constantValues(x); ok && allEqual(vals, neutral) && sameType(c) {
 				return c
 			}
@@ -124,15 +124,15 @@ func identityOf(n *ir.Node) *ir.Value {
 // rewriteNode applies the non-removing rewrites to n in place.
 func rewriteNode(n *ir.Node) bool {
 	switch n.Op {
-	case "reshape":
+	case ir.OpReshape:
 		in := n.Inputs[0]
-		if in.Def != nil && in.Def.Op == "reshape" && in.Def.Place == n.Place {
+		if in.Def != nil && in.Def.Op == ir.OpReshape && in.Def.Place == n.Place {
 			n.Inputs[0] = in.Def.Inputs[0]
 			return true
 		}
-	case "transpose":
+	case ir.OpTranspose:
 		in := n.Inputs[0]
-		if in.Def != nil && in.Def.Op == "transpose" && in.Def.Place == n.Place {
+		if in.Def != nil && in.Def.Op == ir.OpTranspose && in.Def.Place == n.Place {
 			inner, outer := in.Def.Attrs.Ints("perm"), n.Attrs.Ints("perm")
 			composed := make([]int64, len(outer))
 			for i, p := range outer {
@@ -142,7 +142,7 @@ func rewriteNode(n *ir.Node) bool {
 			n.Attrs["perm"] = ir.IntsAttr(composed...)
 			return true
 		}
-	case "constant":
+	case ir.OpConstant:
 		vals := n.Attrs.Floats("value")
 		if len(vals) > 1 {
 			first := math.Float64bits(vals[0])

@@ -57,7 +57,7 @@ func constantFolding(m *ir.Module, o Options) error {
 					vals = []float64{0} // an empty constant holds one (unused) element
 				}
 				out := n.Output()
-				n.Op = "constant"
+				n.Op = ir.OpConstant
 				n.Inputs = nil
 				n.Attrs = ir.Attrs{
 					"dtype": ir.DTypeAttr(out.Type.DType),
@@ -81,7 +81,7 @@ func constantFolding(m *ir.Module, o Options) error {
 
 func foldable(n *ir.Node, foldWeights bool, maxBytes int64) bool {
 	d := n.Def()
-	if d == nil || d.Kind == ir.KindMeta || sideEffects[n.Op] || n.Op == "constant" || len(n.Inputs) == 0 || len(n.Outputs) != 1 {
+	if d == nil || d.Kind == ir.KindMeta || sideEffects[n.Op] || n.Op == ir.OpConstant || len(n.Inputs) == 0 || len(n.Outputs) != 1 {
 		return false
 	}
 	for _, in := range n.Inputs {
@@ -90,7 +90,7 @@ func foldable(n *ir.Node, foldWeights bool, maxBytes int64) bool {
 			if !foldWeights || in.Weight.Source == nil {
 				return false
 			}
-		case in.Def == nil || in.Def.Op != "constant":
+		case in.Def == nil || in.Def.Op != ir.OpConstant:
 			return false
 		}
 	}

@@ -11,12 +11,12 @@ import (
 // a fused_elementwise expression (not cast, rope: they are not in the expr
 // language).
 func fusable(n *ir.Node) bool {
-	return n.Op == "fused_elementwise" || slices.Contains(ir.UnaryOps, n.Op) || slices.Contains(ir.BinaryOps, n.Op)
+	return n.Op == ir.OpFusedElementwise || slices.Contains(ir.UnaryOps, n.Op) || slices.Contains(ir.BinaryOps, n.Op)
 }
 
 // nodeExpr returns n's computation as an expression over its inputs.
 func nodeExpr(n *ir.Node) (*ir.Expr, error) {
-	if n.Op == "fused_elementwise" {
+	if n.Op == ir.OpFusedElementwise {
 		return ir.ParseExpr(n.Attrs.String("expr"))
 	}
 	e := &ir.Expr{Op: n.Op, Input: -1}
@@ -209,7 +209,7 @@ func fuseInto(c *ir.Node, k int, p *ir.Node, maxInputs, maxDepth int, uses map[*
 	for _, v := range inputs {
 		uses[v]++
 	}
-	c.Op = "fused_elementwise"
+	c.Op = ir.OpFusedElementwise
 	c.Inputs = inputs
 	c.Attrs = ir.Attrs{"expr": ir.StringAttr(e.String())}
 	c.Prov = joinProv(p.Prov, c.Prov)

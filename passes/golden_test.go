@@ -73,7 +73,7 @@ func runGolden(t *testing.T, pass *Pass, path string) {
 					ops = append(ops, s)
 				}
 			}
-			opts["supports"] = func(op string) bool { return slices.Contains(ops, op) }
+			opts["supports"] = func(op ir.Op) bool { return slices.Contains(ops, op.String()) }
 			opts["target"] = "testgpu"
 		}
 	}

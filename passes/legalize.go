@@ -10,7 +10,7 @@ import (
 
 // Supports is the type of legalize's supports option: whether a target has
 // a kernel for an op.
-type Supports = func(op string) bool
+type Supports = func(op ir.Op) bool
 
 // legalize checks that the target has a kernel for every op it must run:
 // the nodes placed on target, or every node when the module is not
@@ -18,9 +18,9 @@ type Supports = func(op string) bool
 // kernel. All unsupported ops are reported in one error, with their node
 // counts and an example node each.
 func legalize(m *ir.Module, o Options) error {
-	supports, ok := o["supports"].(func(string) bool)
+	supports, ok := o["supports"].(func(ir.Op) bool)
 	if !ok || supports == nil {
-		return fmt.Errorf("no kernel table: the program must set option supports (func(op string) bool) for the target")
+		return fmt.Errorf("no kernel table: the program must set option supports (func(op ir.Op) bool) for the target")
 	}
 	target := o.String("target")
 	if target == "" {
@@ -37,7 +37,7 @@ func legalize(m *ir.Module, o Options) error {
 		example *ir.Node
 		fn      string
 	}
-	missing := map[string]*miss{}
+	missing := map[ir.Op]*miss{}
 	for _, f := range m.Funcs {
 		for _, n := range f.Nodes {
 			if partitioned && n.Place != Target {
@@ -58,7 +58,7 @@ func legalize(m *ir.Module, o Options) error {
 	if len(missing) == 0 {
 		return nil
 	}
-	ops := make([]string, 0, len(missing))
+	ops := make([]ir.Op, 0, len(missing))
 	total := 0
 	for op, ms := range missing {
 		ops = append(ops, op)
@@ -69,7 +69,7 @@ func legalize(m *ir.Module, o Options) error {
 		if a.count != b.count {
 			return a.count > b.count
 		}
-		return ops[i] < ops[j]
+		return ops[i].String() < ops[j].String()
 	})
 	var b strings.Builder
 	fmt.Fprintf(&b, "%s has no kernel for %d op(s) used by %d node(s):", target, len(ops), total)

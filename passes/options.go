@@ -16,7 +16,7 @@ const (
 	OptString                        // string
 	OptStrings                       // []string
 	OptInts                          // []int64
-	OptFunc                          // a Go value the program sets (e.g. func(string) bool); not settable from YAML
+	OptFunc                          // a Go value the program sets (e.g. func(ir.Op) bool); not settable from YAML
 )
 
 var optionKindNames = map[OptionKind]string{

@@ -89,7 +89,7 @@ func partition(m *ir.Module, o Options) error {
 			case "nodes":
 				return slices.Contains(ids, int64(n.ID))
 			case "ops":
-				return slices.Contains(ops, n.Op)
+				return slices.Contains(ops, n.Op.String())
 			case "layers":
 				for _, l := range nodeLayers(n.Prov) {
 					if layers[l] {
@@ -105,7 +105,7 @@ func partition(m *ir.Module, o Options) error {
 		}
 		// Place ordinary nodes by the policy, in order.
 		for _, n := range f.Nodes {
-			if n.Op == "probe" || n.Op == "constant" {
+			if n.Op == ir.OpProbe || n.Op == ir.OpConstant {
 				continue
 			}
 			n.Place = Source
@@ -121,7 +121,7 @@ func partition(m *ir.Module, o Options) error {
 			}
 		}
 		for i := len(f.Nodes) - 1; i >= 0; i-- {
-			if n := f.Nodes[i]; n.Op == "constant" {
+			if n := f.Nodes[i]; n.Op == ir.OpConstant {
 				n.Place = Source
 				if rs := uses[n.Output()]; len(rs) > 0 && rs[0].Place != "" {
 					n.Place = rs[0].Place
@@ -129,7 +129,7 @@ func partition(m *ir.Module, o Options) error {
 			}
 		}
 		for _, n := range f.Nodes {
-			if n.Op == "probe" {
+			if n.Op == ir.OpProbe {
 				n.Place = Source
 				if d := n.Inputs[0].Def; d != nil {
 					n.Place = d.Place
@@ -147,7 +147,7 @@ func removeTransfers(f *ir.Function) {
 	subst := map[*ir.Value]*ir.Value{}
 	dead := map[*ir.Node]bool{}
 	for _, n := range f.Nodes {
-		if n.Op == "transfer" {
+		if n.Op == ir.OpTransfer {
 			subst[n.Output()] = n.Inputs[0]
 			dead[n] = true
 		}
@@ -184,7 +184,7 @@ func insertTransfers(m *ir.Module, f *ir.Function) {
 				from := placeOf(in)
 				t := &ir.Node{
 					ID:     m.NewID(),
-					Op:     "transfer",
+					Op:     ir.OpTransfer,
 					Inputs: []*ir.Value{in},
 					Attrs:  ir.Attrs{"from": ir.StringAttr(from), "to": ir.StringAttr(n.Place)},
 					Place:  n.Place,

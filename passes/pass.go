@@ -187,7 +187,7 @@ var registry = []*Pass{
 			"kernel there, and reports all unsupported ops with counts in one error",
 		Options: []OptionSpec{
 			{Name: "target", Kind: OptString, Default: "", Doc: "the target's name, for messages (the compile command sets it)"},
-			{Name: "supports", Kind: OptFunc, Doc: "func(op string) bool: whether the target has a kernel for op (the compile command sets it; YAML cannot)"},
+			{Name: "supports", Kind: OptFunc, Doc: "func(op ir.Op) bool: whether the target has a kernel for op (the compile command sets it; YAML cannot)"},
 		},
 		Run:      legalize,
 		Requires: []string{"shapes"},
@@ -237,7 +237,7 @@ func atLeast(n int64) func(any) error {
 
 func knownOps(v any) error {
 	for _, op := range v.([]string) {
-		if ir.LookupOp(op) == nil {
+		if _, ok := ir.OpNamed(op); !ok {
 			return fmt.Errorf("unknown op %q", op)
 		}
 	}

@@ -39,7 +39,7 @@ func TestPipelineErrors(t *testing.T) {
 		{"bad ranges", "passes:\n  - shape_inference\n  - partition: {policy: layers, layers: \"3-1\"}\n", 3,
 			`pass partition: option "layers": bad layer range "3-1" in "3-1" (want N-M with N <= M)`},
 		{"function option from YAML", "passes:\n  - shape_inference\n  - legalize:\n      supports: all\n", 4,
-			`option "supports" of pass legalize is set by the program (func(op string) bool: whether the target has a kernel for op (the compile command sets it; YAML cannot)), not by YAML`},
+			`option "supports" of pass legalize is set by the program (func(op ir.Op) bool: whether the target has a kernel for op (the compile command sets it; YAML cannot)), not by YAML`},
 		{"option twice", "passes:\n  - dce:\n      weights: false\n      weights: true\n", 4,
 			`YAML syntax: mapping key "weights" already defined at [3:7]`},
 		{"legalize before shape inference", "passes:\n  # check first\n  - legalize\n  - shape_inference\n", 3,
@@ -148,7 +148,7 @@ func TestAppendAndSet(t *testing.T) {
 	if err := p.Append("probe", Options{"ops": []string{"nope"}}, ""); err == nil {
 		t.Error("bad option accepted")
 	}
-	if err := p.Set("legalize", "supports", func(string) bool { return true }); err != nil {
+	if err := p.Set("legalize", "supports", func(ir.Op) bool { return true }); err != nil {
 		t.Fatal(err)
 	}
 	if err := p.Set("partition", "policy", "all_target"); err == nil {
@@ -169,7 +169,7 @@ func tinyModule(t testing.TB) *ir.Module {
 	return m
 }
 
-func defaultFor(t testing.TB, supports func(string) bool) *Pipeline {
+func defaultFor(t testing.TB, supports func(ir.Op) bool) *Pipeline {
 	t.Helper()
 	p, err := Default()
 	if err != nil {
@@ -181,7 +181,7 @@ func defaultFor(t testing.TB, supports func(string) bool) *Pipeline {
 	return p
 }
 
-func all(string) bool { return true }
+func all(ir.Op) bool { return true }
 
 // TestFusionTiny pins the node counts of llama.Tiny (2 layers) through the
 // default pipeline: fusion merges silu·gate in each layer of both functions.
@@ -199,7 +199,7 @@ func TestFusionTiny(t *testing.T) {
 	if before != 96 || after != 91 {
 		t.Errorf("llama.Tiny nodes: %d -> %d, want 96 -> 91", before, after)
 	}
-	if got := rep.OpsAfter["fused_elementwise"]; got != 4 {
+	if got := rep.OpsAfter[ir.OpFusedElementwise]; got != 4 {
 		t.Errorf("%d fused_elementwise nodes, want 4", got)
 	}
 	var b bytes.Buffer
@@ -245,7 +245,7 @@ func TestPrintAfter(t *testing.T) {
 
 func TestRunErrorsNameThePass(t *testing.T) {
 	m := tinyModule(t)
-	_, err := defaultFor(t, func(op string) bool { return op != "rope" && op != "attention" }).Run(m, RunConfig{})
+	_, err := defaultFor(t, func(op ir.Op) bool { return op != ir.OpRope && op != ir.OpAttention }).Run(m, RunConfig{})
 	if err == nil {
 		t.Fatal("legalize accepted a target without rope")
 	}

@@ -31,7 +31,7 @@ func probe(m *ir.Module, o Options) error {
 		if d == nil || d.Kind == ir.KindMeta {
 			return false
 		}
-		return (len(ops) == 0 || slices.Contains(ops, n.Op)) &&
+		return (len(ops) == 0 || slices.Contains(ops, n.Op.String())) &&
 			(len(kinds) == 0 || slices.Contains(kinds, string(d.Kind))) &&
 			(len(ids) == 0 || slices.Contains(ids, int64(n.ID))) &&
 			(provRE == nil || provRE.MatchString(n.Prov))
@@ -39,7 +39,7 @@ func probe(m *ir.Module, o Options) error {
 	for _, f := range m.Funcs {
 		observed := map[*ir.Value]bool{}
 		for _, n := range f.Nodes {
-			if n.Op == "probe" {
+			if n.Op == ir.OpProbe {
 				observed[n.Inputs[0]] = true
 			}
 		}
@@ -50,7 +50,7 @@ func probe(m *ir.Module, o Options) error {
 			// Readers of a probed value read the probe (inputs defined
 			// earlier in the walk are already substituted).
 			for i, in := range n.Inputs {
-				if s, ok := subst[in]; ok && n.Op != "probe" {
+				if s, ok := subst[in]; ok && n.Op != ir.OpProbe {
 					n.Inputs[i] = s
 				}
 			}
@@ -64,7 +64,7 @@ func probe(m *ir.Module, o Options) error {
 				}
 				p := &ir.Node{
 					ID:     m.NewID(),
-					Op:     "probe",
+					Op:     ir.OpProbe,
 					Inputs: []*ir.Value{out},
 					Attrs:  ir.Attrs{"tag": ir.StringAttr(ProbeTag(n, i))},
 					Prov:   n.Prov,

@@ -172,7 +172,7 @@ func TestPipelinePreservesOutputs(t *testing.T) {
 			if _, err := pp.Run(probed, passes.RunConfig{}); err != nil {
 				t.Fatal(err)
 			}
-			nprobes := passes.CountOps(probed)["probe"]
+			nprobes := passes.CountOps(probed)[ir.OpProbe]
 			if nprobes != passes.NodeCount(plain) {
 				t.Errorf("%d probes for %d nodes", nprobes, passes.NodeCount(plain))
 			}
@@ -194,7 +194,7 @@ func TestPipelinePreservesOutputs(t *testing.T) {
 			if _, err := sp.Run(split, passes.RunConfig{}); err != nil {
 				t.Fatal(err)
 			}
-			if passes.CountOps(split)["transfer"] == 0 {
+			if passes.CountOps(split)[ir.OpTransfer] == 0 {
 				t.Fatal("partition inserted no transfers")
 			}
 			// One device for both placements: transfers are no-ops.

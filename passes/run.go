@@ -38,8 +38,8 @@ type StepReport struct {
 // and the node count per op before and after the whole pipeline.
 type Report struct {
 	Steps     []StepReport
-	OpsBefore map[string]int
-	OpsAfter  map[string]int
+	OpsBefore map[ir.Op]int
+	OpsAfter  map[ir.Op]int
 	Total     time.Duration
 }
 
@@ -53,8 +53,8 @@ func NodeCount(m *ir.Module) int {
 }
 
 // CountOps returns the number of nodes of each op over every function of m.
-func CountOps(m *ir.Module) map[string]int {
-	c := map[string]int{}
+func CountOps(m *ir.Module) map[ir.Op]int {
+	c := map[ir.Op]int{}
 	for _, f := range m.Funcs {
 		for _, n := range f.Nodes {
 			c[n.Op]++
@@ -165,18 +165,18 @@ func (r *Report) WriteTimes(w io.Writer) error {
 // WriteStats writes the node count of every op before and after the
 // pipeline.
 func (r *Report) WriteStats(w io.Writer) error {
-	ops := map[string]bool{}
+	ops := map[ir.Op]bool{}
 	for op := range r.OpsBefore {
 		ops[op] = true
 	}
 	for op := range r.OpsAfter {
 		ops[op] = true
 	}
-	names := make([]string, 0, len(ops))
+	names := make([]ir.Op, 0, len(ops))
 	for op := range ops {
 		names = append(names, op)
 	}
-	sort.Strings(names)
+	sort.Slice(names, func(i, j int) bool { return names[i].String() < names[j].String() })
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintf(tw, "op\tbefore\tafter\tchange\t\n")
 	tb, ta := 0, 0

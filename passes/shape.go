@@ -53,7 +53,7 @@ func shapeInference(m *ir.Module, _ Options) error {
 			if len(outs) != len(n.Outputs) {
 				return funcErr(f, "node %s: has %d outputs, op %s defines %d", n, len(n.Outputs), n.Op, len(outs))
 			}
-			if n.Op == "reshape" {
+			if n.Op == ir.OpReshape {
 				attrs["shape"] = ir.ShapeAttr(outs[0].Shape.Clone())
 			}
 			n.Attrs = attrs

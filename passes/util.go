@@ -9,7 +9,7 @@ import (
 
 // sideEffects are ops that must run even when their outputs are unused:
 // kv_write updates its cache in place, probe records a value.
-var sideEffects = map[string]bool{"kv_write": true, "probe": true}
+var sideEffects = map[ir.Op]bool{ir.OpKVWrite: true, ir.OpProbe: true}
 
 // substitute rewrites every use of a value (node inputs and results) through
 // subst, following chains, and drops nodes in dead.
@@ -95,7 +95,7 @@ func (nm *namer) fresh(base, suffix string) string {
 // constantValues returns the elements of v when a constant node defines it
 // (one element stands for all).
 func constantValues(v *ir.Value) ([]float64, bool) {
-	if v == nil || v.Def == nil || v.Def.Op != "constant" {
+	if v == nil || v.Def == nil || v.Def.Op != ir.OpConstant {
 		return nil, false
 	}
 	return v.Def.Attrs.Floats("value"), true

@@ -64,7 +64,7 @@ func (e *Executor) Prepare(fn string) error {
 	}
 	byDev := map[Device][]*ir.Node{}
 	for _, n := range f.Nodes {
-		if n.Op == "probe" || n.Op == "transfer" {
+		if n.Op == ir.OpProbe || n.Op == ir.OpTransfer {
 			continue
 		}
 		d := e.Device(n.Place)
@@ -284,7 +284,7 @@ func (e *Executor) Call(fn string, args ...*Buffer) (results []*Buffer, err erro
 	for i, n := range f.Nodes {
 		var outs, launched []*Buffer // launched: the inputs of a launched node
 		switch n.Op {
-		case "probe":
+		case ir.OpProbe:
 			b, err := get(n.Inputs[0], e.Device(n.Place))
 			if err != nil {
 				return nil, err
@@ -295,7 +295,7 @@ func (e *Executor) Call(fn string, args ...*Buffer) (results []*Buffer, err erro
 				}
 			}
 			outs = []*Buffer{b}
-		case "transfer":
+		case ir.OpTransfer:
 			to := e.Device(n.Attrs.String("to"))
 			b, err := get(n.Inputs[0], to)
 			if err != nil {

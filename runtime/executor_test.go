@@ -92,7 +92,7 @@ func TestMixedPlacement(t *testing.T) {
 	}
 	transfers := 0
 	for _, n := range split.Func("decode").Nodes {
-		if n.Op == "transfer" {
+		if n.Op == ir.OpTransfer {
 			transfers++
 		}
 	}
@@ -264,7 +264,7 @@ func TestOnNodeErrorFreesOutputs(t *testing.T) {
 	}
 	defer s.Close()
 	exec.OnNode = func(n *ir.Node, in, out []*runtime.Buffer) error {
-		if n.Op == "matmul" {
+		if n.Op == ir.OpMatmul {
 			return errStop
 		}
 		return nil
@@ -292,8 +292,8 @@ func TestMovedCopyOfResultFreed(t *testing.T) {
 	m := ir.NewModule("moved")
 	b := ir.NewFunction(m, "f")
 	x := b.Param("x", ir.T(ir.F32, ir.S(4)))
-	y := b.Op("neg", []*ir.Value{x}, nil)
-	z := b.Op("exp", []*ir.Value{y}, nil)
+	y := b.Op(ir.OpNeg, []*ir.Value{x}, nil)
+	z := b.Op(ir.OpExp, []*ir.Value{y}, nil)
 	b.Return(y, z)
 	if err := b.Err(); err != nil {
 		t.Fatal(err)
@@ -326,7 +326,7 @@ func TestProbeOfWeightKeepsWeight(t *testing.T) {
 	w := m.AddWeight("w", ir.T(ir.F32, ir.S(2)), ir.BytesSource(tensor.FromFloat32([]int{2}, []float32{1, 2}).Data))
 	b := ir.NewFunction(m, "f")
 	x := b.Param("x", ir.T(ir.F32, ir.S(2)))
-	p := b.Op("probe", []*ir.Value{w}, nil)
+	p := b.Op(ir.OpProbe, []*ir.Value{w}, nil)
 	b.Return(b.Add(x, p))
 	if err := b.Err(); err != nil {
 		t.Fatal(err)

@@ -359,11 +359,11 @@ func matmulNode(s MatmulShape) (*ir.Node, []ir.Type, error) {
 		bt = ir.T(ir.F32, ir.S(int64(s.N), int64(s.K)))
 	}
 	attrs := ir.Attrs{"transpose_b": ir.BoolAttr(s.T)}
-	outs, na, err := ir.InferTypes("matmul", []ir.Type{at, bt}, attrs)
+	outs, na, err := ir.InferTypes(ir.OpMatmul, []ir.Type{at, bt}, attrs)
 	if err != nil {
 		return nil, nil, err
 	}
-	n := &ir.Node{ID: 1, Op: "matmul", Attrs: na, Prov: "bench.matmul"}
+	n := &ir.Node{ID: 1, Op: ir.OpMatmul, Attrs: na, Prov: "bench.matmul"}
 	for i, t := range []ir.Type{at, bt} {
 		n.Inputs = append(n.Inputs, &ir.Value{Name: fmt.Sprintf("x%d", i), Type: t})
 	}

@@ -85,7 +85,7 @@ compiled.`,
 			t := tgt
 			rep, man, err := artifact.Compile(model.Module, artifact.CompileOptions{
 				Target:     tgt,
-				Supports:   func(op string) bool { return target.Supports(t, op) },
+				Supports:   func(op ir.Op) bool { return target.Supports(t, op) },
 				Pipeline:   pipeline,
 				Probe:      probe,
 				Out:        out,

@@ -29,7 +29,7 @@ func init() {
 				fmt.Fprintf(w, "%s\t%s", d.Name, d.Kind)
 				for _, t := range target.Names {
 					mark := "yes"
-					if !target.Supports(t, d.Name) {
+					if !target.Supports(t, d.Op) {
 						mark = "-"
 						missing++
 					}

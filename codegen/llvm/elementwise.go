@@ -136,12 +136,12 @@ func (g *gen) broadcastLoop(b *bcast, body func(in []value.Value, out value.Valu
 }
 
 // intOps are the elementwise ops defined on integers (as in runtime/cpu).
-var intOps = []string{"neg", "abs", "relu", "add", "sub", "mul", "maximum", "minimum"}
+var intOps = []ir.Op{ir.OpNeg, ir.OpAbs, ir.OpRelu, ir.OpAdd, ir.OpSub, ir.OpMul, ir.OpMaximum, ir.OpMinimum}
 
 func genElementwise(g *gen) error {
 	var e *ir.Expr
 	switch {
-	case g.op == "fused_elementwise":
+	case g.op == ir.OpFusedElementwise:
 		var err error
 		if e, err = ir.ParseExpr(g.attrs.String("expr")); err != nil {
 			return err
@@ -159,7 +159,7 @@ func genElementwise(g *gen) error {
 	}
 	isInt := dt == ir.I32 || dt == ir.I64
 	switch {
-	case isInt && g.op != "fused_elementwise" && slices.Contains(intOps, g.op):
+	case isInt && g.op != ir.OpFusedElementwise && slices.Contains(intOps, g.op):
 	case dt.IsFloat():
 	default:
 		return fmt.Errorf("%s is not supported on %s (f32, f16 and bf16 are; i32 and i64 for %v)", g.op, dt, intOps)
@@ -175,7 +175,7 @@ func genElementwise(g *gen) error {
 	b := planBroadcast(sizes(g.out[0]), shapes)
 	n0 := numel(g.in[0])
 	shift := g.faultOnce(FaultWrongIndex)
-	constFault := g.op == "fused_elementwise" && g.fault == FaultWrongConstant
+	constFault := g.op == ir.OpFusedElementwise && g.fault == FaultWrongConstant
 	ob := g.outBinding(0)
 	g.broadcastLoop(b, func(idx []value.Value, o value.Value) {
 		vals := make([]value.Value, len(idx))
@@ -226,39 +226,39 @@ func genElementwise(g *gen) error {
 }
 
 // floatOp computes an elementwise op on f32 values as runtime/cpu does.
-func (g *gen) floatOp(op string, a []value.Value) value.Value {
+func (g *gen) floatOp(op ir.Op, a []value.Value) value.Value {
 	x := a[0]
 	one := float32(1)
 	switch op {
-	case "neg":
+	case ir.OpNeg:
 		return g.cur.NewFNeg(x)
-	case "exp":
+	case ir.OpExp:
 		return g.viaDouble("exp", x)
-	case "log":
+	case ir.OpLog:
 		return g.viaDouble("log", x)
-	case "sqrt":
+	case ir.OpSqrt:
 		return g.call("llvm.sqrt.f32", types.Float, x)
-	case "rsqrt":
+	case ir.OpRsqrt:
 		return g.fdiv(cf(1), g.call("llvm.sqrt.f32", types.Float, x))
-	case "abs":
+	case ir.OpAbs:
 		return g.call("llvm.fabs.f32", types.Float, x)
-	case "silu": // x·(1/(1+exp(-x)))
+	case ir.OpSilu: // x·(1/(1+exp(-x)))
 		if g.faultOnce(FaultWrongConstant) {
 			one = 2
 		}
 		e := g.viaDouble("exp", g.cur.NewFNeg(x))
 		return g.fmul(x, g.fdiv(cf(1), g.fadd(cf(one), e)))
-	case "sigmoid":
+	case ir.OpSigmoid:
 		if g.faultOnce(FaultWrongConstant) {
 			one = 2
 		}
 		e := g.viaDouble("exp", g.cur.NewFNeg(x))
 		return g.fdiv(cf(1), g.fadd(cf(one), e))
-	case "tanh":
+	case ir.OpTanh:
 		return g.viaDouble("tanh", x)
-	case "relu": // NaN stays NaN
+	case ir.OpRelu: // NaN stays NaN
 		return g.sel(g.fcmp(enum.FPredOLT, x, cf(0)), cf(0), x)
-	case "gelu": // each step rounded to f32, as the reference
+	case ir.OpGelu: // each step rounded to f32, as the reference
 		k := float32(0.044715)
 		if g.faultOnce(FaultWrongConstant) {
 			k = 0.05
@@ -266,20 +266,20 @@ func (g *gen) floatOp(op string, a []value.Value) value.Value {
 		cube := g.fmul(g.fmul(g.fmul(cf(k), x), x), x)
 		t := g.viaDouble("tanh", g.fmul(cf(0.7978845608028654), g.fadd(x, cube)))
 		return g.fmul(g.fmul(cf(0.5), x), g.fadd(cf(1), t))
-	case "add":
+	case ir.OpAdd:
 		return g.fadd(x, a[1])
-	case "sub":
+	case ir.OpSub:
 		return g.fsub(x, a[1])
-	case "mul":
+	case ir.OpMul:
 		return g.fmul(x, a[1])
-	case "div":
+	case ir.OpDiv:
 		return g.fdiv(x, a[1])
-	case "pow":
+	case ir.OpPow:
 		return g.viaDouble("pow", x, a[1])
-	case "maximum", "minimum":
-		return g.maxMin(op == "maximum", x, a[1])
+	case ir.OpMaximum, ir.OpMinimum:
+		return g.maxMin(op == ir.OpMaximum, x, a[1])
 	}
-	panic("llvm: floatOp " + op)
+	panic("llvm: floatOp " + op.String())
 }
 
 // maxMin is Go's math.Max/Min on f32: NaN if either is NaN, and
@@ -305,31 +305,31 @@ func (g *gen) maxMin(isMax bool, x, y value.Value) value.Value {
 }
 
 // intOp computes an elementwise op on integers (wrapping).
-func (g *gen) intOp(op string, a []value.Value) value.Value {
+func (g *gen) intOp(op ir.Op, a []value.Value) value.Value {
 	x := a[0]
 	zero := value.Value(c64(0))
 	if x.Type().Equal(types.I32) {
 		zero = c32(0)
 	}
 	switch op {
-	case "neg":
+	case ir.OpNeg:
 		return g.cur.NewSub(zero, x)
-	case "abs":
+	case ir.OpAbs:
 		return g.sel(g.icmp(enum.IPredSLT, x, zero), g.cur.NewSub(zero, x), x)
-	case "relu":
+	case ir.OpRelu:
 		return g.sel(g.icmp(enum.IPredSLT, x, zero), zero, x)
-	case "add":
+	case ir.OpAdd:
 		return g.cur.NewAdd(x, a[1])
-	case "sub":
+	case ir.OpSub:
 		return g.cur.NewSub(x, a[1])
-	case "mul":
+	case ir.OpMul:
 		return g.cur.NewMul(x, a[1])
-	case "maximum":
+	case ir.OpMaximum:
 		return g.sel(g.icmp(enum.IPredSGT, x, a[1]), x, a[1])
-	case "minimum":
+	case ir.OpMinimum:
 		return g.sel(g.icmp(enum.IPredSLT, x, a[1]), x, a[1])
 	}
-	panic("llvm: intOp " + op)
+	panic("llvm: intOp " + op.String())
 }
 
 // genCast converts every element through float64, as the reference's

@@ -17,7 +17,7 @@ import (
 // gen holds the state of generating one kernel function.
 type gen struct {
 	node    *ir.Node
-	op      string
+	op      ir.Op
 	attrs   ir.Attrs
 	in, out []ir.Type
 

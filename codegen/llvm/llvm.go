@@ -76,7 +76,7 @@ const (
 )
 
 // StatusError describes a kernel's non-zero return value.
-func StatusError(op string, status int32) error {
+func StatusError(op ir.Op, status int32) error {
 	switch status {
 	case StatusOK:
 		return nil
@@ -126,14 +126,14 @@ func FaultNames() []string {
 }
 
 // Supports reports whether op has an LLVM kernel.
-func Supports(op string) bool { return generators[op] != nil }
+func Supports(op ir.Op) bool { return generators[op] != nil }
 
 // EntryName is the name of node n's kernel function: tapml_<op>_<id>
 // (unique in a module whose nodes have distinct ids).
 func EntryName(n *ir.Node) string {
 	id := fmt.Sprint(n.ID)
 	id = strings.ReplaceAll(id, "-", "m")
-	return "tapml_" + n.Op + "_" + id
+	return "tapml_" + n.Op.String() + "_" + id
 }
 
 // Generate returns the LLVM kernel of node n for the concrete input types
@@ -287,29 +287,29 @@ func Work(n *ir.Node, in, out []ir.Type) int64 {
 		}
 	}
 	switch n.Op {
-	case "matmul":
+	case ir.OpMatmul:
 		if len(in) == 2 && len(out) == 1 && in[0].Shape.Rank() >= 2 {
 			k := in[0].Shape[in[0].Shape.Rank()-1].Size
 			return out[0].Shape.NumElements() * k
 		}
-	case "attention":
+	case ir.OpAttention:
 		if len(in) == 4 {
 			// q·k and p·v over up to T rows for every (row, head)
 			return 2 * in[0].Shape.NumElements() * in[1].Shape[0].Size
 		}
-	case "conv2d", "conv_transpose2d":
+	case ir.OpConv2D, ir.OpConvTranspose2D:
 		if len(in) >= 2 && len(out) == 1 {
 			w := in[1].Shape.NumElements()
-			if n.Op == "conv2d" {
+			if n.Op == ir.OpConv2D {
 				return out[0].Shape.NumElements() * (w / max(1, in[1].Shape[0].Size))
 			}
 			return in[0].Shape.NumElements() * (w / max(1, in[1].Shape[0].Size))
 		}
-	case "pool2d":
+	case ir.OpPool2D:
 		if k := n.Attrs.Ints("kernel"); len(k) == 2 && len(out) == 1 {
 			return out[0].Shape.NumElements() * k[0] * k[1]
 		}
-	case "exp", "log", "tanh", "pow", "silu", "sigmoid", "gelu", "softmax", "fused_elementwise", "rope":
+	case ir.OpExp, ir.OpLog, ir.OpTanh, ir.OpPow, ir.OpSilu, ir.OpSigmoid, ir.OpGelu, ir.OpSoftmax, ir.OpFusedElementwise, ir.OpRope:
 		return 16 * elems
 	}
 	return elems
@@ -356,7 +356,7 @@ func knownFault(f string) bool {
 
 type generator func(g *gen) error
 
-var generators = map[string]generator{}
+var generators = map[ir.Op]generator{}
 
 func init() {
 	for _, op := range ir.UnaryOps {
@@ -365,33 +365,33 @@ func init() {
 	for _, op := range ir.BinaryOps {
 		generators[op] = genElementwise
 	}
-	for op, fn := range map[string]generator{
-		"fused_elementwise": genElementwise,
-		"cast":              genCast,
-		"constant":          genConstant,
-		"gather":            genGather,
-		"matmul":            genMatmul,
-		"rms_norm":          genNorm,
-		"layer_norm":        genNorm,
-		"softmax":           genSoftmax,
-		"argmax":            genArgmax,
-		"rope":              genRope,
-		"kv_write":          genKVWrite,
-		"attention":         genAttention,
-		"reshape":           genCopy,
-		"probe":             genCopy,
-		"transfer":          genCopy,
-		"transpose":         genTranspose,
-		"slice":             genSlice,
-		"concat":            genConcat,
-		"iota":              genIota,
-		"reduce_sum":        genReduce,
-		"reduce_mean":       genReduce,
-		"reduce_max":        genReduce,
-		"pool2d":            genPool,
-		"conv2d":            genConv,
-		"conv_transpose2d":  genConv,
-		"resize":            genResize,
+	for op, fn := range map[ir.Op]generator{
+		ir.OpFusedElementwise: genElementwise,
+		ir.OpCast:             genCast,
+		ir.OpConstant:         genConstant,
+		ir.OpGather:           genGather,
+		ir.OpMatmul:           genMatmul,
+		ir.OpRMSNorm:          genNorm,
+		ir.OpLayerNorm:        genNorm,
+		ir.OpSoftmax:          genSoftmax,
+		ir.OpArgmax:           genArgmax,
+		ir.OpRope:             genRope,
+		ir.OpKVWrite:          genKVWrite,
+		ir.OpAttention:        genAttention,
+		ir.OpReshape:          genCopy,
+		ir.OpProbe:            genCopy,
+		ir.OpTransfer:         genCopy,
+		ir.OpTranspose:        genTranspose,
+		ir.OpSlice:            genSlice,
+		ir.OpConcat:           genConcat,
+		ir.OpIota:             genIota,
+		ir.OpReduceSum:        genReduce,
+		ir.OpReduceMean:       genReduce,
+		ir.OpReduceMax:        genReduce,
+		ir.OpPool2D:           genPool,
+		ir.OpConv2D:           genConv,
+		ir.OpConvTranspose2D:  genConv,
+		ir.OpResize:           genResize,
 	} {
 		generators[op] = fn
 	}

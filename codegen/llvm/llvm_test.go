@@ -17,7 +17,7 @@ import (
 )
 
 type sample struct {
-	op    string
+	op    ir.Op
 	attrs ir.Attrs
 	in    []ir.Type
 }
@@ -38,38 +38,38 @@ func samples() []sample {
 	}
 	tb := ir.Attrs{"transpose_b": ir.BoolAttr(true)}
 	ss = append(ss,
-		sample{op: "add", in: []ir.Type{ir.T(ir.I64, ir.S(3)), ir.T(ir.I64, ir.S(3))}},
-		sample{op: "exp", in: []ir.Type{ir.T(ir.BF16, ir.S(3))}},
-		sample{op: "fused_elementwise", attrs: ir.Attrs{"expr": ir.StringAttr("mul(silu($0), add($1, 1.5))")}, in: []ir.Type{f32(2, 8), f32(8)}},
-		sample{op: "cast", attrs: ir.Attrs{"to": ir.DTypeAttr(ir.F16)}, in: []ir.Type{f32(6)}},
-		sample{op: "constant", attrs: ir.Attrs{"shape": ir.ShapeAttr(ir.S(2)), "value": ir.FloatsAttr(1, 2)}},
-		sample{op: "gather", in: []ir.Type{f32(10, 4), ir.T(ir.I32, ir.S(3))}},
-		sample{op: "matmul", attrs: tb, in: []ir.Type{f32(3, 16), f32(10, 16)}},
-		sample{op: "matmul", in: []ir.Type{f32(2, 5, 16), f32(16, 21)}},
-		sample{op: "matmul", in: []ir.Type{ir.T(ir.F16, ir.S(2, 4)), ir.T(ir.F16, ir.S(4, 3))}},
-		sample{op: "rms_norm", in: []ir.Type{f32(2, 8), f32(8)}},
-		sample{op: "layer_norm", in: []ir.Type{f32(2, 8), f32(8), f32(8)}},
-		sample{op: "softmax", in: []ir.Type{f32(2, 8)}},
-		sample{op: "argmax", in: []ir.Type{f32(2, 8)}},
-		sample{op: "rope", in: []ir.Type{f32(2, 3, 8), pos}},
-		sample{op: "kv_write", in: []ir.Type{f32(16, 2, 4), f32(1, 2, 4), pos}},
-		sample{op: "attention", attrs: ir.Attrs{"scale": ir.FloatAttr(0.5)}, in: []ir.Type{f32(1, 4, 4), f32(16, 2, 4), f32(16, 2, 4), pos}},
-		sample{op: "reshape", attrs: ir.Attrs{"shape": ir.ShapeAttr(ir.S(4, 2))}, in: []ir.Type{f32(8)}},
-		sample{op: "probe", in: []ir.Type{f32(3)}},
-		sample{op: "transfer", attrs: ir.Attrs{"from": ir.StringAttr("source"), "to": ir.StringAttr("target")}, in: []ir.Type{f32(3)}},
-		sample{op: "transpose", attrs: ir.Attrs{"perm": ir.IntsAttr(1, 0)}, in: []ir.Type{f32(3, 4)}},
-		sample{op: "slice", attrs: ir.Attrs{"axis": ir.IntAttr(0), "start": ir.IntAttr(1), "end": ir.IntAttr(3)}, in: []ir.Type{f32(4, 2)}},
-		sample{op: "concat", attrs: ir.Attrs{"axis": ir.IntAttr(0)}, in: []ir.Type{f32(1, 2), f32(3, 2)}},
-		sample{op: "iota", attrs: ir.Attrs{"shape": ir.ShapeAttr(ir.S(2, 5)), "axis": ir.IntAttr(1)}, in: []ir.Type{pos}},
-		sample{op: "reduce_sum", attrs: ir.Attrs{"axes": ir.IntsAttr(1)}, in: []ir.Type{f32(2, 3, 4)}},
-		sample{op: "reduce_mean", attrs: ir.Attrs{"axes": ir.IntsAttr(-1, -2)}, in: []ir.Type{f32(2, 3, 4)}},
-		sample{op: "reduce_max", attrs: ir.Attrs{"axes": ir.IntsAttr(0, 2), "keepdims": ir.BoolAttr(false)}, in: []ir.Type{f32(2, 3, 4)}},
-		sample{op: "pool2d", attrs: ir.Attrs{"kernel": ir.IntsAttr(2, 2), "strides": ir.IntsAttr(2, 2)}, in: []ir.Type{f32(1, 2, 5, 5)}},
-		sample{op: "pool2d", attrs: ir.Attrs{"mode": ir.StringAttr("avg"), "kernel": ir.IntsAttr(3, 3), "pads": ir.IntsAttr(1, 1, 1, 1)}, in: []ir.Type{f32(1, 2, 5, 5)}},
-		sample{op: "conv2d", attrs: ir.Attrs{"pads": ir.IntsAttr(1, 1, 1, 1), "strides": ir.IntsAttr(2, 1)}, in: []ir.Type{f32(1, 4, 6, 7), f32(3, 4, 3, 3), f32(3)}},
-		sample{op: "conv_transpose2d", attrs: ir.Attrs{"strides": ir.IntsAttr(2, 2), "groups": ir.IntAttr(2)}, in: []ir.Type{f32(1, 4, 3, 3), f32(4, 1, 3, 3)}},
-		sample{op: "resize", attrs: ir.Attrs{"size": ir.IntsAttr(6, 8), "mode": ir.StringAttr("linear")}, in: []ir.Type{f32(1, 2, 3, 4)}},
-		sample{op: "resize", attrs: ir.Attrs{"size": ir.IntsAttr(5, 2)}, in: []ir.Type{f32(1, 2, 3, 4)}},
+		sample{op: ir.OpAdd, in: []ir.Type{ir.T(ir.I64, ir.S(3)), ir.T(ir.I64, ir.S(3))}},
+		sample{op: ir.OpExp, in: []ir.Type{ir.T(ir.BF16, ir.S(3))}},
+		sample{op: ir.OpFusedElementwise, attrs: ir.Attrs{"expr": ir.StringAttr("mul(silu($0), add($1, 1.5))")}, in: []ir.Type{f32(2, 8), f32(8)}},
+		sample{op: ir.OpCast, attrs: ir.Attrs{"to": ir.DTypeAttr(ir.F16)}, in: []ir.Type{f32(6)}},
+		sample{op: ir.OpConstant, attrs: ir.Attrs{"shape": ir.ShapeAttr(ir.S(2)), "value": ir.FloatsAttr(1, 2)}},
+		sample{op: ir.OpGather, in: []ir.Type{f32(10, 4), ir.T(ir.I32, ir.S(3))}},
+		sample{op: ir.OpMatmul, attrs: tb, in: []ir.Type{f32(3, 16), f32(10, 16)}},
+		sample{op: ir.OpMatmul, in: []ir.Type{f32(2, 5, 16), f32(16, 21)}},
+		sample{op: ir.OpMatmul, in: []ir.Type{ir.T(ir.F16, ir.S(2, 4)), ir.T(ir.F16, ir.S(4, 3))}},
+		sample{op: ir.OpRMSNorm, in: []ir.Type{f32(2, 8), f32(8)}},
+		sample{op: ir.OpLayerNorm, in: []ir.Type{f32(2, 8), f32(8), f32(8)}},
+		sample{op: ir.OpSoftmax, in: []ir.Type{f32(2, 8)}},
+		sample{op: ir.OpArgmax, in: []ir.Type{f32(2, 8)}},
+		sample{op: ir.OpRope, in: []ir.Type{f32(2, 3, 8), pos}},
+		sample{op: ir.OpKVWrite, in: []ir.Type{f32(16, 2, 4), f32(1, 2, 4), pos}},
+		sample{op: ir.OpAttention, attrs: ir.Attrs{"scale": ir.FloatAttr(0.5)}, in: []ir.Type{f32(1, 4, 4), f32(16, 2, 4), f32(16, 2, 4), pos}},
+		sample{op: ir.OpReshape, attrs: ir.Attrs{"shape": ir.ShapeAttr(ir.S(4, 2))}, in: []ir.Type{f32(8)}},
+		sample{op: ir.OpProbe, in: []ir.Type{f32(3)}},
+		sample{op: ir.OpTransfer, attrs: ir.Attrs{"from": ir.StringAttr("source"), "to": ir.StringAttr("target")}, in: []ir.Type{f32(3)}},
+		sample{op: ir.OpTranspose, attrs: ir.Attrs{"perm": ir.IntsAttr(1, 0)}, in: []ir.Type{f32(3, 4)}},
+		sample{op: ir.OpSlice, attrs: ir.Attrs{"axis": ir.IntAttr(0), "start": ir.IntAttr(1), "end": ir.IntAttr(3)}, in: []ir.Type{f32(4, 2)}},
+		sample{op: ir.OpConcat, attrs: ir.Attrs{"axis": ir.IntAttr(0)}, in: []ir.Type{f32(1, 2), f32(3, 2)}},
+		sample{op: ir.OpIota, attrs: ir.Attrs{"shape": ir.ShapeAttr(ir.S(2, 5)), "axis": ir.IntAttr(1)}, in: []ir.Type{pos}},
+		sample{op: ir.OpReduceSum, attrs: ir.Attrs{"axes": ir.IntsAttr(1)}, in: []ir.Type{f32(2, 3, 4)}},
+		sample{op: ir.OpReduceMean, attrs: ir.Attrs{"axes": ir.IntsAttr(-1, -2)}, in: []ir.Type{f32(2, 3, 4)}},
+		sample{op: ir.OpReduceMax, attrs: ir.Attrs{"axes": ir.IntsAttr(0, 2), "keepdims": ir.BoolAttr(false)}, in: []ir.Type{f32(2, 3, 4)}},
+		sample{op: ir.OpPool2D, attrs: ir.Attrs{"kernel": ir.IntsAttr(2, 2), "strides": ir.IntsAttr(2, 2)}, in: []ir.Type{f32(1, 2, 5, 5)}},
+		sample{op: ir.OpPool2D, attrs: ir.Attrs{"mode": ir.StringAttr("avg"), "kernel": ir.IntsAttr(3, 3), "pads": ir.IntsAttr(1, 1, 1, 1)}, in: []ir.Type{f32(1, 2, 5, 5)}},
+		sample{op: ir.OpConv2D, attrs: ir.Attrs{"pads": ir.IntsAttr(1, 1, 1, 1), "strides": ir.IntsAttr(2, 1)}, in: []ir.Type{f32(1, 4, 6, 7), f32(3, 4, 3, 3), f32(3)}},
+		sample{op: ir.OpConvTranspose2D, attrs: ir.Attrs{"strides": ir.IntsAttr(2, 2), "groups": ir.IntAttr(2)}, in: []ir.Type{f32(1, 4, 3, 3), f32(4, 1, 3, 3)}},
+		sample{op: ir.OpResize, attrs: ir.Attrs{"size": ir.IntsAttr(6, 8), "mode": ir.StringAttr("linear")}, in: []ir.Type{f32(1, 2, 3, 4)}},
+		sample{op: ir.OpResize, attrs: ir.Attrs{"size": ir.IntsAttr(5, 2)}, in: []ir.Type{f32(1, 2, 3, 4)}},
 	)
 	return ss
 }
@@ -88,20 +88,20 @@ func node(id int, s sample) *ir.Node {
 // TestEveryOpHasKernel fails when an op of the registry has no LLVM
 // kernel or no sample here.
 func TestEveryOpHasKernel(t *testing.T) {
-	sampled := map[string]bool{}
+	sampled := map[ir.Op]bool{}
 	for _, s := range samples() {
 		sampled[s.op] = true
 	}
 	for _, d := range ir.Ops() {
-		if !llvm.Supports(d.Name) {
+		if !llvm.Supports(d.Op) {
 			t.Errorf("op %s has no LLVM kernel", d.Name)
 		}
-		if !sampled[d.Name] {
+		if !sampled[d.Op] {
 			t.Errorf("op %s has no sample in this test", d.Name)
 		}
 	}
-	if llvm.Supports("no_such_op") {
-		t.Errorf("Supports(no_such_op)")
+	if llvm.Supports(ir.OpNone) {
+		t.Errorf("Supports(OpNone)")
 	}
 }
 
@@ -128,7 +128,7 @@ func TestKernelModel(t *testing.T) {
 			t.Errorf("%s: module lacks the target triple or data layout", s.op)
 		}
 		want := []codegen.Binding{}
-		if s.op == "kv_write" {
+		if s.op == ir.OpKVWrite {
 			want = append(want, codegen.Binding{Index: 0, Name: "cache", Access: codegen.ReadWrite, Type: s.in[0], Input: 0, Output: 0})
 			want = append(want, codegen.Binding{Index: 1, Name: "in1", Access: codegen.Read, Type: s.in[1], Input: 1, Output: -1})
 			want = append(want, codegen.Binding{Index: 2, Name: "in2", Access: codegen.Read, Type: s.in[2], Input: 2, Output: -1})
@@ -153,7 +153,7 @@ func TestKernelModel(t *testing.T) {
 // TestGenerateErrors: symbolic shapes, wrong output types and unsupported
 // dtypes are errors, not panics.
 func TestGenerateErrors(t *testing.T) {
-	n := node(1, sample{op: "exp", in: []ir.Type{f32(3)}})
+	n := node(1, sample{op: ir.OpExp, in: []ir.Type{f32(3)}})
 	cases := []struct {
 		name    string
 		n       *ir.Node
@@ -166,7 +166,7 @@ func TestGenerateErrors(t *testing.T) {
 		{"int exp", n, []ir.Type{ir.T(ir.I32, ir.S(3))}, nil, llvm.Options{}},
 		{"unknown fault", n, []ir.Type{f32(3)}, nil, llvm.Options{Fault: "bogus"}},
 		{"fault does not apply", n, []ir.Type{f32(3)}, nil, llvm.Options{Fault: llvm.FaultWrongConstant}},
-		{"unknown op", &ir.Node{ID: 2, Op: "frobnicate"}, nil, nil, llvm.Options{}},
+		{"unknown op", &ir.Node{ID: 2, Op: ir.OpNone}, nil, nil, llvm.Options{}},
 		{"nil node", nil, nil, nil, llvm.Options{}},
 	}
 	for _, c := range cases {
@@ -192,7 +192,7 @@ func TestGenerateErrors(t *testing.T) {
 // TestFaultsApply: every fault either applies to an op's kernel (and
 // changes its code) or is an error.
 func TestFaultsApply(t *testing.T) {
-	applied := map[string][]string{}
+	applied := map[string][]ir.Op{}
 	for i, s := range samples() {
 		n := node(i+1, s)
 		clean, err := llvm.Generate(n, s.in, nil, llvm.Options{})
@@ -256,8 +256,8 @@ func TestMatmulVectorises(t *testing.T) {
 	}
 	cc := clang(t)
 	for _, s := range []sample{
-		{op: "matmul", attrs: ir.Attrs{"transpose_b": ir.BoolAttr(true)}, in: []ir.Type{f32(1, 288), f32(512, 288)}},
-		{op: "matmul", in: []ir.Type{f32(8, 64), f32(64, 64)}},
+		{op: ir.OpMatmul, attrs: ir.Attrs{"transpose_b": ir.BoolAttr(true)}, in: []ir.Type{f32(1, 288), f32(512, 288)}},
+		{op: ir.OpMatmul, in: []ir.Type{f32(8, 64), f32(64, 64)}},
 	} {
 		k, err := llvm.Generate(node(1, s), s.in, nil, llvm.Options{})
 		if err != nil {

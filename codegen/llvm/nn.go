@@ -94,7 +94,7 @@ func genReduce(g *gen) error {
 	nIn := prod(xs)
 	g.setItems(nOut)
 	shift := g.faultOnce(FaultWrongIndex)
-	isMax := g.op == "reduce_max"
+	isMax := g.op == ir.OpReduceMax
 	g.loop(g.lo, g.hi, func(o value.Value) {
 		base := g.offsets(o, kept, keptStr)
 		load := func(r value.Value) value.Value {
@@ -120,7 +120,7 @@ func genReduce(g *gen) error {
 			res = g.loopAcc(c64(0), c64(nRed), []value.Value{cf(0)}, func(r value.Value, acc []value.Value) []value.Value {
 				return []value.Value{g.ov(g.fadd(acc[0], load(r)))}
 			})[0]
-			if g.op == "reduce_mean" {
+			if g.op == ir.OpReduceMean {
 				res = g.fdiv(res, cf(float32(nRed)))
 			}
 		}
@@ -278,7 +278,7 @@ func genConv(g *gen) error {
 	if err != nil {
 		return err
 	}
-	transposed := g.op == "conv_transpose2d"
+	transposed := g.op == ir.OpConvTranspose2D
 	hasBias := len(g.in) == 3
 	ob := g.outBinding(0)
 	og, cg := s.o/s.groups, s.c/s.groups

@@ -44,7 +44,7 @@ func genNorm(g *gen) error {
 	}
 	shift := g.faultOnce(FaultWrongIndex)
 	ob := g.outBinding(0)
-	rms := g.op == "rms_norm"
+	rms := g.op == ir.OpRMSNorm
 	g.loop(g.lo, g.hi, func(r value.Value) {
 		base := g.muli(r, d)
 		x := func(j value.Value) value.Value { return g.ldF(0, g.add(base, j)) }

@@ -124,14 +124,14 @@ func TestCheckModules(t *testing.T) {
 	fb := ir.NewFunction(m, "f")
 	x := fb.Param("x", f32(4, 8))
 	w := fb.Param("w", f32(8))
-	y := fb.Op("rms_norm", []*ir.Value{x, w}, nil)
-	fb.Return(fb.Op("softmax", []*ir.Value{y}, nil))
+	y := fb.Op(ir.OpRMSNorm, []*ir.Value{x, w}, nil)
+	fb.Return(fb.Op(ir.OpSoftmax, []*ir.Value{y}, nil))
 	pb := ir.NewFunction(m, "p")
 	s := pb.Param("s", ir.T(ir.F32, ir.Shape{ir.Sym("seq"), ir.D(8)}))
-	pb.Return(pb.Op("exp", []*ir.Value{s}, nil))
+	pb.Return(pb.Op(ir.OpExp, []*ir.Value{s}, nil))
 	hb := ir.NewFunction(m, "h")
 	h := hb.Param("h", ir.T(ir.F16, ir.S(3)))
-	hb.Return(hb.Op("neg", []*ir.Value{h}, nil))
+	hb.Return(hb.Op(ir.OpNeg, []*ir.Value{h}, nil))
 	for _, b := range []*ir.Builder{fb, pb, hb} {
 		if err := b.Err(); err != nil {
 			t.Fatal(err)

@@ -128,7 +128,7 @@ const (
 func FaultNames() []string { return wgsl.FaultNames() }
 
 // Supports reports whether op has an MSL kernel: whether it has a WGSL one.
-func Supports(op string) bool { return wgsl.Supports(op) }
+func Supports(op ir.Op) bool { return wgsl.Supports(op) }
 
 // BoundAttrs returns n's attributes with the symbols of shape attributes
 // bound to their sizes in this call (see wgsl.BoundAttrs).

@@ -33,7 +33,7 @@ func generate(t testing.TB, c kerneltest.Case, opts Options) (*codegen.Kernel, e
 
 func TestEveryOpHasGenerator(t *testing.T) {
 	for _, d := range ir.Ops() {
-		if !Supports(d.Name) {
+		if !Supports(d.Op) {
 			t.Errorf("op %s has no MSL kernel", d.Name)
 		}
 	}
@@ -135,14 +135,14 @@ func TestErrors(t *testing.T) {
 	if _, err := Generate(nil, nil, nil, Options{}); err == nil {
 		t.Error("nil node accepted")
 	}
-	n := &ir.Node{ID: 1, Op: "add", Attrs: ir.Attrs{}}
+	n := &ir.Node{ID: 1, Op: ir.OpAdd, Attrs: ir.Attrs{}}
 	if _, err := Generate(n, []ir.Type{ir.T(ir.F16, ir.S(3)), ir.T(ir.F16, ir.S(3))}, nil, Options{}); err == nil || !strings.HasPrefix(err.Error(), "msl: ") {
 		t.Errorf("f16: got %v, want an msl error", err)
 	}
 	if _, err := Generate(n, []ir.Type{f32(1<<16, 1<<16), f32(1)}, nil, Options{}); err == nil || !strings.Contains(err.Error(), "2^32") {
 		t.Errorf("2^32 elements: got %v, want an error", err)
 	}
-	cat := &ir.Node{ID: 3, Op: "concat", Attrs: ir.Attrs{"axis": ir.IntAttr(0)}}
+	cat := &ir.Node{ID: 3, Op: ir.OpConcat, Attrs: ir.Attrs{"axis": ir.IntAttr(0)}}
 	many := make([]ir.Type, 32)
 	for i := range many {
 		many[i] = f32(2)
@@ -153,7 +153,7 @@ func TestErrors(t *testing.T) {
 	if _, err := Generate(cat, many[:30], nil, Options{}); err != nil {
 		t.Errorf("concat of 30 inputs: %v", err)
 	}
-	att := kerneltest.Case{Name: "attention", Op: "attention", Attrs: ir.Attrs{"scale": ir.FloatAttr(0.125)}, In: []ir.Type{f32(1, 8, 4096), f32(16, 4, 4096), f32(16, 4, 4096), i32()}}
+	att := kerneltest.Case{Name: "attention", Op: ir.OpAttention, Attrs: ir.Attrs{"scale": ir.FloatAttr(0.125)}, In: []ir.Type{f32(1, 8, 4096), f32(16, 4, 4096), f32(16, 4, 4096), i32()}}
 	if _, err := generate(t, att, Options{Limits: Limits{MaxThreadgroupMemory: 16384}}); err == nil {
 		t.Error("attention whose head dim fills threadgroup memory accepted")
 	}

@@ -11,7 +11,7 @@ import (
 // when the kernel runs.
 type testCase struct {
 	name  string
-	op    string
+	op    ir.Op
 	in    []ir.Type
 	attrs ir.Attrs
 	// fill, for an input index, gives element i's value (for i32 inputs
@@ -34,7 +34,7 @@ func testCases() []testCase {
 	var cs []testCase
 	add := func(c testCase) {
 		if c.name == "" {
-			c.name = c.op
+			c.name = c.op.String()
 		}
 		for _, t := range c.in {
 			c.name += "_" + t.String()
@@ -44,22 +44,22 @@ func testCases() []testCase {
 	for _, op := range ir.UnaryOps {
 		var fill map[int]func(int) float64
 		switch op {
-		case "log", "sqrt", "rsqrt":
+		case ir.OpLog, ir.OpSqrt, ir.OpRsqrt:
 			fill = map[int]func(int) float64{0: positive}
 		}
 		for _, t := range []ir.Type{f32(7), f32(3, 5, 17), f32(1000)} {
 			add(testCase{op: op, in: []ir.Type{t}, fill: fill})
 		}
 	}
-	for _, op := range []string{"neg", "abs", "relu"} {
-		add(testCase{name: op + "_int", op: op, in: []ir.Type{i32(9)}})
+	for _, op := range []ir.Op{ir.OpNeg, ir.OpAbs, ir.OpRelu} {
+		add(testCase{name: op.String() + "_int", op: op, in: []ir.Type{i32(9)}})
 	}
 	for _, op := range ir.BinaryOps {
 		var fill map[int]func(int) float64
-		if op == "pow" {
+		if op == ir.OpPow {
 			fill = map[int]func(int) float64{0: positive}
 		}
-		if op == "div" {
+		if op == ir.OpDiv {
 			fill = map[int]func(int) float64{1: positive}
 		}
 		for _, in := range [][]ir.Type{
@@ -72,87 +72,87 @@ func testCases() []testCase {
 		}
 	}
 	// pow of negative bases with integer exponents.
-	add(testCase{name: "pow_int_exp", op: "pow", in: []ir.Type{f32(6), f32(6)},
+	add(testCase{name: "pow_int_exp", op: ir.OpPow, in: []ir.Type{f32(6), f32(6)},
 		fill: map[int]func(int) float64{0: func(i int) float64 { return float64(i) - 2.5 }, 1: func(i int) float64 { return float64(i%4 - 1) }}})
-	for _, op := range []string{"add", "sub", "mul", "maximum", "minimum"} {
-		add(testCase{name: op + "_int", op: op, in: []ir.Type{i32(3, 4), i32(4)},
+	for _, op := range []ir.Op{ir.OpAdd, ir.OpSub, ir.OpMul, ir.OpMaximum, ir.OpMinimum} {
+		add(testCase{name: op.String() + "_int", op: op, in: []ir.Type{i32(3, 4), i32(4)},
 			fill: map[int]func(int) float64{0: func(i int) float64 { return float64(i*37%23 - 11) }, 1: func(i int) float64 { return float64(i*5%7 - 3) }}})
 	}
-	add(testCase{op: "fused_elementwise", in: []ir.Type{f32(4, 8), f32(4, 8)}, attrs: ir.Attrs{"expr": ir.StringAttr("mul(silu($0), $1)")}})
-	add(testCase{op: "fused_elementwise", in: []ir.Type{f32(3, 4), f32(4)}, attrs: ir.Attrs{"expr": ir.StringAttr("add(mul($0, 0.5), exp(neg($1)))")}})
-	add(testCase{op: "fused_elementwise", in: []ir.Type{f32(5), f32(5), f32(1)}, attrs: ir.Attrs{"expr": ir.StringAttr("div(maximum($0, $2), add(abs($1), 1.5))")}})
+	add(testCase{op: ir.OpFusedElementwise, in: []ir.Type{f32(4, 8), f32(4, 8)}, attrs: ir.Attrs{"expr": ir.StringAttr("mul(silu($0), $1)")}})
+	add(testCase{op: ir.OpFusedElementwise, in: []ir.Type{f32(3, 4), f32(4)}, attrs: ir.Attrs{"expr": ir.StringAttr("add(mul($0, 0.5), exp(neg($1)))")}})
+	add(testCase{op: ir.OpFusedElementwise, in: []ir.Type{f32(5), f32(5), f32(1)}, attrs: ir.Attrs{"expr": ir.StringAttr("div(maximum($0, $2), add(abs($1), 1.5))")}})
 
-	add(testCase{op: "constant", attrs: ir.Attrs{"shape": ir.ShapeAttr(ir.S(3, 2)), "value": ir.FloatsAttr(1, -2, 3.5, 4, 5, 0.25)}})
-	add(testCase{op: "constant", attrs: ir.Attrs{"shape": ir.ShapeAttr(ir.S(300)), "value": ir.FloatsAttr(0.75)}})
-	add(testCase{op: "constant", attrs: ir.Attrs{"dtype": ir.DTypeAttr(ir.I32), "shape": ir.ShapeAttr(ir.S(4)), "value": ir.FloatsAttr(1, 2, -3, 7)}})
-	add(testCase{op: "cast", in: []ir.Type{f32(10)}, attrs: ir.Attrs{"to": ir.DTypeAttr(ir.I32)},
+	add(testCase{op: ir.OpConstant, attrs: ir.Attrs{"shape": ir.ShapeAttr(ir.S(3, 2)), "value": ir.FloatsAttr(1, -2, 3.5, 4, 5, 0.25)}})
+	add(testCase{op: ir.OpConstant, attrs: ir.Attrs{"shape": ir.ShapeAttr(ir.S(300)), "value": ir.FloatsAttr(0.75)}})
+	add(testCase{op: ir.OpConstant, attrs: ir.Attrs{"dtype": ir.DTypeAttr(ir.I32), "shape": ir.ShapeAttr(ir.S(4)), "value": ir.FloatsAttr(1, 2, -3, 7)}})
+	add(testCase{op: ir.OpCast, in: []ir.Type{f32(10)}, attrs: ir.Attrs{"to": ir.DTypeAttr(ir.I32)},
 		fill: map[int]func(int) float64{0: func(i int) float64 { return float64(i)*1.7 - 8 }}})
-	add(testCase{op: "cast", in: []ir.Type{i32(10)}, attrs: ir.Attrs{"to": ir.DTypeAttr(ir.F32)},
+	add(testCase{op: ir.OpCast, in: []ir.Type{i32(10)}, attrs: ir.Attrs{"to": ir.DTypeAttr(ir.F32)},
 		fill: map[int]func(int) float64{0: func(i int) float64 { return float64(i*i - 30) }}})
-	add(testCase{op: "cast", in: []ir.Type{f32(4)}, attrs: ir.Attrs{"to": ir.DTypeAttr(ir.F32)}})
+	add(testCase{op: ir.OpCast, in: []ir.Type{f32(4)}, attrs: ir.Attrs{"to": ir.DTypeAttr(ir.F32)}})
 
 	ids := func(n int) func(int) float64 { return func(i int) float64 { return float64((i*7 + 3) % n) } }
-	add(testCase{op: "gather", in: []ir.Type{f32(10, 4), i32(3)}, fill: map[int]func(int) float64{1: ids(10)}})
-	add(testCase{op: "gather", in: []ir.Type{f32(2, 5, 3), i32(4)}, attrs: ir.Attrs{"axis": ir.IntAttr(1)}, fill: map[int]func(int) float64{1: ids(5)}})
-	add(testCase{op: "gather", in: []ir.Type{i32(6, 2), i32(2, 2)}, fill: map[int]func(int) float64{1: ids(6)}})
+	add(testCase{op: ir.OpGather, in: []ir.Type{f32(10, 4), i32(3)}, fill: map[int]func(int) float64{1: ids(10)}})
+	add(testCase{op: ir.OpGather, in: []ir.Type{f32(2, 5, 3), i32(4)}, attrs: ir.Attrs{"axis": ir.IntAttr(1)}, fill: map[int]func(int) float64{1: ids(5)}})
+	add(testCase{op: ir.OpGather, in: []ir.Type{i32(6, 2), i32(2, 2)}, fill: map[int]func(int) float64{1: ids(6)}})
 
 	tb := ir.Attrs{"transpose_b": ir.BoolAttr(true)}
-	add(testCase{op: "matmul", in: []ir.Type{f32(3, 5), f32(5, 7)}})
-	add(testCase{op: "matmul", in: []ir.Type{f32(1, 64), f32(100, 64)}, attrs: tb})
-	add(testCase{op: "matmul", in: []ir.Type{f32(17, 33), f32(9, 33)}, attrs: tb})
-	add(testCase{op: "matmul", in: []ir.Type{f32(2, 3, 4, 5), f32(5, 6)}})
-	add(testCase{op: "matmul", in: []ir.Type{f32(2, 1, 4, 8), f32(3, 8, 5)}})
-	add(testCase{op: "matmul", in: []ir.Type{f32(64, 64), f32(64, 64)}})
-	add(testCase{op: "matmul", in: []ir.Type{f32(3, 33), f32(50, 33)}, attrs: tb})
-	add(testCase{op: "matmul", in: []ir.Type{f32(2, 1, 40), f32(2, 7, 40)}, attrs: tb})
-	add(testCase{name: "matmul_gemv_lanes1", op: "matmul", in: []ir.Type{f32(1, 64), f32(100, 64)}, attrs: tb, tune: Tuning{GEMVLanes: 1}})
-	add(testCase{op: "matmul", in: []ir.Type{f32(70, 33), f32(33, 90)}})
-	add(testCase{op: "matmul", in: []ir.Type{f32(40, 50), f32(70, 50)}, attrs: tb})
-	add(testCase{op: "matmul", in: []ir.Type{f32(2, 48, 20), f32(20, 40)}})
+	add(testCase{op: ir.OpMatmul, in: []ir.Type{f32(3, 5), f32(5, 7)}})
+	add(testCase{op: ir.OpMatmul, in: []ir.Type{f32(1, 64), f32(100, 64)}, attrs: tb})
+	add(testCase{op: ir.OpMatmul, in: []ir.Type{f32(17, 33), f32(9, 33)}, attrs: tb})
+	add(testCase{op: ir.OpMatmul, in: []ir.Type{f32(2, 3, 4, 5), f32(5, 6)}})
+	add(testCase{op: ir.OpMatmul, in: []ir.Type{f32(2, 1, 4, 8), f32(3, 8, 5)}})
+	add(testCase{op: ir.OpMatmul, in: []ir.Type{f32(64, 64), f32(64, 64)}})
+	add(testCase{op: ir.OpMatmul, in: []ir.Type{f32(3, 33), f32(50, 33)}, attrs: tb})
+	add(testCase{op: ir.OpMatmul, in: []ir.Type{f32(2, 1, 40), f32(2, 7, 40)}, attrs: tb})
+	add(testCase{name: "matmul_gemv_lanes1", op: ir.OpMatmul, in: []ir.Type{f32(1, 64), f32(100, 64)}, attrs: tb, tune: Tuning{GEMVLanes: 1}})
+	add(testCase{op: ir.OpMatmul, in: []ir.Type{f32(70, 33), f32(33, 90)}})
+	add(testCase{op: ir.OpMatmul, in: []ir.Type{f32(40, 50), f32(70, 50)}, attrs: tb})
+	add(testCase{op: ir.OpMatmul, in: []ir.Type{f32(2, 48, 20), f32(20, 40)}})
 
-	add(testCase{op: "rms_norm", in: []ir.Type{f32(4, 16), f32(16)}})
-	add(testCase{op: "rms_norm", in: []ir.Type{f32(3, 300), f32(300)}})
-	add(testCase{op: "rms_norm", in: []ir.Type{f32(2, 2, 7), f32(7)}, attrs: ir.Attrs{"eps": ir.FloatAttr(1e-6)}})
-	add(testCase{op: "layer_norm", in: []ir.Type{f32(4, 16), f32(16), f32(16)}})
-	add(testCase{op: "layer_norm", in: []ir.Type{f32(2, 3, 100), f32(100), f32(100)}})
+	add(testCase{op: ir.OpRMSNorm, in: []ir.Type{f32(4, 16), f32(16)}})
+	add(testCase{op: ir.OpRMSNorm, in: []ir.Type{f32(3, 300), f32(300)}})
+	add(testCase{op: ir.OpRMSNorm, in: []ir.Type{f32(2, 2, 7), f32(7)}, attrs: ir.Attrs{"eps": ir.FloatAttr(1e-6)}})
+	add(testCase{op: ir.OpLayerNorm, in: []ir.Type{f32(4, 16), f32(16), f32(16)}})
+	add(testCase{op: ir.OpLayerNorm, in: []ir.Type{f32(2, 3, 100), f32(100), f32(100)}})
 
-	add(testCase{op: "softmax", in: []ir.Type{f32(4, 10)}})
-	add(testCase{op: "softmax", in: []ir.Type{f32(3, 5, 7)}, attrs: ir.Attrs{"axis": ir.IntAttr(1)}})
-	add(testCase{op: "softmax", in: []ir.Type{f32(2, 600)}})
-	add(testCase{op: "argmax", in: []ir.Type{f32(4, 10)}})
-	add(testCase{op: "argmax", in: []ir.Type{f32(3, 5, 7)}, attrs: ir.Attrs{"axis": ir.IntAttr(1)}})
-	add(testCase{op: "argmax", in: []ir.Type{f32(1, 3000)}})
-	add(testCase{op: "argmax", in: []ir.Type{i32(5, 6)}, fill: map[int]func(int) float64{0: func(i int) float64 { return float64(i * 7 % 5) }}})
+	add(testCase{op: ir.OpSoftmax, in: []ir.Type{f32(4, 10)}})
+	add(testCase{op: ir.OpSoftmax, in: []ir.Type{f32(3, 5, 7)}, attrs: ir.Attrs{"axis": ir.IntAttr(1)}})
+	add(testCase{op: ir.OpSoftmax, in: []ir.Type{f32(2, 600)}})
+	add(testCase{op: ir.OpArgmax, in: []ir.Type{f32(4, 10)}})
+	add(testCase{op: ir.OpArgmax, in: []ir.Type{f32(3, 5, 7)}, attrs: ir.Attrs{"axis": ir.IntAttr(1)}})
+	add(testCase{op: ir.OpArgmax, in: []ir.Type{f32(1, 3000)}})
+	add(testCase{op: ir.OpArgmax, in: []ir.Type{i32(5, 6)}, fill: map[int]func(int) float64{0: func(i int) float64 { return float64(i * 7 % 5) }}})
 
 	pos := func(p int) map[int]func(int) float64 { return map[int]func(int) float64{1: constFill(float64(p))} }
-	add(testCase{op: "rope", in: []ir.Type{f32(3, 4, 8), i32()}, fill: pos(5)})
-	add(testCase{op: "rope", in: []ir.Type{f32(2, 2, 16), i32()}, attrs: ir.Attrs{"style": ir.StringAttr("half")}, fill: pos(100)})
-	add(testCase{op: "rope", in: []ir.Type{f32(1, 3, 8), i32()}, attrs: ir.Attrs{"dims": ir.IntAttr(4), "theta": ir.FloatAttr(500000)}, fill: pos(1000)})
-	add(testCase{op: "rope", in: []ir.Type{f32(3, 4, 16), i32()}, attrs: ir.Attrs{"theta": ir.FloatAttr(500000),
+	add(testCase{op: ir.OpRope, in: []ir.Type{f32(3, 4, 8), i32()}, fill: pos(5)})
+	add(testCase{op: ir.OpRope, in: []ir.Type{f32(2, 2, 16), i32()}, attrs: ir.Attrs{"style": ir.StringAttr("half")}, fill: pos(100)})
+	add(testCase{op: ir.OpRope, in: []ir.Type{f32(1, 3, 8), i32()}, attrs: ir.Attrs{"dims": ir.IntAttr(4), "theta": ir.FloatAttr(500000)}, fill: pos(1000)})
+	add(testCase{op: ir.OpRope, in: []ir.Type{f32(3, 4, 16), i32()}, attrs: ir.Attrs{"theta": ir.FloatAttr(500000),
 		"freq_factors": ir.FloatsAttr(1, 1, 1.5, 2, 4, 8, 8, 8)}, fill: pos(200)})
 
-	add(testCase{op: "kv_write", in: []ir.Type{f32(8, 2, 4), f32(3, 2, 4), i32()}, fill: map[int]func(int) float64{2: constFill(2)}})
-	add(testCase{op: "kv_write", in: []ir.Type{f32(16, 1, 8), f32(1, 1, 8), i32()}, fill: map[int]func(int) float64{2: constFill(15)}})
+	add(testCase{op: ir.OpKVWrite, in: []ir.Type{f32(8, 2, 4), f32(3, 2, 4), i32()}, fill: map[int]func(int) float64{2: constFill(2)}})
+	add(testCase{op: ir.OpKVWrite, in: []ir.Type{f32(16, 1, 8), f32(1, 1, 8), i32()}, fill: map[int]func(int) float64{2: constFill(15)}})
 
 	att := func(scale float64, causal bool) ir.Attrs {
 		return ir.Attrs{"scale": ir.FloatAttr(scale), "causal": ir.BoolAttr(causal)}
 	}
 	posAt := func(p int) map[int]func(int) float64 { return map[int]func(int) float64{3: constFill(float64(p))} }
-	add(testCase{op: "attention", in: []ir.Type{f32(3, 4, 8), f32(10, 2, 8), f32(10, 2, 8), i32()}, attrs: att(0.35, true), fill: posAt(2)})
-	add(testCase{name: "attention_noncausal", op: "attention", in: []ir.Type{f32(3, 4, 8), f32(10, 2, 8), f32(10, 2, 8), i32()}, attrs: att(0.35, false), fill: posAt(2)})
-	add(testCase{op: "attention", in: []ir.Type{f32(1, 4, 48), f32(64, 4, 48), f32(64, 4, 48), i32()}, attrs: att(0.144, true), fill: posAt(40)})
-	add(testCase{name: "attention_chunked", op: "attention", in: []ir.Type{f32(2, 2, 8), f32(2100, 1, 8), f32(2100, 1, 8), i32()}, attrs: att(0.35, true), fill: posAt(2098)})
+	add(testCase{op: ir.OpAttention, in: []ir.Type{f32(3, 4, 8), f32(10, 2, 8), f32(10, 2, 8), i32()}, attrs: att(0.35, true), fill: posAt(2)})
+	add(testCase{name: "attention_noncausal", op: ir.OpAttention, in: []ir.Type{f32(3, 4, 8), f32(10, 2, 8), f32(10, 2, 8), i32()}, attrs: att(0.35, false), fill: posAt(2)})
+	add(testCase{op: ir.OpAttention, in: []ir.Type{f32(1, 4, 48), f32(64, 4, 48), f32(64, 4, 48), i32()}, attrs: att(0.144, true), fill: posAt(40)})
+	add(testCase{name: "attention_chunked", op: ir.OpAttention, in: []ir.Type{f32(2, 2, 8), f32(2100, 1, 8), f32(2100, 1, 8), i32()}, attrs: att(0.35, true), fill: posAt(2098)})
 
-	add(testCase{op: "reshape", in: []ir.Type{f32(3, 4)}, attrs: ir.Attrs{"shape": ir.ShapeAttr(ir.S(12))}})
-	add(testCase{op: "reshape", in: []ir.Type{i32(2, 3, 4)}, attrs: ir.Attrs{"shape": ir.ShapeAttr(ir.S(4, -1))}})
-	add(testCase{op: "transpose", in: []ir.Type{f32(3, 4)}, attrs: ir.Attrs{"perm": ir.IntsAttr(1, 0)}})
-	add(testCase{op: "transpose", in: []ir.Type{f32(2, 3, 4)}, attrs: ir.Attrs{"perm": ir.IntsAttr(2, 0, 1)}})
-	add(testCase{op: "slice", in: []ir.Type{f32(10, 4)}, attrs: ir.Attrs{"axis": ir.IntAttr(0), "start": ir.IntAttr(2), "end": ir.IntAttr(8), "step": ir.IntAttr(2)}})
-	add(testCase{op: "slice", in: []ir.Type{f32(3, 5, 6)}, attrs: ir.Attrs{"axis": ir.IntAttr(-1), "start": ir.IntAttr(-3), "end": ir.IntAttr(100)}})
-	add(testCase{op: "concat", in: []ir.Type{f32(2, 3), f32(2, 5)}, attrs: ir.Attrs{"axis": ir.IntAttr(1)}})
-	add(testCase{op: "concat", in: []ir.Type{f32(1, 4), f32(2, 4), f32(3, 4)}, attrs: ir.Attrs{"axis": ir.IntAttr(0)}})
-	add(testCase{op: "probe", in: []ir.Type{f32(5, 3)}, attrs: ir.Attrs{"tag": ir.StringAttr("x")}})
-	add(testCase{op: "transfer", in: []ir.Type{f32(5, 3)}, attrs: ir.Attrs{"from": ir.StringAttr("source"), "to": ir.StringAttr("target")}})
+	add(testCase{op: ir.OpReshape, in: []ir.Type{f32(3, 4)}, attrs: ir.Attrs{"shape": ir.ShapeAttr(ir.S(12))}})
+	add(testCase{op: ir.OpReshape, in: []ir.Type{i32(2, 3, 4)}, attrs: ir.Attrs{"shape": ir.ShapeAttr(ir.S(4, -1))}})
+	add(testCase{op: ir.OpTranspose, in: []ir.Type{f32(3, 4)}, attrs: ir.Attrs{"perm": ir.IntsAttr(1, 0)}})
+	add(testCase{op: ir.OpTranspose, in: []ir.Type{f32(2, 3, 4)}, attrs: ir.Attrs{"perm": ir.IntsAttr(2, 0, 1)}})
+	add(testCase{op: ir.OpSlice, in: []ir.Type{f32(10, 4)}, attrs: ir.Attrs{"axis": ir.IntAttr(0), "start": ir.IntAttr(2), "end": ir.IntAttr(8), "step": ir.IntAttr(2)}})
+	add(testCase{op: ir.OpSlice, in: []ir.Type{f32(3, 5, 6)}, attrs: ir.Attrs{"axis": ir.IntAttr(-1), "start": ir.IntAttr(-3), "end": ir.IntAttr(100)}})
+	add(testCase{op: ir.OpConcat, in: []ir.Type{f32(2, 3), f32(2, 5)}, attrs: ir.Attrs{"axis": ir.IntAttr(1)}})
+	add(testCase{op: ir.OpConcat, in: []ir.Type{f32(1, 4), f32(2, 4), f32(3, 4)}, attrs: ir.Attrs{"axis": ir.IntAttr(0)}})
+	add(testCase{op: ir.OpProbe, in: []ir.Type{f32(5, 3)}, attrs: ir.Attrs{"tag": ir.StringAttr("x")}})
+	add(testCase{op: ir.OpTransfer, in: []ir.Type{f32(5, 3)}, attrs: ir.Attrs{"from": ir.StringAttr("source"), "to": ir.StringAttr("target")}})
 	nnCases(add)
 	return cs
 }
@@ -160,42 +160,42 @@ func testCases() []testCase {
 // nnCases adds the cases of the vision and general ONNX ops, when the
 // registry has them.
 func nnCases(add func(testCase)) {
-	has := func(op string) bool { return ir.LookupOp(op) != nil }
+	has := func(op ir.Op) bool { return ir.LookupOp(op) != nil }
 	ints := ir.IntsAttr
-	if has("iota") {
+	if has(ir.OpIota) {
 		start := map[int]func(int) float64{0: constFill(5)}
-		add(testCase{op: "iota", in: []ir.Type{i32()}, attrs: ir.Attrs{"shape": ir.ShapeAttr(ir.S(4, 3)), "axis": ir.IntAttr(1)}, fill: start})
-		add(testCase{op: "iota", in: []ir.Type{i32()}, attrs: ir.Attrs{"shape": ir.ShapeAttr(ir.S(6))}, fill: start})
+		add(testCase{op: ir.OpIota, in: []ir.Type{i32()}, attrs: ir.Attrs{"shape": ir.ShapeAttr(ir.S(4, 3)), "axis": ir.IntAttr(1)}, fill: start})
+		add(testCase{op: ir.OpIota, in: []ir.Type{i32()}, attrs: ir.Attrs{"shape": ir.ShapeAttr(ir.S(6))}, fill: start})
 	}
-	if has("conv2d") {
-		add(testCase{op: "conv2d", in: []ir.Type{f32(1, 3, 8, 8), f32(4, 3, 3, 3), f32(4)}, attrs: ir.Attrs{"pads": ints(1, 1, 1, 1)}})
-		add(testCase{op: "conv2d", in: []ir.Type{f32(2, 3, 9, 7), f32(5, 3, 3, 2)}, attrs: ir.Attrs{"strides": ints(2, 1), "pads": ints(1, 0, 2, 1)}})
-		add(testCase{op: "conv2d", in: []ir.Type{f32(2, 4, 7, 7), f32(4, 2, 3, 3)}, attrs: ir.Attrs{"groups": ir.IntAttr(2), "dilations": ints(2, 2)}})
+	if has(ir.OpConv2D) {
+		add(testCase{op: ir.OpConv2D, in: []ir.Type{f32(1, 3, 8, 8), f32(4, 3, 3, 3), f32(4)}, attrs: ir.Attrs{"pads": ints(1, 1, 1, 1)}})
+		add(testCase{op: ir.OpConv2D, in: []ir.Type{f32(2, 3, 9, 7), f32(5, 3, 3, 2)}, attrs: ir.Attrs{"strides": ints(2, 1), "pads": ints(1, 0, 2, 1)}})
+		add(testCase{op: ir.OpConv2D, in: []ir.Type{f32(2, 4, 7, 7), f32(4, 2, 3, 3)}, attrs: ir.Attrs{"groups": ir.IntAttr(2), "dilations": ints(2, 2)}})
 	}
-	if has("conv_transpose2d") {
-		add(testCase{op: "conv_transpose2d", in: []ir.Type{f32(1, 2, 4, 4), f32(2, 3, 3, 3), f32(3)},
+	if has(ir.OpConvTranspose2D) {
+		add(testCase{op: ir.OpConvTranspose2D, in: []ir.Type{f32(1, 2, 4, 4), f32(2, 3, 3, 3), f32(3)},
 			attrs: ir.Attrs{"strides": ints(2, 2), "pads": ints(1, 1, 1, 1), "output_padding": ints(1, 1)}})
-		add(testCase{op: "conv_transpose2d", in: []ir.Type{f32(1, 4, 3, 3), f32(4, 1, 2, 2)}, attrs: ir.Attrs{"groups": ir.IntAttr(2), "dilations": ints(2, 2)}})
+		add(testCase{op: ir.OpConvTranspose2D, in: []ir.Type{f32(1, 4, 3, 3), f32(4, 1, 2, 2)}, attrs: ir.Attrs{"groups": ir.IntAttr(2), "dilations": ints(2, 2)}})
 	}
-	if has("pool2d") {
-		add(testCase{op: "pool2d", in: []ir.Type{f32(1, 2, 7, 7)}, attrs: ir.Attrs{"kernel": ints(3, 3), "strides": ints(2, 2), "pads": ints(1, 1, 1, 1)}})
-		add(testCase{name: "pool2d_avg", op: "pool2d", in: []ir.Type{f32(2, 2, 7, 6)}, attrs: ir.Attrs{"mode": ir.StringAttr("avg"), "kernel": ints(3, 3), "strides": ints(2, 2), "pads": ints(1, 1, 1, 1)}})
-		add(testCase{name: "pool2d_avg_incl_ceil", op: "pool2d", in: []ir.Type{f32(1, 3, 8, 8)}, attrs: ir.Attrs{"mode": ir.StringAttr("avg"), "kernel": ints(3, 3), "strides": ints(2, 2), "pads": ints(1, 1, 1, 1), "count_include_pad": ir.BoolAttr(true), "ceil_mode": ir.BoolAttr(true)}})
-		add(testCase{name: "pool2d_dilated", op: "pool2d", in: []ir.Type{f32(1, 1, 9, 9)}, attrs: ir.Attrs{"kernel": ints(2, 2), "dilations": ints(2, 3)}})
+	if has(ir.OpPool2D) {
+		add(testCase{op: ir.OpPool2D, in: []ir.Type{f32(1, 2, 7, 7)}, attrs: ir.Attrs{"kernel": ints(3, 3), "strides": ints(2, 2), "pads": ints(1, 1, 1, 1)}})
+		add(testCase{name: "pool2d_avg", op: ir.OpPool2D, in: []ir.Type{f32(2, 2, 7, 6)}, attrs: ir.Attrs{"mode": ir.StringAttr("avg"), "kernel": ints(3, 3), "strides": ints(2, 2), "pads": ints(1, 1, 1, 1)}})
+		add(testCase{name: "pool2d_avg_incl_ceil", op: ir.OpPool2D, in: []ir.Type{f32(1, 3, 8, 8)}, attrs: ir.Attrs{"mode": ir.StringAttr("avg"), "kernel": ints(3, 3), "strides": ints(2, 2), "pads": ints(1, 1, 1, 1), "count_include_pad": ir.BoolAttr(true), "ceil_mode": ir.BoolAttr(true)}})
+		add(testCase{name: "pool2d_dilated", op: ir.OpPool2D, in: []ir.Type{f32(1, 1, 9, 9)}, attrs: ir.Attrs{"kernel": ints(2, 2), "dilations": ints(2, 3)}})
 	}
-	if has("resize") {
-		add(testCase{op: "resize", in: []ir.Type{f32(1, 2, 3, 4)}, attrs: ir.Attrs{"size": ints(6, 8)}})
-		add(testCase{name: "resize_linear", op: "resize", in: []ir.Type{f32(1, 1, 4, 4)}, attrs: ir.Attrs{"size": ints(7, 5), "mode": ir.StringAttr("linear")}})
-		add(testCase{name: "resize_align", op: "resize", in: []ir.Type{f32(2, 1, 3, 5)}, attrs: ir.Attrs{"size": ints(5, 9), "mode": ir.StringAttr("linear"), "coord": ir.StringAttr("align_corners")}})
+	if has(ir.OpResize) {
+		add(testCase{op: ir.OpResize, in: []ir.Type{f32(1, 2, 3, 4)}, attrs: ir.Attrs{"size": ints(6, 8)}})
+		add(testCase{name: "resize_linear", op: ir.OpResize, in: []ir.Type{f32(1, 1, 4, 4)}, attrs: ir.Attrs{"size": ints(7, 5), "mode": ir.StringAttr("linear")}})
+		add(testCase{name: "resize_align", op: ir.OpResize, in: []ir.Type{f32(2, 1, 3, 5)}, attrs: ir.Attrs{"size": ints(5, 9), "mode": ir.StringAttr("linear"), "coord": ir.StringAttr("align_corners")}})
 		// With scales, align_corners divides by in·scale (7.5 here), not the output size.
-		add(testCase{name: "resize_align_scales", op: "resize", in: []ir.Type{f32(1, 2, 5, 5)}, attrs: ir.Attrs{"size": ints(7, 3), "mode": ir.StringAttr("linear"), "coord": ir.StringAttr("align_corners"), "scales": ir.FloatsAttr(1.5, 0.7)}})
-		add(testCase{name: "resize_asym", op: "resize", in: []ir.Type{f32(1, 1, 4, 6)}, attrs: ir.Attrs{"size": ints(8, 3), "coord": ir.StringAttr("asymmetric"), "nearest": ir.StringAttr("floor"), "scales": ir.FloatsAttr(2, 0.5)}})
+		add(testCase{name: "resize_align_scales", op: ir.OpResize, in: []ir.Type{f32(1, 2, 5, 5)}, attrs: ir.Attrs{"size": ints(7, 3), "mode": ir.StringAttr("linear"), "coord": ir.StringAttr("align_corners"), "scales": ir.FloatsAttr(1.5, 0.7)}})
+		add(testCase{name: "resize_asym", op: ir.OpResize, in: []ir.Type{f32(1, 1, 4, 6)}, attrs: ir.Attrs{"size": ints(8, 3), "coord": ir.StringAttr("asymmetric"), "nearest": ir.StringAttr("floor"), "scales": ir.FloatsAttr(2, 0.5)}})
 	}
-	if has("reduce_sum") {
-		add(testCase{op: "reduce_sum", in: []ir.Type{f32(2, 3, 4)}, attrs: ir.Attrs{"axes": ints(1)}})
-		add(testCase{op: "reduce_mean", in: []ir.Type{f32(2, 3, 4)}, attrs: ir.Attrs{"axes": ints(0, 2), "keepdims": ir.BoolAttr(false)}})
-		add(testCase{op: "reduce_max", in: []ir.Type{f32(3, 50)}, attrs: ir.Attrs{"axes": ints(-1)}})
-		add(testCase{op: "reduce_sum", in: []ir.Type{f32(1, 64, 7, 7)}, attrs: ir.Attrs{"axes": ints(2, 3)}})
+	if has(ir.OpReduceSum) {
+		add(testCase{op: ir.OpReduceSum, in: []ir.Type{f32(2, 3, 4)}, attrs: ir.Attrs{"axes": ints(1)}})
+		add(testCase{op: ir.OpReduceMean, in: []ir.Type{f32(2, 3, 4)}, attrs: ir.Attrs{"axes": ints(0, 2), "keepdims": ir.BoolAttr(false)}})
+		add(testCase{op: ir.OpReduceMax, in: []ir.Type{f32(3, 50)}, attrs: ir.Attrs{"axes": ints(-1)}})
+		add(testCase{op: ir.OpReduceSum, in: []ir.Type{f32(1, 64, 7, 7)}, attrs: ir.Attrs{"axes": ints(2, 3)}})
 	}
 }
 

@@ -94,28 +94,28 @@ var (
 // tolerance returns the tolerance of a test case.
 func (c testCase) tolerance() tol {
 	switch c.op {
-	case "neg", "abs", "relu", "add", "sub", "mul", "maximum", "minimum",
-		"constant", "cast", "gather", "kv_write", "reshape", "transpose", "slice", "concat",
-		"probe", "transfer", "argmax":
+	case ir.OpNeg, ir.OpAbs, ir.OpRelu, ir.OpAdd, ir.OpSub, ir.OpMul, ir.OpMaximum, ir.OpMinimum,
+		ir.OpConstant, ir.OpCast, ir.OpGather, ir.OpKVWrite, ir.OpReshape, ir.OpTranspose, ir.OpSlice, ir.OpConcat,
+		ir.OpProbe, ir.OpTransfer, ir.OpArgmax:
 		return exact
-	case "matmul":
+	case ir.OpMatmul:
 		k := c.in[0].Shape[c.in[0].Shape.Rank()-1].Size
 		return tol{Abs: 2e-6 * math.Sqrt(float64(k)) * 4, Rel: 1e-5}
-	case "rms_norm", "layer_norm", "softmax", "reduce_sum", "reduce_mean":
+	case ir.OpRMSNorm, ir.OpLayerNorm, ir.OpSoftmax, ir.OpReduceSum, ir.OpReduceMean:
 		return reduction
-	case "iota", "reduce_max":
+	case ir.OpIota, ir.OpReduceMax:
 		return exact
-	case "conv2d", "conv_transpose2d":
+	case ir.OpConv2D, ir.OpConvTranspose2D:
 		w := c.in[1].Shape.Sizes()
 		return tol{Abs: 2e-6 * math.Sqrt(float64(w[1]*w[2]*w[3]*4)) * 4, Rel: 1e-5}
-	case "pool2d", "resize":
+	case ir.OpPool2D, ir.OpResize:
 		if c.attrs.String("mode") == "linear" || c.attrs.String("mode") == "avg" {
 			return transc
 		}
 		return exact
-	case "rope":
+	case ir.OpRope:
 		return ropeTol
-	case "attention":
+	case ir.OpAttention:
 		return attnTol
 	}
 	return transc
@@ -152,7 +152,7 @@ func (c testCase) fullNode(t testing.TB) (*ir.Node, []ir.Type) {
 	if err != nil {
 		t.Fatalf("infer: %v", err)
 	}
-	n := &ir.Node{ID: 1, Op: c.op, Attrs: na, Prov: "test." + c.op}
+	n := &ir.Node{ID: 1, Op: c.op, Attrs: na, Prov: "test." + c.op.String()}
 	for i, ty := range c.in {
 		n.Inputs = append(n.Inputs, &ir.Value{Name: fmt.Sprintf("x%d", i), Type: ty})
 	}
@@ -276,10 +276,10 @@ func TestDeviceFaults(t *testing.T) {
 	g := openGPU(t)
 	r := rand.New(rand.NewPCG(3, 4))
 	// Ops whose intermediates pass 65504 when the inputs are scaled by 300.
-	overflows := map[string]bool{"exp": true, "mul": true, "pow": true, "matmul": true, "rms_norm": true,
-		"layer_norm": true, "attention": true}
+	overflows := map[ir.Op]bool{ir.OpExp: true, ir.OpMul: true, ir.OpPow: true, ir.OpMatmul: true, ir.OpRMSNorm: true,
+		ir.OpLayerNorm: true, ir.OpAttention: true}
 	for _, f := range []string{FaultWrongIndex, FaultWrongConstant, FaultF16Overflow} {
-		applies, caught := map[string]bool{}, map[string]bool{}
+		applies, caught := map[ir.Op]bool{}, map[ir.Op]bool{}
 		for _, c := range testCases() {
 			if caught[c.op] {
 				continue
@@ -332,7 +332,7 @@ func BenchmarkMatmul(b *testing.B) {
 	for _, sh := range []struct{ m, k, n, lanes int }{{512, 512, 512, 0}, {1024, 1024, 1024, 0}, {2048, 2048, 2048, 0},
 		{1, 4096, 4096, 0}, {1, 4096, 4096, 1}, {1, 288, 32000, 0}, {1, 288, 32000, 1}} {
 		b.Run(fmt.Sprintf("%dx%dx%d/lanes%d", sh.m, sh.k, sh.n, sh.lanes), func(b *testing.B) {
-			c := testCase{op: "matmul", in: []ir.Type{f32(int64(sh.m), int64(sh.k)), f32(int64(sh.n), int64(sh.k))},
+			c := testCase{op: ir.OpMatmul, in: []ir.Type{f32(int64(sh.m), int64(sh.k)), f32(int64(sh.n), int64(sh.k))},
 				attrs: ir.Attrs{"transpose_b": ir.BoolAttr(true)}, tune: Tuning{GEMVLanes: sh.lanes}}
 			n, outs := c.fullNode(b)
 			k, err := Generate(n, c.in, outs, Options{Limits: kernelLimits(g), Tuning: c.tune})
@@ -377,7 +377,7 @@ func BenchmarkMatmul(b *testing.B) {
 // run-time error: ids out of range give NaN rows (f32 tables).
 func TestGatherOutOfRange(t *testing.T) {
 	g := openGPU(t)
-	c := testCase{op: "gather", in: []ir.Type{f32(10, 4), i32(3)}}
+	c := testCase{op: ir.OpGather, in: []ir.Type{f32(10, 4), i32(3)}}
 	n, outs := c.fullNode(t)
 	k, err := Generate(n, c.in, outs, Options{Limits: kernelLimits(g)})
 	if err != nil {

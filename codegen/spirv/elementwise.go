@@ -15,31 +15,31 @@ import (
 
 // unaryF32 emits a unary op on an f32 value, following the CPU reference's
 // formulas.
-func (k *kern) unaryF32(op string, x Value) (Value, error) {
+func (k *kern) unaryF32(op ir.Op, x Value) (Value, error) {
 	b := k.b
 	one := b.F(1)
 	switch op {
-	case "neg":
+	case ir.OpNeg:
 		return b.Neg(x), nil
-	case "exp":
+	case ir.OpExp:
 		return b.Ext(glslExp, x), nil
-	case "log":
+	case ir.OpLog:
 		return b.Ext(glslLog, x), nil
-	case "sqrt":
+	case ir.OpSqrt:
 		return b.Ext(glslSqrt, x), nil
-	case "rsqrt":
+	case ir.OpRsqrt:
 		return b.Div(one, b.Ext(glslSqrt, x)), nil
-	case "abs":
+	case ir.OpAbs:
 		return b.Ext(glslFAbs, x), nil
-	case "silu":
+	case ir.OpSilu:
 		return b.Mul(x, b.Div(one, b.Add(one, b.Ext(glslExp, b.Neg(x))))), nil
-	case "sigmoid":
+	case ir.OpSigmoid:
 		return b.Div(one, b.Add(one, b.Ext(glslExp, b.Neg(x)))), nil
-	case "tanh":
+	case ir.OpTanh:
 		return k.tanh(x), nil
-	case "relu": // NaN stays NaN
+	case ir.OpRelu: // NaN stays NaN
 		return b.Select(b.Lt(x, b.F(0)), b.F(0), x), nil
-	case "gelu":
+	case ir.OpGelu:
 		c := float32(0.044715)
 		if k.faultIs(FaultWrongConstant) {
 			c = 0.05
@@ -59,22 +59,22 @@ func (k *kern) tanh(x Value) Value {
 }
 
 // binaryF32 emits a binary op on f32 values.
-func (k *kern) binaryF32(op string, x, y Value) (Value, error) {
+func (k *kern) binaryF32(op ir.Op, x, y Value) (Value, error) {
 	b := k.b
 	switch op {
-	case "add":
+	case ir.OpAdd:
 		return b.Add(x, y), nil
-	case "sub":
+	case ir.OpSub:
 		return b.Sub(x, y), nil
-	case "mul":
+	case ir.OpMul:
 		return b.Mul(x, y), nil
-	case "div":
+	case ir.OpDiv:
 		return b.Div(x, y), nil
-	case "pow":
+	case ir.OpPow:
 		return k.pow(x, y), nil
-	case "maximum", "minimum": // NaN if either is NaN, as math.Max
+	case ir.OpMaximum, ir.OpMinimum: // NaN if either is NaN, as math.Max
 		var r Value
-		if op == "maximum" {
+		if op == ir.OpMaximum {
 			r = b.Ext(glslFMax, x, y)
 		} else {
 			r = b.Ext(glslFMin, x, y)
@@ -106,28 +106,28 @@ func (k *kern) pow(x, y Value) Value {
 }
 
 // intOp emits an elementwise op on i32 values.
-func (k *kern) intOp(op string, a []Value) (Value, error) {
+func (k *kern) intOp(op ir.Op, a []Value) (Value, error) {
 	b := k.b
 	zero := b.I(0)
 	switch op {
-	case "neg":
+	case ir.OpNeg:
 		return b.Neg(a[0]), nil
-	case "abs":
+	case ir.OpAbs:
 		return b.Select(b.Lt(a[0], zero), b.Neg(a[0]), a[0]), nil
-	case "relu":
+	case ir.OpRelu:
 		return b.Max(a[0], zero), nil
-	case "add":
+	case ir.OpAdd:
 		return b.Add(a[0], a[1]), nil
-	case "sub":
+	case ir.OpSub:
 		return b.Sub(a[0], a[1]), nil
-	case "mul":
+	case ir.OpMul:
 		return b.Mul(a[0], a[1]), nil
-	case "div": // truncates toward zero; x/0 is 0
+	case ir.OpDiv: // truncates toward zero; x/0 is 0
 		den := b.Select(b.Eq(a[1], zero), b.I(1), a[1])
 		return b.Select(b.Eq(a[1], zero), zero, b.Div(a[0], den)), nil
-	case "maximum":
+	case ir.OpMaximum:
 		return b.Max(a[0], a[1]), nil
-	case "minimum":
+	case ir.OpMinimum:
 		return b.Min(a[0], a[1]), nil
 	}
 	return Value{}, fmt.Errorf("op %s has no i32 kernel (only neg, abs, relu, add, sub, mul, div, maximum, minimum)", op)
@@ -176,7 +176,7 @@ func usesInput(e *ir.Expr, j int) bool {
 func genElementwise(k *kern) error {
 	dt := k.in[0].DType
 	var expr *ir.Expr
-	if k.op == "fused_elementwise" {
+	if k.op == ir.OpFusedElementwise {
 		var err error
 		if expr, err = ir.ParseExpr(k.attrs.String("expr")); err != nil {
 			return err
@@ -201,7 +201,7 @@ func genElementwise(k *kern) error {
 				xs[j] = b.Load(k.ins[j], offs[j])
 			}
 		}
-		constFault := k.op == "fused_elementwise" && k.fault == FaultWrongConstant
+		constFault := k.op == ir.OpFusedElementwise && k.fault == FaultWrongConstant
 		var walk func(e *ir.Expr) (Value, error)
 		walk = func(e *ir.Expr) (Value, error) {
 			switch {

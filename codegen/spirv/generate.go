@@ -95,7 +95,7 @@ const Language = "spirv"
 
 type generator func(k *kern) error
 
-var generators = map[string]generator{}
+var generators = map[ir.Op]generator{}
 
 func init() {
 	for _, op := range ir.UnaryOps {
@@ -104,32 +104,32 @@ func init() {
 	for _, op := range ir.BinaryOps {
 		generators[op] = genElementwise
 	}
-	for op, fn := range map[string]generator{
-		"fused_elementwise": genElementwise,
-		"constant":          genConstant,
-		"cast":              genCast,
-		"gather":            genGather,
-		"matmul":            genMatmul,
-		"rms_norm":          genNorm,
-		"layer_norm":        genNorm,
-		"softmax":           genSoftmax,
-		"argmax":            genArgmax,
-		"rope":              genRope,
-		"kv_write":          genKVWrite,
-		"attention":         genAttention,
-		"reshape":           genCopy,
-		"probe":             genCopy,
-		"transfer":          genCopy,
-		"transpose":         genTranspose,
-		"slice":             genSlice,
-		"concat":            genConcat,
+	for op, fn := range map[ir.Op]generator{
+		ir.OpFusedElementwise: genElementwise,
+		ir.OpConstant:         genConstant,
+		ir.OpCast:             genCast,
+		ir.OpGather:           genGather,
+		ir.OpMatmul:           genMatmul,
+		ir.OpRMSNorm:          genNorm,
+		ir.OpLayerNorm:        genNorm,
+		ir.OpSoftmax:          genSoftmax,
+		ir.OpArgmax:           genArgmax,
+		ir.OpRope:             genRope,
+		ir.OpKVWrite:          genKVWrite,
+		ir.OpAttention:        genAttention,
+		ir.OpReshape:          genCopy,
+		ir.OpProbe:            genCopy,
+		ir.OpTransfer:         genCopy,
+		ir.OpTranspose:        genTranspose,
+		ir.OpSlice:            genSlice,
+		ir.OpConcat:           genConcat,
 	} {
 		generators[op] = fn
 	}
 }
 
 // Supports reports whether op has a SPIR-V kernel.
-func Supports(op string) bool { return generators[op] != nil }
+func Supports(op ir.Op) bool { return generators[op] != nil }
 
 // Generate returns the SPIR-V kernel of node n for the concrete input types
 // in and output types out (every shape static; out may be nil, and is then
@@ -258,7 +258,7 @@ func boundAttrs(n *ir.Node, in, out []ir.Type) ir.Attrs {
 
 // kern is the state of generating one kernel.
 type kern struct {
-	op    string
+	op    ir.Op
 	attrs ir.Attrs
 	in    []ir.Type
 	out   []ir.Type

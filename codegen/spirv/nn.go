@@ -15,15 +15,15 @@ import (
 // reduced elements; (c, i, j) for the convolutions).
 
 func init() {
-	for op, fn := range map[string]generator{
-		"iota":             genIota,
-		"conv2d":           genConv,
-		"conv_transpose2d": genConv,
-		"pool2d":           genPool,
-		"resize":           genResize,
-		"reduce_sum":       genReduce,
-		"reduce_mean":      genReduce,
-		"reduce_max":       genReduce,
+	for op, fn := range map[ir.Op]generator{
+		ir.OpIota:            genIota,
+		ir.OpConv2D:          genConv,
+		ir.OpConvTranspose2D: genConv,
+		ir.OpPool2D:          genPool,
+		ir.OpResize:          genResize,
+		ir.OpReduceSum:       genReduce,
+		ir.OpReduceMean:      genReduce,
+		ir.OpReduceMax:       genReduce,
 	} {
 		generators[op] = fn
 	}
@@ -91,7 +91,7 @@ func genConv(k *kern) error {
 	kh, kw := ws[2], ws[3]
 	groups := int(k.attrs.Int("groups"))
 	cg, og := c/groups, o/groups
-	transpose := k.op == "conv_transpose2d"
+	transpose := k.op == ir.OpConvTranspose2D
 	wrong := k.faultIs(FaultWrongIndex)
 	X, W, O := k.ins[0], k.ins[1], k.outs[0]
 	k.elementwise(numel(k.out[0]), func(idx Value) {
@@ -323,7 +323,7 @@ func genReduce(k *kern) error {
 	count := prod(redShape)
 	k.bindAll()
 	b := k.b
-	isMax := k.op == "reduce_max"
+	isMax := k.op == ir.OpReduceMax
 	wrong := k.faultIs(FaultWrongIndex)
 	X, O := k.ins[0], k.outs[0]
 	k.elementwise(numel(k.out[0]), func(idx Value) {
@@ -357,7 +357,7 @@ func genReduce(k *kern) error {
 			}
 		})
 		res := b.Get(acc)
-		if k.op == "reduce_mean" {
+		if k.op == ir.OpReduceMean {
 			res = b.Div(res, b.F(float32(count)))
 		}
 		b.Store(O, idx, res)

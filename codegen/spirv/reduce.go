@@ -55,7 +55,7 @@ func genNorm(k *kern) error {
 			return b.Load(x, b.Add(base, j))
 		}
 		fd := b.F(float32(d))
-		if k.op == "rms_norm" {
+		if k.op == ir.OpRMSNorm {
 			ss := k.sumRow(tid, d, wgx, func(j Value) Value { v := xr(j); return b.Mul(v, v) })
 			ss = k.reduce(red, tid, wgx, ss, add)
 			inv := b.Div(b.F(1), b.Ext(glslSqrt, b.Add(b.Div(ss, fd), b.F(eps))))

@@ -142,27 +142,27 @@ func TestValidateFaults(t *testing.T) {
 // TestEveryOpHasKernel fails when an op of the registry lacks a SPIR-V
 // kernel or a test case.
 func TestEveryOpHasKernel(t *testing.T) {
-	tested := map[string]bool{}
+	tested := map[ir.Op]bool{}
 	for _, c := range testCases() {
 		tested[c.op] = true
 	}
 	for _, d := range ir.Ops() {
-		if !Supports(d.Name) {
+		if !Supports(d.Op) {
 			t.Errorf("op %s has no SPIR-V kernel", d.Name)
 		}
-		if !tested[d.Name] {
+		if !tested[d.Op] {
 			t.Errorf("op %s has no test case", d.Name)
 		}
 	}
-	if Supports("no_such_op") {
-		t.Errorf("Supports(no_such_op)")
+	if Supports(ir.OpNone) {
+		t.Errorf("Supports(OpNone)")
 	}
 }
 
 // TestLimits checks that kernels follow smaller device limits and fold
 // large grids.
 func TestLimits(t *testing.T) {
-	c := testCase{op: "add", in: []ir.Type{f32(70000, 40), f32(40)}}
+	c := testCase{op: ir.OpAdd, in: []ir.Type{f32(70000, 40), f32(40)}}
 	k, err := Generate(c.node(), c.in, nil, Options{Limits: Limits{MaxInvocationsPerWorkgroup: 64, MaxWorkgroupsPerDimension: 1000}})
 	if err != nil {
 		t.Fatal(err)
@@ -173,7 +173,7 @@ func TestLimits(t *testing.T) {
 	if err := spirvVal(t, k.Source); err != nil {
 		t.Fatal(err)
 	}
-	c = testCase{op: "softmax", in: []ir.Type{f32(70000, 8)}}
+	c = testCase{op: ir.OpSoftmax, in: []ir.Type{f32(70000, 8)}}
 	k, err = Generate(c.node(), c.in, nil, Options{})
 	if err != nil {
 		t.Fatal(err)
@@ -193,11 +193,11 @@ func TestErrors(t *testing.T) {
 		n    *ir.Node
 		in   []ir.Type
 	}{
-		{"unknown op", &ir.Node{Op: "nope"}, nil},
-		{"f16", &ir.Node{Op: "exp"}, []ir.Type{ir.T(ir.F16, ir.S(4))}},
-		{"symbolic", &ir.Node{Op: "exp"}, []ir.Type{ir.T(ir.F32, ir.Shape{ir.Sym("seq")})}},
-		{"bad types", &ir.Node{Op: "add"}, []ir.Type{f32(3), f32(4)}},
-		{"int exp", &ir.Node{Op: "exp"}, []ir.Type{i32(3)}},
+		{"unknown op", &ir.Node{Op: ir.OpNone}, nil},
+		{"f16", &ir.Node{Op: ir.OpExp}, []ir.Type{ir.T(ir.F16, ir.S(4))}},
+		{"symbolic", &ir.Node{Op: ir.OpExp}, []ir.Type{ir.T(ir.F32, ir.Shape{ir.Sym("seq")})}},
+		{"bad types", &ir.Node{Op: ir.OpAdd}, []ir.Type{f32(3), f32(4)}},
+		{"int exp", &ir.Node{Op: ir.OpExp}, []ir.Type{i32(3)}},
 		{"nil node", nil, nil},
 	} {
 		if _, err := Generate(c.n, c.in, nil, Options{}); err == nil {

@@ -137,24 +137,24 @@ func (g *gen) inputOffsets() []string {
 }
 
 // unaryF32 is the WGSL expression of a unary op on f32 x.
-func (g *gen) unaryF32(op, x string, used map[string]bool) (string, error) {
+func (g *gen) unaryF32(op ir.Op, x string, used map[string]bool) (string, error) {
 	switch op {
-	case "neg":
+	case ir.OpNeg:
 		return "(-" + x + ")", nil
-	case "exp", "log", "sqrt", "abs":
-		return op + "(" + x + ")", nil
-	case "rsqrt":
+	case ir.OpExp, ir.OpLog, ir.OpSqrt, ir.OpAbs:
+		return op.String() + "(" + x + ")", nil
+	case ir.OpRsqrt:
 		return "(1.0f / sqrt(" + x + "))", nil
-	case "silu":
+	case ir.OpSilu:
 		return "(" + x + " / (1.0f + exp(-" + x + ")))", nil
-	case "sigmoid":
+	case ir.OpSigmoid:
 		return "(1.0f / (1.0f + exp(-" + x + ")))", nil
-	case "tanh":
+	case ir.OpTanh:
 		g.useHelper("tanh_", used)
 		return "tanh_(" + x + ")", nil
-	case "relu":
+	case ir.OpRelu:
 		return "max(" + x + ", 0.0f)", nil
-	case "gelu":
+	case ir.OpGelu:
 		g.useHelper("tanh_", used)
 		c := 0.044715
 		if g.faultIs(FaultWrongConstant) {
@@ -166,49 +166,49 @@ func (g *gen) unaryF32(op, x string, used map[string]bool) (string, error) {
 }
 
 // binaryF32 is the WGSL expression of a binary op on f32 a and b.
-func (g *gen) binaryF32(op, a, b string, used map[string]bool) (string, error) {
+func (g *gen) binaryF32(op ir.Op, a, b string, used map[string]bool) (string, error) {
 	switch op {
-	case "add":
+	case ir.OpAdd:
 		return "(" + a + " + " + b + ")", nil
-	case "sub":
+	case ir.OpSub:
 		return "(" + a + " - " + b + ")", nil
-	case "mul":
+	case ir.OpMul:
 		return "(" + a + " * " + b + ")", nil
-	case "div":
+	case ir.OpDiv:
 		return "(" + a + " / " + b + ")", nil
-	case "pow":
+	case ir.OpPow:
 		g.useHelper("pow_", used)
 		return "pow_(" + a + ", " + b + ")", nil
-	case "maximum":
+	case ir.OpMaximum:
 		return "max(" + a + ", " + b + ")", nil
-	case "minimum":
+	case ir.OpMinimum:
 		return "min(" + a + ", " + b + ")", nil
 	}
 	return "", fmt.Errorf("unknown binary op %s", op)
 }
 
 // intOp is the WGSL expression of an elementwise op on i32 operands.
-func intOp(op string, args []string) (string, error) {
+func intOp(op ir.Op, args []string) (string, error) {
 	switch op {
-	case "neg":
+	case ir.OpNeg:
 		return "(-" + args[0] + ")", nil
-	case "abs":
+	case ir.OpAbs:
 		return "abs(" + args[0] + ")", nil
-	case "relu":
+	case ir.OpRelu:
 		return "max(" + args[0] + ", 0i)", nil
-	case "add":
+	case ir.OpAdd:
 		return "(" + args[0] + " + " + args[1] + ")", nil
-	case "sub":
+	case ir.OpSub:
 		return "(" + args[0] + " - " + args[1] + ")", nil
-	case "mul":
+	case ir.OpMul:
 		return "(" + args[0] + " * " + args[1] + ")", nil
-	case "div":
+	case ir.OpDiv:
 		// Integer division truncates toward zero; x/0 is 0 here (WGSL
 		// would give x).
 		return "select(" + args[0] + " / " + args[1] + ", 0i, " + args[1] + " == 0i)", nil
-	case "maximum":
+	case ir.OpMaximum:
 		return "max(" + args[0] + ", " + args[1] + ")", nil
-	case "minimum":
+	case ir.OpMinimum:
 		return "min(" + args[0] + ", " + args[1] + ")", nil
 	}
 	return "", fmt.Errorf("op %s has no i32 kernel (only neg, abs, relu, add, sub, mul, div, maximum, minimum)", op)
@@ -218,7 +218,7 @@ func intOp(op string, args []string) (string, error) {
 func genElementwise(g *gen) (*codegen.Kernel, error) {
 	dt := g.in[0].DType
 	var expr *ir.Expr
-	if g.op == "fused_elementwise" {
+	if g.op == ir.OpFusedElementwise {
 		var err error
 		if expr, err = ir.ParseExpr(g.attrs.String("expr")); err != nil {
 			return nil, err
@@ -229,7 +229,7 @@ func genElementwise(g *gen) (*codegen.Kernel, error) {
 			expr.Args = append(expr.Args, &ir.Expr{Input: j})
 		}
 	}
-	if dt == ir.I32 && g.op == "fused_elementwise" {
+	if dt == ir.I32 && g.op == ir.OpFusedElementwise {
 		return nil, fmt.Errorf("fused_elementwise on i32 is not supported")
 	}
 	g.bindAll()
@@ -249,7 +249,7 @@ func genElementwise(g *gen) (*codegen.Kernel, error) {
 			}
 		}
 		tmp := 0
-		constFault := g.op == "fused_elementwise" && g.fault == FaultWrongConstant
+		constFault := g.op == ir.OpFusedElementwise && g.fault == FaultWrongConstant
 		var walk func(e *ir.Expr) (string, error)
 		walk = func(e *ir.Expr) (string, error) {
 			switch {

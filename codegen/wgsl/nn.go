@@ -22,15 +22,15 @@ import (
 // tap further) and pool2d (windows shifted by one column).
 
 func init() {
-	for op, fn := range map[string]generator{
-		"iota":             genIota,
-		"conv2d":           genConv,
-		"conv_transpose2d": genConv,
-		"pool2d":           genPool,
-		"resize":           genResize,
-		"reduce_sum":       genReduce,
-		"reduce_mean":      genReduce,
-		"reduce_max":       genReduce,
+	for op, fn := range map[ir.Op]generator{
+		ir.OpIota:            genIota,
+		ir.OpConv2D:          genConv,
+		ir.OpConvTranspose2D: genConv,
+		ir.OpPool2D:          genPool,
+		ir.OpResize:          genResize,
+		ir.OpReduceSum:       genReduce,
+		ir.OpReduceMean:      genReduce,
+		ir.OpReduceMax:       genReduce,
 	} {
 		generators[op] = fn
 	}
@@ -59,7 +59,7 @@ func genConv(g *gen) (*codegen.Kernel, error) {
 	if err != nil {
 		return nil, err
 	}
-	transpose := g.op == "conv_transpose2d"
+	transpose := g.op == ir.OpConvTranspose2D
 	g.bindAll()
 	g.f16Helper()
 	xs, ws, os := sizes(g.in[0]), sizes(g.in[1]), sizes(g.out[0])
@@ -333,7 +333,7 @@ func genReduce(g *gen) (*codegen.Kernel, error) {
 	for k, d := range kept {
 		keptSizes[k] = xs[d]
 	}
-	isMax := g.op == "reduce_max"
+	isMax := g.op == ir.OpReduceMax
 	return g.elementwise(numel(g.out[0]), func() {
 		coords := g.coords(keptSizes, "i")
 		var terms []string
@@ -367,7 +367,7 @@ func genReduce(g *gen) (*codegen.Kernel, error) {
 			indent = indent[2:]
 			g.p("%s}", indent)
 		}
-		if g.op == "reduce_mean" {
+		if g.op == ir.OpReduceMean {
 			g.p("  out0[i] = acc / %s;", f32Lit(float64(count)))
 		} else {
 			g.p("  out0[i] = acc;")

@@ -64,7 +64,7 @@ func genNorm(g *gen) (*codegen.Kernel, error) {
 	if g.faultIs(FaultWrongIndex) {
 		read = "in0[base + j + 1u]"
 	}
-	if g.op == "layer_norm" {
+	if g.op == ir.OpLayerNorm {
 		g.p("  var acc = 0.0f;")
 		g.p("  for (var j = li; j < D; j += %du) { acc = %s; }", wg, g.ov("acc + "+read))
 		g.p("  red[li] = acc;")

@@ -235,11 +235,11 @@ func BoundAttrs(n *ir.Node, in, out []ir.Type) ir.Attrs {
 }
 
 // Supports reports whether op has a WGSL kernel.
-func Supports(op string) bool { return generators[op] != nil }
+func Supports(op ir.Op) bool { return generators[op] != nil }
 
 type generator func(g *gen) (*codegen.Kernel, error)
 
-var generators = map[string]generator{}
+var generators = map[ir.Op]generator{}
 
 func init() {
 	for _, op := range ir.UnaryOps {
@@ -248,25 +248,25 @@ func init() {
 	for _, op := range ir.BinaryOps {
 		generators[op] = genElementwise
 	}
-	for op, fn := range map[string]generator{
-		"fused_elementwise": genElementwise,
-		"constant":          genConstant,
-		"cast":              genCast,
-		"gather":            genGather,
-		"matmul":            genMatmul,
-		"rms_norm":          genNorm,
-		"layer_norm":        genNorm,
-		"softmax":           genSoftmax,
-		"argmax":            genArgmax,
-		"rope":              genRope,
-		"kv_write":          genKVWrite,
-		"attention":         genAttention,
-		"reshape":           genCopy,
-		"probe":             genCopy,
-		"transfer":          genCopy,
-		"transpose":         genTranspose,
-		"slice":             genSlice,
-		"concat":            genConcat,
+	for op, fn := range map[ir.Op]generator{
+		ir.OpFusedElementwise: genElementwise,
+		ir.OpConstant:         genConstant,
+		ir.OpCast:             genCast,
+		ir.OpGather:           genGather,
+		ir.OpMatmul:           genMatmul,
+		ir.OpRMSNorm:          genNorm,
+		ir.OpLayerNorm:        genNorm,
+		ir.OpSoftmax:          genSoftmax,
+		ir.OpArgmax:           genArgmax,
+		ir.OpRope:             genRope,
+		ir.OpKVWrite:          genKVWrite,
+		ir.OpAttention:        genAttention,
+		ir.OpReshape:          genCopy,
+		ir.OpProbe:            genCopy,
+		ir.OpTransfer:         genCopy,
+		ir.OpTranspose:        genTranspose,
+		ir.OpSlice:            genSlice,
+		ir.OpConcat:           genConcat,
 	} {
 		generators[op] = fn
 	}
@@ -275,7 +275,7 @@ func init() {
 // gen holds the state of generating one kernel.
 type gen struct {
 	node  *ir.Node
-	op    string
+	op    ir.Op
 	attrs ir.Attrs
 	in    []ir.Type
 	out   []ir.Type

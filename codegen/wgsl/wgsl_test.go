@@ -23,7 +23,7 @@ func generate(t *testing.T, c kerneltest.Case, opts Options) (*codegen.Kernel, e
 
 func TestEveryOpHasGenerator(t *testing.T) {
 	for _, d := range ir.Ops() {
-		if !Supports(d.Name) {
+		if !Supports(d.Op) {
 			t.Errorf("op %s has no WGSL generator", d.Name)
 		}
 	}
@@ -83,7 +83,7 @@ func checkKernel(t *testing.T, c kerneltest.Case, k *codegen.Kernel, l Limits) {
 // TestGridFolds checks that an elementwise kernel too big for one grid
 // dimension folds into several that together cover every element.
 func TestGridFolds(t *testing.T) {
-	c := kerneltest.Case{Name: "exp", Op: "exp", In: []ir.Type{f32(1000, 33)}}
+	c := kerneltest.Case{Name: "exp", Op: ir.OpExp, In: []ir.Type{f32(1000, 33)}}
 	k, err := generate(t, c, Options{Limits: Limits{MaxWorkgroupsPerDimension: 10}})
 	if err != nil {
 		t.Fatal(err)
@@ -147,7 +147,7 @@ func TestFaults(t *testing.T) {
 // TestErrors checks that Generate reports bad requests instead of emitting
 // kernels.
 func TestErrors(t *testing.T) {
-	n := &ir.Node{ID: 1, Op: "add", Attrs: ir.Attrs{}}
+	n := &ir.Node{ID: 1, Op: ir.OpAdd, Attrs: ir.Attrs{}}
 	if _, err := Generate(n, []ir.Type{ir.T(ir.F16, ir.S(3)), ir.T(ir.F16, ir.S(3))}, nil, Options{}); err == nil {
 		t.Error("f16 accepted")
 	}
@@ -157,21 +157,21 @@ func TestErrors(t *testing.T) {
 	if _, err := Generate(n, []ir.Type{f32(3), f32(3)}, []ir.Type{f32(4)}, Options{}); err == nil {
 		t.Error("wrong output type accepted")
 	}
-	if _, err := Generate(&ir.Node{ID: 2, Op: "no_such_op"}, nil, nil, Options{}); err == nil {
+	if _, err := Generate(&ir.Node{ID: 2, Op: ir.OpNone}, nil, nil, Options{}); err == nil {
 		t.Error("unknown op accepted")
 	}
 	if _, err := Generate(nil, nil, nil, Options{}); err == nil {
 		t.Error("nil node accepted")
 	}
-	fused := &ir.Node{ID: 4, Op: "fused_elementwise", Attrs: ir.Attrs{"expr": ir.StringAttr("add($0, $0)")}}
+	fused := &ir.Node{ID: 4, Op: ir.OpFusedElementwise, Attrs: ir.Attrs{"expr": ir.StringAttr("add($0, $0)")}}
 	if _, err := Generate(fused, []ir.Type{i32(3)}, nil, Options{}); err == nil {
 		t.Error("i32 fused_elementwise accepted")
 	}
-	exp := &ir.Node{ID: 5, Op: "exp"}
+	exp := &ir.Node{ID: 5, Op: ir.OpExp}
 	if _, err := Generate(exp, []ir.Type{i32(3)}, nil, Options{}); err == nil || !strings.Contains(err.Error(), "no i32 kernel") {
 		t.Errorf("i32 exp: got %v, want a no-i32-kernel error", err)
 	}
-	cat := &ir.Node{ID: 3, Op: "concat", Attrs: ir.Attrs{"axis": ir.IntAttr(0)}}
+	cat := &ir.Node{ID: 3, Op: ir.OpConcat, Attrs: ir.Attrs{"axis": ir.IntAttr(0)}}
 	many := make([]ir.Type, 9)
 	for i := range many {
 		many[i] = f32(2)

@@ -442,7 +442,7 @@ func (im *importer) translate(n *onnxpb.NodeProto) error {
 
 // op appends an IR node of op; when every input is a constant it is
 // evaluated at import on the CPU reference device instead.
-func (im *importer) op(op string, attrs ir.Attrs, in ...*val) (*val, error) {
+func (im *importer) op(op ir.Op, attrs ir.Attrs, in ...*val) (*val, error) {
 	constant := true
 	for _, v := range in {
 		constant = constant && v.isConst()
@@ -469,7 +469,7 @@ func (im *importer) op(op string, attrs ir.Attrs, in ...*val) (*val, error) {
 }
 
 // fold evaluates op on constant inputs.
-func (im *importer) fold(op string, attrs ir.Attrs, in []*val) (*tensor.Tensor, error) {
+func (im *importer) fold(op ir.Op, attrs ir.Attrs, in []*val) (*tensor.Tensor, error) {
 	types := make([]ir.Type, len(in))
 	bufs := make([]*runtime.Buffer, len(in))
 	for i, v := range in {
@@ -528,7 +528,7 @@ func (im *importer) value(v *val) (*ir.Value, error) {
 	if len(vals) == 0 {
 		vals = []float64{0}
 	}
-	v.v = im.b.Op("constant", nil, ir.Attrs{"dtype": ir.DTypeAttr(c.DType), "shape": ir.ShapeAttr(shapeOf(c.Shape)), "value": ir.FloatsAttr(vals...)})
+	v.v = im.b.Op(ir.OpConstant, nil, ir.Attrs{"dtype": ir.DTypeAttr(c.DType), "shape": ir.ShapeAttr(shapeOf(c.Shape)), "value": ir.FloatsAttr(vals...)})
 	if err := im.b.Err(); err != nil {
 		return nil, err
 	}

@@ -27,20 +27,20 @@ func init() {
 	handlers = map[string]handler{
 		"Conv": h(convOp), "ConvTranspose": h(convOp), "BatchNormalization": h(batchNorm),
 		"MatMul": h(matmulOp), "Gemm": h(gemm),
-		"Add": h(binaryOp("add")), "Sub": h(binaryOp("sub")), "Mul": h(binaryOp("mul")), "Div": h(divOp), "Pow": h(powOp),
-		"Max": h(variadic("maximum")), "Min": h(variadic("minimum")), "Sum": h(variadic("add")),
-		"Sqrt": h(unary("sqrt")), "Relu": h(unary("relu")), "Sigmoid": h(unary("sigmoid")), "Tanh": h(unary("tanh")),
-		"Exp": h(unary("exp")), "Log": h(unary("log")), "Neg": h(unary("neg")), "Abs": h(unary("abs")),
+		"Add": h(binaryOp(ir.OpAdd)), "Sub": h(binaryOp(ir.OpSub)), "Mul": h(binaryOp(ir.OpMul)), "Div": h(divOp), "Pow": h(powOp),
+		"Max": h(variadic(ir.OpMaximum)), "Min": h(variadic(ir.OpMinimum)), "Sum": h(variadic(ir.OpAdd)),
+		"Sqrt": h(unary(ir.OpSqrt)), "Relu": h(unary(ir.OpRelu)), "Sigmoid": h(unary(ir.OpSigmoid)), "Tanh": h(unary(ir.OpTanh)),
+		"Exp": h(unary(ir.OpExp)), "Log": h(unary(ir.OpLog)), "Neg": h(unary(ir.OpNeg)), "Abs": h(unary(ir.OpAbs)),
 		"Reciprocal": h(reciprocal), "HardSigmoid": h(hardSigmoid), "HardSwish": {hardSwish, 14},
 		"Clip": h(clip), "LeakyRelu": h(leakyRelu), "Softmax": h(softmax),
-		"ReduceMean": h(reduce("reduce_mean")), "ReduceMax": h(reduce("reduce_max")), "ReduceSum": h(reduce("reduce_sum")),
+		"ReduceMean": h(reduce(ir.OpReduceMean)), "ReduceMax": h(reduce(ir.OpReduceMax)), "ReduceSum": h(reduce(ir.OpReduceSum)),
 		"Reshape": {reshapeOp, 5}, "Flatten": h(flatten), "Transpose": h(transposeOp),
 		"Squeeze": h(squeeze), "Unsqueeze": h(unsqueeze), "Slice": h(sliceOp), "Concat": h(concat),
 		"Shape": h(shapeOp), "Cast": h(cast), "Gather": h(gather), "Constant": h(constantOp),
 		"Identity": h(identity), "Dropout": h(identity),
 		"Resize": {resize, 10}, "Upsample": h(resize),
 		"MaxPool": h(pool), "AveragePool": h(pool),
-		"GlobalAveragePool": h(globalPool("reduce_mean")), "GlobalMaxPool": h(globalPool("reduce_max")),
+		"GlobalAveragePool": h(globalPool(ir.OpReduceMean)), "GlobalMaxPool": h(globalPool(ir.OpReduceMax)),
 		"LayerNormalization": {layerNorm, 17},
 	}
 }
@@ -146,7 +146,7 @@ func (im *importer) reshape(v *val, shape []int) (*val, error) {
 	if slices.Equal(v.shape(), shape) {
 		return v, nil
 	}
-	return im.op("reshape", ir.Attrs{"shape": ir.ShapeAttr(shapeOf(shape))}, v)
+	return im.op(ir.OpReshape, ir.Attrs{"shape": ir.ShapeAttr(shapeOf(shape))}, v)
 }
 
 // normAxis maps axis into [0, r).
@@ -186,7 +186,7 @@ func align(a, b *val) (*val, *val, error) {
 	return a, b, nil
 }
 
-func (im *importer) binop(op string, a, b *val) (*val, error) {
+func (im *importer) binop(op ir.Op, a, b *val) (*val, error) {
 	a, b, err := align(a, b)
 	if err != nil {
 		return nil, err
@@ -194,7 +194,7 @@ func (im *importer) binop(op string, a, b *val) (*val, error) {
 	return im.op(op, nil, a, b)
 }
 
-func binaryOp(op string) func(im *importer, n *onnxpb.NodeProto, in []*val) ([]*val, error) {
+func binaryOp(op ir.Op) func(im *importer, n *onnxpb.NodeProto, in []*val) ([]*val, error) {
 	return func(im *importer, n *onnxpb.NodeProto, in []*val) ([]*val, error) {
 		if attr(n, "broadcast") != nil || attr(n, "axis") != nil {
 			return nil, fmt.Errorf("the legacy broadcast/axis attributes (opset < 7) are not supported")
@@ -224,19 +224,19 @@ func powOp(im *importer, n *onnxpb.NodeProto, in []*val) ([]*val, error) {
 	}
 	if !a.dtype().IsFloat() {
 		if a.isConst() && b.isConst() {
-			return one(im.binop("pow", &val{c: a.c.Convert(ir.F32)}, &val{c: b.c.Convert(ir.F32)}))
+			return one(im.binop(ir.OpPow, &val{c: a.c.Convert(ir.F32)}, &val{c: b.c.Convert(ir.F32)}))
 		}
 		return nil, fmt.Errorf("Pow of an integer base at run time is not supported")
 	}
 	if !b.dtype().IsFloat() && !b.isConst() {
-		if b, err = im.op("cast", ir.Attrs{"to": ir.DTypeAttr(a.dtype())}, b); err != nil {
+		if b, err = im.op(ir.OpCast, ir.Attrs{"to": ir.DTypeAttr(a.dtype())}, b); err != nil {
 			return nil, err
 		}
 	}
-	return one(im.binop("pow", a, b))
+	return one(im.binop(ir.OpPow, a, b))
 }
 
-func variadic(op string) func(im *importer, n *onnxpb.NodeProto, in []*val) ([]*val, error) {
+func variadic(op ir.Op) func(im *importer, n *onnxpb.NodeProto, in []*val) ([]*val, error) {
 	return func(im *importer, n *onnxpb.NodeProto, in []*val) ([]*val, error) {
 		acc, err := arg(in, 0, "data_0")
 		if err != nil {
@@ -281,7 +281,7 @@ func divOp(im *importer, n *onnxpb.NodeProto, in []*val) ([]*val, error) {
 	if !a.dtype().IsFloat() || !b.dtype().IsFloat() {
 		return nil, fmt.Errorf("integer Div of values computed at run time is not supported")
 	}
-	return one(im.binop("div", a, b))
+	return one(im.binop(ir.OpDiv, a, b))
 }
 
 // hostIntBinary applies f over broadcast i64 copies of a and b.
@@ -328,7 +328,7 @@ func hostIntBinary(a, b *tensor.Tensor, f func(x, y int64) (int64, error)) (*ten
 	return i64Tensor(shape, out), nil
 }
 
-func unary(op string) func(im *importer, n *onnxpb.NodeProto, in []*val) ([]*val, error) {
+func unary(op ir.Op) func(im *importer, n *onnxpb.NodeProto, in []*val) ([]*val, error) {
 	return func(im *importer, n *onnxpb.NodeProto, in []*val) ([]*val, error) {
 		x, err := arg(in, 0, "X")
 		if err != nil {
@@ -359,7 +359,7 @@ func reciprocal(im *importer, n *onnxpb.NodeProto, in []*val) ([]*val, error) {
 	if err != nil {
 		return nil, err
 	}
-	return one(im.binop("div", scalar(x.dtype(), 1), x))
+	return one(im.binop(ir.OpDiv, scalar(x.dtype(), 1), x))
 }
 
 // hardSigmoid is max(0, min(1, alpha·x + beta)).
@@ -373,15 +373,15 @@ func hardSigmoid(im *importer, n *onnxpb.NodeProto, in []*val) ([]*val, error) {
 
 func (im *importer) hardSigmoid(x *val, alpha, beta float64) (*val, error) {
 	dt := x.dtype()
-	y, err := im.binop("mul", x, scalar(dt, alpha))
+	y, err := im.binop(ir.OpMul, x, scalar(dt, alpha))
 	if err == nil {
-		y, err = im.binop("add", y, scalar(dt, beta))
+		y, err = im.binop(ir.OpAdd, y, scalar(dt, beta))
 	}
 	if err == nil {
-		y, err = im.binop("minimum", y, scalar(dt, 1))
+		y, err = im.binop(ir.OpMinimum, y, scalar(dt, 1))
 	}
 	if err == nil {
-		y, err = im.binop("maximum", y, scalar(dt, 0))
+		y, err = im.binop(ir.OpMaximum, y, scalar(dt, 0))
 	}
 	return y, err
 }
@@ -396,7 +396,7 @@ func hardSwish(im *importer, n *onnxpb.NodeProto, in []*val) ([]*val, error) {
 	if err != nil {
 		return nil, err
 	}
-	return one(im.binop("mul", x, y))
+	return one(im.binop(ir.OpMul, x, y))
 }
 
 // clip is minimum(maximum(x, min), max), with the bounds as attributes
@@ -419,12 +419,12 @@ func clip(im *importer, n *onnxpb.NodeProto, in []*val) ([]*val, error) {
 	}
 	y := x
 	if lo != nil {
-		if y, err = im.binop("maximum", y, lo); err != nil {
+		if y, err = im.binop(ir.OpMaximum, y, lo); err != nil {
 			return nil, err
 		}
 	}
 	if hi != nil {
-		if y, err = im.binop("minimum", y, hi); err != nil {
+		if y, err = im.binop(ir.OpMinimum, y, hi); err != nil {
 			return nil, err
 		}
 	}
@@ -439,30 +439,30 @@ func leakyRelu(im *importer, n *onnxpb.NodeProto, in []*val) ([]*val, error) {
 		return nil, err
 	}
 	alpha := attrFloat(n, "alpha", 0.01)
-	ax, err := im.binop("mul", x, scalar(x.dtype(), alpha))
+	ax, err := im.binop(ir.OpMul, x, scalar(x.dtype(), alpha))
 	if err != nil {
 		return nil, err
 	}
 	if alpha >= 0 && alpha <= 1 {
-		return one(im.binop("maximum", x, ax))
+		return one(im.binop(ir.OpMaximum, x, ax))
 	}
-	neg, err := im.op("neg", nil, x)
+	neg, err := im.op(ir.OpNeg, nil, x)
 	if err != nil {
 		return nil, err
 	}
-	rn, err := im.op("relu", nil, neg)
+	rn, err := im.op(ir.OpRelu, nil, neg)
 	if err != nil {
 		return nil, err
 	}
-	arn, err := im.binop("mul", rn, scalar(x.dtype(), alpha))
+	arn, err := im.binop(ir.OpMul, rn, scalar(x.dtype(), alpha))
 	if err != nil {
 		return nil, err
 	}
-	rx, err := im.op("relu", nil, x)
+	rx, err := im.op(ir.OpRelu, nil, x)
 	if err != nil {
 		return nil, err
 	}
-	return one(im.binop("sub", rx, arn))
+	return one(im.binop(ir.OpSub, rx, arn))
 }
 
 // softmax: from opset 13 along axis (default -1); before, over the input
@@ -482,13 +482,13 @@ func softmax(im *importer, n *onnxpb.NodeProto, in []*val) ([]*val, error) {
 		return nil, err
 	}
 	if im.opset >= 13 || ax == len(xs)-1 {
-		return one(im.op("softmax", ir.Attrs{"axis": ir.IntAttr(int64(ax))}, x))
+		return one(im.op(ir.OpSoftmax, ir.Attrs{"axis": ir.IntAttr(int64(ax))}, x))
 	}
 	flat, err := im.reshape(x, []int{tensor.NumElements(xs[:ax]), tensor.NumElements(xs[ax:])})
 	if err != nil {
 		return nil, err
 	}
-	y, err := im.op("softmax", ir.Attrs{"axis": ir.IntAttr(-1)}, flat)
+	y, err := im.op(ir.OpSoftmax, ir.Attrs{"axis": ir.IntAttr(-1)}, flat)
 	if err != nil {
 		return nil, err
 	}
@@ -498,7 +498,7 @@ func softmax(im *importer, n *onnxpb.NodeProto, in []*val) ([]*val, error) {
 // reduce: axes as an attribute (ReduceSum before opset 13, the others
 // before 18) or as the second input; no axes reduce all of them unless
 // noop_with_empty_axes.
-func reduce(op string) func(im *importer, n *onnxpb.NodeProto, in []*val) ([]*val, error) {
+func reduce(op ir.Op) func(im *importer, n *onnxpb.NodeProto, in []*val) ([]*val, error) {
 	return func(im *importer, n *onnxpb.NodeProto, in []*val) ([]*val, error) {
 		x, err := arg(in, 0, "data")
 		if err != nil {
@@ -606,7 +606,7 @@ func transposeOp(im *importer, n *onnxpb.NodeProto, in []*val) ([]*val, error) {
 			perm = append(perm, int64(i))
 		}
 	}
-	return one(im.op("transpose", ir.Attrs{"perm": ir.IntsAttr(perm...)}, x))
+	return one(im.op(ir.OpTranspose, ir.Attrs{"perm": ir.IntsAttr(perm...)}, x))
 }
 
 // axesArg reads the axes of Squeeze/Unsqueeze: an attribute before opset
@@ -751,7 +751,7 @@ func sliceOp(im *importer, n *onnxpb.NodeProto, in []*val) ([]*val, error) {
 			if first == 0 && count == dim {
 				continue
 			}
-			y, err = im.op("slice", ir.Attrs{"axis": ir.IntAttr(int64(ax)), "start": ir.IntAttr(first),
+			y, err = im.op(ir.OpSlice, ir.Attrs{"axis": ir.IntAttr(int64(ax)), "start": ir.IntAttr(first),
 				"end": ir.IntAttr(first + (count-1)*step + 1), "step": ir.IntAttr(step)}, y)
 		default:
 			// ONNX: start clamps to [0, dim-1], end to [-1, dim-1].
@@ -770,7 +770,7 @@ func sliceOp(im *importer, n *onnxpb.NodeProto, in []*val) ([]*val, error) {
 			for k := st; k > en; k += step {
 				idx = append(idx, k)
 			}
-			y, err = im.op("gather", ir.Attrs{"axis": ir.IntAttr(int64(ax))}, y, &val{c: i64Tensor([]int{len(idx)}, idx)})
+			y, err = im.op(ir.OpGather, ir.Attrs{"axis": ir.IntAttr(int64(ax))}, y, &val{c: i64Tensor([]int{len(idx)}, idx)})
 		}
 		if err != nil {
 			return nil, err
@@ -806,7 +806,7 @@ func concat(im *importer, n *onnxpb.NodeProto, in []*val) ([]*val, error) {
 			return nil, err
 		}
 	}
-	return one(im.op("concat", ir.Attrs{"axis": ir.IntAttr(int64(ax))}, args...))
+	return one(im.op(ir.OpConcat, ir.Attrs{"axis": ir.IntAttr(int64(ax))}, args...))
 }
 
 func shapeOp(im *importer, n *onnxpb.NodeProto, in []*val) ([]*val, error) {
@@ -851,7 +851,7 @@ func cast(im *importer, n *onnxpb.NodeProto, in []*val) ([]*val, error) {
 	if dt == x.dtype() {
 		return []*val{x}, nil
 	}
-	return one(im.op("cast", ir.Attrs{"to": ir.DTypeAttr(dt)}, x))
+	return one(im.op(ir.OpCast, ir.Attrs{"to": ir.DTypeAttr(dt)}, x))
 }
 
 // gather: negative constant indices count from the end of the axis.
@@ -886,7 +886,7 @@ func gather(im *importer, n *onnxpb.NodeProto, in []*val) ([]*val, error) {
 	} else if !idx.dtype().IsInt() {
 		return nil, fmt.Errorf("indices are %s", idx.dtype())
 	}
-	return one(im.op("gather", ir.Attrs{"axis": ir.IntAttr(int64(ax))}, x, idx))
+	return one(im.op(ir.OpGather, ir.Attrs{"axis": ir.IntAttr(int64(ax))}, x, idx))
 }
 
 func constantOp(im *importer, n *onnxpb.NodeProto, in []*val) ([]*val, error) {
@@ -1020,9 +1020,9 @@ func convOp(im *importer, n *onnxpb.NodeProto, in []*val) ([]*val, error) {
 		"strides": ir.IntsAttr(sp.strides[:]...), "dilations": ir.IntsAttr(sp.dil[:]...),
 		"groups": ir.IntAttr(attrInt(n, "group", 1)),
 	}
-	op := "conv2d"
+	op := ir.OpConv2D
 	if transpose {
-		op = "conv_transpose2d"
+		op = ir.OpConvTranspose2D
 		d := len(xs) - 2
 		outPad := slices.Clone(attrInts(n, "output_padding", make([]int64, d)))
 		outShape := attrInts(n, "output_shape", nil)
@@ -1123,26 +1123,26 @@ func batchNorm(im *importer, n *onnxpb.NodeProto, in []*val) ([]*val, error) {
 	}
 	dt := x.dtype()
 	eps := scalar(dt, attrFloat(n, "epsilon", 1e-5))
-	v, err := im.binop("add", args[4], eps)
+	v, err := im.binop(ir.OpAdd, args[4], eps)
 	if err == nil {
-		v, err = im.op("sqrt", nil, v)
+		v, err = im.op(ir.OpSqrt, nil, v)
 	}
 	var a, c *val
 	if err == nil {
-		a, err = im.binop("div", args[1], v)
+		a, err = im.binop(ir.OpDiv, args[1], v)
 	}
 	if err == nil {
-		c, err = im.binop("mul", args[3], a)
+		c, err = im.binop(ir.OpMul, args[3], a)
 	}
 	if err == nil {
-		c, err = im.binop("sub", args[2], c)
+		c, err = im.binop(ir.OpSub, args[2], c)
 	}
 	var y *val
 	if err == nil {
-		y, err = im.binop("mul", x, a)
+		y, err = im.binop(ir.OpMul, x, a)
 	}
 	if err == nil {
-		y, err = im.binop("add", y, c)
+		y, err = im.binop(ir.OpAdd, y, c)
 	}
 	return one(y, err)
 }
@@ -1175,7 +1175,7 @@ func matmulOp(im *importer, n *onnxpb.NodeProto, in []*val) ([]*val, error) {
 	if a, b, err = align(a, b); err != nil {
 		return nil, err
 	}
-	y, err := im.op("matmul", nil, a, b)
+	y, err := im.op(ir.OpMatmul, nil, a, b)
 	if err != nil || (len(as) > 1 && len(bs) > 1) {
 		return one(y, err)
 	}
@@ -1204,29 +1204,29 @@ func gemm(im *importer, n *onnxpb.NodeProto, in []*val) ([]*val, error) {
 		return nil, fmt.Errorf("A %v and B %v must be matrices", a.shape(), b.shape())
 	}
 	if attrInt(n, "transA", 0) != 0 {
-		if a, err = im.op("transpose", ir.Attrs{"perm": ir.IntsAttr(1, 0)}, a); err != nil {
+		if a, err = im.op(ir.OpTranspose, ir.Attrs{"perm": ir.IntsAttr(1, 0)}, a); err != nil {
 			return nil, err
 		}
 	}
 	if a, b, err = align(a, b); err != nil {
 		return nil, err
 	}
-	y, err := im.op("matmul", ir.Attrs{"transpose_b": ir.BoolAttr(attrInt(n, "transB", 0) != 0)}, a, b)
+	y, err := im.op(ir.OpMatmul, ir.Attrs{"transpose_b": ir.BoolAttr(attrInt(n, "transB", 0) != 0)}, a, b)
 	if err != nil {
 		return nil, err
 	}
 	if alpha := attrFloat(n, "alpha", 1); alpha != 1 {
-		if y, err = im.binop("mul", y, scalar(y.dtype(), alpha)); err != nil {
+		if y, err = im.binop(ir.OpMul, y, scalar(y.dtype(), alpha)); err != nil {
 			return nil, err
 		}
 	}
 	if c := opt(in, 2); c != nil {
 		if beta := attrFloat(n, "beta", 1); beta != 1 {
-			if c, err = im.binop("mul", c, scalar(y.dtype(), beta)); err != nil {
+			if c, err = im.binop(ir.OpMul, c, scalar(y.dtype(), beta)); err != nil {
 				return nil, err
 			}
 		}
-		if y, err = im.binop("add", y, c); err != nil {
+		if y, err = im.binop(ir.OpAdd, y, c); err != nil {
 			return nil, err
 		}
 	}
@@ -1322,7 +1322,7 @@ func resize(im *importer, n *onnxpb.NodeProto, in []*val) ([]*val, error) {
 		if scales != nil && (scales[2] < 1 || scales[3] < 1) {
 			a["nearest"] = ir.StringAttr("ceil")
 		}
-		return one(im.op("resize", a, x))
+		return one(im.op(ir.OpResize, a, x))
 	}
 	coord := attrString(n, "coordinate_transformation_mode", "half_pixel")
 	if !slices.Contains(ir.ResizeCoordModes, coord) {
@@ -1334,7 +1334,7 @@ func resize(im *importer, n *onnxpb.NodeProto, in []*val) ([]*val, error) {
 		return nil, fmt.Errorf("nearest_mode %q is not supported", near)
 	}
 	a["nearest"] = ir.StringAttr(near)
-	return one(im.op("resize", a, x))
+	return one(im.op(ir.OpResize, a, x))
 }
 
 // pool is MaxPool and AveragePool.
@@ -1367,7 +1367,7 @@ func pool(im *importer, n *onnxpb.NodeProto, in []*val) ([]*val, error) {
 	if err != nil {
 		return nil, err
 	}
-	y, err := im.op("pool2d", a, x2)
+	y, err := im.op(ir.OpPool2D, a, x2)
 	if err != nil || len(xs) == 4 {
 		return one(y, err)
 	}
@@ -1375,7 +1375,7 @@ func pool(im *importer, n *onnxpb.NodeProto, in []*val) ([]*val, error) {
 	return one(im.reshape(y, []int{ys[0], ys[1], ys[3]}))
 }
 
-func globalPool(op string) func(im *importer, n *onnxpb.NodeProto, in []*val) ([]*val, error) {
+func globalPool(op ir.Op) func(im *importer, n *onnxpb.NodeProto, in []*val) ([]*val, error) {
 	return func(im *importer, n *onnxpb.NodeProto, in []*val) ([]*val, error) {
 		x, err := arg(in, 0, "X")
 		if err != nil {
@@ -1432,7 +1432,7 @@ func layerNorm(im *importer, n *onnxpb.NodeProto, in []*val) ([]*val, error) {
 		}
 	}
 	eps := attrFloat(n, "epsilon", 1e-5)
-	y, err := im.op("layer_norm", ir.Attrs{"eps": ir.FloatAttr(eps)}, args...)
+	y, err := im.op(ir.OpLayerNorm, ir.Attrs{"eps": ir.FloatAttr(eps)}, args...)
 	if err != nil {
 		return nil, err
 	}
@@ -1447,22 +1447,22 @@ func layerNorm(im *importer, n *onnxpb.NodeProto, in []*val) ([]*val, error) {
 			axes = append(axes, int64(i))
 		}
 		red := ir.Attrs{"axes": ir.IntsAttr(axes...), "keepdims": ir.BoolAttr(true)}
-		mean, err := im.op("reduce_mean", red, x)
+		mean, err := im.op(ir.OpReduceMean, red, x)
 		if err != nil {
 			return nil, err
 		}
-		dev, err := im.binop("sub", x, mean)
+		dev, err := im.binop(ir.OpSub, x, mean)
 		if err == nil {
-			dev, err = im.binop("mul", dev, dev)
+			dev, err = im.binop(ir.OpMul, dev, dev)
 		}
 		if err == nil {
-			dev, err = im.op("reduce_mean", red, dev)
+			dev, err = im.op(ir.OpReduceMean, red, dev)
 		}
 		if err == nil {
-			dev, err = im.binop("add", dev, scalar(dev.dtype(), eps))
+			dev, err = im.binop(ir.OpAdd, dev, scalar(dev.dtype(), eps))
 		}
 		if err == nil {
-			dev, err = im.op("rsqrt", nil, dev)
+			dev, err = im.op(ir.OpRsqrt, nil, dev)
 		}
 		if err != nil {
 			return nil, err

@@ -18,7 +18,7 @@ func BenchmarkMatmul(b *testing.B) {
 		b.Run(fmt.Sprintf("%dx%dx%d", c.m, c.k, c.n), func(b *testing.B) {
 			d := New()
 			x, w := randF32(r, c.m, c.k), randF32(r, c.n, c.k)
-			n, outs := node(b, "matmul", ir.Attrs{"transpose_b": ir.BoolAttr(true)}, x, w)
+			n, outs := node(b, ir.OpMatmul, ir.Attrs{"transpose_b": ir.BoolAttr(true)}, x, w)
 			xb, _ := d.Upload(x)
 			wb, _ := d.Upload(w)
 			in := []*runtime.Buffer{xb, wb}

@@ -66,7 +66,7 @@ func convKernel(d *Device, c *call) ([]*tensor.Tensor, error) {
 	sp, _ := ir.Spatial(c.attrs)
 	os := outs[0].Shape.Sizes()
 	g := &convGeom{n: x.Shape[0], c: x.Shape[1], h: x.Shape[2], w: x.Shape[3], o: os[1], ho: os[2], wo: os[3],
-		kh: w.Shape[2], kw: w.Shape[3], groups: int(c.attrs.Int("groups")), sp: sp, transpose: c.op == "conv_transpose2d"}
+		kh: w.Shape[2], kw: w.Shape[3], groups: int(c.attrs.Int("groups")), sp: sp, transpose: c.op == ir.OpConvTranspose2D}
 	g.cg, g.og = g.c/g.groups, g.o/g.groups
 	out := tensor.New(ir.F32, os)
 	if out.NumElements() == 0 {
@@ -340,7 +340,7 @@ func reduceKernel(_ *Device, c *call) ([]*tensor.Tensor, error) {
 	}
 	out := tensor.New(ir.F32, shape)
 	o := out.Float32s()
-	isMax := c.op == "reduce_max"
+	isMax := c.op == ir.OpReduceMax
 	if isMax {
 		for i := range o {
 			o[i] = float32(math.Inf(-1))
@@ -369,7 +369,7 @@ func reduceKernel(_ *Device, c *call) ([]*tensor.Tensor, error) {
 			}
 		}
 	}
-	if c.op == "reduce_mean" {
+	if c.op == ir.OpReduceMean {
 		n := float32(count)
 		for i := range o {
 			o[i] /= n
@@ -379,12 +379,12 @@ func reduceKernel(_ *Device, c *call) ([]*tensor.Tensor, error) {
 }
 
 func init() {
-	for op, k := range map[string]kernel{
-		"conv2d": convKernel, "conv_transpose2d": convKernel, "pool2d": poolKernel, "resize": resizeKernel,
-		"reduce_sum": reduceKernel, "reduce_mean": reduceKernel, "reduce_max": reduceKernel,
+	for op, k := range map[ir.Op]kernel{
+		ir.OpConv2D: convKernel, ir.OpConvTranspose2D: convKernel, ir.OpPool2D: poolKernel, ir.OpResize: resizeKernel,
+		ir.OpReduceSum: reduceKernel, ir.OpReduceMean: reduceKernel, ir.OpReduceMax: reduceKernel,
 	} {
 		kernels[op] = k
 		floatCompute[op] = true
 	}
-	kernels["iota"] = iotaKernel
+	kernels[ir.OpIota] = iotaKernel
 }

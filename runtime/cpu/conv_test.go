@@ -12,14 +12,14 @@ import (
 
 // nnSamples are valid calls of the ops of ir/ops_nn.go, for the coverage
 // test.
-func nnSamples(r *rand.Rand) map[string]sample {
+func nnSamples(r *rand.Rand) map[ir.Op]sample {
 	x4 := randF32(r, 1, 2, 5, 5)
-	s := map[string]sample{
-		"iota":             {ir.Attrs{"shape": ir.ShapeAttr(ir.S(2, 3)), "axis": ir.IntAttr(1)}, []*tensor.Tensor{tensor.ScalarInt32(4)}},
-		"conv2d":           {ir.Attrs{"pads": ir.IntsAttr(1, 1, 1, 1)}, []*tensor.Tensor{x4, randF32(r, 3, 2, 3, 3), randF32(r, 3)}},
-		"conv_transpose2d": {ir.Attrs{"strides": ir.IntsAttr(2, 2)}, []*tensor.Tensor{x4, randF32(r, 2, 3, 2, 2)}},
-		"pool2d":           {ir.Attrs{"kernel": ir.IntsAttr(2, 2)}, []*tensor.Tensor{x4}},
-		"resize":           {ir.Attrs{"size": ir.IntsAttr(10, 10)}, []*tensor.Tensor{x4}},
+	s := map[ir.Op]sample{
+		ir.OpIota:            {ir.Attrs{"shape": ir.ShapeAttr(ir.S(2, 3)), "axis": ir.IntAttr(1)}, []*tensor.Tensor{tensor.ScalarInt32(4)}},
+		ir.OpConv2D:          {ir.Attrs{"pads": ir.IntsAttr(1, 1, 1, 1)}, []*tensor.Tensor{x4, randF32(r, 3, 2, 3, 3), randF32(r, 3)}},
+		ir.OpConvTranspose2D: {ir.Attrs{"strides": ir.IntsAttr(2, 2)}, []*tensor.Tensor{x4, randF32(r, 2, 3, 2, 2)}},
+		ir.OpPool2D:          {ir.Attrs{"kernel": ir.IntsAttr(2, 2)}, []*tensor.Tensor{x4}},
+		ir.OpResize:          {ir.Attrs{"size": ir.IntsAttr(10, 10)}, []*tensor.Tensor{x4}},
 	}
 	for _, op := range ir.ReduceOps {
 		s[op] = sample{ir.Attrs{"axes": ir.IntsAttr(-1)}, []*tensor.Tensor{x4}}
@@ -143,7 +143,7 @@ func TestConv2d(t *testing.T) {
 			b = randF32(r, c.w[0])
 			in = append(in, b)
 		}
-		got := launch(t, d, "conv2d", c.attrs(), in...)
+		got := launch(t, d, ir.OpConv2D, c.attrs(), in...)
 		want := naiveConv2d(c, x, w, b, got.Shape)
 		approx(t, fmt.Sprintf("conv2d %+v", c), want, f64s(got), 1e-5, 1e-5)
 	}
@@ -168,7 +168,7 @@ func TestConvTranspose2d(t *testing.T) {
 			b = randF32(r, c.w[1]*int(c.groups))
 			in = append(in, b)
 		}
-		got := launch(t, d, "conv_transpose2d", c.attrs(), in...)
+		got := launch(t, d, ir.OpConvTranspose2D, c.attrs(), in...)
 		want := naiveConvTranspose2d(c, x, w, b, got.Shape)
 		approx(t, fmt.Sprintf("conv_transpose2d %+v", c), want, f64s(got), 1e-5, 1e-5)
 	}
@@ -232,8 +232,8 @@ func TestPool2d(t *testing.T) {
 	}
 	for _, c := range cases {
 		x := randF32(r, c.shape...)
-		got := launch(t, d, "pool2d", c.attrs, x)
-		_, na, _ := ir.InferTypes("pool2d", []ir.Type{x.Type()}, c.attrs)
+		got := launch(t, d, ir.OpPool2D, c.attrs, x)
+		_, na, _ := ir.InferTypes(ir.OpPool2D, []ir.Type{x.Type()}, c.attrs)
 		approx(t, fmt.Sprintf("pool2d %v %v", c.shape, c.attrs), naivePool(x, na, got.Shape), f64s(got), 1e-6, 1e-6)
 	}
 }
@@ -319,8 +319,8 @@ func TestResize(t *testing.T) {
 					if size == [2]int64{9, 13} {
 						a["scales"] = ir.FloatsAttr(2.3, 2.7)
 					}
-					got := launch(t, d, "resize", a, x)
-					_, na, _ := ir.InferTypes("resize", []ir.Type{x.Type()}, a)
+					got := launch(t, d, ir.OpResize, a, x)
+					_, na, _ := ir.InferTypes(ir.OpResize, []ir.Type{x.Type()}, a)
 					approx(t, fmt.Sprintf("resize %v %s %s %s", size, mode, coord, near), naiveResize(x, na, got.Shape), f64s(got), 1e-5, 1e-6)
 				}
 			}
@@ -330,14 +330,14 @@ func TestResize(t *testing.T) {
 
 func TestIota(t *testing.T) {
 	d := New()
-	got := launch(t, d, "iota", ir.Attrs{"shape": ir.ShapeAttr(ir.S(2, 3)), "axis": ir.IntAttr(-1)}, tensor.ScalarInt32(5))
+	got := launch(t, d, ir.OpIota, ir.Attrs{"shape": ir.ShapeAttr(ir.S(2, 3)), "axis": ir.IntAttr(-1)}, tensor.ScalarInt32(5))
 	want := []int32{5, 6, 7, 5, 6, 7}
 	for i, v := range got.Int32s() {
 		if v != want[i] {
 			t.Fatalf("iota axis -1 = %v, want %v", got.Int32s(), want)
 		}
 	}
-	got = launch(t, d, "iota", ir.Attrs{"shape": ir.ShapeAttr(ir.S(3, 2))}, tensor.ScalarInt32(-1))
+	got = launch(t, d, ir.OpIota, ir.Attrs{"shape": ir.ShapeAttr(ir.S(3, 2))}, tensor.ScalarInt32(-1))
 	want = []int32{-1, -1, 0, 0, 1, 1}
 	for i, v := range got.Int32s() {
 		if v != want[i] {
@@ -345,7 +345,7 @@ func TestIota(t *testing.T) {
 		}
 	}
 	// A symbolic shape takes its size from the expected output type.
-	n := &ir.Node{ID: 1, Op: "iota", Attrs: ir.Attrs{"shape": ir.ShapeAttr(ir.Shape{ir.Sym("seq")}), "axis": ir.IntAttr(0)}}
+	n := &ir.Node{ID: 1, Op: ir.OpIota, Attrs: ir.Attrs{"shape": ir.ShapeAttr(ir.Shape{ir.Sym("seq")}), "axis": ir.IntAttr(0)}}
 	res, err := d.Launch(n, bufs(d, []*tensor.Tensor{tensor.ScalarInt32(3)}), []ir.Type{ir.T(ir.I32, ir.S(4))})
 	if err != nil {
 		t.Fatal(err)
@@ -396,9 +396,9 @@ func TestReduce(t *testing.T) {
 						}
 					}
 					switch op {
-					case "reduce_sum":
+					case ir.OpReduceSum:
 						want[o] = s
-					case "reduce_mean":
+					case ir.OpReduceMean:
 						want[o] = s / float64(n)
 					default:
 						want[o] = m
@@ -409,7 +409,7 @@ func TestReduce(t *testing.T) {
 		}
 	}
 	nan := tensor.FromFloat32([]int{3}, []float32{1, float32(math.NaN()), 2})
-	if got := launch(t, d, "reduce_max", ir.Attrs{"axes": ir.IntsAttr(0)}, nan); !math.IsNaN(got.Float64At(0)) {
+	if got := launch(t, d, ir.OpReduceMax, ir.Attrs{"axes": ir.IntsAttr(0)}, nan); !math.IsNaN(got.Float64At(0)) {
 		t.Errorf("reduce_max over a NaN = %v", got.Float64At(0))
 	}
 }
@@ -420,17 +420,17 @@ func TestNNErrors(t *testing.T) {
 	r := newRand(55)
 	x := randF32(r, 1, 2, 4, 4)
 	for _, c := range []struct {
-		op    string
+		op    ir.Op
 		attrs ir.Attrs
 		in    []*tensor.Tensor
 		msg   string
 	}{
-		{"conv2d", nil, []*tensor.Tensor{x, randF32(r, 3, 3, 1, 1)}, "channels"},
-		{"conv2d", nil, []*tensor.Tensor{x.Convert(ir.I32), randF32(r, 3, 2, 1, 1)}, "f32"},
-		{"pool2d", ir.Attrs{"kernel": ir.IntsAttr(5, 5)}, []*tensor.Tensor{x}, "does not fit"},
-		{"resize", ir.Attrs{"size": ir.IntsAttr(2, 2), "mode": ir.StringAttr("cubic")}, []*tensor.Tensor{x}, "mode"},
-		{"reduce_sum", ir.Attrs{"axes": ir.IntsAttr(4)}, []*tensor.Tensor{x}, "out of range"},
-		{"iota", ir.Attrs{"shape": ir.ShapeAttr(ir.S(2))}, []*tensor.Tensor{tensor.FromInt32([]int{1}, []int32{0})}, "i32 scalar"},
+		{ir.OpConv2D, nil, []*tensor.Tensor{x, randF32(r, 3, 3, 1, 1)}, "channels"},
+		{ir.OpConv2D, nil, []*tensor.Tensor{x.Convert(ir.I32), randF32(r, 3, 2, 1, 1)}, "f32"},
+		{ir.OpPool2D, ir.Attrs{"kernel": ir.IntsAttr(5, 5)}, []*tensor.Tensor{x}, "does not fit"},
+		{ir.OpResize, ir.Attrs{"size": ir.IntsAttr(2, 2), "mode": ir.StringAttr("cubic")}, []*tensor.Tensor{x}, "mode"},
+		{ir.OpReduceSum, ir.Attrs{"axes": ir.IntsAttr(4)}, []*tensor.Tensor{x}, "out of range"},
+		{ir.OpIota, ir.Attrs{"shape": ir.ShapeAttr(ir.S(2))}, []*tensor.Tensor{tensor.FromInt32([]int{1}, []int32{0})}, "i32 scalar"},
 	} {
 		if err := launchRaw(d, c.op, c.attrs, c.in...); err == nil || !contains(err.Error(), c.msg) {
 			t.Errorf("%s %v: error %v, want one with %q", c.op, c.attrs, err, c.msg)

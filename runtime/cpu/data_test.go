@@ -28,7 +28,7 @@ func TestConstant(t *testing.T) {
 		{ir.Bool, []int64{3}, []float64{0, 2, -1}, []float64{0, 1, 1}},
 	}
 	for _, c := range cases {
-		got := launch(t, d, "constant", ir.Attrs{"dtype": ir.DTypeAttr(c.dtype), "shape": ir.ShapeAttr(ir.S(c.shape...)), "value": ir.FloatsAttr(c.value...)})
+		got := launch(t, d, ir.OpConstant, ir.Attrs{"dtype": ir.DTypeAttr(c.dtype), "shape": ir.ShapeAttr(ir.S(c.shape...)), "value": ir.FloatsAttr(c.value...)})
 		approx(t, fmt.Sprintf("constant %s%v", c.dtype, c.shape), c.want, f64s(got), 0, 0)
 	}
 }
@@ -53,7 +53,7 @@ func TestCast(t *testing.T) {
 		{tensor.FromFloat32([]int{2}, []float32{1.5, -3}).Convert(ir.F16), ir.F32, []float64{1.5, -3}},
 	}
 	for _, c := range cases {
-		got := launch(t, d, "cast", ir.Attrs{"to": ir.DTypeAttr(c.to)}, c.in)
+		got := launch(t, d, ir.OpCast, ir.Attrs{"to": ir.DTypeAttr(c.to)}, c.in)
 		if got.DType != c.to {
 			t.Errorf("cast to %s gave %s", c.to, got.DType)
 		}
@@ -82,7 +82,7 @@ func TestGather(t *testing.T) {
 	for _, c := range cases {
 		table := randF32(r, c.table...).Convert(c.dt)
 		ids := intTensor(c.idt, c.ids, c.idv...)
-		got := launch(t, d, "gather", ir.Attrs{"axis": ir.IntAttr(int64(c.axis))}, table, ids)
+		got := launch(t, d, ir.OpGather, ir.Attrs{"axis": ir.IntAttr(int64(c.axis))}, table, ids)
 		ax := c.axis
 		if ax < 0 {
 			ax += len(c.table)
@@ -102,7 +102,7 @@ func TestGather(t *testing.T) {
 		approx(t, fmt.Sprintf("gather %+v", c), want, f64s(got), 0, 0)
 	}
 	for _, id := range []int64{10, -1} {
-		if err := launchRaw(d, "gather", nil, randF32(r, 10, 4), intTensor(ir.I32, []int{2}, 0, id)); err == nil {
+		if err := launchRaw(d, ir.OpGather, nil, randF32(r, 10, 4), intTensor(ir.I32, []int{2}, 0, id)); err == nil {
 			t.Errorf("gather of id %d from 10 rows: no error", id)
 		}
 	}
@@ -128,20 +128,20 @@ func TestReshape(t *testing.T) {
 		{ir.S(24), []int{24}},
 		{ir.S(1, 2, 12, 1), []int{1, 2, 12, 1}},
 	} {
-		got := launch(t, d, "reshape", ir.Attrs{"shape": ir.ShapeAttr(c.shape)}, x)
+		got := launch(t, d, ir.OpReshape, ir.Attrs{"shape": ir.ShapeAttr(c.shape)}, x)
 		checkShape(t, "reshape", got, c.want)
 		approx(t, "reshape", f64s(x), f64s(got), 0, 0)
 	}
 	// Without an expected output type the kernel resolves -1 itself.
 	b, _ := d.Upload(x)
-	res, err := d.Launch(&ir.Node{Op: "reshape", Attrs: ir.Attrs{"shape": ir.ShapeAttr(ir.S(4, -1))}}, []*runtime.Buffer{b}, nil)
+	res, err := d.Launch(&ir.Node{Op: ir.OpReshape, Attrs: ir.Attrs{"shape": ir.ShapeAttr(ir.S(4, -1))}}, []*runtime.Buffer{b}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if diff := cmp.Diff([]int{4, 6}, res[0].Shape); diff != "" {
 		t.Errorf("reshape to [4, -1]: %s", diff)
 	}
-	if err := launchRaw(d, "reshape", ir.Attrs{"shape": ir.ShapeAttr(ir.S(5, -1))}, x); err == nil {
+	if err := launchRaw(d, ir.OpReshape, ir.Attrs{"shape": ir.ShapeAttr(ir.S(5, -1))}, x); err == nil {
 		t.Error("reshape of 24 elements to [5, -1]: no error")
 	}
 }
@@ -165,7 +165,7 @@ func TestTranspose(t *testing.T) {
 	}
 	for _, c := range cases {
 		x := randF32(r, c.shape...).Convert(c.dt)
-		got := launch(t, d, "transpose", ir.Attrs{"perm": ir.IntsAttr(c.perm...)}, x)
+		got := launch(t, d, ir.OpTranspose, ir.Attrs{"perm": ir.IntsAttr(c.perm...)}, x)
 		shape := make([]int, len(c.perm))
 		for i, p := range c.perm {
 			shape[i] = c.shape[p]
@@ -206,7 +206,7 @@ func TestSlice(t *testing.T) {
 	}
 	for _, c := range cases {
 		x := randF32(r, c.shape...)
-		got := launch(t, d, "slice", ir.Attrs{"axis": ir.IntAttr(c.axis), "start": ir.IntAttr(c.start), "end": ir.IntAttr(c.end), "step": ir.IntAttr(c.step)}, x)
+		got := launch(t, d, ir.OpSlice, ir.Attrs{"axis": ir.IntAttr(c.axis), "start": ir.IntAttr(c.start), "end": ir.IntAttr(c.end), "step": ir.IntAttr(c.step)}, x)
 		ax := int(c.axis)
 		if ax < 0 {
 			ax += len(c.shape)
@@ -262,7 +262,7 @@ func TestConcat(t *testing.T) {
 			}
 			ins[i] = ins[i].Convert(c.dt)
 		}
-		got := launch(t, d, "concat", ir.Attrs{"axis": ir.IntAttr(int64(c.axis))}, ins...)
+		got := launch(t, d, ir.OpConcat, ir.Attrs{"axis": ir.IntAttr(int64(c.axis))}, ins...)
 		ax := c.axis
 		if ax < 0 {
 			ax += len(c.shapes[0])
@@ -295,8 +295,8 @@ func TestIdentity(t *testing.T) {
 	x := randF32(newRand(25), 3, 2)
 	b, _ := d.Upload(x)
 	for _, n := range []*ir.Node{
-		{Op: "probe", Attrs: ir.Attrs{"tag": ir.StringAttr("x")}},
-		{Op: "transfer", Attrs: ir.Attrs{"from": ir.StringAttr("source"), "to": ir.StringAttr("target")}},
+		{Op: ir.OpProbe, Attrs: ir.Attrs{"tag": ir.StringAttr("x")}},
+		{Op: ir.OpTransfer, Attrs: ir.Attrs{"from": ir.StringAttr("source"), "to": ir.StringAttr("target")}},
 	} {
 		res, err := d.Launch(n, []*runtime.Buffer{b}, []ir.Type{x.Type()})
 		if err != nil {

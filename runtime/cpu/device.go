@@ -95,7 +95,7 @@ func handle(b *runtime.Buffer) (*tensor.Tensor, error) {
 // call is one launch of a node: its inputs as tensors, its normalized
 // attributes and the expected output types (nil when the caller gave none).
 type call struct {
-	op    string
+	op    ir.Op
 	attrs ir.Attrs
 	in    []*tensor.Tensor
 	outs  []ir.Type
@@ -107,12 +107,12 @@ type kernel func(d *Device, c *call) ([]*tensor.Tensor, error)
 
 // floatCompute lists the ops that compute in f32: f16 and bf16 inputs are
 // widened before and the outputs narrowed after.
-var floatCompute = map[string]bool{
-	"matmul": true, "rms_norm": true, "layer_norm": true, "softmax": true, "argmax": true,
-	"rope": true, "attention": true, "fused_elementwise": true,
+var floatCompute = map[ir.Op]bool{
+	ir.OpMatmul: true, ir.OpRMSNorm: true, ir.OpLayerNorm: true, ir.OpSoftmax: true, ir.OpArgmax: true,
+	ir.OpRope: true, ir.OpAttention: true, ir.OpFusedElementwise: true,
 }
 
-var kernels = map[string]kernel{}
+var kernels = map[ir.Op]kernel{}
 
 func init() {
 	for _, op := range ir.UnaryOps {
@@ -123,14 +123,14 @@ func init() {
 		kernels[op] = binaryKernel
 		floatCompute[op] = true
 	}
-	for op, k := range map[string]kernel{
-		"constant": constantKernel, "cast": castKernel, "gather": gatherKernel,
-		"matmul": matmulKernel, "rms_norm": rmsNormKernel, "layer_norm": layerNormKernel,
-		"softmax": softmaxKernel, "argmax": argmaxKernel, "rope": ropeKernel,
-		"kv_write": kvWriteKernel, "attention": attentionKernel,
-		"reshape": reshapeKernel, "transpose": transposeKernel, "slice": sliceKernel,
-		"concat": concatKernel, "probe": identityKernel, "transfer": identityKernel,
-		"fused_elementwise": fusedKernel,
+	for op, k := range map[ir.Op]kernel{
+		ir.OpConstant: constantKernel, ir.OpCast: castKernel, ir.OpGather: gatherKernel,
+		ir.OpMatmul: matmulKernel, ir.OpRMSNorm: rmsNormKernel, ir.OpLayerNorm: layerNormKernel,
+		ir.OpSoftmax: softmaxKernel, ir.OpArgmax: argmaxKernel, ir.OpRope: ropeKernel,
+		ir.OpKVWrite: kvWriteKernel, ir.OpAttention: attentionKernel,
+		ir.OpReshape: reshapeKernel, ir.OpTranspose: transposeKernel, ir.OpSlice: sliceKernel,
+		ir.OpConcat: concatKernel, ir.OpProbe: identityKernel, ir.OpTransfer: identityKernel,
+		ir.OpFusedElementwise: fusedKernel,
 	} {
 		kernels[op] = k
 	}
@@ -150,7 +150,7 @@ func (d *Device) Prepare(_ *ir.Module, _ *ir.Function, nodes []*ir.Node) error {
 		if err != nil {
 			return fail(err)
 		}
-		if n.Op == "fused_elementwise" {
+		if n.Op == ir.OpFusedElementwise {
 			if _, err := d.program(a.String("expr")); err != nil {
 				return fail(err)
 			}
@@ -160,7 +160,7 @@ func (d *Device) Prepare(_ *ir.Module, _ *ir.Function, nodes []*ir.Node) error {
 }
 
 // Supports reports whether the device has a kernel for op.
-func Supports(op string) bool { return kernels[op] != nil }
+func Supports(op ir.Op) bool { return kernels[op] != nil }
 
 // Launch runs node n on its inputs and returns its outputs. The work is
 // done when Launch returns. kv_write updates its cache input in place and

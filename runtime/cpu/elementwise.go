@@ -43,11 +43,11 @@ const (
 	opMin
 )
 
-var opcodes = map[string]opcode{
-	"neg": opNeg, "exp": opExp, "log": opLog, "sqrt": opSqrt, "rsqrt": opRsqrt, "abs": opAbs,
-	"silu": opSilu, "sigmoid": opSigmoid, "tanh": opTanh, "relu": opRelu, "gelu": opGelu,
-	"add": opAdd, "sub": opSub, "mul": opMul, "div": opDiv, "pow": opPow,
-	"maximum": opMax, "minimum": opMin,
+var opcodes = map[ir.Op]opcode{
+	ir.OpNeg: opNeg, ir.OpExp: opExp, ir.OpLog: opLog, ir.OpSqrt: opSqrt, ir.OpRsqrt: opRsqrt, ir.OpAbs: opAbs,
+	ir.OpSilu: opSilu, ir.OpSigmoid: opSigmoid, ir.OpTanh: opTanh, ir.OpRelu: opRelu, ir.OpGelu: opGelu,
+	ir.OpAdd: opAdd, ir.OpSub: opSub, ir.OpMul: opMul, ir.OpDiv: opDiv, ir.OpPow: opPow,
+	ir.OpMaximum: opMax, ir.OpMinimum: opMin,
 }
 
 func (o opcode) binary() bool { return o >= opAdd }

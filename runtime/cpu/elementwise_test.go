@@ -13,7 +13,7 @@ import (
 var unaryShapes = [][]int{{}, {1}, {7}, {3, 5}, {2, 3, 4}, {0, 3}, {3, 1500}}
 
 // positive lists the ops tested on positive inputs only.
-var positive = map[string]bool{"log": true, "sqrt": true, "rsqrt": true, "pow": true}
+var positive = map[ir.Op]bool{ir.OpLog: true, ir.OpSqrt: true, ir.OpRsqrt: true, ir.OpPow: true}
 
 func TestUnary(t *testing.T) {
 	d := New()
@@ -30,7 +30,7 @@ func TestUnary(t *testing.T) {
 			}
 			got := launch(t, d, op, nil, x)
 			shape, want := naiveElementwise(func(a []float64) float64 { return naiveUnary(op, a[0]) }, x)
-			checkShape(t, op, got, shape)
+			checkShape(t, op.String(), got, shape)
 			approx(t, fmt.Sprintf("%s%v", op, x.Shape), want, f64s(got), 1e-5, 1e-6)
 		}
 	}
@@ -58,7 +58,7 @@ func TestBinary(t *testing.T) {
 			}
 			got := launch(t, d, op, nil, a, b)
 			shape, want := naiveElementwise(func(x []float64) float64 { return naiveBinary(op, x[0], x[1]) }, a, b)
-			checkShape(t, op, got, shape)
+			checkShape(t, op.String(), got, shape)
 			approx(t, fmt.Sprintf("%s%v%v", op, a.Shape, b.Shape), want, f64s(got), 1e-5, 1e-6)
 		}
 	}
@@ -70,18 +70,18 @@ func TestSpecialValues(t *testing.T) {
 	x := tensor.FromFloat32([]int{4}, []float32{nan, -1, 0, 2})
 	y := tensor.FromFloat32([]int{4}, []float32{1, nan, -3, 5})
 	cases := []struct {
-		op   string
+		op   ir.Op
 		in   []*tensor.Tensor
 		want []float64
 	}{
-		{"relu", []*tensor.Tensor{x}, []float64{math.NaN(), 0, 0, 2}},
-		{"maximum", []*tensor.Tensor{x, y}, []float64{math.NaN(), math.NaN(), 0, 5}},
-		{"minimum", []*tensor.Tensor{x, y}, []float64{math.NaN(), math.NaN(), -3, 2}},
-		{"abs", []*tensor.Tensor{x}, []float64{math.NaN(), 1, 0, 2}},
-		{"div", []*tensor.Tensor{y, x}, []float64{math.NaN(), math.NaN(), math.Inf(-1), 2.5}},
+		{ir.OpRelu, []*tensor.Tensor{x}, []float64{math.NaN(), 0, 0, 2}},
+		{ir.OpMaximum, []*tensor.Tensor{x, y}, []float64{math.NaN(), math.NaN(), 0, 5}},
+		{ir.OpMinimum, []*tensor.Tensor{x, y}, []float64{math.NaN(), math.NaN(), -3, 2}},
+		{ir.OpAbs, []*tensor.Tensor{x}, []float64{math.NaN(), 1, 0, 2}},
+		{ir.OpDiv, []*tensor.Tensor{y, x}, []float64{math.NaN(), math.NaN(), math.Inf(-1), 2.5}},
 	}
 	for _, c := range cases {
-		approx(t, c.op, c.want, f64s(launch(t, d, c.op, nil, c.in...)), 0, 0)
+		approx(t, c.op.String(), c.want, f64s(launch(t, d, c.op, nil, c.in...)), 0, 0)
 	}
 }
 
@@ -98,21 +98,21 @@ func TestIntegerElementwise(t *testing.T) {
 	for _, dt := range []ir.DType{ir.I32, ir.I64} {
 		a := intTensor(dt, []int{2, 3}, -3, 0, 7, 2, -8, 5)
 		b := intTensor(dt, []int{3}, 4, -2, 7)
-		for _, op := range []string{"add", "sub", "mul", "maximum", "minimum"} {
+		for _, op := range []ir.Op{ir.OpAdd, ir.OpSub, ir.OpMul, ir.OpMaximum, ir.OpMinimum} {
 			got := launch(t, d, op, nil, a, b)
 			shape, want := naiveElementwise(func(x []float64) float64 { return naiveBinary(op, x[0], x[1]) }, a, b)
-			checkShape(t, op, got, shape)
+			checkShape(t, op.String(), got, shape)
 			if got.DType != dt {
 				t.Errorf("%s on %s gave %s", op, dt, got.DType)
 			}
-			approx(t, op+" "+dt.String(), want, f64s(got), 0, 0)
+			approx(t, op.String()+" "+dt.String(), want, f64s(got), 0, 0)
 		}
-		for _, op := range []string{"neg", "abs", "relu"} {
+		for _, op := range []ir.Op{ir.OpNeg, ir.OpAbs, ir.OpRelu} {
 			got := launch(t, d, op, nil, a)
 			_, want := naiveElementwise(func(x []float64) float64 { return naiveUnary(op, x[0]) }, a)
-			approx(t, op+" "+dt.String(), want, f64s(got), 0, 0)
+			approx(t, op.String()+" "+dt.String(), want, f64s(got), 0, 0)
 		}
-		for _, op := range []string{"div", "exp"} {
+		for _, op := range []ir.Op{ir.OpDiv, ir.OpExp} {
 			in := []*tensor.Tensor{a, a}[:ir.LookupOp(op).MinInputs]
 			if err := launchRaw(d, op, nil, in...); err == nil {
 				t.Errorf("%s on %s: no error", op, dt)
@@ -156,7 +156,7 @@ func TestFused(t *testing.T) {
 		for i, s := range c.shapes {
 			ins[i] = randF32(r, s...)
 		}
-		got := launch(t, d, "fused_elementwise", ir.Attrs{"expr": ir.StringAttr(c.expr)}, ins...)
+		got := launch(t, d, ir.OpFusedElementwise, ir.Attrs{"expr": ir.StringAttr(c.expr)}, ins...)
 		e, err := ir.ParseExpr(c.expr)
 		if err != nil {
 			t.Fatal(err)
@@ -175,8 +175,8 @@ func TestFusedMatchesUnfused(t *testing.T) {
 	d := New()
 	r := newRand(4)
 	g, u := randF32(r, 4, 172), randF32(r, 4, 172)
-	fused := launch(t, d, "fused_elementwise", ir.Attrs{"expr": ir.StringAttr("mul(silu($0), $1)")}, g, u)
-	unfused := launch(t, d, "mul", nil, launch(t, d, "silu", nil, g), u)
+	fused := launch(t, d, ir.OpFusedElementwise, ir.Attrs{"expr": ir.StringAttr("mul(silu($0), $1)")}, g, u)
+	unfused := launch(t, d, ir.OpMul, nil, launch(t, d, ir.OpSilu, nil, g), u)
 	if diff := cmp.Diff(unfused.Float32s(), fused.Float32s()); diff != "" {
 		t.Errorf("fused differs from unfused:\n%s", diff)
 	}
@@ -188,17 +188,17 @@ func TestHalfPrecision(t *testing.T) {
 	r := newRand(5)
 	for _, dt := range []ir.DType{ir.F16, ir.BF16} {
 		a, b := randF32(r, 3, 4).Convert(dt), randF32(r, 4).Convert(dt)
-		got := launch(t, d, "mul", nil, a, b)
-		want := launch(t, d, "mul", nil, a.Convert(ir.F32), b.Convert(ir.F32)).Convert(dt)
+		got := launch(t, d, ir.OpMul, nil, a, b)
+		want := launch(t, d, ir.OpMul, nil, a.Convert(ir.F32), b.Convert(ir.F32)).Convert(dt)
 		if got.DType != dt {
 			t.Fatalf("mul on %s gave %s", dt, got.DType)
 		}
 		approx(t, "mul "+dt.String(), f64s(want), f64s(got), 0, 0)
 		x, w := randF32(r, 3, 8).Convert(dt), randF32(r, 5, 8).Convert(dt)
-		mm := launch(t, d, "matmul", ir.Attrs{"transpose_b": ir.BoolAttr(true)}, x, w)
-		mw := launch(t, d, "matmul", ir.Attrs{"transpose_b": ir.BoolAttr(true)}, x.Convert(ir.F32), w.Convert(ir.F32)).Convert(dt)
+		mm := launch(t, d, ir.OpMatmul, ir.Attrs{"transpose_b": ir.BoolAttr(true)}, x, w)
+		mw := launch(t, d, ir.OpMatmul, ir.Attrs{"transpose_b": ir.BoolAttr(true)}, x.Convert(ir.F32), w.Convert(ir.F32)).Convert(dt)
 		approx(t, "matmul "+dt.String(), f64s(mw), f64s(mm), 0, 0)
-		am := launch(t, d, "argmax", nil, x)
+		am := launch(t, d, ir.OpArgmax, nil, x)
 		if am.DType != ir.I32 {
 			t.Errorf("argmax on %s gave %s", dt, am.DType)
 		}

@@ -15,7 +15,7 @@ import (
 // node builds a node of op over inputs of the tensors' types the way a
 // Builder does (attributes normalized) and returns it with its inferred
 // output types.
-func node(t testing.TB, op string, attrs ir.Attrs, ins ...*tensor.Tensor) (*ir.Node, []ir.Type) {
+func node(t testing.TB, op ir.Op, attrs ir.Attrs, ins ...*tensor.Tensor) (*ir.Node, []ir.Type) {
 	t.Helper()
 	types := make([]ir.Type, len(ins))
 	for i, x := range ins {
@@ -29,7 +29,7 @@ func node(t testing.TB, op string, attrs ir.Attrs, ins ...*tensor.Tensor) (*ir.N
 }
 
 // launch runs op on the device and returns its downloaded output.
-func launch(t testing.TB, d *Device, op string, attrs ir.Attrs, ins ...*tensor.Tensor) *tensor.Tensor {
+func launch(t testing.TB, d *Device, op ir.Op, attrs ir.Attrs, ins ...*tensor.Tensor) *tensor.Tensor {
 	t.Helper()
 	n, outs := node(t, op, attrs, ins...)
 	bufs := make([]*runtime.Buffer, len(ins))
@@ -59,7 +59,7 @@ func launch(t testing.TB, d *Device, op string, attrs ir.Attrs, ins ...*tensor.T
 
 // launchRaw runs op without type inference (so bad inputs reach the
 // kernel) and returns the error.
-func launchRaw(d *Device, op string, attrs ir.Attrs, ins ...*tensor.Tensor) error {
+func launchRaw(d *Device, op ir.Op, attrs ir.Attrs, ins ...*tensor.Tensor) error {
 	_, err := d.Launch(&ir.Node{ID: 1, Op: op, Attrs: attrs}, bufs(d, ins), nil)
 	return err
 }
@@ -140,52 +140,52 @@ func naiveBroadcastShape(shapes ...[]int) []int {
 	return out
 }
 
-func naiveUnary(op string, x float64) float64 {
+func naiveUnary(op ir.Op, x float64) float64 {
 	switch op {
-	case "neg":
+	case ir.OpNeg:
 		return -x
-	case "exp":
+	case ir.OpExp:
 		return math.Exp(x)
-	case "log":
+	case ir.OpLog:
 		return math.Log(x)
-	case "sqrt":
+	case ir.OpSqrt:
 		return math.Sqrt(x)
-	case "rsqrt":
+	case ir.OpRsqrt:
 		return 1 / math.Sqrt(x)
-	case "abs":
+	case ir.OpAbs:
 		return math.Abs(x)
-	case "silu":
+	case ir.OpSilu:
 		return x / (1 + math.Exp(-x))
-	case "sigmoid":
+	case ir.OpSigmoid:
 		return 1 / (1 + math.Exp(-x))
-	case "tanh":
+	case ir.OpTanh:
 		return math.Tanh(x)
-	case "relu":
+	case ir.OpRelu:
 		return math.Max(x, 0)
-	case "gelu":
+	case ir.OpGelu:
 		return 0.5 * x * (1 + math.Tanh(math.Sqrt(2/math.Pi)*(x+0.044715*x*x*x)))
 	}
-	panic("naiveUnary: " + op)
+	panic("naiveUnary: " + op.String())
 }
 
-func naiveBinary(op string, a, b float64) float64 {
+func naiveBinary(op ir.Op, a, b float64) float64 {
 	switch op {
-	case "add":
+	case ir.OpAdd:
 		return a + b
-	case "sub":
+	case ir.OpSub:
 		return a - b
-	case "mul":
+	case ir.OpMul:
 		return a * b
-	case "div":
+	case ir.OpDiv:
 		return a / b
-	case "pow":
+	case ir.OpPow:
 		return math.Pow(a, b)
-	case "maximum":
+	case ir.OpMaximum:
 		return math.Max(a, b)
-	case "minimum":
+	case ir.OpMinimum:
 		return math.Min(a, b)
 	}
-	panic("naiveBinary: " + op)
+	panic("naiveBinary: " + op.String())
 }
 
 // naiveElementwise applies fn over broadcast inputs.

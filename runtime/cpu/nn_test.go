@@ -65,7 +65,7 @@ func TestMatmul(t *testing.T) {
 	}
 	for _, c := range cases {
 		a, b := randF32(r, c.a...), randF32(r, c.b...)
-		got := launch(t, d, "matmul", ir.Attrs{"transpose_b": ir.BoolAttr(c.transB)}, a, b)
+		got := launch(t, d, ir.OpMatmul, ir.Attrs{"transpose_b": ir.BoolAttr(c.transB)}, a, b)
 		shape, want := naiveMatmul(a, b, c.transB)
 		what := fmt.Sprintf("%v×%v transpose_b=%v", c.a, c.b, c.transB)
 		checkShape(t, what, got, shape)
@@ -88,7 +88,7 @@ func TestMatmulRowsIndependent(t *testing.T) {
 			b = randF32(r, c.k, c.n)
 		}
 		attrs := ir.Attrs{"transpose_b": ir.BoolAttr(c.transB)}
-		all := launch(t, d, "matmul", attrs, a, b).Float32s()
+		all := launch(t, d, ir.OpMatmul, attrs, a, b).Float32s()
 		// b again, 8 bytes off a 16-byte boundary
 		raw := make([]byte, len(b.Data)+16)
 		off := 8 - int(uintptr(unsafe.Pointer(&raw[0]))%16)
@@ -99,7 +99,7 @@ func TestMatmulRowsIndependent(t *testing.T) {
 		copy(mis.Data, b.Data)
 		for _, i := range []int{0, 1, c.m / 2, c.m - 1} {
 			row := tensor.FromFloat32([]int{1, c.k}, a.Float32s()[i*c.k:(i+1)*c.k])
-			one := launch(t, d, "matmul", attrs, row, mis).Float32s()
+			one := launch(t, d, ir.OpMatmul, attrs, row, mis).Float32s()
 			if diff := cmp.Diff(all[i*c.n:(i+1)*c.n], one); diff != "" {
 				t.Errorf("%+v: row %d alone (b misaligned) differs from the full product:\n%s", c, i, diff)
 			}
@@ -113,7 +113,7 @@ func TestRMSNorm(t *testing.T) {
 	for _, shape := range [][]int{{5}, {3, 7}, {2, 3, 16}, {1, 288}} {
 		for _, eps := range []float64{1e-5, 1e-6} {
 			x, w := randF32(r, shape...), randF32(r, shape[len(shape)-1])
-			got := launch(t, d, "rms_norm", ir.Attrs{"eps": ir.FloatAttr(eps)}, x, w)
+			got := launch(t, d, ir.OpRMSNorm, ir.Attrs{"eps": ir.FloatAttr(eps)}, x, w)
 			dim := shape[len(shape)-1]
 			xv, wv := f64s(x), f64s(w)
 			want := make([]float64, len(xv))
@@ -139,7 +139,7 @@ func TestLayerNorm(t *testing.T) {
 	for _, shape := range [][]int{{5}, {3, 7}, {2, 3, 16}} {
 		dim := shape[len(shape)-1]
 		x, w, b := randF32(r, shape...), randF32(r, dim), randF32(r, dim)
-		got := launch(t, d, "layer_norm", nil, x, w, b)
+		got := launch(t, d, ir.OpLayerNorm, nil, x, w, b)
 		xv, wv, bv := f64s(x), f64s(w), f64s(b)
 		want := make([]float64, len(xv))
 		for row := 0; row < len(xv)/dim; row++ {
@@ -197,7 +197,7 @@ func TestSoftmax(t *testing.T) {
 		for i := range x.Float32s() {
 			x.Float32s()[i] *= 10
 		}
-		got := launch(t, d, "softmax", ir.Attrs{"axis": ir.IntAttr(int64(c.axis))}, x)
+		got := launch(t, d, ir.OpSoftmax, ir.Attrs{"axis": ir.IntAttr(int64(c.axis))}, x)
 		xv := f64s(x)
 		want := make([]float64, len(xv))
 		for _, lane := range naiveLanes(c.shape, c.axis) {
@@ -222,7 +222,7 @@ func TestArgmax(t *testing.T) {
 	r := newRand(14)
 	check := func(x *tensor.Tensor, axis int) {
 		t.Helper()
-		got := launch(t, d, "argmax", ir.Attrs{"axis": ir.IntAttr(int64(axis))}, x)
+		got := launch(t, d, ir.OpArgmax, ir.Attrs{"axis": ir.IntAttr(int64(axis))}, x)
 		xv := f64s(x)
 		var want []float64
 		for _, lane := range naiveLanes(x.Shape, axis) {
@@ -247,11 +247,11 @@ func TestArgmax(t *testing.T) {
 	for _, axis := range []int{0, 1, 2, -1, -3} {
 		check(randF32(r, 3, 4, 5), axis)
 	}
-	got := launch(t, d, "argmax", nil, tensor.FromFloat32([]int{4}, []float32{2, 1, 3, 3}))
+	got := launch(t, d, ir.OpArgmax, nil, tensor.FromFloat32([]int{4}, []float32{2, 1, 3, 3}))
 	if got.Int32s()[0] != 2 {
 		t.Errorf("argmax [2 1 3 3] = %d, want 2", got.Int32s()[0])
 	}
-	if err := launchRaw(d, "argmax", nil, tensor.New(ir.F32, []int{2, 0})); err == nil {
+	if err := launchRaw(d, ir.OpArgmax, nil, tensor.New(ir.F32, []int{2, 0})); err == nil {
 		t.Error("argmax over an empty axis: no error")
 	}
 }
@@ -279,7 +279,7 @@ func TestRope(t *testing.T) {
 		if c.factors != nil {
 			attrs["freq_factors"] = ir.FloatsAttr(c.factors...)
 		}
-		got := launch(t, d, "rope", attrs, x, tensor.ScalarInt32(int32(c.pos)))
+		got := launch(t, d, ir.OpRope, attrs, x, tensor.ScalarInt32(int32(c.pos)))
 		dims := c.dims
 		if dims == 0 {
 			dims = c.dh
@@ -317,7 +317,7 @@ func TestKVWriteInPlace(t *testing.T) {
 		cb, _ := d.Upload(cache)
 		nb, _ := d.Upload(nw)
 		pb, _ := d.Upload(tensor.ScalarInt32(2))
-		n, outs := node(t, "kv_write", nil, cache, nw, tensor.ScalarInt32(2))
+		n, outs := node(t, ir.OpKVWrite, nil, cache, nw, tensor.ScalarInt32(2))
 		res, err := d.Launch(n, []*runtime.Buffer{cb, nb, pb}, outs)
 		if err != nil {
 			t.Fatal(err)
@@ -332,7 +332,7 @@ func TestKVWriteInPlace(t *testing.T) {
 		}
 	}
 	for _, pos := range []int32{6, -1} {
-		err := launchRaw(d, "kv_write", nil, tensor.New(ir.F32, []int{8, 2, 3}), tensor.New(ir.F32, []int{3, 2, 3}), tensor.ScalarInt32(pos))
+		err := launchRaw(d, ir.OpKVWrite, nil, tensor.New(ir.F32, []int{8, 2, 3}), tensor.New(ir.F32, []int{3, 2, 3}), tensor.ScalarInt32(pos))
 		if err == nil {
 			t.Errorf("kv_write of 3 rows at %d into 8: no error", pos)
 		}
@@ -393,22 +393,22 @@ func TestAttention(t *testing.T) {
 	for _, c := range cases {
 		q, k, v := randF32(r, c.s, c.h, c.dh), randF32(r, c.t, c.kh, c.dh), randF32(r, c.t, c.kh, c.dh)
 		scale := 1 / math.Sqrt(float64(c.dh))
-		got := launch(t, d, "attention", ir.Attrs{"scale": ir.FloatAttr(scale), "causal": ir.BoolAttr(c.causal)}, q, k, v, tensor.ScalarInt32(int32(c.pos)))
+		got := launch(t, d, ir.OpAttention, ir.Attrs{"scale": ir.FloatAttr(scale), "causal": ir.BoolAttr(c.causal)}, q, k, v, tensor.ScalarInt32(int32(c.pos)))
 		approx(t, fmt.Sprintf("attention %+v", c), naiveAttention(q, k, v, c.pos, scale, c.causal), f64s(got), 1e-5, 1e-6)
 	}
 	// Rows beyond pos+S do not matter.
 	q, k, v := randF32(r, 2, 2, 4), randF32(r, 6, 1, 4), randF32(r, 6, 1, 4)
 	a := ir.Attrs{"scale": ir.FloatAttr(0.5), "causal": ir.BoolAttr(false)}
-	before := launch(t, d, "attention", a, q, k, v, tensor.ScalarInt32(1))
+	before := launch(t, d, ir.OpAttention, a, q, k, v, tensor.ScalarInt32(1))
 	for i := 3 * 4; i < 6*4; i++ {
 		k.Float32s()[i], v.Float32s()[i] = 1e9, float32(math.NaN())
 	}
-	after := launch(t, d, "attention", a, q, k, v, tensor.ScalarInt32(1))
+	after := launch(t, d, ir.OpAttention, a, q, k, v, tensor.ScalarInt32(1))
 	if diff := cmp.Diff(before.Float32s(), after.Float32s()); diff != "" {
 		t.Errorf("attention read cache rows beyond pos+S:\n%s", diff)
 	}
 	for _, pos := range []int32{5, -1} {
-		err := launchRaw(d, "attention", ir.Attrs{"scale": ir.FloatAttr(1)}, randF32(r, 2, 2, 4), randF32(r, 6, 1, 4), randF32(r, 6, 1, 4), tensor.ScalarInt32(pos))
+		err := launchRaw(d, ir.OpAttention, ir.Attrs{"scale": ir.FloatAttr(1)}, randF32(r, 2, 2, 4), randF32(r, 6, 1, 4), randF32(r, 6, 1, 4), tensor.ScalarInt32(pos))
 		if err == nil {
 			t.Errorf("attention of 2 rows at pos %d over 6 cache rows: no error", pos)
 		}
@@ -425,10 +425,10 @@ func TestDeterministicAcrossWorkers(t *testing.T) {
 		d := New()
 		d.workers = workers
 		outs := [][]float32{
-			launch(t, d, "attention", ir.Attrs{"scale": ir.FloatAttr(0.25)}, q, k, v, tensor.ScalarInt32(16)).Float32s(),
-			launch(t, d, "rms_norm", nil, x, w).Float32s(),
-			launch(t, d, "softmax", ir.Attrs{"axis": ir.IntAttr(0)}, x).Float32s(),
-			launch(t, d, "matmul", ir.Attrs{"transpose_b": ir.BoolAttr(true)}, x, randF32(newRand(19), 500, 288)).Float32s(),
+			launch(t, d, ir.OpAttention, ir.Attrs{"scale": ir.FloatAttr(0.25)}, q, k, v, tensor.ScalarInt32(16)).Float32s(),
+			launch(t, d, ir.OpRMSNorm, nil, x, w).Float32s(),
+			launch(t, d, ir.OpSoftmax, ir.Attrs{"axis": ir.IntAttr(0)}, x).Float32s(),
+			launch(t, d, ir.OpMatmul, ir.Attrs{"transpose_b": ir.BoolAttr(true)}, x, randF32(newRand(19), 500, 288)).Float32s(),
 		}
 		if prev != nil {
 			if diff := cmp.Diff(prev, outs); diff != "" {

@@ -28,7 +28,7 @@ func BenchmarkMatmul(b *testing.B) {
 					if tb {
 						bs = []int{n, k}
 					}
-					c := opCase{op: "matmul", attrs: ir.Attrs{"transpose_b": ir.BoolAttr(tb)},
+					c := opCase{op: ir.OpMatmul, attrs: ir.Attrs{"transpose_b": ir.BoolAttr(tb)},
 						in: []*tensor.Tensor{randF32(r, -1, 1, m, k), randF32(r, -1, 1, bs...)}}
 					benchLaunch(b, dev, c, float64(2*m*n*k)/1e9, "GFLOP/s")
 				})
@@ -42,7 +42,7 @@ func BenchmarkMatmul(b *testing.B) {
 func BenchmarkGEMV(b *testing.B) {
 	dev := newDevice(b, llvm.Options{})
 	r := rng(3)
-	c := opCase{op: "matmul", attrs: ir.Attrs{"transpose_b": ir.BoolAttr(true)},
+	c := opCase{op: ir.OpMatmul, attrs: ir.Attrs{"transpose_b": ir.BoolAttr(true)},
 		in: []*tensor.Tensor{randF32(r, -1, 1, 1, 288), randF32(r, -1, 1, 32000, 288)}}
 	benchLaunch(b, dev, c, 32000*288*4/1e9, "GB/s")
 }

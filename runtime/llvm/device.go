@@ -363,7 +363,7 @@ func (d *Device) buildFunc(f *ir.Function, env map[string]int64, must *ir.Node, 
 
 // skipKernel reports whether n runs without a kernel of its own.
 func (d *Device) skipKernel(n *ir.Node) bool {
-	return !d.opts.CopyReshape && (n.Op == "reshape" || n.Op == "probe" || n.Op == "transfer")
+	return !d.opts.CopyReshape && (n.Op == ir.OpReshape || n.Op == ir.OpProbe || n.Op == ir.OpTransfer)
 }
 
 func (d *Device) key(n *ir.Node, in, out []ir.Type) kernelKey {
@@ -599,7 +599,7 @@ func (d *Device) launch(n *ir.Node, in []*runtime.Buffer, outs []ir.Type) ([]*ru
 	}
 	res := make([]*runtime.Buffer, len(want))
 	outT := make([]*tensor.Tensor, len(want))
-	if n.Op == "kv_write" { // in place: the output is the cache
+	if n.Op == ir.OpKVWrite { // in place: the output is the cache
 		outT[0], res[0] = ts[0], in[0]
 	}
 	for i, t := range want {

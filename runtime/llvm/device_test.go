@@ -19,11 +19,11 @@ func TestRuntimeErrors(t *testing.T) {
 	dev := newDevice(t, llvm.Options{})
 	r := rng(5)
 	cases := []opCase{
-		{name: "gather id too big", op: "gather", in: []*tensor.Tensor{randF32(r, -1, 1, 4, 3), tensor.FromInt32([]int{2}, []int32{1, 4})}},
-		{name: "gather id negative", op: "gather", in: []*tensor.Tensor{randF32(r, -1, 1, 4, 3), tensor.FromInt32([]int{1}, []int32{-1})}},
-		{name: "kv_write past the end", op: "kv_write", in: []*tensor.Tensor{randF32(r, -1, 1, 8, 1, 2), randF32(r, -1, 1, 3, 1, 2), tensor.ScalarInt32(6)}},
-		{name: "kv_write negative pos", op: "kv_write", in: []*tensor.Tensor{randF32(r, -1, 1, 8, 1, 2), randF32(r, -1, 1, 1, 1, 2), tensor.ScalarInt32(-1)}},
-		{name: "attention past the end", op: "attention", attrs: ir.Attrs{"scale": ir.FloatAttr(1)},
+		{name: "gather id too big", op: ir.OpGather, in: []*tensor.Tensor{randF32(r, -1, 1, 4, 3), tensor.FromInt32([]int{2}, []int32{1, 4})}},
+		{name: "gather id negative", op: ir.OpGather, in: []*tensor.Tensor{randF32(r, -1, 1, 4, 3), tensor.FromInt32([]int{1}, []int32{-1})}},
+		{name: "kv_write past the end", op: ir.OpKVWrite, in: []*tensor.Tensor{randF32(r, -1, 1, 8, 1, 2), randF32(r, -1, 1, 3, 1, 2), tensor.ScalarInt32(6)}},
+		{name: "kv_write negative pos", op: ir.OpKVWrite, in: []*tensor.Tensor{randF32(r, -1, 1, 8, 1, 2), randF32(r, -1, 1, 1, 1, 2), tensor.ScalarInt32(-1)}},
+		{name: "attention past the end", op: ir.OpAttention, attrs: ir.Attrs{"scale": ir.FloatAttr(1)},
 			in: []*tensor.Tensor{randF32(r, -1, 1, 2, 2, 4), randF32(r, -1, 1, 5, 2, 4), randF32(r, -1, 1, 5, 2, 4), tensor.ScalarInt32(4)}},
 	}
 	for i, c := range cases {
@@ -40,7 +40,7 @@ func TestRuntimeErrors(t *testing.T) {
 				t.Fatalf("got %v, want a KernelError naming the node", err)
 			}
 			t.Logf("%v", err)
-			if c.op == "kv_write" && string(cache.Data) != string(c.in[0].Data) {
+			if c.op == ir.OpKVWrite && string(cache.Data) != string(c.in[0].Data) {
 				t.Errorf("the cache changed")
 			}
 		})
@@ -53,8 +53,8 @@ func TestRuntimeErrors(t *testing.T) {
 func TestClangErrorNamesNode(t *testing.T) {
 	dev := newDevice(t, llvm.Options{CacheDir: t.TempDir()})
 	r := rng(6)
-	good := nodeOf(1, opCase{op: "exp", in: []*tensor.Tensor{randF32(r, -1, 1, 3)}})
-	bad := nodeOf(2, opCase{op: "add", in: []*tensor.Tensor{randF32(r, -1, 1, 3), randF32(r, -1, 1, 3)}})
+	good := nodeOf(1, opCase{op: ir.OpExp, in: []*tensor.Tensor{randF32(r, -1, 1, 3)}})
+	bad := nodeOf(2, opCase{op: ir.OpAdd, in: []*tensor.Tensor{randF32(r, -1, 1, 3), randF32(r, -1, 1, 3)}})
 	f := &ir.Function{Name: "f", Nodes: []*ir.Node{good, bad}, Params: append(append([]*ir.Value{}, good.Inputs...), bad.Inputs...)}
 	llvm.BreakNode(dev, bad.ID)
 	err := dev.Prepare(nil, f, f.Nodes)
@@ -73,7 +73,7 @@ func TestClangErrorNamesNode(t *testing.T) {
 func TestKernelCache(t *testing.T) {
 	dir := t.TempDir()
 	r := rng(7)
-	c := opCase{op: "softmax", attrs: ir.Attrs{"axis": ir.IntAttr(-1)}, in: []*tensor.Tensor{randF32(r, -1, 1, 2, 9)}}
+	c := opCase{op: ir.OpSoftmax, attrs: ir.Attrs{"axis": ir.IntAttr(-1)}, in: []*tensor.Tensor{randF32(r, -1, 1, 2, 9)}}
 	n := nodeOf(1, c)
 	f := &ir.Function{Name: "f", Nodes: []*ir.Node{n}, Params: n.Inputs}
 	var first []*tensor.Tensor
@@ -109,9 +109,9 @@ func TestLazyBatch(t *testing.T) {
 	m := ir.NewModule("m")
 	b := ir.NewFunction(m, "f")
 	x := b.Param("x", ir.T(ir.F32, ir.Shape{ir.Sym("seq"), ir.D(4)}))
-	y := b.Unary("exp", x)
+	y := b.Unary(ir.OpExp, x)
 	z := b.Reshape(b.Add(y, x), ir.Shape{ir.D(2), ir.Sym("seq"), ir.D(2)})
-	b.Return(b.Unary("neg", z))
+	b.Return(b.Unary(ir.OpNeg, z))
 	if err := b.Err(); err != nil {
 		t.Fatal(err)
 	}
@@ -168,22 +168,22 @@ func TestFaults(t *testing.T) {
 		big.Float32s()[i] *= 1e5
 	}
 	cases := []fc{
-		{cg.FaultWrongIndex, opCase{op: "matmul", attrs: ir.Attrs{"transpose_b": ir.BoolAttr(true)}, in: []*tensor.Tensor{randF32(r, -1, 1, 2, 8), randF32(r, -1, 1, 5, 8)}}},
-		{cg.FaultWrongIndex, opCase{op: "add", in: []*tensor.Tensor{randF32(r, -1, 1, 7), randF32(r, -1, 1, 7)}}},
-		{cg.FaultWrongIndex, opCase{op: "gather", in: []*tensor.Tensor{randF32(r, -1, 1, 4, 3), tensor.FromInt32([]int{2}, []int32{1, 3})}}},
-		{cg.FaultWrongIndex, opCase{op: "kv_write", in: []*tensor.Tensor{randF32(r, -1, 1, 8, 1, 2), randF32(r, -1, 1, 2, 1, 2), tensor.ScalarInt32(6)}}},
-		{cg.FaultWrongIndex, opCase{op: "attention", attrs: ir.Attrs{"scale": ir.FloatAttr(1)},
+		{cg.FaultWrongIndex, opCase{op: ir.OpMatmul, attrs: ir.Attrs{"transpose_b": ir.BoolAttr(true)}, in: []*tensor.Tensor{randF32(r, -1, 1, 2, 8), randF32(r, -1, 1, 5, 8)}}},
+		{cg.FaultWrongIndex, opCase{op: ir.OpAdd, in: []*tensor.Tensor{randF32(r, -1, 1, 7), randF32(r, -1, 1, 7)}}},
+		{cg.FaultWrongIndex, opCase{op: ir.OpGather, in: []*tensor.Tensor{randF32(r, -1, 1, 4, 3), tensor.FromInt32([]int{2}, []int32{1, 3})}}},
+		{cg.FaultWrongIndex, opCase{op: ir.OpKVWrite, in: []*tensor.Tensor{randF32(r, -1, 1, 8, 1, 2), randF32(r, -1, 1, 2, 1, 2), tensor.ScalarInt32(6)}}},
+		{cg.FaultWrongIndex, opCase{op: ir.OpAttention, attrs: ir.Attrs{"scale": ir.FloatAttr(1)},
 			in: []*tensor.Tensor{randF32(r, -1, 1, 1, 2, 4), randF32(r, -1, 1, 5, 2, 4), randF32(r, -1, 1, 5, 2, 4), tensor.ScalarInt32(3)}}},
-		{cg.FaultWrongConstant, opCase{op: "rms_norm", attrs: ir.Attrs{"eps": ir.FloatAttr(1e-5)}, in: []*tensor.Tensor{randF32(r, -1, 1, 2, 8), randF32(r, -1, 1, 8)}}},
-		{cg.FaultWrongConstant, opCase{op: "rope", attrs: ir.Attrs{"theta": ir.FloatAttr(10000)}, in: []*tensor.Tensor{randF32(r, -1, 1, 1, 2, 8), tensor.ScalarInt32(3)}}},
-		{cg.FaultWrongConstant, opCase{op: "fused_elementwise", attrs: ir.Attrs{"expr": ir.StringAttr("mul($0, 3)")}, in: []*tensor.Tensor{randF32(r, -1, 1, 5)}}},
-		{cg.FaultF16Overflow, opCase{op: "matmul", attrs: ir.Attrs{"transpose_b": ir.BoolAttr(true)}, in: []*tensor.Tensor{big, randF32(r, 1, 2, 3, 8)}}},
-		{cg.FaultF16Overflow, opCase{op: "mul", in: []*tensor.Tensor{big, big}}},
-		{cg.FaultF16Overflow, opCase{op: "matmul", in: []*tensor.Tensor{big, randF32(r, 1, 2, 8, 3)}}},
-		{cg.FaultWrongIndex, opCase{op: "matmul", in: []*tensor.Tensor{randF32(r, -1, 1, 5, 8), randF32(r, -1, 1, 8, 20)}}},
+		{cg.FaultWrongConstant, opCase{op: ir.OpRMSNorm, attrs: ir.Attrs{"eps": ir.FloatAttr(1e-5)}, in: []*tensor.Tensor{randF32(r, -1, 1, 2, 8), randF32(r, -1, 1, 8)}}},
+		{cg.FaultWrongConstant, opCase{op: ir.OpRope, attrs: ir.Attrs{"theta": ir.FloatAttr(10000)}, in: []*tensor.Tensor{randF32(r, -1, 1, 1, 2, 8), tensor.ScalarInt32(3)}}},
+		{cg.FaultWrongConstant, opCase{op: ir.OpFusedElementwise, attrs: ir.Attrs{"expr": ir.StringAttr("mul($0, 3)")}, in: []*tensor.Tensor{randF32(r, -1, 1, 5)}}},
+		{cg.FaultF16Overflow, opCase{op: ir.OpMatmul, attrs: ir.Attrs{"transpose_b": ir.BoolAttr(true)}, in: []*tensor.Tensor{big, randF32(r, 1, 2, 3, 8)}}},
+		{cg.FaultF16Overflow, opCase{op: ir.OpMul, in: []*tensor.Tensor{big, big}}},
+		{cg.FaultF16Overflow, opCase{op: ir.OpMatmul, in: []*tensor.Tensor{big, randF32(r, 1, 2, 8, 3)}}},
+		{cg.FaultWrongIndex, opCase{op: ir.OpMatmul, in: []*tensor.Tensor{randF32(r, -1, 1, 5, 8), randF32(r, -1, 1, 8, 20)}}},
 	}
 	for i, c := range cases {
-		t.Run(c.fault+"/"+c.c.op, func(t *testing.T) {
+		t.Run(c.fault+"/"+c.c.op.String(), func(t *testing.T) {
 			n := nodeOf(200+i, c.c)
 			outs := outTypes(t, n)
 			clean := newDevice(t, llvm.Options{})
@@ -201,7 +201,7 @@ func TestFaults(t *testing.T) {
 			}
 		})
 	}
-	n := nodeOf(1, opCase{op: "reshape", attrs: ir.Attrs{"shape": ir.ShapeAttr(ir.S(2, 2))}, in: []*tensor.Tensor{randF32(r, -1, 1, 4)}})
+	n := nodeOf(1, opCase{op: ir.OpReshape, attrs: ir.Attrs{"shape": ir.ShapeAttr(ir.S(2, 2))}, in: []*tensor.Tensor{randF32(r, -1, 1, 4)}})
 	in := []ir.Type{ir.T(ir.F32, ir.S(4))}
 	if _, err := cg.Generate(n, in, nil, cg.Options{Fault: cg.FaultWrongConstant}); err == nil {
 		t.Errorf("wrong_constant on reshape: no error")
@@ -218,7 +218,7 @@ func TestFaults(t *testing.T) {
 // bits as one call.
 func TestSplitDeterministic(t *testing.T) {
 	r := rng(9)
-	c := opCase{op: "matmul", attrs: ir.Attrs{"transpose_b": ir.BoolAttr(true)}, in: []*tensor.Tensor{randF32(r, -1, 1, 3, 300), randF32(r, -1, 1, 999, 300)}}
+	c := opCase{op: ir.OpMatmul, attrs: ir.Attrs{"transpose_b": ir.BoolAttr(true)}, in: []*tensor.Tensor{randF32(r, -1, 1, 3, 300), randF32(r, -1, 1, 999, 300)}}
 	n := nodeOf(1, c)
 	outs := outTypes(t, n)
 	var first []byte
@@ -243,7 +243,7 @@ func TestQueueTwoShapes(t *testing.T) {
 	m := ir.NewModule("m")
 	b := ir.NewFunction(m, "f")
 	x := b.Param("x", ir.T(ir.F32, ir.Shape{ir.Sym("seq"), ir.D(4)}))
-	b.Return(b.Unary("neg", b.Unary("exp", x)))
+	b.Return(b.Unary(ir.OpNeg, b.Unary(ir.OpExp, x)))
 	if err := b.Err(); err != nil {
 		t.Fatal(err)
 	}

@@ -53,7 +53,7 @@ var (
 
 type opCase struct {
 	name  string
-	op    string
+	op    ir.Op
 	attrs ir.Attrs
 	in    []*tensor.Tensor
 	tol   tol
@@ -93,191 +93,191 @@ func f32s(shape []int, v ...float32) *tensor.Tensor { return tensor.FromFloat32(
 func opCases() []opCase {
 	r := rng(1)
 	var cs []opCase
-	add := func(name, op string, attrs ir.Attrs, t tol, in ...*tensor.Tensor) {
+	add := func(name string, op ir.Op, attrs ir.Attrs, t tol, in ...*tensor.Tensor) {
 		cs = append(cs, opCase{name: name, op: op, attrs: attrs, in: in, tol: t})
 	}
 	special := f32s([]int{8}, 0, float32(math.Copysign(0, -1)), 1, -1, float32(math.Inf(1)), float32(math.Inf(-1)), float32(math.NaN()), 1e-40)
 	for _, op := range ir.UnaryOps {
 		t := exact
 		switch op {
-		case "exp", "log", "tanh":
+		case ir.OpExp, ir.OpLog, ir.OpTanh:
 			t = libm
-		case "silu", "sigmoid", "gelu":
+		case ir.OpSilu, ir.OpSigmoid, ir.OpGelu:
 			t = chain
 		}
 		lo := -4.0
-		if op == "log" || op == "sqrt" || op == "rsqrt" {
+		if op == ir.OpLog || op == ir.OpSqrt || op == ir.OpRsqrt {
 			lo = 0.01
 		}
-		add(op+"/7", op, nil, t, randF32(r, lo, 4, 7))
-		add(op+"/3x5x33", op, nil, t, randF32(r, lo, 4, 3, 5, 33))
-		add(op+"/special", op, nil, t, special)
+		add(op.String()+"/7", op, nil, t, randF32(r, lo, 4, 7))
+		add(op.String()+"/3x5x33", op, nil, t, randF32(r, lo, 4, 3, 5, 33))
+		add(op.String()+"/special", op, nil, t, special)
 	}
 	for _, op := range ir.BinaryOps {
 		t := exact
 		lo := -3.0
-		if op == "pow" {
+		if op == ir.OpPow {
 			t, lo = libm, 0.1
 		}
-		add(op+"/4x1x6*5x1", op, nil, t, randF32(r, lo, 3, 4, 1, 6), randF32(r, lo, 3, 5, 1))
-		add(op+"/17*17", op, nil, t, randF32(r, lo, 3, 17), randF32(r, lo, 3, 17))
-		add(op+"/2x3*scalar", op, nil, t, randF32(r, lo, 3, 2, 3), randF32(r, lo, 3))
-		add(op+"/1*3x9", op, nil, t, randF32(r, lo, 3, 1), randF32(r, lo, 3, 3, 9))
+		add(op.String()+"/4x1x6*5x1", op, nil, t, randF32(r, lo, 3, 4, 1, 6), randF32(r, lo, 3, 5, 1))
+		add(op.String()+"/17*17", op, nil, t, randF32(r, lo, 3, 17), randF32(r, lo, 3, 17))
+		add(op.String()+"/2x3*scalar", op, nil, t, randF32(r, lo, 3, 2, 3), randF32(r, lo, 3))
+		add(op.String()+"/1*3x9", op, nil, t, randF32(r, lo, 3, 1), randF32(r, lo, 3, 3, 9))
 	}
-	add("maximum/zeros_nan", "maximum", nil, exact, f32s([]int{4}, 0, float32(math.Copysign(0, -1)), float32(math.NaN()), 2),
+	add("maximum/zeros_nan", ir.OpMaximum, nil, exact, f32s([]int{4}, 0, float32(math.Copysign(0, -1)), float32(math.NaN()), 2),
 		f32s([]int{4}, float32(math.Copysign(0, -1)), 0, 1, float32(math.NaN())))
-	add("minimum/zeros_nan", "minimum", nil, exact, f32s([]int{4}, 0, float32(math.Copysign(0, -1)), float32(math.NaN()), 2),
+	add("minimum/zeros_nan", ir.OpMinimum, nil, exact, f32s([]int{4}, 0, float32(math.Copysign(0, -1)), float32(math.NaN()), 2),
 		f32s([]int{4}, float32(math.Copysign(0, -1)), 0, 1, float32(math.NaN())))
-	add("add/i32", "add", nil, exact, randI32(r, -100, 100, 5, 3), randI32(r, -100, 100, 3))
-	add("mul/i64", "mul", nil, exact, randI64(r, -100, 100, 4, 6), randI64(r, -100, 100, 4, 1))
-	add("maximum/i32", "maximum", nil, exact, randI32(r, -9, 9, 11), randI32(r, -9, 9, 11))
-	add("abs/i64", "abs", nil, exact, randI64(r, -50, 50, 9))
-	add("relu/i32", "relu", nil, exact, randI32(r, -50, 50, 9))
-	add("add/f16", "add", nil, exact, randF32(r, -2, 2, 3, 7).Convert(ir.F16), randF32(r, -2, 2, 7).Convert(ir.F16))
-	add("exp/bf16", "exp", nil, libm, randF32(r, -2, 2, 13).Convert(ir.BF16))
+	add("add/i32", ir.OpAdd, nil, exact, randI32(r, -100, 100, 5, 3), randI32(r, -100, 100, 3))
+	add("mul/i64", ir.OpMul, nil, exact, randI64(r, -100, 100, 4, 6), randI64(r, -100, 100, 4, 1))
+	add("maximum/i32", ir.OpMaximum, nil, exact, randI32(r, -9, 9, 11), randI32(r, -9, 9, 11))
+	add("abs/i64", ir.OpAbs, nil, exact, randI64(r, -50, 50, 9))
+	add("relu/i32", ir.OpRelu, nil, exact, randI32(r, -50, 50, 9))
+	add("add/f16", ir.OpAdd, nil, exact, randF32(r, -2, 2, 3, 7).Convert(ir.F16), randF32(r, -2, 2, 7).Convert(ir.F16))
+	add("exp/bf16", ir.OpExp, nil, libm, randF32(r, -2, 2, 13).Convert(ir.BF16))
 	fused := func(expr string) ir.Attrs { return ir.Attrs{"expr": ir.StringAttr(expr)} }
-	add("fused/swiglu", "fused_elementwise", fused("mul(silu($0), $1)"), chain, randF32(r, -4, 4, 3, 70), randF32(r, -4, 4, 3, 70))
-	add("fused/bcast", "fused_elementwise", fused("add(mul($0, 0.5), exp($1))"), chain, randF32(r, -4, 4, 2, 3, 4), randF32(r, -2, 2, 4))
-	add("fused/three", "fused_elementwise", fused("div(sub($0, $1), maximum($2, 0.25))"), chain,
+	add("fused/swiglu", ir.OpFusedElementwise, fused("mul(silu($0), $1)"), chain, randF32(r, -4, 4, 3, 70), randF32(r, -4, 4, 3, 70))
+	add("fused/bcast", ir.OpFusedElementwise, fused("add(mul($0, 0.5), exp($1))"), chain, randF32(r, -4, 4, 2, 3, 4), randF32(r, -2, 2, 4))
+	add("fused/three", ir.OpFusedElementwise, fused("div(sub($0, $1), maximum($2, 0.25))"), chain,
 		randF32(r, -4, 4, 5, 1), randF32(r, -4, 4, 1, 6), randF32(r, 0, 2, 5, 6))
 
 	castT := func(to ir.DType) ir.Attrs { return ir.Attrs{"to": ir.DTypeAttr(to)} }
 	mixed := f32s([]int{10}, 0, -0.5, 1.5, -2.7, 3.99, 1e6, -7, 65519, 1e-8, float32(math.Inf(1)))
-	add("cast/f32-i32", "cast", castT(ir.I32), exact, f32s([]int{6}, 0, -0.5, 1.5, -2.7, 3.99, 1e6))
-	add("cast/i32-f32", "cast", castT(ir.F32), exact, randI32(r, -1<<30, 1<<30, 9))
-	add("cast/f32-f16", "cast", castT(ir.F16), exact, mixed)
-	add("cast/f16-f32", "cast", castT(ir.F32), exact, randF32(r, -9, 9, 7).Convert(ir.F16))
-	add("cast/f32-bf16", "cast", castT(ir.BF16), exact, mixed)
-	add("cast/bf16-f32", "cast", castT(ir.F32), exact, randF32(r, -9, 9, 7).Convert(ir.BF16))
-	add("cast/i64-f32", "cast", castT(ir.F32), exact, randI64(r, -1<<40, 1<<40, 5))
-	add("cast/i32-i64", "cast", castT(ir.I64), exact, randI32(r, -1<<30, 1<<30, 5))
-	add("cast/f32-bool", "cast", castT(ir.Bool), exact, f32s([]int{4}, 0, float32(math.Copysign(0, -1)), 2, float32(math.NaN())))
-	add("cast/bool-f32", "cast", castT(ir.F32), exact, f32s([]int{4}, 0, 1, 0, 3).Convert(ir.Bool))
-	add("cast/f32-f32", "cast", castT(ir.F32), exact, randF32(r, -1, 1, 3))
+	add("cast/f32-i32", ir.OpCast, castT(ir.I32), exact, f32s([]int{6}, 0, -0.5, 1.5, -2.7, 3.99, 1e6))
+	add("cast/i32-f32", ir.OpCast, castT(ir.F32), exact, randI32(r, -1<<30, 1<<30, 9))
+	add("cast/f32-f16", ir.OpCast, castT(ir.F16), exact, mixed)
+	add("cast/f16-f32", ir.OpCast, castT(ir.F32), exact, randF32(r, -9, 9, 7).Convert(ir.F16))
+	add("cast/f32-bf16", ir.OpCast, castT(ir.BF16), exact, mixed)
+	add("cast/bf16-f32", ir.OpCast, castT(ir.F32), exact, randF32(r, -9, 9, 7).Convert(ir.BF16))
+	add("cast/i64-f32", ir.OpCast, castT(ir.F32), exact, randI64(r, -1<<40, 1<<40, 5))
+	add("cast/i32-i64", ir.OpCast, castT(ir.I64), exact, randI32(r, -1<<30, 1<<30, 5))
+	add("cast/f32-bool", ir.OpCast, castT(ir.Bool), exact, f32s([]int{4}, 0, float32(math.Copysign(0, -1)), 2, float32(math.NaN())))
+	add("cast/bool-f32", ir.OpCast, castT(ir.F32), exact, f32s([]int{4}, 0, 1, 0, 3).Convert(ir.Bool))
+	add("cast/f32-f32", ir.OpCast, castT(ir.F32), exact, randF32(r, -1, 1, 3))
 
 	constant := func(dt ir.DType, shape []int64, vals ...float64) ir.Attrs {
 		return ir.Attrs{"dtype": ir.DTypeAttr(dt), "shape": ir.ShapeAttr(ir.S(shape...)), "value": ir.FloatsAttr(vals...)}
 	}
-	add("constant/f32", "constant", constant(ir.F32, []int64{2, 3}, 1, -2.5, 3, 0.1, 1e-3, 7), exact)
-	add("constant/i32_fill", "constant", constant(ir.I32, []int64{4}, -7), exact)
-	add("constant/f16", "constant", constant(ir.F16, []int64{3}, 0.1, 2, -3), exact)
-	add("constant/scalar", "constant", constant(ir.F32, nil, 0.3), exact)
-	add("constant/i64", "constant", constant(ir.I64, []int64{2}, 1<<40, -3), exact)
+	add("constant/f32", ir.OpConstant, constant(ir.F32, []int64{2, 3}, 1, -2.5, 3, 0.1, 1e-3, 7), exact)
+	add("constant/i32_fill", ir.OpConstant, constant(ir.I32, []int64{4}, -7), exact)
+	add("constant/f16", ir.OpConstant, constant(ir.F16, []int64{3}, 0.1, 2, -3), exact)
+	add("constant/scalar", ir.OpConstant, constant(ir.F32, nil, 0.3), exact)
+	add("constant/i64", ir.OpConstant, constant(ir.I64, []int64{2}, 1<<40, -3), exact)
 
 	axis := func(a int64) ir.Attrs { return ir.Attrs{"axis": ir.IntAttr(a)} }
-	add("gather/rows", "gather", nil, exact, randF32(r, -1, 1, 10, 7), tensor.FromInt32([]int{5}, []int32{3, 0, 9, 3, 1}))
-	add("gather/i64ids", "gather", nil, exact, randF32(r, -1, 1, 6, 4), tensor.FromInt32([]int{2, 3}, []int32{5, 4, 0, 1, 2, 3}).Convert(ir.I64))
-	add("gather/axis1", "gather", axis(1), exact, randF32(r, -1, 1, 3, 9, 4), tensor.FromInt32([]int{2}, []int32{8, 2}))
-	add("gather/i32table", "gather", nil, exact, randI32(r, 0, 99, 5, 3), tensor.FromInt32([]int{1}, []int32{4}))
+	add("gather/rows", ir.OpGather, nil, exact, randF32(r, -1, 1, 10, 7), tensor.FromInt32([]int{5}, []int32{3, 0, 9, 3, 1}))
+	add("gather/i64ids", ir.OpGather, nil, exact, randF32(r, -1, 1, 6, 4), tensor.FromInt32([]int{2, 3}, []int32{5, 4, 0, 1, 2, 3}).Convert(ir.I64))
+	add("gather/axis1", ir.OpGather, axis(1), exact, randF32(r, -1, 1, 3, 9, 4), tensor.FromInt32([]int{2}, []int32{8, 2}))
+	add("gather/i32table", ir.OpGather, nil, exact, randI32(r, 0, 99, 5, 3), tensor.FromInt32([]int{1}, []int32{4}))
 
 	tb := ir.Attrs{"transpose_b": ir.BoolAttr(true)}
-	add("matmul/gemv_32000x288", "matmul", tb, mmTol, randF32(r, -1, 1, 1, 288), randF32(r, -0.06, 0.06, 32000, 288))
-	add("matmul/5x33*17x33T", "matmul", tb, mmTol, randF32(r, -1, 1, 5, 33), randF32(r, -1, 1, 17, 33))
-	add("matmul/3x50*10x50T", "matmul", tb, mmTol, randF32(r, -1, 1, 3, 50), randF32(r, -1, 1, 10, 50))
-	add("matmul/2x3x7*3x7T", "matmul", tb, mmTol, randF32(r, -1, 1, 2, 3, 7), randF32(r, -1, 1, 3, 7))
-	add("matmul/3x7x20*20x9", "matmul", nil, mmTol, randF32(r, -1, 1, 3, 7, 20), randF32(r, -1, 1, 20, 9))
-	add("matmul/4x16*16x70", "matmul", nil, mmTol, randF32(r, -1, 1, 4, 16), randF32(r, -1, 1, 16, 70))
-	add("matmul/gemv_1x40*40x100", "matmul", nil, mmTol, randF32(r, -1, 1, 1, 40), randF32(r, -1, 1, 40, 100))
-	add("matmul/6x5*5x19", "matmul", nil, mmTol, randF32(r, -1, 1, 6, 5), randF32(r, -1, 1, 5, 19))
-	add("matmul/2x9*9x7", "matmul", nil, mmTol, randF32(r, -1, 1, 2, 9), randF32(r, -1, 1, 9, 7))
-	add("matmul/f16_nt", "matmul", nil, tol{atol: 1e-3, rtol: 1e-3}, randF32(r, -1, 1, 3, 8).Convert(ir.F16), randF32(r, -1, 1, 8, 5).Convert(ir.F16))
-	add("matmul/bcast", "matmul", nil, mmTol, randF32(r, -1, 1, 2, 1, 4, 8), randF32(r, -1, 1, 3, 8, 5))
-	add("matmul/bcastT", "matmul", tb, mmTol, randF32(r, -1, 1, 3, 4, 8), randF32(r, -1, 1, 2, 1, 6, 8))
-	add("matmul/k0", "matmul", nil, exact, randF32(r, -1, 1, 2, 0), randF32(r, -1, 1, 0, 3))
-	add("matmul/f16", "matmul", tb, tol{atol: 1e-3, rtol: 1e-3}, randF32(r, -1, 1, 2, 8).Convert(ir.F16), randF32(r, -1, 1, 5, 8).Convert(ir.F16))
+	add("matmul/gemv_32000x288", ir.OpMatmul, tb, mmTol, randF32(r, -1, 1, 1, 288), randF32(r, -0.06, 0.06, 32000, 288))
+	add("matmul/5x33*17x33T", ir.OpMatmul, tb, mmTol, randF32(r, -1, 1, 5, 33), randF32(r, -1, 1, 17, 33))
+	add("matmul/3x50*10x50T", ir.OpMatmul, tb, mmTol, randF32(r, -1, 1, 3, 50), randF32(r, -1, 1, 10, 50))
+	add("matmul/2x3x7*3x7T", ir.OpMatmul, tb, mmTol, randF32(r, -1, 1, 2, 3, 7), randF32(r, -1, 1, 3, 7))
+	add("matmul/3x7x20*20x9", ir.OpMatmul, nil, mmTol, randF32(r, -1, 1, 3, 7, 20), randF32(r, -1, 1, 20, 9))
+	add("matmul/4x16*16x70", ir.OpMatmul, nil, mmTol, randF32(r, -1, 1, 4, 16), randF32(r, -1, 1, 16, 70))
+	add("matmul/gemv_1x40*40x100", ir.OpMatmul, nil, mmTol, randF32(r, -1, 1, 1, 40), randF32(r, -1, 1, 40, 100))
+	add("matmul/6x5*5x19", ir.OpMatmul, nil, mmTol, randF32(r, -1, 1, 6, 5), randF32(r, -1, 1, 5, 19))
+	add("matmul/2x9*9x7", ir.OpMatmul, nil, mmTol, randF32(r, -1, 1, 2, 9), randF32(r, -1, 1, 9, 7))
+	add("matmul/f16_nt", ir.OpMatmul, nil, tol{atol: 1e-3, rtol: 1e-3}, randF32(r, -1, 1, 3, 8).Convert(ir.F16), randF32(r, -1, 1, 8, 5).Convert(ir.F16))
+	add("matmul/bcast", ir.OpMatmul, nil, mmTol, randF32(r, -1, 1, 2, 1, 4, 8), randF32(r, -1, 1, 3, 8, 5))
+	add("matmul/bcastT", ir.OpMatmul, tb, mmTol, randF32(r, -1, 1, 3, 4, 8), randF32(r, -1, 1, 2, 1, 6, 8))
+	add("matmul/k0", ir.OpMatmul, nil, exact, randF32(r, -1, 1, 2, 0), randF32(r, -1, 1, 0, 3))
+	add("matmul/f16", ir.OpMatmul, tb, tol{atol: 1e-3, rtol: 1e-3}, randF32(r, -1, 1, 2, 8).Convert(ir.F16), randF32(r, -1, 1, 5, 8).Convert(ir.F16))
 
 	eps := ir.Attrs{"eps": ir.FloatAttr(1e-5)}
-	add("rms_norm/1x288", "rms_norm", eps, chain, randF32(r, -2, 2, 1, 288), randF32(r, 0.5, 1.5, 288))
-	add("rms_norm/5x33", "rms_norm", nil, chain, randF32(r, -2, 2, 5, 33), randF32(r, 0.5, 1.5, 33))
-	add("layer_norm/4x17", "layer_norm", eps, chain, randF32(r, -2, 2, 4, 17), randF32(r, 0.5, 1.5, 17), randF32(r, -1, 1, 17))
-	add("layer_norm/2x3x64", "layer_norm", nil, chain, randF32(r, -2, 2, 2, 3, 64), randF32(r, 0.5, 1.5, 64), randF32(r, -1, 1, 64))
-	add("softmax/3x100", "softmax", nil, chain, randF32(r, -5, 5, 3, 100))
-	add("softmax/axis0", "softmax", axis(0), chain, randF32(r, -5, 5, 5, 3, 2))
-	add("softmax/axis1", "softmax", axis(1), chain, randF32(r, -5, 5, 2, 7, 3))
-	add("argmax/3x259", "argmax", nil, exact, randF32(r, -5, 5, 3, 259))
-	add("argmax/i32_axis0", "argmax", axis(0), exact, randI32(r, -3, 3, 4, 5))
-	add("argmax/ties", "argmax", nil, exact, f32s([]int{2, 3}, 1, 3, 3, float32(math.NaN()), 2, 2))
+	add("rms_norm/1x288", ir.OpRMSNorm, eps, chain, randF32(r, -2, 2, 1, 288), randF32(r, 0.5, 1.5, 288))
+	add("rms_norm/5x33", ir.OpRMSNorm, nil, chain, randF32(r, -2, 2, 5, 33), randF32(r, 0.5, 1.5, 33))
+	add("layer_norm/4x17", ir.OpLayerNorm, eps, chain, randF32(r, -2, 2, 4, 17), randF32(r, 0.5, 1.5, 17), randF32(r, -1, 1, 17))
+	add("layer_norm/2x3x64", ir.OpLayerNorm, nil, chain, randF32(r, -2, 2, 2, 3, 64), randF32(r, 0.5, 1.5, 64), randF32(r, -1, 1, 64))
+	add("softmax/3x100", ir.OpSoftmax, nil, chain, randF32(r, -5, 5, 3, 100))
+	add("softmax/axis0", ir.OpSoftmax, axis(0), chain, randF32(r, -5, 5, 5, 3, 2))
+	add("softmax/axis1", ir.OpSoftmax, axis(1), chain, randF32(r, -5, 5, 2, 7, 3))
+	add("argmax/3x259", ir.OpArgmax, nil, exact, randF32(r, -5, 5, 3, 259))
+	add("argmax/i32_axis0", ir.OpArgmax, axis(0), exact, randI32(r, -3, 3, 4, 5))
+	add("argmax/ties", ir.OpArgmax, nil, exact, f32s([]int{2, 3}, 1, 3, 3, float32(math.NaN()), 2, 2))
 
 	pos := func(p int32) *tensor.Tensor { return tensor.ScalarInt32(p) }
 	rope := func(style string, dims int64) ir.Attrs {
 		return ir.Attrs{"theta": ir.FloatAttr(10000), "style": ir.StringAttr(style), "dims": ir.IntAttr(dims)}
 	}
-	add("rope/1x6x48", "rope", rope("interleaved", 0), chain, randF32(r, -2, 2, 1, 6, 48), pos(5))
-	add("rope/3x4x16_half", "rope", rope("half", 0), chain, randF32(r, -2, 2, 3, 4, 16), pos(100))
-	add("rope/partial", "rope", rope("interleaved", 8), chain, randF32(r, -2, 2, 2, 3, 16), pos(7))
-	add("rope/freq_factors", "rope", ir.Attrs{"theta": ir.FloatAttr(500000), "freq_factors": ir.FloatsAttr(1, 1, 1.5, 2, 4, 8, 8, 8)},
+	add("rope/1x6x48", ir.OpRope, rope("interleaved", 0), chain, randF32(r, -2, 2, 1, 6, 48), pos(5))
+	add("rope/3x4x16_half", ir.OpRope, rope("half", 0), chain, randF32(r, -2, 2, 3, 4, 16), pos(100))
+	add("rope/partial", ir.OpRope, rope("interleaved", 8), chain, randF32(r, -2, 2, 2, 3, 16), pos(7))
+	add("rope/freq_factors", ir.OpRope, ir.Attrs{"theta": ir.FloatAttr(500000), "freq_factors": ir.FloatsAttr(1, 1, 1.5, 2, 4, 8, 8, 8)},
 		chain, randF32(r, -2, 2, 3, 4, 16), pos(200))
 
-	add("kv_write/3rows", "kv_write", nil, exact, randF32(r, -1, 1, 16, 2, 8), randF32(r, -1, 1, 3, 2, 8), pos(5))
-	add("kv_write/last", "kv_write", nil, exact, randF32(r, -1, 1, 9, 1, 4), randF32(r, -1, 1, 1, 1, 4), pos(8))
+	add("kv_write/3rows", ir.OpKVWrite, nil, exact, randF32(r, -1, 1, 16, 2, 8), randF32(r, -1, 1, 3, 2, 8), pos(5))
+	add("kv_write/last", ir.OpKVWrite, nil, exact, randF32(r, -1, 1, 9, 1, 4), randF32(r, -1, 1, 1, 1, 4), pos(8))
 
 	att := func(causal bool) ir.Attrs {
 		return ir.Attrs{"scale": ir.FloatAttr(0.25), "causal": ir.BoolAttr(causal)}
 	}
-	add("attention/decode_gqa", "attention", att(true), chain, randF32(r, -1, 1, 1, 8, 16), randF32(r, -1, 1, 32, 4, 16), randF32(r, -1, 1, 32, 4, 16), pos(10))
-	add("attention/prefill", "attention", att(true), chain, randF32(r, -1, 1, 4, 4, 8), randF32(r, -1, 1, 20, 2, 8), randF32(r, -1, 1, 20, 2, 8), pos(3))
-	add("attention/noncausal", "attention", att(false), chain, randF32(r, -1, 1, 3, 2, 8), randF32(r, -1, 1, 7, 2, 8), randF32(r, -1, 1, 7, 2, 8), pos(4))
+	add("attention/decode_gqa", ir.OpAttention, att(true), chain, randF32(r, -1, 1, 1, 8, 16), randF32(r, -1, 1, 32, 4, 16), randF32(r, -1, 1, 32, 4, 16), pos(10))
+	add("attention/prefill", ir.OpAttention, att(true), chain, randF32(r, -1, 1, 4, 4, 8), randF32(r, -1, 1, 20, 2, 8), randF32(r, -1, 1, 20, 2, 8), pos(3))
+	add("attention/noncausal", ir.OpAttention, att(false), chain, randF32(r, -1, 1, 3, 2, 8), randF32(r, -1, 1, 7, 2, 8), randF32(r, -1, 1, 7, 2, 8), pos(4))
 
 	shape := func(s ...int64) ir.Attrs { return ir.Attrs{"shape": ir.ShapeAttr(ir.S(s...))} }
-	add("reshape/6x4", "reshape", shape(6, 4), exact, randF32(r, -1, 1, 2, 3, 4))
-	add("probe", "probe", ir.Attrs{"tag": ir.StringAttr("x")}, exact, randF32(r, -1, 1, 5))
-	add("transfer", "transfer", ir.Attrs{"from": ir.StringAttr("source"), "to": ir.StringAttr("target")}, exact, randI32(r, 0, 9, 3, 2))
+	add("reshape/6x4", ir.OpReshape, shape(6, 4), exact, randF32(r, -1, 1, 2, 3, 4))
+	add("probe", ir.OpProbe, ir.Attrs{"tag": ir.StringAttr("x")}, exact, randF32(r, -1, 1, 5))
+	add("transfer", ir.OpTransfer, ir.Attrs{"from": ir.StringAttr("source"), "to": ir.StringAttr("target")}, exact, randI32(r, 0, 9, 3, 2))
 	perm := func(p ...int64) ir.Attrs { return ir.Attrs{"perm": ir.IntsAttr(p...)} }
-	add("transpose/2x3x4", "transpose", perm(2, 0, 1), exact, randF32(r, -1, 1, 2, 3, 4))
-	add("transpose/5x7", "transpose", perm(1, 0), exact, randF32(r, -1, 1, 5, 7))
-	add("transpose/i32", "transpose", perm(0, 2, 1), exact, randI32(r, 0, 99, 3, 4, 5))
+	add("transpose/2x3x4", ir.OpTranspose, perm(2, 0, 1), exact, randF32(r, -1, 1, 2, 3, 4))
+	add("transpose/5x7", ir.OpTranspose, perm(1, 0), exact, randF32(r, -1, 1, 5, 7))
+	add("transpose/i32", ir.OpTranspose, perm(0, 2, 1), exact, randI32(r, 0, 99, 3, 4, 5))
 	slice := func(ax, start, end, step int64) ir.Attrs {
 		return ir.Attrs{"axis": ir.IntAttr(ax), "start": ir.IntAttr(start), "end": ir.IntAttr(end), "step": ir.IntAttr(step)}
 	}
-	add("slice/step3", "slice", slice(0, 2, 9, 3), exact, randF32(r, -1, 1, 10, 4))
-	add("slice/last3", "slice", slice(1, -3, math.MaxInt32, 1), exact, randF32(r, -1, 1, 3, 8))
-	add("slice/empty", "slice", slice(0, 5, 2, 1), exact, randF32(r, -1, 1, 6, 2))
-	add("concat/axis1", "concat", axis(1), exact, randF32(r, -1, 1, 2, 3), randF32(r, -1, 1, 2, 5))
-	add("concat/axis0", "concat", axis(0), exact, randF32(r, -1, 1, 1, 4), randF32(r, -1, 1, 3, 4), randF32(r, -1, 1, 2, 4))
+	add("slice/step3", ir.OpSlice, slice(0, 2, 9, 3), exact, randF32(r, -1, 1, 10, 4))
+	add("slice/last3", ir.OpSlice, slice(1, -3, math.MaxInt32, 1), exact, randF32(r, -1, 1, 3, 8))
+	add("slice/empty", ir.OpSlice, slice(0, 5, 2, 1), exact, randF32(r, -1, 1, 6, 2))
+	add("concat/axis1", ir.OpConcat, axis(1), exact, randF32(r, -1, 1, 2, 3), randF32(r, -1, 1, 2, 5))
+	add("concat/axis0", ir.OpConcat, axis(0), exact, randF32(r, -1, 1, 1, 4), randF32(r, -1, 1, 3, 4), randF32(r, -1, 1, 2, 4))
 
 	iota := func(ax int64, s ...int64) ir.Attrs {
 		return ir.Attrs{"shape": ir.ShapeAttr(ir.S(s...)), "axis": ir.IntAttr(ax)}
 	}
-	add("iota/7", "iota", iota(0, 7), exact, pos(3))
-	add("iota/2x5_axis1", "iota", iota(1, 2, 5), exact, pos(-2))
+	add("iota/7", ir.OpIota, iota(0, 7), exact, pos(3))
+	add("iota/2x5_axis1", ir.OpIota, iota(1, 2, 5), exact, pos(-2))
 	reduce := func(keep bool, axes ...int64) ir.Attrs {
 		return ir.Attrs{"axes": ir.IntsAttr(axes...), "keepdims": ir.BoolAttr(keep)}
 	}
 	for _, op := range ir.ReduceOps {
 		tl := chain
-		if op == "reduce_max" {
+		if op == ir.OpReduceMax {
 			tl = exact
 		}
-		add(op+"/last", op, reduce(true, -1), tl, randF32(r, -2, 2, 3, 37))
-		add(op+"/middle", op, reduce(false, 1), tl, randF32(r, -2, 2, 2, 5, 3))
-		add(op+"/two", op, reduce(true, 0, 2), tl, randF32(r, -2, 2, 4, 3, 5))
-		add(op+"/none", op, reduce(true), tl, randF32(r, -2, 2, 2, 3))
+		add(op.String()+"/last", op, reduce(true, -1), tl, randF32(r, -2, 2, 3, 37))
+		add(op.String()+"/middle", op, reduce(false, 1), tl, randF32(r, -2, 2, 2, 5, 3))
+		add(op.String()+"/two", op, reduce(true, 0, 2), tl, randF32(r, -2, 2, 4, 3, 5))
+		add(op.String()+"/none", op, reduce(true), tl, randF32(r, -2, 2, 2, 3))
 	}
-	add("reduce_max/nan", "reduce_max", reduce(true, 1), exact, f32s([]int{2, 3}, 1, float32(math.NaN()), 2, 3, 2, 1))
+	add("reduce_max/nan", ir.OpReduceMax, reduce(true, 1), exact, f32s([]int{2, 3}, 1, float32(math.NaN()), 2, 3, 2, 1))
 	pool := func(mode string, k, st, pads []int64, ceil, incl bool) ir.Attrs {
 		return ir.Attrs{"mode": ir.StringAttr(mode), "kernel": ir.IntsAttr(k...), "strides": ir.IntsAttr(st...),
 			"pads": ir.IntsAttr(pads...), "ceil_mode": ir.BoolAttr(ceil), "count_include_pad": ir.BoolAttr(incl)}
 	}
-	add("pool2d/max2x2", "pool2d", pool("max", []int64{2, 2}, []int64{2, 2}, []int64{0, 0, 0, 0}, false, false), exact, randF32(r, -2, 2, 2, 3, 6, 7))
-	add("pool2d/max3x3_pad_ceil", "pool2d", pool("max", []int64{3, 3}, []int64{2, 2}, []int64{1, 1, 1, 1}, true, false), exact, randF32(r, -2, 2, 1, 2, 7, 8))
-	add("pool2d/avg3x3_pad", "pool2d", pool("avg", []int64{3, 3}, []int64{1, 1}, []int64{1, 1, 1, 1}, false, false), chain, randF32(r, -2, 2, 1, 2, 5, 6))
-	add("pool2d/avg_incl_pad_ceil", "pool2d", pool("avg", []int64{2, 3}, []int64{2, 2}, []int64{1, 0, 1, 2}, true, true), chain, randF32(r, -2, 2, 1, 3, 6, 7))
-	add("pool2d/max_dilated", "pool2d", ir.Attrs{"kernel": ir.IntsAttr(2, 2), "dilations": ir.IntsAttr(2, 3)}, exact, randF32(r, -2, 2, 1, 1, 7, 9))
+	add("pool2d/max2x2", ir.OpPool2D, pool("max", []int64{2, 2}, []int64{2, 2}, []int64{0, 0, 0, 0}, false, false), exact, randF32(r, -2, 2, 2, 3, 6, 7))
+	add("pool2d/max3x3_pad_ceil", ir.OpPool2D, pool("max", []int64{3, 3}, []int64{2, 2}, []int64{1, 1, 1, 1}, true, false), exact, randF32(r, -2, 2, 1, 2, 7, 8))
+	add("pool2d/avg3x3_pad", ir.OpPool2D, pool("avg", []int64{3, 3}, []int64{1, 1}, []int64{1, 1, 1, 1}, false, false), chain, randF32(r, -2, 2, 1, 2, 5, 6))
+	add("pool2d/avg_incl_pad_ceil", ir.OpPool2D, pool("avg", []int64{2, 3}, []int64{2, 2}, []int64{1, 0, 1, 2}, true, true), chain, randF32(r, -2, 2, 1, 3, 6, 7))
+	add("pool2d/max_dilated", ir.OpPool2D, ir.Attrs{"kernel": ir.IntsAttr(2, 2), "dilations": ir.IntsAttr(2, 3)}, exact, randF32(r, -2, 2, 1, 1, 7, 9))
 	conv := func(st, pads, dil []int64, groups int64) ir.Attrs {
 		return ir.Attrs{"strides": ir.IntsAttr(st...), "pads": ir.IntsAttr(pads...), "dilations": ir.IntsAttr(dil...), "groups": ir.IntAttr(groups)}
 	}
-	add("conv2d/3x3", "conv2d", conv([]int64{1, 1}, []int64{0, 0, 0, 0}, []int64{1, 1}, 1), convTol, randF32(r, -1, 1, 1, 3, 6, 7), randF32(r, -1, 1, 4, 3, 3, 3))
-	add("conv2d/pad_stride_bias", "conv2d", conv([]int64{2, 1}, []int64{1, 2, 0, 1}, []int64{1, 1}, 1), convTol, randF32(r, -1, 1, 2, 4, 7, 6), randF32(r, -1, 1, 5, 4, 3, 2), randF32(r, -1, 1, 5))
-	add("conv2d/groups_dilated", "conv2d", conv([]int64{1, 2}, []int64{2, 2, 2, 2}, []int64{2, 2}, 2), convTol, randF32(r, -1, 1, 1, 4, 8, 9), randF32(r, -1, 1, 6, 2, 3, 3), randF32(r, -1, 1, 6))
-	add("conv2d/1x1", "conv2d", conv([]int64{1, 1}, []int64{0, 0, 0, 0}, []int64{1, 1}, 1), convTol, randF32(r, -1, 1, 1, 16, 5, 5), randF32(r, -1, 1, 8, 16, 1, 1))
+	add("conv2d/3x3", ir.OpConv2D, conv([]int64{1, 1}, []int64{0, 0, 0, 0}, []int64{1, 1}, 1), convTol, randF32(r, -1, 1, 1, 3, 6, 7), randF32(r, -1, 1, 4, 3, 3, 3))
+	add("conv2d/pad_stride_bias", ir.OpConv2D, conv([]int64{2, 1}, []int64{1, 2, 0, 1}, []int64{1, 1}, 1), convTol, randF32(r, -1, 1, 2, 4, 7, 6), randF32(r, -1, 1, 5, 4, 3, 2), randF32(r, -1, 1, 5))
+	add("conv2d/groups_dilated", ir.OpConv2D, conv([]int64{1, 2}, []int64{2, 2, 2, 2}, []int64{2, 2}, 2), convTol, randF32(r, -1, 1, 1, 4, 8, 9), randF32(r, -1, 1, 6, 2, 3, 3), randF32(r, -1, 1, 6))
+	add("conv2d/1x1", ir.OpConv2D, conv([]int64{1, 1}, []int64{0, 0, 0, 0}, []int64{1, 1}, 1), convTol, randF32(r, -1, 1, 1, 16, 5, 5), randF32(r, -1, 1, 8, 16, 1, 1))
 	convT := func(st, pads, dil, outPad []int64, groups int64) ir.Attrs {
 		a := conv(st, pads, dil, groups)
 		a["output_padding"] = ir.IntsAttr(outPad...)
 		return a
 	}
-	add("conv_transpose2d/stride2", "conv_transpose2d", convT([]int64{2, 2}, []int64{0, 0, 0, 0}, []int64{1, 1}, []int64{0, 0}, 1), convTol, randF32(r, -1, 1, 1, 3, 4, 5), randF32(r, -1, 1, 3, 2, 3, 3))
-	add("conv_transpose2d/pads_outpad_bias", "conv_transpose2d", convT([]int64{2, 3}, []int64{1, 0, 1, 2}, []int64{1, 1}, []int64{1, 2}, 1), convTol, randF32(r, -1, 1, 2, 2, 3, 4), randF32(r, -1, 1, 2, 3, 3, 4), randF32(r, -1, 1, 3))
-	add("conv_transpose2d/groups_dilated", "conv_transpose2d", convT([]int64{1, 1}, []int64{1, 1, 1, 1}, []int64{2, 2}, []int64{0, 0}, 2), convTol, randF32(r, -1, 1, 1, 4, 5, 5), randF32(r, -1, 1, 4, 3, 3, 3))
+	add("conv_transpose2d/stride2", ir.OpConvTranspose2D, convT([]int64{2, 2}, []int64{0, 0, 0, 0}, []int64{1, 1}, []int64{0, 0}, 1), convTol, randF32(r, -1, 1, 1, 3, 4, 5), randF32(r, -1, 1, 3, 2, 3, 3))
+	add("conv_transpose2d/pads_outpad_bias", ir.OpConvTranspose2D, convT([]int64{2, 3}, []int64{1, 0, 1, 2}, []int64{1, 1}, []int64{1, 2}, 1), convTol, randF32(r, -1, 1, 2, 2, 3, 4), randF32(r, -1, 1, 2, 3, 3, 4), randF32(r, -1, 1, 3))
+	add("conv_transpose2d/groups_dilated", ir.OpConvTranspose2D, convT([]int64{1, 1}, []int64{1, 1, 1, 1}, []int64{2, 2}, []int64{0, 0}, 2), convTol, randF32(r, -1, 1, 1, 4, 5, 5), randF32(r, -1, 1, 4, 3, 3, 3))
 	resize := func(h, w int64, mode, coord, nearest string, scales ...float64) ir.Attrs {
 		a := ir.Attrs{"size": ir.IntsAttr(h, w), "mode": ir.StringAttr(mode), "coord": ir.StringAttr(coord), "nearest": ir.StringAttr(nearest)}
 		if len(scales) > 0 {
@@ -286,16 +286,16 @@ func opCases() []opCase {
 		return a
 	}
 	for _, coord := range ir.ResizeCoordModes {
-		add("resize/linear_"+coord, "resize", resize(7, 9, "linear", coord, "round_prefer_floor"), chain, randF32(r, -2, 2, 1, 2, 4, 5))
-		add("resize/nearest_"+coord, "resize", resize(8, 3, "nearest", coord, "round_prefer_floor"), exact, randF32(r, -2, 2, 1, 2, 4, 5))
+		add("resize/linear_"+coord, ir.OpResize, resize(7, 9, "linear", coord, "round_prefer_floor"), chain, randF32(r, -2, 2, 1, 2, 4, 5))
+		add("resize/nearest_"+coord, ir.OpResize, resize(8, 3, "nearest", coord, "round_prefer_floor"), exact, randF32(r, -2, 2, 1, 2, 4, 5))
 	}
 	for _, nearest := range ir.ResizeNearestModes {
-		add("resize/nearest_"+nearest, "resize", resize(6, 10, "nearest", "asymmetric", nearest), exact, randF32(r, -2, 2, 2, 1, 4, 5))
+		add("resize/nearest_"+nearest, ir.OpResize, resize(6, 10, "nearest", "asymmetric", nearest), exact, randF32(r, -2, 2, 2, 1, 4, 5))
 	}
-	add("resize/scales", "resize", resize(8, 10, "linear", "half_pixel", "round_prefer_floor", 2, 2.5), chain, randF32(r, -2, 2, 1, 1, 4, 4))
-	add("resize/down", "resize", resize(2, 3, "linear", "align_corners", "round_prefer_floor"), chain, randF32(r, -2, 2, 1, 2, 5, 7))
+	add("resize/scales", ir.OpResize, resize(8, 10, "linear", "half_pixel", "round_prefer_floor", 2, 2.5), chain, randF32(r, -2, 2, 1, 1, 4, 4))
+	add("resize/down", ir.OpResize, resize(2, 3, "linear", "align_corners", "round_prefer_floor"), chain, randF32(r, -2, 2, 1, 2, 5, 7))
 	// With scales, align_corners divides by in·scale (7.5, 3.5), not the output size.
-	add("resize/align_scales", "resize", resize(7, 3, "linear", "align_corners", "round_prefer_floor", 1.5, 0.7), chain, randF32(r, -2, 2, 1, 2, 5, 5))
+	add("resize/align_scales", ir.OpResize, resize(7, 3, "linear", "align_corners", "round_prefer_floor", 1.5, 0.7), chain, randF32(r, -2, 2, 1, 2, 5, 5))
 	return cs
 }
 
@@ -494,7 +494,7 @@ func convBound(c opCase) []float64 {
 							for j := 0; j < kw; j++ {
 								var iy, ix int
 								var wv float32
-								if c.op == "conv2d" {
+								if c.op == ir.OpConv2D {
 									iy, ix = y*sh-top+i*dh, xx*sw-left+j*dw
 									wv = wf[((oc*cg+ci)*kh+i)*kw+j]
 								} else {
@@ -573,15 +573,15 @@ func TestOps(t *testing.T) {
 // TestEveryOpHasKernelAndCase fails when an op of the registry has no LLVM
 // kernel, or no case in the kernel tests.
 func TestEveryOpHasKernelAndCase(t *testing.T) {
-	tested := map[string]bool{}
+	tested := map[ir.Op]bool{}
 	for _, c := range opCases() {
 		tested[c.op] = true
 	}
 	var missing []string
 	for _, d := range ir.Ops() {
-		if !cg.Supports(d.Name) {
+		if !cg.Supports(d.Op) {
 			missing = append(missing, d.Name+" (no kernel)")
-		} else if !tested[d.Name] {
+		} else if !tested[d.Op] {
 			missing = append(missing, d.Name+" (no test case)")
 		}
 	}

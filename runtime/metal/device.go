@@ -463,7 +463,7 @@ func (d *Device) Prepare(m *ir.Module, f *ir.Function, nodes []*ir.Node) error {
 		return err
 	}
 	for _, n := range nodes {
-		if n.Op == "reshape" && d.faults[n.ID] == "" {
+		if n.Op == ir.OpReshape && d.faults[n.ID] == "" {
 			continue
 		}
 		in, static := devkit.StaticInputs(n)
@@ -506,7 +506,7 @@ func (d *Device) launch(n *ir.Node, in []*runtime.Buffer, outs []ir.Type) ([]*ru
 		}
 		hs[i], types[i] = h, b.Type()
 	}
-	if n.Op == "reshape" && len(in) == 1 && d.faults[n.ID] == "" {
+	if n.Op == ir.OpReshape && len(in) == 1 && d.faults[n.ID] == "" {
 		want, _, err := ir.InferTypes(n.Op, types, msl.BoundAttrs(n, types, outs))
 		if err != nil {
 			return nil, err

@@ -122,7 +122,7 @@ func (f *fakeBridge) close() { f.closed = true }
 
 func f32s(shape []int, v ...float32) *tensor.Tensor { return tensor.FromFloat32(shape, v) }
 
-func node(t *testing.T, id int, op string, attrs ir.Attrs, in ...ir.Type) *ir.Node {
+func node(t *testing.T, id int, op ir.Op, attrs ir.Attrs, in ...ir.Type) *ir.Node {
 	t.Helper()
 	_, na, err := ir.InferTypes(op, in, attrs)
 	if err != nil {
@@ -194,7 +194,7 @@ func TestLaunchEncodes(t *testing.T) {
 	d := newDevice(f, Options{})
 	a := upload(t, d, f32s([]int{2, 3}, 1, 2, 3, 4, 5, 6))
 	b := upload(t, d, f32s([]int{3}, 1, 1, 1))
-	n := node(t, 3, "add", nil, a.Type(), b.Type())
+	n := node(t, 3, ir.OpAdd, nil, a.Type(), b.Type())
 	out, err := d.Launch(n, []*rt.Buffer{a, b}, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -241,7 +241,7 @@ func TestInPlaceAndReshape(t *testing.T) {
 	cache := upload(t, d, tensor.New(ir.F32, []int{8, 2, 4}))
 	nw := upload(t, d, tensor.New(ir.F32, []int{1, 2, 4}))
 	pos := upload(t, d, tensor.ScalarInt32(3))
-	kv := node(t, 1, "kv_write", nil, cache.Type(), nw.Type(), pos.Type())
+	kv := node(t, 1, ir.OpKVWrite, nil, cache.Type(), nw.Type(), pos.Type())
 	out, err := d.Launch(kv, []*rt.Buffer{cache, nw, pos}, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -252,7 +252,7 @@ func TestInPlaceAndReshape(t *testing.T) {
 	if f.dispatches[0].bufs[0] != cache.Handle.(*mbuf).h {
 		t.Error("kv_write's first buffer is not the cache")
 	}
-	rs := node(t, 2, "reshape", ir.Attrs{"shape": ir.ShapeAttr(ir.S(16, 4))}, cache.Type())
+	rs := node(t, 2, ir.OpReshape, ir.Attrs{"shape": ir.ShapeAttr(ir.S(16, 4))}, cache.Type())
 	r, err := d.Launch(rs, []*rt.Buffer{cache}, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -283,7 +283,7 @@ func TestBatchingAndUploadWhileBusy(t *testing.T) {
 	f := newFake()
 	d := newDevice(f, Options{MaxBatch: 2})
 	x := upload(t, d, f32s([]int{4}, 1, 2, 3, 4))
-	n := node(t, 1, "exp", nil, x.Type())
+	n := node(t, 1, ir.OpExp, nil, x.Type())
 	var outs []*rt.Buffer
 	for i := 0; i < 5; i++ {
 		o, err := d.Launch(n, []*rt.Buffer{x}, nil)
@@ -329,7 +329,7 @@ func TestErrors(t *testing.T) {
 	f := newFake()
 	d := newDevice(f, Options{})
 	x := upload(t, d, f32s([]int{4}, 1, 2, 3, 4))
-	n := node(t, 5, "softmax", nil, x.Type())
+	n := node(t, 5, ir.OpSoftmax, nil, x.Type())
 	f.compileErr = errors.New("program_source:3:1: error: boom")
 	_, err := d.Launch(n, []*rt.Buffer{x}, nil)
 	var ke *rt.KernelError
@@ -370,7 +370,7 @@ func TestCloseReleasesEverything(t *testing.T) {
 	f := newFake()
 	d := newDevice(f, Options{})
 	x := upload(t, d, f32s([]int{4}, 1, 2, 3, 4))
-	n := node(t, 1, "neg", nil, x.Type())
+	n := node(t, 1, ir.OpNeg, nil, x.Type())
 	o, err := d.Launch(n, []*rt.Buffer{x}, nil)
 	if err != nil {
 		t.Fatal(err)

@@ -817,7 +817,7 @@ func (d *Device) planFor(n *ir.Node, in, out []ir.Type) (*kplan, error) {
 	if err != nil {
 		return nil, err
 	}
-	m := &proto.Compile{Op: k.Op, Language: "wgsl", Entry: k.Entry, Source: k.Source}
+	m := &proto.Compile{Op: k.Op.String(), Language: "wgsl", Entry: k.Entry, Source: k.Source}
 	for i := range 3 {
 		m.Workgroup[i], m.Grid[i] = uint32(k.WorkgroupSize[i]), uint32(k.Grid[i])
 	}
@@ -868,7 +868,7 @@ func (d *Device) Prepare(m *ir.Module, f *ir.Function, nodes []*ir.Node) error {
 		return err
 	}
 	for _, n := range nodes {
-		if n.Op == "reshape" && d.faults[n.ID] == "" {
+		if n.Op == ir.OpReshape && d.faults[n.ID] == "" {
 			continue
 		}
 		in, static := devkit.StaticInputs(n)
@@ -931,7 +931,7 @@ func (d *Device) launch(n *ir.Node, in []*runtime.Buffer, outs []ir.Type) ([]*ru
 		}
 		hs[i], types[i] = h, b.Type()
 	}
-	if n.Op == "reshape" && len(in) == 1 && d.faults[n.ID] == "" {
+	if n.Op == ir.OpReshape && len(in) == 1 && d.faults[n.ID] == "" {
 		want, _, err := ir.InferTypes(n.Op, types, wgsl.BoundAttrs(n, types, outs))
 		if err != nil {
 			return nil, err

@@ -350,7 +350,7 @@ func TestLaunchFailureNamesNode(t *testing.T) {
 	m := tinyModel(t)
 	var bad *ir.Node
 	for _, n := range m.Func("prefill").Nodes {
-		if n.Op == "matmul" {
+		if n.Op == ir.OpMatmul {
 			bad = n
 			break
 		}

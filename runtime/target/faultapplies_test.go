@@ -20,7 +20,7 @@ func TestFaultAppliesUsesDeviceTuning(t *testing.T) {
 	b := ir.NewFunction(m, "f")
 	x := b.Param("x", ir.T(ir.F32, ir.S(1, 64)))
 	w := b.Param("w", ir.T(ir.F32, ir.S(32, 64)))
-	y := b.Op("matmul", []*ir.Value{x, w}, ir.Attrs{"transpose_b": ir.BoolAttr(true)})
+	y := b.Op(ir.OpMatmul, []*ir.Value{x, w}, ir.Attrs{"transpose_b": ir.BoolAttr(true)})
 	b.Return(y)
 	if err := b.Err(); err != nil {
 		t.Fatal(err)

@@ -16,8 +16,8 @@ import (
 // webgpu and remote: targets have them (codegen/wgsl's faults: wrong_index,
 // wrong_constant, missing_barrier, f16_overflow).
 type Injection struct {
-	Op    string // an op name ("matmul"); or
-	Node  int    // a node id (> 0)
+	Op    ir.Op // an op (ir.OpMatmul); or
+	Node  int   // a node id (> 0)
 	Fault string
 }
 
@@ -42,13 +42,14 @@ func ParseInjection(s string) (Injection, error) {
 		}
 		switch strings.TrimSpace(k) {
 		case "op":
-			if in.Op != "" {
+			if in.Op != ir.OpNone {
 				return bad("op given twice")
 			}
-			if ir.LookupOp(v) == nil {
+			op, ok := ir.OpNamed(v)
+			if !ok {
 				return bad(fmt.Sprintf("unknown op %q", v))
 			}
-			in.Op = v
+			in.Op = op
 		case "node":
 			if in.Node != 0 {
 				return bad("node given twice")
@@ -67,7 +68,7 @@ func ParseInjection(s string) (Injection, error) {
 			return bad(fmt.Sprintf("unknown key %q", k))
 		}
 	}
-	if (in.Op == "") == (in.Node == 0) {
+	if (in.Op == ir.OpNone) == (in.Node == 0) {
 		return bad("give exactly one of op= and node=")
 	}
 	if in.Fault == "" {

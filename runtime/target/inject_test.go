@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/tapml/tapml/ir"
 	"github.com/tapml/tapml/runtime/cpu"
 )
 
@@ -14,8 +15,8 @@ func TestParseInjection(t *testing.T) {
 		want Injection
 		err  string
 	}{
-		{"op=matmul,fault=wrong_index", Injection{Op: "matmul", Fault: "wrong_index"}, ""},
-		{" fault=missing_barrier , op=rms_norm", Injection{Op: "rms_norm", Fault: "missing_barrier"}, ""},
+		{"op=matmul,fault=wrong_index", Injection{Op: ir.OpMatmul, Fault: "wrong_index"}, ""},
+		{" fault=missing_barrier , op=rms_norm", Injection{Op: ir.OpRMSNorm, Fault: "missing_barrier"}, ""},
 		{"node=42,fault=f16_overflow", Injection{Node: 42, Fault: "f16_overflow"}, ""},
 		{"op=matmul", Injection{}, "no fault="},
 		{"fault=wrong_index", Injection{}, "exactly one of op= and node="},
@@ -65,7 +66,7 @@ func FuzzParseInjection(f *testing.F) {
 		if err != nil {
 			return
 		}
-		if (in.Op == "") == (in.Node == 0) || in.Fault == "" {
+		if (in.Op == ir.OpNone) == (in.Node == 0) || in.Fault == "" {
 			t.Fatalf("%q parsed to an invalid injection %+v", s, in)
 		}
 	})

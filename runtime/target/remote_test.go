@@ -1,6 +1,7 @@
 package target
 
 import (
+	"github.com/tapml/tapml/ir"
 	"strings"
 	"testing"
 )
@@ -9,7 +10,7 @@ func TestRemoteTarget(t *testing.T) {
 	if !IsRemote("remote:ws://127.0.0.1:8765") || IsRemote("webgpu") {
 		t.Error("IsRemote")
 	}
-	if !Supports("remote:ws://127.0.0.1:8765", "matmul") || Supports("remote:ws://h:1", "no_such_op") {
+	if !Supports("remote:ws://127.0.0.1:8765", ir.OpMatmul) || Supports("remote:ws://h:1", ir.OpNone) {
 		t.Error("a remote target supports what codegen/wgsl does")
 	}
 	for _, tc := range []struct{ target, want string }{

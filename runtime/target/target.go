@@ -72,7 +72,7 @@ func Open(target, backend string) (runtime.Device, error) {
 }
 
 // Supports reports whether target has a kernel for op.
-func Supports(target, op string) bool {
+func Supports(target string, op ir.Op) bool {
 	if IsRemote(target) {
 		return wgsl.Supports(op) // the host generates WGSL for remote devices
 	}

@@ -10,7 +10,7 @@ import (
 func TestEveryOpOnEveryTarget(t *testing.T) {
 	for _, d := range ir.Ops() {
 		for _, name := range Names {
-			if !Supports(name, d.Name) {
+			if !Supports(name, d.Op) {
 				t.Errorf("op %s has no kernel on target %s", d.Name, name)
 			}
 		}
@@ -21,7 +21,7 @@ func TestUnknownTarget(t *testing.T) {
 	if _, err := Open("nope", ""); err == nil {
 		t.Error("opening an unknown target succeeded")
 	}
-	if Supports("nope", "add") {
+	if Supports("nope", ir.OpAdd) {
 		t.Error("an unknown target claims a kernel")
 	}
 }

@@ -34,7 +34,7 @@ func benchMatmul(b *testing.B, m, n, k int) {
 	}
 	defer testDev.Free(x)
 	defer testDev.Free(w)
-	node, outs := mkNode(b, 1, "matmul", ir.Attrs{"transpose_b": ir.BoolAttr(true)}, x.Type(), w.Type())
+	node, outs := mkNode(b, 1, ir.OpMatmul, ir.Attrs{"transpose_b": ir.BoolAttr(true)}, x.Type(), w.Type())
 	launch := func() {
 		res, err := testDev.Launch(node, []*runtime.Buffer{x, w}, outs)
 		if err != nil {
@@ -141,7 +141,7 @@ func BenchmarkLaunchOverhead(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer testDev.Free(x)
-	node, outs := mkNode(b, 1, "neg", nil, x.Type())
+	node, outs := mkNode(b, 1, ir.OpNeg, nil, x.Type())
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
 		res, err := testDev.Launch(node, []*runtime.Buffer{x}, outs)

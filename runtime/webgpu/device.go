@@ -1048,7 +1048,7 @@ func (d *Device) Prepare(m *ir.Module, f *ir.Function, nodes []*ir.Node) error {
 		return err
 	}
 	for _, n := range nodes {
-		if n.Op == "reshape" && !d.opts.CopyReshape {
+		if n.Op == ir.OpReshape && !d.opts.CopyReshape {
 			continue
 		}
 		in, static := devkit.StaticInputs(n)
@@ -1108,7 +1108,7 @@ func (d *Device) launch(n *ir.Node, in []*runtime.Buffer, outs []ir.Type) ([]*ru
 	for i, b := range in {
 		types[i] = b.Type()
 	}
-	if n.Op == "reshape" && !d.opts.CopyReshape && len(in) == 1 && fault == "" {
+	if n.Op == ir.OpReshape && !d.opts.CopyReshape && len(in) == 1 && fault == "" {
 		want, _, err := ir.InferTypes(n.Op, types, wgsl.BoundAttrs(n, types, outs))
 		if err != nil {
 			return nil, err

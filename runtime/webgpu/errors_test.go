@@ -14,7 +14,7 @@ import (
 )
 
 // smallModule is f(x f32[4, 8], y f32[8]) = softmax(mul(add(x, y), add(x, y))).
-func smallModule(t *testing.T) (*ir.Module, map[string]*ir.Node) {
+func smallModule(t *testing.T) (*ir.Module, map[ir.Op]*ir.Node) {
 	t.Helper()
 	m := ir.NewModule("small")
 	b := ir.NewFunction(m, "f")
@@ -22,12 +22,12 @@ func smallModule(t *testing.T) (*ir.Module, map[string]*ir.Node) {
 	y := b.Param("y", ir.T(ir.F32, ir.S(8)))
 	a := b.At("blk.add").Add(x, y)
 	p := b.At("blk.mul").Mul(a, a)
-	s := b.At("blk.softmax").Op("softmax", []*ir.Value{p}, nil)
+	s := b.At("blk.softmax").Op(ir.OpSoftmax, []*ir.Value{p}, nil)
 	b.Return(s)
 	if err := b.Err(); err != nil {
 		t.Fatal(err)
 	}
-	nodes := map[string]*ir.Node{}
+	nodes := map[ir.Op]*ir.Node{}
 	for _, n := range b.F.Nodes {
 		nodes[n.Op] = n
 	}
@@ -90,7 +90,7 @@ func wantKernelError(t *testing.T, err error, n *ir.Node, detail string) {
 		t.Errorf("error names node %v, want %v", ke.Node, n)
 	}
 	msg := err.Error()
-	for _, s := range []string{n.Op, n.Prov, "#" + strconv.Itoa(n.ID), detail} {
+	for _, s := range []string{n.Op.String(), n.Prov, "#" + strconv.Itoa(n.ID), detail} {
 		if !strings.Contains(msg, s) {
 			t.Errorf("error %q does not mention %q", msg, s)
 		}
@@ -103,7 +103,7 @@ func wantKernelError(t *testing.T, err error, n *ir.Node, detail string) {
 // line:column, the process survives, and the device works afterwards.
 func TestInvalidShaderIsAnError(t *testing.T) {
 	m, nodes := smallModule(t)
-	mul := nodes["mul"]
+	mul := nodes[ir.OpMul]
 	withHook(t, func(k *codegen.Kernel) {
 		if k.NodeID == mul.ID {
 			k.Source = append(k.Source, []byte("\nfn broken() -> f32 { return 1u; }\n")...)
@@ -117,7 +117,7 @@ func TestInvalidShaderIsAnError(t *testing.T) {
 	}
 	// Prepare reports the same node before anything runs.
 	m2, nodes2 := smallModule(t)
-	mul2 := nodes2["mul"]
+	mul2 := nodes2[ir.OpMul]
 	withHook(t, func(k *codegen.Kernel) {
 		if k.NodeID == mul2.ID {
 			k.Source = []byte("this is not WGSL")
@@ -161,7 +161,7 @@ func TestInvalidDispatchIsAnError(t *testing.T) {
 	for _, d := range []*Device{testDev, safe} {
 		t.Run(fmt.Sprintf("safe=%v", d.opts.SafeDispatch), func(t *testing.T) {
 			m, nodes := smallModule(t)
-			sm := nodes["softmax"]
+			sm := nodes[ir.OpSoftmax]
 			setHook(d, func(k *codegen.Kernel) {
 				if k.NodeID == sm.ID {
 					k.Grid[0] = int(d.limits.MaxComputeWorkgroupsPerDimension) + 1
@@ -207,7 +207,7 @@ func TestFreedBufferIsAnError(t *testing.T) {
 	if _, err := testDev.Download(b); err == nil {
 		t.Error("download of a freed buffer succeeded")
 	}
-	n, outs := mkNode(t, 1, "neg", nil, ir.T(ir.F32, ir.S(3)))
+	n, outs := mkNode(t, 1, ir.OpNeg, nil, ir.T(ir.F32, ir.S(3)))
 	if _, err := testDev.Launch(n, []*runtime.Buffer{b}, outs); err == nil {
 		t.Error("launch on a freed buffer succeeded")
 	}
@@ -222,7 +222,7 @@ func TestFailedSubmitFreesOutputs(t *testing.T) {
 	d := testDev
 	d.SetMaxBatch(1)
 	defer d.SetMaxBatch(0)
-	n, outs := mkNode(t, 1, "neg", nil, ir.T(ir.F32, ir.S(1000)))
+	n, outs := mkNode(t, 1, ir.OpNeg, nil, ir.T(ir.F32, ir.S(1000)))
 	setHook(d, func(k *codegen.Kernel) {
 		if k.NodeID == n.ID {
 			k.Grid[0] = int(d.limits.MaxComputeWorkgroupsPerDimension) + 1

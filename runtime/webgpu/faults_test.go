@@ -61,7 +61,7 @@ func TestFaultsChangeResults(t *testing.T) {
 	}
 	for i, f := range list {
 		c := f.c
-		if c.op == "" {
+		if c.op == ir.OpNone {
 			t.Fatalf("case %d: no such op case", i)
 		}
 		t.Run(f.fault+" "+c.name, func(t *testing.T) {

@@ -34,13 +34,13 @@ func TestMain(m *testing.M) {
 
 // mkNode builds a node of op over inputs of the given types, normalized as
 // a Builder would, with its inferred output types.
-func mkNode(t testing.TB, id int, op string, attrs ir.Attrs, types ...ir.Type) (*ir.Node, []ir.Type) {
+func mkNode(t testing.TB, id int, op ir.Op, attrs ir.Attrs, types ...ir.Type) (*ir.Node, []ir.Type) {
 	t.Helper()
 	outs, na, err := ir.InferTypes(op, types, attrs)
 	if err != nil {
 		t.Fatalf("%s: infer: %v", op, err)
 	}
-	n := &ir.Node{ID: id, Op: op, Attrs: na, Prov: "test." + op}
+	n := &ir.Node{ID: id, Op: op, Attrs: na, Prov: "test." + op.String()}
 	for i, ty := range types {
 		n.Inputs = append(n.Inputs, &ir.Value{Name: fmt.Sprintf("x%d", i), Type: ty})
 	}

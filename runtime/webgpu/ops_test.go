@@ -17,7 +17,7 @@ import (
 // compared with the CPU reference at tolerance tol.
 type opCase struct {
 	name  string
-	op    string
+	op    ir.Op
 	attrs ir.Attrs
 	gen   func(r *rand.Rand) []*tensor.Tensor
 	tol   tol
@@ -85,11 +85,11 @@ func opCases() []opCase {
 	add := func(c opCase) { cs = append(cs, c) }
 	for _, op := range ir.UnaryOps {
 		lo, hi := -4.0, 4.0
-		if op == "log" || op == "sqrt" || op == "rsqrt" {
+		if op == ir.OpLog || op == ir.OpSqrt || op == ir.OpRsqrt {
 			lo, hi = 0.01, 10
 		}
 		tl := transc
-		if op == "neg" || op == "abs" || op == "relu" {
+		if op == ir.OpNeg || op == ir.OpAbs || op == ir.OpRelu {
 			tl = exact
 		}
 		for _, shape := range [][]int{{7, 33}, {1000}, {1}} {
@@ -100,52 +100,52 @@ func opCases() []opCase {
 		tl := exact
 		a, b := f32s(-3, 3, 5, 1, 7), f32s(-3, 3, 3, 7)
 		switch op {
-		case "div":
+		case ir.OpDiv:
 			tl = transc
 			b = f32s(0.5, 2, 3, 7)
-		case "pow":
+		case ir.OpPow:
 			tl = transc
 			a = f32s(0.05, 3, 5, 1, 7)
 			b = f32s(-2, 2, 3, 7)
 		}
-		add(opCase{name: op + "-broadcast", op: op, gen: ins(a, b), tol: tl})
-		add(opCase{name: op + "-same", op: op, gen: ins(f32s(0.5, 2, 300), f32s(0.5, 2, 300)), tol: tl})
-		add(opCase{name: op + "-scalar", op: op, gen: ins(f32s(0.5, 2, 2, 3), f32s(0.5, 2)), tol: tl})
+		add(opCase{name: op.String() + "-broadcast", op: op, gen: ins(a, b), tol: tl})
+		add(opCase{name: op.String() + "-same", op: op, gen: ins(f32s(0.5, 2, 300), f32s(0.5, 2, 300)), tol: tl})
+		add(opCase{name: op.String() + "-scalar", op: op, gen: ins(f32s(0.5, 2, 2, 3), f32s(0.5, 2)), tol: tl})
 	}
-	add(opCase{name: "pow-negative-base", op: "pow", gen: func(r *rand.Rand) []*tensor.Tensor {
+	add(opCase{name: "pow-negative-base", op: ir.OpPow, gen: func(r *rand.Rand) []*tensor.Tensor {
 		return []*tensor.Tensor{
 			tensor.FromFloat32([]int{8}, []float32{-2, -2, -1.5, -3, 0, 0, 2, -2}),
 			tensor.FromFloat32([]int{8}, []float32{2, 3, -1, 0.5, 0, 2, -2, 0}),
 		}
 	}, tol: transc})
-	for _, op := range []string{"add", "sub", "mul", "neg", "abs", "relu", "maximum", "minimum"} {
+	for _, op := range []ir.Op{ir.OpAdd, ir.OpSub, ir.OpMul, ir.OpNeg, ir.OpAbs, ir.OpRelu, ir.OpMaximum, ir.OpMinimum} {
 		g := ins(ids(-1000, 1000, 4, 9), ids(-1000, 1000, 9))
 		if slices.Contains(ir.UnaryOps, op) {
 			g = ins(ids(-1000, 1000, 4, 9))
 		}
-		add(opCase{name: op + "-i32", op: op, gen: g, tol: exact})
+		add(opCase{name: op.String() + "-i32", op: op, gen: g, tol: exact})
 	}
 	fused := func(expr string, fs ...func(r *rand.Rand) *tensor.Tensor) {
-		add(opCase{name: "fused " + expr, op: "fused_elementwise", attrs: ir.Attrs{"expr": ir.StringAttr(expr)}, gen: ins(fs...), tol: transc})
+		add(opCase{name: "fused " + expr, op: ir.OpFusedElementwise, attrs: ir.Attrs{"expr": ir.StringAttr(expr)}, gen: ins(fs...), tol: transc})
 	}
 	fused("mul(silu($0), $1)", f32s(-4, 4, 3, 172), f32s(-4, 4, 3, 172))
 	fused("add(mul($0, 0.5), tanh(sub($1, $2)))", f32s(-2, 2, 2, 5, 7), f32s(-2, 2, 7), f32s(-2, 2, 5, 1))
 	fused("gelu(div($0, 1.5))", f32s(-3, 3, 1001))
 	fused("pow(abs($0), 2)", f32s(-3, 3, 33))
 
-	add(opCase{name: "constant splat", op: "constant", attrs: ir.Attrs{"shape": ir.ShapeAttr(ir.S(3, 5)), "value": ir.FloatsAttr(2.5)}, gen: ins(), tol: exact})
-	add(opCase{name: "constant values", op: "constant", attrs: ir.Attrs{"shape": ir.ShapeAttr(ir.S(2, 3)), "value": ir.FloatsAttr(1, -2, 3.25, 4, 1e-8, -1e30)}, gen: ins(), tol: exact})
-	add(opCase{name: "constant i32", op: "constant", attrs: ir.Attrs{"dtype": ir.DTypeAttr(ir.I32), "shape": ir.ShapeAttr(ir.S(4)), "value": ir.FloatsAttr(1, -2, 7, 300000)}, gen: ins(), tol: exact})
-	add(opCase{name: "cast f32->i32", op: "cast", attrs: ir.Attrs{"to": ir.DTypeAttr(ir.I32)}, gen: ins(f32s(-100, 100, 3, 77)), tol: exact})
-	add(opCase{name: "cast i32->f32", op: "cast", attrs: ir.Attrs{"to": ir.DTypeAttr(ir.F32)}, gen: ins(ids(-100000, 100000, 3, 77)), tol: exact})
+	add(opCase{name: "constant splat", op: ir.OpConstant, attrs: ir.Attrs{"shape": ir.ShapeAttr(ir.S(3, 5)), "value": ir.FloatsAttr(2.5)}, gen: ins(), tol: exact})
+	add(opCase{name: "constant values", op: ir.OpConstant, attrs: ir.Attrs{"shape": ir.ShapeAttr(ir.S(2, 3)), "value": ir.FloatsAttr(1, -2, 3.25, 4, 1e-8, -1e30)}, gen: ins(), tol: exact})
+	add(opCase{name: "constant i32", op: ir.OpConstant, attrs: ir.Attrs{"dtype": ir.DTypeAttr(ir.I32), "shape": ir.ShapeAttr(ir.S(4)), "value": ir.FloatsAttr(1, -2, 7, 300000)}, gen: ins(), tol: exact})
+	add(opCase{name: "cast f32->i32", op: ir.OpCast, attrs: ir.Attrs{"to": ir.DTypeAttr(ir.I32)}, gen: ins(f32s(-100, 100, 3, 77)), tol: exact})
+	add(opCase{name: "cast i32->f32", op: ir.OpCast, attrs: ir.Attrs{"to": ir.DTypeAttr(ir.F32)}, gen: ins(ids(-100000, 100000, 3, 77)), tol: exact})
 
-	add(opCase{name: "gather 260K", op: "gather", gen: ins(f32s(-1, 1, 512, 64), ids(0, 512, 5)), tol: exact})
-	add(opCase{name: "gather 15M", op: "gather", gen: ins(f32s(-1, 1, 32000, 288), ids(0, 32000, 3)), tol: exact})
-	add(opCase{name: "gather axis1", op: "gather", attrs: ir.Attrs{"axis": ir.IntAttr(1)}, gen: ins(f32s(-1, 1, 3, 10, 4), ids(0, 10, 2, 3)), tol: exact})
+	add(opCase{name: "gather 260K", op: ir.OpGather, gen: ins(f32s(-1, 1, 512, 64), ids(0, 512, 5)), tol: exact})
+	add(opCase{name: "gather 15M", op: ir.OpGather, gen: ins(f32s(-1, 1, 32000, 288), ids(0, 32000, 3)), tol: exact})
+	add(opCase{name: "gather axis1", op: ir.OpGather, attrs: ir.Attrs{"axis": ir.IntAttr(1)}, gen: ins(f32s(-1, 1, 3, 10, 4), ids(0, 10, 2, 3)), tol: exact})
 
 	mm := func(name string, tb bool, a, b []int) {
 		k := a[len(a)-1]
-		add(opCase{name: "matmul " + name, op: "matmul", attrs: ir.Attrs{"transpose_b": ir.BoolAttr(tb)}, gen: ins(f32s(-1, 1, a...), f32s(-1, 1, b...)), tol: mmTol(k)})
+		add(opCase{name: "matmul " + name, op: ir.OpMatmul, attrs: ir.Attrs{"transpose_b": ir.BoolAttr(tb)}, gen: ins(f32s(-1, 1, a...), f32s(-1, 1, b...)), tol: mmTol(k)})
 	}
 	mm("gemv 15M classifier", true, []int{1, 288}, []int{32000, 288})
 	mm("gemv 15M w1", true, []int{1, 288}, []int{768, 288})
@@ -165,8 +165,8 @@ func opCases() []opCase {
 
 	norm := func(name string, shape ...int) {
 		d := shape[len(shape)-1]
-		add(opCase{name: "rms_norm " + name, op: "rms_norm", gen: ins(f32s(-2, 2, shape...), f32s(0.5, 1.5, d)), tol: reduction})
-		add(opCase{name: "layer_norm " + name, op: "layer_norm", gen: ins(f32s(-2, 2, shape...), f32s(0.5, 1.5, d), f32s(-1, 1, d)), tol: reduction})
+		add(opCase{name: "rms_norm " + name, op: ir.OpRMSNorm, gen: ins(f32s(-2, 2, shape...), f32s(0.5, 1.5, d)), tol: reduction})
+		add(opCase{name: "layer_norm " + name, op: ir.OpLayerNorm, gen: ins(f32s(-2, 2, shape...), f32s(0.5, 1.5, d), f32s(-1, 1, d)), tol: reduction})
 	}
 	norm("260K", 1, 64)
 	norm("15M prefill", 5, 288)
@@ -177,37 +177,37 @@ func opCases() []opCase {
 		axis  int64
 	}{{[]int{1, 32000}, -1}, {[]int{8, 1, 17}, -1}, {[]int{6, 5, 7}, 1}, {[]int{300, 3}, 0}, {[]int{2, 513}, -1}} {
 		name := fmt.Sprintf("%v axis %d", c.shape, c.axis)
-		add(opCase{name: "softmax " + name, op: "softmax", attrs: ir.Attrs{"axis": ir.IntAttr(c.axis)}, gen: ins(f32s(-5, 5, c.shape...)), tol: reduction})
-		add(opCase{name: "argmax " + name, op: "argmax", attrs: ir.Attrs{"axis": ir.IntAttr(c.axis)}, gen: ins(f32s(-5, 5, c.shape...)), tol: exact})
+		add(opCase{name: "softmax " + name, op: ir.OpSoftmax, attrs: ir.Attrs{"axis": ir.IntAttr(c.axis)}, gen: ins(f32s(-5, 5, c.shape...)), tol: reduction})
+		add(opCase{name: "argmax " + name, op: ir.OpArgmax, attrs: ir.Attrs{"axis": ir.IntAttr(c.axis)}, gen: ins(f32s(-5, 5, c.shape...)), tol: exact})
 	}
-	add(opCase{name: "argmax ties", op: "argmax", gen: func(*rand.Rand) []*tensor.Tensor {
+	add(opCase{name: "argmax ties", op: ir.OpArgmax, gen: func(*rand.Rand) []*tensor.Tensor {
 		return []*tensor.Tensor{tensor.FromFloat32([]int{2, 6}, []float32{1, 3, 3, 2, 3, 0, -1, -1, -1, -1, -1, -1})}
 	}, tol: exact})
-	add(opCase{name: "argmax i32", op: "argmax", gen: ins(ids(-50, 50, 3, 100)), tol: exact})
+	add(opCase{name: "argmax i32", op: ir.OpArgmax, gen: ins(ids(-50, 50, 3, 100)), tol: exact})
 
 	rope := func(name, style string, dims int64, pos int32, shape ...int) {
-		add(opCase{name: "rope " + name, op: "rope", attrs: ir.Attrs{"style": ir.StringAttr(style), "dims": ir.IntAttr(dims), "theta": ir.FloatAttr(10000)},
+		add(opCase{name: "rope " + name, op: ir.OpRope, attrs: ir.Attrs{"style": ir.StringAttr(style), "dims": ir.IntAttr(dims), "theta": ir.FloatAttr(10000)},
 			gen: ins(f32s(-1, 1, shape...), scalar(pos)), tol: ropeTol})
 	}
 	rope("260K decode", "interleaved", 0, 37, 1, 8, 8)
 	rope("15M prefill", "interleaved", 0, 0, 9, 6, 48)
 	rope("half pos 511", "half", 0, 511, 1, 6, 48)
 	rope("partial dims", "half", 16, 100, 3, 2, 24)
-	add(opCase{name: "rope freq_factors", op: "rope", attrs: ir.Attrs{"theta": ir.FloatAttr(500000),
+	add(opCase{name: "rope freq_factors", op: ir.OpRope, attrs: ir.Attrs{"theta": ir.FloatAttr(500000),
 		"freq_factors": ir.FloatsAttr(1, 1, 1.5, 2, 4, 8, 8, 8)},
 		gen: ins(f32s(-1, 1, 3, 4, 16), scalar(200)), tol: ropeTol})
 	rope("partial interleaved", "interleaved", 6, 3, 2, 3, 10)
 	rope("far position", "half", 0, 100000, 2, 2, 64)
 
 	kv := func(name string, pos int32, t, kh, dh, s int) {
-		add(opCase{name: "kv_write " + name, op: "kv_write", gen: ins(f32s(-1, 1, t, kh, dh), f32s(-1, 1, s, kh, dh), scalar(pos)), tol: exact})
+		add(opCase{name: "kv_write " + name, op: ir.OpKVWrite, gen: ins(f32s(-1, 1, t, kh, dh), f32s(-1, 1, s, kh, dh), scalar(pos)), tol: exact})
 	}
 	kv("260K decode", 17, 512, 4, 8, 1)
 	kv("15M prefill", 0, 256, 6, 48, 9)
 	kv("last rows", 509, 512, 4, 8, 3)
 
 	attn := func(name string, causal bool, pos int32, s, h, kh, dh, t int) {
-		add(opCase{name: "attention " + name, op: "attention",
+		add(opCase{name: "attention " + name, op: ir.OpAttention,
 			attrs: ir.Attrs{"scale": ir.FloatAttr(1 / math.Sqrt(float64(dh))), "causal": ir.BoolAttr(causal)},
 			gen:   ins(f32s(-1, 1, s, h, dh), f32s(-1, 1, t, kh, dh), f32s(-1, 1, t, kh, dh), scalar(pos)), tol: attnTol})
 	}
@@ -220,21 +220,21 @@ func opCases() []opCase {
 	attn("long cache chunks", true, 4500, 1, 2, 1, 64, 5000)
 	attn("wide head", true, 30, 2, 2, 2, 160, 40)
 
-	add(opCase{name: "reshape", op: "reshape", attrs: ir.Attrs{"shape": ir.ShapeAttr(ir.S(4, -1))}, gen: ins(f32s(-1, 1, 2, 3, 10)), tol: exact})
-	add(opCase{name: "probe", op: "probe", gen: ins(f32s(-1, 1, 3, 5)), tol: exact})
-	add(opCase{name: "transfer", op: "transfer", attrs: ir.Attrs{"from": ir.StringAttr("source"), "to": ir.StringAttr("target")}, gen: ins(ids(-9, 9, 7)), tol: exact})
-	add(opCase{name: "transpose 3d", op: "transpose", attrs: ir.Attrs{"perm": ir.IntsAttr(2, 0, 1)}, gen: ins(f32s(-1, 1, 3, 5, 7)), tol: exact})
-	add(opCase{name: "transpose 2d", op: "transpose", attrs: ir.Attrs{"perm": ir.IntsAttr(1, 0)}, gen: ins(f32s(-1, 1, 33, 65)), tol: exact})
+	add(opCase{name: "reshape", op: ir.OpReshape, attrs: ir.Attrs{"shape": ir.ShapeAttr(ir.S(4, -1))}, gen: ins(f32s(-1, 1, 2, 3, 10)), tol: exact})
+	add(opCase{name: "probe", op: ir.OpProbe, gen: ins(f32s(-1, 1, 3, 5)), tol: exact})
+	add(opCase{name: "transfer", op: ir.OpTransfer, attrs: ir.Attrs{"from": ir.StringAttr("source"), "to": ir.StringAttr("target")}, gen: ins(ids(-9, 9, 7)), tol: exact})
+	add(opCase{name: "transpose 3d", op: ir.OpTranspose, attrs: ir.Attrs{"perm": ir.IntsAttr(2, 0, 1)}, gen: ins(f32s(-1, 1, 3, 5, 7)), tol: exact})
+	add(opCase{name: "transpose 2d", op: ir.OpTranspose, attrs: ir.Attrs{"perm": ir.IntsAttr(1, 0)}, gen: ins(f32s(-1, 1, 33, 65)), tol: exact})
 	slice := func(name string, axis, start, end, step int64, shape ...int) {
-		add(opCase{name: "slice " + name, op: "slice", attrs: ir.Attrs{"axis": ir.IntAttr(axis), "start": ir.IntAttr(start), "end": ir.IntAttr(end), "step": ir.IntAttr(step)},
+		add(opCase{name: "slice " + name, op: ir.OpSlice, attrs: ir.Attrs{"axis": ir.IntAttr(axis), "start": ir.IntAttr(start), "end": ir.IntAttr(end), "step": ir.IntAttr(step)},
 			gen: ins(f32s(-1, 1, shape...)), tol: exact})
 	}
 	slice("last token", 0, -1, math.MaxInt32, 1, 7, 288)
 	slice("strided", 1, 1, 9, 3, 2, 10, 3)
 	slice("negative", 2, -5, -1, 2, 2, 3, 9)
-	add(opCase{name: "concat axis0", op: "concat", attrs: ir.Attrs{"axis": ir.IntAttr(0)}, gen: ins(f32s(-1, 1, 2, 5), f32s(-1, 1, 3, 5), f32s(-1, 1, 1, 5)), tol: exact})
-	add(opCase{name: "concat axis1", op: "concat", attrs: ir.Attrs{"axis": ir.IntAttr(-1)}, gen: ins(f32s(-1, 1, 4, 3), f32s(-1, 1, 4, 0), f32s(-1, 1, 4, 7)), tol: exact})
-	add(opCase{name: "concat i32", op: "concat", attrs: ir.Attrs{"axis": ir.IntAttr(1)}, gen: ins(ids(0, 9, 2, 2, 3), ids(0, 9, 2, 1, 3)), tol: exact})
+	add(opCase{name: "concat axis0", op: ir.OpConcat, attrs: ir.Attrs{"axis": ir.IntAttr(0)}, gen: ins(f32s(-1, 1, 2, 5), f32s(-1, 1, 3, 5), f32s(-1, 1, 1, 5)), tol: exact})
+	add(opCase{name: "concat axis1", op: ir.OpConcat, attrs: ir.Attrs{"axis": ir.IntAttr(-1)}, gen: ins(f32s(-1, 1, 4, 3), f32s(-1, 1, 4, 0), f32s(-1, 1, 4, 7)), tol: exact})
+	add(opCase{name: "concat i32", op: ir.OpConcat, attrs: ir.Attrs{"axis": ir.IntAttr(1)}, gen: ins(ids(0, 9, 2, 2, 3), ids(0, 9, 2, 1, 3)), tol: exact})
 	cs = append(cs, nnOpCases()...) // nn_ops_test.go
 	return cs
 }
@@ -242,7 +242,7 @@ func opCases() []opCase {
 // TestOpsAgainstCPU runs every op's WGSL kernel on the device and compares
 // it with the CPU reference.
 func TestOpsAgainstCPU(t *testing.T) {
-	covered := map[string]bool{}
+	covered := map[ir.Op]bool{}
 	for i, c := range opCases() {
 		covered[c.op] = true
 		t.Run(c.name, func(t *testing.T) {
@@ -267,7 +267,7 @@ func TestOpsAgainstCPU(t *testing.T) {
 		})
 	}
 	for _, d := range ir.Ops() {
-		if !covered[d.Name] {
+		if !covered[d.Op] {
 			t.Errorf("op %s has no test case", d.Name)
 		}
 	}
@@ -276,7 +276,7 @@ func TestOpsAgainstCPU(t *testing.T) {
 // TestEveryOpHasKernel fails when an op of the registry lacks a WGSL kernel.
 func TestEveryOpHasKernel(t *testing.T) {
 	for _, d := range ir.Ops() {
-		if !wgsl.Supports(d.Name) {
+		if !wgsl.Supports(d.Op) {
 			t.Errorf("op %s has no WGSL kernel", d.Name)
 		}
 	}

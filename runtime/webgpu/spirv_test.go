@@ -31,10 +31,10 @@ func TestSPIRVModule(t *testing.T) {
 	mod.Release()
 
 	ty := ir.T(ir.F32, ir.S(100))
-	k := &codegen.Kernel{Language: "spirv", Op: "probe", NodeID: 900, Source: bin, Entry: "main",
+	k := &codegen.Kernel{Language: "spirv", Op: ir.OpProbe, NodeID: 900, Source: bin, Entry: "main",
 		Bindings:      []codegen.Binding{{Index: 0, Name: "data", Access: codegen.ReadWrite, Type: ty, Input: 0, Output: 0}},
 		WorkgroupSize: [3]int{64, 1, 1}, Grid: [3]int{2, 1, 1}}
-	n, _ := mkNode(t, 900, "probe", nil, ty)
+	n, _ := mkNode(t, 900, ir.OpProbe, nil, ty)
 	x := make([]float32, 100)
 	for i := range x {
 		x[i] = float32(i) * 0.5

@@ -55,7 +55,7 @@ func TestMatmulTunings(t *testing.T) {
 			t.Run(name, func(t *testing.T) {
 				r := newRand(uint64(100*ti + i + 1))
 				x, w := randF32(r, -1, 1, c.a...), randF32(r, -1, 1, c.b...)
-				n, outs := mkNode(t, 500+i, "matmul", ir.Attrs{"transpose_b": ir.BoolAttr(c.tb)}, x.Type(), w.Type())
+				n, outs := mkNode(t, 500+i, ir.OpMatmul, ir.Attrs{"transpose_b": ir.BoolAttr(c.tb)}, x.Type(), w.Type())
 				k, err := wgsl.Generate(n, []ir.Type{x.Type(), w.Type()}, outs, wgsl.Options{Limits: d.Limits(), Tuning: tu})
 				if err != nil {
 					t.Fatal(err)
@@ -82,7 +82,7 @@ func TestMatmulTunings(t *testing.T) {
 func TestBindGroupCache(t *testing.T) {
 	r := newRand(3)
 	x := randF32(r, -1, 1, 4, 16)
-	n, outs := mkNode(t, 1, "neg", nil, x.Type())
+	n, outs := mkNode(t, 1, ir.OpNeg, nil, x.Type())
 	for i := 0; i < 3; i++ {
 		got, err := run(t, testDev, n, outs, x)
 		if err != nil {

@@ -18,7 +18,7 @@ import (
 // input types.
 type Case struct {
 	Name  string
-	Op    string
+	Op    ir.Op
 	Attrs ir.Attrs
 	In    []ir.Type
 }
@@ -45,95 +45,95 @@ func (c Case) Node(t testing.TB) *ir.Node {
 func Cases() []Case {
 	var cs []Case
 	for _, op := range ir.UnaryOps {
-		cs = append(cs, Case{op, op, nil, []ir.Type{F32(7, 33)}})
+		cs = append(cs, Case{op.String(), op, nil, []ir.Type{F32(7, 33)}})
 	}
 	for _, op := range ir.BinaryOps {
-		cs = append(cs, Case{op, op, nil, []ir.Type{F32(5, 1, 7), F32(3, 7)}})
+		cs = append(cs, Case{op.String(), op, nil, []ir.Type{F32(5, 1, 7), F32(3, 7)}})
 	}
-	for _, op := range []string{"neg", "abs", "relu"} {
-		cs = append(cs, Case{op + "_i32", op, nil, []ir.Type{I32(4, 3)}})
+	for _, op := range []ir.Op{ir.OpNeg, ir.OpAbs, ir.OpRelu} {
+		cs = append(cs, Case{op.String() + "_i32", op, nil, []ir.Type{I32(4, 3)}})
 	}
-	for _, op := range []string{"add", "sub", "mul", "div", "maximum", "minimum"} {
-		cs = append(cs, Case{op + "_i32", op, nil, []ir.Type{I32(4, 3), I32(3)}})
+	for _, op := range []ir.Op{ir.OpAdd, ir.OpSub, ir.OpMul, ir.OpDiv, ir.OpMaximum, ir.OpMinimum} {
+		cs = append(cs, Case{op.String() + "_i32", op, nil, []ir.Type{I32(4, 3), I32(3)}})
 	}
 	pos := I32()
 	tr := ir.Attrs{"transpose_b": ir.BoolAttr(true)}
 	ints := ir.IntsAttr
 	return append(cs,
-		Case{"exp_scalar", "exp", nil, []ir.Type{F32()}},
-		Case{"add_empty", "add", nil, []ir.Type{F32(0, 3), F32(3)}},
-		Case{"mul_scalar_bcast", "mul", nil, []ir.Type{F32(2, 3, 4), F32()}},
-		Case{"fused", "fused_elementwise", ir.Attrs{"expr": ir.StringAttr("mul(silu($0), add($1, 2.5))")}, []ir.Type{F32(3, 172), F32(172)}},
-		Case{"fused_all", "fused_elementwise", ir.Attrs{"expr": ir.StringAttr(
+		Case{"exp_scalar", ir.OpExp, nil, []ir.Type{F32()}},
+		Case{"add_empty", ir.OpAdd, nil, []ir.Type{F32(0, 3), F32(3)}},
+		Case{"mul_scalar_bcast", ir.OpMul, nil, []ir.Type{F32(2, 3, 4), F32()}},
+		Case{"fused", ir.OpFusedElementwise, ir.Attrs{"expr": ir.StringAttr("mul(silu($0), add($1, 2.5))")}, []ir.Type{F32(3, 172), F32(172)}},
+		Case{"fused_all", ir.OpFusedElementwise, ir.Attrs{"expr": ir.StringAttr(
 			"add(pow(gelu($0), -1.5), minimum(maximum(tanh($1), rsqrt(abs($2))), div(sigmoid(neg($0)), sub(exp(log(sqrt($1))), relu($2)))))")},
 			[]ir.Type{F32(2, 1, 5), F32(3, 5), F32(2, 3, 1)}},
-		Case{"fused_consts", "fused_elementwise", ir.Attrs{"expr": ir.StringAttr("add(mul($0, inf), add(nan, -0))")}, []ir.Type{F32(4)}},
-		Case{"constant", "constant", ir.Attrs{"shape": ir.ShapeAttr(ir.S(2, 2)), "value": ir.FloatsAttr(1, 2, 3, 4)}, nil},
-		Case{"constant_splat", "constant", ir.Attrs{"shape": ir.ShapeAttr(ir.S(3)), "value": ir.FloatsAttr(-2.5)}, nil},
-		Case{"constant_i32", "constant", ir.Attrs{"dtype": ir.DTypeAttr(ir.I32), "shape": ir.ShapeAttr(ir.S(3)), "value": ir.FloatsAttr(-2147483648, 0, 7)}, nil},
-		Case{"cast", "cast", ir.Attrs{"to": ir.DTypeAttr(ir.I32)}, []ir.Type{F32(10)}},
-		Case{"cast_to_f32", "cast", ir.Attrs{"to": ir.DTypeAttr(ir.F32)}, []ir.Type{I32(10)}},
-		Case{"cast_same", "cast", ir.Attrs{"to": ir.DTypeAttr(ir.F32)}, []ir.Type{F32(10)}},
-		Case{"gather", "gather", nil, []ir.Type{F32(32000, 288), I32(1)}},
-		Case{"gather_axis1_i32", "gather", ir.Attrs{"axis": ir.IntAttr(1)}, []ir.Type{I32(3, 9, 4), I32(2, 5)}},
-		Case{"gemv_t", "matmul", tr, []ir.Type{F32(1, 288), F32(32000, 288)}},
-		Case{"gemv_t_scalar", "matmul", tr, []ir.Type{F32(1, 37), F32(20, 37)}},
-		Case{"gemv_t_batch", "matmul", tr, []ir.Type{F32(3, 1, 1, 64), F32(2, 10, 64)}},
-		Case{"gemv_n", "matmul", nil, []ir.Type{F32(1, 37), F32(37, 20)}},
-		Case{"gemv_n_scalar", "matmul", nil, []ir.Type{F32(1, 37), F32(37, 21)}},
-		Case{"tiled", "matmul", tr, []ir.Type{F32(2, 67, 45), F32(33, 45)}},
-		Case{"tiled_small_m", "matmul", nil, []ir.Type{F32(5, 64), F32(64, 172)}},
-		Case{"tiled_batch", "matmul", nil, []ir.Type{F32(2, 1, 40, 8), F32(3, 8, 17)}},
+		Case{"fused_consts", ir.OpFusedElementwise, ir.Attrs{"expr": ir.StringAttr("add(mul($0, inf), add(nan, -0))")}, []ir.Type{F32(4)}},
+		Case{"constant", ir.OpConstant, ir.Attrs{"shape": ir.ShapeAttr(ir.S(2, 2)), "value": ir.FloatsAttr(1, 2, 3, 4)}, nil},
+		Case{"constant_splat", ir.OpConstant, ir.Attrs{"shape": ir.ShapeAttr(ir.S(3)), "value": ir.FloatsAttr(-2.5)}, nil},
+		Case{"constant_i32", ir.OpConstant, ir.Attrs{"dtype": ir.DTypeAttr(ir.I32), "shape": ir.ShapeAttr(ir.S(3)), "value": ir.FloatsAttr(-2147483648, 0, 7)}, nil},
+		Case{"cast", ir.OpCast, ir.Attrs{"to": ir.DTypeAttr(ir.I32)}, []ir.Type{F32(10)}},
+		Case{"cast_to_f32", ir.OpCast, ir.Attrs{"to": ir.DTypeAttr(ir.F32)}, []ir.Type{I32(10)}},
+		Case{"cast_same", ir.OpCast, ir.Attrs{"to": ir.DTypeAttr(ir.F32)}, []ir.Type{F32(10)}},
+		Case{"gather", ir.OpGather, nil, []ir.Type{F32(32000, 288), I32(1)}},
+		Case{"gather_axis1_i32", ir.OpGather, ir.Attrs{"axis": ir.IntAttr(1)}, []ir.Type{I32(3, 9, 4), I32(2, 5)}},
+		Case{"gemv_t", ir.OpMatmul, tr, []ir.Type{F32(1, 288), F32(32000, 288)}},
+		Case{"gemv_t_scalar", ir.OpMatmul, tr, []ir.Type{F32(1, 37), F32(20, 37)}},
+		Case{"gemv_t_batch", ir.OpMatmul, tr, []ir.Type{F32(3, 1, 1, 64), F32(2, 10, 64)}},
+		Case{"gemv_n", ir.OpMatmul, nil, []ir.Type{F32(1, 37), F32(37, 20)}},
+		Case{"gemv_n_scalar", ir.OpMatmul, nil, []ir.Type{F32(1, 37), F32(37, 21)}},
+		Case{"tiled", ir.OpMatmul, tr, []ir.Type{F32(2, 67, 45), F32(33, 45)}},
+		Case{"tiled_small_m", ir.OpMatmul, nil, []ir.Type{F32(5, 64), F32(64, 172)}},
+		Case{"tiled_batch", ir.OpMatmul, nil, []ir.Type{F32(2, 1, 40, 8), F32(3, 8, 17)}},
 		// Shapes the vec4 tiled kernels take when a tuning selects them.
-		Case{"tiled_vec", "matmul", nil, []ir.Type{F32(2, 64, 96), F32(96, 128)}},
-		Case{"tiled_vec_t", "matmul", tr, []ir.Type{F32(130, 64), F32(36, 64)}},
-		Case{"rms_norm", "rms_norm", nil, []ir.Type{F32(5, 288), F32(288)}},
-		Case{"rms_norm_small", "rms_norm", nil, []ir.Type{F32(3), F32(3)}},
-		Case{"layer_norm", "layer_norm", nil, []ir.Type{F32(5, 288), F32(288), F32(288)}},
-		Case{"softmax", "softmax", ir.Attrs{"axis": ir.IntAttr(1)}, []ir.Type{F32(6, 5, 7)}},
-		Case{"softmax_last", "softmax", nil, []ir.Type{F32(2, 1000)}},
-		Case{"argmax", "argmax", nil, []ir.Type{F32(1, 32000)}},
-		Case{"argmax_i32_axis0", "argmax", ir.Attrs{"axis": ir.IntAttr(0)}, []ir.Type{I32(5, 3)}},
-		Case{"rope", "rope", nil, []ir.Type{F32(9, 6, 48), pos}},
-		Case{"rope_half_partial", "rope", ir.Attrs{"style": ir.StringAttr("half"), "dims": ir.IntAttr(16), "theta": ir.FloatAttr(500000)}, []ir.Type{F32(1, 4, 64), pos}},
-		Case{"rope_freq_factors", "rope", ir.Attrs{"theta": ir.FloatAttr(500000), "freq_factors": ir.FloatsAttr(ropeFactors(32)...)}, []ir.Type{F32(3, 4, 64), pos}},
-		Case{"kv_write", "kv_write", nil, []ir.Type{F32(512, 4, 8), F32(1, 4, 8), pos}},
-		Case{"kv_write_prefill", "kv_write", nil, []ir.Type{F32(64, 2, 16), F32(7, 2, 16), pos}},
-		Case{"attention", "attention", ir.Attrs{"scale": ir.FloatAttr(0.125)}, []ir.Type{F32(1, 8, 64), F32(512, 4, 64), F32(512, 4, 64), pos}},
-		Case{"attention_prefill", "attention", ir.Attrs{"scale": ir.FloatAttr(0.25), "causal": ir.BoolAttr(false)}, []ir.Type{F32(5, 2, 300), F32(4000, 1, 300), F32(4000, 1, 300), pos}},
-		Case{"reshape", "reshape", ir.Attrs{"shape": ir.ShapeAttr(ir.S(4, -1))}, []ir.Type{F32(2, 3, 10)}},
-		Case{"transpose", "transpose", ir.Attrs{"perm": ir.IntsAttr(2, 0, 1)}, []ir.Type{F32(3, 5, 7)}},
-		Case{"transpose_unit", "transpose", ir.Attrs{"perm": ir.IntsAttr(1, 0)}, []ir.Type{I32(1, 7)}},
-		Case{"slice", "slice", ir.Attrs{"axis": ir.IntAttr(0), "start": ir.IntAttr(-1), "end": ir.IntAttr(math.MaxInt32)}, []ir.Type{F32(7, 288)}},
-		Case{"slice_step", "slice", ir.Attrs{"axis": ir.IntAttr(1), "start": ir.IntAttr(1), "end": ir.IntAttr(9), "step": ir.IntAttr(3)}, []ir.Type{F32(2, 10, 3)}},
-		Case{"concat", "concat", ir.Attrs{"axis": ir.IntAttr(0)}, []ir.Type{F32(2, 5), F32(3, 5)}},
-		Case{"concat3", "concat", ir.Attrs{"axis": ir.IntAttr(-1)}, []ir.Type{I32(2, 1), I32(2, 0), I32(2, 4)}},
-		Case{"probe", "probe", nil, []ir.Type{F32(3)}},
-		Case{"transfer", "transfer", ir.Attrs{"from": ir.StringAttr("source"), "to": ir.StringAttr("target")}, []ir.Type{F32(3)}},
+		Case{"tiled_vec", ir.OpMatmul, nil, []ir.Type{F32(2, 64, 96), F32(96, 128)}},
+		Case{"tiled_vec_t", ir.OpMatmul, tr, []ir.Type{F32(130, 64), F32(36, 64)}},
+		Case{"rms_norm", ir.OpRMSNorm, nil, []ir.Type{F32(5, 288), F32(288)}},
+		Case{"rms_norm_small", ir.OpRMSNorm, nil, []ir.Type{F32(3), F32(3)}},
+		Case{"layer_norm", ir.OpLayerNorm, nil, []ir.Type{F32(5, 288), F32(288), F32(288)}},
+		Case{"softmax", ir.OpSoftmax, ir.Attrs{"axis": ir.IntAttr(1)}, []ir.Type{F32(6, 5, 7)}},
+		Case{"softmax_last", ir.OpSoftmax, nil, []ir.Type{F32(2, 1000)}},
+		Case{"argmax", ir.OpArgmax, nil, []ir.Type{F32(1, 32000)}},
+		Case{"argmax_i32_axis0", ir.OpArgmax, ir.Attrs{"axis": ir.IntAttr(0)}, []ir.Type{I32(5, 3)}},
+		Case{"rope", ir.OpRope, nil, []ir.Type{F32(9, 6, 48), pos}},
+		Case{"rope_half_partial", ir.OpRope, ir.Attrs{"style": ir.StringAttr("half"), "dims": ir.IntAttr(16), "theta": ir.FloatAttr(500000)}, []ir.Type{F32(1, 4, 64), pos}},
+		Case{"rope_freq_factors", ir.OpRope, ir.Attrs{"theta": ir.FloatAttr(500000), "freq_factors": ir.FloatsAttr(ropeFactors(32)...)}, []ir.Type{F32(3, 4, 64), pos}},
+		Case{"kv_write", ir.OpKVWrite, nil, []ir.Type{F32(512, 4, 8), F32(1, 4, 8), pos}},
+		Case{"kv_write_prefill", ir.OpKVWrite, nil, []ir.Type{F32(64, 2, 16), F32(7, 2, 16), pos}},
+		Case{"attention", ir.OpAttention, ir.Attrs{"scale": ir.FloatAttr(0.125)}, []ir.Type{F32(1, 8, 64), F32(512, 4, 64), F32(512, 4, 64), pos}},
+		Case{"attention_prefill", ir.OpAttention, ir.Attrs{"scale": ir.FloatAttr(0.25), "causal": ir.BoolAttr(false)}, []ir.Type{F32(5, 2, 300), F32(4000, 1, 300), F32(4000, 1, 300), pos}},
+		Case{"reshape", ir.OpReshape, ir.Attrs{"shape": ir.ShapeAttr(ir.S(4, -1))}, []ir.Type{F32(2, 3, 10)}},
+		Case{"transpose", ir.OpTranspose, ir.Attrs{"perm": ir.IntsAttr(2, 0, 1)}, []ir.Type{F32(3, 5, 7)}},
+		Case{"transpose_unit", ir.OpTranspose, ir.Attrs{"perm": ir.IntsAttr(1, 0)}, []ir.Type{I32(1, 7)}},
+		Case{"slice", ir.OpSlice, ir.Attrs{"axis": ir.IntAttr(0), "start": ir.IntAttr(-1), "end": ir.IntAttr(math.MaxInt32)}, []ir.Type{F32(7, 288)}},
+		Case{"slice_step", ir.OpSlice, ir.Attrs{"axis": ir.IntAttr(1), "start": ir.IntAttr(1), "end": ir.IntAttr(9), "step": ir.IntAttr(3)}, []ir.Type{F32(2, 10, 3)}},
+		Case{"concat", ir.OpConcat, ir.Attrs{"axis": ir.IntAttr(0)}, []ir.Type{F32(2, 5), F32(3, 5)}},
+		Case{"concat3", ir.OpConcat, ir.Attrs{"axis": ir.IntAttr(-1)}, []ir.Type{I32(2, 1), I32(2, 0), I32(2, 4)}},
+		Case{"probe", ir.OpProbe, nil, []ir.Type{F32(3)}},
+		Case{"transfer", ir.OpTransfer, ir.Attrs{"from": ir.StringAttr("source"), "to": ir.StringAttr("target")}, []ir.Type{F32(3)}},
 		// The ops of ir/ops_nn.go.
-		Case{"iota", "iota", ir.Attrs{"shape": ir.ShapeAttr(ir.S(3, 5)), "axis": ir.IntAttr(1)}, []ir.Type{I32()}},
-		Case{"iota_1d", "iota", ir.Attrs{"shape": ir.ShapeAttr(ir.S(7))}, []ir.Type{I32()}},
-		Case{"conv2d", "conv2d", ir.Attrs{"pads": ints(1, 1, 1, 1), "strides": ints(2, 2)}, []ir.Type{F32(1, 3, 17, 19), F32(16, 3, 3, 3), F32(16)}},
-		Case{"conv2d_dw", "conv2d", ir.Attrs{"pads": ints(1, 1, 1, 1), "groups": ir.IntAttr(8)}, []ir.Type{F32(2, 8, 9, 9), F32(8, 1, 3, 3)}},
-		Case{"conv2d_dilated", "conv2d", ir.Attrs{"dilations": ints(2, 3), "pads": ints(0, 2, 1, 0)}, []ir.Type{F32(1, 5, 11, 10), F32(3, 5, 2, 3), F32(3)}},
-		Case{"conv_transpose2d", "conv_transpose2d", ir.Attrs{"strides": ints(2, 2)}, []ir.Type{F32(1, 8, 5, 5), F32(8, 4, 2, 2), F32(4)}},
-		Case{"conv_transpose2d_groups", "conv_transpose2d", ir.Attrs{"strides": ints(3, 2), "pads": ints(1, 0, 1, 1), "groups": ir.IntAttr(2), "output_padding": ints(1, 1)}, []ir.Type{F32(2, 4, 3, 4), F32(4, 3, 3, 2)}},
-		Case{"pool2d", "pool2d", ir.Attrs{"kernel": ints(3, 3), "strides": ints(2, 2), "pads": ints(1, 1, 1, 1)}, []ir.Type{F32(1, 4, 9, 9)}},
-		Case{"pool2d_ceil_dilated", "pool2d", ir.Attrs{"kernel": ints(2, 3), "dilations": ints(2, 1), "ceil_mode": ir.BoolAttr(true), "strides": ints(2, 2)}, []ir.Type{F32(2, 3, 10, 8)}},
-		Case{"pool2d_avg", "pool2d", ir.Attrs{"mode": ir.StringAttr("avg"), "kernel": ints(2, 2), "count_include_pad": ir.BoolAttr(true), "pads": ints(1, 1, 0, 0)}, []ir.Type{F32(1, 4, 9, 9)}},
-		Case{"pool2d_avg_exclude", "pool2d", ir.Attrs{"mode": ir.StringAttr("avg"), "kernel": ints(3, 3), "pads": ints(1, 1, 1, 1)}, []ir.Type{F32(1, 2, 6, 6)}},
-		Case{"resize", "resize", ir.Attrs{"size": ints(10, 14)}, []ir.Type{F32(1, 2, 5, 7)}},
-		Case{"resize_ceil_asym", "resize", ir.Attrs{"size": ints(4, 9), "nearest": ir.StringAttr("ceil"), "coord": ir.StringAttr("asymmetric"), "scales": ir.FloatsAttr(0.8, 1.3)}, []ir.Type{F32(1, 2, 5, 7)}},
-		Case{"resize_prefer_ceil_tf", "resize", ir.Attrs{"size": ints(3, 3), "nearest": ir.StringAttr("round_prefer_ceil"), "coord": ir.StringAttr("tf_half_pixel_for_nn")}, []ir.Type{F32(1, 1, 6, 6)}},
-		Case{"resize_floor_pytorch", "resize", ir.Attrs{"size": ints(1, 5), "nearest": ir.StringAttr("floor"), "coord": ir.StringAttr("pytorch_half_pixel")}, []ir.Type{F32(1, 1, 6, 6)}},
-		Case{"resize_linear", "resize", ir.Attrs{"size": ints(3, 4), "mode": ir.StringAttr("linear"), "coord": ir.StringAttr("align_corners")}, []ir.Type{F32(1, 2, 5, 7)}},
-		Case{"resize_linear_align_scales", "resize", ir.Attrs{"size": ints(7, 3), "mode": ir.StringAttr("linear"), "coord": ir.StringAttr("align_corners"), "scales": ir.FloatsAttr(1.5, 0.5)}, []ir.Type{F32(1, 2, 5, 7)}},
-		Case{"resize_linear_half", "resize", ir.Attrs{"size": ints(10, 1), "mode": ir.StringAttr("linear")}, []ir.Type{F32(2, 1, 5, 7)}},
-		Case{"reduce_sum", "reduce_sum", ir.Attrs{"axes": ints(0, 2)}, []ir.Type{F32(3, 4, 5)}},
-		Case{"reduce_sum_all", "reduce_sum", ir.Attrs{"axes": ints(0, 1), "keepdims": ir.BoolAttr(false)}, []ir.Type{F32(3, 4)}},
-		Case{"reduce_sum_none", "reduce_sum", ir.Attrs{"axes": ints()}, []ir.Type{F32(3, 4)}},
-		Case{"reduce_mean", "reduce_mean", ir.Attrs{"axes": ints(-1)}, []ir.Type{F32(7, 64)}},
-		Case{"reduce_max", "reduce_max", ir.Attrs{"axes": ints(1), "keepdims": ir.BoolAttr(false)}, []ir.Type{F32(2, 9, 3)}},
+		Case{"iota", ir.OpIota, ir.Attrs{"shape": ir.ShapeAttr(ir.S(3, 5)), "axis": ir.IntAttr(1)}, []ir.Type{I32()}},
+		Case{"iota_1d", ir.OpIota, ir.Attrs{"shape": ir.ShapeAttr(ir.S(7))}, []ir.Type{I32()}},
+		Case{"conv2d", ir.OpConv2D, ir.Attrs{"pads": ints(1, 1, 1, 1), "strides": ints(2, 2)}, []ir.Type{F32(1, 3, 17, 19), F32(16, 3, 3, 3), F32(16)}},
+		Case{"conv2d_dw", ir.OpConv2D, ir.Attrs{"pads": ints(1, 1, 1, 1), "groups": ir.IntAttr(8)}, []ir.Type{F32(2, 8, 9, 9), F32(8, 1, 3, 3)}},
+		Case{"conv2d_dilated", ir.OpConv2D, ir.Attrs{"dilations": ints(2, 3), "pads": ints(0, 2, 1, 0)}, []ir.Type{F32(1, 5, 11, 10), F32(3, 5, 2, 3), F32(3)}},
+		Case{"conv_transpose2d", ir.OpConvTranspose2D, ir.Attrs{"strides": ints(2, 2)}, []ir.Type{F32(1, 8, 5, 5), F32(8, 4, 2, 2), F32(4)}},
+		Case{"conv_transpose2d_groups", ir.OpConvTranspose2D, ir.Attrs{"strides": ints(3, 2), "pads": ints(1, 0, 1, 1), "groups": ir.IntAttr(2), "output_padding": ints(1, 1)}, []ir.Type{F32(2, 4, 3, 4), F32(4, 3, 3, 2)}},
+		Case{"pool2d", ir.OpPool2D, ir.Attrs{"kernel": ints(3, 3), "strides": ints(2, 2), "pads": ints(1, 1, 1, 1)}, []ir.Type{F32(1, 4, 9, 9)}},
+		Case{"pool2d_ceil_dilated", ir.OpPool2D, ir.Attrs{"kernel": ints(2, 3), "dilations": ints(2, 1), "ceil_mode": ir.BoolAttr(true), "strides": ints(2, 2)}, []ir.Type{F32(2, 3, 10, 8)}},
+		Case{"pool2d_avg", ir.OpPool2D, ir.Attrs{"mode": ir.StringAttr("avg"), "kernel": ints(2, 2), "count_include_pad": ir.BoolAttr(true), "pads": ints(1, 1, 0, 0)}, []ir.Type{F32(1, 4, 9, 9)}},
+		Case{"pool2d_avg_exclude", ir.OpPool2D, ir.Attrs{"mode": ir.StringAttr("avg"), "kernel": ints(3, 3), "pads": ints(1, 1, 1, 1)}, []ir.Type{F32(1, 2, 6, 6)}},
+		Case{"resize", ir.OpResize, ir.Attrs{"size": ints(10, 14)}, []ir.Type{F32(1, 2, 5, 7)}},
+		Case{"resize_ceil_asym", ir.OpResize, ir.Attrs{"size": ints(4, 9), "nearest": ir.StringAttr("ceil"), "coord": ir.StringAttr("asymmetric"), "scales": ir.FloatsAttr(0.8, 1.3)}, []ir.Type{F32(1, 2, 5, 7)}},
+		Case{"resize_prefer_ceil_tf", ir.OpResize, ir.Attrs{"size": ints(3, 3), "nearest": ir.StringAttr("round_prefer_ceil"), "coord": ir.StringAttr("tf_half_pixel_for_nn")}, []ir.Type{F32(1, 1, 6, 6)}},
+		Case{"resize_floor_pytorch", ir.OpResize, ir.Attrs{"size": ints(1, 5), "nearest": ir.StringAttr("floor"), "coord": ir.StringAttr("pytorch_half_pixel")}, []ir.Type{F32(1, 1, 6, 6)}},
+		Case{"resize_linear", ir.OpResize, ir.Attrs{"size": ints(3, 4), "mode": ir.StringAttr("linear"), "coord": ir.StringAttr("align_corners")}, []ir.Type{F32(1, 2, 5, 7)}},
+		Case{"resize_linear_align_scales", ir.OpResize, ir.Attrs{"size": ints(7, 3), "mode": ir.StringAttr("linear"), "coord": ir.StringAttr("align_corners"), "scales": ir.FloatsAttr(1.5, 0.5)}, []ir.Type{F32(1, 2, 5, 7)}},
+		Case{"resize_linear_half", ir.OpResize, ir.Attrs{"size": ints(10, 1), "mode": ir.StringAttr("linear")}, []ir.Type{F32(2, 1, 5, 7)}},
+		Case{"reduce_sum", ir.OpReduceSum, ir.Attrs{"axes": ints(0, 2)}, []ir.Type{F32(3, 4, 5)}},
+		Case{"reduce_sum_all", ir.OpReduceSum, ir.Attrs{"axes": ints(0, 1), "keepdims": ir.BoolAttr(false)}, []ir.Type{F32(3, 4)}},
+		Case{"reduce_sum_none", ir.OpReduceSum, ir.Attrs{"axes": ints()}, []ir.Type{F32(3, 4)}},
+		Case{"reduce_mean", ir.OpReduceMean, ir.Attrs{"axes": ints(-1)}, []ir.Type{F32(7, 64)}},
+		Case{"reduce_max", ir.OpReduceMax, ir.Attrs{"axes": ints(1), "keepdims": ir.BoolAttr(false)}, []ir.Type{F32(2, 9, 3)}},
 	)
 }
 

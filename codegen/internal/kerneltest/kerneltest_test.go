@@ -9,7 +9,7 @@ import (
 // TestEveryOpHasCase checks that the cases cover every op of the registry,
 // and that every case is a valid node.
 func TestEveryOpHasCase(t *testing.T) {
-	covered := map[string]bool{}
+	covered := map[ir.Op]bool{}
 	names := map[string]bool{}
 	for _, c := range Cases() {
 		covered[c.Op] = true
@@ -20,7 +20,7 @@ func TestEveryOpHasCase(t *testing.T) {
 		c.Node(t)
 	}
 	for _, d := range ir.Ops() {
-		if !covered[d.Name] {
+		if !covered[d.Op] {
 			t.Errorf("op %s has no generator case", d.Name)
 		}
 	}

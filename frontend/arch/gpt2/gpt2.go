@@ -126,7 +126,7 @@ func (c Config) block(f *arch.Forward, l int, x *ir.Value, kv []*ir.Value) (*ir.
 	x = f.At(p+"attn.residual").Add(x, o)
 	h = c.norm(f, x, p+"ln_2")
 	h = conv1d(f, h, p+"mlp.c_fc")
-	h = f.At(p+"mlp.gelu").Unary("gelu", h)
+	h = f.At(p+"mlp.gelu").Unary(ir.OpGelu, h)
 	o = conv1d(f, h, p+"mlp.c_proj")
 	return f.At(p+"mlp.residual").Add(x, o), []*ir.Value{kc, vc}
 }

@@ -48,10 +48,10 @@ func TestPrefillMatchesDecode(t *testing.T) {
 	}
 	iotas := 0
 	for _, n := range m.Func("prefill").Nodes {
-		if n.Op == "iota" {
+		if n.Op == ir.OpIota {
 			iotas++
 		}
-		if n.Op == "matmul" && n.Attrs.Bool("transpose_b") != (n.Prov == "lm_head") {
+		if n.Op == ir.OpMatmul && n.Attrs.Bool("transpose_b") != (n.Prov == "lm_head") {
 			t.Errorf("%s: transpose_b %v", n, n.Attrs.Bool("transpose_b"))
 		}
 	}
@@ -62,7 +62,7 @@ func TestPrefillMatchesDecode(t *testing.T) {
 	// and the GELU once carried the projection's before them).
 	ops := map[string]string{}
 	for _, n := range m.Func("decode").Nodes {
-		ops[n.Prov] += n.Op + " "
+		ops[n.Prov] += n.Op.String() + " "
 	}
 	for prov, want := range map[string]string{"h.1.attn.residual": "add ", "h.1.mlp.gelu": "gelu ", "h.1.mlp.residual": "add ",
 		"h.1.attn.c_proj": "matmul add ", "h.1.mlp.c_fc": "matmul add ", "embeddings": "add "} {

@@ -204,7 +204,7 @@ func (c Config) block(f *arch.Forward, l int, x *ir.Value, kv []*ir.Value) (*ir.
 	h = f.At(p+"ffn_norm").RMSNorm(x, f.W(p+"ffn_norm"), c.NormEps)
 	g := f.At(p+"feed_forward.w1").Linear(h, f.W(p+"feed_forward.w1"))
 	u := f.At(p+"feed_forward.w3").Linear(h, f.W(p+"feed_forward.w3"))
-	g = f.At(p+"feed_forward.silu").Unary("silu", g)
+	g = f.At(p+"feed_forward.silu").Unary(ir.OpSilu, g)
 	g = f.At(p+"feed_forward.gate").Mul(g, u)
 	d := f.At(p+"feed_forward.w2").Linear(g, f.W(p+"feed_forward.w2"))
 	return f.At(p+"feed_forward.residual").Add(x, d), []*ir.Value{kc, vc}

@@ -64,12 +64,12 @@ func TestExtensions(t *testing.T) {
 	ropes, adds := 0, 0
 	for _, nd := range m.Func("decode").Nodes {
 		switch nd.Op {
-		case "rope":
+		case ir.OpRope:
 			ropes++
 			if nd.Attrs.Int("dims") != 4 || nd.Attrs.String("style") != "half" {
 				t.Errorf("%s: attrs %v", nd, nd.Attrs)
 			}
-		case "add":
+		case ir.OpAdd:
 			if strings.Contains(nd.Prov, ".attention.b") {
 				adds++
 				if !nd.Inputs[1].IsWeight() {

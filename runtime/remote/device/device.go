@@ -490,7 +490,11 @@ func (s *Session) compile(m *proto.Compile) *proto.Error {
 	if lim.MaxStorageBuffersPerShaderStage > 0 && len(m.Bindings) > int(lim.MaxStorageBuffersPerShaderStage) {
 		return fail("%d bindings exceed the device's %d storage buffers", len(m.Bindings), lim.MaxStorageBuffersPerShaderStage)
 	}
-	k := &codegen.Kernel{Language: m.Language, Op: m.Op, NodeID: int(m.Node), Source: m.Source, Entry: m.Entry,
+	op, ok := ir.OpNamed(m.Op)
+	if !ok {
+		return fail("unknown op %q", m.Op)
+	}
+	k := &codegen.Kernel{Language: m.Language, Op: op, NodeID: int(m.Node), Source: m.Source, Entry: m.Entry,
 		WorkgroupSize: [3]int{int(m.Workgroup[0]), int(m.Workgroup[1]), int(m.Workgroup[2])},
 		Grid:          [3]int{int(m.Grid[0]), int(m.Grid[1]), int(m.Grid[2])}}
 	outs := map[int32]bool{}

@@ -109,7 +109,7 @@ func fails(t *testing.T, s *Session, m proto.Msg, want string) *proto.Error {
 }
 
 func copyKernel(id uint32, n int) *proto.Compile {
-	return &proto.Compile{Kernel: id, Node: 12, Op: "copy", Language: "wgsl", Entry: "main", Source: []byte("copy"),
+	return &proto.Compile{Kernel: id, Node: 12, Op: "probe", Language: "wgsl", Entry: "main", Source: []byte("copy"),
 		Workgroup: [3]uint32{64, 1, 1}, Grid: [3]uint32{1, 1, 1},
 		Bindings: []proto.Binding{{Access: proto.AccessRead, Input: 0, Output: -1, DType: proto.F32, Shape: []uint32{uint32(n)}},
 			{Access: proto.AccessWrite, Input: -1, Output: 0, DType: proto.F32, Shape: []uint32{uint32(n)}}}}
