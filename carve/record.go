@@ -142,7 +142,7 @@ func NewRecorder(m *ir.Module, keep int, policy Policy, record bool) *Recorder {
 // kv_write updates in place, which is left unrecorded.
 func (r *Recorder) onNode(n *ir.Node, in, _ []*runtime.Buffer) error {
 	for i, v := range n.Inputs {
-		if v.IsWeight() || r.cur[v] != nil || (n.Op == ir.OpKVWrite && i == 0) {
+		if v.IsWeight() || r.cur[v] != nil || n.UpdatesInPlace(i) {
 			continue
 		}
 		t, err := runtime.Download(in[i])

@@ -81,7 +81,7 @@ func constantFolding(m *ir.Module, o Options) error {
 
 func foldable(n *ir.Node, foldWeights bool, maxBytes int64) bool {
 	d := n.Def()
-	if d == nil || d.Kind == ir.KindMeta || sideEffects[n.Op] || n.Op == ir.OpConstant || len(n.Inputs) == 0 || len(n.Outputs) != 1 {
+	if d == nil || d.Kind == ir.KindMeta || d.Effects == ir.SideEffects || n.Op == ir.OpConstant || len(n.Inputs) == 0 || len(n.Outputs) != 1 {
 		return false
 	}
 	for _, in := range n.Inputs {

@@ -87,7 +87,7 @@ const chunksPerWorker = 8
 // maxQueue bounds the launches queued before a sync (they are then run).
 const maxQueue = 4096
 
-// parallelWork is the smallest estimated work (codegen/llvm.Work) of a
+// parallelWork is the smallest estimated work (the registry's Cost) of a
 // launch that is split over goroutines.
 const parallelWork = 1 << 18
 
@@ -412,7 +412,7 @@ func (d *Device) build(nodes []*ir.Node, ins, outs [][]ir.Type, must *ir.Node, s
 			continue
 		}
 		d.stats.KernelsMade++
-		ks = append(ks, added{n, ins[i], outs[i], k, cg.Work(n, ins[i], outs[i])})
+		ks = append(ks, added{n, ins[i], outs[i], k, n.Def().Cost.Of(ir.Call{In: ins[i], Out: outs[i], Attrs: n.Attrs})})
 	}
 	if len(ks) == 0 {
 		return nil
@@ -599,8 +599,10 @@ func (d *Device) launch(n *ir.Node, in []*runtime.Buffer, outs []ir.Type) ([]*ru
 	}
 	res := make([]*runtime.Buffer, len(want))
 	outT := make([]*tensor.Tensor, len(want))
-	if n.Op == ir.OpKVWrite { // in place: the output is the cache
-		outT[0], res[0] = ts[0], in[0]
+	if d := n.Def(); d != nil {
+		if i, ok := d.InPlace.Input(); ok { // output 0 is input i updated in place (kv_write's cache)
+			outT[0], res[0] = ts[i], in[i]
+		}
 	}
 	for i, t := range want {
 		if outT[i] == nil {
