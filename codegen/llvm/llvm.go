@@ -222,7 +222,7 @@ func (b *Module) Add(n *ir.Node, in, out []ir.Type, opts Options) (*codegen.Kern
 			return fail(fmt.Errorf("input %d has invalid dtype %s", i, t.DType))
 		}
 	}
-	want, attrs, err := ir.InferTypes(n.Op, in, bindShapeAttrs(n.Attrs, out))
+	want, attrs, err := ir.InferTypes(n.Op, in, n.BoundAttrs(in, out))
 	if err != nil {
 		return fail(err)
 	}
@@ -274,36 +274,6 @@ func (b *Module) Add(n *ir.Node, in, out []ir.Type, opts Options) (*codegen.Kern
 		Grid:          [3]int{int(g.items), 1, 1},
 	}
 	return k, nil
-}
-
-// bindShapeAttrs binds the symbols of a symbolic shape attribute (reshape
-// to [seq, H, Dh] in prefill) to the sizes of the given output type at the
-// same positions, as the executor binds them when it plans a call.
-func bindShapeAttrs(attrs ir.Attrs, out []ir.Type) ir.Attrs {
-	if len(out) == 0 || !out[0].Shape.IsStatic() {
-		return attrs
-	}
-	var bound ir.Attrs
-	for k, v := range attrs {
-		if v.Kind != ir.AttrShape || v.Shape.IsStatic() || v.Shape.Rank() != out[0].Shape.Rank() {
-			continue
-		}
-		env := map[string]int64{}
-		for i, d := range v.Shape {
-			if !d.IsStatic() {
-				env[d.Sym] = out[0].Shape[i].Size
-			}
-		}
-		if bound == nil {
-			bound = attrs.Clone()
-		}
-		v.Shape = v.Shape.Bind(env)
-		bound[k] = v
-	}
-	if bound == nil {
-		return attrs
-	}
-	return bound
 }
 
 func knownFault(f string) bool {

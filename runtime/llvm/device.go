@@ -333,7 +333,7 @@ func (d *Device) buildFunc(f *ir.Function, env map[string]int64, must *ir.Node, 
 		if !ok {
 			continue
 		}
-		out, _, err := ir.InferTypes(n.Op, in, devkit.BindAttrs(n.Attrs, env))
+		out, _, err := ir.InferTypes(n.Op, in, n.Attrs.BindShapes(env))
 		if err != nil {
 			if strict && d.placed[f][n] {
 				return &runtime.KernelError{Device: d.Name(), Node: n, Err: err}
@@ -368,25 +368,6 @@ func (d *Device) skipKernel(n *ir.Node) bool {
 
 func (d *Device) key(n *ir.Node, in, out []ir.Type) kernelKey {
 	return kernelKey{node: n, sig: devkit.TypeSig(in) + ">" + devkit.TypeSig(out), fault: d.faults[n.ID]}
-}
-
-// shapeEnv binds the symbols of n's symbolic shape attributes to the sizes
-// of its (concrete) first output type.
-func shapeEnv(n *ir.Node, outs []ir.Type) map[string]int64 {
-	env := map[string]int64{}
-	if len(outs) == 0 || !outs[0].Shape.IsStatic() {
-		return env
-	}
-	for _, v := range n.Attrs {
-		if v.Kind == ir.AttrShape && v.Shape.Rank() == outs[0].Shape.Rank() {
-			for i, d := range v.Shape {
-				if !d.IsStatic() {
-					env[d.Sym] = outs[0].Shape[i].Size
-				}
-			}
-		}
-	}
-	return env
 }
 
 // build generates the kernels of nodes into one module, compiles and loads
@@ -513,9 +494,10 @@ func (d *Device) kernelFor(n *ir.Node, in, out []ir.Type) (*kernel, error) {
 }
 
 // bindNode binds the symbols of n's declared input types (and of its
-// shape attributes) to the concrete sizes in and out.
+// outputs and shape attributes) to the concrete sizes in and out; false
+// when the inputs do not fit them.
 func bindNode(n *ir.Node, in, out []ir.Type) (map[string]int64, bool) {
-	env := shapeEnv(n, out)
+	env := n.SymbolSizes(nil, out)
 	for i, v := range n.Inputs {
 		if v == nil || i >= len(in) || v.Type.Shape.Rank() != in[i].Shape.Rank() {
 			return nil, false
@@ -579,7 +561,7 @@ func (d *Device) launch(n *ir.Node, in []*runtime.Buffer, outs []ir.Type) ([]*ru
 			types[i] = t.Type()
 		}
 		var err error
-		if want, _, err = ir.InferTypes(n.Op, types, devkit.BindAttrs(n.Attrs, shapeEnv(n, outs))); err != nil {
+		if want, _, err = ir.InferTypes(n.Op, types, n.BoundAttrs(types, outs)); err != nil {
 			return nil, err
 		}
 		for i := range outs {
