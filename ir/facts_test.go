@@ -49,7 +49,6 @@ func TestFactsOfOps(t *testing.T) {
 }
 
 func TestCallDependentFacts(t *testing.T) {
-	ty := func(s ...int64) Type { return T(F32, S(s...)) }
 	expr := func(s string) Attrs { return Attrs{"expr": StringAttr(s)} }
 	mode := func(m string) Attrs { return Attrs{"mode": StringAttr(m), "kernel": IntsAttr(2, 2)} }
 	for _, tc := range []struct {
@@ -73,7 +72,7 @@ func TestCallDependentFacts(t *testing.T) {
 		{OpResize, mode("linear"), Coordinate, 0, 0},
 		{OpKVWrite, nil, Exact, 0, 0},
 	} {
-		d, c := LookupOp(tc.op), Call{In: []Type{ty(4)}, Attrs: tc.attrs}
+		d, c := LookupOp(tc.op), Call{In: []Type{f32(4)}, Attrs: tc.attrs}
 		if got := d.Numerics.Of(c); got != tc.numerics {
 			t.Errorf("%s %v: numerics %s, want %s", tc.op, tc.attrs, got, tc.numerics)
 		}
@@ -87,7 +86,6 @@ func TestCallDependentFacts(t *testing.T) {
 }
 
 func TestSumLength(t *testing.T) {
-	ty := func(s ...int64) Type { return T(F32, S(s...)) }
 	for _, tc := range []struct {
 		op    Op
 		attrs Attrs
@@ -95,28 +93,28 @@ func TestSumLength(t *testing.T) {
 		pos   int
 		want  int
 	}{
-		{OpMatmul, nil, []Type{ty(5, 7), ty(7, 3)}, 0, 7},
-		{OpRMSNorm, nil, []Type{ty(5, 64), ty(64)}, 0, 64},
-		{OpSoftmax, Attrs{"axis": IntAttr(-1)}, []Type{ty(2, 9)}, 0, 9},
-		{OpSoftmax, Attrs{"axis": IntAttr(0)}, []Type{ty(2, 9)}, 0, 2},
+		{OpMatmul, nil, []Type{f32(5, 7), f32(7, 3)}, 0, 7},
+		{OpRMSNorm, nil, []Type{f32(5, 64), f32(64)}, 0, 64},
+		{OpSoftmax, Attrs{"axis": IntAttr(-1)}, []Type{f32(2, 9)}, 0, 9},
+		{OpSoftmax, Attrs{"axis": IntAttr(0)}, []Type{f32(2, 9)}, 0, 2},
 		{OpSoftmax, Attrs{"axis": IntAttr(0)}, []Type{T(F32, Shape{Sym("seq"), D(9)})}, 0, 1},
-		{OpAttention, nil, []Type{ty(1, 8, 16), ty(64, 8, 16), ty(64, 8, 16), T(I32, nil)}, 20, 16 + 20 + 1},
-		{OpAdd, nil, []Type{ty(4), ty(4)}, 0, 1},
-		{OpConv2D, Attrs{"groups": IntAttr(1)}, []Type{ty(1, 32, 8, 8), ty(16, 32, 3, 3), ty(16)}, 0, 32 * 9},
-		{OpConv2D, Attrs{"groups": IntAttr(32)}, []Type{ty(1, 32, 8, 8), ty(32, 1, 5, 5)}, 0, 25},
+		{OpAttention, nil, []Type{f32(1, 8, 16), f32(64, 8, 16), f32(64, 8, 16), T(I32, nil)}, 20, 16 + 20 + 1},
+		{OpAdd, nil, []Type{f32(4), f32(4)}, 0, 1},
+		{OpConv2D, Attrs{"groups": IntAttr(1)}, []Type{f32(1, 32, 8, 8), f32(16, 32, 3, 3), f32(16)}, 0, 32 * 9},
+		{OpConv2D, Attrs{"groups": IntAttr(32)}, []Type{f32(1, 32, 8, 8), f32(32, 1, 5, 5)}, 0, 25},
 		{OpConvTranspose2D, Attrs{"groups": IntAttr(1), "strides": IntsAttr(2, 2), "dilations": IntsAttr(1, 1)},
-			[]Type{ty(1, 64, 8, 8), ty(64, 16, 2, 2)}, 0, 64},
+			[]Type{f32(1, 64, 8, 8), f32(64, 16, 2, 2)}, 0, 64},
 		{OpConvTranspose2D, Attrs{"groups": IntAttr(2), "strides": IntsAttr(2, 2), "dilations": IntsAttr(1, 1)},
-			[]Type{ty(1, 8, 8, 8), ty(8, 4, 3, 3)}, 0, 4 * 2 * 2},
+			[]Type{f32(1, 8, 8, 8), f32(8, 4, 3, 3)}, 0, 4 * 2 * 2},
 		{OpConvTranspose2D, Attrs{"groups": IntAttr(1), "strides": IntsAttr(1, 1), "dilations": IntsAttr(1, 1)},
-			[]Type{ty(1, 4, 8, 8), ty(4, 4, 3, 3)}, 0, 36},
-		{OpPool2D, Attrs{"mode": StringAttr("avg"), "kernel": IntsAttr(3, 2)}, []Type{ty(1, 4, 8, 8)}, 0, 6},
-		{OpPool2D, Attrs{"mode": StringAttr("max"), "kernel": IntsAttr(3, 3)}, []Type{ty(1, 4, 8, 8)}, 0, 1},
-		{OpReduceSum, Attrs{"axes": IntsAttr(-1, 1)}, []Type{ty(2, 3, 4, 5)}, 0, 15},
-		{OpReduceMean, Attrs{"axes": IntsAttr(2, 3)}, []Type{ty(1, 8, 6, 7)}, 0, 42},
-		{OpReduceMax, Attrs{"axes": IntsAttr(1)}, []Type{ty(2, 9)}, 0, 1},
-		{OpResize, Attrs{"mode": StringAttr("linear")}, []Type{ty(1, 3, 8, 8)}, 0, 4},
-		{OpResize, Attrs{"mode": StringAttr("nearest")}, []Type{ty(1, 3, 8, 8)}, 0, 1},
+			[]Type{f32(1, 4, 8, 8), f32(4, 4, 3, 3)}, 0, 36},
+		{OpPool2D, Attrs{"mode": StringAttr("avg"), "kernel": IntsAttr(3, 2)}, []Type{f32(1, 4, 8, 8)}, 0, 6},
+		{OpPool2D, Attrs{"mode": StringAttr("max"), "kernel": IntsAttr(3, 3)}, []Type{f32(1, 4, 8, 8)}, 0, 1},
+		{OpReduceSum, Attrs{"axes": IntsAttr(-1, 1)}, []Type{f32(2, 3, 4, 5)}, 0, 15},
+		{OpReduceMean, Attrs{"axes": IntsAttr(2, 3)}, []Type{f32(1, 8, 6, 7)}, 0, 42},
+		{OpReduceMax, Attrs{"axes": IntsAttr(1)}, []Type{f32(2, 9)}, 0, 1},
+		{OpResize, Attrs{"mode": StringAttr("linear")}, []Type{f32(1, 3, 8, 8)}, 0, 4},
+		{OpResize, Attrs{"mode": StringAttr("nearest")}, []Type{f32(1, 3, 8, 8)}, 0, 1},
 		{OpIota, nil, []Type{T(I32, nil)}, 0, 1},
 	} {
 		c := Call{In: tc.in, Attrs: tc.attrs, Pos: tc.pos}
@@ -127,22 +125,21 @@ func TestSumLength(t *testing.T) {
 }
 
 func TestCost(t *testing.T) {
-	ty := func(s ...int64) Type { return T(F32, S(s...)) }
 	for _, tc := range []struct {
 		op      Op
 		attrs   Attrs
 		in, out []Type
 		want    int64
 	}{
-		{OpAdd, nil, []Type{ty(3, 4), ty(4)}, []Type{ty(3, 4)}, 12 + 4 + 12},
-		{OpSqrt, nil, []Type{ty(10)}, []Type{ty(10)}, 20},
-		{OpExp, nil, []Type{ty(10)}, []Type{ty(10)}, 16 * 20},
-		{OpMatmul, nil, []Type{ty(5, 7), ty(7, 3)}, []Type{ty(5, 3)}, 15 * 7},
-		{OpAttention, nil, []Type{ty(2, 4, 8), ty(32, 2, 8), ty(32, 2, 8), T(I32, nil)}, []Type{ty(2, 4, 8)}, 2 * 64 * 32},
-		{OpConv2D, nil, []Type{ty(1, 3, 8, 8), ty(16, 3, 3, 3)}, []Type{ty(1, 16, 6, 6)}, 16 * 36 * 27},
-		{OpConvTranspose2D, nil, []Type{ty(1, 8, 5, 5), ty(8, 4, 2, 2)}, []Type{ty(1, 4, 10, 10)}, 200 * 16},
-		{OpPool2D, Attrs{"kernel": IntsAttr(3, 2)}, []Type{ty(1, 2, 8, 8)}, []Type{ty(1, 2, 6, 7)}, 84 * 6},
-		{OpReshape, nil, []Type{ty(2, 6)}, []Type{ty(3, 4)}, 24},
+		{OpAdd, nil, []Type{f32(3, 4), f32(4)}, []Type{f32(3, 4)}, 12 + 4 + 12},
+		{OpSqrt, nil, []Type{f32(10)}, []Type{f32(10)}, 20},
+		{OpExp, nil, []Type{f32(10)}, []Type{f32(10)}, 16 * 20},
+		{OpMatmul, nil, []Type{f32(5, 7), f32(7, 3)}, []Type{f32(5, 3)}, 15 * 7},
+		{OpAttention, nil, []Type{f32(2, 4, 8), f32(32, 2, 8), f32(32, 2, 8), T(I32, nil)}, []Type{f32(2, 4, 8)}, 2 * 64 * 32},
+		{OpConv2D, nil, []Type{f32(1, 3, 8, 8), f32(16, 3, 3, 3)}, []Type{f32(1, 16, 6, 6)}, 16 * 36 * 27},
+		{OpConvTranspose2D, nil, []Type{f32(1, 8, 5, 5), f32(8, 4, 2, 2)}, []Type{f32(1, 4, 10, 10)}, 200 * 16},
+		{OpPool2D, Attrs{"kernel": IntsAttr(3, 2)}, []Type{f32(1, 2, 8, 8)}, []Type{f32(1, 2, 6, 7)}, 84 * 6},
+		{OpReshape, nil, []Type{f32(2, 6)}, []Type{f32(3, 4)}, 24},
 	} {
 		c := Call{In: tc.in, Out: tc.out, Attrs: tc.attrs}
 		if got := LookupOp(tc.op).Cost.Of(c); got != tc.want {
@@ -150,3 +147,6 @@ func TestCost(t *testing.T) {
 		}
 	}
 }
+
+// f32 is the f32 tensor type of the given static shape.
+func f32(s ...int64) Type { return T(F32, S(s...)) }
