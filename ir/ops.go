@@ -68,13 +68,15 @@ func init() {
 		register(&OpDef{Op: op, Doc: elementwise[op].doc, Kind: KindElementwise, MinInputs: 2, MaxInputs: 2, Outputs: 1,
 			Infer: inferBinary, Facts: elementwiseOpFacts(op)})
 	}
-	sideEffect := moveFacts
+	// The facts of the rows below, as they differ from the common sets
+	// (facts.go).
+	sideEffect := moveFacts // probe records its input
 	sideEffect.Effects = SideEffects
-	kvWrite := sideEffect
+	kvWrite := sideEffect // the cache is updated in place
 	kvWrite.InPlace = UpdatesInput(0)
-	cast := moveFacts
+	cast := moveFacts // a float result is rounded once
 	cast.Numerics, cast.ChainLength = always(OneRounding), always(1)
-	argmax := moveFacts
+	argmax := moveFacts // compares values of any numeric dtype; floats in f32
 	argmax.Compute = ComputeF32OrInt
 	norm := sumFacts
 	norm.SumLength = sumLastDim
@@ -84,7 +86,7 @@ func init() {
 	matmul.SumLength, matmul.Cost = sumLastDim, costMatmul
 	attention := sumFacts
 	attention.SumLength, attention.Transcendentals, attention.Cost = sumAttention, always(1), costAttention
-	rope := elementwiseFacts
+	rope := elementwiseFacts // sin and cos of an angle that grows with the position
 	rope.Numerics, rope.Transcendentals, rope.Cost = always(Angle), always(1), costTranscendental
 	fused := elementwiseFacts
 	fused.ChainLength, fused.Transcendentals, fused.Cost = fusedChainLength, fusedTranscendentals, costTranscendental
