@@ -142,7 +142,7 @@ func NewRecorder(m *ir.Module, keep int, policy Policy, record bool) *Recorder {
 // kv_write updates in place, which is left unrecorded.
 func (r *Recorder) onNode(n *ir.Node, in, _ []*runtime.Buffer) error {
 	for i, v := range n.Inputs {
-		if v.IsWeight() || r.cur[v] != nil || (n.Op == ir.OpKVWrite && i == 0) {
+		if v.IsWeight() || r.cur[v] != nil || n.UpdatesInPlace(i) {
 			continue
 		}
 		t, err := runtime.Download(in[i])
@@ -278,7 +278,7 @@ func (r *Recorder) recordNode(f *ir.Function, n *ir.Node, env map[string]int64, 
 		}
 	}
 	r.Stats.Recorded++
-	attrs := bindAttrs(n.Attrs, env)
+	attrs := n.Attrs.BindShapes(env)
 	key := ContentKey(n.Op.String(), attrs, ins, outs, r.fingerprint)
 	ki := r.keys[key]
 	if ki == nil {
@@ -321,20 +321,6 @@ func (r *Recorder) weightFP(t *tensor.Tensor) {
 	if _, ok := r.wfps[t]; !ok {
 		r.wfps[t] = FingerprintOf(t)
 	}
-}
-
-// bindAttrs returns attrs with the symbols of shape attributes bound by
-// env (reshape's [seq, 8, 8] becomes [5, 8, 8]), so the case runs alone on
-// static shapes.
-func bindAttrs(attrs ir.Attrs, env map[string]int64) ir.Attrs {
-	out := attrs.Clone()
-	for k, v := range out {
-		if v.Kind == ir.AttrShape && !v.Shape.IsStatic() {
-			v.Shape = v.Shape.Bind(env)
-			out[k] = v
-		}
-	}
-	return out
 }
 
 // Cases returns the cases kept so far, numbered c0001, c0002, ... in the

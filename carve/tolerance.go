@@ -38,8 +38,10 @@ func Eps(dt ir.DType) float64 {
 	return 0
 }
 
-// Policy derives a case's tolerance from its op kind, output dtype and
-// reduction length. With eps the output dtype's machine epsilon, S the
+// Policy derives a case's tolerance from its op's numerics (ir.Facts says
+// which model each op follows, and its chain length, transcendentals and
+// sum length), the op kind and the output dtype. With eps the output
+// dtype's machine epsilon, S the
 // largest finite magnitude of the reference output (the tensor's scale),
 // and each tolerance written as RTol, with ATol = RTol·S:
 //
@@ -102,107 +104,10 @@ func DefaultPolicy() Policy {
 	return Policy{Elementwise: 4, Transcendental: 16, Reduction: 8, Contraction: 8}
 }
 
-// transcendental ops: their GPU implementations are not correctly rounded.
-var transcendental = map[ir.Op]bool{
-	ir.OpExp: true, ir.OpLog: true, ir.OpSqrt: true, ir.OpRsqrt: true, ir.OpSilu: true, ir.OpSigmoid: true,
-	ir.OpTanh: true, ir.OpGelu: true, ir.OpPow: true,
-}
-
-// ReductionLength is the number of terms each output element of a call
-// sums (1 for ops that reduce nothing): matmul's inner dim, the normalized
-// or softmaxed axis, attention's head dim plus the keys it reads (pos + S,
-// the most any query sees), conv2d's C/groups·kh·kw, the most terms of a
-// conv_transpose2d output (C/groups·ceil(kh/sh')·ceil(kw/sw'), sh' =
-// sh/gcd(sh, dh)), the reduced elements of reduce_sum and reduce_mean, an
-// avg pool2d's window kh·kw, and the 4 neighbours of a linear resize.
-// Ops that select rather than sum (reduce_max, max pool2d, nearest resize,
-// iota) have 1. in are the call's input types; pos is the value of its
-// position input (0 when it has none). Symbolic dims count as 1.
-func ReductionLength(op ir.Op, attrs ir.Attrs, in []ir.Type, pos int) int {
-	last := func(t ir.Type) int {
-		if r := t.Shape.Rank(); r > 0 && t.Shape[r-1].IsStatic() {
-			return int(t.Shape[r-1].Size)
-		}
-		return 1
-	}
-	dim := func(t ir.Type, i int) int {
-		if i >= 0 && i < t.Shape.Rank() && t.Shape[i].IsStatic() && t.Shape[i].Size > 0 {
-			return int(t.Shape[i].Size)
-		}
-		return 1
-	}
-	switch op {
-	case ir.OpConv2D:
-		// w[O, C/groups, kh, kw]
-		if len(in) > 1 && in[1].Shape.Rank() == 4 {
-			return dim(in[1], 1) * dim(in[1], 2) * dim(in[1], 3)
-		}
-	case ir.OpConvTranspose2D:
-		// x[N, C, H, W], w[C, O/groups, kh, kw]
-		if len(in) > 1 && in[0].Shape.Rank() == 4 && in[1].Shape.Rank() == 4 {
-			groups := max(attrs.Int("groups"), 1)
-			k := max(dim(in[0], 1)/int(groups), 1)
-			st, dl := attrs.Ints("strides"), attrs.Ints("dilations")
-			for a := 0; a < 2; a++ {
-				taps := dim(in[1], 2+a)
-				if len(st) == 2 && len(dl) == 2 && st[a] > 0 && dl[a] > 0 {
-					period := int(st[a] / gcd(st[a], dl[a])) // kernel taps i, i+period, ... hit the same output
-					taps = (taps + period - 1) / period
-				}
-				k *= taps
-			}
-			return k
-		}
-	case ir.OpPool2D:
-		if attrs.String("mode") == "avg" {
-			if kn := attrs.Ints("kernel"); len(kn) == 2 && kn[0] > 0 && kn[1] > 0 {
-				return int(kn[0] * kn[1])
-			}
-		}
-	case ir.OpReduceSum, ir.OpReduceMean:
-		if len(in) > 0 {
-			k := 1
-			for _, a := range attrs.Ints("axes") {
-				if r := int64(in[0].Shape.Rank()); a >= -r && a < r {
-					k *= dim(in[0], ir.NormAxis(a, int(r)))
-				}
-			}
-			return k
-		}
-	case ir.OpResize:
-		if attrs.String("mode") == "linear" {
-			return 4
-		}
-	case ir.OpMatmul:
-		if len(in) > 0 {
-			return last(in[0])
-		}
-	case ir.OpRMSNorm, ir.OpLayerNorm:
-		if len(in) > 0 {
-			return last(in[0])
-		}
-	case ir.OpSoftmax:
-		if len(in) > 0 {
-			r := in[0].Shape.Rank()
-			if r == 0 {
-				return 1
-			}
-			ax := ir.NormAxis(attrs.Int("axis"), r)
-			if d := in[0].Shape[ax]; d.IsStatic() {
-				return int(d.Size)
-			}
-		}
-	case ir.OpAttention:
-		if len(in) > 0 && in[0].Shape.Rank() == 3 {
-			s := in[0].Shape[0].Size
-			return last(in[0]) + pos + int(max(s, 1))
-		}
-	}
-	return 1
-}
-
 // For returns the tolerance of a call of op with attrs on inputs in whose
-// reference outputs are out.
+// reference outputs are out. The op's facts (ir.Facts: its numerics, chain
+// length, transcendentals and sum length) select and parametrize the
+// formula.
 func (p Policy) For(op ir.Op, attrs ir.Attrs, in, out []*tensor.Tensor) Tolerance {
 	exact := func(why string) Tolerance { return Tolerance{Rule: "exact: " + why} }
 	d := ir.LookupOp(op)
@@ -221,103 +126,73 @@ func (p Policy) For(op ir.Op, attrs ir.Attrs, in, out []*tensor.Tensor) Toleranc
 	for _, o := range out {
 		scale = math.Max(scale, maxFinite(o))
 	}
-	types := make([]ir.Type, len(in))
+	c := ir.Call{In: make([]ir.Type, len(in)), Attrs: attrs}
 	for i, t := range in {
-		types[i] = t.Type()
+		c.In[i] = t.Type()
 	}
-	pos := 0
-	if n := len(in); n > 0 && (op == ir.OpRope || op == ir.OpAttention) {
-		if t := in[n-1]; t.DType == ir.I32 && t.NumElements() == 1 {
-			pos = int(t.Int32s()[0])
-		}
+	// The position input (rope, kv_write, attention) is the last, an i32
+	// scalar.
+	if n := len(in); n > 0 && in[n-1].DType == ir.I32 && in[n-1].NumElements() == 1 {
+		c.Pos = int(in[n-1].Int32s()[0])
 	}
 	rel := func(r float64, rule string, args ...any) Tolerance {
 		return Tolerance{RTol: r, ATol: r * scale, Rule: fmt.Sprintf(rule, args...) + fmt.Sprintf("; atol = rtol·S, S = %.4g", scale)}
 	}
-	switch {
-	case op == ir.OpResize && attrs.String("mode") == "linear":
+	t := float64(d.Transcendentals.Of(c))
+	switch d.Numerics.Of(c) {
+	case ir.Exact:
+		return exact(string(d.Kind) + " op")
+	case ir.Selects:
+		return exact("max selects one of its inputs")
+	case ir.OneRounding:
+		return Tolerance{RTol: eps, Rule: fmt.Sprintf("%s to %s: rtol = eps = %.3g", d.Name, dt, eps)}
+	case ir.Coordinate:
 		l := 1
-		if len(types) > 0 && types[0].Shape.Rank() == 4 {
-			for _, dd := range types[0].Shape[2:] {
+		if len(c.In) > 0 && c.In[0].Shape.Rank() == 4 {
+			for _, dd := range c.In[0].Shape[2:] {
 				if dd.IsStatic() {
 					l = max(l, int(dd.Size))
 				}
 			}
 		}
-		r := p.Reduction * 2 * eps
+		k := d.SumLength.Of(c)
+		sk := math.Sqrt(float64(k))
 		return Tolerance{
-			RTol: r,
-			ATol: (p.Reduction*2 + 2*float64(l)) * eps * scale,
-			Rule: fmt.Sprintf("linear resize %s, K=4 neighbours, input axes <= %d: rtol = %g·sqrt(4)·eps, atol = (%g·sqrt(4) + 2·L)·eps·S, S = %.4g", dt, l, p.Reduction, p.Reduction, scale),
+			RTol: p.Reduction * sk * eps,
+			ATol: (p.Reduction*sk + 2*float64(l)) * eps * scale,
+			Rule: fmt.Sprintf("linear %s %s, K=%d neighbours, input axes <= %d: rtol = %g·sqrt(%d)·eps, atol = (%g·sqrt(%d) + 2·L)·eps·S, S = %.4g",
+				d.Name, dt, k, l, p.Reduction, k, p.Reduction, k, scale),
 		}
-	case op == ir.OpReduceMax || (op == ir.OpPool2D && attrs.String("mode") != "avg"):
-		return exact("max selects one of its inputs")
-	case d.Kind == ir.KindData || d.Kind == ir.KindMeta || op == ir.OpArgmax:
-		return exact(string(d.Kind) + " op")
-	case op == ir.OpCast:
-		return Tolerance{RTol: eps, Rule: fmt.Sprintf("cast to %s: rtol = eps = %.3g", dt, eps)}
-	case op == ir.OpRope:
+	case ir.Angle:
 		rows := 1
 		if len(in) > 0 && in[0].Type().Shape.Rank() == 3 {
 			rows = in[0].Shape[0]
 		}
-		p2 := float64(pos + rows - 1)
+		p2 := float64(c.Pos + rows - 1)
 		return Tolerance{
-			RTol: (p.Elementwise + p.Transcendental) * eps,
+			RTol: (p.Elementwise + p.Transcendental*t) * eps,
 			ATol: (p.Elementwise + p2) * eps * scale,
-			Rule: fmt.Sprintf("rope %s at positions <= %g: rtol = (%g+%g)·eps, atol = (%g+p)·eps·S, S = %.4g", dt, p2, p.Elementwise, p.Transcendental, p.Elementwise, scale),
+			Rule: fmt.Sprintf("%s %s at positions <= %g: rtol = (%g+%g)·eps, atol = (%g+p)·eps·S, S = %.4g", d.Name, dt, p2, p.Elementwise, p.Transcendental*t, p.Elementwise, scale),
 		}
-	case d.Kind == ir.KindElementwise:
-		n, t := 1, 0
-		if op == ir.OpFusedElementwise {
-			if e, err := ir.ParseExpr(attrs.String("expr")); err == nil {
-				n, t = countOps(e)
-				n = max(n, 1)
-			}
-		} else if transcendental[op] {
-			t = 1
-		}
-		return rel((p.Elementwise*float64(n)+p.Transcendental*float64(t))*eps,
-			"elementwise %s, %d ops (%d transcendental): rtol = (%g·%d + %g·%d)·eps", dt, n, t, p.Elementwise, n, p.Transcendental, t)
-	case d.Kind == ir.KindReduction || d.Kind == ir.KindContraction:
-		k := ReductionLength(op, attrs, types, pos)
-		c, kind := p.Reduction, "reduction"
+	case ir.Chain:
+		n := d.ChainLength.Of(c)
+		return rel((p.Elementwise*float64(n)+p.Transcendental*t)*eps,
+			"elementwise %s, %d ops (%d transcendental): rtol = (%g·%d + %g·%d)·eps", dt, n, int(t), p.Elementwise, n, p.Transcendental, int(t))
+	case ir.Sum:
+		k := d.SumLength.Of(c)
+		co, kind := p.Reduction, "reduction"
 		if d.Kind == ir.KindContraction {
-			c, kind = p.Contraction, "contraction"
+			co, kind = p.Contraction, "contraction"
 		}
-		r := c * math.Sqrt(float64(k)) * eps
+		r := co * math.Sqrt(float64(k)) * eps
 		extra := ""
-		if op == ir.OpSoftmax || op == ir.OpAttention {
-			r += p.Transcendental * eps
-			extra = fmt.Sprintf(" + %g·eps (exp)", p.Transcendental)
+		if t > 0 {
+			r += p.Transcendental * t * eps
+			extra = fmt.Sprintf(" + %g·eps (exp)", p.Transcendental*t)
 		}
-		return rel(r, "%s %s over K=%d: rtol = %g·sqrt(K)·eps%s", kind, dt, k, c, extra)
+		return rel(r, "%s %s over K=%d: rtol = %g·sqrt(K)·eps%s", kind, dt, k, co, extra)
 	}
 	return exact("op kind " + string(d.Kind))
-}
-
-// countOps counts the ops of a fused expression and how many of them are
-// transcendental.
-func gcd(a, b int64) int64 {
-	for b != 0 {
-		a, b = b, a%b
-	}
-	return a
-}
-
-func countOps(e *ir.Expr) (n, t int) {
-	if e == nil || e.Op == ir.OpNone {
-		return 0, 0
-	}
-	n = 1
-	if transcendental[e.Op] {
-		t = 1
-	}
-	for _, a := range e.Args {
-		an, at := countOps(a)
-		n, t = n+an, t+at
-	}
-	return n, t
 }
 
 // maxFinite is the largest finite magnitude of t's elements (0 for an

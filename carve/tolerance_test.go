@@ -103,44 +103,6 @@ func TestPolicyFormulas(t *testing.T) {
 	}
 }
 
-func TestReductionLength(t *testing.T) {
-	ty := func(s ...int64) ir.Type { return ir.T(ir.F32, ir.S(s...)) }
-	for _, tc := range []struct {
-		op    ir.Op
-		attrs ir.Attrs
-		in    []ir.Type
-		pos   int
-		want  int
-	}{
-		{ir.OpMatmul, nil, []ir.Type{ty(5, 7), ty(7, 3)}, 0, 7},
-		{ir.OpRMSNorm, nil, []ir.Type{ty(5, 64), ty(64)}, 0, 64},
-		{ir.OpSoftmax, ir.Attrs{"axis": ir.IntAttr(-1)}, []ir.Type{ty(2, 9)}, 0, 9},
-		{ir.OpSoftmax, ir.Attrs{"axis": ir.IntAttr(0)}, []ir.Type{ty(2, 9)}, 0, 2},
-		{ir.OpAttention, nil, []ir.Type{ty(1, 8, 16), ty(64, 8, 16), ty(64, 8, 16), ir.T(ir.I32, nil)}, 20, 16 + 20 + 1},
-		{ir.OpAdd, nil, []ir.Type{ty(4), ty(4)}, 0, 1},
-		{ir.OpConv2D, ir.Attrs{"groups": ir.IntAttr(1)}, []ir.Type{ty(1, 32, 8, 8), ty(16, 32, 3, 3), ty(16)}, 0, 32 * 9},
-		{ir.OpConv2D, ir.Attrs{"groups": ir.IntAttr(32)}, []ir.Type{ty(1, 32, 8, 8), ty(32, 1, 5, 5)}, 0, 25},
-		{ir.OpConvTranspose2D, ir.Attrs{"groups": ir.IntAttr(1), "strides": ir.IntsAttr(2, 2), "dilations": ir.IntsAttr(1, 1)},
-			[]ir.Type{ty(1, 64, 8, 8), ty(64, 16, 2, 2)}, 0, 64},
-		{ir.OpConvTranspose2D, ir.Attrs{"groups": ir.IntAttr(2), "strides": ir.IntsAttr(2, 2), "dilations": ir.IntsAttr(1, 1)},
-			[]ir.Type{ty(1, 8, 8, 8), ty(8, 4, 3, 3)}, 0, 4 * 2 * 2},
-		{ir.OpConvTranspose2D, ir.Attrs{"groups": ir.IntAttr(1), "strides": ir.IntsAttr(1, 1), "dilations": ir.IntsAttr(1, 1)},
-			[]ir.Type{ty(1, 4, 8, 8), ty(4, 4, 3, 3)}, 0, 36},
-		{ir.OpPool2D, ir.Attrs{"mode": ir.StringAttr("avg"), "kernel": ir.IntsAttr(3, 2)}, []ir.Type{ty(1, 4, 8, 8)}, 0, 6},
-		{ir.OpPool2D, ir.Attrs{"mode": ir.StringAttr("max"), "kernel": ir.IntsAttr(3, 3)}, []ir.Type{ty(1, 4, 8, 8)}, 0, 1},
-		{ir.OpReduceSum, ir.Attrs{"axes": ir.IntsAttr(-1, 1)}, []ir.Type{ty(2, 3, 4, 5)}, 0, 15},
-		{ir.OpReduceMean, ir.Attrs{"axes": ir.IntsAttr(2, 3)}, []ir.Type{ty(1, 8, 6, 7)}, 0, 42},
-		{ir.OpReduceMax, ir.Attrs{"axes": ir.IntsAttr(1)}, []ir.Type{ty(2, 9)}, 0, 1},
-		{ir.OpResize, ir.Attrs{"mode": ir.StringAttr("linear")}, []ir.Type{ty(1, 3, 8, 8)}, 0, 4},
-		{ir.OpResize, ir.Attrs{"mode": ir.StringAttr("nearest")}, []ir.Type{ty(1, 3, 8, 8)}, 0, 1},
-		{ir.OpIota, nil, []ir.Type{ir.T(ir.I32, nil)}, 0, 1},
-	} {
-		if got := ReductionLength(tc.op, tc.attrs, tc.in, tc.pos); got != tc.want {
-			t.Errorf("%s %v: K = %d, want %d", tc.op, tc.in, got, tc.want)
-		}
-	}
-}
-
 func TestEps(t *testing.T) {
 	if Eps(ir.F32) != float64(math.Nextafter32(1, 2)-1) || Eps(ir.F16) != 1.0/1024 || Eps(ir.BF16) != 1.0/128 || Eps(ir.I32) != 0 {
 		t.Error("Eps")

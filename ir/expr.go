@@ -14,10 +14,10 @@ import (
 // tokens is ignored; nesting is limited to 64 levels. Code generators walk
 // it to emit one kernel. Note that the zero Expr is the input leaf $0.
 type Expr struct {
-	Op    Op      // an op of UnaryOps or BinaryOps; "" for a leaf
+	Op    Op      // an op of UnaryOps or BinaryOps; OpNone for a leaf
 	Args  []*Expr // the op's operands
 	Input int     // for an input leaf: its index; -1 otherwise
-	Const float64 // for a constant leaf (Op == "" and Input < 0)
+	Const float64 // for a constant leaf (Op == OpNone and Input < 0)
 }
 
 // IsInput reports whether e is an input leaf.

@@ -15,26 +15,81 @@ var UnaryOps = []Op{OpNeg, OpExp, OpLog, OpSqrt, OpRsqrt, OpAbs, OpSilu, OpSigmo
 // BinaryOps are the elementwise ops of two inputs with numpy broadcasting.
 var BinaryOps = []Op{OpAdd, OpSub, OpMul, OpDiv, OpPow, OpMaximum, OpMinimum}
 
-var unaryDocs = map[Op]string{
-	OpNeg: "-x", OpExp: "e^x", OpLog: "ln x", OpSqrt: "√x", OpRsqrt: "1/√x", OpAbs: "|x|",
-	OpSilu: "x·sigmoid(x)", OpSigmoid: "1/(1+e^-x)", OpTanh: "tanh x", OpRelu: "max(x, 0)",
-	OpGelu: "0.5·x·(1+tanh(√(2/π)·(x+0.044715·x³))) (the tanh approximation GPT-2 uses)",
+// elementwise describes each op of UnaryOps and BinaryOps: its semantics
+// and how its facts differ from elementwiseFacts (f32 arithmetic, one
+// correctly rounded op).
+var elementwise = map[Op]struct {
+	doc            string
+	ints           bool // defined on i32 and i64 too (wrapping)
+	transcendental bool // GPUs allow a few ULP
+	costly         bool // a libm call: costs 16
+}{
+	OpNeg:     {doc: "-x", ints: true},
+	OpExp:     {doc: "e^x", transcendental: true, costly: true},
+	OpLog:     {doc: "ln x", transcendental: true, costly: true},
+	OpSqrt:    {doc: "√x", transcendental: true},
+	OpRsqrt:   {doc: "1/√x", transcendental: true},
+	OpAbs:     {doc: "|x|", ints: true},
+	OpSilu:    {doc: "x·sigmoid(x)", transcendental: true, costly: true},
+	OpSigmoid: {doc: "1/(1+e^-x)", transcendental: true, costly: true},
+	OpTanh:    {doc: "tanh x", transcendental: true, costly: true},
+	OpRelu:    {doc: "max(x, 0)", ints: true},
+	OpGelu:    {doc: "0.5·x·(1+tanh(√(2/π)·(x+0.044715·x³))) (the tanh approximation GPT-2 uses)", transcendental: true, costly: true},
+	OpAdd:     {doc: "a+b", ints: true},
+	OpSub:     {doc: "a-b", ints: true},
+	OpMul:     {doc: "a·b", ints: true},
+	OpDiv:     {doc: "a/b"},
+	OpPow:     {doc: "a^b", transcendental: true, costly: true},
+	OpMaximum: {doc: "max(a, b)", ints: true},
+	OpMinimum: {doc: "min(a, b)", ints: true},
 }
 
-var binaryDocs = map[Op]string{
-	OpAdd: "a+b", OpSub: "a-b", OpMul: "a·b", OpDiv: "a/b", OpPow: "a^b",
-	OpMaximum: "max(a, b)", OpMinimum: "min(a, b)",
+// elementwiseOpFacts are the facts of one op of UnaryOps or BinaryOps.
+func elementwiseOpFacts(op Op) Facts {
+	f, e := elementwiseFacts, elementwise[op]
+	if e.ints {
+		f.Compute = ComputeF32OrInt
+	}
+	if e.transcendental {
+		f.Transcendentals = always(1)
+	}
+	if e.costly {
+		f.Cost = costTranscendental
+	}
+	return f
 }
 
 func init() {
-	for _, name := range UnaryOps {
-		register(&OpDef{Op: name, Doc: unaryDocs[name], Kind: KindElementwise, MinInputs: 1, MaxInputs: 1, Outputs: 1,
-			Infer: inferUnary})
+	for _, op := range UnaryOps {
+		register(&OpDef{Op: op, Doc: elementwise[op].doc, Kind: KindElementwise, MinInputs: 1, MaxInputs: 1, Outputs: 1,
+			Infer: inferUnary, Facts: elementwiseOpFacts(op)})
 	}
-	for _, name := range BinaryOps {
-		register(&OpDef{Op: name, Doc: binaryDocs[name], Kind: KindElementwise, MinInputs: 2, MaxInputs: 2, Outputs: 1,
-			Infer: inferBinary})
+	for _, op := range BinaryOps {
+		register(&OpDef{Op: op, Doc: elementwise[op].doc, Kind: KindElementwise, MinInputs: 2, MaxInputs: 2, Outputs: 1,
+			Infer: inferBinary, Facts: elementwiseOpFacts(op)})
 	}
+	// The facts of the rows below, as they differ from the common sets
+	// (facts.go).
+	sideEffect := moveFacts // probe records its input
+	sideEffect.Effects = SideEffects
+	kvWrite := sideEffect // the cache is updated in place
+	kvWrite.InPlace = UpdatesInput(0)
+	cast := moveFacts // a float result is rounded once
+	cast.Numerics, cast.ChainLength = always(OneRounding), always(1)
+	argmax := moveFacts // compares values of any numeric dtype; floats in f32
+	argmax.Compute = ComputeF32OrInt
+	norm := sumFacts
+	norm.SumLength = sumLastDim
+	softmax := sumFacts
+	softmax.SumLength, softmax.Transcendentals, softmax.Cost = sumSoftmax, always(1), costTranscendental
+	matmul := sumFacts
+	matmul.SumLength, matmul.Cost = sumLastDim, costMatmul
+	attention := sumFacts
+	attention.SumLength, attention.Transcendentals, attention.Cost = sumAttention, always(1), costAttention
+	rope := elementwiseFacts // sin and cos of an angle that grows with the position
+	rope.Numerics, rope.Transcendentals, rope.Cost = always(Angle), always(1), costTranscendental
+	fused := elementwiseFacts
+	fused.ChainLength, fused.Transcendentals, fused.Cost = fusedChainLength, fusedTranscendentals, costTranscendental
 	register(&OpDef{Op: OpConstant, Kind: KindData, Outputs: 1,
 		Doc: "a constant tensor: value holds every element (row-major) or one element repeated",
 		Attrs: []AttrSpec{
@@ -42,37 +97,37 @@ func init() {
 			{Name: "shape", Kind: AttrShape, Default: ptr(ShapeAttr(Shape{}))},
 			{Name: "value", Kind: AttrFloats},
 		},
-		Infer: inferConstant})
+		Infer: inferConstant, Facts: moveFacts})
 	register(&OpDef{Op: OpCast, Kind: KindElementwise, MinInputs: 1, MaxInputs: 1, Outputs: 1,
 		Doc:   "converts elements to dtype `to` (float to int truncates toward zero)",
 		Attrs: []AttrSpec{{Name: "to", Kind: AttrDType}},
-		Infer: func(in []Type, a Attrs) ([]Type, error) { return []Type{T(a.DType("to"), in[0].Shape.Clone())}, nil }})
+		Infer: func(in []Type, a Attrs) ([]Type, error) { return []Type{T(a.DType("to"), in[0].Shape.Clone())}, nil }, Facts: cast})
 	register(&OpDef{Op: OpGather, Kind: KindData, MinInputs: 2, MaxInputs: 2, Outputs: 1,
 		Doc: "embedding lookup: out = table indexed by integer ids along axis; " +
 			"shape table[:axis] + ids + table[axis+1:]. An id out of range is a run-time error",
 		Attrs: []AttrSpec{{Name: "axis", Kind: AttrInt, Default: ptr(IntAttr(0))}},
-		Infer: inferGather})
+		Infer: inferGather, Facts: moveFacts})
 	register(&OpDef{Op: OpMatmul, Kind: KindContraction, MinInputs: 2, MaxInputs: 2, Outputs: 1,
 		Doc: "a[..., M, K] × b[..., K, N] -> [..., M, N]; with transpose_b, b is [..., N, K] " +
 			"(weights stored out×in). Leading dims broadcast. Accumulates in f32",
 		Attrs: []AttrSpec{{Name: "transpose_b", Kind: AttrBool, Default: ptr(BoolAttr(false))}},
-		Infer: inferMatmul})
+		Infer: inferMatmul, Facts: matmul})
 	register(&OpDef{Op: OpRMSNorm, Kind: KindReduction, MinInputs: 2, MaxInputs: 2, Outputs: 1,
 		Doc:   "x[..., D], w[D]: x / sqrt(mean(x²) + eps) · w over the last axis",
 		Attrs: []AttrSpec{{Name: "eps", Kind: AttrFloat, Default: ptr(FloatAttr(1e-5))}},
-		Infer: inferNorm})
+		Infer: inferNorm, Facts: norm})
 	register(&OpDef{Op: OpLayerNorm, Kind: KindReduction, MinInputs: 3, MaxInputs: 3, Outputs: 1,
 		Doc:   "x[..., D], w[D], b[D]: (x - mean) / sqrt(var + eps) · w + b over the last axis",
 		Attrs: []AttrSpec{{Name: "eps", Kind: AttrFloat, Default: ptr(FloatAttr(1e-5))}},
-		Infer: inferNorm})
+		Infer: inferNorm, Facts: norm})
 	register(&OpDef{Op: OpSoftmax, Kind: KindReduction, MinInputs: 1, MaxInputs: 1, Outputs: 1,
 		Doc:   "exp(x - max) / sum(exp(x - max)) along axis",
 		Attrs: []AttrSpec{{Name: "axis", Kind: AttrInt, Default: ptr(IntAttr(-1))}},
-		Infer: inferAxisKeep})
+		Infer: inferAxisKeep, Facts: softmax})
 	register(&OpDef{Op: OpArgmax, Kind: KindReduction, MinInputs: 1, MaxInputs: 1, Outputs: 1,
 		Doc:   "index (i32) of the largest element along axis, the first one on ties; the axis is removed",
 		Attrs: []AttrSpec{{Name: "axis", Kind: AttrInt, Default: ptr(IntAttr(-1))}},
-		Infer: inferArgmax})
+		Infer: inferArgmax, Facts: argmax})
 	register(&OpDef{Op: OpRope, Kind: KindElementwise, MinInputs: 2, MaxInputs: 2, Outputs: 1,
 		Doc: "rotary position embedding. x[S, H, Dh], pos i32[] (position of row 0; row s is at pos+s). " +
 			"Pair i (i < dims/2) is rotated by angle p·theta^(-2i/dims)/freq_factors[i]. style interleaved pairs " +
@@ -84,11 +139,11 @@ func init() {
 			{Name: "dims", Kind: AttrInt, Default: ptr(IntAttr(0))},
 			{Name: "freq_factors", Kind: AttrFloats, Default: ptr(FloatsAttr())},
 		},
-		Infer: inferRope})
+		Infer: inferRope, Facts: rope})
 	register(&OpDef{Op: OpKVWrite, Kind: KindData, MinInputs: 3, MaxInputs: 3, Outputs: 1,
 		Doc: "cache[T, KH, Dh], new[S, KH, Dh], pos i32[]: the cache with rows pos..pos+S-1 replaced by new. " +
 			"pos+S > T is a run-time error (a static S > T a type error). Executors update the cache in place",
-		Infer: inferKVWrite})
+		Infer: inferKVWrite, Facts: kvWrite})
 	register(&OpDef{Op: OpAttention, Kind: KindContraction, MinInputs: 4, MaxInputs: 4, Outputs: 1,
 		Doc: "q[S, H, Dh], k[T, KH, Dh], v[T, KH, Dh], pos i32[]: scaled dot-product attention over cache rows " +
 			"0..pos+S-1 with grouped heads (head h reads kv head h/(H/KH)). With causal, query s sees rows 0..pos+s",
@@ -96,15 +151,15 @@ func init() {
 			{Name: "scale", Kind: AttrFloat},
 			{Name: "causal", Kind: AttrBool, Default: ptr(BoolAttr(true))},
 		},
-		Infer: inferAttention})
+		Infer: inferAttention, Facts: attention})
 	register(&OpDef{Op: OpReshape, Kind: KindData, MinInputs: 1, MaxInputs: 1, Outputs: 1,
 		Doc:   "same elements, new shape (row-major order kept)",
 		Attrs: []AttrSpec{{Name: "shape", Kind: AttrShape}},
-		Infer: inferReshape})
+		Infer: inferReshape, Facts: moveFacts})
 	register(&OpDef{Op: OpTranspose, Kind: KindData, MinInputs: 1, MaxInputs: 1, Outputs: 1,
 		Doc:   "out dim i is input dim perm[i]",
 		Attrs: []AttrSpec{{Name: "perm", Kind: AttrInts}},
-		Infer: inferTranspose})
+		Infer: inferTranspose, Facts: moveFacts})
 	register(&OpDef{Op: OpSlice, Kind: KindData, MinInputs: 1, MaxInputs: 1, Outputs: 1,
 		Doc: "elements start, start+step, ... < end along axis; negative start/end count from the end, " +
 			"both are clamped to the dim; step >= 1. A symbolic dim can only be taken whole (start 0) or " +
@@ -115,27 +170,27 @@ func init() {
 			{Name: "end", Kind: AttrInt},
 			{Name: "step", Kind: AttrInt, Default: ptr(IntAttr(1))},
 		},
-		Infer: inferSlice})
+		Infer: inferSlice, Facts: moveFacts})
 	register(&OpDef{Op: OpConcat, Kind: KindData, MinInputs: 1, MaxInputs: -1, Outputs: 1,
 		Doc:   "joins inputs along axis; other dims must match",
 		Attrs: []AttrSpec{{Name: "axis", Kind: AttrInt}},
-		Infer: inferConcat})
+		Infer: inferConcat, Facts: moveFacts})
 	register(&OpDef{Op: OpProbe, Kind: KindMeta, MinInputs: 1, MaxInputs: 1, Outputs: 1,
 		Doc:   "identity that records its input for test carving; tag names what it observes",
 		Attrs: []AttrSpec{{Name: "tag", Kind: AttrString, Default: ptr(StringAttr(""))}},
-		Infer: inferUnary})
+		Infer: inferUnary, Facts: sideEffect})
 	register(&OpDef{Op: OpTransfer, Kind: KindMeta, MinInputs: 1, MaxInputs: 1, Outputs: 1,
 		Doc: "identity that moves a tensor between placements at a migration boundary",
 		Attrs: []AttrSpec{
 			{Name: "from", Kind: AttrString},
 			{Name: "to", Kind: AttrString},
 		},
-		Infer: inferUnary})
+		Infer: inferUnary, Facts: moveFacts})
 	register(&OpDef{Op: OpFusedElementwise, Kind: KindElementwise, MinInputs: 1, MaxInputs: -1, Outputs: 1,
 		Doc: "a chain of elementwise ops in one kernel: expr is a term over inputs $0..$n-1 and float " +
 			"constants, e.g. mul(silu($0), $1); inputs broadcast; the result has input 0's dtype",
 		Attrs: []AttrSpec{{Name: "expr", Kind: AttrString}},
-		Infer: inferFused})
+		Infer: inferFused, Facts: fused})
 }
 
 func inferUnary(in []Type, _ Attrs) ([]Type, error) {

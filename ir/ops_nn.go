@@ -38,6 +38,20 @@ var reduceDocs = map[Op]string{
 }
 
 func init() {
+	conv := sumFacts
+	conv.SumLength, conv.Cost = sumConv, costConv
+	convTranspose := sumFacts
+	convTranspose.SumLength, convTranspose.Cost = sumConvTranspose, costConvTranspose
+	pool := sumFacts
+	pool.Numerics = byMode("avg: sum; max: selects", map[string]Numerics{"avg": Sum}, Selects)
+	pool.SumLength, pool.Cost = sumPool, costPool
+	resize := sumFacts
+	resize.Numerics = byMode("linear: coordinate; nearest: exact", map[string]Numerics{"linear": Coordinate}, Exact)
+	resize.SumLength = sumResize
+	reduce := sumFacts
+	reduce.SumLength = sumReduce
+	reduceMax := sumFacts
+	reduceMax.Numerics = always(Selects)
 	register(&OpDef{Op: OpIota, Kind: KindData, MinInputs: 1, MaxInputs: 1, Outputs: 1,
 		Doc: "start i32[]: an i32 tensor of the given shape (which may be symbolic, e.g. [seq]) whose element " +
 			"at index (i0, ..., ir) is start + i_axis (GPT-2's position ids are iota(pos) {shape = [seq]})",
@@ -45,7 +59,7 @@ func init() {
 			{Name: "shape", Kind: AttrShape},
 			{Name: "axis", Kind: AttrInt, Default: ptr(IntAttr(0))},
 		},
-		Infer: inferIota})
+		Infer: inferIota, Facts: moveFacts})
 	convAttrs := []AttrSpec{
 		{Name: "strides", Kind: AttrInts, Default: ptr(IntsAttr(1, 1)), Doc: "[sh, sw], >= 1"},
 		{Name: "pads", Kind: AttrInts, Default: ptr(IntsAttr(0, 0, 0, 0)), Doc: "[top, left, bottom, right], >= 0"},
@@ -59,7 +73,7 @@ func init() {
 			"where g = o / (O/groups) and positions outside x read 0; the sum is one f32 dot product over (c, i, j), " +
 			"the bias added after it",
 		Attrs: convAttrs,
-		Infer: inferConv})
+		Infer: inferConv, Facts: conv})
 	register(&OpDef{Op: OpConvTranspose2D, Kind: KindContraction, MinInputs: 2, MaxInputs: 3, Outputs: 1,
 		Doc: "the gradient of conv2d (ONNX ConvTranspose): x[N, C, H, W], w[C, O/groups, kh, kw], optional b[O] -> " +
 			"[N, O, Ho, Wo] with Ho = sh·(H-1) + output_padding[0] + dh·(kh-1) + 1 - top - bottom, Wo likewise. " +
@@ -67,7 +81,7 @@ func init() {
 			"the (iy, ix, i, j) with iy·sh - top + i·dh = y and ix·sw - left + j·dw = x; summed in f32 over (c, i, j)",
 		Attrs: append(slices.Clone(convAttrs),
 			AttrSpec{Name: "output_padding", Kind: AttrInts, Default: ptr(IntsAttr(0, 0)), Doc: "[h, w] added to the end of the output, < stride or dilation"}),
-		Infer: inferConvTranspose})
+		Infer: inferConvTranspose, Facts: convTranspose})
 	register(&OpDef{Op: OpPool2D, Kind: KindReduction, MinInputs: 1, MaxInputs: 1, Outputs: 1,
 		Doc: "x[N, C, H, W] -> [N, C, Ho, Wo]: the max (mode max) or mean (mode avg) of each kernel window " +
 			"(rows y·sh - top + i·dh, i < kh; columns likewise). Ho = (H + top + bottom - dh·(kh-1) - 1) / sh + 1, " +
@@ -84,7 +98,7 @@ func init() {
 			{Name: "ceil_mode", Kind: AttrBool, Default: ptr(BoolAttr(false))},
 			{Name: "count_include_pad", Kind: AttrBool, Default: ptr(BoolAttr(false))},
 		},
-		Infer: inferPool})
+		Infer: inferPool, Facts: pool})
 	register(&OpDef{Op: OpResize, Kind: KindData, MinInputs: 1, MaxInputs: 1, Outputs: 1,
 		Doc: "x[N, C, H, W] -> [N, C, size[0], size[1]] as ONNX Resize over the last two axes. For each output " +
 			"index the input coordinate x_in follows coord (see ir.ResizeCoordModes) with scale = scales[k] when " +
@@ -99,8 +113,12 @@ func init() {
 			{Name: "nearest", Kind: AttrString, Default: ptr(StringAttr("round_prefer_floor")), Doc: "rounding of nearest"},
 			{Name: "scales", Kind: AttrFloats, Default: ptr(FloatsAttr()), Doc: "[sh, sw] > 0, or empty for size/in"},
 		},
-		Infer: inferResize})
+		Infer: inferResize, Facts: resize})
 	for _, name := range ReduceOps {
+		reduceFacts := reduce
+		if name == OpReduceMax {
+			reduceFacts = reduceMax
+		}
 		register(&OpDef{Op: name, Doc: reduceDocs[name] + "; axes are distinct (negative counts from the end), " +
 			"an empty list reduces nothing; keepdims leaves the reduced axes as 1, else removes them",
 			Kind: KindReduction, MinInputs: 1, MaxInputs: 1, Outputs: 1,
@@ -108,7 +126,7 @@ func init() {
 				{Name: "axes", Kind: AttrInts},
 				{Name: "keepdims", Kind: AttrBool, Default: ptr(BoolAttr(true))},
 			},
-			Infer: inferReduce})
+			Infer: inferReduce, Facts: reduceFacts})
 	}
 }
 

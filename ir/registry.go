@@ -25,7 +25,7 @@ type AttrSpec struct {
 }
 
 // OpDef is one row of the op registry: everything the compiler knows about
-// an op, as data. Kernels live with their targets, keyed by Name.
+// an op, as data. Kernels live with their targets, keyed by Op.
 type OpDef struct {
 	Op        Op
 	Name      string // Op's name (set by register from Op)
@@ -38,6 +38,8 @@ type OpDef struct {
 	// Infer computes output types from input types and (normalized) attributes.
 	// It is also the op's type checker: an error explains what is wrong.
 	Infer func(in []Type, a Attrs) ([]Type, error)
+	// Facts are what other packages ask about the op (see Facts).
+	Facts
 }
 
 // Attr returns the spec of the named attribute, or nil.

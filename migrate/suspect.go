@@ -247,7 +247,7 @@ func (d *Driver) analyse(loc *Localisation, dir string) ([]Suspect, *Regression,
 			sus[i].Accumulated.add(m, m.Pass())
 		}
 		for j, v := range n.Inputs {
-			if v.IsWeight() || (n.Op == ir.OpKVWrite && j == 0) || j >= len(ins) {
+			if v.IsWeight() || n.UpdatesInPlace(j) || j >= len(ins) {
 				continue
 			}
 			t, err := runtime.Download(in[j])

@@ -1,12 +1,10 @@
 package passes
 
 import (
-	"fmt"
 	"math"
 	"strconv"
 
 	"github.com/tapml/tapml/ir"
-	"github.com/tapml/tapml/runtime"
 	"github.com/tapml/tapml/runtime/cpu"
 	"github.com/tapml/tapml/tensor"
 )
@@ -81,7 +79,7 @@ func constantFolding(m *ir.Module, o Options) error {
 
 func foldable(n *ir.Node, foldWeights bool, maxBytes int64) bool {
 	d := n.Def()
-	if d == nil || d.Kind == ir.KindMeta || sideEffects[n.Op] || n.Op == ir.OpConstant || len(n.Inputs) == 0 || len(n.Outputs) != 1 {
+	if d == nil || d.Kind == ir.KindMeta || d.Effects == ir.SideEffects || n.Op == ir.OpConstant || len(n.Inputs) == 0 || len(n.Outputs) != 1 {
 		return false
 	}
 	for _, in := range n.Inputs {
@@ -98,11 +96,11 @@ func foldable(n *ir.Node, foldWeights bool, maxBytes int64) bool {
 	return b >= 0 && b <= maxBytes
 }
 
-// evaluate runs n on the device with its constant inputs.
+// evaluate computes n from its inputs: constant nodes (evaluated first)
+// and, with fold_weights, weights.
 func evaluate(dev *cpu.Device, n *ir.Node) ([]*tensor.Tensor, error) {
-	in := make([]*runtime.Buffer, len(n.Inputs))
+	in := make([]*tensor.Tensor, len(n.Inputs))
 	for i, v := range n.Inputs {
-		var t *tensor.Tensor
 		if v.IsWeight() {
 			raw, err := v.Weight.Source.Bytes()
 			if err != nil {
@@ -110,46 +108,22 @@ func evaluate(dev *cpu.Device, n *ir.Node) ([]*tensor.Tensor, error) {
 			}
 			// A copy: kernels must never see the weight's own bytes as
 			// something they may write.
-			t, err = tensor.FromBytes(v.Type.DType, v.Type.Shape.Sizes(), append([]byte(nil), raw...))
-			if err != nil {
+			if in[i], err = tensor.FromBytes(v.Type.DType, v.Type.Shape.Sizes(), append([]byte(nil), raw...)); err != nil {
 				return nil, err
 			}
-		} else {
-			c := v.Def
-			outs, err := dev.Launch(c, nil, []ir.Type{v.Type})
-			if err != nil {
-				return nil, err
-			}
-			if t, err = dev.Download(outs[0]); err != nil {
-				return nil, err
-			}
+			continue
 		}
-		b, err := dev.Upload(t)
+		outs, err := dev.Evaluate(v.Def, nil, []ir.Type{v.Type})
 		if err != nil {
 			return nil, err
 		}
-		in[i] = b
+		in[i] = outs[0]
 	}
 	types := make([]ir.Type, len(n.Outputs))
 	for i, o := range n.Outputs {
 		types[i] = o.Type
 	}
-	outs, err := dev.Launch(n, in, types)
-	if err != nil {
-		return nil, err
-	}
-	res := make([]*tensor.Tensor, len(outs))
-	for i, b := range outs {
-		t, err := dev.Download(b)
-		if err != nil {
-			return nil, err
-		}
-		if !t.Type().Equal(types[i]) {
-			return nil, fmt.Errorf("evaluated %s, expected %s", t.Type(), types[i])
-		}
-		res[i] = t
-	}
-	return res, nil
+	return dev.Evaluate(n, in, types)
 }
 
 // exactAsFloat64 reports whether every element survives the trip through a

@@ -15,7 +15,7 @@ func dce(m *ir.Module, o Options) error {
 		keep := make([]bool, len(f.Nodes))
 		for i := len(f.Nodes) - 1; i >= 0; i-- {
 			n := f.Nodes[i]
-			used := sideEffects[n.Op]
+			used := hasSideEffects(n)
 			for _, out := range n.Outputs {
 				used = used || live[out]
 			}

@@ -7,9 +7,12 @@ import (
 	"github.com/tapml/tapml/ir"
 )
 
-// sideEffects are ops that must run even when their outputs are unused:
-// kv_write updates its cache in place, probe records a value.
-var sideEffects = map[ir.Op]bool{ir.OpKVWrite: true, ir.OpProbe: true}
+// hasSideEffects reports whether n must run even when its outputs are
+// unused (kv_write updates its cache in place, probe records a value).
+func hasSideEffects(n *ir.Node) bool {
+	d := n.Def()
+	return d != nil && d.Effects == ir.SideEffects
+}
 
 // substitute rewrites every use of a value (node inputs and results) through
 // subst, following chains, and drops nodes in dead.

@@ -4,7 +4,6 @@ import (
 	"fmt"
 
 	"github.com/tapml/tapml/ir"
-	"github.com/tapml/tapml/runtime/internal/devkit"
 	"github.com/tapml/tapml/tensor"
 )
 
@@ -180,7 +179,7 @@ func (e *Executor) planFor(f *ir.Function, env map[string]int64) (*plan, error) 
 			}
 			p.lastUse[v] = i
 		}
-		outs, _, err := ir.InferTypes(n.Op, in, devkit.BindAttrs(n.Attrs, env))
+		outs, _, err := ir.InferTypes(n.Op, in, n.Attrs.BindShapes(env))
 		if err != nil {
 			return nil, fmt.Errorf("func @%s: node %s: %w", f.Name, n, err)
 		}

@@ -302,3 +302,38 @@ func TestCarveAndTest(t *testing.T) {
 		t.Errorf("zero matmul tolerance on webgpu: exit %d, want 1 with matmul failures\n%s%s", r.code, r.stdout, r.stderr)
 	}
 }
+
+// `tapmlc ops` lists every op with its kind and targets; -v adds the
+// registry's facts and semantics.
+func TestOps(t *testing.T) {
+	plain, verbose := tapmlc(t, "ops"), tapmlc(t, "ops", "-v")
+	if plain.code != 0 || verbose.code != 0 {
+		t.Fatalf("exit %d, %d: %s%s", plain.code, verbose.code, plain.stderr, verbose.stderr)
+	}
+	row := func(out, op string) []string {
+		for _, line := range strings.Split(out, "\n") {
+			if f := strings.Fields(line); len(f) > 0 && f[0] == op {
+				return f
+			}
+		}
+		t.Fatalf("no row %s in:\n%s", op, out)
+		return nil
+	}
+	if got := strings.Join(row(plain.stdout, "OP"), " "); got != "OP KIND CPU WEBGPU VULKAN METAL LLVM" {
+		t.Errorf("header %q", got)
+	}
+	if got := strings.Join(row(plain.stdout, "kv_write"), " "); got != "kv_write data yes yes yes yes yes" {
+		t.Errorf("kv_write row %q", got)
+	}
+	for _, want := range []string{"EFFECTS", "IN PLACE", "COMPUTE", "NUMERICS", "TRANSCENDENTALS", "SUM LENGTH", "COST", "SEMANTICS"} {
+		if !strings.Contains(verbose.stdout, want) {
+			t.Errorf("ops -v has no column %s", want)
+		}
+	}
+	if got := strings.Join(row(verbose.stdout, "kv_write")[7:12], " "); got != "side effects input 0 stored" {
+		t.Errorf("kv_write's facts: %q", got)
+	}
+	if got := strings.Join(row(verbose.stdout, "matmul")[7:12], " "); got != "pure - f32 sum 0" {
+		t.Errorf("matmul's facts: %q", got)
+	}
+}

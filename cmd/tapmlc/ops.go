@@ -21,7 +21,7 @@ func init() {
 			w := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', 0)
 			fmt.Fprintf(w, "OP\tKIND\t%s", strings.ToUpper(strings.Join(target.Names, "\t")))
 			if verbose {
-				fmt.Fprint(w, "\tSEMANTICS")
+				fmt.Fprint(w, "\tEFFECTS\tIN PLACE\tCOMPUTE\tNUMERICS\tCHAIN\tTRANSCENDENTALS\tSUM LENGTH\tCOST\tSEMANTICS")
 			}
 			fmt.Fprintln(w)
 			missing := 0
@@ -36,7 +36,8 @@ func init() {
 					fmt.Fprintf(w, "\t%s", mark)
 				}
 				if verbose {
-					fmt.Fprintf(w, "\t%s", d.Doc)
+					fmt.Fprintf(w, "\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s", d.Effects, d.InPlace, d.Compute, d.Numerics.Doc,
+						d.ChainLength.Doc, d.Transcendentals.Doc, d.SumLength.Doc, d.Cost.Doc, d.Doc)
 				}
 				fmt.Fprintln(w)
 			}
@@ -47,6 +48,6 @@ func init() {
 			return nil
 		},
 	}
-	cmd.Flags().BoolVarP(&verbose, "verbose", "v", false, "also print each op's semantics")
+	cmd.Flags().BoolVarP(&verbose, "verbose", "v", false, "also print each op's facts (ir.Facts) and semantics")
 	rootCmd.AddCommand(cmd)
 }

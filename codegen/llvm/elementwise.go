@@ -135,9 +135,6 @@ func (g *gen) broadcastLoop(b *bcast, body func(in []value.Value, out value.Valu
 	})
 }
 
-// intOps are the elementwise ops defined on integers (as in runtime/cpu).
-var intOps = []ir.Op{ir.OpNeg, ir.OpAbs, ir.OpRelu, ir.OpAdd, ir.OpSub, ir.OpMul, ir.OpMaximum, ir.OpMinimum}
-
 func genElementwise(g *gen) error {
 	var e *ir.Expr
 	switch {
@@ -159,10 +156,10 @@ func genElementwise(g *gen) error {
 	}
 	isInt := dt == ir.I32 || dt == ir.I64
 	switch {
-	case isInt && g.op != ir.OpFusedElementwise && slices.Contains(intOps, g.op):
+	case isInt && ir.LookupOp(g.op).Compute == ir.ComputeF32OrInt:
 	case dt.IsFloat():
 	default:
-		return fmt.Errorf("%s is not supported on %s (f32, f16 and bf16 are; i32 and i64 for %v)", g.op, dt, intOps)
+		return fmt.Errorf("%s is not supported on %s (f32, f16 and bf16 are; i32 and i64 for %v)", g.op, dt, ir.OpsComputing(ir.ComputeF32OrInt))
 	}
 	if g.out[0].DType != dt {
 		return fmt.Errorf("output is %s, want %s", g.out[0].DType, dt)

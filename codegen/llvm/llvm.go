@@ -222,7 +222,7 @@ func (b *Module) Add(n *ir.Node, in, out []ir.Type, opts Options) (*codegen.Kern
 			return fail(fmt.Errorf("input %d has invalid dtype %s", i, t.DType))
 		}
 	}
-	want, attrs, err := ir.InferTypes(n.Op, in, bindShapeAttrs(n.Attrs, out))
+	want, attrs, err := ir.InferTypes(n.Op, in, n.BoundAttrs(in, out))
 	if err != nil {
 		return fail(err)
 	}
@@ -274,75 +274,6 @@ func (b *Module) Add(n *ir.Node, in, out []ir.Type, opts Options) (*codegen.Kern
 		Grid:          [3]int{int(g.items), 1, 1},
 	}
 	return k, nil
-}
-
-// Work estimates the scalar operations of running a kernel of node n with
-// these types (multiply-adds count once); runtime/llvm uses it to decide
-// whether to split a launch over threads.
-func Work(n *ir.Node, in, out []ir.Type) int64 {
-	elems := int64(0)
-	for _, t := range append(append([]ir.Type{}, in...), out...) {
-		if c := t.Shape.NumElements(); c > 0 {
-			elems += c
-		}
-	}
-	switch n.Op {
-	case ir.OpMatmul:
-		if len(in) == 2 && len(out) == 1 && in[0].Shape.Rank() >= 2 {
-			k := in[0].Shape[in[0].Shape.Rank()-1].Size
-			return out[0].Shape.NumElements() * k
-		}
-	case ir.OpAttention:
-		if len(in) == 4 {
-			// q·k and p·v over up to T rows for every (row, head)
-			return 2 * in[0].Shape.NumElements() * in[1].Shape[0].Size
-		}
-	case ir.OpConv2D, ir.OpConvTranspose2D:
-		if len(in) >= 2 && len(out) == 1 {
-			w := in[1].Shape.NumElements()
-			if n.Op == ir.OpConv2D {
-				return out[0].Shape.NumElements() * (w / max(1, in[1].Shape[0].Size))
-			}
-			return in[0].Shape.NumElements() * (w / max(1, in[1].Shape[0].Size))
-		}
-	case ir.OpPool2D:
-		if k := n.Attrs.Ints("kernel"); len(k) == 2 && len(out) == 1 {
-			return out[0].Shape.NumElements() * k[0] * k[1]
-		}
-	case ir.OpExp, ir.OpLog, ir.OpTanh, ir.OpPow, ir.OpSilu, ir.OpSigmoid, ir.OpGelu, ir.OpSoftmax, ir.OpFusedElementwise, ir.OpRope:
-		return 16 * elems
-	}
-	return elems
-}
-
-// bindShapeAttrs binds the symbols of a symbolic shape attribute (reshape
-// to [seq, H, Dh] in prefill) to the sizes of the given output type at the
-// same positions, as the executor binds them when it plans a call.
-func bindShapeAttrs(attrs ir.Attrs, out []ir.Type) ir.Attrs {
-	if len(out) == 0 || !out[0].Shape.IsStatic() {
-		return attrs
-	}
-	var bound ir.Attrs
-	for k, v := range attrs {
-		if v.Kind != ir.AttrShape || v.Shape.IsStatic() || v.Shape.Rank() != out[0].Shape.Rank() {
-			continue
-		}
-		env := map[string]int64{}
-		for i, d := range v.Shape {
-			if !d.IsStatic() {
-				env[d.Sym] = out[0].Shape[i].Size
-			}
-		}
-		if bound == nil {
-			bound = attrs.Clone()
-		}
-		v.Shape = v.Shape.Bind(env)
-		bound[k] = v
-	}
-	if bound == nil {
-		return attrs
-	}
-	return bound
 }
 
 func knownFault(f string) bool {

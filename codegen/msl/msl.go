@@ -130,10 +130,6 @@ func FaultNames() []string { return wgsl.FaultNames() }
 // Supports reports whether op has an MSL kernel: whether it has a WGSL one.
 func Supports(op ir.Op) bool { return wgsl.Supports(op) }
 
-// BoundAttrs returns n's attributes with the symbols of shape attributes
-// bound to their sizes in this call (see wgsl.BoundAttrs).
-func BoundAttrs(n *ir.Node, in, out []ir.Type) ir.Attrs { return wgsl.BoundAttrs(n, in, out) }
-
 // Generate returns the MSL kernel of node n for the concrete input types in
 // and output types out (every shape static; out may be nil, and is then
 // inferred).

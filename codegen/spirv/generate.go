@@ -159,7 +159,7 @@ func Generate(n *ir.Node, in, out []ir.Type, opts Options) (*codegen.Kernel, err
 			return fail(fmt.Errorf("input %d has a symbolic shape %s; kernels need concrete shapes", i, t.Shape))
 		}
 	}
-	want, attrs, err := ir.InferTypes(n.Op, in, boundAttrs(n, in, out))
+	want, attrs, err := ir.InferTypes(n.Op, in, n.BoundAttrs(in, out))
 	if err != nil {
 		return fail(err)
 	}
@@ -216,44 +216,6 @@ func Generate(n *ir.Node, in, out []ir.Type, opts Options) (*codegen.Kernel, err
 		WorkgroupSize: k.wg,
 		Grid:          k.grid,
 	}, nil
-}
-
-// boundAttrs returns n's attributes with the symbols of shape attributes
-// (reshape's [seq, 8, 8] in a prefill function) bound to their sizes in
-// this call, found by matching the node's declared input and output types
-// with the concrete ones. It returns n.Attrs itself when nothing is
-// symbolic.
-func boundAttrs(n *ir.Node, in, out []ir.Type) ir.Attrs {
-	symbolic := false
-	for _, v := range n.Attrs {
-		symbolic = symbolic || (v.Kind == ir.AttrShape && !v.Shape.IsStatic())
-	}
-	if !symbolic {
-		return n.Attrs
-	}
-	env := map[string]int64{}
-	bind := func(vals []*ir.Value, concrete []ir.Type) {
-		for i, v := range vals {
-			if v == nil || i >= len(concrete) || v.Type.Shape.Rank() != concrete[i].Shape.Rank() {
-				continue
-			}
-			for j, d := range v.Type.Shape {
-				if c := concrete[i].Shape[j]; !d.IsStatic() && c.IsStatic() {
-					env[d.Sym] = c.Size
-				}
-			}
-		}
-	}
-	bind(n.Inputs, in)
-	bind(n.Outputs, out)
-	a := n.Attrs.Clone()
-	for name, v := range a {
-		if v.Kind == ir.AttrShape && !v.Shape.IsStatic() {
-			v.Shape = v.Shape.Bind(env)
-			a[name] = v
-		}
-	}
-	return a
 }
 
 // kern is the state of generating one kernel.

@@ -147,7 +147,7 @@ func Generate(n *ir.Node, in, out []ir.Type, opts Options) (*codegen.Kernel, err
 	}
 	// The output types follow from the inputs; computing them here checks
 	// the caller's and fills them in when none are given.
-	want, attrs, err := ir.InferTypes(n.Op, in, BoundAttrs(n, in, out))
+	want, attrs, err := ir.InferTypes(n.Op, in, n.BoundAttrs(in, out))
 	if err != nil {
 		return fail(err)
 	}
@@ -192,46 +192,6 @@ func Generate(n *ir.Node, in, out []ir.Type, opts Options) (*codegen.Kernel, err
 	k.NodeID = n.ID
 	k.Entry = Entry
 	return k, nil
-}
-
-// BoundAttrs returns n's attributes with the symbols of shape attributes
-// (reshape's [seq, 8, 8] in a prefill function) replaced by their sizes in
-// this call. The sizes come from matching the node's declared input and
-// output types against the concrete ones (in, and out when given). It
-// returns n.Attrs itself when no attribute is symbolic.
-func BoundAttrs(n *ir.Node, in, out []ir.Type) ir.Attrs {
-	symbolic := false
-	for _, v := range n.Attrs {
-		if v.Kind == ir.AttrShape && !v.Shape.IsStatic() {
-			symbolic = true
-		}
-	}
-	if !symbolic {
-		return n.Attrs
-	}
-	env := map[string]int64{}
-	match := func(vals []*ir.Value, concrete []ir.Type) {
-		for i, v := range vals {
-			if v == nil || i >= len(concrete) || v.Type.Shape.Rank() != concrete[i].Shape.Rank() {
-				continue
-			}
-			for j, d := range v.Type.Shape {
-				if !d.IsStatic() && concrete[i].Shape[j].IsStatic() {
-					env[d.Sym] = concrete[i].Shape[j].Size
-				}
-			}
-		}
-	}
-	match(n.Inputs, in)
-	match(n.Outputs, out)
-	a := n.Attrs.Clone()
-	for k, v := range a {
-		if v.Kind == ir.AttrShape && !v.Shape.IsStatic() {
-			v.Shape = v.Shape.Bind(env)
-			a[k] = v
-		}
-	}
-	return a
 }
 
 // Supports reports whether op has a WGSL kernel.

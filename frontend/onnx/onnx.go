@@ -32,7 +32,6 @@ import (
 
 	"github.com/tapml/tapml/frontend/onnx/onnxpb"
 	"github.com/tapml/tapml/ir"
-	"github.com/tapml/tapml/runtime"
 	"github.com/tapml/tapml/runtime/cpu"
 	"github.com/tapml/tapml/tensor"
 	"google.golang.org/protobuf/encoding/protowire"
@@ -471,14 +470,9 @@ func (im *importer) op(op ir.Op, attrs ir.Attrs, in ...*val) (*val, error) {
 // fold evaluates op on constant inputs.
 func (im *importer) fold(op ir.Op, attrs ir.Attrs, in []*val) (*tensor.Tensor, error) {
 	types := make([]ir.Type, len(in))
-	bufs := make([]*runtime.Buffer, len(in))
+	ts := make([]*tensor.Tensor, len(in))
 	for i, v := range in {
-		types[i] = v.c.Type()
-		b, err := im.dev.Upload(v.c)
-		if err != nil {
-			return nil, err
-		}
-		bufs[i] = b
+		types[i], ts[i] = v.c.Type(), v.c
 	}
 	outs, na, err := ir.InferTypes(op, types, attrs)
 	if err != nil {
@@ -487,11 +481,11 @@ func (im *importer) fold(op ir.Op, attrs ir.Attrs, in []*val) (*tensor.Tensor, e
 	if n := outs[0].Shape.NumElements(); n > maxFolded {
 		return nil, fmt.Errorf("a constant %s computed at import is too large (more than %d elements)", outs[0], maxFolded)
 	}
-	res, err := im.dev.Launch(&ir.Node{ID: 1, Op: op, Attrs: na, Prov: "import"}, bufs, outs)
+	res, err := im.dev.Evaluate(&ir.Node{ID: 1, Op: op, Attrs: na, Prov: "import"}, ts, outs)
 	if err != nil {
 		return nil, err
 	}
-	return im.dev.Download(res[0])
+	return res[0], nil
 }
 
 // value returns v as an IR value, materializing a constant: as a weight

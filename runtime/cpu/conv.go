@@ -384,7 +384,6 @@ func init() {
 		ir.OpReduceSum: reduceKernel, ir.OpReduceMean: reduceKernel, ir.OpReduceMax: reduceKernel,
 	} {
 		kernels[op] = k
-		floatCompute[op] = true
 	}
 	kernels[ir.OpIota] = iotaKernel
 }

@@ -105,23 +105,14 @@ type call struct {
 // (identity ops, kv_write's in-place update) or a view sharing its data.
 type kernel func(d *Device, c *call) ([]*tensor.Tensor, error)
 
-// floatCompute lists the ops that compute in f32: f16 and bf16 inputs are
-// widened before and the outputs narrowed after.
-var floatCompute = map[ir.Op]bool{
-	ir.OpMatmul: true, ir.OpRMSNorm: true, ir.OpLayerNorm: true, ir.OpSoftmax: true, ir.OpArgmax: true,
-	ir.OpRope: true, ir.OpAttention: true, ir.OpFusedElementwise: true,
-}
-
 var kernels = map[ir.Op]kernel{}
 
 func init() {
 	for _, op := range ir.UnaryOps {
 		kernels[op] = unaryKernel
-		floatCompute[op] = true
 	}
 	for _, op := range ir.BinaryOps {
 		kernels[op] = binaryKernel
-		floatCompute[op] = true
 	}
 	for op, k := range map[ir.Op]kernel{
 		ir.OpConstant: constantKernel, ir.OpCast: castKernel, ir.OpGather: gatherKernel,
@@ -244,10 +235,11 @@ func hasType(t *tensor.Tensor, want ir.Type) bool {
 	return true
 }
 
-// run calls k, widening f16/bf16 inputs of arithmetic ops to f32 and
-// narrowing float outputs back to the expected dtype.
+// run calls k, widening the f16/bf16 inputs of ops that compute in f32
+// (the registry's Compute) and narrowing float outputs back to the
+// expected dtype.
 func (d *Device) run(k kernel, c *call) ([]*tensor.Tensor, error) {
-	if !floatCompute[c.op] {
+	if ir.LookupOp(c.op).Compute == ir.ComputeStored {
 		return k(d, c)
 	}
 	var narrow ir.DType

@@ -52,9 +52,6 @@ var opcodes = map[ir.Op]opcode{
 
 func (o opcode) binary() bool { return o >= opAdd }
 
-// intOps are the elementwise ops defined on integers.
-var intOps = map[opcode]bool{opNeg: true, opAbs: true, opRelu: true, opAdd: true, opSub: true, opMul: true, opMax: true, opMin: true}
-
 func expf(x float32) float32 { return float32(math.Exp(float64(x))) }
 
 // unaryF32 sets dst[i] = op(x[i]).
@@ -543,14 +540,14 @@ func elementwise(c *call) ([]*tensor.Tensor, error) {
 		out, err = binaryPrograms[op].evalF32(c.in)
 	case dt == ir.F32:
 		out, err = unaryPrograms[op].evalF32(c.in)
-	case (dt == ir.I32 || dt == ir.I64) && intOps[op]:
+	case (dt == ir.I32 || dt == ir.I64) && ir.LookupOp(c.op).Compute == ir.ComputeF32OrInt:
 		if dt == ir.I32 {
 			out, err = evalInt[int32](op, dt, c.in)
 		} else {
 			out, err = evalInt[int64](op, dt, c.in)
 		}
 	default:
-		return nil, fmt.Errorf("%s is not supported on %s (f32, f16 and bf16 are; i32 and i64 for neg, abs, relu, add, sub, mul, maximum, minimum)", c.op, dt)
+		return nil, fmt.Errorf("%s is not supported on %s (f32, f16 and bf16 are; i32 and i64 for %v)", c.op, dt, ir.OpsComputing(ir.ComputeF32OrInt))
 	}
 	if err != nil {
 		return nil, err

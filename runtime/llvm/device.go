@@ -87,7 +87,7 @@ const chunksPerWorker = 8
 // maxQueue bounds the launches queued before a sync (they are then run).
 const maxQueue = 4096
 
-// parallelWork is the smallest estimated work (codegen/llvm.Work) of a
+// parallelWork is the smallest estimated work (the registry's Cost) of a
 // launch that is split over goroutines.
 const parallelWork = 1 << 18
 
@@ -333,7 +333,7 @@ func (d *Device) buildFunc(f *ir.Function, env map[string]int64, must *ir.Node, 
 		if !ok {
 			continue
 		}
-		out, _, err := ir.InferTypes(n.Op, in, devkit.BindAttrs(n.Attrs, env))
+		out, _, err := ir.InferTypes(n.Op, in, n.Attrs.BindShapes(env))
 		if err != nil {
 			if strict && d.placed[f][n] {
 				return &runtime.KernelError{Device: d.Name(), Node: n, Err: err}
@@ -370,25 +370,6 @@ func (d *Device) key(n *ir.Node, in, out []ir.Type) kernelKey {
 	return kernelKey{node: n, sig: devkit.TypeSig(in) + ">" + devkit.TypeSig(out), fault: d.faults[n.ID]}
 }
 
-// shapeEnv binds the symbols of n's symbolic shape attributes to the sizes
-// of its (concrete) first output type.
-func shapeEnv(n *ir.Node, outs []ir.Type) map[string]int64 {
-	env := map[string]int64{}
-	if len(outs) == 0 || !outs[0].Shape.IsStatic() {
-		return env
-	}
-	for _, v := range n.Attrs {
-		if v.Kind == ir.AttrShape && v.Shape.Rank() == outs[0].Shape.Rank() {
-			for i, d := range v.Shape {
-				if !d.IsStatic() {
-					env[d.Sym] = outs[0].Shape[i].Size
-				}
-			}
-		}
-	}
-	return env
-}
-
 // build generates the kernels of nodes into one module, compiles and loads
 // it, and registers the kernels.
 func (d *Device) build(nodes []*ir.Node, ins, outs [][]ir.Type, must *ir.Node, strict bool) error {
@@ -412,7 +393,7 @@ func (d *Device) build(nodes []*ir.Node, ins, outs [][]ir.Type, must *ir.Node, s
 			continue
 		}
 		d.stats.KernelsMade++
-		ks = append(ks, added{n, ins[i], outs[i], k, cg.Work(n, ins[i], outs[i])})
+		ks = append(ks, added{n, ins[i], outs[i], k, n.Def().Cost.Of(ir.Call{In: ins[i], Out: outs[i], Attrs: n.Attrs})})
 	}
 	if len(ks) == 0 {
 		return nil
@@ -513,9 +494,10 @@ func (d *Device) kernelFor(n *ir.Node, in, out []ir.Type) (*kernel, error) {
 }
 
 // bindNode binds the symbols of n's declared input types (and of its
-// shape attributes) to the concrete sizes in and out.
+// outputs and shape attributes) to the concrete sizes in and out; false
+// when the inputs do not fit them.
 func bindNode(n *ir.Node, in, out []ir.Type) (map[string]int64, bool) {
-	env := shapeEnv(n, out)
+	env := n.SymbolSizes(nil, out)
 	for i, v := range n.Inputs {
 		if v == nil || i >= len(in) || v.Type.Shape.Rank() != in[i].Shape.Rank() {
 			return nil, false
@@ -579,7 +561,7 @@ func (d *Device) launch(n *ir.Node, in []*runtime.Buffer, outs []ir.Type) ([]*ru
 			types[i] = t.Type()
 		}
 		var err error
-		if want, _, err = ir.InferTypes(n.Op, types, devkit.BindAttrs(n.Attrs, shapeEnv(n, outs))); err != nil {
+		if want, _, err = ir.InferTypes(n.Op, types, n.BoundAttrs(types, outs)); err != nil {
 			return nil, err
 		}
 		for i := range outs {
@@ -599,8 +581,10 @@ func (d *Device) launch(n *ir.Node, in []*runtime.Buffer, outs []ir.Type) ([]*ru
 	}
 	res := make([]*runtime.Buffer, len(want))
 	outT := make([]*tensor.Tensor, len(want))
-	if n.Op == ir.OpKVWrite { // in place: the output is the cache
-		outT[0], res[0] = ts[0], in[0]
+	if d := n.Def(); d != nil {
+		if i, ok := d.InPlace.Input(); ok { // output 0 is input i updated in place (kv_write's cache)
+			outT[0], res[0] = ts[i], in[i]
+		}
 	}
 	for i, t := range want {
 		if outT[i] == nil {

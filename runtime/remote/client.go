@@ -932,7 +932,7 @@ func (d *Device) launch(n *ir.Node, in []*runtime.Buffer, outs []ir.Type) ([]*ru
 		hs[i], types[i] = h, b.Type()
 	}
 	if n.Op == ir.OpReshape && len(in) == 1 && d.faults[n.ID] == "" {
-		want, _, err := ir.InferTypes(n.Op, types, wgsl.BoundAttrs(n, types, outs))
+		want, _, err := ir.InferTypes(n.Op, types, n.BoundAttrs(types, outs))
 		if err != nil {
 			return nil, err
 		}

@@ -1109,7 +1109,7 @@ func (d *Device) launch(n *ir.Node, in []*runtime.Buffer, outs []ir.Type) ([]*ru
 		types[i] = b.Type()
 	}
 	if n.Op == ir.OpReshape && !d.opts.CopyReshape && len(in) == 1 && fault == "" {
-		want, _, err := ir.InferTypes(n.Op, types, wgsl.BoundAttrs(n, types, outs))
+		want, _, err := ir.InferTypes(n.Op, types, n.BoundAttrs(types, outs))
 		if err != nil {
 			return nil, err
 		}

@@ -1,7 +1,6 @@
 // Package devkit holds the small helpers that the executor and the device
 // packages (cpu, webgpu, llvm, metal, remote) share: the cache key of a
-// list of concrete types, binding symbolic shape attributes, and the check
-// of a host tensor's size.
+// list of concrete types and the check of a host tensor's size.
 package devkit
 
 import (
@@ -25,27 +24,6 @@ func TypeSig(ts []ir.Type) string {
 		b.WriteByte(';')
 	}
 	return b.String()
-}
-
-// BindAttrs returns attrs with the symbols of shape attributes (reshape's
-// [seq, 8, 8]) bound by env, so that inference sees the same sizes as the
-// bound input types; attrs itself when it has no symbolic shape.
-func BindAttrs(attrs ir.Attrs, env map[string]int64) ir.Attrs {
-	var out ir.Attrs
-	for k, v := range attrs {
-		if v.Kind != ir.AttrShape || v.Shape.IsStatic() {
-			continue
-		}
-		if out == nil {
-			out = attrs.Clone()
-		}
-		v.Shape = v.Shape.Bind(env)
-		out[k] = v
-	}
-	if out == nil {
-		return attrs
-	}
-	return out
 }
 
 // CheckTensor checks that t's data holds exactly its elements, so kernels
