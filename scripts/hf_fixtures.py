@@ -57,14 +57,17 @@ BASE = dict(vocab_size=VOCAB, hidden_size=32, intermediate_size=64, num_hidden_l
             num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=128)
 
 
-def fixture(name, model_type, bos, features, embed_std=None, **kw):
-    return dict(name=name, model_type=model_type, bos=bos, features=features, embed_std=embed_std, kw=kw)
+def fixture(name, model_type, bos, features, embed_std=None, bos_via_config=False, eos_list=False, **kw):
+    return dict(name=name, model_type=model_type, bos=bos, features=features, embed_std=embed_std,
+                bos_via_config=bos_via_config, eos_list=eos_list, kw=kw)
 
 
 # bos: whether the family's real tokenizer prepends BOS (the fixture's
 # tokenizer does the same, so tapml must follow the tokenizer's files).
 FIXTURES = [
-    fixture("llama", "llama", True, ["rms_norm", "swiglu", "rope half", "gqa"], tie_word_embeddings=False),
+    fixture("llama", "llama", True, ["rms_norm", "swiglu", "rope half", "gqa", "eos list"], eos_list=True,
+            tie_word_embeddings=False),
+    fixture("llama_bos_config", "llama", True, ["bos from tokenizer_config add_bos_token"], bos_via_config=True),
     fixture("llama_tied", "llama", True, ["tied embeddings"], tie_word_embeddings=True),
     fixture("llama_rope_linear", "llama", True, ["rope linear"],
             rope_parameters={"rope_type": "linear", "factor": 2.0, "rope_theta": 10000.0}),
@@ -132,16 +135,19 @@ FIXTURES = [
 SPECIALS = ["<s>", "</s>", "<unk>", "<pad>"]
 
 
-def make_tokenizer(dir, bos):
+def make_tokenizer(dir, bos, via_config=False):
     """Trains a byte-level BPE on CORPUS and saves it as a fast tokenizer
-    whose post-processor prepends <s> when bos is true."""
+    whose post-processor prepends <s> when bos is true. With via_config the
+    post-processor adds nothing and tokenizer_config.json asks for BOS
+    (add_bos_token, as Llama checkpoints do): whatever transformers then
+    does is the reference."""
     tok = Tokenizer(models.BPE(unk_token=None))
     tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     tok.decoder = decoders.ByteLevel()
     trainer = trainers.BpeTrainer(vocab_size=300, special_tokens=SPECIALS,
                                   initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), show_progress=False)
     tok.train_from_iterator(CORPUS, trainer=trainer)
-    if bos:
+    if bos and not via_config:
         tok.post_processor = processors.TemplateProcessing(single="<s> $A", pair="<s> $A <s> $B",
                                                            special_tokens=[("<s>", tok.token_to_id("<s>"))])
     else:
@@ -149,6 +155,13 @@ def make_tokenizer(dir, bos):
     fast = PreTrainedTokenizerFast(tokenizer_object=tok, bos_token="<s>", eos_token="</s>", unk_token="<unk>",
                                    pad_token="<pad>")
     fast.save_pretrained(dir)
+    if via_config:
+        path = os.path.join(dir, "tokenizer_config.json")
+        with open(path) as f:
+            tc = json.load(f)
+        tc.update(add_bos_token=True, add_eos_token=False)
+        with open(path, "w") as f:
+            json.dump(tc, f, indent=2)
     return AutoTokenizer.from_pretrained(dir)
 
 
@@ -176,7 +189,7 @@ def randomize(model, gen, embed_std):
 def build(spec, out):
     d = os.path.join(out, spec["name"])
     os.makedirs(d, exist_ok=True)
-    tok = make_tokenizer(d, spec["bos"])
+    tok = make_tokenizer(d, spec["bos"], spec["bos_via_config"])
     kw = dict(BASE)
     if spec["model_type"] in ("gpt2", "gpt_bigcode"):
         for k in ("hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads",
@@ -230,6 +243,18 @@ def build(spec, out):
         transformers=transformers.__version__, torch=torch.__version__, seed=SEED,
         config=cfg.to_diff_dict(),
     )
+    if spec["eos_list"]:
+        # A list of EOS ids, one of which the greedy continuation meets at
+        # step 5: `run` must stop there (the reference itself ran on).
+        eos = [tok.eos_token_id, int(tokens[5])]
+        gc_path = os.path.join(d, "generation_config.json")
+        with open(gc_path) as f:
+            gc = json.load(f)
+        gc["eos_token_id"] = eos
+        with open(gc_path, "w") as f:
+            json.dump(gc, f, indent=2)
+        ref["eos_token_id"] = eos
+        ref["stops_after"] = next(i for i, t in enumerate(tokens.tolist()) if t in eos) + 1
     with open(os.path.join(d, "reference.json"), "w") as f:
         json.dump(ref, f, indent=1, sort_keys=True, default=str)
     # A check that the cached steps agree with a full forward pass over the
@@ -238,6 +263,38 @@ def build(spec, out):
         full = model(gen.sequences[:, :-1]).logits[0, ids.shape[1] - 1:]
     drift = (full - step_logits).abs().max().item() / max(step_logits.abs().max().item(), 1e-30)
     return ref, drift
+
+
+def legacy_rope(out, src, dst, rename_type=None):
+    """Copies fixture src to dst with config.json in the form transformers 4
+    wrote (rope_theta and rope_scaling instead of rope_parameters; Phi-3's
+    longrope under its old name "su" when rename_type says so), as most
+    checkpoints on the Hub still are. The model, and so the reference, is
+    the same."""
+    import shutil
+    s, d = os.path.join(out, src), os.path.join(out, dst)
+    if not os.path.isdir(s):
+        return
+    shutil.rmtree(d, ignore_errors=True)
+    shutil.copytree(s, d)
+    path = os.path.join(d, "config.json")
+    with open(path) as f:
+        cfg = json.load(f)
+    rp = dict(cfg.pop("rope_parameters"))
+    cfg["rope_theta"] = rp.pop("rope_theta")
+    if rp.get("rope_type", "default") != "default":
+        if rename_type:
+            rp["type"] = rename_type
+            rp.pop("rope_type")
+        cfg["rope_scaling"] = rp
+    with open(path, "w") as f:
+        json.dump(cfg, f, indent=2)
+    with open(os.path.join(d, "reference.json")) as f:
+        ref = json.load(f)
+    ref["name"] = dst
+    ref["features"] = ref["features"] + ["transformers 4 config form"]
+    with open(os.path.join(d, "reference.json"), "w") as f:
+        json.dump(ref, f, indent=1, sort_keys=True)
 
 
 def main():
@@ -259,6 +316,9 @@ def main():
             line = f"FAIL {spec['name']:20s} {type(e).__name__}: {e}"
         print(line, flush=True)
         summary.append(line)
+    legacy_rope(out, "llama_rope_llama3", "llama_rope_llama3_v4")
+    legacy_rope(out, "phi3_longrope", "phi3_su_v4", rename_type="su")
+    legacy_rope(out, "llama", "llama_v4")
     with open(os.path.join(out, "SUMMARY.txt"), "w") as f:
         f.write(f"transformers {transformers.__version__}, torch {torch.__version__}\n" + "\n".join(summary) + "\n")
 
