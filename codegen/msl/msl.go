@@ -158,15 +158,15 @@ func Generate(n *ir.Node, in, out []ir.Type, opts Options) (*codegen.Kernel, err
 	if err != nil {
 		return nil, fmt.Errorf("msl: %w", err)
 	}
-	src, wg, shared, err := translate(string(k.Source), Entry)
+	src, m, err := translate(string(k.Source))
 	if err != nil {
 		return fail(fmt.Errorf("translating its WGSL kernel: %w", err))
 	}
-	if wg != k.WorkgroupSize {
-		return fail(fmt.Errorf("the WGSL kernel's @workgroup_size %v is not its workgroup size %v", wg, k.WorkgroupSize))
+	if m.WorkgroupSize != k.WorkgroupSize {
+		return fail(fmt.Errorf("the WGSL kernel's @workgroup_size %v is not its workgroup size %v", m.WorkgroupSize, k.WorkgroupSize))
 	}
-	if shared > lim.MaxThreadgroupMemory {
-		return fail(fmt.Errorf("kernel needs %d bytes of threadgroup memory, the device allows %d", shared, lim.MaxThreadgroupMemory))
+	if m.SharedBytes > lim.MaxThreadgroupMemory {
+		return fail(fmt.Errorf("kernel needs %d bytes of threadgroup memory, the device allows %d", m.SharedBytes, lim.MaxThreadgroupMemory))
 	}
 	k.Source = []byte(fmt.Sprintf("// tapml MSL kernel: %s (node %d), translated from WGSL\n#include <metal_stdlib>\n%s", n.Op, n.ID, src))
 	k.Language = Language

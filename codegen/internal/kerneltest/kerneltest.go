@@ -214,3 +214,35 @@ func ropeFactors(n int) []float64 {
 	}
 	return f
 }
+
+// DialectKernel is a kernel that uses what the dialect has beyond the WGSL
+// that naga takes (codegen/wgslfront): f16 (storage, vectors, arithmetic,
+// conversions, max) and subgroup operations and builtins. No generator
+// writes such kernels yet; the translators' tests translate this one.
+const DialectKernel = `enable f16;
+enable subgroups;
+@group(0) @binding(0) var<storage, read> in0: array<f16>;
+@group(0) @binding(1) var<storage, read> in1: array<vec4<f16>>;
+@group(0) @binding(2) var<storage, read_write> out0: array<f32>;
+@group(0) @binding(3) var<storage, read_write> out1: array<f16>;
+const SCALE: f16 = 0.5h;
+var<workgroup> part: array<f32, 64>;
+@compute @workgroup_size(64, 1, 1)
+fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) li: u32,
+    @builtin(subgroup_size) sg_size: u32, @builtin(subgroup_invocation_id) sg_id: u32) {
+  let i = wid.x * 64u + li;
+  let h = in0[i] * SCALE + 1.0h;
+  let v = in1[i] * h - vec4<f16>(f16(i), 0.25h, -h, 2.0h);
+  let d = dot(v, vec4<f16>(1.0h));
+  let x = f32(d) + f32(max(h, 0.0h));
+  let s = subgroupAdd(x) + subgroupMax(x) + subgroupMin(x);
+  let b = subgroupBroadcastFirst(x) + subgroupBroadcast(x, 0u);
+  let sh = subgroupShuffle(x, (sg_id + 1u) % sg_size) + subgroupShuffleXor(x, 1u) + subgroupShuffleUp(x, 1u) + subgroupShuffleDown(x, 1u);
+  let n = subgroupAdd(i32(li)) + i32(subgroupMax(sg_id));
+  let hv = subgroupAdd(v);
+  if (sg_id == 0u) { part[li / sg_size] = s; }
+  workgroupBarrier();
+  out0[i] = part[0] + b + sh + f32(n) + f32(hv.x);
+  out1[i] = f16(x) * h;
+}
+`
