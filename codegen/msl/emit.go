@@ -358,7 +358,7 @@ func (w *emitter) call(e *wgslfront.Expr) string {
 		return "{" + list + "}"
 	case t.Kind == wgslfront.Vector && e.Tmpl != nil:
 		return mslType(t) + "(" + list + ")"
-	case e.Tmpl == nil && t.Scalar() && e.Func == nil && len(e.Args) == 1 && e.Text == t.String():
+	case e.Conversion():
 		if e.Args[0].Type.Eq(t) {
 			return args[0]
 		}

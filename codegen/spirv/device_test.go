@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/tapml/tapml/codegen"
+	"github.com/tapml/tapml/codegen/wgsl"
 	"github.com/tapml/tapml/internal/testenv/webgputest"
 	"github.com/tapml/tapml/ir"
 	"github.com/tapml/tapml/runtime"
@@ -24,9 +25,8 @@ func openGPU(t testing.TB) *webgpu.Device {
 	return webgputest.Device(t)
 }
 
-// kernelLimits returns the limits the device's kernels are generated for
-// (the conversion also checks that Limits keeps wgsl.Limits' fields).
-func kernelLimits(d *webgpu.Device) Limits { return Limits(d.Limits()) }
+// kernelLimits returns the limits the device's kernels are generated for.
+func kernelLimits(d *webgpu.Device) Limits { return d.Limits() }
 
 // runKernel runs kernel k as node n's on the device over host inputs and
 // downloads its outputs.
@@ -333,7 +333,7 @@ func BenchmarkMatmul(b *testing.B) {
 		{1, 4096, 4096, 0}, {1, 4096, 4096, 1}, {1, 288, 32000, 0}, {1, 288, 32000, 1}} {
 		b.Run(fmt.Sprintf("%dx%dx%d/lanes%d", sh.m, sh.k, sh.n, sh.lanes), func(b *testing.B) {
 			c := testCase{op: "matmul", in: []ir.Type{f32(int64(sh.m), int64(sh.k)), f32(int64(sh.n), int64(sh.k))},
-				attrs: ir.Attrs{"transpose_b": ir.BoolAttr(true)}, tune: Tuning{GEMVLanes: sh.lanes}}
+				attrs: ir.Attrs{"transpose_b": ir.BoolAttr(true)}, tune: wgsl.Tuning{GEMVLanes: sh.lanes}}
 			n, outs := c.fullNode(b)
 			k, err := Generate(n, c.in, outs, Options{Limits: kernelLimits(g), Tuning: c.tune})
 			if err != nil {

@@ -26,7 +26,7 @@
 //     of those.
 //   - Expressions: literals with suffix (i, u, f, h) or abstract integers
 //     (which take their context's type and are evaluated), unary - and !,
-//     + - * / (% on integers), comparisons, && ||, << >>, conversions
+//     the operators + - * / (% on integers), comparisons, && ||, << >>, conversions
 //     i32(), u32(), f32(), f16(), vector constructors, bitcast<f32|i32>(u32),
 //     indexing, vector components .x .y .z .w, the builtins abs, max, min,
 //     clamp, select, exp, exp2, log, log2, sqrt, inverseSqrt, floor, ceil,
@@ -203,15 +203,15 @@ type Fn struct {
 type StmtKind int
 
 const (
-	StmtComment  StmtKind = iota
-	StmtDecl              // let or var: Decl
-	StmtAssign            // LHS Op X, Op one of = += -= *= /= %=
-	StmtIncDec            // LHS++ or LHS-- (Op "++" or "--")
-	StmtBarrier           // workgroupBarrier()
-	StmtIf                // if X Body else Else (an else if is one StmtIf in Else)
-	StmtFor               // for (Init; X; Post) Body; Init, X and Post may be nil
-	StmtBlock             // { Body }
-	StmtReturn            // return X (X may be nil)
+	StmtComment StmtKind = iota
+	StmtDecl             // let or var: Decl
+	StmtAssign           // LHS Op X, Op one of = += -= *= /= %=
+	StmtIncDec           // LHS++ or LHS-- (Op "++" or "--")
+	StmtBarrier          // workgroupBarrier()
+	StmtIf               // if X Body else Else (an else if is one StmtIf in Else)
+	StmtFor              // for (Init; X; Post) Body; Init, X and Post may be nil
+	StmtBlock            // { Body }
+	StmtReturn           // return X (X may be nil)
 	StmtBreak
 	StmtContinue
 )
@@ -419,4 +419,10 @@ func (t *Type) String() string {
 		return fmt.Sprintf("array<%s, %d>", t.Elem, t.N)
 	}
 	return [...]string{"bool", "i32", "u32", "f32", "f16", "abstract-int"}[t.Kind]
+}
+
+// Conversion reports whether e is a conversion to a scalar type (f32(x),
+// i32(x), ...).
+func (e *Expr) Conversion() bool {
+	return e.Kind == ExprCall && e.Tmpl == nil && e.Func == nil && scalarTypes[e.Text] != nil
 }
