@@ -3,6 +3,8 @@ package msl
 import (
 	"strings"
 	"testing"
+
+	"github.com/tapml/tapml/codegen/internal/kerneltest"
 )
 
 // wgslKernel is a WGSL module of the subset around a kernel body: i32
@@ -118,5 +120,30 @@ func TestTranslateSharedMemory(t *testing.T) {
 	}
 	if m.SharedBytes != 8*16+3*4 || m.WorkgroupSize != [3]int{64, 1, 1} {
 		t.Errorf("shared %d bytes, workgroup %v; want 140, [64 1 1]", m.SharedBytes, m.WorkgroupSize)
+	}
+}
+
+// TestTranslateDialect translates the kernel that uses the dialect's f16
+// and subgroup operations: half, Metal's SIMD-group functions and
+// attributes, and the syntax check accepts it.
+func TestTranslateDialect(t *testing.T) {
+	src, m, err := translate(kerneltest.DialectKernel)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !m.F16 || !m.Subgroups {
+		t.Errorf("module: f16 %v, subgroups %v", m.F16, m.Subgroups)
+	}
+	for _, want := range []string{"static inline half max_f16(half a, half b)", "constant half SCALE = 0.5h;",
+		"device const half4* in1 [[buffer(1)]]", "uint sg_size [[threads_per_simdgroup]]", "uint sg_id [[thread_index_in_simdgroup]]",
+		"const half4 v = in1[i] * h - half4(half(i), 0.25h, -h, 2.0h);", "float(max_f16(h, 0.0h))",
+		"simd_sum(x) + simd_max(x) + simd_min(x)", "simd_broadcast_first(x) + simd_broadcast(x, 0u)",
+		"simd_shuffle_xor(x, 1u) + simd_shuffle_up(x, 1u) + simd_shuffle_down(x, 1u)", "const half4 hv = simd_sum(v);"} {
+		if !strings.Contains(src, want) {
+			t.Errorf("no %q in\n%s", want, src)
+		}
+	}
+	if errs := checkAll(t, []Source{{Name: "dialect", Src: []byte("#include <metal_stdlib>\n" + src)}}); errs[0] != nil {
+		t.Error(errs[0])
 	}
 }

@@ -359,7 +359,7 @@ func (t *translator) table(d *wgslfront.Decl) {
 // expr returns the value of e.
 func (t *translator) expr(e *wgslfront.Expr) uint32 {
 	b := t.b
-	if e.Const != nil || e.Kind == wgslfront.ExprLit {
+	if foldable(e) {
 		return t.constant(e, e.Type)
 	}
 	switch e.Kind {
@@ -713,59 +713,86 @@ func (t *translator) subgroup(e *wgslfront.Expr, ty uint32, args []uint32) uint3
 // one), and returns it as a constant of type ty.
 func (t *translator) constant(e *wgslfront.Expr, ty *wgslfront.Type) uint32 {
 	i, f := t.fold(e)
-	if ty.Float() {
-		if h := float16.Fromfloat32(float32(f)); math.IsInf(float64(float32(f)), 0) || ty.Kind == wgslfront.F16 && h.IsInf(0) {
-			// naga takes no infinite constants (kernels make them at run
-			// time with bitcast).
-			failf(e.Pos, "%s is not a finite %s", e, ty)
-		}
-	}
 	return t.constOf(ty, i, f)
 }
 
-// fold evaluates a constant expression: its value as an integer and as a
-// float (from whichever its type holds).
-func (t *translator) fold(e *wgslfront.Expr) (int64, float64) {
-	if e.Const != nil {
-		return *e.Const, float64(*e.Const)
+// foldable reports whether e is a constant expression that fold
+// evaluates (a literal, an evaluated integer expression, a const, or a
+// negation or conversion of one): it becomes a constant, not
+// instructions.
+func foldable(e *wgslfront.Expr) bool {
+	switch {
+	case e.Const != nil || e.Kind == wgslfront.ExprLit:
+		return true
+	case e.Kind == wgslfront.ExprIdent:
+		return e.Ref.Kind == wgslfront.DeclConst
+	case e.Kind == wgslfront.ExprParen:
+		return foldable(e.Args[0])
+	case e.Kind == wgslfront.ExprUnary:
+		return e.Text == "-" && foldable(e.Args[0])
+	case e.Conversion():
+		return e.Type.Kind != wgslfront.Bool && e.Args[0].Type.Kind != wgslfront.Bool && foldable(e.Args[0])
 	}
-	switch e.Kind {
-	case wgslfront.ExprLit:
-		s := e.Text
-		if e.Type.Float() {
-			f, err := strconv.ParseFloat(s[:len(s)-1], 64)
-			if err != nil {
-				failf(e.Pos, "bad literal %s", s)
-			}
-			return int64(f), f
-		}
-		v, err := strconv.ParseInt(strings.TrimRight(s, "iu"), 0, 64)
+	return false
+}
+
+// fold evaluates a constant expression of a number type: an integer's
+// value is i, a float's f, rounded to the expression's type as the GPU
+// would (integers wrap, floats round to f32 or f16, which must stay
+// finite: naga takes no infinite constants).
+func (t *translator) fold(e *wgslfront.Expr) (i int64, f float64) {
+	switch {
+	case e.Const != nil:
+		i, f = *e.Const, float64(*e.Const)
+	case e.Kind == wgslfront.ExprLit && e.Type.Float():
+		v, err := strconv.ParseFloat(e.Text[:len(e.Text)-1], 64)
 		if err != nil {
-			failf(e.Pos, "bad literal %s", s)
+			failf(e.Pos, "bad literal %s", e.Text)
 		}
-		return v, float64(v)
-	case wgslfront.ExprParen:
-		return t.fold(e.Args[0])
-	case wgslfront.ExprIdent:
-		if e.Ref.Kind == wgslfront.DeclConst {
-			return t.fold(e.Ref.Init)
+		f = v
+	case e.Kind == wgslfront.ExprLit:
+		v, err := strconv.ParseInt(strings.TrimRight(e.Text, "iu"), 0, 64)
+		if err != nil {
+			failf(e.Pos, "bad literal %s", e.Text)
 		}
-	case wgslfront.ExprUnary:
-		if e.Text == "-" {
-			i, f := t.fold(e.Args[0])
-			return -i, -f
-		}
-	case wgslfront.ExprCall:
-		if e.Conversion() {
-			i, f := t.fold(e.Args[0])
-			if e.Args[0].Type.Float() && !e.Type.Float() {
-				i = int64(math.Trunc(f))
+		i = v
+	case e.Kind == wgslfront.ExprParen:
+		i, f = t.fold(e.Args[0])
+	case e.Kind == wgslfront.ExprIdent && e.Ref.Kind == wgslfront.DeclConst:
+		i, f = t.fold(e.Ref.Init)
+	case e.Kind == wgslfront.ExprUnary && e.Text == "-":
+		i, f = t.fold(e.Args[0])
+		i, f = -i, -f
+	case e.Conversion():
+		a := e.Args[0].Type
+		i, f = t.fold(e.Args[0])
+		switch {
+		case a.Float() && !e.Type.Float(): // saturating, as WGSL's conversion
+			lo, hi := float64(math.MinInt32), float64(math.MaxInt32)
+			if e.Type.Kind == wgslfront.U32 {
+				lo, hi = 0, math.MaxUint32
 			}
-			return i, f
+			i = int64(max(lo, min(hi, math.Trunc(f))))
+		case !a.Float() && e.Type.Float():
+			f = float64(i)
 		}
+	default:
+		failf(e.Pos, "%s is not a constant expression", e)
 	}
-	failf(e.Pos, "%s is not a constant expression", e)
-	return 0, 0
+	switch e.Type.Kind {
+	case wgslfront.I32:
+		i = int64(int32(i))
+	case wgslfront.U32:
+		i = int64(uint32(i))
+	case wgslfront.F32:
+		f = float64(float32(f))
+	case wgslfront.F16:
+		f = float64(float16.Fromfloat32(float32(f)).Float32())
+	}
+	if math.IsInf(f, 0) || math.IsNaN(f) {
+		failf(e.Pos, "%s is not a finite %s", e, e.Type)
+	}
+	return i, f
 }
 
 // constOf is the constant of scalar type ty with value i (integers,
