@@ -7,20 +7,7 @@ import (
 	"github.com/tapml/tapml/codegen/internal/kerneltest"
 )
 
-// wgslKernel is a WGSL module of the subset around a kernel body: i32
-// inputs in0 and in1, an f32 output out0, the index i of the invocation.
-func wgslKernel(decls, body string) string {
-	return `@group(0) @binding(0) var<storage, read> in0: array<i32>;
-@group(0) @binding(1) var<storage, read> in1: array<i32>;
-@group(0) @binding(2) var<storage, read_write> out0: array<f32>;
-` + decls + `
-@compute @workgroup_size(64, 1, 1)
-fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) li: u32) {
-  let i = wid.x * 64u + li;
-` + body + `
-}
-`
-}
+var wgslKernel = kerneltest.WGSLKernel
 
 // TestTranslate translates small kernels and checks the MSL of each
 // construct, above all where MSL's semantics differ from WGSL's; every

@@ -278,7 +278,7 @@ func TestDeviceFaults(t *testing.T) {
 	// Ops whose intermediates pass 65504 when the inputs are scaled by 300.
 	overflows := map[string]bool{"exp": true, "mul": true, "pow": true, "matmul": true, "rms_norm": true,
 		"layer_norm": true, "attention": true}
-	for _, f := range []string{FaultWrongIndex, FaultWrongConstant, FaultF16Overflow} {
+	for _, f := range []string{wgsl.FaultWrongIndex, wgsl.FaultWrongConstant, wgsl.FaultF16Overflow} {
 		applies, caught := map[string]bool{}, map[string]bool{}
 		for _, c := range testCases() {
 			if caught[c.op] {
@@ -291,7 +291,7 @@ func TestDeviceFaults(t *testing.T) {
 			}
 			applies[c.op] = true
 			in := c.inputs(r)
-			if f == FaultF16Overflow {
+			if f == wgsl.FaultF16Overflow {
 				// Scale float inputs so that intermediates pass 65504.
 				for i, x := range in {
 					if x.DType == ir.F32 && c.fill[i] == nil {
@@ -314,7 +314,7 @@ func TestDeviceFaults(t *testing.T) {
 			}
 		}
 		for op := range applies {
-			if f == FaultF16Overflow && !overflows[op] {
+			if f == wgsl.FaultF16Overflow && !overflows[op] {
 				continue // its values stay below 65504 on these inputs
 			}
 			if !caught[op] {

@@ -3,6 +3,7 @@ package spirv
 import (
 	"testing"
 
+	"github.com/tapml/tapml/codegen"
 	"github.com/tapml/tapml/codegen/internal/kerneltest"
 	"github.com/tapml/tapml/codegen/wgsl"
 	"github.com/tapml/tapml/codegen/wgslfront"
@@ -12,13 +13,12 @@ import (
 // without a panic, into a module spirv-val accepts, or into an error (a
 // table too long for SPIR-V, a constant that is not finite).
 func FuzzTranslate(f *testing.F) {
-	for _, name := range []string{"add", "gemv_t", "tiled_vec", "softmax", "attention", "constant_i32", "argmax", "rope"} {
-		c := kerneltest.ByName(f, name)
-		k, err := wgsl.Generate(c.Node(f), c.In, nil, wgsl.Options{Tuning: wgsl.DiscreteTuning()})
-		if err != nil {
-			f.Fatal(err)
-		}
-		f.Add(string(k.Source))
+	// The WGSL of kernels of every kind, as the translator meets them.
+	gen := func(c kerneltest.Case) (*codegen.Kernel, error) {
+		return wgsl.Generate(c.Node(f), c.In, nil, wgsl.Options{Tuning: wgsl.DiscreteTuning()})
+	}
+	for _, src := range kerneltest.Sources(f, gen, "add", "gemv_t", "tiled_vec", "softmax", "attention", "constant_i32", "argmax", "rope") {
+		f.Add(src)
 	}
 	f.Add(kerneltest.DialectKernel)
 	f.Add(controlFlow)

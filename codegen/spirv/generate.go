@@ -52,15 +52,8 @@ const Entry = "main"
 // Language is the codegen.Kernel language of SPIR-V kernels.
 const Language = "spirv"
 
-// The faults Options.Fault may name: codegen/wgsl's (see wgsl.FaultNames).
-const (
-	FaultWrongIndex     = wgsl.FaultWrongIndex
-	FaultWrongConstant  = wgsl.FaultWrongConstant
-	FaultMissingBarrier = wgsl.FaultMissingBarrier
-	FaultF16Overflow    = wgsl.FaultF16Overflow
-)
-
-// FaultNames lists the faults Generate can inject, sorted.
+// FaultNames lists the faults Generate can inject, sorted: codegen/wgsl's
+// (wgsl.FaultWrongIndex, ...).
 func FaultNames() []string { return wgsl.FaultNames() }
 
 // Supports reports whether op has a SPIR-V kernel: whether it has a WGSL

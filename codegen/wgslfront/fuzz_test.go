@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/tapml/tapml/codegen"
 	"github.com/tapml/tapml/codegen/internal/kerneltest"
 	"github.com/tapml/tapml/codegen/wgsl"
 	"github.com/tapml/tapml/codegen/wgslfront"
@@ -40,13 +41,11 @@ func TestGeneratedKernels(t *testing.T) {
 // FuzzParse checks that Parse never panics and that every error is an
 // *Error at a position inside the source.
 func FuzzParse(f *testing.F) {
-	for _, name := range []string{"add", "gemv_t", "tiled_vec", "softmax", "attention", "constant_i32", "rope"} {
-		c := kerneltest.ByName(f, name)
-		k, err := wgsl.Generate(c.Node(f), c.In, nil, wgsl.Options{Tuning: wgsl.DiscreteTuning()})
-		if err != nil {
-			f.Fatal(err)
-		}
-		f.Add(string(k.Source))
+	gen := func(c kerneltest.Case) (*codegen.Kernel, error) {
+		return wgsl.Generate(c.Node(f), c.In, nil, wgsl.Options{Tuning: wgsl.DiscreteTuning()})
+	}
+	for _, src := range kerneltest.Sources(f, gen, "add", "gemv_t", "tiled_vec", "softmax", "attention", "constant_i32", "rope") {
+		f.Add(src)
 	}
 	f.Add(kerneltest.DialectKernel)
 	f.Fuzz(func(t *testing.T, src string) {

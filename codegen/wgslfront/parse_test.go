@@ -7,23 +7,12 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/tapml/tapml/codegen/internal/kerneltest"
 )
 
-// kernel is a module of the dialect around a kernel body: i32 inputs in0
-// and in1, an f32 output out0, the index i of the invocation. The body
+// kernel is a module of the dialect around a kernel body; the body
 // starts on line 8, column 1.
-func kernel(decls, body string) string {
-	return `@group(0) @binding(0) var<storage, read> in0: array<i32>;
-@group(0) @binding(1) var<storage, read> in1: array<i32>;
-@group(0) @binding(2) var<storage, read_write> out0: array<f32>;
-` + decls + `
-@compute @workgroup_size(64, 1, 1)
-fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) li: u32) {
-  let i = wid.x * 64u + li;
-` + body + `
-}
-`
-}
+var kernel = kerneltest.WGSLKernel
 
 // TestParse checks the facts Parse gives about a module and the marks the
 // checker leaves on the tree.

@@ -1,5 +1,5 @@
 // Package kerneltest holds what the tests of the kernel generators
-// (codegen/wgsl, codegen/msl) share: generator cases, at least one per op
+// (codegen/wgsl, codegen/wgslfront, codegen/msl, codegen/spirv) share: generator cases, at least one per op
 // of the registry and per kernel variant, and checks of a generated
 // kernel's bindings and of golden files.
 package kerneltest
@@ -213,6 +213,37 @@ func ropeFactors(n int) []float64 {
 		f[i] = 1 + 7*math.Min(1, math.Max(0, float64(i-n/4)/float64(n/2)))
 	}
 	return f
+}
+
+// WGSLKernel is a WGSL module of the dialect around a kernel body (whose
+// first line is line 8): i32 inputs in0 and in1, an f32 output out0, the
+// index i of the invocation, decls at module scope.
+func WGSLKernel(decls, body string) string {
+	return `@group(0) @binding(0) var<storage, read> in0: array<i32>;
+@group(0) @binding(1) var<storage, read> in1: array<i32>;
+@group(0) @binding(2) var<storage, read_write> out0: array<f32>;
+` + decls + `
+@compute @workgroup_size(64, 1, 1)
+fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) li: u32) {
+  let i = wid.x * 64u + li;
+` + body + `
+}
+`
+}
+
+// Sources returns the kernel sources gen makes for the cases named (fuzz
+// seeds).
+func Sources(t testing.TB, gen func(Case) (*codegen.Kernel, error), names ...string) []string {
+	t.Helper()
+	var srcs []string
+	for _, name := range names {
+		k, err := gen(ByName(t, name))
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		srcs = append(srcs, string(k.Source))
+	}
+	return srcs
 }
 
 // DialectKernel is a kernel that uses what the dialect has beyond the WGSL
