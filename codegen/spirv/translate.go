@@ -721,6 +721,9 @@ func (t *translator) constant(e *wgslfront.Expr, ty *wgslfront.Type) uint32 {
 // negation or conversion of one): it becomes a constant, not
 // instructions.
 func foldable(e *wgslfront.Expr) bool {
+	if _, ok := wgslfront.ConstValue(e); ok {
+		return true // an integer constant expression
+	}
 	switch {
 	case e.Const != nil || e.Kind == wgslfront.ExprLit:
 		return true
@@ -741,9 +744,12 @@ func foldable(e *wgslfront.Expr) bool {
 // would (integers wrap, floats round to f32 or f16, which must stay
 // finite: naga takes no infinite constants).
 func (t *translator) fold(e *wgslfront.Expr) (i int64, f float64) {
+	v, integer := wgslfront.ConstValue(e)
 	switch {
 	case e.Const != nil:
 		i, f = *e.Const, float64(*e.Const)
+	case integer:
+		i = v
 	case e.Kind == wgslfront.ExprLit && e.Type.Float():
 		v, err := strconv.ParseFloat(e.Text[:len(e.Text)-1], 64)
 		if err != nil {

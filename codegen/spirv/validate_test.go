@@ -239,7 +239,8 @@ func TestDialect(t *testing.T) {
 }
 
 // TestTranslateErrors checks that a module the front end rejects, or one
-// SPIR-V cannot encode, is an error naming the line.
+// SPIR-V cannot encode, is an error naming the line (and that constant
+// expressions the front end takes translate).
 func TestTranslateErrors(t *testing.T) {
 	kernel := func(decls, body string) string {
 		return "@group(0) @binding(0) var<storage, read_write> out0: array<f32>;\n" + decls +
@@ -250,10 +251,16 @@ func TestTranslateErrors(t *testing.T) {
 		{"front end", kernel("", "out0[li] = y;"), "5:12: y is not declared"},
 		{"long table", kernel(long, "out0[li] = t[li];"), "2:1: table t has 70000 elements"},
 		{"infinite constant", kernel("const BIG: f32 = f32(1e300f);", "out0[li] = BIG;"), "bad literal"},
+		{"constant arithmetic", kernel("const N: u32 = 7u;\nconst M: u32 = N * 2u + 1u;\nvar<private> t: array<f32, 2> = array<f32, 2>(f32(M), -f32(N));", "out0[li] = t[li] + f32(M / 3u);"), ""},
 		{"infinite f16 constant", "enable f16;\n" + kernel("const BIG: f16 = f16(1e30f);", "out0[li] = f32(BIG);"), "is not a finite f16"},
 	} {
-		_, _, err := Translate(c.src)
-		if err == nil || !strings.Contains(err.Error(), c.want) {
+		code, _, err := Translate(c.src)
+		switch {
+		case c.want == "" && err != nil:
+			t.Errorf("%s: %v", c.name, err)
+		case c.want == "":
+			validateAll(t, []spv{{c.name, code}})
+		case err == nil || !strings.Contains(err.Error(), c.want):
 			t.Errorf("%s: got %v, want an error containing %q", c.name, err, c.want)
 		}
 	}
