@@ -37,11 +37,16 @@ import (
 // -Wall rejects them; WGSL does not); names that MSL reserves get a
 // trailing underscore. It returns the source (from `using namespace
 // metal;` on; the caller adds the header) and the checked module.
-func translate(src string) (string, *wgslfront.Module, error) {
-	m, err := wgslfront.Parse(src, wgsl.Entry)
+func translate(src string) (out string, m *wgslfront.Module, err error) {
+	m, err = wgslfront.Parse(src, wgsl.Entry)
 	if err != nil {
 		return "", nil, err
 	}
+	defer func() {
+		if r := recover(); r != nil { // a bug; an error, so that no kernel takes the process down
+			out, m, err = "", nil, fmt.Errorf("internal error: %v", r)
+		}
+	}()
 	w := &emitter{helpers: map[string]bool{}, names: map[any]string{}}
 	w.rename(m)
 	main := m.Entry

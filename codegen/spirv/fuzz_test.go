@@ -1,6 +1,7 @@
 package spirv
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/tapml/tapml/codegen"
@@ -28,6 +29,9 @@ func FuzzTranslate(f *testing.F) {
 		}
 		code, _, err := Translate(src)
 		if err != nil {
+			if strings.Contains(err.Error(), "internal error") {
+				t.Fatalf("%v\n--- source ---\n%s", err, src)
+			}
 			return
 		}
 		if err := spirvVal(t, code); err != nil {

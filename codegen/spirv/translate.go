@@ -52,8 +52,8 @@ func Translate(src string) (code []byte, m *wgslfront.Module, err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			f, ok := r.(failure)
-			if !ok {
-				panic(r)
+			if !ok { // a bug; an error, so that no kernel takes the process down
+				f.err = fmt.Errorf("internal error: %v", r)
 			}
 			code, err = nil, f.err
 		}
