@@ -265,6 +265,54 @@ func TestDevice(t *testing.T) {
 	}
 }
 
+// TestDeviceTunings runs the matmul cases, and shapes that the vec4 tiled
+// kernels take, under every tuning of the validation (the discrete GPUs'
+// one included, which the CPU driver's device does not choose itself): the
+// translated SPIR-V of every matmul variant loads through wgpu's naga and
+// computes what the CPU reference does, within the matmul tolerance.
+func TestDeviceTunings(t *testing.T) {
+	g := openGPU(t)
+	r := rand.New(rand.NewPCG(7, 8))
+	tb := ir.Attrs{"transpose_b": ir.BoolAttr(true)}
+	cases := []testCase{
+		{op: "matmul", in: []ir.Type{f32(130, 64), f32(36, 64)}, attrs: tb},
+		{op: "matmul", in: []ir.Type{f32(2, 64, 96), f32(96, 128)}},
+		{op: "matmul", in: []ir.Type{f32(1, 256), f32(300, 256)}, attrs: tb},
+	}
+	for _, c := range testCases() {
+		if c.op == "matmul" {
+			cases = append(cases, c)
+		}
+	}
+	seen := map[string]bool{}
+	for i, tu := range tunings {
+		for _, c := range cases {
+			n, outs := c.fullNode(t)
+			k, err := Generate(n, c.in, outs, Options{Limits: kernelLimits(g), Tuning: tu})
+			if err != nil {
+				t.Fatalf("%s, tuning %d: %v", c, i, err)
+			}
+			if seen[string(k.Source)] {
+				continue
+			}
+			seen[string(k.Source)] = true
+			in := c.inputs(r)
+			want, err := reference(n, outs, in)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, err := runKernel(g, n, k, in)
+			if err != nil {
+				t.Fatalf("%s, tuning %d: %v", c, i, err)
+			}
+			if err := compare(got[0], want[0], c.tolerance()); err != nil {
+				t.Errorf("%s, tuning %d: %v", c, i, err)
+			}
+		}
+	}
+	t.Logf("%d distinct matmul kernels", len(seen))
+}
+
 // TestDeviceFaults checks that the faults are detectable: for every op a
 // fault applies to, some test case's output leaves the tolerance.
 // missing_barrier is left out: a data race may happen to give the right
