@@ -1,6 +1,8 @@
 // Package codegen holds what every code generator produces: a Kernel, the
 // compiled form of one IR node for one target language. The generators live
-// in subpackages (wgsl, spirv, msl, llvm).
+// in subpackages. GPU kernels have one source: wgsl writes them, in a WGSL
+// dialect that wgslfront parses and type-checks; spirv and msl translate
+// that tree to SPIR-V and MSL. llvm writes the native CPU kernels apart.
 //
 // Kernels are specialised on concrete shapes: the sizes of every input and
 // output are baked into the code as constants, so the grid is known when the

@@ -48,8 +48,8 @@ bundle for 'tapmlc test'.
 
 --inject op=KIND,fault=NAME (or node=ID,fault=NAME; repeatable) plants a
 test-only fault (wrong_index, wrong_constant, missing_barrier,
-f16_overflow) in the target's kernels, on webgpu and remote: targets only,
-to check the tool.
+f16_overflow) in the target's kernels, on the webgpu, vulkan and remote:
+targets only, to check the tool.
 
 The report goes to stdout (--json and --html write files too); progress to
 stderr. Exit code: 0 when every node runs on the target with tokens
@@ -83,7 +83,7 @@ arguments, model, device, reference run).`,
 	f.StringVar(&htmlPath, "html", "", "write an HTML report (migration curve plots, culprit) to this file")
 	f.StringVar(&regression, "regression", "", "write the culprit's carved cases as a test bundle in this folder")
 	f.StringVar(&pipeline, "pipeline", "", "pass pipeline YAML (default: the built-in one)")
-	f.StringArrayVar(&injects, "inject", nil, "plant a test-only fault: op=KIND,fault=NAME or node=ID,fault=NAME (webgpu and remote: targets; repeatable)")
+	f.StringArrayVar(&injects, "inject", nil, "plant a test-only fault: op=KIND,fault=NAME or node=ID,fault=NAME (webgpu, vulkan and remote: targets; repeatable)")
 	f.Float64Var(&th.MaxLogitErr, "max-logit-err", th.MaxLogitErr, "a logit error above this diverges")
 	f.Float64Var(&th.MaxKL, "max-kl", th.MaxKL, "a next-token KL divergence above this diverges")
 	tgt.Register(f)
@@ -111,8 +111,10 @@ func runMigrate(args []string, tokPath, prompt string, steps int, strategy, json
 		}
 		injs = append(injs, in)
 	}
-	if len(injs) > 0 && tgt.Target != "webgpu" && !target.IsRemote(tgt.Target) {
-		return 0, fmt.Errorf("--inject: fault injection is supported only on the webgpu target and remote:ws:// targets (codegen/wgsl's test-only faults), not on %s", tgt.Target)
+	if len(injs) > 0 {
+		if err := target.InjectableTarget(tgt.Target); err != nil {
+			return 0, fmt.Errorf("--inject: %w", err)
+		}
 	}
 	var model *frontend.Model
 	var err error

@@ -48,23 +48,26 @@ func TestMigrateStories260KIdentical(t *testing.T) {
 
 // A fault injected into every matmul kernel: bisect names the first
 // matmul node (exit 1) and writes a regression bundle that 'tapmlc test'
-// replays.
+// replays. On vulkan the faulted kernels are the same WGSL kernels,
+// translated to SPIR-V.
 func TestMigrateInjectBisect(t *testing.T) {
 	dir := models(t)
-	reg := filepath.Join(t.TempDir(), "reg")
-	r := tapmlc(t, "migrate", filepath.Join(dir, "stories260K.bin"), "--tokenizer", filepath.Join(dir, "tok512.bin"),
-		"--target", "webgpu", "--prompt", "Once upon a time", "--steps", "10", "--strategy", "bisect",
-		"--inject", "op=matmul,fault=wrong_index", "--regression", reg)
-	if r.code != 1 {
-		t.Fatalf("exit %d, want 1\nstdout:\n%s\nstderr:\n%s", r.code, r.stdout, r.stderr)
-	}
-	for _, want := range []string{"culprit: node 3 matmul  prov layers.0.attention.wq  @prefill", "kernel bug", "regression bundle: " + reg} {
-		if !strings.Contains(r.stdout, want) {
-			t.Errorf("stdout lacks %q:\n%s", want, r.stdout)
+	for _, tgt := range []string{"webgpu", "vulkan"} {
+		reg := filepath.Join(t.TempDir(), "reg")
+		r := tapmlc(t, "migrate", filepath.Join(dir, "stories260K.bin"), "--tokenizer", filepath.Join(dir, "tok512.bin"),
+			"--target", tgt, "--prompt", "Once upon a time", "--steps", "10", "--strategy", "bisect",
+			"--inject", "op=matmul,fault=wrong_index", "--regression", reg)
+		if r.code != 1 {
+			t.Fatalf("%s: exit %d, want 1\nstdout:\n%s\nstderr:\n%s", tgt, r.code, r.stdout, r.stderr)
 		}
-	}
-	if r := tapmlc(t, "test", reg, "--target", "cpu"); r.code != 0 {
-		t.Errorf("tapmlc test of the regression bundle: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+		for _, want := range []string{"culprit: node 3 matmul  prov layers.0.attention.wq  @prefill", "kernel bug", "regression bundle: " + reg} {
+			if !strings.Contains(r.stdout, want) {
+				t.Errorf("%s: stdout lacks %q:\n%s", tgt, want, r.stdout)
+			}
+		}
+		if r := tapmlc(t, "test", reg, "--target", "cpu"); r.code != 0 {
+			t.Errorf("%s: tapmlc test of the regression bundle: exit %d\n%s%s", tgt, r.code, r.stdout, r.stderr)
+		}
 	}
 }
 
@@ -77,7 +80,7 @@ func TestMigrateBadInputs(t *testing.T) {
 		want string
 	}{
 		{[]string{"--strategy", "sideways", "--target", "cpu"}, "--strategy"},
-		{[]string{"--target", "cpu", "--inject", "op=matmul,fault=wrong_index"}, "only on the webgpu target"},
+		{[]string{"--target", "cpu", "--inject", "op=matmul,fault=wrong_index"}, "only on the webgpu and vulkan targets"},
 		{[]string{"--target", "cpu", "--inject", "op=matmul"}, "no fault="},
 		// Remote devices take faults (runtime/target.Injectable): the
 		// command gets as far as connecting.

@@ -88,7 +88,8 @@ func TestSyntaxCheckRejects(t *testing.T) {
 		{"ambiguous min of uint and int", "min(row_, ", "min(row_, (int)"},
 		{"missing semicolon", "const uint base = row * D;", "const uint base = row * D"},
 		{"unknown math function", "sqrt(", "sqrtf_("},
-		{"half (the stub declares no half: kernels are f32)", "float acc = 0.0f;", "half acc = 0.0h;"},
+		{"double (Metal has none)", "float acc = 0.0f;", "double acc = 0.0;"},
+		{"misspelt SIMD-group function", "const float inv = ", "const float inv = simd_add(1.0f) + "},
 	}
 	srcs := []Source{{Name: "good", Src: k.Source}}
 	for _, b := range breaks {

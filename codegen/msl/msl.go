@@ -3,11 +3,11 @@
 //
 // The kernels are codegen/wgsl's, translated: Generate asks codegen/wgsl for
 // the node's WGSL kernel (under the Metal limits, with the same tuning and
-// faults) and translates that WGSL into MSL (translate.go: a parser, a type
-// checker and a printer of the WGSL subset codegen/wgsl writes, with clear
-// errors on anything else). So every kernel algorithm, and every tuning of
-// it, exists once, and results agree with the WebGPU target up to f32
-// rounding. Where C++ or Metal leave undefined what WGSL defines (integer
+// faults) and translates that WGSL into MSL (translate.go: tapml's WGSL
+// front end, codegen/wgslfront, parses and types it, with clear errors on
+// anything outside its dialect, and emit.go prints the tree). So every
+// kernel algorithm, and every tuning of it, exists once, and results agree
+// with the WebGPU target up to f32 rounding. Where C++ or Metal leave undefined what WGSL defines (integer
 // overflow and division by zero), the MSL does what WGSL does; where WGSL
 // leaves a float result to the implementation (NaN in max and min), the MSL
 // does what the CPU reference does: i32 arithmetic wraps around, maximum,
@@ -25,7 +25,9 @@
 // Threadgroup memory is declared at the top of the kernel and synchronised
 // with threadgroup_barrier(mem_flags::mem_threadgroup). Arithmetic is f32;
 // ids, positions and argmax results are i32 (int); other dtypes are
-// rejected with an error.
+// rejected with an error. The dialect's f16 is half, its subgroup
+// operations Metal's SIMD-group functions (Options.Features allows them;
+// no generator writes them yet).
 //
 // The kernels need IEEE semantics (NaN tests, no reassociation): compile
 // them with fast math off (MTLCompileOptions.fastMathEnabled = NO, or
@@ -44,7 +46,6 @@ package msl
 
 import (
 	"fmt"
-	"math"
 
 	"github.com/tapml/tapml/codegen"
 	"github.com/tapml/tapml/codegen/wgsl"
@@ -111,6 +112,9 @@ type Options struct {
 	// Tuning selects kernel variants, as for the WGSL kernels (the zero
 	// value chooses automatically).
 	Tuning wgsl.Tuning
+	// Features are the dialect's extensions the kernels may use (half and
+	// SIMD-group functions in MSL); none by default.
+	Features wgsl.Features
 	// Fault, when set, injects a deliberate bug into the kernel. It is for
 	// tests only; see FaultNames.
 	Fault string
@@ -140,29 +144,20 @@ func Generate(n *ir.Node, in, out []ir.Type, opts Options) (*codegen.Kernel, err
 	fail := func(err error) (*codegen.Kernel, error) {
 		return nil, fmt.Errorf("msl: node %s: %w", n, err)
 	}
-	for i, t := range append(append([]ir.Type{}, in...), out...) {
-		if t.Shape.IsStatic() && t.Shape.NumElements() > math.MaxUint32 {
-			what := fmt.Sprintf("input %d", i)
-			if i >= len(in) {
-				what = fmt.Sprintf("output %d", i-len(in))
-			}
-			return fail(fmt.Errorf("%s has more than 2^32-1 elements", what))
-		}
-	}
 	lim := opts.Limits.withDefaults()
-	k, err := wgsl.Generate(n, in, out, wgsl.Options{Limits: lim.wgsl(), Tuning: opts.Tuning, Fault: opts.Fault})
+	k, err := wgsl.Generate(n, in, out, wgsl.Options{Limits: lim.wgsl(), Tuning: opts.Tuning, Features: opts.Features, Fault: opts.Fault})
 	if err != nil {
 		return nil, fmt.Errorf("msl: %w", err)
 	}
-	src, wg, shared, err := translate(string(k.Source), Entry)
+	src, m, err := translate(string(k.Source))
 	if err != nil {
 		return fail(fmt.Errorf("translating its WGSL kernel: %w", err))
 	}
-	if wg != k.WorkgroupSize {
-		return fail(fmt.Errorf("the WGSL kernel's @workgroup_size %v is not its workgroup size %v", wg, k.WorkgroupSize))
+	if m.WorkgroupSize != k.WorkgroupSize {
+		return fail(fmt.Errorf("the WGSL kernel's @workgroup_size %v is not its workgroup size %v", m.WorkgroupSize, k.WorkgroupSize))
 	}
-	if shared > lim.MaxThreadgroupMemory {
-		return fail(fmt.Errorf("kernel needs %d bytes of threadgroup memory, the device allows %d", shared, lim.MaxThreadgroupMemory))
+	if m.SharedBytes > lim.MaxThreadgroupMemory {
+		return fail(fmt.Errorf("kernel needs %d bytes of threadgroup memory, the device allows %d", m.SharedBytes, lim.MaxThreadgroupMemory))
 	}
 	k.Source = []byte(fmt.Sprintf("// tapml MSL kernel: %s (node %d), translated from WGSL\n#include <metal_stdlib>\n%s", n.Op, n.ID, src))
 	k.Language = Language

@@ -3,22 +3,11 @@ package msl
 import (
 	"strings"
 	"testing"
+
+	"github.com/tapml/tapml/codegen/internal/kerneltest"
 )
 
-// wgslKernel is a WGSL module of the subset around a kernel body: i32
-// inputs in0 and in1, an f32 output out0, the index i of the invocation.
-func wgslKernel(decls, body string) string {
-	return `@group(0) @binding(0) var<storage, read> in0: array<i32>;
-@group(0) @binding(1) var<storage, read> in1: array<i32>;
-@group(0) @binding(2) var<storage, read_write> out0: array<f32>;
-` + decls + `
-@compute @workgroup_size(64, 1, 1)
-fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) li: u32) {
-  let i = wid.x * 64u + li;
-` + body + `
-}
-`
-}
+var wgslKernel = kerneltest.WGSLKernel
 
 // TestTranslate translates small kernels and checks the MSL of each
 // construct, above all where MSL's semantics differ from WGSL's; every
@@ -79,7 +68,7 @@ func TestTranslate(t *testing.T) {
 	}
 	var srcs []Source
 	for _, c := range cases {
-		src, _, _, err := translate(wgslKernel(c.decls, c.body), Entry)
+		src, _, err := translate(wgslKernel(c.decls, c.body))
 		if err != nil {
 			t.Errorf("%s: %v", c.name, err)
 			continue
@@ -112,47 +101,36 @@ func TestTranslate(t *testing.T) {
 // TestTranslateSharedMemory checks the size reported for threadgroup memory
 // and the workgroup size.
 func TestTranslateSharedMemory(t *testing.T) {
-	_, wg, shared, err := translate(wgslKernel("var<workgroup> a: array<vec4<f32>, 8>;\nvar<workgroup> b: array<u32, 3>;", "a[li] = vec4<f32>(0.0f); b[0] = 1u; out0[i] = a[0].x + f32(b[0]);"), Entry)
+	_, m, err := translate(wgslKernel("var<workgroup> a: array<vec4<f32>, 8>;\nvar<workgroup> b: array<u32, 3>;", "a[li] = vec4<f32>(0.0f); b[0] = 1u; out0[i] = a[0].x + f32(b[0]);"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if shared != 8*16+3*4 || wg != [3]int{64, 1, 1} {
-		t.Errorf("shared %d bytes, workgroup %v; want 140, [64 1 1]", shared, wg)
+	if m.SharedBytes != 8*16+3*4 || m.WorkgroupSize != [3]int{64, 1, 1} {
+		t.Errorf("shared %d bytes, workgroup %v; want 140, [64 1 1]", m.SharedBytes, m.WorkgroupSize)
 	}
 }
 
-// TestTranslateRejects checks that WGSL outside the subset is an error that
-// says what and where, not wrong MSL.
-func TestTranslateRejects(t *testing.T) {
-	cases := []struct{ name, src, want string }{
-		{"loop", wgslKernel("", "loop { break; }"), "line 8: want a statement"},
-		{"switch", wgslKernel("", "switch (i) { default: {} }"), "want"},
-		{"uniform", wgslKernel("@group(0) @binding(3) var<uniform> u: f32;", ""), "var<uniform> is outside the subset"},
-		{"texture call", wgslKernel("", "out0[i] = textureLoad(i);"), "function textureLoad is outside the subset"},
-		{"f16", wgslKernel("", "let h: f16 = 1.0h;"), "type f16 is outside the subset"},
-		{"block comment", wgslKernel("/* no */", ""), "block comments"},
-		{"undeclared", wgslKernel("", "out0[i] = y;"), "y is not declared"},
-		{"assign to let", wgslKernel("", "i = 2u;"), "i cannot be assigned"},
-		{"write to read buffer", wgslKernel("", "in0[i] = 2i;"), "in0 cannot be assigned"},
-		{"type mismatch", wgslKernel("", "out0[i] = i;"), "u32 where f32 is needed"},
-		{"float literal without suffix", wgslKernel("", "out0[i] = 1.5;"), "float literal 1.5 without suffix is outside the subset"},
-		{"bitwise and", wgslKernel("", "let a = i & 1u;"), "unexpected character '&'"},
-		{"float remainder", wgslKernel("", "out0[i] = out0[i] % 2.0f;"), "f32 % f32 is outside the subset"},
-		{"mixed operands", wgslKernel("", "out0[i] = f32(in0[i] + i);"), "i32 + u32"},
-		{"float vector max", wgslKernel("", "let v = max(vec4<f32>(1.0f), vec4<f32>(2.0f)); out0[i] = v.x;"), "max of float vectors is outside the subset"},
-		{"array constructor in code", wgslKernel("", "let a = array<f32, 2>(1.0f, 2.0f);"), "array constructors are only for var<private> tables"},
-		{"workgroup memory in a helper", wgslKernel("var<workgroup> w: array<f32, 4>;\nfn h() -> f32 { return w[0]; }", "out0[i] = h();"), "helper functions cannot use workgroup memory"},
-		{"builtin", strings.Replace(wgslKernel("", ""), "@builtin(local_invocation_index) li: u32", "@builtin(subgroup_size) li: u32", 1), "@builtin(subgroup_size) u32 is outside the subset"},
-		{"binding gap", strings.Replace(wgslKernel("", ""), "@binding(1)", "@binding(5)", 1), "bindings are not 0, 1, ... in order"},
-		{"no entry point", "const N: u32 = 1u;", "no @compute entry point"},
-		{"no workgroup size", strings.Replace(wgslKernel("", ""), "@workgroup_size(64, 1, 1)", "", 1), "needs @workgroup_size"},
-		{"redeclared", wgslKernel("", "let a = 1u; let a = 2u;"), "a is declared twice in one scope"},
-		{"private without table", wgslKernel("var<private> p: f32;", ""), "needs an initializer"},
+// TestTranslateDialect translates the kernel that uses the dialect's f16
+// and subgroup operations: half, Metal's SIMD-group functions and
+// attributes, and the syntax check accepts it.
+func TestTranslateDialect(t *testing.T) {
+	src, m, err := translate(kerneltest.DialectKernel)
+	if err != nil {
+		t.Fatal(err)
 	}
-	for _, c := range cases {
-		_, _, _, err := translate(c.src, Entry)
-		if err == nil || !strings.Contains(err.Error(), c.want) {
-			t.Errorf("%s: got %v, want an error containing %q", c.name, err, c.want)
+	if !m.F16 || !m.Subgroups {
+		t.Errorf("module: f16 %v, subgroups %v", m.F16, m.Subgroups)
+	}
+	for _, want := range []string{"static inline half max_f16(half a, half b)", "constant half SCALE = 0.5h;",
+		"device const half4* in1 [[buffer(1)]]", "uint sg_size [[threads_per_simdgroup]]", "uint sg_id [[thread_index_in_simdgroup]]",
+		"const half4 v = in1[i] * h - half4(half(i), 0.25h, -h, 2.0h);", "float(max_f16(h, 0.0h))",
+		"simd_sum(x) + simd_max(x) + simd_min(x)", "simd_broadcast_first(x) + simd_broadcast(x, 0u)",
+		"simd_shuffle_xor(x, 1u) + simd_shuffle_up(x, 1u) + simd_shuffle_down(x, 1u)", "const half4 hv = simd_sum(v);"} {
+		if !strings.Contains(src, want) {
+			t.Errorf("no %q in\n%s", want, src)
 		}
+	}
+	if errs := checkAll(t, []Source{{Name: "dialect", Src: []byte("#include <metal_stdlib>\n" + src)}}); errs[0] != nil {
+		t.Error(errs[0])
 	}
 }

@@ -3,6 +3,7 @@ package spirv
 import (
 	"fmt"
 
+	"github.com/tapml/tapml/codegen/wgsl"
 	"github.com/tapml/tapml/ir"
 )
 
@@ -17,7 +18,7 @@ type testCase struct {
 	// fill, for an input index, gives element i's value (for i32 inputs
 	// and for f32 inputs that need a domain, e.g. log's).
 	fill map[int]func(i int) float64
-	tune Tuning // kernel variant
+	tune wgsl.Tuning // kernel variant
 }
 
 func f32(dims ...int64) ir.Type { return ir.T(ir.F32, ir.S(dims...)) }
@@ -105,7 +106,7 @@ func testCases() []testCase {
 	add(testCase{op: ir.OpMatmul, in: []ir.Type{f32(64, 64), f32(64, 64)}})
 	add(testCase{op: ir.OpMatmul, in: []ir.Type{f32(3, 33), f32(50, 33)}, attrs: tb})
 	add(testCase{op: ir.OpMatmul, in: []ir.Type{f32(2, 1, 40), f32(2, 7, 40)}, attrs: tb})
-	add(testCase{name: "matmul_gemv_lanes1", op: ir.OpMatmul, in: []ir.Type{f32(1, 64), f32(100, 64)}, attrs: tb, tune: Tuning{GEMVLanes: 1}})
+	add(testCase{name: "matmul_gemv_lanes1", op: ir.OpMatmul, in: []ir.Type{f32(1, 64), f32(100, 64)}, attrs: tb, tune: wgsl.Tuning{GEMVLanes: 1}})
 	add(testCase{op: ir.OpMatmul, in: []ir.Type{f32(70, 33), f32(33, 90)}})
 	add(testCase{op: ir.OpMatmul, in: []ir.Type{f32(40, 50), f32(70, 50)}, attrs: tb})
 	add(testCase{op: ir.OpMatmul, in: []ir.Type{f32(2, 48, 20), f32(20, 40)}})

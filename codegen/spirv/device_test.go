@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/tapml/tapml/codegen"
+	"github.com/tapml/tapml/codegen/wgsl"
 	"github.com/tapml/tapml/internal/testenv/webgputest"
 	"github.com/tapml/tapml/ir"
 	"github.com/tapml/tapml/runtime"
@@ -24,9 +25,8 @@ func openGPU(t testing.TB) *webgpu.Device {
 	return webgputest.Device(t)
 }
 
-// kernelLimits returns the limits the device's kernels are generated for
-// (the conversion also checks that Limits keeps wgsl.Limits' fields).
-func kernelLimits(d *webgpu.Device) Limits { return Limits(d.Limits()) }
+// kernelLimits returns the limits the device's kernels are generated for.
+func kernelLimits(d *webgpu.Device) Limits { return d.Limits() }
 
 // runKernel runs kernel k as node n's on the device over host inputs and
 // downloads its outputs.
@@ -265,6 +265,54 @@ func TestDevice(t *testing.T) {
 	}
 }
 
+// TestDeviceTunings runs the matmul cases, and shapes that the vec4 tiled
+// kernels take, under every tuning of the validation (the discrete GPUs'
+// one included, which the CPU driver's device does not choose itself): the
+// translated SPIR-V of every matmul variant loads through wgpu's naga and
+// computes what the CPU reference does, within the matmul tolerance.
+func TestDeviceTunings(t *testing.T) {
+	g := openGPU(t)
+	r := rand.New(rand.NewPCG(7, 8))
+	tb := ir.Attrs{"transpose_b": ir.BoolAttr(true)}
+	cases := []testCase{
+		{op: ir.OpMatmul, in: []ir.Type{f32(130, 64), f32(36, 64)}, attrs: tb},
+		{op: ir.OpMatmul, in: []ir.Type{f32(2, 64, 96), f32(96, 128)}},
+		{op: ir.OpMatmul, in: []ir.Type{f32(1, 256), f32(300, 256)}, attrs: tb},
+	}
+	for _, c := range testCases() {
+		if c.op == ir.OpMatmul {
+			cases = append(cases, c)
+		}
+	}
+	seen := map[string]bool{}
+	for i, tu := range tunings {
+		for _, c := range cases {
+			n, outs := c.fullNode(t)
+			k, err := Generate(n, c.in, outs, Options{Limits: kernelLimits(g), Tuning: tu})
+			if err != nil {
+				t.Fatalf("%s, tuning %d: %v", c, i, err)
+			}
+			if seen[string(k.Source)] {
+				continue
+			}
+			seen[string(k.Source)] = true
+			in := c.inputs(r)
+			want, err := reference(n, outs, in)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, err := runKernel(g, n, k, in)
+			if err != nil {
+				t.Fatalf("%s, tuning %d: %v", c, i, err)
+			}
+			if err := compare(got[0], want[0], c.tolerance()); err != nil {
+				t.Errorf("%s, tuning %d: %v", c, i, err)
+			}
+		}
+	}
+	t.Logf("%d distinct matmul kernels", len(seen))
+}
+
 // TestDeviceFaults checks that the faults are detectable: for every op a
 // fault applies to, some test case's output leaves the tolerance.
 // missing_barrier is left out: a data race may happen to give the right
@@ -278,7 +326,7 @@ func TestDeviceFaults(t *testing.T) {
 	// Ops whose intermediates pass 65504 when the inputs are scaled by 300.
 	overflows := map[ir.Op]bool{ir.OpExp: true, ir.OpMul: true, ir.OpPow: true, ir.OpMatmul: true, ir.OpRMSNorm: true,
 		ir.OpLayerNorm: true, ir.OpAttention: true}
-	for _, f := range []string{FaultWrongIndex, FaultWrongConstant, FaultF16Overflow} {
+	for _, f := range []string{wgsl.FaultWrongIndex, wgsl.FaultWrongConstant, wgsl.FaultF16Overflow} {
 		applies, caught := map[ir.Op]bool{}, map[ir.Op]bool{}
 		for _, c := range testCases() {
 			if caught[c.op] {
@@ -291,7 +339,7 @@ func TestDeviceFaults(t *testing.T) {
 			}
 			applies[c.op] = true
 			in := c.inputs(r)
-			if f == FaultF16Overflow {
+			if f == wgsl.FaultF16Overflow {
 				// Scale float inputs so that intermediates pass 65504.
 				for i, x := range in {
 					if x.DType == ir.F32 && c.fill[i] == nil {
@@ -314,7 +362,7 @@ func TestDeviceFaults(t *testing.T) {
 			}
 		}
 		for op := range applies {
-			if f == FaultF16Overflow && !overflows[op] {
+			if f == wgsl.FaultF16Overflow && !overflows[op] {
 				continue // its values stay below 65504 on these inputs
 			}
 			if !caught[op] {
@@ -333,7 +381,7 @@ func BenchmarkMatmul(b *testing.B) {
 		{1, 4096, 4096, 0}, {1, 4096, 4096, 1}, {1, 288, 32000, 0}, {1, 288, 32000, 1}} {
 		b.Run(fmt.Sprintf("%dx%dx%d/lanes%d", sh.m, sh.k, sh.n, sh.lanes), func(b *testing.B) {
 			c := testCase{op: ir.OpMatmul, in: []ir.Type{f32(int64(sh.m), int64(sh.k)), f32(int64(sh.n), int64(sh.k))},
-				attrs: ir.Attrs{"transpose_b": ir.BoolAttr(true)}, tune: Tuning{GEMVLanes: sh.lanes}}
+				attrs: ir.Attrs{"transpose_b": ir.BoolAttr(true)}, tune: wgsl.Tuning{GEMVLanes: sh.lanes}}
 			n, outs := c.fullNode(b)
 			k, err := Generate(n, c.in, outs, Options{Limits: kernelLimits(g), Tuning: c.tune})
 			if err != nil {

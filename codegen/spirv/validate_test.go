@@ -1,13 +1,18 @@
 package spirv
 
 import (
+	"encoding/binary"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/tapml/tapml/codegen"
+	"github.com/tapml/tapml/codegen/internal/kerneltest"
+	"github.com/tapml/tapml/codegen/wgsl"
 	"github.com/tapml/tapml/internal/testenv"
 	"github.com/tapml/tapml/ir"
 )
@@ -17,13 +22,17 @@ import (
 func spirvVal(t *testing.T, code []byte) error {
 	t.Helper()
 	path := testenv.Tool(t, "spirv-val")
-	f := filepath.Join(t.TempDir(), "k.spv")
-	if err := os.WriteFile(f, code, 0o644); err != nil {
+	f, err := os.CreateTemp(t.TempDir(), "k*.spv")
+	if err != nil {
 		t.Fatal(err)
 	}
-	out, err := exec.Command(path, "--target-env", "vulkan1.1", f).CombinedOutput()
+	if _, err := f.Write(code); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	out, err := exec.Command(path, "--target-env", "vulkan1.1", f.Name()).CombinedOutput()
 	if err != nil {
-		return &valError{msg: strings.TrimSpace(string(out)), dis: disassemble(f)}
+		return &valError{msg: strings.TrimSpace(string(out)), dis: disassemble(f.Name())}
 	}
 	return nil
 }
@@ -39,6 +48,36 @@ func disassemble(file string) string {
 		return "(spirv-dis: " + err.Error() + ")"
 	}
 	return string(out)
+}
+
+// spv is a module to validate.
+type spv struct {
+	name string
+	code []byte
+}
+
+// validateAll runs spirv-val on every module, two at a time, and reports
+// each that fails.
+func validateAll(t *testing.T, mods []spv) {
+	t.Helper()
+	var wg sync.WaitGroup
+	errs := make([]error, len(mods))
+	sem := make(chan struct{}, 2)
+	for i, m := range mods {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer wg.Done()
+			errs[i] = spirvVal(t, m.code)
+			<-sem
+		}()
+	}
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil {
+			t.Errorf("%s: spirv-val: %v", mods[i].name, err)
+		}
+	}
 }
 
 func generate(t *testing.T, c testCase, opts Options) *codegen.Kernel {
@@ -60,9 +99,8 @@ func checkKernel(t *testing.T, c testCase, k *codegen.Kernel) {
 	if len(k.Source)%4 != 0 || len(k.Source) < 20 {
 		t.Fatalf("source of %d bytes", len(k.Source))
 	}
-	w, _ := WordsOf(k.Source)
-	if w[0] != 0x07230203 || w[1] != Version {
-		t.Errorf("header %#x %#x", w[0], w[1])
+	if magic, v := binary.LittleEndian.Uint32(k.Source), binary.LittleEndian.Uint32(k.Source[4:]); magic != 0x07230203 || v != Version {
+		t.Errorf("header %#x %#x", magic, v)
 	}
 	ins, outs := map[int]bool{}, map[int]bool{}
 	for i, bd := range k.Bindings {
@@ -96,23 +134,50 @@ func checkKernel(t *testing.T, c testCase, k *codegen.Kernel) {
 	}
 }
 
-// TestValidate generates every test case's kernel and runs spirv-val on it.
-func TestValidate(t *testing.T) {
-	for _, c := range testCases() {
-		t.Run(c.name, func(t *testing.T) {
-			k := generate(t, c, Options{})
-			checkKernel(t, c, k)
-			if err := spirvVal(t, k.Source); err != nil {
-				t.Fatalf("spirv-val: %v", err)
-			}
-		})
-	}
-}
+// tunings are the tunings the validation generates kernels under: the
+// automatic one, the discrete GPUs' one, the CPU drivers' GEMV (one lane
+// per output) and others that select every matmul variant.
+var tunings = []wgsl.Tuning{{}, wgsl.DiscreteTuning(), {GEMVLanes: 1},
+	{Matmul: "64x64x16/4x4+d,32x32x16/4x4", GEMVUnroll: 4, GEMVLanes: 64},
+	{Matmul: "128x64x16/8x4", GEMVUnroll: 2}}
 
-// TestValidateFaults generates every applicable fault of every case: the
-// module must still be valid SPIR-V (faults are wrong numbers, not broken
-// code), and a fault that does not apply must be an error that says so.
-func TestValidateFaults(t *testing.T) {
+// smallLimits fold grids and shrink workgroups and tiles.
+var smallLimits = Limits{MaxInvocationsPerWorkgroup: 64, MaxWorkgroupSizeX: 64, MaxWorkgroupSizeY: 64, MaxWorkgroupSizeZ: 64,
+	MaxWorkgroupStorageSize: 8192, MaxWorkgroupsPerDimension: 7, MaxStorageBuffersPerShaderStage: 8}
+
+// TestValidate generates the kernel of every case (this package's device
+// cases and the generator cases of codegen/internal/kerneltest) under the
+// default limits and small ones, under every tuning, and with every fault
+// that applies, and runs spirv-val on each distinct module: every kernel
+// the translator writes.
+func TestValidate(t *testing.T) {
+	var mods []spv
+	seen := map[string]bool{}
+	add := func(name string, k *codegen.Kernel) {
+		if !seen[string(k.Source)] {
+			seen[string(k.Source)] = true
+			mods = append(mods, spv{name, k.Source})
+		}
+	}
+	for _, c := range testCases() {
+		k := generate(t, c, Options{})
+		checkKernel(t, c, k)
+		add(c.name, k)
+	}
+	for _, c := range kerneltest.Cases() {
+		for _, lim := range []Limits{{}, smallLimits} {
+			for i, tu := range tunings {
+				k, err := Generate(c.Node(t), c.In, nil, Options{Limits: lim, Tuning: tu})
+				if err != nil {
+					if lim == smallLimits && strings.Contains(err.Error(), "grid") {
+						continue // a grid that cannot fold (matmul batch/tiles) is reported, not emitted
+					}
+					t.Fatalf("%s: %v", c.Name, err)
+				}
+				add(fmt.Sprintf("%s (tuning %d, limits %v)", c.Name, i, lim), k)
+			}
+		}
+	}
 	applied := map[string]int{}
 	for _, c := range testCases() {
 		for _, f := range FaultNames() {
@@ -124,9 +189,7 @@ func TestValidateFaults(t *testing.T) {
 				continue
 			}
 			applied[f]++
-			if err := spirvVal(t, k.Source); err != nil {
-				t.Errorf("%s with %s: spirv-val: %v", c.name, f, err)
-			}
+			add(c.name+"+"+f, k)
 		}
 	}
 	for _, f := range FaultNames() {
@@ -134,13 +197,77 @@ func TestValidateFaults(t *testing.T) {
 			t.Errorf("fault %s applies to no test case", f)
 		}
 	}
-	if _, err := Generate(testCases()[0].node(), testCases()[0].in, nil, Options{Fault: "bogus"}); err == nil {
-		t.Errorf("unknown fault accepted")
+	validateAll(t, mods)
+	t.Logf("%d distinct modules pass spirv-val", len(mods))
+}
+
+// TestDialect translates the kernel that uses f16 and subgroup operations:
+// spirv-val accepts it, with the capabilities they need, while a kernel
+// without them declares the Shader capability alone.
+func TestDialect(t *testing.T) {
+	code, _, err := Translate(kerneltest.DialectKernel)
+	if err != nil {
+		t.Fatal(err)
+	}
+	add, err := Generate(testCases()[0].node(), testCases()[0].in, nil, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	validateAll(t, []spv{{"dialect", code}, {"add", add.Source}})
+	for _, c := range []struct {
+		code []byte
+		want []string
+	}{
+		{code, []string{"Shader", "StorageBuffer16BitAccess", "Float16", "GroupNonUniform", "GroupNonUniformArithmetic",
+			"GroupNonUniformBallot", "GroupNonUniformShuffle", "GroupNonUniformShuffleRelative"}},
+		{add.Source, []string{"Shader"}},
+	} {
+		f := filepath.Join(t.TempDir(), "k.spv")
+		if err := os.WriteFile(f, c.code, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		var caps []string
+		for _, line := range strings.Split(disassemble(f), "\n") {
+			if c, ok := strings.CutPrefix(strings.TrimSpace(line), "OpCapability "); ok {
+				caps = append(caps, c)
+			}
+		}
+		if fmt.Sprint(caps) != fmt.Sprint(c.want) {
+			t.Errorf("capabilities %v, want %v", caps, c.want)
+		}
+	}
+}
+
+// TestTranslateErrors checks that a module the front end rejects, or one
+// SPIR-V cannot encode, is an error naming the line (and that constant
+// expressions the front end takes translate).
+func TestTranslateErrors(t *testing.T) {
+	kernel := func(decls, body string) string {
+		return "@group(0) @binding(0) var<storage, read_write> out0: array<f32>;\n" + decls +
+			"\n@compute @workgroup_size(1)\nfn main(@builtin(local_invocation_index) li: u32) {\n" + body + "\n}\n"
+	}
+	long := "var<private> t: array<f32, 70000> = array<f32, 70000>(" + strings.Repeat("1.0f, ", 69999) + "1.0f);"
+	for _, c := range []struct{ name, src, want string }{
+		{"front end", kernel("", "out0[li] = y;"), "5:12: y is not declared"},
+		{"long table", kernel(long, "out0[li] = t[li];"), "2:1: table t has 70000 elements"},
+		{"infinite constant", kernel("const BIG: f32 = f32(1e300f);", "out0[li] = BIG;"), "bad literal"},
+		{"constant arithmetic", kernel("const N: u32 = 7u;\nconst M: u32 = N * 2u + 1u;\nvar<private> t: array<f32, 2> = array<f32, 2>(f32(M), -f32(N));", "out0[li] = t[li] + f32(M / 3u);"), ""},
+		{"infinite f16 constant", "enable f16;\n" + kernel("const BIG: f16 = f16(1e30f);", "out0[li] = f32(BIG);"), "is not a finite f16"},
+	} {
+		code, _, err := Translate(c.src)
+		switch {
+		case c.want == "" && err != nil:
+			t.Errorf("%s: %v", c.name, err)
+		case c.want == "":
+			validateAll(t, []spv{{c.name, code}})
+		case err == nil || !strings.Contains(err.Error(), c.want):
+			t.Errorf("%s: got %v, want an error containing %q", c.name, err, c.want)
+		}
 	}
 }
 
 // TestEveryOpHasKernel fails when an op of the registry lacks a SPIR-V
-// kernel or a test case.
+// kernel or a device test case.
 func TestEveryOpHasKernel(t *testing.T) {
 	tested := map[ir.Op]bool{}
 	for _, c := range testCases() {
@@ -170,20 +297,15 @@ func TestLimits(t *testing.T) {
 	if k.WorkgroupSize[0] != 64 || k.Grid[0] > 1000 || k.Grid[1] < 2 || k.Grid[0]*k.Grid[1]*64 < 70000*40 {
 		t.Errorf("workgroup %v grid %v", k.WorkgroupSize, k.Grid)
 	}
-	if err := spirvVal(t, k.Source); err != nil {
-		t.Fatal(err)
-	}
-	c = testCase{op: ir.OpSoftmax, in: []ir.Type{f32(70000, 8)}}
-	k, err = Generate(c.node(), c.in, nil, Options{})
+	c2 := testCase{op: ir.OpSoftmax, in: []ir.Type{f32(70000, 8)}}
+	k2, err := Generate(c2.node(), c2.in, nil, Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if k.Grid[0]*k.Grid[1] < 70000 || k.Grid[0] > 65535 {
-		t.Errorf("grid %v", k.Grid)
+	if k2.Grid[0]*k2.Grid[1] < 70000 || k2.Grid[0] > 65535 {
+		t.Errorf("grid %v", k2.Grid)
 	}
-	if err := spirvVal(t, k.Source); err != nil {
-		t.Fatal(err)
-	}
+	validateAll(t, []spv{{"add", k.Source}, {"softmax", k2.Source}})
 }
 
 // TestErrors checks that unsupported inputs are errors, not panics.
@@ -200,15 +322,16 @@ func TestErrors(t *testing.T) {
 		{"int exp", &ir.Node{Op: ir.OpExp}, []ir.Type{i32(3)}},
 		{"nil node", nil, nil},
 	} {
-		if _, err := Generate(c.n, c.in, nil, Options{}); err == nil {
-			t.Errorf("%s: no error", c.name)
+		if _, err := Generate(c.n, c.in, nil, Options{}); err == nil || !strings.HasPrefix(err.Error(), "spirv: ") {
+			t.Errorf("%s: got %v, want a spirv error", c.name, err)
 		}
 	}
 }
 
 // TestNaga runs the naga CLI (a newer naga than wgpu's, when installed) on
 // every kernel: it parses the SPIR-V as wgpu does and validates the IR. It
-// skips when naga is not installed; spirv-val is the required check.
+// skips when naga is not installed; spirv-val is the required check, and
+// the device tests load every kernel through wgpu's own naga.
 func TestNaga(t *testing.T) {
 	path, err := exec.LookPath("naga")
 	if err != nil {

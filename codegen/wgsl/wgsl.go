@@ -7,9 +7,13 @@
 // that change between calls of the same shapes (the position of a decode
 // step) are read from their buffers, never baked in.
 //
-// The WGSL is the subset the wgpu v0.19-era naga accepts: no `enable f16`,
-// no `override`, no `diagnostic`. Arithmetic is f32; ids, positions and
-// argmax results are i32. Tensors of other dtypes are rejected with an error.
+// The kernels are written in tapml's WGSL dialect (codegen/wgslfront, whose
+// front end the SPIR-V and MSL translators share). By default they use the
+// subset the wgpu v0.19-era naga accepts: no `enable f16`, no subgroup
+// operations, no `override`, no `diagnostic`; Options.Features lets a
+// target that has them (through translation) take f16 and subgroup
+// operations. Arithmetic is f32; ids, positions and argmax results are
+// i32. Tensors of other dtypes are rejected with an error.
 //
 // Every kernel reads its inputs as `var<storage, read>` runtime-sized arrays
 // and writes its outputs as `var<storage, read_write>` arrays, so the
@@ -109,9 +113,39 @@ func DiscreteTuning() Tuning {
 type Options struct {
 	Limits Limits
 	Tuning Tuning
+	// Features are the dialect's extensions the target's kernels may use;
+	// none by default, as on the webgpu target (naga rejects them).
+	Features Features
 	// Fault, when set, injects a deliberate bug into the kernel. It is for
 	// tests only; see Faults for the names and what each does.
 	Fault string
+}
+
+// Features are the extensions of tapml's WGSL dialect beyond what naga
+// takes: the SPIR-V and MSL translations have them, the webgpu target does
+// not. A kernel declares each one it uses with `enable NAME;`, which the
+// front end requires; Generate refuses a kernel that enables one the
+// options do not allow, so that webgpu kernels never contain them.
+type Features struct {
+	F16       bool // `enable f16;`: the f16 type and its arithmetic
+	Subgroups bool // `enable subgroups;`: subgroup operations and builtins
+}
+
+// check returns an error when src enables an extension f lacks.
+func (f Features) check(src string) error {
+	allowed := map[string]bool{"f16": f.F16, "subgroups": f.Subgroups}
+	for _, line := range strings.Split(src, "\n") {
+		name, ok := strings.CutPrefix(strings.TrimSpace(line), "enable ")
+		if !ok {
+			continue
+		}
+		for _, ext := range strings.Split(strings.TrimSuffix(strings.TrimSpace(name), ";"), ",") {
+			if ext = strings.TrimSpace(ext); !allowed[ext] {
+				return fmt.Errorf("the kernel enables %s, which the target's features (%+v) do not include", ext, f)
+			}
+		}
+	}
+	return nil
 }
 
 // Entry is the entry point of every generated kernel.
@@ -163,12 +197,15 @@ func Generate(n *ir.Node, in, out []ir.Type, opts Options) (*codegen.Kernel, err
 		}
 	}
 	for i, t := range append(append([]ir.Type{}, in...), out...) {
+		what := fmt.Sprintf("input %d", i)
+		if i >= len(in) {
+			what = fmt.Sprintf("output %d", i-len(in))
+		}
 		if t.DType != ir.F32 && t.DType != ir.I32 {
-			what := fmt.Sprintf("input %d", i)
-			if i >= len(in) {
-				what = fmt.Sprintf("output %d", i-len(in))
-			}
 			return fail(fmt.Errorf("%s is %s; WGSL kernels support f32 and i32 tensors", what, t))
+		}
+		if t.Shape.NumElements() > math.MaxUint32 {
+			return fail(fmt.Errorf("%s has more than 2^32-1 elements (kernels index with u32)", what))
 		}
 	}
 	g := &gen{node: n, op: n.Op, attrs: attrs, in: in, out: out, lim: opts.Limits.withDefaults(), tune: opts.Tuning, fault: opts.Fault}
@@ -178,6 +215,9 @@ func Generate(n *ir.Node, in, out []ir.Type, opts Options) (*codegen.Kernel, err
 	}
 	if g.fault != "" && !g.faultApplied {
 		return fail(fmt.Errorf("fault %q does not apply to op %s", g.fault, n.Op))
+	}
+	if err := opts.Features.check(string(k.Source)); err != nil {
+		return fail(err)
 	}
 	if nb := len(k.Bindings); nb > g.lim.MaxStorageBuffersPerShaderStage {
 		return fail(fmt.Errorf("kernel needs %d storage buffers, the device allows %d", nb, g.lim.MaxStorageBuffersPerShaderStage))

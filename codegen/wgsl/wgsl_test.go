@@ -55,7 +55,7 @@ func TestKernelsRespectLimits(t *testing.T) {
 func checkKernel(t *testing.T, c kerneltest.Case, k *codegen.Kernel, l Limits) {
 	t.Helper()
 	src := string(k.Source)
-	for _, bad := range []string{"enable ", "override ", "diagnostic", "requires "} {
+	for _, bad := range []string{"enable ", "override ", "diagnostic", "requires ", "subgroup", "f16"} {
 		if strings.Contains(src, bad) {
 			t.Errorf("%s: source uses %q, which this naga rejects", c.Name, bad)
 		}
@@ -190,5 +190,28 @@ func TestGolden(t *testing.T) {
 			t.Fatal(err)
 		}
 		kerneltest.Golden(t, filepath.Join("testdata", name+".wgsl"), k.Source, *update)
+	}
+}
+
+// TestFeatures checks the one place that keeps the dialect's extensions
+// out of kernels for targets without them: a kernel that enables an
+// extension the options do not allow is refused.
+func TestFeatures(t *testing.T) {
+	src := "enable f16;\nenable subgroups;\n@compute @workgroup_size(1) fn main() {}\n"
+	for _, c := range []struct {
+		f    Features
+		src  string
+		want string // "" for no error
+	}{
+		{Features{}, "@compute @workgroup_size(1) fn main() {}", ""},
+		{Features{}, src, "enables f16"},
+		{Features{F16: true}, src, "enables subgroups"},
+		{Features{F16: true, Subgroups: true}, src, ""},
+		{Features{F16: true}, "enable f16, subgroups;\n", "enables subgroups"},
+	} {
+		err := c.f.check(c.src)
+		if (err == nil) != (c.want == "") || err != nil && !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%+v on %q: got %v, want %q", c.f, c.src, err, c.want)
+		}
 	}
 }

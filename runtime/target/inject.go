@@ -12,9 +12,10 @@ import (
 
 // Injection is a test-only fault planted in the target's kernels: in every
 // node of op Op, or in node Node alone. Faults exist so that the tests of
-// the carving and migration tools can plant a known culprit; only the
-// webgpu and remote: targets have them (codegen/wgsl's faults: wrong_index,
-// wrong_constant, missing_barrier, f16_overflow).
+// the carving and migration tools can plant a known culprit; the webgpu,
+// vulkan and remote: targets have them (codegen/wgsl's faults: wrong_index,
+// wrong_constant, missing_barrier, f16_overflow; vulkan's kernels are those
+// WGSL kernels translated to SPIR-V, faults included).
 type Injection struct {
 	Op    ir.Op // an op (ir.OpMatmul); or
 	Node  int   // a node id (> 0)
@@ -90,13 +91,25 @@ type FaultInjector interface {
 	SetFault(id int, fault string)
 }
 
+// InjectableTarget reports whether the target named target takes injected
+// faults, with the reason when it does not.
+func InjectableTarget(target string) error {
+	if target == "webgpu" || target == "vulkan" || IsRemote(target) {
+		return nil
+	}
+	return fmt.Errorf("fault injection is supported only on the webgpu and vulkan targets and remote:ws:// targets (codegen/wgsl's test-only faults), not on %s", target)
+}
+
 // Injectable reports whether the device of target takes injected faults,
 // with the reason when it does not.
 func Injectable(target string, dev runtime.Device) error {
-	if _, ok := dev.(FaultInjector); ok && (target == "webgpu" || IsRemote(target)) {
-		return nil
+	if err := InjectableTarget(target); err != nil {
+		return err
 	}
-	return fmt.Errorf("fault injection is supported only on the webgpu target and remote:ws:// targets (codegen/wgsl's test-only faults), not on %s", target)
+	if _, ok := dev.(FaultInjector); !ok {
+		return fmt.Errorf("the device of target %s takes no injected faults", target)
+	}
+	return nil
 }
 
 // FaultApplies reports (as an error saying why not) whether fault changes

@@ -52,7 +52,7 @@ func TestParseInjection(t *testing.T) {
 }
 
 func TestInjectableOnlyWebGPU(t *testing.T) {
-	if err := Injectable("cpu", cpu.New()); err == nil || !strings.Contains(err.Error(), "only on the webgpu target") {
+	if err := Injectable("cpu", cpu.New()); err == nil || !strings.Contains(err.Error(), "only on the webgpu and vulkan targets") {
 		t.Errorf("cpu: %v", err)
 	}
 }

@@ -11,9 +11,7 @@ import (
 	"os"
 	"strings"
 
-	"github.com/cogentcore/webgpu/wgpu"
 	"github.com/spf13/pflag"
-	"github.com/tapml/tapml/codegen"
 	codegenllvm "github.com/tapml/tapml/codegen/llvm"
 	"github.com/tapml/tapml/codegen/msl"
 	"github.com/tapml/tapml/codegen/spirv"
@@ -92,21 +90,10 @@ func Supports(target string, op ir.Op) bool {
 }
 
 // openVulkan opens the vulkan target: the webgpu device on wgpu's Vulkan
-// backend, running SPIR-V from codegen/spirv instead of WGSL.
+// backend, running codegen/spirv's kernels (codegen/wgsl's, under the
+// device's limits and tuning, translated to SPIR-V) instead of WGSL.
 func openVulkan() (runtime.Device, error) {
-	lanes := 0 // the generator's default: lanes share a GEMV output
-	gen := func(n *ir.Node, in, out []ir.Type, lim wgsl.Limits, fault string) (*codegen.Kernel, error) {
-		return spirv.Generate(n, in, out, spirv.Options{Limits: spirv.Limits(lim), Fault: fault, Tuning: spirv.Tuning{GEMVLanes: lanes}})
-	}
-	dev, err := webgpu.Open(webgpu.Options{Backend: "vulkan", Generate: gen, Label: "vulkan"})
-	if err != nil {
-		return nil, err
-	}
-	// On CPU drivers (lavapipe) a GEMV without workgroup reductions is faster.
-	if dev.Adapter().AdapterType == wgpu.AdapterTypeCPU {
-		lanes = 1
-	}
-	return dev, nil
+	return webgpu.Open(webgpu.Options{Backend: "vulkan", Generate: spirv.Generate, Label: "vulkan"})
 }
 
 // openRemote connects to a device server. The URL may carry ?token=T and

@@ -84,14 +84,15 @@ type Options struct {
 	// Verbose turns on wgpu's log of warnings and errors on stderr (errors
 	// are returned as Go errors either way).
 	Verbose bool
-	// Tuning passes performance knobs to the WGSL generator. The zero value
-	// means wgsl.DiscreteTuning() on adapters that are not CPU drivers and
-	// the generator's defaults on CPU drivers (lavapipe).
+	// Tuning passes performance knobs to the kernel generator. The zero
+	// value means wgsl.DiscreteTuning() on adapters that are not CPU
+	// drivers and the generator's defaults on CPU drivers (lavapipe).
 	Tuning wgsl.Tuning
 	// Generate, when set, replaces the WGSL generator: it makes the kernel
-	// of a node for this device's limits (the vulkan target passes the
-	// SPIR-V generator here). Faults are passed on as for WGSL.
-	Generate func(n *ir.Node, in, out []ir.Type, lim wgsl.Limits, fault string) (*codegen.Kernel, error)
+	// of a node from the options the device chose (its limits, the tuning,
+	// the node's fault), as wgsl.Generate does. The vulkan target passes
+	// spirv.Generate, which translates those WGSL kernels to SPIR-V.
+	Generate func(n *ir.Node, in, out []ir.Type, opts wgsl.Options) (*codegen.Kernel, error)
 	// Label, when set, prefixes the device's name instead of "webgpu".
 	Label string
 	// Limits, where a field is set, lowers the device limit kernels are
@@ -943,13 +944,11 @@ func (d *Device) planFor(n *ir.Node, in, out []ir.Type) (*plan, error) {
 	if p, ok := d.plans[key]; ok {
 		return p, nil
 	}
-	var k *codegen.Kernel
-	var err error
+	gen := wgsl.Generate
 	if d.opts.Generate != nil {
-		k, err = d.opts.Generate(n, in, out, d.cgLimits, key.fault)
-	} else {
-		k, err = wgsl.Generate(n, in, out, wgsl.Options{Limits: d.cgLimits, Tuning: d.opts.Tuning, Fault: key.fault})
+		gen = d.opts.Generate
 	}
+	k, err := gen(n, in, out, wgsl.Options{Limits: d.cgLimits, Tuning: d.opts.Tuning, Fault: key.fault})
 	if err != nil {
 		return nil, err
 	}

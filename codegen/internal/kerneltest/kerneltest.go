@@ -1,5 +1,5 @@
 // Package kerneltest holds what the tests of the kernel generators
-// (codegen/wgsl, codegen/msl) share: generator cases, at least one per op
+// (codegen/wgsl, codegen/wgslfront, codegen/msl, codegen/spirv) share: generator cases, at least one per op
 // of the registry and per kernel variant, and checks of a generated
 // kernel's bindings and of golden files.
 package kerneltest
@@ -214,3 +214,66 @@ func ropeFactors(n int) []float64 {
 	}
 	return f
 }
+
+// WGSLKernel is a WGSL module of the dialect around a kernel body (whose
+// first line is line 8): i32 inputs in0 and in1, an f32 output out0, the
+// index i of the invocation, decls at module scope.
+func WGSLKernel(decls, body string) string {
+	return `@group(0) @binding(0) var<storage, read> in0: array<i32>;
+@group(0) @binding(1) var<storage, read> in1: array<i32>;
+@group(0) @binding(2) var<storage, read_write> out0: array<f32>;
+` + decls + `
+@compute @workgroup_size(64, 1, 1)
+fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) li: u32) {
+  let i = wid.x * 64u + li;
+` + body + `
+}
+`
+}
+
+// Sources returns the kernel sources gen makes for the cases named (fuzz
+// seeds).
+func Sources(t testing.TB, gen func(Case) (*codegen.Kernel, error), names ...string) []string {
+	t.Helper()
+	var srcs []string
+	for _, name := range names {
+		k, err := gen(ByName(t, name))
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		srcs = append(srcs, string(k.Source))
+	}
+	return srcs
+}
+
+// DialectKernel is a kernel that uses what the dialect has beyond the WGSL
+// that naga takes (codegen/wgslfront): f16 (storage, vectors, arithmetic,
+// conversions, max) and subgroup operations and builtins. No generator
+// writes such kernels yet; the translators' tests translate this one.
+const DialectKernel = `enable f16;
+enable subgroups;
+@group(0) @binding(0) var<storage, read> in0: array<f16>;
+@group(0) @binding(1) var<storage, read> in1: array<vec4<f16>>;
+@group(0) @binding(2) var<storage, read_write> out0: array<f32>;
+@group(0) @binding(3) var<storage, read_write> out1: array<f16>;
+const SCALE: f16 = 0.5h;
+var<workgroup> part: array<f32, 64>;
+@compute @workgroup_size(64, 1, 1)
+fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) li: u32,
+    @builtin(subgroup_size) sg_size: u32, @builtin(subgroup_invocation_id) sg_id: u32) {
+  let i = wid.x * 64u + li;
+  let h = in0[i] * SCALE + 1.0h;
+  let v = in1[i] * h - vec4<f16>(f16(i), 0.25h, -h, 2.0h);
+  let d = dot(v, vec4<f16>(1.0h));
+  let x = f32(d) + f32(max(h, 0.0h));
+  let s = subgroupAdd(x) + subgroupMax(x) + subgroupMin(x);
+  let b = subgroupBroadcastFirst(x) + subgroupBroadcast(x, 0u);
+  let sh = subgroupShuffle(x, (sg_id + 1u) % sg_size) + subgroupShuffleXor(x, 1u) + subgroupShuffleUp(x, 1u) + subgroupShuffleDown(x, 1u);
+  let n = subgroupAdd(i32(li)) + i32(subgroupMax(sg_id));
+  let hv = subgroupAdd(v);
+  if (sg_id == 0u) { part[li / sg_size] = s; }
+  workgroupBarrier();
+  out0[i] = part[0] + b + sh + f32(n) + f32(hv.x);
+  out1[i] = f16(x) * h;
+}
+`
