@@ -149,6 +149,31 @@ func (o jsonObject) float(key string, def float64) (float64, error) {
 	return f, nil
 }
 
+// ropeTheta reads the RoPE base from either form transformers writes:
+// rope_theta (transformers 4) or rope_parameters.rope_theta (transformers
+// 5). A rope_parameters whose rope_type is not "default" is refused: its
+// scaling is not implemented, and ignoring it would compute another model.
+func (o jsonObject) ropeTheta() (float64, error) {
+	if !o.present("rope_parameters") {
+		return o.float("rope_theta", 10000)
+	}
+	p := jsonObject{file: o.file}
+	if err := json.Unmarshal(o.m["rope_parameters"], &p.m); err != nil {
+		return 0, o.errorf("rope_parameters", "want an object, got %s", o.m["rope_parameters"])
+	}
+	typ, err := p.string("rope_type", "default")
+	if err != nil {
+		return 0, o.errorf("rope_parameters", "%v", err)
+	}
+	if typ != "default" {
+		return 0, o.errorf("rope_parameters", "rope_type %q is not supported (only plain RoPE is implemented)", typ)
+	}
+	if o.present("rope_theta") {
+		return 0, o.errorf("rope_theta", "given both at the top level and in rope_parameters")
+	}
+	return p.float("rope_theta", 10000)
+}
+
 func (o jsonObject) bool(key string, def bool) (bool, error) {
 	if !o.present(key) {
 		return def, nil

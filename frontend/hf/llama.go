@@ -57,7 +57,7 @@ func (o jsonObject) llama(c *Config, qwen bool) (arch.Config, error) {
 	if l.NormEps, err = o.float("rms_norm_eps", 1e-6); err != nil {
 		return nil, err
 	}
-	if l.RopeTheta, err = o.float("rope_theta", 10000); err != nil {
+	if l.RopeTheta, err = o.ropeTheta(); err != nil {
 		return nil, err
 	}
 	if l.TiedEmbeddings, err = o.bool("tie_word_embeddings", false); err != nil {

@@ -68,6 +68,29 @@ func TestLoadSmall(t *testing.T) {
 	}
 }
 
+// transformers 5 writes the RoPE base inside rope_parameters: a loader that
+// read only rope_theta would build a model with the default base.
+func TestRopeParametersTheta(t *testing.T) {
+	dir := writeSmall(t, smallLlama, WriteOptions{})
+	editJSON(t, filepath.Join(dir, ConfigFile), func(m map[string]any) {
+		delete(m, "rope_theta")
+		m["rope_parameters"] = map[string]any{"rope_type": "default", "rope_theta": 123456.0}
+	})
+	m, _, err := Load(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range m.Funcs[0].Nodes {
+		if n.Op == ir.OpRope {
+			if th := n.Attrs.Float("theta"); th != 123456 {
+				t.Fatalf("rope theta %g, want 123456", th)
+			}
+			return
+		}
+	}
+	t.Fatal("no rope node")
+}
+
 func TestConfigErrors(t *testing.T) {
 	for _, tc := range []struct {
 		name string
@@ -75,6 +98,14 @@ func TestConfigErrors(t *testing.T) {
 		err  string
 	}{
 		{"rope_scaling", func(m map[string]any) { m["rope_scaling"] = map[string]any{"type": "linear", "factor": 2} }, `rope_scaling: {"factor":2,"type":"linear"} is not supported`},
+		{"rope_parameters type", func(m map[string]any) {
+			m["rope_parameters"] = map[string]any{"rope_type": "yarn", "factor": 4, "rope_theta": 1e4}
+		}, `rope_parameters: rope_type "yarn" is not supported`},
+		{"rope_parameters and rope_theta", func(m map[string]any) {
+			m["rope_parameters"] = map[string]any{"rope_type": "default", "rope_theta": 1e6}
+			m["rope_theta"] = 1e4
+		}, `rope_theta: given both`},
+		{"rope_parameters not an object", func(m map[string]any) { m["rope_parameters"] = 3 }, `rope_parameters: want an object`},
 		{"architecture", func(m map[string]any) { m["architectures"] = []string{"MistralForCausalLM"} }, `"MistralForCausalLM" is not supported (supported: LlamaForCausalLM, Qwen2ForCausalLM, GPT2LMHeadModel)`},
 		{"model_type", func(m map[string]any) { delete(m, "architectures"); m["model_type"] = "bert" }, `model_type "bert" is not supported`},
 		{"by model_type", func(m map[string]any) { delete(m, "architectures") }, ""},

@@ -20,10 +20,18 @@ type Runner struct {
 	s *llm.Session
 }
 
-// NewRunner starts a session at position 0; it is closed when the test ends.
+// NewRunner starts a session on the CPU reference at position 0; it is
+// closed when the test ends.
 func NewRunner(t testing.TB, m *ir.Module) *Runner {
 	t.Helper()
-	exec := runtime.NewExecutor(m, cpu.New())
+	return NewRunnerOn(t, m, cpu.New())
+}
+
+// NewRunnerOn starts a session on dev at position 0; it is closed when the
+// test ends (dev is not).
+func NewRunnerOn(t testing.TB, m *ir.Module, dev runtime.Device) *Runner {
+	t.Helper()
+	exec := runtime.NewExecutor(m, dev)
 	s, err := llm.NewSession(exec)
 	if err != nil {
 		exec.Close()
