@@ -40,6 +40,7 @@ const fixtureTol = 1e-4
 type fixtureRef struct {
 	Architecture string `json:"architecture"`
 	Features     []string
+	Prompt       string
 	PromptIDs    []int `json:"prompt_ids"`
 	Tokens       []int
 	stepLogits   [][]float32

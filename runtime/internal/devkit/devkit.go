@@ -45,14 +45,19 @@ func CheckTensor(t *tensor.Tensor) error {
 	return nil
 }
 
-// StaticInputs returns the declared input types of n and whether all of
-// them are static, so that a device's Prepare can compile the node's
-// kernel ahead (nodes with symbolic shapes compile at their first launch).
+// StaticInputs returns the declared input types of n and whether they and
+// the declared output types are all static, so that a device's Prepare can
+// compile the node's kernel ahead (nodes with symbolic shapes compile at
+// their first launch). Outputs count too: iota's output length comes from
+// a symbolic shape attribute, not from its static input.
 func StaticInputs(n *ir.Node) ([]ir.Type, bool) {
 	in := make([]ir.Type, len(n.Inputs))
 	static := true
 	for i, v := range n.Inputs {
 		in[i] = v.Type
+		static = static && v.Type.Shape.IsStatic()
+	}
+	for _, v := range n.Outputs {
 		static = static && v.Type.Shape.IsStatic()
 	}
 	return in, static
