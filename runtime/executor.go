@@ -216,125 +216,18 @@ func (e *Executor) Call(fn string, args ...*Buffer) (results []*Buffer, err erro
 	if err != nil {
 		return nil, err
 	}
-	vals := map[*ir.Value]*Buffer{}
-	owned := map[*Buffer]bool{} // buffers this call allocated (may be freed)
+	c := e.newCall(f, p, args)
 	defer func() {
-		// A failed call frees what it allocated; the arguments stay.
 		if err != nil {
-			for b := range owned {
-				b.Dev.Free(b)
-			}
+			c.freeOwned() // a failed call frees what it allocated; the arguments stay
 		}
 	}()
-	for i, v := range f.Params {
-		vals[v] = args[i]
-	}
-	// copies of a value on other devices, made at placement boundaries
-	moved := map[*ir.Value]map[Device]*Buffer{}
-	get := func(v *ir.Value, d Device) (*Buffer, error) {
-		if v.IsWeight() {
-			return e.WeightBuffer(v.Weight, d)
-		}
-		b := vals[v]
-		if b == nil {
-			return nil, fmt.Errorf("func @%s: %s has no value", f.Name, v.Ref())
-		}
-		if b.Dev == d {
-			return b, nil
-		}
-		if c := moved[v][d]; c != nil {
-			return c, nil
-		}
-		c, err := transfer(b, d)
-		if err != nil {
-			return nil, fmt.Errorf("func @%s: moving %s to %s: %w", f.Name, v.Ref(), d.Name(), err)
-		}
-		if moved[v] == nil {
-			moved[v] = map[Device]*Buffer{}
-		}
-		moved[v][d] = c
-		owned[c] = true
-		return c, nil
-	}
-	aliases := map[*Buffer]int{} // how many live values share a buffer
-	for _, b := range vals {
-		aliases[b]++
-	}
-	release := func(v *ir.Value) {
-		b := vals[v]
-		for _, c := range moved[v] {
-			// A copy that a node's output aliases (kv_write updating a
-			// cache moved to its device) lives on as that value.
-			if owned[c] && aliases[c] == 0 {
-				c.Dev.Free(c)
-				delete(owned, c)
-			}
-		}
-		delete(moved, v)
-		if b == nil {
-			return
-		}
-		aliases[b]--
-		if aliases[b] <= 0 && owned[b] {
-			b.Dev.Free(b)
-			delete(owned, b)
-		}
-	}
 	for i, n := range f.Nodes {
-		var outs, launched []*Buffer // launched: the inputs of a launched node
-		switch n.Op {
-		case ir.OpProbe:
-			b, err := get(n.Inputs[0], e.Device(n.Place))
-			if err != nil {
-				return nil, err
-			}
-			if e.OnProbe != nil {
-				if err := e.OnProbe(n, b); err != nil {
-					return nil, fmt.Errorf("func @%s: probe %s: %w", f.Name, n, err)
-				}
-			}
-			outs = []*Buffer{b}
-		case ir.OpTransfer:
-			to := e.Device(n.Attrs.String("to"))
-			b, err := get(n.Inputs[0], to)
-			if err != nil {
-				return nil, err
-			}
-			// The copy now belongs to the transfer's output, not to the
-			// input's cache of copies (which is freed with the input).
-			if m := moved[n.Inputs[0]]; m != nil && m[to] == b {
-				delete(m, to)
-			}
-			outs = []*Buffer{b}
-		default:
-			d := e.Device(n.Place)
-			in := make([]*Buffer, len(n.Inputs))
-			for j, v := range n.Inputs {
-				if in[j], err = get(v, d); err != nil {
-					return nil, err
-				}
-			}
-			types := make([]ir.Type, len(n.Outputs))
-			for j, o := range n.Outputs {
-				types[j] = p.types[o]
-			}
-			outs, err = d.Launch(n, in, types)
-			if err != nil {
-				if _, ok := err.(*KernelError); ok {
-					return nil, err
-				}
-				return nil, &KernelError{Device: d.Name(), Node: n, Err: err}
-			}
-			launched = in
+		outs, launched, err := c.run(n)
+		if err != nil {
+			return nil, err
 		}
-		for j, o := range n.Outputs {
-			b := outs[j]
-			vals[o] = b
-			if aliases[b] == 0 && !isArg(args, b) && !e.isWeight(b) {
-				owned[b] = true
-			}
-			aliases[b]++
-		}
+		c.define(n, outs)
 		// The hook runs once the outputs are owned, so that its failure
 		// frees them with the rest.
 		if launched != nil && e.OnNode != nil {
@@ -342,36 +235,191 @@ func (e *Executor) Call(fn string, args ...*Buffer) (results []*Buffer, err erro
 				return nil, err
 			}
 		}
-		// Free values whose last reader was this node.
-		for _, v := range n.Inputs {
-			if !v.IsWeight() && p.lastUse[v] == i && !p.isResult[v] {
-				release(v)
+		c.releaseDead(n, i)
+	}
+	return c.results()
+}
+
+// call is the state of one Executor.Call: the buffer of every value, the
+// copies made at placement boundaries, which buffers the call allocated
+// (and may free) and how many live values share each buffer.
+type call struct {
+	e       *Executor
+	f       *ir.Function
+	p       *plan
+	args    []*Buffer
+	vals    map[*ir.Value]*Buffer
+	moved   map[*ir.Value]map[Device]*Buffer
+	owned   map[*Buffer]bool
+	aliases map[*Buffer]int
+}
+
+func (e *Executor) newCall(f *ir.Function, p *plan, args []*Buffer) *call {
+	c := &call{e: e, f: f, p: p, args: args, vals: map[*ir.Value]*Buffer{},
+		moved: map[*ir.Value]map[Device]*Buffer{}, owned: map[*Buffer]bool{}, aliases: map[*Buffer]int{}}
+	for i, v := range f.Params {
+		c.vals[v] = args[i]
+		c.aliases[args[i]]++
+	}
+	return c
+}
+
+// run executes node n: a probe reports its input, a transfer moves it, any
+// other node is launched on the device of its placement. launched holds a
+// launched node's inputs (nil for probes and transfers).
+func (c *call) run(n *ir.Node) (outs, launched []*Buffer, err error) {
+	switch n.Op {
+	case ir.OpProbe:
+		b, err := c.value(n.Inputs[0], c.e.Device(n.Place))
+		if err != nil {
+			return nil, nil, err
+		}
+		if c.e.OnProbe != nil {
+			if err := c.e.OnProbe(n, b); err != nil {
+				return nil, nil, fmt.Errorf("func @%s: probe %s: %w", c.f.Name, n, err)
 			}
 		}
-		for _, o := range n.Outputs {
-			if _, used := p.lastUse[o]; !used && !p.isResult[o] {
-				release(o)
-			}
+		return []*Buffer{b}, nil, nil
+	case ir.OpTransfer:
+		to := c.e.Device(n.Attrs.String("to"))
+		b, err := c.value(n.Inputs[0], to)
+		if err != nil {
+			return nil, nil, err
+		}
+		// The copy now belongs to the transfer's output, not to the input's
+		// cache of copies (which is freed with the input).
+		if m := c.moved[n.Inputs[0]]; m != nil && m[to] == b {
+			delete(m, to)
+		}
+		return []*Buffer{b}, nil, nil
+	}
+	d := c.e.Device(n.Place)
+	in := make([]*Buffer, len(n.Inputs))
+	for j, v := range n.Inputs {
+		if in[j], err = c.value(v, d); err != nil {
+			return nil, nil, err
 		}
 	}
-	results = make([]*Buffer, len(f.Results))
-	for i, r := range f.Results {
+	types := make([]ir.Type, len(n.Outputs))
+	for j, o := range n.Outputs {
+		types[j] = c.p.types[o]
+	}
+	outs, err = d.Launch(n, in, types)
+	if err != nil {
+		if _, ok := err.(*KernelError); ok {
+			return nil, nil, err
+		}
+		return nil, nil, &KernelError{Device: d.Name(), Node: n, Err: err}
+	}
+	return outs, in, nil
+}
+
+// value returns v's buffer on device d: a weight's upload, or the value's
+// buffer, copied to d (once per call) when it lives elsewhere.
+func (c *call) value(v *ir.Value, d Device) (*Buffer, error) {
+	if v.IsWeight() {
+		return c.e.WeightBuffer(v.Weight, d)
+	}
+	b := c.vals[v]
+	if b == nil {
+		return nil, fmt.Errorf("func @%s: %s has no value", c.f.Name, v.Ref())
+	}
+	if b.Dev == d {
+		return b, nil
+	}
+	if cp := c.moved[v][d]; cp != nil {
+		return cp, nil
+	}
+	cp, err := transfer(b, d)
+	if err != nil {
+		return nil, fmt.Errorf("func @%s: moving %s to %s: %w", c.f.Name, v.Ref(), d.Name(), err)
+	}
+	if c.moved[v] == nil {
+		c.moved[v] = map[Device]*Buffer{}
+	}
+	c.moved[v][d] = cp
+	c.owned[cp] = true
+	return cp, nil
+}
+
+// define records n's output buffers; the call owns those that are neither
+// arguments nor weights nor already shared with a live value.
+func (c *call) define(n *ir.Node, outs []*Buffer) {
+	for j, o := range n.Outputs {
+		b := outs[j]
+		c.vals[o] = b
+		if c.aliases[b] == 0 && !isArg(c.args, b) && !c.e.isWeight(b) {
+			c.owned[b] = true
+		}
+		c.aliases[b]++
+	}
+}
+
+// releaseDead frees the values whose last reader was node i (n), and n's
+// outputs that nothing reads.
+func (c *call) releaseDead(n *ir.Node, i int) {
+	for _, v := range n.Inputs {
+		if !v.IsWeight() && c.p.lastUse[v] == i && !c.p.isResult[v] {
+			c.release(v)
+		}
+	}
+	for _, o := range n.Outputs {
+		if _, used := c.p.lastUse[o]; !used && !c.p.isResult[o] {
+			c.release(o)
+		}
+	}
+}
+
+// release drops v: its copies on other devices and, when no other live
+// value shares it, its buffer, if the call owns them.
+func (c *call) release(v *ir.Value) {
+	for _, cp := range c.moved[v] {
+		// A copy that a node's output aliases (kv_write updating a cache
+		// moved to its device) lives on as that value.
+		if c.owned[cp] && c.aliases[cp] == 0 {
+			cp.Dev.Free(cp)
+			delete(c.owned, cp)
+		}
+	}
+	delete(c.moved, v)
+	b := c.vals[v]
+	if b == nil {
+		return
+	}
+	c.aliases[b]--
+	if c.aliases[b] <= 0 && c.owned[b] {
+		b.Dev.Free(b)
+		delete(c.owned, b)
+	}
+}
+
+// results returns the function's results and frees the copies of results
+// made for other devices (results are never released), unless a result
+// aliases one.
+func (c *call) results() ([]*Buffer, error) {
+	results := make([]*Buffer, len(c.f.Results))
+	for i, r := range c.f.Results {
 		if r.IsWeight() {
-			return nil, fmt.Errorf("func @%s: returning weight %s is not supported", f.Name, r.Ref())
+			return nil, fmt.Errorf("func @%s: returning weight %s is not supported", c.f.Name, r.Ref())
 		}
-		results[i] = vals[r]
+		results[i] = c.vals[r]
 	}
-	// Copies of results moved to other devices (results are never
-	// released) are not needed any more, unless a result aliases one.
-	for _, m := range moved {
-		for _, c := range m {
-			if owned[c] && aliases[c] == 0 {
-				c.Dev.Free(c)
-				delete(owned, c)
+	for _, m := range c.moved {
+		for _, cp := range m {
+			if c.owned[cp] && c.aliases[cp] == 0 {
+				cp.Dev.Free(cp)
+				delete(c.owned, cp)
 			}
 		}
 	}
 	return results, nil
+}
+
+// freeOwned frees every buffer the call allocated (after a failure).
+func (c *call) freeOwned() {
+	for b := range c.owned {
+		b.Dev.Free(b)
+	}
 }
 
 // isWeight reports whether b is a cached weight buffer, which a call must
