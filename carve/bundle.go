@@ -16,6 +16,7 @@ import (
 
 	"github.com/goccy/go-yaml"
 	"github.com/goccy/go-yaml/token"
+	"github.com/tapml/tapml/internal/atomicfile"
 	"github.com/tapml/tapml/ir"
 	"github.com/tapml/tapml/tensor"
 	"github.com/tapml/tapml/tensor/safetensors"
@@ -90,32 +91,12 @@ func (rec *Recording) Write(dir string) (int64, error) {
 	if err := checkReplaceable(dir); err != nil {
 		return 0, err
 	}
-	parent := filepath.Dir(dir)
-	if err := os.MkdirAll(parent, 0o755); err != nil {
-		return 0, err
-	}
-	tmp, err := os.MkdirTemp(parent, "."+filepath.Base(dir)+".tmp-*")
-	if err != nil {
-		return 0, err
-	}
-	ok := false
-	defer func() {
-		if !ok {
-			os.RemoveAll(tmp)
-		}
-	}()
-	total, err := rec.writeFiles(tmp)
-	if err != nil {
-		return 0, err
-	}
-	if err := os.Chmod(tmp, 0o755); err != nil {
-		return 0, err
-	}
-	if err := replaceDir(tmp, dir); err != nil {
-		return 0, err
-	}
-	ok = true
-	return total, nil
+	var total int64
+	err := atomicfile.WriteDir(dir, func(tmp string) (err error) {
+		total, err = rec.writeFiles(tmp)
+		return err
+	})
+	return total, err
 }
 
 // checkReplaceable refuses to replace anything but an empty folder or a
@@ -142,29 +123,6 @@ func checkReplaceable(dir string) error {
 		return fmt.Errorf("%s: a folder that is not empty and not a test bundle (no %s); not replacing it", dir, ManifestFile)
 	}
 	return nil
-}
-
-// replaceDir moves tmp to dir; an existing dir is moved aside first and
-// removed only once tmp is in place (and put back if that fails).
-func replaceDir(tmp, dir string) error {
-	if _, err := os.Lstat(dir); errors.Is(err, fs.ErrNotExist) {
-		return os.Rename(tmp, dir)
-	}
-	old, err := os.MkdirTemp(filepath.Dir(dir), "."+filepath.Base(dir)+".old-*")
-	if err != nil {
-		return err
-	}
-	os.Remove(old) // keep the unique name; rename needs it free
-	if err := os.Rename(dir, old); err != nil {
-		return err
-	}
-	if err := os.Rename(tmp, dir); err != nil {
-		if rerr := os.Rename(old, dir); rerr != nil {
-			return fmt.Errorf("%w (and restoring the previous bundle from %s failed: %v)", err, old, rerr)
-		}
-		return err
-	}
-	return os.RemoveAll(old)
 }
 
 // writeFiles writes the bundle's files into dir (manifest last).
