@@ -30,6 +30,8 @@ import (
 	"github.com/tapml/tapml/codegen"
 	"github.com/tapml/tapml/frontend/tokenizer"
 	"github.com/tapml/tapml/internal/atomicfile"
+	"github.com/tapml/tapml/internal/safeio"
+	"github.com/tapml/tapml/internal/yamlcheck"
 	"github.com/tapml/tapml/ir"
 	"github.com/tapml/tapml/passes"
 	"github.com/tapml/tapml/tensor/safetensors"
@@ -377,7 +379,7 @@ func sourceSHA256(p string) (string, error) {
 }
 
 func fileSHA256(p string) (string, error) {
-	f, err := os.Open(p)
+	f, _, err := safeio.Open(p)
 	if err != nil {
 		return "", err
 	}
@@ -400,11 +402,14 @@ func IsBuild(dir string) bool {
 // fields), without checking the files.
 func ReadManifest(dir string) (*Manifest, error) {
 	mp := filepath.Join(dir, ManifestFile)
-	data, err := os.ReadFile(mp)
+	data, err := safeio.ReadFile(mp, safeio.MaxManifest)
 	if errors.Is(err, os.ErrNotExist) {
 		return nil, fmt.Errorf("%s: not a tapml build folder: %s is missing", dir, ManifestFile)
 	}
 	if err != nil {
+		return nil, err
+	}
+	if err := yamlcheck.Check(mp, data, safeio.MaxManifest); err != nil {
 		return nil, err
 	}
 	// The version first, so that a newer format is reported as such rather
@@ -505,6 +510,9 @@ func Verify(dir string, man *Manifest) error {
 		if err != nil {
 			return err
 		}
+		if !st.Mode().IsRegular() {
+			return &safeio.NotRegularError{Path: p, Mode: st.Mode()}
+		}
 		if st.Size() != f.Size {
 			return fmt.Errorf("%s: corrupt: %d bytes, the manifest says %d", p, st.Size(), f.Size)
 		}
@@ -531,7 +539,7 @@ func Load(dir string) (*ir.Module, *Manifest, error) {
 		return nil, nil, err
 	}
 	mp := filepath.Join(dir, ModelFile)
-	text, err := os.ReadFile(mp)
+	text, err := safeio.ReadFile(mp, safeio.MaxText)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -587,7 +595,7 @@ func (s *fileSource) Bytes() ([]byte, error) {
 func LoadKernels(dir string, man *Manifest) ([]EmittedKernel, error) {
 	var out []EmittedKernel
 	for _, mk := range man.Kernels {
-		src, err := os.ReadFile(filepath.Join(dir, filepath.FromSlash(mk.File)))
+		src, err := safeio.ReadFile(filepath.Join(dir, filepath.FromSlash(mk.File)), safeio.MaxText)
 		if err != nil {
 			return nil, err
 		}
