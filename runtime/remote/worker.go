@@ -142,7 +142,9 @@ func startWorker(command func() *exec.Cmd) (*worker, error) {
 	}
 	cmd := command()
 	cmd.ExtraFiles = []*os.File{reqR, repW}
-	cmd.Env = append(cmd.Environ(), WorkerEnv+"=1")
+	// The server logs a worker's death; the Go runtime's dump of every
+	// goroutine after a driver abort would only bury that line.
+	cmd.Env = append(cmd.Environ(), WorkerEnv+"=1", "GOTRACEBACK=none")
 	if cmd.Stdout == nil {
 		cmd.Stdout = os.Stderr
 	}
@@ -259,30 +261,58 @@ func StartWorkers(o WorkerOptions) (*Workers, error) {
 // Info describes the workers' device.
 func (p *Workers) Info() proto.DeviceInfo { return p.info }
 
-// acquire returns an idle worker or starts one, up to MaxSessions.
+// acquireWait bounds how long a host waits for a worker when MaxSessions
+// are busy (or a replacement is starting).
+const acquireWait = 10 * time.Second
+
+// acquire returns an idle worker or starts one, up to MaxSessions; when
+// all are busy it waits up to acquireWait for one to be released.
 func (p *Workers) acquire() (*worker, *proto.Error) {
+	deadline := time.Now().Add(acquireWait)
+	for {
+		w, start, e := p.take()
+		if e != nil {
+			return nil, e
+		}
+		if w != nil {
+			return w, nil
+		}
+		if start {
+			w, err := startWorker(p.command)
+			if err != nil {
+				p.mu.Lock()
+				p.live--
+				p.mu.Unlock()
+				p.logf("%v", err)
+				return nil, proto.Errorf(proto.CodeUnavailable, "the server could not start a device worker")
+			}
+			return w, nil
+		}
+		if time.Now().After(deadline) {
+			return nil, proto.Errorf(proto.CodeBusy, "the server serves %d host sessions, its limit (--max-sessions); waited %s", p.max, acquireWait)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// take returns an idle worker, or says to start one (counted as live), or
+// neither when all are busy.
+func (p *Workers) take() (w *worker, start bool, e *proto.Error) {
 	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.closed {
+		return nil, false, proto.Errorf(proto.CodeUnavailable, "the server is stopping")
+	}
 	if n := len(p.idle); n > 0 {
-		w := p.idle[n-1] // the most recently used: its caches are warm
+		w = p.idle[n-1] // the most recently used: its caches are warm
 		p.idle = p.idle[:n-1]
-		p.mu.Unlock()
-		return w, nil
+		return w, false, nil
 	}
-	if p.closed || p.live >= p.max {
-		p.mu.Unlock()
-		return nil, proto.Errorf(proto.CodeBusy, "the server serves %d host sessions, its limit (--max-sessions)", p.max)
+	if p.live < p.max {
+		p.live++
+		return nil, true, nil
 	}
-	p.live++
-	p.mu.Unlock()
-	w, err := startWorker(p.command)
-	if err != nil {
-		p.mu.Lock()
-		p.live--
-		p.mu.Unlock()
-		p.logf("%v", err)
-		return nil, proto.Errorf(proto.CodeUnavailable, "the server could not start a device worker")
-	}
-	return w, nil
+	return nil, false, nil
 }
 
 // release ends w's host session and keeps it for the next one; a worker
