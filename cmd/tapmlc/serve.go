@@ -19,11 +19,11 @@ import (
 
 func init() {
 	var (
-		listen     string
-		token      string
-		useBrowser bool
-		backend    string
-		wasm       string
+		listen      string
+		token       string
+		useBrowser  bool
+		backend     string
+		wasm        string
 		cacheDir    string
 		cacheMB     int64
 		memoryMB    int64
