@@ -75,7 +75,9 @@ func httptestServer(t *testing.T, h http.Handler) string {
 	return "ws" + strings.TrimPrefix(srv.URL, "http")
 }
 
-func hello(h *rawHost) { h.must(proto.Encode(1, &proto.Hello{Version: proto.Version, Client: "attacker"}), proto.THelloOK) }
+func hello(h *rawHost) {
+	h.must(proto.Encode(1, &proto.Hello{Version: proto.Version, Client: "attacker"}), proto.THelloOK)
+}
 
 func floats(n int, v float32) []byte {
 	b := make([]byte, 4*n)
@@ -172,7 +174,7 @@ func TestSessionsGetZeroedBuffers(t *testing.T) {
 		h := rawDial(t, url)
 		hello(h)
 		h.must(proto.Encode(2, &proto.Upload{Buf: 1, DType: proto.F32, Shape: []uint32{512}, Data: secret}), proto.TOK)
-		h.must(proto.Encode(3, kernel(1, "b[id.x] = a[id.x];")), proto.TOK)                       // a copy
+		h.must(proto.Encode(3, kernel(1, "b[id.x] = a[id.x];")), proto.TOK)                      // a copy
 		h.must(proto.Encode(4, kernel(2, "if (a[0] == 12345.0) { b[id.x] = 1.0; }")), proto.TOK) // writes nothing here
 		if round == 0 {
 			// The earlier host: copies its secret into several buffers

@@ -354,7 +354,7 @@ func TestBadFrames(t *testing.T) {
 		{proto.Encode(6, &proto.Compile{Kernel: 2, Node: 5, Op: "add", Language: "wgsl", Entry: "main", Source: []byte("fn main() {} \xff"),
 			Workgroup: [3]uint32{1, 1, 1}}), proto.CodeFailed, "not valid UTF-8"},
 		{proto.Encode(7, &proto.Compile{Kernel: 3, Node: 5, Op: "add", Language: "wgsl", Entry: "main",
-			Source: []byte("fn main() { let x = " + strings.Repeat("(", 4000) + "1" + strings.Repeat(")", 4000) + "; }"),
+			Source:    []byte("fn main() { let x = " + strings.Repeat("(", 4000) + "1" + strings.Repeat(")", 4000) + "; }"),
 			Workgroup: [3]uint32{1, 1, 1}}), proto.CodeFailed, "nested more than 64 deep"},
 	} {
 		m := roundTrip(tc.frame)
