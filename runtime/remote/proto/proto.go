@@ -32,7 +32,9 @@
 // version, the token and its own DeviceInfo) and gets OK or Error.
 //
 // Then every host request gets exactly one reply with the same id, in
-// order: OK, QueryOK, Data or Error. Host ids are below 1<<31; ids with the
+// order: OK, QueryOK, Data or Error. An Error with CodeLost ends the
+// session: the server's device worker died while handling that request,
+// and the server closes the connection. Host ids are below 1<<31; ids with the
 // top bit are the relaying server's own (Reset between host sessions). The
 // host may send further requests before the replies of earlier ones come
 // (Upload and Batch are pipelined); the device handles them in order.
