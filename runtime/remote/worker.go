@@ -70,10 +70,10 @@ func readWorkerFrame(r io.Reader) ([]byte, error) {
 }
 
 // ServeWorker is a worker process's loop: it answers the server's frames
-// with core's sessions until the request pipe ends. endSession runs after
-// each host session's buffers are freed (the native device releases its
-// buffer pool there).
-func ServeWorker(requests io.Reader, replies io.Writer, core *device.Core, endSession func()) error {
+// with core's sessions, one host session after another, until the request
+// pipe ends. Ending a session frees its buffers and the backend's pool
+// (device.PoolReleaser).
+func ServeWorker(requests io.Reader, replies io.Writer, core *device.Core) error {
 	in := bufio.NewReaderSize(requests, 1<<20)
 	out := bufio.NewWriterSize(replies, 1<<20)
 	send := func(frame []byte) error {
@@ -97,9 +97,6 @@ func ServeWorker(requests io.Reader, replies io.Writer, core *device.Core, endSe
 		}
 		if len(frame) == 0 {
 			sess.Close()
-			if endSession != nil {
-				endSession()
-			}
 			sess = core.NewSession()
 			err = send(nil)
 		} else {
@@ -429,5 +426,5 @@ func RunNativeWorker(o NativeWorkerOptions) error {
 	}
 	core := device.New(be, device.Options{MemoryBytes: o.MemoryBytes, CacheBytes: o.CacheBytes,
 		UncheckedKernels: os.Getenv(UncheckedKernelsEnv) == "1"})
-	return ServeWorker(requests, replies, core, dev.ReleasePool)
+	return ServeWorker(requests, replies, core)
 }

@@ -51,6 +51,14 @@ type Backend interface {
 	Free(b Buffer)
 }
 
+// PoolReleaser is a Backend that keeps freed buffers for reuse. Session.Close
+// calls ReleasePool after freeing the session's buffers, so that the next
+// session's buffers are new (WebGPU zeroes them) and never hold what an
+// earlier host left.
+type PoolReleaser interface {
+	ReleasePool()
+}
+
 // Options configure a Core.
 type Options struct {
 	// CacheBytes bounds the bytes of cached weights no session uses
@@ -218,7 +226,9 @@ func (c *Core) NewSession() *Session {
 	return &Session{c: c, bufs: map[uint32]*sbuf{}, kernels: map[uint32]*codegen.Kernel{}}
 }
 
-// Close frees the session's buffers (cached weights stay cached).
+// Close frees the session's buffers (cached weights stay cached) and the
+// backend's pool of freed buffers (PoolReleaser). A backend that pools
+// buffers must serve one session at a time.
 func (s *Session) Close() {
 	ids := make([]uint32, 0, len(s.bufs))
 	for id := range s.bufs {
@@ -231,6 +241,9 @@ func (s *Session) Close() {
 	s.c.mu.Lock()
 	s.c.evict()
 	s.c.mu.Unlock()
+	if pr, ok := s.c.be.(PoolReleaser); ok {
+		pr.ReleasePool()
+	}
 }
 
 // Buffers returns the number of live buffer ids (for tests).

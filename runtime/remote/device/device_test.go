@@ -404,3 +404,24 @@ func TestMemoryBudget(t *testing.T) {
 		t.Errorf("after both sessions closed, %d bytes counted", u)
 	}
 }
+
+// pooling is a fake backend with a buffer pool.
+type pooling struct {
+	*fake
+	released int
+}
+
+func (p *pooling) ReleasePool() { p.released++ }
+
+// Ending a session (Close, or a Reset from the relay between hosts)
+// releases the backend's pool, so the next session gets new buffers.
+func TestCloseReleasesPool(t *testing.T) {
+	be := &pooling{fake: newFake()}
+	s := New(be, Options{}).NewSession()
+	ok(t, s, &proto.Upload{Buf: 1, DType: proto.F32, Shape: []uint32{1}, Data: make([]byte, 4)})
+	ok(t, s, &proto.Reset{})
+	s.Close()
+	if be.released != 2 || len(be.live) != 0 {
+		t.Errorf("pool released %d times, %d buffers live; want 2 and 0", be.released, len(be.live))
+	}
+}
