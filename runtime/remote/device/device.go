@@ -484,6 +484,9 @@ func (s *Session) shareCached(b *sbuf, key [32]byte) bool {
 // buffer with what arrives (at most doubling, never past total), so that a
 // tensor that is declared but never sent costs nothing.
 func appendChunk(data, chunk []byte, total int64) []byte {
+	if len(data) == 0 && int64(len(chunk)) == total {
+		return chunk // the whole tensor in one chunk, a copy the decoder made
+	}
 	need := len(data) + len(chunk)
 	if need > cap(data) {
 		c := int(min(total, int64(max(need, 2*cap(data)))))
