@@ -344,6 +344,7 @@ func TestBadFrames(t *testing.T) {
 		want  string
 	}{
 		{[]byte("nonsense"), proto.CodeMalformed, "magic"},
+		{[]byte{}, proto.CodeMalformed, "an empty frame"}, // to a worker, the end of a session
 		{big, proto.CodeTooLarge, "exceeds"},
 		{proto.Encode(3, &proto.Hello{}), proto.CodeMalformed, "unexpected hello"},
 		{proto.Encode(4, &proto.Compile{Kernel: 1, Node: 5, Op: "add", Language: "wgsl", Entry: "main", Source: []byte("fn main() { let x = ; }"),

@@ -297,9 +297,15 @@ func (s *Server) serveWorker(c *websocket.Conn, id uint32, client, addr string) 
 		}
 		n++
 		var reply []byte
-		if big {
+		switch {
+		case big:
 			reply = proto.Encode(proto.PeekID(b), proto.Errorf(proto.CodeTooLarge, "frame exceeds %d bytes", proto.MaxFrame))
-		} else if reply, err = w.roundTrip(b); err != nil {
+		case len(b) == 0: // to a worker an empty frame ends the session: answer it here
+			reply = proto.Encode(0, proto.Errorf(proto.CodeMalformed, "malformed request: an empty frame"))
+		default:
+			reply, err = w.roundTrip(b)
+		}
+		if err != nil {
 			what := describe(b)
 			how := s.o.Workers.lost(w, what)
 			msg := fmt.Sprintf("the device worker process died (%s) while handling %s; this session's buffers are lost; the server goes on with a new worker", how, what)
