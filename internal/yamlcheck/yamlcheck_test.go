@@ -41,11 +41,14 @@ func TestCheck(t *testing.T) {
 	}
 }
 
-// The scan is linear: a megabyte of brackets is refused at once.
+// Check never panics, and never accepts a document over the size bound.
 func FuzzCheck(f *testing.F) {
 	f.Add([]byte("passes:\n  - dce\n"))
 	f.Add([]byte("a: [b, {c: 'd[', e: \"f\\\"{\"}] # [\n- - x\n"))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		_ = Check("f", data, 1<<20)
+		if len(data) > 16 && Check("f", data, 16) == nil {
+			t.Errorf("a document of %d bytes passed a bound of 16", len(data))
+		}
 	})
 }
