@@ -281,6 +281,8 @@ func fileAttacks(t *testing.T, tmp string) []attack {
 		// 10. Sizes from headers: runs in small memory, with the text of
 		// the real model (the patched seq_len is the only change).
 		attack{"10 header sizes", "seq_len 2^21, --steps 8", append([]string{"run", bigSeq}, run[2:]...), 0, "^$", nil},
+		attack{"10 header sizes", "carve of seq_len 2^21, --steps 8", []string{"carve", bigSeq, "--tokenizer", tok, "--steps", "8", "-o", filepath.Join(tmp, "seq-bundle")}, 0, "", nil},
+		attack{"10 header sizes", "migrate of seq_len 2^21, --steps 4", []string{"migrate", bigSeq, "--tokenizer", tok, "--steps", "4", "--target", "cpu"}, 0, "", nil},
 		// 11. Small.
 		attack{"11 small", "ONNX graph without outputs", []string{"run", noOutputs}, 1, "noout.onnx: the graph has no outputs", nil},
 		attack{"11 small", "manifest version 1.5", []string{"test", damaged("v15-bundle", replace("\nversion: 1\n", "\nversion: 1.5\n")), "--target", "cpu"}, 1, "format version 1.5 is not a whole number", nil},

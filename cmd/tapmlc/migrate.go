@@ -9,6 +9,7 @@ import (
 	"github.com/tapml/tapml/frontend"
 	"github.com/tapml/tapml/migrate"
 	"github.com/tapml/tapml/passes"
+	"github.com/tapml/tapml/runtime/llm"
 	"github.com/tapml/tapml/runtime/target"
 )
 
@@ -130,6 +131,10 @@ func runMigrate(args []string, tokPath, prompt string, steps int, strategy, json
 	}
 	if model.Tokenizer == nil {
 		return 0, fmt.Errorf("%s has no tokenizer: give one with --tokenizer", model.Path)
+	}
+	// The caches hold --steps positions, not the header's context.
+	if err := llm.FitContext(model.Module, steps); err != nil {
+		return 0, err
 	}
 	opts := migrate.Options{Prompt: prompt, Steps: steps, Target: tgt.Target, Thresholds: th, Regression: regression, Log: os.Stderr}
 	if th == (migrate.Thresholds{}) {
