@@ -29,6 +29,9 @@ import (
 	"github.com/goccy/go-yaml"
 	"github.com/tapml/tapml/codegen"
 	"github.com/tapml/tapml/frontend/tokenizer/sentencepiece"
+	"github.com/tapml/tapml/internal/atomicfile"
+	"github.com/tapml/tapml/internal/safeio"
+	"github.com/tapml/tapml/internal/yamlcheck"
 	"github.com/tapml/tapml/ir"
 	"github.com/tapml/tapml/passes"
 	"github.com/tapml/tapml/tensor/safetensors"
@@ -149,36 +152,14 @@ func Write(dir string, b Build) (*Manifest, error) {
 	if err := checkReplaceable(dir); err != nil {
 		return nil, err
 	}
-	parent := filepath.Dir(dir)
-	if err := os.MkdirAll(parent, 0o755); err != nil {
-		return nil, fmt.Errorf("artifact: %w", err)
-	}
-	tmp, err := os.MkdirTemp(parent, "."+filepath.Base(dir)+".tmp-")
-	if err != nil {
-		return nil, fmt.Errorf("artifact: %w", err)
-	}
-	if err := os.Chmod(tmp, 0o755); err != nil { // MkdirTemp makes it private
-		os.RemoveAll(tmp)
-		return nil, fmt.Errorf("artifact: %w", err)
-	}
-	done := false
-	defer func() {
-		if !done {
-			os.RemoveAll(tmp)
-		}
-	}()
-	man, err := writeContents(tmp, b)
+	var man *Manifest
+	err := atomicfile.WriteDir(dir, func(tmp string) (err error) {
+		man, err = writeContents(tmp, b)
+		return err
+	})
 	if err != nil {
 		return nil, fmt.Errorf("artifact %s: %w", dir, err)
 	}
-	if err := syncDir(tmp); err != nil {
-		return nil, fmt.Errorf("artifact %s: %w", dir, err)
-	}
-	if err := swapIn(tmp, dir); err != nil {
-		return nil, fmt.Errorf("artifact %s: %w", dir, err)
-	}
-	done = true
-	syncDir(parent)
 	return man, nil
 }
 
@@ -205,42 +186,6 @@ func checkReplaceable(dir string) error {
 	if len(entries) > 0 {
 		return fmt.Errorf("artifact: refusing to replace %s: it is not empty and not a build folder (no %s)", dir, ManifestFile)
 	}
-	return nil
-}
-
-// swapIn renames the complete folder tmp to dir, moving an existing dir
-// aside first and deleting it after.
-func swapIn(tmp, dir string) error {
-	if _, err := os.Lstat(dir); errors.Is(err, os.ErrNotExist) {
-		return os.Rename(tmp, dir)
-	}
-	old, err := os.MkdirTemp(filepath.Dir(dir), "."+filepath.Base(dir)+".old-")
-	if err != nil {
-		return err
-	}
-	// os.Rename does not replace a folder: free the unique name first.
-	if err := os.Remove(old); err != nil {
-		return err
-	}
-	if err := os.Rename(dir, old); err != nil {
-		return err
-	}
-	if err := os.Rename(tmp, dir); err != nil {
-		if rerr := os.Rename(old, dir); rerr != nil {
-			return fmt.Errorf("%v; the previous build is kept at %s", err, old)
-		}
-		return err
-	}
-	return os.RemoveAll(old)
-}
-
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	d.Sync() // not every file system syncs folders; the files themselves are synced
 	return nil
 }
 
@@ -434,7 +379,7 @@ func sourceSHA256(p string) (string, error) {
 }
 
 func fileSHA256(p string) (string, error) {
-	f, err := os.Open(p)
+	f, _, err := safeio.Open(p)
 	if err != nil {
 		return "", err
 	}
@@ -457,11 +402,14 @@ func IsBuild(dir string) bool {
 // fields), without checking the files.
 func ReadManifest(dir string) (*Manifest, error) {
 	mp := filepath.Join(dir, ManifestFile)
-	data, err := os.ReadFile(mp)
+	data, err := safeio.ReadFile(mp, safeio.MaxManifest)
 	if errors.Is(err, os.ErrNotExist) {
 		return nil, fmt.Errorf("%s: not a tapml build folder: %s is missing", dir, ManifestFile)
 	}
 	if err != nil {
+		return nil, err
+	}
+	if err := yamlcheck.Check(mp, data, safeio.MaxManifest); err != nil {
 		return nil, err
 	}
 	// The version first, so that a newer format is reported as such rather
@@ -562,6 +510,9 @@ func Verify(dir string, man *Manifest) error {
 		if err != nil {
 			return err
 		}
+		if !st.Mode().IsRegular() {
+			return &safeio.NotRegularError{Path: p, Mode: st.Mode()}
+		}
 		if st.Size() != f.Size {
 			return fmt.Errorf("%s: corrupt: %d bytes, the manifest says %d", p, st.Size(), f.Size)
 		}
@@ -588,7 +539,7 @@ func Load(dir string) (*ir.Module, *Manifest, error) {
 		return nil, nil, err
 	}
 	mp := filepath.Join(dir, ModelFile)
-	text, err := os.ReadFile(mp)
+	text, err := safeio.ReadFile(mp, safeio.MaxText)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -644,7 +595,7 @@ func (s *fileSource) Bytes() ([]byte, error) {
 func LoadKernels(dir string, man *Manifest) ([]EmittedKernel, error) {
 	var out []EmittedKernel
 	for _, mk := range man.Kernels {
-		src, err := os.ReadFile(filepath.Join(dir, filepath.FromSlash(mk.File)))
+		src, err := safeio.ReadFile(filepath.Join(dir, filepath.FromSlash(mk.File)), safeio.MaxText)
 		if err != nil {
 			return nil, err
 		}

@@ -4,11 +4,11 @@ import (
 	"encoding/binary"
 	"fmt"
 	"math"
-	"os"
 	"path/filepath"
 
 	"github.com/tapml/tapml/frontend/llama2c"
 	"github.com/tapml/tapml/frontend/tokenizer/sentencepiece"
+	"github.com/tapml/tapml/internal/safeio"
 )
 
 // TokenizerFile is the tokenizer of a build folder, when the model has one.
@@ -53,7 +53,7 @@ func LoadTokenizer(dir string, man *Manifest) (*sentencepiece.Tokenizer, error) 
 	if tk.Format != "llama2c" {
 		return nil, fmt.Errorf("%s: tokenizer format %q is not one this tapmlc reads (llama2c)", p, tk.Format)
 	}
-	data, err := os.ReadFile(p)
+	data, err := safeio.ReadFile(p, safeio.MaxText)
 	if err != nil {
 		return nil, err
 	}

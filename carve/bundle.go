@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"math"
 	"os"
 	"path/filepath"
 	"sort"
@@ -16,6 +17,9 @@ import (
 
 	"github.com/goccy/go-yaml"
 	"github.com/goccy/go-yaml/token"
+	"github.com/tapml/tapml/internal/atomicfile"
+	"github.com/tapml/tapml/internal/safeio"
+	"github.com/tapml/tapml/internal/yamlcheck"
 	"github.com/tapml/tapml/ir"
 	"github.com/tapml/tapml/tensor"
 	"github.com/tapml/tapml/tensor/safetensors"
@@ -90,32 +94,12 @@ func (rec *Recording) Write(dir string) (int64, error) {
 	if err := checkReplaceable(dir); err != nil {
 		return 0, err
 	}
-	parent := filepath.Dir(dir)
-	if err := os.MkdirAll(parent, 0o755); err != nil {
-		return 0, err
-	}
-	tmp, err := os.MkdirTemp(parent, "."+filepath.Base(dir)+".tmp-*")
-	if err != nil {
-		return 0, err
-	}
-	ok := false
-	defer func() {
-		if !ok {
-			os.RemoveAll(tmp)
-		}
-	}()
-	total, err := rec.writeFiles(tmp)
-	if err != nil {
-		return 0, err
-	}
-	if err := os.Chmod(tmp, 0o755); err != nil {
-		return 0, err
-	}
-	if err := replaceDir(tmp, dir); err != nil {
-		return 0, err
-	}
-	ok = true
-	return total, nil
+	var total int64
+	err := atomicfile.WriteDir(dir, func(tmp string) (err error) {
+		total, err = rec.writeFiles(tmp)
+		return err
+	})
+	return total, err
 }
 
 // checkReplaceable refuses to replace anything but an empty folder or a
@@ -142,29 +126,6 @@ func checkReplaceable(dir string) error {
 		return fmt.Errorf("%s: a folder that is not empty and not a test bundle (no %s); not replacing it", dir, ManifestFile)
 	}
 	return nil
-}
-
-// replaceDir moves tmp to dir; an existing dir is moved aside first and
-// removed only once tmp is in place (and put back if that fails).
-func replaceDir(tmp, dir string) error {
-	if _, err := os.Lstat(dir); errors.Is(err, fs.ErrNotExist) {
-		return os.Rename(tmp, dir)
-	}
-	old, err := os.MkdirTemp(filepath.Dir(dir), "."+filepath.Base(dir)+".old-*")
-	if err != nil {
-		return err
-	}
-	os.Remove(old) // keep the unique name; rename needs it free
-	if err := os.Rename(dir, old); err != nil {
-		return err
-	}
-	if err := os.Rename(tmp, dir); err != nil {
-		if rerr := os.Rename(old, dir); rerr != nil {
-			return fmt.Errorf("%w (and restoring the previous bundle from %s failed: %v)", err, old, rerr)
-		}
-		return err
-	}
-	return os.RemoveAll(old)
 }
 
 // writeFiles writes the bundle's files into dir (manifest last).
@@ -279,7 +240,7 @@ func writeSynced(path string, data []byte) error {
 }
 
 func hashFile(path string) (FileInfo, error) {
-	f, err := os.Open(path)
+	f, _, err := safeio.Open(path)
 	if err != nil {
 		return FileInfo{}, err
 	}
@@ -309,7 +270,7 @@ type Bundle struct {
 // name the file (and the case) at fault.
 func Open(dir string) (*Bundle, error) {
 	mpath := filepath.Join(dir, ManifestFile)
-	data, err := os.ReadFile(mpath)
+	data, err := safeio.ReadFile(mpath, safeio.MaxManifest)
 	if errors.Is(err, fs.ErrNotExist) {
 		if st, serr := os.Stat(dir); serr != nil || !st.IsDir() {
 			return nil, fmt.Errorf("%s: no such test bundle folder", dir)
@@ -372,9 +333,12 @@ func (b *Bundle) Close() error {
 // anything else, so a bundle from a newer tapml is reported as such rather
 // than as unknown fields.
 func ParseManifest(path string, data []byte) (*Manifest, error) {
+	if err := yamlcheck.Check(path, data, safeio.MaxManifest); err != nil {
+		return nil, err
+	}
 	var head struct {
-		Format  string `yaml:"format"`
-		Version int    `yaml:"version"`
+		Format  string  `yaml:"format"`
+		Version float64 `yaml:"version"` // read as a number, so 1.5 is refused, not truncated
 	}
 	if err := safeUnmarshal(data, &head); err != nil {
 		return nil, yamlError(path, err, "corrupt or truncated manifest")
@@ -385,11 +349,14 @@ func ParseManifest(path string, data []byte) (*Manifest, error) {
 	if head.Format != FormatName {
 		return nil, fmt.Errorf("%s: format is %q, want %q: not a tapml test bundle manifest, or corrupt", path, head.Format, FormatName)
 	}
+	if head.Version != math.Trunc(head.Version) {
+		return nil, fmt.Errorf("%s: format version %g is not a whole number", path, head.Version)
+	}
 	if head.Version > FormatVersion {
-		return nil, fmt.Errorf("%s: bundle format version %d is newer than this tapml reads (%d); use a newer tapmlc, or carve the tests again", path, head.Version, FormatVersion)
+		return nil, fmt.Errorf("%s: bundle format version %g is newer than this tapml reads (%d); use a newer tapmlc, or carve the tests again", path, head.Version, FormatVersion)
 	}
 	if head.Version < 1 {
-		return nil, fmt.Errorf("%s: bad format version %d", path, head.Version)
+		return nil, fmt.Errorf("%s: bad format version %g", path, head.Version)
 	}
 	m := &Manifest{}
 	if err := safeUnmarshal(data, m, yaml.DisallowUnknownField()); err != nil {
@@ -408,6 +375,9 @@ func ParseManifest(path string, data []byte) (*Manifest, error) {
 		}
 		if ids[c.ID] {
 			return nil, fmt.Errorf("%s: case id %s appears twice", path, c.ID)
+		}
+		if err := c.Tolerance.Check(); err != nil {
+			return nil, fmt.Errorf("%s: case %s: %v", path, c.ID, err)
 		}
 		ids[c.ID] = true
 	}
@@ -460,6 +430,9 @@ func checkFile(dir string, f FileInfo) error {
 	}
 	if err != nil {
 		return err
+	}
+	if !st.Mode().IsRegular() {
+		return &safeio.NotRegularError{Path: path, Mode: st.Mode()}
 	}
 	if st.Size() != f.Bytes {
 		return fmt.Errorf("%s: %d bytes, but the manifest says %d: the file is truncated or corrupt", path, st.Size(), f.Bytes)

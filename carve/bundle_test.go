@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/tapml/tapml/ir"
@@ -67,6 +68,21 @@ func TestOpenErrors(t *testing.T) {
 			m := bytes.Replace(manifest, []byte("\nversion: 1\n"), []byte("\nversion: 2\nnew_field: x\n"), 1)
 			os.WriteFile(filepath.Join(dir, ManifestFile), m, 0o644)
 		}, []string{"manifest.yaml: bundle format version 2 is newer than this tapml reads (1)"}},
+		{"fractional version", func(t *testing.T, dir string) {
+			m := bytes.Replace(manifest, []byte("\nversion: 1\n"), []byte("\nversion: 1.5\n"), 1)
+			os.WriteFile(filepath.Join(dir, ManifestFile), m, 0o644)
+		}, []string{"manifest.yaml: format version 1.5 is not a whole number"}},
+		{"NaN tolerance", func(t *testing.T, dir string) {
+			m := bytes.Replace(manifest, []byte("\n      atol: "), []byte("\n      atol: .nan\n      #"), 1)
+			os.WriteFile(filepath.Join(dir, ManifestFile), m, 0o644)
+		}, []string{"manifest.yaml: case c0001: tolerance atol NaN is not a finite number >= 0"}},
+		{"negative tolerance", func(t *testing.T, dir string) {
+			m := bytes.Replace(manifest, []byte("\n      rtol: "), []byte("\n      rtol: -1\n      #"), 1)
+			os.WriteFile(filepath.Join(dir, ManifestFile), m, 0o644)
+		}, []string{"manifest.yaml: case c0001: tolerance rtol -1 is not a finite number >= 0"}},
+		{"deeply nested manifest", func(t *testing.T, dir string) {
+			os.WriteFile(filepath.Join(dir, ManifestFile), []byte("format: "+strings.Repeat("[", 100000)), 0o644)
+		}, []string{"manifest.yaml:1: nested more than 64 levels deep"}},
 		{"not a bundle manifest", func(t *testing.T, dir string) {
 			os.WriteFile(filepath.Join(dir, ManifestFile), []byte("passes: [dce]\n"), 0o644)
 		}, []string{"no format field: not a tapml test bundle manifest"}},
@@ -264,6 +280,23 @@ func TestManifestRoundTrip(t *testing.T) {
 		f := mod.Func(c.Func)
 		if f == nil || f.Node(c.Node) == nil || ir.NodeText(f.Node(c.Node)) != c.NodeText {
 			t.Errorf("case %s: node #%d not in @%s of module.tir as %q", c.ID, c.Node, c.Func, c.NodeText)
+		}
+	}
+}
+
+// Files of a bundle that are FIFOs are refused by name, not read (which
+// would wait for a writer forever).
+func TestOpenRefusesFIFOs(t *testing.T) {
+	good, _ := carvedStories(t)
+	for _, name := range []string{ManifestFile, TensorsFile} {
+		dir := copyDir(t, good)
+		os.Remove(filepath.Join(dir, name))
+		if err := syscall.Mkfifo(filepath.Join(dir, name), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		_, err := Open(dir)
+		if want := name + ": a named pipe (FIFO), not a regular file"; err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%s as a FIFO: %v, want %q", name, err, want)
 		}
 	}
 }

@@ -6,12 +6,12 @@ import (
 	"fmt"
 	"io"
 	"math"
-	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
 
 	"github.com/tapml/tapml/frontend/onnx/onnxpb"
+	"github.com/tapml/tapml/internal/safeio"
 	"github.com/tapml/tapml/ir"
 	"github.com/tapml/tapml/tensor"
 	"google.golang.org/protobuf/proto"
@@ -45,7 +45,7 @@ var npyMagic = []byte("\x93NUMPY")
 // (recognised by its magic) or an ONNX TensorProto (.pb). For raw files,
 // which carry no shape, it returns an error that says so; see ReadInput.
 func ReadTensor(path string) (*tensor.Tensor, error) {
-	data, err := os.ReadFile(path)
+	data, err := safeio.ReadFile(path, safeio.MaxTensor)
 	if err != nil {
 		return nil, err
 	}
@@ -65,7 +65,7 @@ func HasShape(path string) bool {
 	if strings.EqualFold(filepath.Ext(path), ".pb") {
 		return true
 	}
-	f, err := os.Open(path)
+	f, _, err := safeio.Open(path)
 	if err != nil {
 		return false
 	}
@@ -80,7 +80,7 @@ func HasShape(path string) bool {
 // must be static when the file is raw; a file with a shape must have
 // want's (symbolic dims of want match any size).
 func ReadInput(path string, want ir.Type) (*tensor.Tensor, error) {
-	data, err := os.ReadFile(path)
+	data, err := safeio.ReadFile(path, safeio.MaxTensor)
 	if err != nil {
 		return nil, err
 	}

@@ -47,6 +47,9 @@ func Compare(got, want *tensor.Tensor, tol Tolerance) (Metrics, error) {
 	if !want.DType.IsFloat() {
 		tol = Tolerance{}
 	}
+	if err := tol.Check(); err != nil {
+		return Metrics{}, err
+	}
 	var dot, nw, ng float64
 	for i := 0; i < n; i++ {
 		w, g := want.Float64At(i), got.Float64At(i)
@@ -64,7 +67,7 @@ func Compare(got, want *tensor.Tensor, tol Tolerance) (Metrics, error) {
 				m.MaxRel = math.Max(m.MaxRel, d/math.Abs(w))
 			}
 			allowed := tol.ATol + tol.RTol*math.Abs(w)
-			fail = d > allowed
+			fail = !(d <= allowed) // a NaN (an overflowing bound times 0) fails
 			switch {
 			case allowed > 0:
 				ratio = d / allowed

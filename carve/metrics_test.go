@@ -2,6 +2,7 @@ package carve
 
 import (
 	"math"
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -50,6 +51,13 @@ func TestCompare(t *testing.T) {
 				t.Errorf("Pass %v", m.Pass())
 			}
 		})
+	}
+	// A tolerance that is not a number fails the comparison instead of
+	// passing every element.
+	for _, tol := range []Tolerance{{ATol: math.NaN()}, {RTol: math.NaN()}, {ATol: -1}, {RTol: math.Inf(1)}} {
+		if _, err := Compare(f(1.2e4), f(1), tol); err == nil || !strings.Contains(err.Error(), "is not a finite number >= 0") {
+			t.Errorf("tolerance %+v: %v", tol, err)
+		}
 	}
 	if _, err := Compare(f(1), f(1, 2), Tolerance{}); err == nil {
 		t.Error("Compare of different shapes")

@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"os"
 	"regexp"
 	"strconv"
 	"strings"
@@ -13,6 +12,8 @@ import (
 	"github.com/goccy/go-yaml/ast"
 	"github.com/goccy/go-yaml/parser"
 	"github.com/goccy/go-yaml/token"
+	"github.com/tapml/tapml/internal/safeio"
+	"github.com/tapml/tapml/internal/yamlcheck"
 	"github.com/tapml/tapml/ir"
 )
 
@@ -89,7 +90,7 @@ func (o *Overrides) Apply(c *Case, t Tolerance) Tolerance {
 
 // LoadOverrides reads an overrides file.
 func LoadOverrides(path string) (*Overrides, error) {
-	data, err := os.ReadFile(path)
+	data, err := safeio.ReadFile(path, safeio.MaxConfig)
 	if err != nil {
 		return nil, err
 	}
@@ -112,6 +113,9 @@ func (e *OverridesError) Error() string {
 
 // ParseOverrides reads overrides from YAML text; file names it in errors.
 func ParseOverrides(file string, data []byte) (*Overrides, error) {
+	if err := yamlcheck.Check(file, data, safeio.MaxConfig); err != nil {
+		return nil, err
+	}
 	fail := func(n ast.Node, format string, args ...any) error {
 		return &OverridesError{File: file, Line: nodeLine(n), Msg: fmt.Sprintf(format, args...)}
 	}
@@ -213,6 +217,9 @@ func parsePolicy(file string, n ast.Node) (*Policy, error) {
 		if err != nil {
 			return nil, fail(kv.Value, "policy %s: %v", key, err)
 		}
+		if v < 0 || v > maxFactor {
+			return nil, fail(kv.Value, "policy %s must be between 0 and %g, got %g", key, maxFactor, v)
+		}
 		*dst = v
 	}
 	return &p, nil
@@ -269,8 +276,8 @@ func parseRule(file string, item ast.Node) (Rule, error) {
 			if err != nil {
 				return Rule{}, fail(kv.Value, "%s: %v", key, err)
 			}
-			if v < 0 {
-				return Rule{}, fail(kv.Value, "%s must not be negative, got %g", key, v)
+			if v < 0 || v > maxFactor {
+				return Rule{}, fail(kv.Value, "%s must be between 0 and %g, got %g", key, maxFactor, v)
 			}
 			actions++
 			switch key {
@@ -293,6 +300,10 @@ func parseRule(file string, item ast.Node) (Rule, error) {
 	}
 	return r, nil
 }
+
+// maxFactor bounds tolerances, scales and policy constants: large enough
+// for any real use, small enough that products of them stay finite.
+const maxFactor = 1e12
 
 func knownKind(k string) bool {
 	for _, d := range ir.Ops() {

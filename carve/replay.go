@@ -1,6 +1,7 @@
 package carve
 
 import (
+	"errors"
 	"fmt"
 	"regexp"
 	"time"
@@ -140,6 +141,9 @@ func (b *Bundle) Replay(dev runtime.Device, c *Case, tol Tolerance) Result {
 	defer func() { res.Duration = time.Since(start) }()
 	fail := func(err error) Result {
 		res.Err = err.Error()
+		if errors.Is(err, runtime.ErrDeviceLost) {
+			res.lost = err
+		}
 		res.Duration = time.Since(start)
 		return res
 	}
@@ -225,6 +229,10 @@ func (b *Bundle) Test(dev runtime.Device, o TestOptions) (*Report, error) {
 		}
 		tol = o.Overrides.Apply(c, tol)
 		r := b.Replay(dev, c, tol)
+		if r.lost != nil {
+			// Every later case would fail the same way: stop with one error.
+			return nil, fmt.Errorf("case %s (%d of %d): %w", c.ID, i+1, len(cases), r.lost)
+		}
 		rep.Results = append(rep.Results, r)
 		if r.Passed() {
 			rep.Passed++

@@ -22,6 +22,7 @@ type Result struct {
 	Tolerance Tolerance
 	Pass      bool
 	Err       string // why the case could not run; it then fails
+	lost      error  // set when the device was lost: no later case can run
 	Duration  time.Duration
 }
 

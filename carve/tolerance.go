@@ -21,6 +21,20 @@ type Tolerance struct {
 	Rule string `yaml:"rule,omitempty" json:"rule,omitempty"`
 }
 
+// Check returns an error when atol or rtol is not a finite number >= 0
+// (NaN would let every element pass, a negative one fail every element).
+func (t Tolerance) Check() error {
+	for _, v := range []struct {
+		name string
+		v    float64
+	}{{"atol", t.ATol}, {"rtol", t.RTol}} {
+		if math.IsNaN(v.v) || math.IsInf(v.v, 0) || v.v < 0 {
+			return fmt.Errorf("tolerance %s %g is not a finite number >= 0", v.name, v.v)
+		}
+	}
+	return nil
+}
+
 // Exact reports whether the tolerance demands identical results.
 func (t Tolerance) Exact() bool { return t.ATol == 0 && t.RTol == 0 }
 

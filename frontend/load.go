@@ -21,6 +21,7 @@ import (
 	"github.com/tapml/tapml/frontend/onnx"
 	"github.com/tapml/tapml/frontend/tokenizer"
 	"github.com/tapml/tapml/frontend/tokenizer/sentencepiece"
+	"github.com/tapml/tapml/internal/safeio"
 	"github.com/tapml/tapml/ir"
 )
 
@@ -92,7 +93,7 @@ func Sniff(path string) (string, error) {
 
 // readHead returns up to n first bytes of a file.
 func readHead(path string, n int) ([]byte, error) {
-	f, err := os.Open(path)
+	f, _, err := safeio.Open(path)
 	if err != nil {
 		return nil, err
 	}
@@ -114,6 +115,9 @@ func load(path string, opts Options, texts []string) (*Model, error) {
 	st, err := os.Stat(path)
 	if err != nil {
 		return nil, err
+	}
+	if !st.IsDir() && !st.Mode().IsRegular() {
+		return nil, &safeio.NotRegularError{Path: path, Mode: st.Mode()}
 	}
 	if st.IsDir() {
 		if !artifact.IsBuild(path) && hf.Sniff(path) {
@@ -199,7 +203,7 @@ func load(path string, opts Options, texts []string) (*Model, error) {
 // texts are the text files already on the way to it; a source that leads
 // back to one of them is an error.
 func loadText(path string, opts Options, texts []string) (*ir.Module, error) {
-	text, err := os.ReadFile(path)
+	text, err := safeio.ReadFile(path, safeio.MaxText)
 	if err != nil {
 		return nil, err
 	}

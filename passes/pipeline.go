@@ -5,13 +5,14 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"os"
 	"slices"
 	"strings"
 
 	"github.com/goccy/go-yaml/ast"
 	"github.com/goccy/go-yaml/parser"
 	"github.com/goccy/go-yaml/token"
+	"github.com/tapml/tapml/internal/safeio"
+	"github.com/tapml/tapml/internal/yamlcheck"
 )
 
 // DefaultFile is the name errors give the embedded default pipeline.
@@ -57,7 +58,7 @@ func Default() (*Pipeline, error) { return Parse(DefaultFile, defaultYAML) }
 
 // Load reads a pipeline from a YAML file.
 func Load(path string) (*Pipeline, error) {
-	data, err := os.ReadFile(path)
+	data, err := safeio.ReadFile(path, safeio.MaxConfig)
 	if err != nil {
 		return nil, fmt.Errorf("pipeline: %w", err)
 	}
@@ -88,6 +89,9 @@ func Parse(file string, data []byte) (*Pipeline, error) {
 
 // parseUnchecked parses a pipeline without checking the order of its passes.
 func parseUnchecked(file string, data []byte) (*Pipeline, error) {
+	if err := yamlcheck.Check(file, data, safeio.MaxConfig); err != nil {
+		return nil, err
+	}
 	f, err := parser.ParseBytes(data, 0)
 	if err != nil {
 		return nil, syntaxError(file, err)
@@ -232,8 +236,8 @@ func parseStep(file string, item ast.Node) (*Step, error) {
 	name := scalarString(nameNode)
 	pass := Lookup(name)
 	if pass == nil {
-		msg := fmt.Sprintf("unknown pass %q", name)
-		if s := suggest(name, registryNames()); s != "" {
+		msg := fmt.Sprintf("unknown pass %q", clip(name))
+		if s := suggest(clip(name), registryNames()); s != "" {
 			msg += fmt.Sprintf(" (did you mean %q?)", s)
 		}
 		return nil, fail(nameNode, "%s; passes: %s", msg, passNames())
@@ -467,7 +471,7 @@ func (p *Pipeline) Has(name string) bool {
 func (p *Pipeline) Append(name string, opts Options, before string) error {
 	pass := Lookup(name)
 	if pass == nil {
-		return &Error{File: p.File, Msg: fmt.Sprintf("unknown pass %q; passes: %s", name, passNames())}
+		return &Error{File: p.File, Msg: fmt.Sprintf("unknown pass %q; passes: %s", clip(name), passNames())}
 	}
 	st := &Step{Pass: pass, Options: Options{}}
 	for k, v := range opts {
@@ -594,4 +598,14 @@ func editDistance(a, b string) int {
 		prev, cur = cur, prev
 	}
 	return prev[len(b)]
+}
+
+// clip shortens a name from a file for messages: a 10 MB pass name is not
+// echoed whole.
+func clip(s string) string {
+	const max = 80
+	if len(s) <= max {
+		return s
+	}
+	return s[:max] + fmt.Sprintf("... (%d bytes)", len(s))
 }

@@ -3,8 +3,11 @@ package passes
 import (
 	"bytes"
 	"errors"
+	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/tapml/tapml/frontend/arch"
@@ -83,6 +86,40 @@ func TestPipelineSyntaxError(t *testing.T) {
 	}
 	if pe.File != "p.yaml" || pe.Line != 3 || !strings.HasPrefix(pe.Msg, "YAML syntax: ") {
 		t.Errorf("got %q, want p.yaml:3: YAML syntax: ...", err)
+	}
+}
+
+// Hostile pipelines: deep nesting and huge names are refused quickly, with
+// short messages; a FIFO or device is refused by name, not read.
+func TestPipelineHostile(t *testing.T) {
+	dir := t.TempDir()
+	fifo := filepath.Join(dir, "p.yaml")
+	if err := syscall.Mkfifo(fifo, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name, yaml, want string
+	}{
+		{"deep flow", "passes: " + strings.Repeat("[", 100000), "p.yaml:1: nested more than 64 levels deep"},
+		{"deep dashes", "passes:\n" + strings.Repeat("- ", 5000) + "dce\n", "p.yaml:2: nested more than 64 levels deep"},
+		{"huge name", "passes:\n  - " + strings.Repeat("x", 10<<20) + "\n", "p.yaml: 10485773 bytes, more than the 1048576"},
+		{"long name", "passes:\n  - " + strings.Repeat("x", 100<<10) + "\n", `unknown pass "xxxxxxxx`},
+	} {
+		start := time.Now()
+		_, err := Parse("p.yaml", []byte(tc.yaml))
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: %.200v, want %q", tc.name, err, tc.want)
+		} else if len(err.Error()) > 1000 {
+			t.Errorf("%s: a message of %d bytes", tc.name, len(err.Error()))
+		}
+		if el := time.Since(start); el > 2*time.Second {
+			t.Errorf("%s: took %s", tc.name, el)
+		}
+	}
+	for _, path := range []string{fifo, "/dev/zero"} {
+		if _, err := Load(path); err == nil || !strings.Contains(err.Error(), "not a regular file") {
+			t.Errorf("%s: %v", path, err)
+		}
 	}
 }
 

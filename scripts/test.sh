@@ -16,6 +16,9 @@ go test -count=1 -timeout 25m ./...
 # The per-op pass/fail table of ONNX's own node test cases, in the log.
 go test -count=1 -run '^TestNodeCases$' -v ./frontend/onnx/ | sed -n '/libonnx-testdata node cases/,/^\(PASS\|FAIL\|ok\)/p'
 
+# The hostile-input table (issue 18's classes against tapmlc and tapmlc serve), in the log.
+go test -count=1 -run '^TestHostileInputs$' -v ./cmd/tapmlc/ | sed -n '/hostile inputs:/,/ total /p'
+
 # A count, not a duration: go1.26's fuzz coordinator can report a spurious
 # "context deadline exceeded" failure when a -fuzztime duration expires while a
 # worker is mid-input (go.dev/issue/75804, fixed in go1.27). A count has no

@@ -7,6 +7,7 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/tapml/tapml/carve"
 	"github.com/tapml/tapml/passes"
+	"github.com/tapml/tapml/runtime/llm"
 )
 
 func init() {
@@ -67,6 +68,10 @@ goes to stdout.`,
 				}
 				if model.Tokenizer == nil {
 					return fmt.Errorf("%s has no tokenizer: give one with --tokenizer", model.Path)
+				}
+				// The caches hold --steps positions, not the header's context.
+				if err := llm.FitContext(model.Module, steps); err != nil {
+					return err
 				}
 				opts := carve.Options{Prompt: prompt, Steps: steps, Keep: keep, Pipeline: pipe, Progress: carve.ProgressBar(os.Stderr, "carving")}
 				if rec, err = carve.Carve(model.Module, model.Tokenizer, opts); err != nil {

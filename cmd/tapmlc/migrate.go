@@ -9,6 +9,7 @@ import (
 	"github.com/tapml/tapml/frontend"
 	"github.com/tapml/tapml/migrate"
 	"github.com/tapml/tapml/passes"
+	"github.com/tapml/tapml/runtime/llm"
 	"github.com/tapml/tapml/runtime/target"
 )
 
@@ -69,11 +70,18 @@ arguments, model, device, reference run).`,
 		},
 	}
 	// Usage errors exit 2 as well, like every failure of the command itself.
-	cmd.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
+	usage := func(c *cobra.Command, err error) error {
 		fmt.Fprintln(os.Stderr, "tapmlc migrate:", err)
 		os.Exit(migrate.ExitError)
 		return err
-	})
+	}
+	cmd.SetFlagErrorFunc(usage)
+	cmd.PersistentPreRunE = func(c *cobra.Command, args []string) error {
+		if err := checkNumbers(c); err != nil {
+			return usage(c, err)
+		}
+		return nil
+	}
 	f := cmd.Flags()
 	f.StringVar(&tokPath, "tokenizer", "", "tokenizer file (llama2.c tok*.bin); GGUF files carry their own")
 	f.StringVar(&prompt, "prompt", "", "text to start from")
@@ -100,9 +108,6 @@ func runMigrate(args []string, tokPath, prompt string, steps int, strategy, json
 	if strategy != migrate.Incremental && strategy != migrate.Bisect {
 		return 0, fmt.Errorf("--strategy %q: want %s or %s", strategy, migrate.Incremental, migrate.Bisect)
 	}
-	if th.MaxLogitErr < 0 || th.MaxKL < 0 {
-		return 0, fmt.Errorf("--max-logit-err and --max-kl must not be negative")
-	}
 	var injs []target.Injection
 	for _, s := range injects {
 		in, err := target.ParseInjection(s)
@@ -128,6 +133,10 @@ func runMigrate(args []string, tokPath, prompt string, steps int, strategy, json
 	}
 	if model.Tokenizer == nil {
 		return 0, fmt.Errorf("%s has no tokenizer: give one with --tokenizer", model.Path)
+	}
+	// The caches hold --steps positions, not the header's context.
+	if err := llm.FitContext(model.Module, steps); err != nil {
+		return 0, err
 	}
 	opts := migrate.Options{Prompt: prompt, Steps: steps, Target: tgt.Target, Thresholds: th, Regression: regression, Log: os.Stderr}
 	if th == (migrate.Thresholds{}) {

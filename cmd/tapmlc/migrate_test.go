@@ -90,7 +90,9 @@ func TestMigrateBadInputs(t *testing.T) {
 		{[]string{filepath.Join(dir, "missing.bin"), "--target", "cpu"}, "missing.bin"},
 		{[]string{model, "--target", "cpu"}, "tokenizer"},
 		{[]string{"--target", "nowhere"}, "unknown target"},
-		{[]string{"--target", "cpu", "--max-kl", "-1"}, "must not be negative"},
+		{[]string{"--target", "cpu", "--max-kl", "-1"}, "--max-kl -1: must be a finite number >= 0"},
+		{[]string{"--target", "cpu", "--max-logit-err", "NaN"}, "--max-logit-err NaN: must be"},
+		{[]string{"--target", "cpu", "--steps", "-3"}, "--steps -3: must be"},
 	} {
 		r := tapmlc(t, append([]string{"migrate"}, tc.args...)...)
 		if r.code != 2 || !strings.Contains(r.stderr, tc.want) {

@@ -71,6 +71,10 @@ byte-level tokenizer is used, so the command works with nothing downloaded.`,
 			if model.Tokenizer == nil {
 				return fmt.Errorf("%s has no tokenizer: give one with --tokenizer", args[0])
 			}
+			// The caches hold --steps positions, not the header's context.
+			if err := llm.FitContext(model.Module, steps); err != nil {
+				return err
+			}
 			dev, err := tgt.Open()
 			if err != nil {
 				return err

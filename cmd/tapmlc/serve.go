@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"os/exec"
 	"os/signal"
 	"syscall"
 	"time"
@@ -14,19 +15,21 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/tapml/tapml/runtime/remote"
 	"github.com/tapml/tapml/runtime/remote/browser"
-	"github.com/tapml/tapml/runtime/remote/device"
-	"github.com/tapml/tapml/runtime/webgpu"
 )
 
 func init() {
 	var (
-		listen     string
-		token      string
-		useBrowser bool
-		backend    string
-		wasm       string
-		cacheDir   string
-		cacheMB    int64
+		listen      string
+		token       string
+		useBrowser  bool
+		backend     string
+		wasm        string
+		cacheDir    string
+		cacheMB     int64
+		memoryMB    int64
+		maxSessions int
+		maxConns    int
+		allowHosts  []string
 	)
 	cmd := &cobra.Command{
 		Use:   "serve --listen 127.0.0.1:PORT [--token T] [--browser]",
@@ -43,10 +46,18 @@ whose Go program (built for js/wasm at start-up from the tapml source tree
 into a cache folder, or given with --wasm) runs the kernels on the
 browser's WebGPU. One host uses the page at a time.
 
+Each host session runs in a worker process (this binary, restarted when it
+dies), so a kernel that crashes the driver ends that session only. Sessions
+get zeroed buffers and never share a writable buffer. --memory-mb is split
+evenly over --max-sessions workers (each bounds its buffers, uploads and
+cached weights by its share); --max-conns bounds connections.
+
 SECURITY: anyone who can connect can run arbitrary GPU kernels on the device
-and read and write its buffers (and the cached weights' contents); a hostile
-kernel can hang the GPU or crash the driver and the server. There is no
-TLS. The server listens on loopback (127.0.0.1) unless told otherwise;
+and read the cached weights (by content hash); a hostile kernel can hang the
+GPU for its own session, or crash the driver, which costs its session. There
+is no TLS. Without a token, only requests naming a loopback address or
+localhost in their Host header are served (and --allow-host names), which
+stops web pages that rebind their DNS name to this machine. The server listens on loopback (127.0.0.1) unless told otherwise;
 to serve other machines, set --token (or $TAPML_TOKEN; hosts pass
 ?token=T in the URL or $TAPML_TOKEN) and use a trusted network, or tunnel
 over SSH. Browser pages of other sites cannot connect (the WebSocket origin
@@ -67,7 +78,7 @@ ws://HOST:PORT" says where the server listens (--listen with port 0 picks one).`
 			if ip := net.ParseIP(host); (ip == nil || !ip.IsLoopback()) && host != "localhost" && token == "" {
 				logger.Printf("WARNING: listening on %s without a token: anyone who can reach it can run GPU kernels and read device memory; set --token", host)
 			}
-			opts := remote.ServerOptions{Token: token, Log: logger}
+			opts := remote.ServerOptions{Token: token, Log: logger, AllowedHosts: allowHosts, MaxConns: maxConns}
 			var closeDev func()
 			if useBrowser {
 				var prog *browser.Program
@@ -81,12 +92,23 @@ ws://HOST:PORT" says where the server listens (--listen with port 0 picks one).`
 				}
 				opts.Relay, opts.Page = true, prog.Handler()
 			} else {
-				dev, err := webgpu.Open(webgpu.Options{Backend: backend})
+				exe, err := os.Executable()
 				if err != nil {
 					return err
 				}
-				closeDev = func() { dev.Close() }
-				opts.Core = device.New(device.Native(dev), device.Options{CacheBytes: cacheMB << 20})
+				share := (memoryMB << 20) / int64(maxSessions)
+				workerArgs := []string{workerCommand, "--backend", backend,
+					"--memory-bytes", fmt.Sprint(share), "--cache-bytes", fmt.Sprint(min(cacheMB<<20, share))}
+				workers, err := remote.StartWorkers(remote.WorkerOptions{
+					Command:     func() *exec.Cmd { return exec.Command(exe, workerArgs...) },
+					MaxSessions: maxSessions,
+					Log:         logger.Printf,
+				})
+				if err != nil {
+					return err
+				}
+				closeDev = workers.Close
+				opts.Workers = workers
 			}
 			ln, err := net.Listen("tcp", listen)
 			if err != nil {
@@ -103,7 +125,7 @@ ws://HOST:PORT" says where the server listens (--listen with port 0 picks one).`
 				}
 				logger.Printf("listening on ws://%s: open http://%s/%s in a browser with WebGPU, then use --target remote:ws://%s%s", addr, addr, q, addr, q)
 			} else {
-				logger.Printf("listening on ws://%s: device %s (use --target remote:ws://%s)", addr, opts.Core.Info().Name, addr)
+				logger.Printf("listening on ws://%s: device %s (use --target remote:ws://%s)", addr, opts.Workers.Info().Name, addr)
 			}
 			srv := &http.Server{Handler: remote.NewServer(opts), ReadHeaderTimeout: 10 * time.Second}
 			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -132,6 +154,36 @@ ws://HOST:PORT" says where the server listens (--listen with port 0 picks one).`
 	f.StringVar(&backend, "backend", "vulkan", "graphics API of the local device: vulkan or gl (without --browser)")
 	f.StringVar(&wasm, "wasm", "", "prebuilt browser device program (GOOS=js GOARCH=wasm go build "+browser.Package+"); default: build it")
 	f.StringVar(&cacheDir, "cache-dir", "", "folder for the built browser device program (default "+browser.DefaultCacheDir()+")")
-	f.Int64Var(&cacheMB, "weight-cache-mb", 1024, "MiB of weights kept cached while no host uses them (without --browser)")
+	f.Int64Var(&cacheMB, "weight-cache-mb", 1024, "MiB of weights kept cached while no host uses them, per worker (without --browser)")
+	f.Int64Var(&memoryMB, "memory-mb", 8192, "MiB of device memory for all sessions, split evenly over --max-sessions (without --browser)")
+	f.IntVar(&maxSessions, "max-sessions", 4, "host sessions served at once, each in its own worker process (without --browser)")
+	f.IntVar(&maxConns, "max-conns", 32, "WebSocket connections open at once, authenticated or not")
+	f.StringSliceVar(&allowHosts, "allow-host", nil, "host names requests may use besides loopback and localhost when there is no token (repeatable)")
 	rootCmd.AddCommand(cmd)
+	rootCmd.AddCommand(workerCmd())
+}
+
+// workerCommand is the hidden subcommand of a device server's worker
+// process (runtime/remote's Workers start it; users never do).
+const workerCommand = "serve-worker"
+
+func workerCmd() *cobra.Command {
+	var o remote.NativeWorkerOptions
+	cmd := &cobra.Command{
+		Use:    workerCommand,
+		Short:  "A device server's worker process (started by tapmlc serve)",
+		Hidden: true,
+		Args:   cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if os.Getenv(remote.WorkerEnv) != "1" {
+				return fmt.Errorf("%s is started by tapmlc serve, not by hand", workerCommand)
+			}
+			return remote.RunNativeWorker(o)
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&o.Backend, "backend", "vulkan", "graphics API of the local device")
+	f.Int64Var(&o.MemoryBytes, "memory-bytes", 0, "memory budget of the worker's device")
+	f.Int64Var(&o.CacheBytes, "cache-bytes", 0, "bytes of idle cached weights kept")
+	return cmd
 }

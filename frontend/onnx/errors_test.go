@@ -5,6 +5,7 @@ import (
 	"path/filepath"
 	goruntime "runtime"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/tapml/tapml/frontend/onnx/onnxpb"
@@ -139,6 +140,10 @@ func TestErrors(t *testing.T) {
 		Output: []*onnxpb.ValueInfoProto{vinfo("z", onnxpb.TensorProto_FLOAT, 2)},
 		Node:   []*onnxpb.NodeProto{node("Relu", []string{"x"}, []string{"y"})},
 	})
+	noOutputs := model(13, &onnxpb.GraphProto{
+		Input: []*onnxpb.ValueInfoProto{vinfo("x", onnxpb.TensorProto_FLOAT, 2)},
+		Node:  []*onnxpb.NodeProto{node("Relu", []string{"x"}, []string{"y"})},
+	})
 	badShape := model(13, &onnxpb.GraphProto{
 		Input:       []*onnxpb.ValueInfoProto{vinfo("x", onnxpb.TensorProto_FLOAT, 2, 3)},
 		Output:      []*onnxpb.ValueInfoProto{vinfo("y", onnxpb.TensorProto_FLOAT)},
@@ -164,6 +169,7 @@ func TestErrors(t *testing.T) {
 		{"dynamic", dynamic, Options{}, `graph input "x" has dynamic dim 2 (height), dim 3 (width): give sizes with Options.Shapes or Options.Dims`},
 		{"dynamic bad shape", dynamic, Options{Shapes: map[string][]int64{"x": {1, 4, 5, 5}}}, `Options.Shapes["x"] = [1 4 5 5], but dim 1 of the input is 3`},
 		{"no output", noOutput, Options{}, `graph output "z" is not computed by any node`},
+		{"no outputs", noOutputs, Options{}, `nooutputs.onnx: the graph has no outputs`},
 		{"reshape", badShape, Options{}, `node "y" (Reshape): cannot reshape [2 3] to [4 4]`},
 	}
 	for _, c := range cases {
@@ -186,6 +192,28 @@ func TestErrors(t *testing.T) {
 	os.WriteFile(path, []byte("not a model"), 0o644)
 	if _, err := Load(path, Options{}); err == nil || !strings.HasPrefix(err.Error(), path+": ") {
 		t.Errorf("Load: %v", err)
+	}
+	// External data that is a device or a FIFO is refused by name, not
+	// read (/dev/zero would never end; a FIFO would wait for a writer).
+	fifo := filepath.Join(dir, "fifo.bin")
+	if err := syscall.Mkfifo(fifo, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	os.Symlink("/dev/zero", filepath.Join(dir, "zero.bin"))
+	for _, loc := range []string{"fifo.bin", "zero.bin"} {
+		ext := model(13, &onnxpb.GraphProto{
+			Input:  []*onnxpb.ValueInfoProto{vinfo("x", onnxpb.TensorProto_FLOAT, 3)},
+			Output: []*onnxpb.ValueInfoProto{vinfo("y", onnxpb.TensorProto_FLOAT, 3)},
+			Initializer: []*onnxpb.TensorProto{{Name: proto.String("w"), DataType: proto.Int32(1), Dims: []int64{3},
+				DataLocation: onnxpb.TensorProto_EXTERNAL.Enum(),
+				ExternalData: []*onnxpb.StringStringEntryProto{{Key: proto.String("location"), Value: proto.String(loc)}}}},
+			Node: []*onnxpb.NodeProto{node("Add", []string{"x", "w"}, []string{"y"})},
+		})
+		p := filepath.Join(dir, "ext.onnx")
+		os.WriteFile(p, ext, 0o644)
+		if _, err := Load(p, Options{}); err == nil || !strings.Contains(err.Error(), loc+": a ") || !strings.Contains(err.Error(), "not a regular file") {
+			t.Errorf("external data in %s: %v", loc, err)
+		}
 	}
 }
 

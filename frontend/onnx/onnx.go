@@ -24,13 +24,13 @@ package onnx
 import (
 	"bytes"
 	"fmt"
-	"os"
 	"path/filepath"
 	"sort"
 	"strconv"
 	"strings"
 
 	"github.com/tapml/tapml/frontend/onnx/onnxpb"
+	"github.com/tapml/tapml/internal/safeio"
 	"github.com/tapml/tapml/ir"
 	"github.com/tapml/tapml/runtime/cpu"
 	"github.com/tapml/tapml/tensor"
@@ -132,9 +132,13 @@ func Sniff(head []byte) bool {
 	return sawVersion
 }
 
+// maxModelFile bounds an ONNX file: protobuf messages end at 2 GiB (larger
+// weights live in external data files).
+const maxModelFile = 2 << 30
+
 // Load reads the ONNX model at path.
 func Load(path string, opts Options) (*ir.Module, error) {
-	data, err := os.ReadFile(path)
+	data, err := safeio.ReadFile(path, maxModelFile)
 	if err != nil {
 		return nil, err
 	}
@@ -312,6 +316,9 @@ func (im *importer) graph(g *onnxpb.GraphProto) error {
 			}
 			return fmt.Errorf("node %q (%s): %w", where, n.GetOpType(), err)
 		}
+	}
+	if len(g.GetOutput()) == 0 {
+		return fmt.Errorf("the graph has no outputs: there is nothing to compute")
 	}
 	var results []*ir.Value
 	for _, out := range g.GetOutput() {

@@ -4,12 +4,12 @@ import (
 	"encoding/binary"
 	"fmt"
 	"math"
-	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
 
 	"github.com/tapml/tapml/frontend/onnx/onnxpb"
+	"github.com/tapml/tapml/internal/safeio"
 	"github.com/tapml/tapml/ir"
 	"github.com/tapml/tapml/tensor"
 )
@@ -234,15 +234,11 @@ func externalData(tp *onnxpb.TensorProto, dir string) ([]byte, error) {
 	if filepath.IsAbs(loc) || strings.Contains(filepath.ToSlash(loc), "../") {
 		return nil, fmt.Errorf("external data location %q must be a path inside the model's folder", loc)
 	}
-	f, err := os.Open(filepath.Join(dir, loc))
+	f, st, err := safeio.Open(filepath.Join(dir, loc))
 	if err != nil {
 		return nil, fmt.Errorf("external data: %w", err)
 	}
 	defer f.Close()
-	st, err := f.Stat()
-	if err != nil {
-		return nil, err
-	}
 	if length < 0 {
 		length = st.Size() - off
 	}

@@ -38,6 +38,14 @@ func NewSession(exec *runtime.Executor) (*Session, error) {
 		return nil, err
 	}
 	s := &Session{Exec: exec}
+	var bytes int64
+	for _, p := range dec.Params[2:] {
+		bytes += p.Type.Bytes()
+	}
+	if bytes > MaxCacheBytes {
+		return nil, fmt.Errorf("module %q: its KV caches (%s, ...) take %d bytes, more than %d: run fewer positions (--steps)",
+			m.Name, dec.Params[2].Type, bytes, int64(MaxCacheBytes))
+	}
 	for _, p := range dec.Params[2:] {
 		sizes := p.Type.Shape.Sizes()
 		s.MaxSeq = sizes[0]

@@ -237,16 +237,21 @@ func DialOptions(ctx context.Context, rawURL string, o Options) (*Device, error)
 	var info proto.DeviceInfo
 	switch m := m.(type) {
 	case *proto.HelloOK:
-		info = m.Info
+		if m.Version != proto.Version {
+			conn.CloseNow()
+			return nil, fmt.Errorf("remote device %s: protocol version mismatch: the server speaks version %d, this host %d", show, m.Version, proto.Version)
+		}
+		info = printableInfo(m.Info)
 	case *proto.Error:
 		conn.CloseNow()
+		msg := proto.Printable(m.Message)
 		switch m.Code {
 		case proto.CodeAuth:
-			return nil, fmt.Errorf("remote device %s: the server refused the connection: %s", show, m.Message)
+			return nil, fmt.Errorf("remote device %s: the server refused the connection: %s", show, msg)
 		case proto.CodeVersion:
-			return nil, fmt.Errorf("remote device %s: protocol version mismatch: %s", show, m.Message)
+			return nil, fmt.Errorf("remote device %s: protocol version mismatch: %s", show, msg)
 		}
-		return nil, fmt.Errorf("remote device %s: %s", show, m.Message)
+		return nil, fmt.Errorf("remote device %s: %s", show, msg)
 	default:
 		conn.CloseNow()
 		return nil, fmt.Errorf("remote device %s: handshake: unexpected %s reply", show, m.Type())
@@ -279,12 +284,25 @@ func DialOptions(ctx context.Context, rawURL string, o Options) (*Device, error)
 	return d, nil
 }
 
+// printableInfo escapes the server's text in a device description, which
+// ends up in names and messages.
+func printableInfo(i proto.DeviceInfo) proto.DeviceInfo {
+	for _, p := range []*string{&i.Name, &i.Backend, &i.Adapter, &i.Description} {
+		*p = proto.Printable(*p)
+	}
+	i.Features = append([]string(nil), i.Features...)
+	for j := range i.Features {
+		i.Features[j] = proto.Printable(i.Features[j])
+	}
+	return i
+}
+
 // closeReason describes why a connection ended.
 func closeReason(err error) string {
 	var ce websocket.CloseError
 	if errors.As(err, &ce) {
 		if ce.Reason != "" {
-			return fmt.Sprintf("the server closed the connection (%s)", ce.Reason)
+			return fmt.Sprintf("the server closed the connection (%s)", proto.Printable(ce.Reason))
 		}
 		return fmt.Sprintf("the server closed the connection (status %d)", int(ce.Code))
 	}
@@ -338,6 +356,9 @@ func (d *Device) read() {
 		if err != nil {
 			d.lose(fmt.Errorf("malformed reply: %v", err))
 			return
+		}
+		if e, ok := m.(*proto.Error); ok {
+			e.Message = proto.Printable(e.Message)
 		}
 		d.pmu.Lock()
 		c := d.pending[id]
@@ -405,11 +426,16 @@ func (d *Device) lostError(what string) error {
 	if during == "" || (during == freeWhat && what != "") {
 		during = what
 	}
-	return fmt.Errorf("remote device %s: connection lost during %s: %v", d.url, during, cause)
+	return runtime.Lost(fmt.Errorf("remote device %s: connection lost during %s: %v", d.url, during, cause))
 }
 
 // failure turns an error reply into an error naming the node concerned.
+// A CodeLost reply (the server's device worker died) means the session is
+// over: the error matches runtime.ErrDeviceLost.
 func (d *Device) failure(c *call, e *proto.Error) error {
+	if e.Code == proto.CodeLost {
+		return runtime.Lost(fmt.Errorf("remote device %s: %s failed: %s", d.url, c.what, e.Message))
+	}
 	if int(e.Index) < len(c.nodes) && c.nodes[e.Index] != nil {
 		return &runtime.KernelError{Device: d.name, Node: c.nodes[e.Index], Err: errors.New(e.Message)}
 	}
@@ -443,8 +469,8 @@ func (d *Device) timedOut(what string) error {
 	d.pmu.Lock()
 	during := d.inFlight(what)
 	d.pmu.Unlock()
-	d.broken = fmt.Errorf("remote device %s: no reply within %s to %s (the device is hung or the network is down; the connection was closed)",
-		d.url, d.opts.Timeout, during)
+	d.broken = runtime.Lost(fmt.Errorf("remote device %s: no reply within %s to %s (the device is hung or the network is down; the connection was closed)",
+		d.url, d.opts.Timeout, during))
 	d.conn.CloseNow()
 	return d.broken
 }
@@ -528,6 +554,9 @@ func (d *Device) request(m proto.Msg, what string) (proto.Msg, error) {
 	r, err := d.wait(c)
 	var e *proto.Error
 	if errors.As(err, &e) {
+		if e.Code == proto.CodeLost {
+			return nil, d.failure(c, e)
+		}
 		return nil, fmt.Errorf("remote device %s: %s failed: %w", d.url, what, e)
 	}
 	return r, err

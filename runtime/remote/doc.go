@@ -21,8 +21,12 @@
 // limits and messages are documented there); the device side, shared by
 // the native server and the browser page, is runtime/remote/device.
 //
-// A native server (ServerOptions.Core) runs kernels on its local WebGPU
-// device, one session per host connection, all sharing the weight cache.
+// A native server (ServerOptions.Workers) runs each host session in a
+// worker process (worker.go): the server authenticates the host and passes
+// its frames to the worker one at a time; a worker that dies costs its
+// session only (the host gets a CodeLost error naming the request), and
+// the pool starts another. Workers are reused between sessions, keeping
+// their weight cache and pipelines but none of the last session's buffers.
 //
 // With --browser the server is a relay: it serves a page (package
 // runtime/remote/browser) whose Go program, built for js/wasm over
@@ -53,17 +57,25 @@
 // # Security
 //
 // Anyone who can connect to a device server can run arbitrary GPU kernels
-// on its device and read and write the device buffers of the sessions it
-// opens, including the contents of cached weights (by hash); a hostile
-// kernel can also hang the GPU or crash the driver, and with it the
-// server. Connect only hosts you trust. There is no
-// TLS: tokens and tensors cross the network in the clear. The server
-// listens on loopback (127.0.0.1) unless told otherwise. To serve other
-// machines, require a token (--token or $TAPML_TOKEN; compared in constant
-// time; hosts give ?token=T in the URL or $TAPML_TOKEN) and use a trusted
-// network or an SSH tunnel. Pages of other web sites cannot connect (the
-// WebSocket origin is checked), and the page's own files are the only
-// other thing served. A malformed or oversized frame gets an error reply
+// on its device and read the contents of cached weights whose content hash
+// they know. The server promises: a kernel is checked before any compiler
+// sees it (device.CheckKernel), and a driver crash that gets through costs
+// its session only (worker processes); no session reads another's data
+// (no shared writable buffers; pools freed between sessions, so buffers
+// come zeroed from wgpu); without a token only requests whose Host names a
+// loopback address, localhost or an AllowedHosts name are served (DNS
+// rebinding), besides the WebSocket origin check; memory is bounded
+// (handshake frames of 64 KiB before the token is checked, MaxConns,
+// MaxSessions, each worker's device.Options.MemoryBytes, uploads that hold
+// what arrived); wrong tokens are rate-limited per address. A kernel that
+// hangs the GPU stalls its own session until the device's wait timeout.
+// There is no TLS: tokens and tensors cross the network in the clear. The
+// server listens on loopback (127.0.0.1) unless told otherwise. To serve
+// other machines, require a token (--token or $TAPML_TOKEN; compared in
+// constant time; hosts give ?token=T in the URL or $TAPML_TOKEN) and use a
+// trusted network or an SSH tunnel. The host side refuses other protocol
+// versions and escapes control characters in the server's text
+// (proto.Printable). A malformed or oversized frame gets an error reply
 // and never crashes the server; every frame, field, buffer and session is
 // bounded (proto's limits, device.Options).
 package remote

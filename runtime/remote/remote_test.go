@@ -7,6 +7,9 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"os/exec"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -26,20 +29,66 @@ import (
 	"github.com/tapml/tapml/tensor"
 )
 
-// The tests serve the shared local WebGPU device (lavapipe on the
-// project's machines; without one they fail, see internal/testenv).
-var (
-	coreOnce   sync.Once
-	sharedCore *device.Core
-)
+// The tests serve the local WebGPU device (lavapipe on the project's
+// machines; without one they fail, see internal/testenv) from worker
+// processes: the test binary itself, which TestMain turns into a worker
+// when it runs with WorkerEnv set.
+
+// failNodeEnv makes a test worker's launches of one node id fail.
+const failNodeEnv = "TAPML_TEST_FAIL_NODE"
+
+func TestMain(m *testing.M) {
+	if os.Getenv(WorkerEnv) == "1" {
+		o := NativeWorkerOptions{}
+		if id, err := strconv.Atoi(os.Getenv(failNodeEnv)); err == nil {
+			o.Wrap = func(be device.Backend) device.Backend { return failing{be, id} }
+		}
+		if err := RunNativeWorker(o); err != nil {
+			fmt.Fprintln(os.Stderr, "test worker:", err)
+			os.Exit(1)
+		}
+		os.Exit(0)
+	}
+	os.Exit(m.Run())
+}
 
 func localGPU(t *testing.T) *webgpu.Device { return webgputest.Device(t) }
 
-// localCore is a device core over the local GPU, shared by the tests.
+// testWorkers starts a pool of this test binary as workers, with env added
+// to their environment.
+func testWorkers(t *testing.T, max int, env ...string) *Workers {
+	t.Helper()
+	w, err := StartWorkers(WorkerOptions{MaxSessions: max, Log: t.Logf, Command: func() *exec.Cmd {
+		cmd := exec.Command(os.Args[0], "-test.run=^$")
+		cmd.Env = append(os.Environ(), env...)
+		return cmd
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(w.Close)
+	return w
+}
+
+// waitIdle waits until every worker of the pool is idle (a session ends
+// on the server shortly after the host closes).
+func waitIdle(t *testing.T, w *Workers) {
+	t.Helper()
+	for start := time.Now(); time.Since(start) < 10*time.Second; time.Sleep(10 * time.Millisecond) {
+		w.mu.Lock()
+		idle := len(w.idle) == w.live
+		w.mu.Unlock()
+		if idle {
+			return
+		}
+	}
+	t.Fatal("the workers did not become idle")
+}
+
+// localCore is a device core over the local GPU, for the in-process page
+// of the relay tests.
 func localCore(t *testing.T) *device.Core {
-	g := localGPU(t)
-	coreOnce.Do(func() { sharedCore = device.New(device.Native(g), device.Options{}) })
-	return sharedCore
+	return device.New(device.Native(localGPU(t)), device.Options{})
 }
 
 // tracker records a listener's connections, so that a test can cut them
@@ -70,8 +119,8 @@ func (l *tracker) cut() {
 
 func serve(t *testing.T, o ServerOptions) (*tracker, string) {
 	t.Helper()
-	if o.Core == nil && !o.Relay {
-		o.Core = localCore(t)
+	if o.Workers == nil && !o.Relay {
+		o.Workers = testWorkers(t, 2)
 	}
 	srv := httptest.NewUnstartedServer(NewServer(o))
 	tr := &tracker{Listener: srv.Listener}
@@ -131,7 +180,8 @@ func forward(t *testing.T, m *ir.Module, dev runtime.Device) [][]float32 {
 func TestRemoteMatchesLocal(t *testing.T) {
 	m := tinyModel(t)
 	want := forward(t, m, localGPU(t))
-	_, url := serve(t, ServerOptions{})
+	workers := testWorkers(t, 2)
+	_, url := serve(t, ServerOptions{Workers: workers})
 	d := dial(t, url, Options{MaxBatch: 7, Window: 3}) // small batches and window: exercise the pipelining
 	got := forward(t, m, d)
 	for i := range want {
@@ -150,7 +200,10 @@ func TestRemoteMatchesLocal(t *testing.T) {
 	if st2 := d.Stats(); st2.WeightsSent != st.WeightsSent || st2.WeightsCached < st.WeightsSent {
 		t.Errorf("second run: stats %+v after %+v; want every weight found in the cache", st2, st)
 	}
-	// Nor does a new connection: the cache is the device's.
+	// Nor does a new connection once this one ended: it gets the same
+	// worker, whose weight cache outlives sessions.
+	d.Close()
+	waitIdle(t, workers)
 	d2 := dial(t, url, Options{})
 	forward(t, m, d2)
 	if st := d2.Stats(); st.WeightsSent != 0 || st.WeightsCached == 0 {
@@ -221,7 +274,7 @@ func TestConnectionLost(t *testing.T) {
 
 // A device that stops answering is given up after the timeout.
 func TestTimeout(t *testing.T) {
-	info := localCore(t).Info()
+	info := testWorkers(t, 1).Info()
 	mute := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		c, err := websocket.Accept(w, r, nil)
 		if err != nil {
@@ -292,11 +345,19 @@ func TestBadFrames(t *testing.T) {
 		want  string
 	}{
 		{[]byte("nonsense"), proto.CodeMalformed, "magic"},
+		{[]byte{}, proto.CodeMalformed, "an empty frame"}, // to a worker, the end of a session
 		{big, proto.CodeTooLarge, "exceeds"},
 		{proto.Encode(3, &proto.Hello{}), proto.CodeMalformed, "unexpected hello"},
-		{proto.Encode(4, &proto.Compile{Kernel: 1, Node: 5, Op: "add", Language: "wgsl", Entry: "main", Source: []byte("fn main( {"),
+		{proto.Encode(4, &proto.Compile{Kernel: 1, Node: 5, Op: "add", Language: "wgsl", Entry: "main", Source: []byte("fn main() { let x = ; }"),
 			Workgroup: [3]uint32{1, 1, 1}}), proto.CodeFailed, "compile"},
 		{proto.Encode(5, &proto.Download{Buf: 77, Length: 4}), proto.CodeFailed, "does not exist"},
+		// Kernels that would crash wgpu are refused by the check; the
+		// worker lives on.
+		{proto.Encode(6, &proto.Compile{Kernel: 2, Node: 5, Op: "add", Language: "wgsl", Entry: "main", Source: []byte("fn main() {} \xff"),
+			Workgroup: [3]uint32{1, 1, 1}}), proto.CodeFailed, "not valid UTF-8"},
+		{proto.Encode(7, &proto.Compile{Kernel: 3, Node: 5, Op: "add", Language: "wgsl", Entry: "main",
+			Source:    []byte("fn main() { let x = " + strings.Repeat("(", 4000) + "1" + strings.Repeat(")", 4000) + "; }"),
+			Workgroup: [3]uint32{1, 1, 1}}), proto.CodeFailed, "nested more than 64 deep"},
 	} {
 		m := roundTrip(tc.frame)
 		e, ok := m.(*proto.Error)
@@ -355,7 +416,7 @@ func TestLaunchFailureNamesNode(t *testing.T) {
 			break
 		}
 	}
-	_, url := serve(t, ServerOptions{Core: device.New(failing{device.Native(localGPU(t)), bad.ID}, device.Options{})})
+	_, url := serve(t, ServerOptions{Workers: testWorkers(t, 1, fmt.Sprintf("%s=%d", failNodeEnv, bad.ID))})
 	d := dial(t, url, Options{})
 	exec := runtime.NewExecutor(m, d)
 	defer exec.Close()

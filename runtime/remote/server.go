@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/coder/websocket"
@@ -21,9 +22,17 @@ type ServerOptions struct {
 	// Token, when set, must be presented by every host (and browser page);
 	// others are refused.
 	Token string
-	// Core runs the kernels of host sessions on a local device (native
-	// mode). Leave it nil with Relay.
-	Core *device.Core
+	// Workers run the kernels of host sessions on a local device, each
+	// session in a worker process (native mode). Leave it nil with Relay.
+	Workers *Workers
+	// AllowedHosts are host names, besides loopback addresses and
+	// "localhost", that requests may name in their Host header when the
+	// server has no token. A page of another site whose name resolves to
+	// this machine (DNS rebinding) names its own host and is refused.
+	AllowedHosts []string
+	// MaxConns bounds the WebSocket connections open at once (default 32);
+	// more are refused before the upgrade.
+	MaxConns int
 	// Relay makes the server a relay to a browser page: the page (served
 	// by Page) attaches at /attach, and each host session is passed to it.
 	Relay bool
@@ -46,7 +55,9 @@ type ServerOptions struct {
 // (WebSocket on any path but /attach) and, in relay mode, browser pages
 // (WebSocket on /attach).
 type Server struct {
-	o ServerOptions
+	o     ServerOptions
+	conns atomic.Int32
+	auth  authLimiter
 
 	mu      sync.Mutex
 	browser *browserConn
@@ -59,6 +70,11 @@ const finalResetID = 1<<32 - 1
 // hardReadLimit is where a connection is closed instead of discarding an
 // oversized frame.
 const hardReadLimit = 4 * proto.MaxFrame
+
+// handshakeLimit bounds a connection's frames until its token is checked
+// (a Hello is under 2 KiB; an Attach carries a device description of at
+// most about 40 KiB): nothing large is read from an unauthenticated peer.
+const handshakeLimit = 64 << 10
 
 // NewServer returns a device server.
 func NewServer(o ServerOptions) *Server {
@@ -74,7 +90,10 @@ func NewServer(o ServerOptions) *Server {
 	if o.Log == nil {
 		o.Log = log.New(io.Discard, "", 0)
 	}
-	return &Server{o: o}
+	if o.MaxConns <= 0 {
+		o.MaxConns = 32
+	}
+	return &Server{o: o, auth: authLimiter{fails: map[string]*authFailures{}}}
 }
 
 func (s *Server) logf(format string, args ...any) { s.o.Log.Printf(format, args...) }
@@ -85,6 +104,20 @@ func isUpgrade(r *http.Request) bool {
 
 // ServeHTTP routes a request.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if !s.hostAllowed(r.Host) {
+		s.logf("%s: refused: Host %q is not this server's (DNS rebinding?); list it with --allow-host or set a token", r.RemoteAddr, proto.Printable(r.Host))
+		http.Error(w, "tapml device server: unknown Host header", http.StatusMisdirectedRequest)
+		return
+	}
+	if isUpgrade(r) {
+		if n := s.conns.Add(1); n > int32(s.o.MaxConns) {
+			s.conns.Add(-1)
+			s.logf("%s: refused: %d connections open, the limit (--max-conns)", r.RemoteAddr, s.o.MaxConns)
+			http.Error(w, "tapml device server: too many connections", http.StatusServiceUnavailable)
+			return
+		}
+		defer s.conns.Add(-1)
+	}
 	switch {
 	case r.URL.Path == "/attach" && s.o.Relay:
 		s.attach(w, r)
@@ -101,8 +134,8 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) deviceName() string {
-	if s.o.Core != nil {
-		return s.o.Core.Info().Name
+	if s.o.Workers != nil {
+		return s.o.Workers.Info().Name
 	}
 	return "browser relay"
 }
@@ -152,11 +185,19 @@ func (s *Server) refuse(c *websocket.Conn, id uint32, e *proto.Error) {
 	c.Close(status, reason)
 }
 
-// checkToken returns a refusal when the token is wrong.
-func (s *Server) checkToken(token string) *proto.Error {
-	if s.o.Token == "" || device.Authorized(s.o.Token, token) {
+// checkToken returns a refusal when the token is wrong, or when the peer's
+// address failed too often lately (then the token is not even compared).
+func (s *Server) checkToken(addr, token string) *proto.Error {
+	if s.o.Token == "" {
 		return nil
 	}
+	if wait := s.auth.blocked(addr); wait > 0 {
+		return proto.Errorf(proto.CodeAuth, "too many wrong tokens from this address; try again in %s", wait.Round(time.Second))
+	}
+	if device.Authorized(s.o.Token, token) {
+		return nil
+	}
+	s.auth.failed(addr)
 	if token == "" {
 		return proto.Errorf(proto.CodeAuth, "this server requires a token (add ?token=T to the device URL)")
 	}
@@ -172,7 +213,7 @@ func (s *Server) handshake(c *websocket.Conn) (uint32, proto.Msg, error) {
 		return 0, nil, err
 	}
 	if big {
-		return proto.PeekID(b), nil, fmt.Errorf("a handshake of more than %d bytes", proto.MaxFrame)
+		return proto.PeekID(b), nil, fmt.Errorf("a handshake of more than %d bytes", handshakeLimit)
 	}
 	id, m, err := proto.Decode(b)
 	return id, m, err
@@ -187,7 +228,7 @@ func (s *Server) accept(w http.ResponseWriter, r *http.Request) (*websocket.Conn
 		s.logf("%s: refused: %v", r.RemoteAddr, err)
 		return nil, err
 	}
-	c.SetReadLimit(hardReadLimit)
+	c.SetReadLimit(handshakeLimit)
 	return c, nil
 }
 
@@ -216,19 +257,34 @@ func (s *Server) host(w http.ResponseWriter, r *http.Request) {
 		s.refuse(c, id, proto.Errorf(proto.CodeVersion, "the host speaks protocol version %d, this server %d", h.Version, proto.Version))
 		return
 	}
-	if e := s.checkToken(h.Token); e != nil {
-		s.logf("host %s (%s): refused: %s", addr, h.Client, e.Message)
+	client := proto.Printable(h.Client)
+	if e := s.checkToken(addr, h.Token); e != nil {
+		s.logf("host %s (%s): refused: %s", addr, client, e.Message)
 		s.refuse(c, id, e)
 		return
 	}
+	c.SetReadLimit(hardReadLimit)
 	if s.o.Relay {
 		s.relay(c, id, h, addr)
 		return
 	}
-	s.logf("host %s (%s) connected", addr, h.Client)
-	sess := s.o.Core.NewSession()
-	defer sess.Close()
-	if err := s.write(c, proto.Encode(id, &proto.HelloOK{Version: proto.Version, Info: s.o.Core.Info()})); err != nil {
+	s.serveWorker(c, id, client, addr)
+}
+
+// serveWorker passes a host session to a worker process, one request at a
+// time. When the worker dies, the request it was handling gets a CodeLost
+// error naming it, the host's connection is closed, and the pool starts
+// another worker.
+func (s *Server) serveWorker(c *websocket.Conn, id uint32, client, addr string) {
+	w, e := s.o.Workers.acquire()
+	if e != nil {
+		s.logf("host %s (%s): refused: %s", addr, client, e.Message)
+		s.refuse(c, id, e)
+		return
+	}
+	s.logf("host %s (%s) connected (worker pid %d)", addr, client, w.cmd.Process.Pid)
+	if err := s.write(c, proto.Encode(id, &proto.HelloOK{Version: proto.Version, Info: w.info})); err != nil {
+		s.o.Workers.release(w)
 		return
 	}
 	n := 0
@@ -236,17 +292,33 @@ func (s *Server) host(w http.ResponseWriter, r *http.Request) {
 		b, big, err := readFrame(context.Background(), c)
 		if err != nil {
 			s.logf("host %s disconnected after %d requests (%s)", addr, n, ended(err))
+			s.o.Workers.release(w)
 			return
 		}
 		n++
 		var reply []byte
-		if big {
+		switch {
+		case big:
 			reply = proto.Encode(proto.PeekID(b), proto.Errorf(proto.CodeTooLarge, "frame exceeds %d bytes", proto.MaxFrame))
-		} else {
-			reply = sess.Handle(b)
+		case len(b) == 0: // to a worker an empty frame ends the session: answer it here
+			reply = proto.Encode(0, proto.Errorf(proto.CodeMalformed, "malformed request: an empty frame"))
+		default:
+			reply, err = w.roundTrip(b)
+		}
+		if err != nil {
+			what := describe(b)
+			how := s.o.Workers.lost(w, what)
+			msg := fmt.Sprintf("the device worker process died (%s) while handling %s; this session's buffers are lost; the server goes on with a new worker", how, what)
+			s.logf("host %s: %s", addr, msg)
+			e := proto.Errorf(proto.CodeLost, "%s", msg)
+			e.Index = ^uint32(0) // no command of a batch is blamed
+			_ = s.write(c, proto.Encode(proto.PeekID(b), e))
+			c.Close(websocket.StatusInternalError, "the device worker died")
+			return
 		}
 		if err := s.write(c, reply); err != nil {
 			s.logf("host %s: write failed: %v", addr, err)
+			s.o.Workers.release(w)
 			return
 		}
 	}
@@ -318,11 +390,12 @@ func (s *Server) attach(w http.ResponseWriter, r *http.Request) {
 		s.refuse(c, id, proto.Errorf(proto.CodeVersion, "the page speaks protocol version %d, this server %d (reload the page)", a.Version, proto.Version))
 		return
 	}
-	if e := s.checkToken(a.Token); e != nil {
+	if e := s.checkToken(addr, a.Token); e != nil {
 		s.logf("page %s: refused: %s", addr, e.Message)
 		s.refuse(c, id, e)
 		return
 	}
+	c.SetReadLimit(hardReadLimit)
 	bc := &browserConn{c: c, info: a.Info, addr: addr, internal: make(chan []byte, 16), busy: make(chan struct{}, 1), done: make(chan struct{}), nextID: proto.ServerIDBase}
 	s.mu.Lock()
 	old := s.browser
@@ -350,7 +423,7 @@ func (s *Server) attach(w http.ResponseWriter, r *http.Request) {
 	if err := s.write(c, proto.Encode(id, &proto.OK{})); err != nil {
 		return
 	}
-	s.logf("browser page %s attached: %s (%s)", addr, a.Info.Name, a.Info.Description)
+	s.logf("browser page %s attached: %s (%s)", addr, proto.Printable(a.Info.Name), proto.Printable(a.Info.Description))
 	for {
 		b, big, err := readFrame(context.Background(), c)
 		if err != nil {
@@ -444,7 +517,7 @@ func (s *Server) reset(bc *browserConn, rs *relaySession) error {
 func (s *Server) relay(c *websocket.Conn, id uint32, h *proto.Hello, addr string) {
 	bc, e := s.waitBrowser()
 	if e != nil {
-		s.logf("host %s (%s): refused: %s", addr, h.Client, e.Message)
+		s.logf("host %s (%s): refused: %s", addr, proto.Printable(h.Client), e.Message)
 		s.refuse(c, id, e)
 		return
 	}
@@ -465,7 +538,7 @@ func (s *Server) relay(c *websocket.Conn, id uint32, h *proto.Hello, addr string
 		cancel()
 	}()
 	if err := s.reset(bc, rs); err != nil {
-		s.logf("host %s (%s): refused: %v", addr, h.Client, err)
+		s.logf("host %s (%s): refused: %v", addr, proto.Printable(h.Client), err)
 		s.refuse(c, id, proto.Errorf(proto.CodeUnavailable, "browser device: %v", err))
 		return
 	}
@@ -478,7 +551,7 @@ func (s *Server) relay(c *websocket.Conn, id uint32, h *proto.Hello, addr string
 	if err := writeHost(proto.Encode(id, &proto.HelloOK{Version: proto.Version, Info: bc.info})); err != nil {
 		return
 	}
-	s.logf("host %s (%s) connected to browser page %s", addr, h.Client, bc.addr)
+	s.logf("host %s (%s) connected to browser page %s", addr, proto.Printable(h.Client), bc.addr)
 	// page -> host
 	go func() {
 		for {

@@ -897,6 +897,25 @@ func (d *Device) Free(b *runtime.Buffer) {
 	}
 }
 
+// ReleasePool releases the freed buffers kept for reuse, so that the next
+// buffers come new from wgpu, which zeroes them: a device server calls it
+// between host sessions, so that no session reads another's data.
+func (d *Device) ReleasePool() {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.closed {
+		return
+	}
+	for c, free := range d.pool {
+		for _, b := range free {
+			d.forgetBindGroups(b)
+			b.Release() // wgpu keeps it alive until pending work is done
+		}
+		delete(d.pool, c)
+	}
+	d.pooled = 0
+}
+
 // Close submits and waits for pending work, then releases everything.
 func (d *Device) Close() error {
 	d.mu.Lock()

@@ -51,18 +51,31 @@ type Backend interface {
 	Free(b Buffer)
 }
 
+// PoolReleaser is a Backend that keeps freed buffers for reuse. Session.Close
+// calls ReleasePool after freeing the session's buffers, so that the next
+// session's buffers are new (WebGPU zeroes them) and never hold what an
+// earlier host left.
+type PoolReleaser interface {
+	ReleasePool()
+}
+
 // Options configure a Core.
 type Options struct {
 	// CacheBytes bounds the bytes of cached weights no session uses
 	// (default 1 GiB); weights in use are never evicted.
 	CacheBytes int64
-	// SessionBytes bounds the bytes of buffers one session holds, cached
-	// weights included (default 16 GiB).
-	SessionBytes int64
+	// MemoryBytes bounds the bytes of every buffer of the core: the
+	// sessions' buffers, uploads in progress (counted as their bytes
+	// arrive) and cached weights; idle cached weights are evicted to make
+	// room (default 16 GiB).
+	MemoryBytes int64
 	// MaxBuffers bounds the buffer ids of one session (default 1<<20).
 	MaxBuffers int
 	// MaxKernels bounds the kernel ids of one session (default 1<<16).
 	MaxKernels int
+	// UncheckedKernels skips CheckKernel, so that a kernel reaches the
+	// backend's compiler as sent. Only tests of crash isolation set it.
+	UncheckedKernels bool
 }
 
 // Core is a device shared by sessions: its backend, the weight cache and
@@ -75,6 +88,7 @@ type Core struct {
 	mu       sync.Mutex
 	weights  map[[32]byte]*entry
 	cached   int64 // bytes of cached weights
+	used     int64 // bytes of all buffers: MemoryBytes bounds it
 	tick     uint64
 	compiled map[[32]byte]bool // kernels (source and layout) that compiled
 }
@@ -93,8 +107,8 @@ func New(be Backend, opts Options) *Core {
 	if opts.CacheBytes <= 0 {
 		opts.CacheBytes = 1 << 30
 	}
-	if opts.SessionBytes <= 0 {
-		opts.SessionBytes = 16 << 30
+	if opts.MemoryBytes <= 0 {
+		opts.MemoryBytes = 16 << 30
 	}
 	if opts.MaxBuffers <= 0 {
 		opts.MaxBuffers = 1 << 20
@@ -118,8 +132,12 @@ func (c *Core) CachedWeights() (n int, bytes int64) {
 
 // evict drops unused weights, least recently used first, until the cache
 // fits its budget (must hold c.mu).
-func (c *Core) evict() {
-	if c.cached <= c.opts.CacheBytes {
+func (c *Core) evict() { c.evictUntil(c.opts.CacheBytes, c.opts.MemoryBytes) }
+
+// evictUntil drops unused weights, least recently used first, until at
+// most cacheBytes are cached and at most memBytes used (must hold c.mu).
+func (c *Core) evictUntil(cacheBytes, memBytes int64) {
+	if c.cached <= cacheBytes && c.used <= memBytes {
 		return
 	}
 	var idle []*entry
@@ -130,13 +148,48 @@ func (c *Core) evict() {
 	}
 	sort.Slice(idle, func(i, j int) bool { return idle[i].last < idle[j].last })
 	for _, e := range idle {
-		if c.cached <= c.opts.CacheBytes {
+		if c.cached <= cacheBytes && c.used <= memBytes {
 			break
 		}
 		delete(c.weights, e.key)
 		c.cached -= e.bytes
+		c.used -= e.bytes
 		c.be.Free(e.h)
 	}
+}
+
+// reserve counts n more bytes against MemoryBytes, evicting idle weights
+// if that makes room; it reports whether they fit.
+func (c *Core) reserve(n int64) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.used+n > c.opts.MemoryBytes {
+		c.evictUntil(c.opts.CacheBytes, c.opts.MemoryBytes-n)
+	}
+	if c.used+n > c.opts.MemoryBytes {
+		return false
+	}
+	c.used += n
+	return true
+}
+
+// unreserve gives back bytes counted by reserve.
+func (c *Core) unreserve(n int64) {
+	c.mu.Lock()
+	c.used -= n
+	c.mu.Unlock()
+}
+
+// Used returns the bytes counted against MemoryBytes.
+func (c *Core) Used() int64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.used
+}
+
+// overBudget is the error of a request that would pass MemoryBytes.
+func (c *Core) overBudget(what string, n int64) *proto.Error {
+	return proto.Errorf(proto.CodeTooLarge, "%s of %d bytes: the device's memory budget of %d bytes is used up", what, n, c.opts.MemoryBytes)
 }
 
 // Session is one host's view of the device: its buffers and kernels by id.
@@ -144,7 +197,6 @@ type Session struct {
 	c       *Core
 	bufs    map[uint32]*sbuf
 	kernels map[uint32]*codegen.Kernel
-	bytes   int64
 }
 
 // sbuf is a session's buffer: a private buffer, a cached weight, or an
@@ -156,15 +208,17 @@ type sbuf struct {
 	up     *upload
 }
 
+// upload is a tensor arriving in chunks. Its bytes are held (and counted
+// against MemoryBytes) as they arrive, not at the first chunk's declared
+// size.
 type upload struct {
 	dt    proto.DType
 	shape []uint32
 	data  []byte
-	got   int64
+	total int64
 	cache bool
 	hash  [32]byte
 	h     hash.Hash
-	whole bool // data is the first chunk's, which is the whole tensor
 }
 
 // NewSession starts a session.
@@ -172,7 +226,9 @@ func (c *Core) NewSession() *Session {
 	return &Session{c: c, bufs: map[uint32]*sbuf{}, kernels: map[uint32]*codegen.Kernel{}}
 }
 
-// Close frees the session's buffers (cached weights stay cached).
+// Close frees the session's buffers (cached weights stay cached) and the
+// backend's pool of freed buffers (PoolReleaser). A backend that pools
+// buffers must serve one session at a time.
 func (s *Session) Close() {
 	ids := make([]uint32, 0, len(s.bufs))
 	for id := range s.bufs {
@@ -185,6 +241,9 @@ func (s *Session) Close() {
 	s.c.mu.Lock()
 	s.c.evict()
 	s.c.mu.Unlock()
+	if pr, ok := s.c.be.(PoolReleaser); ok {
+		pr.ReleasePool()
+	}
 }
 
 // Buffers returns the number of live buffer ids (for tests).
@@ -196,7 +255,6 @@ func (s *Session) free(id uint32) {
 		return
 	}
 	delete(s.bufs, id)
-	s.bytes -= b.bytes
 	switch {
 	case b.weight != nil:
 		s.c.mu.Lock()
@@ -207,6 +265,9 @@ func (s *Session) free(id uint32) {
 		s.c.mu.Unlock()
 	case b.h != nil:
 		s.c.be.Free(b.h)
+		s.c.unreserve(b.bytes)
+	case b.up != nil:
+		s.c.unreserve(int64(len(b.up.data)))
 	}
 }
 
@@ -293,14 +354,10 @@ func (s *Session) query(m *proto.Query) proto.Msg {
 		if e == nil {
 			continue
 		}
-		if s.bytes+e.bytes > s.c.opts.SessionBytes {
-			return proto.Errorf(proto.CodeTooLarge, "weight of %d bytes: the session would hold more than %d bytes", e.bytes, s.c.opts.SessionBytes)
-		}
 		s.c.tick++
 		e.refs++
 		e.last = s.c.tick
 		s.bufs[it.Buf] = &sbuf{h: e.h, bytes: e.bytes, weight: e}
-		s.bytes += e.bytes
 		found[i] = true
 	}
 	return &proto.QueryOK{Found: found}
@@ -334,21 +391,15 @@ func (s *Session) upload(m *proto.Upload) *proto.Error {
 		if lim := s.c.info.Limits.MaxBufferSize; lim > 0 && uint64(total) > lim {
 			return failf("upload to buffer %d: %s%v is %d bytes, more than the device's max buffer size %d", m.Buf, m.DType, m.Shape, total, lim)
 		}
-		if s.bytes+total > s.c.opts.SessionBytes {
-			return proto.Errorf(proto.CodeTooLarge, "upload of %d bytes: the session would hold more than %d bytes", total, s.c.opts.SessionBytes)
+		if total > s.c.opts.MemoryBytes {
+			return s.c.overBudget("upload", total)
 		}
-		up := &upload{dt: m.DType, shape: m.Shape, cache: m.Cache, hash: m.Hash}
-		if int64(len(m.Data)) == total {
-			up.data, up.whole = m.Data, true // one chunk (a copy the decoder made): no copy
-		} else {
-			up.data = make([]byte, total)
-		}
+		up := &upload{dt: m.DType, shape: m.Shape, total: total, cache: m.Cache, hash: m.Hash}
 		if m.Cache {
 			up.h = proto.WeightHash(m.DType, m.Shape)
 		}
 		b = &sbuf{bytes: total, up: up}
 		s.bufs[m.Buf] = b
-		s.bytes += total
 	} else if b == nil || b.up == nil {
 		return failf("upload to buffer %d at offset %d: no upload in progress", m.Buf, m.Offset)
 	}
@@ -357,62 +408,56 @@ func (s *Session) upload(m *proto.Upload) *proto.Error {
 		s.abandon(m.Buf)
 		return failf("upload to buffer %d: a chunk describes another tensor", m.Buf)
 	}
-	if int64(m.Offset) != up.got {
+	if int64(m.Offset) != int64(len(up.data)) {
 		s.abandon(m.Buf)
-		return failf("upload to buffer %d: chunk at offset %d, expected %d", m.Buf, m.Offset, up.got)
+		return failf("upload to buffer %d: chunk at offset %d, expected %d", m.Buf, m.Offset, len(up.data))
 	}
-	if !up.whole {
-		copy(up.data[up.got:], m.Data)
+	if !s.c.reserve(int64(len(m.Data))) {
+		s.abandon(m.Buf)
+		return s.c.overBudget("upload", total)
 	}
+	up.data = appendChunk(up.data, m.Data, total)
 	if up.h != nil {
 		up.h.Write(m.Data)
 	}
-	up.got += int64(len(m.Data))
-	if up.got < total {
+	if int64(len(up.data)) < total {
 		return nil
 	}
-	b.up = nil
+	b.up = nil // the reserved bytes now belong to the buffer
 	var key [32]byte
 	if up.cache {
 		up.h.Sum(key[:0])
 		if key != up.hash {
-			s.abandon(m.Buf)
+			s.c.unreserve(total)
+			delete(s.bufs, m.Buf)
 			return failf("upload to buffer %d: the content hash is %x, the host said %x", m.Buf, key[:8], up.hash[:8])
 		}
 		// Another session may have cached it meanwhile: share that one.
-		s.c.mu.Lock()
-		if e := s.c.weights[key]; e != nil {
-			s.c.tick++
-			e.refs++
-			e.last = s.c.tick
-			b.h, b.weight = e.h, e
-			s.c.mu.Unlock()
+		if s.shareCached(b, key) {
+			s.c.unreserve(total)
 			return nil
 		}
-		s.c.mu.Unlock()
 	}
 	h, err := s.c.be.Upload(irDType(up.dt), shapeInts(up.shape), up.data)
 	if err != nil {
-		s.abandon(m.Buf)
+		s.c.unreserve(total)
+		delete(s.bufs, m.Buf)
 		return failf("upload of %s%v to buffer %d: %v", up.dt, up.shape, m.Buf, err)
 	}
 	b.h = h
 	if up.cache {
-		s.c.mu.Lock()
-		s.c.tick++
-		if e := s.c.weights[key]; e != nil {
-			// Another session cached it while this upload ran: share that
-			// entry and drop this copy.
-			e.refs++
-			e.last = s.c.tick
-			b.h, b.weight = e.h, e
-			s.c.mu.Unlock()
+		if s.shareCached(b, key) {
+			// Another session cached it while this upload ran: drop this
+			// copy.
 			s.c.be.Free(h)
+			s.c.unreserve(total)
 			return nil
 		}
+		s.c.mu.Lock()
+		s.c.tick++
 		e := &entry{key: key, h: h, bytes: total, refs: 1, last: s.c.tick}
 		s.c.weights[key] = e
-		s.c.cached += total
+		s.c.cached += total // its bytes stay counted in used, now as the entry's
 		b.weight = e
 		s.c.evict()
 		s.c.mu.Unlock()
@@ -420,11 +465,42 @@ func (s *Session) upload(m *proto.Upload) *proto.Error {
 	return nil
 }
 
+// shareCached binds b to the cached weight with key, if there is one.
+func (s *Session) shareCached(b *sbuf, key [32]byte) bool {
+	s.c.mu.Lock()
+	defer s.c.mu.Unlock()
+	e := s.c.weights[key]
+	if e == nil {
+		return false
+	}
+	s.c.tick++
+	e.refs++
+	e.last = s.c.tick
+	b.h, b.weight = e.h, e
+	return true
+}
+
+// appendChunk appends a chunk to the bytes received so far, growing the
+// buffer with what arrives (at most doubling, never past total), so that a
+// tensor that is declared but never sent costs nothing.
+func appendChunk(data, chunk []byte, total int64) []byte {
+	if len(data) == 0 && int64(len(chunk)) == total {
+		return chunk // the whole tensor in one chunk, a copy the decoder made
+	}
+	need := len(data) + len(chunk)
+	if need > cap(data) {
+		c := int(min(total, int64(max(need, 2*cap(data)))))
+		grown := make([]byte, len(data), c)
+		copy(grown, data)
+		data = grown
+	}
+	return append(data, chunk...)
+}
+
 // abandon forgets a buffer whose upload failed.
 func (s *Session) abandon(id uint32) {
 	if b := s.bufs[id]; b != nil && b.h == nil {
-		delete(s.bufs, id)
-		s.bytes -= b.bytes
+		s.free(id)
 	}
 }
 
@@ -467,6 +543,11 @@ func (s *Session) compile(m *proto.Compile) *proto.Error {
 	}
 	if m.Entry == "" || len(m.Source) == 0 {
 		return fail("no source or entry point")
+	}
+	if !s.c.opts.UncheckedKernels {
+		if err := CheckKernel(m.Source, m.Entry); err != nil {
+			return fail("%v", err)
+		}
 	}
 	lim := s.c.info.Limits
 	inv := uint64(1)
@@ -619,22 +700,22 @@ func (s *Session) launch(c proto.Cmd) *proto.Error {
 		}
 		fresh += int64(b.Type.Bytes())
 	}
-	if s.bytes+fresh > s.c.opts.SessionBytes {
-		return proto.Errorf(proto.CodeTooLarge, "launch of node #%d: the session would hold more than %d bytes", c.Node, s.c.opts.SessionBytes)
+	if !s.c.reserve(fresh) {
+		e := s.c.overBudget(fmt.Sprintf("launch of node #%d: outputs", c.Node), fresh)
+		return e
 	}
 	node := &ir.Node{ID: int(c.Node), Op: k.Op}
 	outs, err := s.c.be.Launch(node, k, in)
-	if err != nil {
-		return fail("%v", err)
+	if err == nil && len(outs) != nout {
+		err = fmt.Errorf("the backend returned %d outputs for %d", len(outs), nout)
 	}
-	if len(outs) != nout {
-		return fail("the backend returned %d outputs for %d", len(outs), nout)
+	if err != nil {
+		s.c.unreserve(fresh)
+		return fail("%v", err)
 	}
 	for _, b := range k.Bindings {
 		if b.Output >= 0 && b.Input < 0 {
-			n := int64(b.Type.Bytes())
-			s.bufs[c.Out[b.Output]] = &sbuf{h: outs[b.Output], bytes: n}
-			s.bytes += n
+			s.bufs[c.Out[b.Output]] = &sbuf{h: outs[b.Output], bytes: int64(b.Type.Bytes())}
 		}
 	}
 	return nil

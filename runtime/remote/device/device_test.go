@@ -109,7 +109,7 @@ func fails(t *testing.T, s *Session, m proto.Msg, want string) *proto.Error {
 }
 
 func copyKernel(id uint32, n int) *proto.Compile {
-	return &proto.Compile{Kernel: id, Node: 12, Op: "probe", Language: "wgsl", Entry: "main", Source: []byte("copy"),
+	return &proto.Compile{Kernel: id, Node: 12, Op: "probe", Language: "wgsl", Entry: "main", Source: []byte("fn main() { copy }"),
 		Workgroup: [3]uint32{64, 1, 1}, Grid: [3]uint32{1, 1, 1},
 		Bindings: []proto.Binding{{Access: proto.AccessRead, Input: 0, Output: -1, DType: proto.F32, Shape: []uint32{uint32(n)}},
 			{Access: proto.AccessWrite, Input: -1, Output: 0, DType: proto.F32, Shape: []uint32{uint32(n)}}}}
@@ -129,7 +129,7 @@ func TestSessionRunsAndFrees(t *testing.T) {
 	ok(t, s, copyKernel(1, 2))
 	fails(t, s, copyKernel(1, 2), "already in use")
 	bad := copyKernel(2, 2)
-	bad.Source = []byte("syntax error")
+	bad.Source = []byte("fn main() { syntax error }")
 	if e := fails(t, s, bad, "3:7: syntax error"); e.Node != 12 {
 		t.Errorf("compile error names node %d, want 12", e.Node)
 	}
@@ -207,10 +207,10 @@ func TestWeightCache(t *testing.T) {
 }
 
 func TestLimits(t *testing.T) {
-	c := New(newFake(), Options{SessionBytes: 64, MaxBuffers: 2})
+	c := New(newFake(), Options{MemoryBytes: 64, MaxBuffers: 2})
 	s := c.NewSession()
 	fails(t, s, &proto.Upload{Buf: 1, DType: proto.F32, Shape: []uint32{1 << 19}}, "max buffer size")
-	fails(t, s, &proto.Upload{Buf: 1, DType: proto.F32, Shape: []uint32{32}}, "more than 64 bytes")
+	fails(t, s, &proto.Upload{Buf: 1, DType: proto.F32, Shape: []uint32{32}}, "memory budget of 64 bytes")
 	ok(t, s, &proto.Upload{Buf: 1, DType: proto.F32, Shape: []uint32{1}, Data: make([]byte, 4)})
 	ok(t, s, &proto.Upload{Buf: 2, DType: proto.F32, Shape: []uint32{1}, Data: make([]byte, 4)})
 	fails(t, s, &proto.Upload{Buf: 3, DType: proto.F32, Shape: []uint32{1}, Data: make([]byte, 4)}, "limit")
@@ -258,7 +258,7 @@ func FuzzSession(f *testing.F) {
 	}
 	f.Add(all)
 	f.Fuzz(func(t *testing.T, in []byte) {
-		s := New(newFake(), Options{SessionBytes: 1 << 16}).NewSession()
+		s := New(newFake(), Options{MemoryBytes: 1 << 16}).NewSession()
 		// in is a sequence of frames, each preceded by its length byte;
 		// the prelude sets up buffers and a kernel to hit deeper paths.
 		for _, fr := range seq[:3] {
@@ -347,5 +347,81 @@ func TestWeightCacheConcurrentUploads(t *testing.T) {
 	}
 	if len(be.f.live) != 0 {
 		t.Errorf("%d backend buffers live after eviction, want 0", len(be.f.live))
+	}
+}
+
+// Kernels that would crash wgpu or naga are refused before the backend
+// sees them.
+func TestCheckKernel(t *testing.T) {
+	good := "@compute @workgroup_size(64)\nfn main(@builtin(global_invocation_id) id: vec3<u32>) {\n  // (((\n  /* [[[ */ b[id.x] = a[id.x];\n}\n"
+	for _, tc := range []struct {
+		name, src, entry, want string
+	}{
+		{"good", good, "main", ""},
+		{"spaces before (", "fn  main \n(){}", "main", ""},
+		{"invalid UTF-8 source", "fn main() { \xff\xfe }", "main", "not valid UTF-8 (byte 12)"},
+		{"invalid UTF-8 entry", "fn main() {}", "ma\xffin", "is not a WGSL identifier"},
+		{"entry not declared", "fn mainx() {}", "main", `no function "main"`},
+		{"entry is a keyword", "fn main() {}", "fn main", "is not a WGSL identifier"},
+		{"empty entry", "fn main() {}", "", "is not a WGSL identifier"},
+		{"NUL byte", "fn main() {}\x00 junk", "main", "control character 0x00"},
+		{"escape", "fn main() {}\x1b[2J", "main", "control character 0x1b"},
+		{"4000 parentheses", "fn main() { let x = " + strings.Repeat("(", 4000) + "1" + strings.Repeat(")", 4000) + "; }", "main", "nested more than 64 deep"},
+		{"unbalanced", "fn main() { } }", "main", "unbalanced"},
+		{"open comment", "fn main() { /* }", "main", "unterminated block comment"},
+		{"empty", "", "main", "kernel source of 0 bytes"},
+		{"huge", strings.Repeat(" ", proto.MaxSource+1), "main", "want 1 to"},
+	} {
+		err := CheckKernel([]byte(tc.src), tc.entry)
+		if tc.want == "" && err != nil || tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)) {
+			t.Errorf("%s: %v, want %q", tc.name, err, tc.want)
+		}
+	}
+}
+
+// Memory is budgeted over the whole core and follows the bytes received:
+// an upload that declares 1 MiB and sends 4 bytes holds 4.
+func TestMemoryBudget(t *testing.T) {
+	c := New(newFake(), Options{MemoryBytes: 64})
+	s := c.NewSession()
+	fails(t, s, &proto.Upload{Buf: 1, DType: proto.F32, Shape: []uint32{1 << 18}, Data: make([]byte, 4)}, "memory budget of 64 bytes")
+	c = New(newFake(), Options{MemoryBytes: 1 << 20})
+	s = c.NewSession()
+	ok(t, s, &proto.Upload{Buf: 1, DType: proto.F32, Shape: []uint32{1 << 18}, Data: make([]byte, 4)})
+	if u := c.Used(); u != 4 {
+		t.Errorf("a 1 MiB upload with 4 bytes received counts %d bytes", u)
+	}
+	if up := s.bufs[1].up; cap(up.data) > 8 {
+		t.Errorf("the upload holds %d bytes of capacity for 4 received", cap(up.data))
+	}
+	// A second session shares the budget.
+	s2 := c.NewSession()
+	fails(t, s2, &proto.Upload{Buf: 1, DType: proto.F32, Shape: []uint32{1 << 18}, Data: make([]byte, 1<<20)}, "memory budget")
+	ok(t, s2, &proto.Upload{Buf: 1, DType: proto.F32, Shape: []uint32{1<<18 - 1}, Data: make([]byte, 1<<20-4)})
+	s.Close()
+	s2.Close()
+	if u := c.Used(); u != 0 {
+		t.Errorf("after both sessions closed, %d bytes counted", u)
+	}
+}
+
+// pooling is a fake backend with a buffer pool.
+type pooling struct {
+	*fake
+	released int
+}
+
+func (p *pooling) ReleasePool() { p.released++ }
+
+// Ending a session (Close, or a Reset from the relay between hosts)
+// releases the backend's pool, so the next session gets new buffers.
+func TestCloseReleasesPool(t *testing.T) {
+	be := &pooling{fake: newFake()}
+	s := New(be, Options{}).NewSession()
+	ok(t, s, &proto.Upload{Buf: 1, DType: proto.F32, Shape: []uint32{1}, Data: make([]byte, 4)})
+	ok(t, s, &proto.Reset{})
+	s.Close()
+	if be.released != 2 || len(be.live) != 0 {
+		t.Errorf("pool released %d times, %d buffers live; want 2 and 0", be.released, len(be.live))
 	}
 }

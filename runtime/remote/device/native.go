@@ -115,3 +115,6 @@ func (n *native) Free(b Buffer) {
 		n.d.Free(rb)
 	}
 }
+
+// ReleasePool frees the device's pooled buffers (PoolReleaser).
+func (n *native) ReleasePool() { n.d.ReleasePool() }

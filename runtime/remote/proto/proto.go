@@ -32,7 +32,9 @@
 // version, the token and its own DeviceInfo) and gets OK or Error.
 //
 // Then every host request gets exactly one reply with the same id, in
-// order: OK, QueryOK, Data or Error. Host ids are below 1<<31; ids with the
+// order: OK, QueryOK, Data or Error. An Error with CodeLost ends the
+// session: the server's device worker died while handling that request,
+// and the server closes the connection. Host ids are below 1<<31; ids with the
 // top bit are the relaying server's own (Reset between host sessions). The
 // host may send further requests before the replies of earlier ones come
 // (Upload and Batch are pipelined); the device handles them in order.
@@ -67,6 +69,9 @@ import (
 	"errors"
 	"fmt"
 	"hash"
+	"strings"
+	"unicode"
+	"unicode/utf8"
 )
 
 // Version is the protocol version; both sides must speak the same.
@@ -139,6 +144,7 @@ const (
 	CodeBusy        Code = 6 // the device serves another host
 	CodeUnavailable Code = 7 // no device behind the server (no browser page attached)
 	CodeInternal    Code = 8 // a bug on the device side
+	CodeLost        Code = 9 // the device was lost (its worker process died): the session is over
 )
 
 // DType is an element type on the wire.
@@ -889,6 +895,33 @@ func (m *Error) dec(d *decoder) {
 	m.Node = d.u32("node id")
 	m.Index = d.u32("index")
 	m.Message = d.str("message", MaxMessage)
+}
+
+// Printable returns text received from the other side (an error message,
+// a device or client name) fit to print on a terminal or in a log: control
+// characters (newlines and escape sequences included), Unicode format
+// characters (such as bidirectional overrides) and invalid UTF-8 are
+// escaped as \xHH or \uHHHH, so a peer cannot forge lines or drive the
+// terminal.
+func Printable(s string) string {
+	var b strings.Builder
+	for len(s) > 0 {
+		r, n := utf8.DecodeRuneInString(s)
+		switch {
+		case r == utf8.RuneError && n == 1:
+			fmt.Fprintf(&b, "\\x%02x", s[0])
+		case r == '\t':
+			b.WriteRune(r)
+		case r < 0x20 || r == 0x7f || (r >= 0x80 && r < 0xa0):
+			fmt.Fprintf(&b, "\\x%02x", r)
+		case unicode.Is(unicode.Cf, r):
+			fmt.Fprintf(&b, "\\u%04x", r)
+		default:
+			b.WriteString(s[:n])
+		}
+		s = s[n:]
+	}
+	return b.String()
 }
 
 // Errorf returns an Error reply message.

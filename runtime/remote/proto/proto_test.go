@@ -135,3 +135,18 @@ func FuzzDecode(f *testing.F) {
 		}
 	})
 }
+
+func TestPrintable(t *testing.T) {
+	for _, tc := range []struct{ in, want string }{
+		{"plain text, tabs\tand üñíçødé", "plain text, tabs\tand üñíçødé"},
+		{"\x1b[2J\x1b]0;owned\x07", `\x1b[2J\x1b]0;owned\x07`},
+		{"line\nforged: all tests passed\r", `line\x0aforged: all tests passed\x0d`},
+		{"bad \xff\xfe utf8", `bad \xff\xfe utf8`},
+		{"bidi \u202eevil", `bidi \u202eevil`},
+		{"c1 \u009b", `c1 \x9b`},
+	} {
+		if got := Printable(tc.in); got != tc.want {
+			t.Errorf("Printable(%q) = %q, want %q", tc.in, got, tc.want)
+		}
+	}
+}

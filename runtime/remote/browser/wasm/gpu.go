@@ -265,6 +265,22 @@ func (g *gpu) release(b *jbuf) {
 	g.pooled += int64(b.size)
 }
 
+// ReleasePool destroys the pooled buffers (device.PoolReleaser): between
+// host sessions, so that the next host's buffers come zeroed from WebGPU.
+func (g *gpu) ReleasePool() {
+	for c, free := range g.pool {
+		for _, b := range free {
+			if g.enc != nil {
+				g.doomed = append(g.doomed, b) // recorded dispatches may use it
+			} else {
+				b.Destroy()
+			}
+		}
+		delete(g.pool, c)
+	}
+	g.pooled = 0
+}
+
 func (g *gpu) Upload(dt ir.DType, shape []int, data []byte) (device.Buffer, error) {
 	if err := g.flush(); err != nil {
 		return nil, err

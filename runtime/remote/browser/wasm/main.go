@@ -53,7 +53,7 @@ func main() {
 	}
 	info := g.Info()
 	logf("WebGPU device %s (%s), limits %+v", info.Name, info.Description, info.Limits)
-	core := device.New(g, device.Options{CacheBytes: 256 << 20, SessionBytes: 4 << 30})
+	core := device.New(g, device.Options{CacheBytes: 256 << 20, MemoryBytes: 4 << 30})
 	loc := js.Global().Get("location")
 	scheme := "ws://"
 	if loc.Get("protocol").String() == "https:" {

@@ -1,0 +1,61 @@
+package llm
+
+import (
+	"testing"
+
+	"github.com/tapml/tapml/frontend/arch"
+	"github.com/tapml/tapml/frontend/arch/llama"
+	"github.com/tapml/tapml/runtime"
+	"github.com/tapml/tapml/runtime/cpu"
+)
+
+// A context fitted to the run gives the same logits as the full one
+// (the caches only hold positions the run never reaches) and allocates
+// caches of the fitted length; a context the header inflates is refused.
+func TestFitContext(t *testing.T) {
+	logits := func(fit int) ([]float32, int) {
+		m, err := arch.Build("tiny", llama.Tiny, llama.RandomWeights(llama.Tiny, 3))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := FitContext(m, fit); err != nil {
+			t.Fatal(err)
+		}
+		exec := runtime.NewExecutor(m, cpu.New())
+		defer exec.Close()
+		s, err := NewSession(exec)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer s.Close()
+		l, err := s.Forward([]int{1, 5, 6})
+		if err != nil {
+			t.Fatal(err)
+		}
+		l2, err := s.Forward([]int{7})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return append(l, l2...), s.MaxSeq
+	}
+	want, full := logits(0)
+	got, fitted := logits(4)
+	if full != llama.Tiny.MaxSeq || fitted != 4 {
+		t.Fatalf("cache lengths %d and %d, want %d and 4", full, fitted, llama.Tiny.MaxSeq)
+	}
+	for i := range want {
+		if got[i] != want[i] { // exact: the same ops on the same values
+			t.Fatalf("logit %d: %v fitted, %v full", i, got[i], want[i])
+		}
+	}
+	huge := llama.Tiny
+	huge.MaxSeq = 1 << 21
+	huge.Layers = 40 // 80 caches of 256 MiB
+	m, err := arch.Build("huge", huge, llama.RandomWeights(huge, 3))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := NewSession(runtime.NewExecutor(m, cpu.New())); err == nil {
+		t.Error("a session with 20 GiB of caches was allocated")
+	}
+}
