@@ -467,10 +467,10 @@ func serverAttacks(t *testing.T) []judged {
 		return legit(v)
 	}}
 	as := []judged{
-		frameAttack("1 kernels", "invalid UTF-8 WGSL", "not valid UTF-8", compile("fn main() {} \xff\xfe", "main")),
+		frameAttack("1 kernels", "invalid UTF-8 WGSL", "invalid UTF-8", compile("fn main() {} \xff\xfe", "main")),
 		frameAttack("1 kernels", "invalid UTF-8 entry point", "not a WGSL identifier", compile("fn main() {}", "ma\xffin")),
-		frameAttack("1 kernels", "4000 nested parentheses", "nested more than 64", compile("fn main() { let x = "+strings.Repeat("(", 4000)+"1"+strings.Repeat(")", 4000)+"; }", "main")),
-		frameAttack("1 kernels", "NUL in the source", "control character", compile("fn main() {}\x00", "main")),
+		frameAttack("1 kernels", "4000 nested parentheses", "nesting deeper than", compile("fn main() { let x = "+strings.Repeat("(", 4000)+"1"+strings.Repeat(")", 4000)+"; }", "main")),
+		frameAttack("1 kernels", "NUL in the source", "unexpected character", compile("fn main() {}\x00", "main")),
 		// 2. Leaks: a session uploads values; the next reads a buffer it
 		// never wrote and must see zeros, and cannot name the other's ids.
 		{attack{class: "2 cross-session data", name: "read another session's upload"}, func() verdict {

@@ -93,7 +93,7 @@ func kernel(id uint32, body string) *proto.Compile {
 	src := "@group(0) @binding(0) var<storage, read> a: array<f32>;\n" +
 		"@group(0) @binding(1) var<storage, read_write> b: array<f32>;\n" +
 		"@compute @workgroup_size(64)\nfn main(@builtin(global_invocation_id) id: vec3<u32>) {\n" + body + "\n}\n"
-	return &proto.Compile{Kernel: id, Node: 40 + id, Op: "test", Language: "wgsl", Entry: "main", Source: []byte(src),
+	return &proto.Compile{Kernel: id, Node: 40 + id, Op: "probe", Language: "wgsl", Entry: "main", Source: []byte(src),
 		Workgroup: [3]uint32{64, 1, 1}, Grid: [3]uint32{8, 1, 1},
 		Bindings: []proto.Binding{{Access: proto.AccessRead, Input: 0, Output: -1, DType: proto.F32, Shape: []uint32{512}},
 			{Access: proto.AccessWrite, Input: -1, Output: 0, DType: proto.F32, Shape: []uint32{512}}}}
@@ -120,14 +120,14 @@ func TestWorkerCrashCostsOneSession(t *testing.T) {
 	} {
 		attacker := rawDial(t, url)
 		hello(attacker)
-		k := &proto.Compile{Kernel: 1, Node: 77, Op: "evil", Language: "wgsl", Entry: "main", Source: []byte(crash.src), Workgroup: [3]uint32{1, 1, 1}}
+		k := &proto.Compile{Kernel: 1, Node: 77, Op: "probe", Language: "wgsl", Entry: "main", Source: []byte(crash.src), Workgroup: [3]uint32{1, 1, 1}}
 		m, err := attacker.send(proto.Encode(9, k))
 		if err != nil {
 			t.Fatalf("%s: the connection ended without a reply: %v", crash.name, err)
 		}
 		e, ok := m.(*proto.Error)
 		if !ok || e.Code != proto.CodeLost || !strings.Contains(e.Message, "the device worker process died") ||
-			!strings.Contains(e.Message, "compile request 9 (kernel 1 of node #77, evil)") {
+			!strings.Contains(e.Message, "compile request 9 (kernel 1 of node #77, probe)") {
 			t.Fatalf("%s: reply %+v, want CodeLost naming the compile request", crash.name, m)
 		}
 		t.Logf("%s: %s", crash.name, e.Message)
@@ -144,10 +144,10 @@ func TestWorkerCrashCostsOneSession(t *testing.T) {
 	// the request.
 	dev := dial(t, url, Options{})
 	dev.mu.Lock()
-	_, err := dev.request(&proto.Compile{Kernel: 99, Node: 5, Op: "evil", Language: "wgsl", Entry: "main",
-		Source: []byte("fn main() {} \xff"), Workgroup: [3]uint32{1, 1, 1}}, "compile of node #5 evil")
+	_, err := dev.request(&proto.Compile{Kernel: 99, Node: 5, Op: "probe", Language: "wgsl", Entry: "main",
+		Source: []byte("fn main() {} \xff"), Workgroup: [3]uint32{1, 1, 1}}, "compile of node #5 probe")
 	dev.mu.Unlock()
-	if !errors.Is(err, runtime.ErrDeviceLost) || !strings.Contains(err.Error(), "compile of node #5 evil failed: the device worker process died") {
+	if !errors.Is(err, runtime.ErrDeviceLost) || !strings.Contains(err.Error(), "compile of node #5 probe failed: the device worker process died") {
 		t.Fatalf("client error %v, want a lost device naming the compile", err)
 	}
 	// A legitimate host still gets the local device's results.
@@ -175,7 +175,7 @@ func TestSessionsGetZeroedBuffers(t *testing.T) {
 		hello(h)
 		h.must(proto.Encode(2, &proto.Upload{Buf: 1, DType: proto.F32, Shape: []uint32{512}, Data: secret}), proto.TOK)
 		h.must(proto.Encode(3, kernel(1, "b[id.x] = a[id.x];")), proto.TOK)                      // a copy
-		h.must(proto.Encode(4, kernel(2, "if (a[0] == 12345.0) { b[id.x] = 1.0; }")), proto.TOK) // writes nothing here
+		h.must(proto.Encode(4, kernel(2, "if (a[0] == 12345.0f) { b[id.x] = 1.0f; }")), proto.TOK) // writes nothing here
 		if round == 0 {
 			// The earlier host: copies its secret into several buffers
 			// and frees them (into the device's pool).

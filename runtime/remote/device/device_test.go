@@ -108,8 +108,14 @@ func fails(t *testing.T, s *Session, m proto.Msg, want string) *proto.Error {
 	return e
 }
 
+// copySource is a WGSL copy kernel (the fake backend copies whatever the
+// source; CheckKernel parses it).
+const copySource = "@group(0) @binding(0) var<storage, read> a: array<f32>;\n" +
+	"@group(0) @binding(1) var<storage, read_write> b: array<f32>;\n" +
+	"@compute @workgroup_size(64)\nfn main(@builtin(global_invocation_id) id: vec3<u32>) {\n  // (((\n  b[id.x] = a[id.x];\n}\n"
+
 func copyKernel(id uint32, n int) *proto.Compile {
-	return &proto.Compile{Kernel: id, Node: 12, Op: "probe", Language: "wgsl", Entry: "main", Source: []byte("fn main() { copy }"),
+	return &proto.Compile{Kernel: id, Node: 12, Op: "probe", Language: "wgsl", Entry: "main", Source: []byte(copySource),
 		Workgroup: [3]uint32{64, 1, 1}, Grid: [3]uint32{1, 1, 1},
 		Bindings: []proto.Binding{{Access: proto.AccessRead, Input: 0, Output: -1, DType: proto.F32, Shape: []uint32{uint32(n)}},
 			{Access: proto.AccessWrite, Input: -1, Output: 0, DType: proto.F32, Shape: []uint32{uint32(n)}}}}
@@ -129,7 +135,7 @@ func TestSessionRunsAndFrees(t *testing.T) {
 	ok(t, s, copyKernel(1, 2))
 	fails(t, s, copyKernel(1, 2), "already in use")
 	bad := copyKernel(2, 2)
-	bad.Source = []byte("fn main() { syntax error }")
+	bad.Source = []byte(copySource + "// syntax error\n") // valid WGSL that the fake's compiler refuses
 	if e := fails(t, s, bad, "3:7: syntax error"); e.Node != 12 {
 		t.Errorf("compile error names node %d, want 12", e.Node)
 	}
@@ -351,24 +357,26 @@ func TestWeightCacheConcurrentUploads(t *testing.T) {
 }
 
 // Kernels that would crash wgpu or naga are refused before the backend
-// sees them.
+// sees them, by tapml's own WGSL front end.
 func TestCheckKernel(t *testing.T) {
-	good := "@compute @workgroup_size(64)\nfn main(@builtin(global_invocation_id) id: vec3<u32>) {\n  // (((\n  /* [[[ */ b[id.x] = a[id.x];\n}\n"
+	good := copySource
+	body := strings.Index(good, "b[id.x]")
+	with := func(at string) string { return good[:body] + at + good[body:] }
 	for _, tc := range []struct {
 		name, src, entry, want string
 	}{
 		{"good", good, "main", ""},
-		{"spaces before (", "fn  main \n(){}", "main", ""},
-		{"invalid UTF-8 source", "fn main() { \xff\xfe }", "main", "not valid UTF-8 (byte 12)"},
-		{"invalid UTF-8 entry", "fn main() {}", "ma\xffin", "is not a WGSL identifier"},
-		{"entry not declared", "fn mainx() {}", "main", `no function "main"`},
-		{"entry is a keyword", "fn main() {}", "fn main", "is not a WGSL identifier"},
-		{"empty entry", "fn main() {}", "", "is not a WGSL identifier"},
-		{"NUL byte", "fn main() {}\x00 junk", "main", "control character 0x00"},
-		{"escape", "fn main() {}\x1b[2J", "main", "control character 0x1b"},
-		{"4000 parentheses", "fn main() { let x = " + strings.Repeat("(", 4000) + "1" + strings.Repeat(")", 4000) + "; }", "main", "nested more than 64 deep"},
-		{"unbalanced", "fn main() { } }", "main", "unbalanced"},
-		{"open comment", "fn main() { /* }", "main", "unterminated block comment"},
+		{"invalid UTF-8 source", with("// \xff\xfe\n"), "main", "invalid UTF-8"},
+		{"invalid UTF-8 entry", good, "ma\xffin", "is not a WGSL identifier"},
+		{"entry not declared", good, "mainx", "entry point"},
+		{"entry is a keyword", good, "fn main", "is not a WGSL identifier"},
+		{"empty entry", good, "", "is not a WGSL identifier"},
+		{"NUL byte", good + "\x00 junk", "main", "unexpected character"},
+		{"escape", with("\x1b[2J"), "main", "unexpected character"},
+		{"4000 parentheses", with("let x = " + strings.Repeat("(", 4000) + "1" + strings.Repeat(")", 4000) + ";\n"), "main", "nesting deeper than"},
+		{"unbalanced", good + "}", "main", "want a declaration"},
+		{"block comment", with("/* }"), "main", "block comments"},
+		{"f16", "enable f16;\n" + good, "main", "f16 or subgroups"},
 		{"empty", "", "main", "kernel source of 0 bytes"},
 		{"huge", strings.Repeat(" ", proto.MaxSource+1), "main", "want 1 to"},
 	} {
