@@ -30,7 +30,7 @@ func init() {
 		"Add": h(binaryOp(ir.OpAdd)), "Sub": h(binaryOp(ir.OpSub)), "Mul": h(binaryOp(ir.OpMul)), "Div": h(divOp), "Pow": h(powOp),
 		"Max": h(variadic(ir.OpMaximum)), "Min": h(variadic(ir.OpMinimum)), "Sum": h(variadic(ir.OpAdd)),
 		"Sqrt": h(unary(ir.OpSqrt)), "Relu": h(unary(ir.OpRelu)), "Sigmoid": h(unary(ir.OpSigmoid)), "Tanh": h(unary(ir.OpTanh)),
-		"Exp": h(unary(ir.OpExp)), "Log": h(unary(ir.OpLog)), "Neg": h(unary(ir.OpNeg)), "Abs": h(unary(ir.OpAbs)),
+		"Erf": h(unary(ir.OpErf)), "Exp": h(unary(ir.OpExp)), "Log": h(unary(ir.OpLog)), "Neg": h(unary(ir.OpNeg)), "Abs": h(unary(ir.OpAbs)),
 		"Reciprocal": h(reciprocal), "HardSigmoid": h(hardSigmoid), "HardSwish": {hardSwish, 14},
 		"Clip": h(clip), "LeakyRelu": h(leakyRelu), "Softmax": h(softmax),
 		"ReduceMean": h(reduce(ir.OpReduceMean)), "ReduceMax": h(reduce(ir.OpReduceMax)), "ReduceSum": h(reduce(ir.OpReduceSum)),

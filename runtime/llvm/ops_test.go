@@ -100,7 +100,7 @@ func opCases() []opCase {
 	for _, op := range ir.UnaryOps {
 		t := exact
 		switch op {
-		case ir.OpExp, ir.OpLog, ir.OpTanh:
+		case ir.OpExp, ir.OpLog, ir.OpTanh, ir.OpErf:
 			t = libm
 		case ir.OpSilu, ir.OpSigmoid, ir.OpGelu:
 			t = chain
