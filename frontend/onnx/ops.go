@@ -1411,14 +1411,10 @@ func layerNorm(im *importer, n *onnxpb.NodeProto, in []*val) ([]*val, error) {
 	}
 	d := tensor.NumElements(xs[ax:])
 	flat := append(append([]int{}, xs[:ax]...), d)
-	b := opt(in, 2)
-	if b == nil {
-		if d > maxFolded {
-			return nil, fmt.Errorf("a zero B of %d elements is too large to make at import (more than %d)", d, maxFolded)
-		}
-		b = &val{c: tensor.New(x.dtype(), []int{d})}
+	args := []*val{x, w}
+	if b := opt(in, 2); b != nil {
+		args = append(args, b)
 	}
-	args := []*val{x, w, b}
 	for k, v := range args {
 		if k > 0 && tensor.NumElements(v.shape()) != d {
 			return nil, fmt.Errorf("Scale/B is %v, the normalized dims %v", v.shape(), xs[ax:])
