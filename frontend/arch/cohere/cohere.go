@@ -1,0 +1,25 @@
+// Package cohere is Cohere's Command-R family for arch.Build: parallel
+// blocks over one LayerNorm without bias, RoPE on interleaved pairs, a
+// SwiGLU MLP, and a classifier tied to the token embedding whose logits
+// are scaled. Weight names are Hugging Face's CohereModel names.
+package cohere
+
+import "github.com/tapml/tapml/frontend/arch"
+
+// Config is a Cohere model's hyperparameters: the sizes and logit_scale.
+type Config struct {
+	arch.Sizes
+	LogitScale float64
+}
+
+// Stack returns the model of c for arch.Build.
+func (c Config) Stack() arch.Stack {
+	return arch.Stack{
+		Arch: "cohere", Config: c, Sizes: c.Sizes, Topology: arch.Parallel, LogitScale: c.LogitScale,
+		Embedding: "embed_tokens", LayerPrefix: "layers.", FinalNorm: "norm",
+		Norm: arch.Norm{Kind: arch.LayerNormNoBias, Eps: c.NormEps}, Norms: []string{"input_layernorm"},
+		AttentionName: "self_attn", Attention: arch.Attention{
+			Q: "q_proj", K: "k_proj", V: "v_proj", Out: "o_proj", RopeStyle: "interleaved"},
+		MLPName: "mlp", MLP: arch.MLP{Gate: "gate_proj", Up: "up_proj", Down: "down_proj"},
+	}
+}
