@@ -43,6 +43,7 @@ var families = []family{
 	cohereFamily,
 	falconFamily,
 	gpt2Family,
+	gptBigCodeFamily,
 	gptneoxFamily,
 	graniteFamily,
 	llamaFamily("LlamaForCausalLM", "llama"),
