@@ -51,6 +51,7 @@ var families = []family{
 	phiFamily,
 	llamaFamily("Qwen2ForCausalLM", "qwen2"),
 	stablelmFamily,
+	starcoder2Family,
 }
 
 // Architectures lists the model classes Load supports.

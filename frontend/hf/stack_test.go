@@ -60,6 +60,9 @@ func TestStackConfigs(t *testing.T) {
 		{"falcon", "alibi", func(m map[string]any) { m["alibi"] = true }, "alibi: true is not supported"},
 		{"falcon", "multi-head", func(m map[string]any) { m["multi_query"] = false }, "multi_query: false is not supported"},
 		{"falcon", "default ffn", func(m map[string]any) { delete(m, "ffn_hidden_size") }, ""}, // 4·hidden_size, as the weights
+		{"starcoder2", "sliding window", func(map[string]any) {}, "sliding_window: 4 is shorter than the 128 cached positions"},
+		{"starcoder2", "a window that never bites", func(m map[string]any) { m["sliding_window"] = 128 }, ""},
+		{"starcoder2", "no window", func(m map[string]any) { m["sliding_window"] = nil }, ""},
 		{"gpt_bigcode", "multi-head", func(m map[string]any) { m["multi_query"] = false }, "multi_query: false is not supported"},
 	} {
 		t.Run(tc.fixture+"/"+tc.name, func(t *testing.T) {
