@@ -34,6 +34,12 @@ type Sizes struct {
 // AttentionName and the MLP at MLPName have theirs. The attention's and
 // the MLP's sizes and RoPE are Sizes' (the family sets only their layout,
 // names and biases), and the attention's scale, when 0, is 1/√HeadDim.
+//
+// Names left empty are those most transformers classes use (LLaMA's):
+// embed_tokens, layers., input_layernorm and post_attention_layernorm,
+// self_attn with q_proj, k_proj, v_proj and o_proj, mlp with gate_proj,
+// up_proj and down_proj (when Up is empty too), and norm; RoPE's style is
+// "half" unless set.
 type Stack struct {
 	Arch   string // the module's meta "arch"
 	Config any    // the family's configuration, printed as the module's meta "config"
@@ -78,10 +84,40 @@ const (
 )
 
 // Layer is the prefix of layer l's weights and provenance.
-func (s Stack) Layer(l int) string { return s.LayerPrefix + strconv.Itoa(l) + "." }
+func (s Stack) Layer(l int) string { return s.named().LayerPrefix + strconv.Itoa(l) + "." }
+
+// named is s with the default names where it has none.
+func (s Stack) named() Stack {
+	def := func(p *string, v string) {
+		if *p == "" {
+			*p = v
+		}
+	}
+	def(&s.Embedding, "embed_tokens")
+	def(&s.LayerPrefix, "layers.")
+	def(&s.FinalNorm, "norm")
+	def(&s.AttentionName, "self_attn")
+	def(&s.MLPName, "mlp")
+	if s.Norms == nil {
+		s.Norms = []string{"input_layernorm", "post_attention_layernorm"}
+	}
+	a := &s.Attention
+	if a.Layout == SeparateQKV {
+		def(&a.Q, "q_proj")
+		def(&a.K, "k_proj")
+		def(&a.V, "v_proj")
+	}
+	def(&a.Out, "o_proj")
+	def(&a.RopeStyle, "half")
+	if s.MLP.Up == "" {
+		s.MLP.Gate, s.MLP.Up, s.MLP.Down = "gate_proj", "up_proj", "down_proj"
+	}
+	return s
+}
 
 // Validate checks that the sizes and parts describe a buildable model.
 func (s Stack) Validate() error {
+	s = s.named()
 	z := s.Sizes
 	switch {
 	case z.Dim <= 0 || z.Hidden <= 0 || z.Layers <= 0 || z.Vocab <= 0 || z.MaxSeq <= 0:
@@ -124,6 +160,7 @@ func (s Stack) mlp() MLP {
 
 // WeightShapes lists the weights in the order of a Hugging Face checkpoint.
 func (s Stack) WeightShapes() []NamedShape {
+	s = s.named()
 	ws := []NamedShape{Named(s.Embedding+".weight", s.Vocab, s.Dim)}
 	for l := 0; l < s.Layers; l++ {
 		p := s.Layer(l)
@@ -142,6 +179,7 @@ func (s Stack) WeightShapes() []NamedShape {
 
 // Decoder describes the graph to Build.
 func (s Stack) Decoder() Decoder {
+	s = s.named()
 	var parts []Part
 	for l := 0; l < s.Layers; l++ {
 		parts = append(parts, s.attention().Parts(s.Layer(l)+s.AttentionName+".")...)

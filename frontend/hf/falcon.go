@@ -10,18 +10,17 @@ import (
 // feed-forward width ffn_hidden_size (4·hidden_size by default; its
 // intermediate_size is unused) and its activation "activation"; with
 // multi_query, it has one key/value head whatever num_kv_heads says.
-var falconFamily = stackFamily("FalconForCausalLM", "falcon", "transformer.", func(o jsonObject, c *Config) (arch.Stack, error) {
-	s, err := o.sizes(c, sizeKeys{ffn: "ffn_hidden_size", ffnTimes: 4, eps: "layer_norm_epsilon", defEps: 1e-5, act: "activation", defAct: "gelu", defPos: 2048, defRotary: 1})
-	if err != nil {
-		return arch.Stack{}, err
-	}
-	s.KVHeads = 1
-	return falcon.Config{Sizes: s}.Stack(), o.refuse(
-		refused{"multi_query", "only falcon-7b's multi-query attention", []string{"true"}},
-		refused{"new_decoder_architecture", "falcon-40b's grouped attention and two norms", []string{"false"}},
-		refused{"parallel_attn", "sequential blocks", []string{"true"}},
-		refused{"alibi", "ALiBi position biases", []string{"false"}},
-		refused{"bias", "biases", []string{"false"}},
-		refused{"num_ln_in_parallel_attn", "two norms in parallel blocks", []string{"1"}},
-		refused{"tie_word_embeddings", "Falcon's classifier is the token embedding", []string{"true"}})
-})
+var falconFamily = stackFamily("FalconForCausalLM", "falcon", "transformer.",
+	sizeKeys{ffn: "ffn_hidden_size", ffnTimes: 4, allHeads: true, eps: "layer_norm_epsilon", defEps: 1e-5,
+		act: "activation", defAct: "gelu", defPos: 2048},
+	func(o jsonObject, s arch.Sizes) (arch.Stack, error) {
+		s.KVHeads = 1
+		return falcon.Config{Sizes: s}.Stack(), o.refuse(
+			refused{"multi_query", "only falcon-7b's multi-query attention", []string{"true"}},
+			refused{"new_decoder_architecture", "falcon-40b's grouped attention and two norms", []string{"false"}},
+			refused{"parallel_attn", "sequential blocks", []string{"true"}},
+			refused{"alibi", "ALiBi position biases", []string{"false"}},
+			refused{"bias", "biases", []string{"false"}},
+			refused{"num_ln_in_parallel_attn", "two norms in parallel blocks", []string{"1"}},
+			refused{"tie_word_embeddings", "Falcon's classifier is the token embedding", []string{"true"}})
+	})

@@ -48,6 +48,22 @@ func editJSON(t *testing.T, path string, edit func(map[string]any)) {
 	}
 }
 
+// loadWant loads the folder dir: it must load when want is "", else fail
+// with an error that contains want and names the folder.
+func loadWant(t *testing.T, dir, want string) {
+	t.Helper()
+	_, _, err := Load(dir)
+	if want == "" {
+		if err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	if err == nil || !strings.Contains(err.Error(), want) || !strings.Contains(err.Error(), dir) {
+		t.Fatalf("error %v, want one naming %s with %q", err, dir, want)
+	}
+}
+
 func TestLoadSmall(t *testing.T) {
 	dir := writeSmall(t, smallLlama, WriteOptions{DType: ir.F16})
 	m, tok, err := Load(dir)
@@ -133,19 +149,7 @@ func TestConfigErrors(t *testing.T) {
 			dir := writeSmall(t, c, WriteOptions{})
 			cfg := filepath.Join(dir, ConfigFile)
 			editJSON(t, cfg, tc.edit)
-			_, _, err := Load(dir)
-			if tc.err == "" {
-				if err != nil {
-					t.Fatal(err)
-				}
-				return
-			}
-			if err == nil || !strings.Contains(err.Error(), tc.err) {
-				t.Fatalf("error %v, want %q", err, tc.err)
-			}
-			if !strings.Contains(err.Error(), dir) {
-				t.Errorf("error %q does not name the folder's file", err)
-			}
+			loadWant(t, dir, tc.err)
 		})
 	}
 }
@@ -170,16 +174,7 @@ func TestGPT2ConfigErrors(t *testing.T) {
 				t.Fatal(err)
 			}
 			editJSON(t, filepath.Join(dir, ConfigFile), tc.edit)
-			_, _, err := Load(dir)
-			if tc.err == "" {
-				if err != nil {
-					t.Fatal(err)
-				}
-				return
-			}
-			if err == nil || !strings.Contains(err.Error(), tc.err) {
-				t.Fatalf("error %v, want %q", err, tc.err)
-			}
+			loadWant(t, dir, tc.err)
 		})
 	}
 }

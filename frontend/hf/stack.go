@@ -11,18 +11,23 @@ import (
 )
 
 // stackFamily is an architecture over a family assembled from parts
-// (arch.Stack): the checkpoint names its weights by the canonical names
-// under the base model's prefix ("model."), but for the classifier, which
-// is at the top level.
-func stackFamily(archName, modelType, prefix string, config func(o jsonObject, c *Config) (arch.Stack, error)) family {
+// (arch.Stack): config reads what the family has beyond the sizes (read
+// from the keys k), and the checkpoint names its weights by the canonical
+// names under the base model's prefix ("model."), but for the classifier,
+// which is at the top level.
+func stackFamily(archName, modelType, prefix string, k sizeKeys, config func(o jsonObject, s arch.Sizes) (arch.Stack, error)) family {
 	return family{
 		arch: archName, modelType: modelType,
 		config: func(o jsonObject, c *Config) (arch.Config, error) {
-			s, err := config(o, c)
+			s, err := o.sizes(c, k)
 			if err != nil {
 				return nil, err
 			}
-			return s, nil
+			m, err := config(o, s)
+			if err != nil {
+				return nil, err
+			}
+			return m, nil
 		},
 		tensor: func(canon string, m arch.Config, _ *Checkpoint) string {
 			if h := m.(arch.Stack).Head; h != "" && strings.HasPrefix(canon, h+".") {
@@ -44,16 +49,23 @@ var stackBuffer = regexp.MustCompile(`\.(rotary_emb\.inv_freq|attention\.bias|at
 // sizeKeys says where a family's config.json keeps the hyperparameters
 // that its transformers class reads under names of its own, and their
 // defaults there.
+// Empty names are LLaMA's: intermediate_size, num_key_value_heads,
+// hidden_act.
 type sizeKeys struct {
-	ffn       string  // the feed-forward width ("intermediate_size")
-	ffnTimes  int64   // its default in multiples of hidden_size; 0: required
-	kvHeads   string  // the key/value heads ("num_key_value_heads"); "": as many as heads
+	ffn      string // the feed-forward width
+	ffnTimes int64  // its default in multiples of hidden_size; 0: required
+	// allHeads: the class reads no key/value head count; it has as many
+	// key/value heads as heads.
+	allHeads  bool
 	eps       string  // the norm epsilon ("layer_norm_eps", "rms_norm_eps", ...)
 	defEps    float64 // its default
-	act       string  // the activation ("hidden_act")
+	act       string  // the activation
 	defAct    string  // its default
 	defPos    int64   // max_position_embeddings' default
-	defRotary float64 // partial_rotary_factor's default
+	defRotary float64 // partial_rotary_factor's default; 0 means 1
+	// aliases are [key, old] pairs: old is the name an older transformers
+	// wrote key under, read when only old is there.
+	aliases [][2]string
 }
 
 // sizes reads what the families assembled from parts share: hidden_size,
@@ -64,6 +76,19 @@ type sizeKeys struct {
 // accepted only as hidden_size / num_attention_heads; rope_scaling is
 // refused.
 func (o jsonObject) sizes(c *Config, k sizeKeys) (arch.Sizes, error) {
+	for _, a := range k.aliases {
+		if o.present(a[1]) && !o.present(a[0]) {
+			o.m[a[0]] = o.m[a[1]]
+		}
+	}
+	for _, d := range []struct {
+		p *string
+		v string
+	}{{&k.ffn, "intermediate_size"}, {&k.act, "hidden_act"}} {
+		if *d.p == "" {
+			*d.p = d.v
+		}
+	}
 	s := arch.Sizes{Vocab: c.Vocab}
 	var err error
 	get := o.ints(&err)
@@ -76,8 +101,8 @@ func (o jsonObject) sizes(c *Config, k sizeKeys) (arch.Sizes, error) {
 	get(&s.Layers, "num_hidden_layers", -1, 1, bigLayer)
 	get(&s.Heads, "num_attention_heads", -1, 1, bigDim)
 	s.KVHeads = s.Heads
-	if k.kvHeads != "" {
-		get(&s.KVHeads, k.kvHeads, int64(s.Heads), 1, bigDim)
+	if !k.allHeads {
+		get(&s.KVHeads, "num_key_value_heads", int64(s.Heads), 1, bigDim)
 	}
 	get(&c.MaxPositions, "max_position_embeddings", k.defPos, 1, bigPos)
 	if err != nil {
@@ -105,11 +130,23 @@ func (o jsonObject) sizes(c *Config, k sizeKeys) (arch.Sizes, error) {
 	if s.RopeTheta, err = o.ropeTheta(); err != nil {
 		return s, err
 	}
+	if k.defRotary == 0 {
+		k.defRotary = 1
+	}
 	if s.RopeDims, err = o.ropeDims(s.HeadDim, k.defRotary); err != nil {
 		return s, err
 	}
 	s.MaxSeq = min(c.MaxPositions, MaxSeqCap)
 	return s, nil
+}
+
+// bools returns a reader of boolean keys, as ints does for integers.
+func (o jsonObject) bools(err *error) func(dst *bool, key string, def bool) {
+	return func(dst *bool, key string, def bool) {
+		if *err == nil {
+			*dst, *err = o.bool(key, def)
+		}
+	}
 }
 
 // activations are transformers' activation names (ACT2FN) that the parts
@@ -170,14 +207,6 @@ func (o jsonObject) ropeDims(headDim int, def float64) (int, error) {
 		return 0, nil
 	}
 	return d, nil
-}
-
-// alias gives key the value of old, the name an older transformers wrote
-// it under, when only old is there.
-func (o jsonObject) alias(key, old string) {
-	if o.present(old) && !o.present(key) {
-		o.m[key] = o.m[old]
-	}
 }
 
 // refuse rejects each key whose value is not absent, null or one of the

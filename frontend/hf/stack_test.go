@@ -3,7 +3,6 @@ package hf
 import (
 	"os"
 	"path/filepath"
-	"strings"
 	"testing"
 
 	"github.com/tapml/tapml/ir"
@@ -68,16 +67,7 @@ func TestStackConfigs(t *testing.T) {
 		t.Run(tc.fixture+"/"+tc.name, func(t *testing.T) {
 			dir := copyFixture(t, tc.fixture)
 			editJSON(t, filepath.Join(dir, ConfigFile), tc.edit)
-			_, _, err := Load(dir)
-			if tc.err == "" {
-				if err != nil {
-					t.Fatal(err)
-				}
-				return
-			}
-			if err == nil || !strings.Contains(err.Error(), tc.err) || !strings.Contains(err.Error(), dir) {
-				t.Fatalf("error %v, want one naming %s with %q", err, dir, tc.err)
-			}
+			loadWant(t, dir, tc.err)
 		})
 	}
 }

@@ -9,27 +9,25 @@ import (
 // sliding window shorter than the KV cache is refused until the attention
 // op has a window; one at least as long never bites (StarCoder2's 4096
 // with tapml's cache of at most MaxSeqCap positions).
-var starcoder2Family = stackFamily("Starcoder2ForCausalLM", "starcoder2", "model.", func(o jsonObject, c *Config) (arch.Stack, error) {
-	s, err := o.sizes(c, sizeKeys{ffn: "intermediate_size", kvHeads: "num_key_value_heads", eps: "norm_epsilon", defEps: 1e-5,
-		act: "hidden_act", defAct: "gelu_pytorch_tanh", defPos: 4096, defRotary: 1})
-	if err != nil {
-		return arch.Stack{}, err
-	}
-	m := starcoder2.Config{Sizes: s}
-	if m.Bias, err = o.bool("use_bias", true); err != nil {
-		return arch.Stack{}, err
-	}
-	if m.Tied, err = o.bool("tie_word_embeddings", true); err != nil {
-		return arch.Stack{}, err
-	}
-	if o.present("sliding_window") {
-		w, err := o.int("sliding_window", -1, 1, bigPos)
+var starcoder2Family = stackFamily("Starcoder2ForCausalLM", "starcoder2", "model.",
+	sizeKeys{eps: "norm_epsilon", defEps: 1e-5, defAct: "gelu_pytorch_tanh", defPos: 4096},
+	func(o jsonObject, s arch.Sizes) (arch.Stack, error) {
+		m := starcoder2.Config{Sizes: s}
+		var err error
+		get := o.bools(&err)
+		get(&m.Bias, "use_bias", true)
+		get(&m.Tied, "tie_word_embeddings", true)
 		if err != nil {
 			return arch.Stack{}, err
 		}
-		if w < s.MaxSeq {
-			return arch.Stack{}, o.errorf("sliding_window", "%d is shorter than the %d cached positions: sliding-window attention is not implemented", w, s.MaxSeq)
+		if o.present("sliding_window") {
+			w, err := o.int("sliding_window", -1, 1, bigPos)
+			if err != nil {
+				return arch.Stack{}, err
+			}
+			if w < s.MaxSeq {
+				return arch.Stack{}, o.errorf("sliding_window", "%d is shorter than the %d cached positions: sliding-window attention is not implemented", w, s.MaxSeq)
+			}
 		}
-	}
-	return m.Stack(), nil
-})
+		return m.Stack(), nil
+	})

@@ -16,10 +16,7 @@ type Config struct {
 func (c Config) Stack() arch.Stack {
 	return arch.Stack{
 		Arch: "cohere", Config: c, Sizes: c.Sizes, Topology: arch.Parallel, LogitScale: c.LogitScale,
-		Embedding: "embed_tokens", LayerPrefix: "layers.", FinalNorm: "norm",
 		Norm: arch.Norm{Kind: arch.LayerNormNoBias, Eps: c.NormEps}, Norms: []string{"input_layernorm"},
-		AttentionName: "self_attn", Attention: arch.Attention{
-			Q: "q_proj", K: "k_proj", V: "v_proj", Out: "o_proj", RopeStyle: "interleaved"},
-		MLPName: "mlp", MLP: arch.MLP{Gate: "gate_proj", Up: "up_proj", Down: "down_proj"},
+		Attention: arch.Attention{RopeStyle: "interleaved"},
 	}
 }

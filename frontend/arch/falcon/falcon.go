@@ -18,7 +18,7 @@ func (c Config) Stack() arch.Stack {
 		Embedding: "word_embeddings", LayerPrefix: "h.", FinalNorm: "ln_f",
 		Norm: arch.Norm{Kind: arch.LayerNorm, Eps: c.NormEps}, Norms: []string{"input_layernorm"},
 		AttentionName: "self_attention", Attention: arch.Attention{
-			Layout: arch.FusedQKV, QKV: "query_key_value", Q: "q", K: "k", V: "v", Out: "dense", RopeStyle: "half"},
-		MLPName: "mlp", MLP: arch.MLP{Up: "dense_h_to_4h", Down: "dense_4h_to_h"},
+			Layout: arch.FusedQKV, QKV: "query_key_value", Q: "q", K: "k", V: "v", Out: "dense"},
+		MLP: arch.MLP{Up: "dense_h_to_4h", Down: "dense_4h_to_h"},
 	}
 }

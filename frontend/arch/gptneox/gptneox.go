@@ -16,10 +16,10 @@ type Config struct{ arch.Sizes }
 func (c Config) Stack() arch.Stack {
 	return arch.Stack{
 		Arch: "gptneox", Config: c, Sizes: c.Sizes, Topology: arch.Parallel,
-		Embedding: "embed_in", LayerPrefix: "layers.", FinalNorm: "final_layer_norm", Head: "embed_out",
-		Norm: arch.Norm{Kind: arch.LayerNorm, Eps: c.NormEps}, Norms: []string{"input_layernorm", "post_attention_layernorm"},
+		Embedding: "embed_in", FinalNorm: "final_layer_norm", Head: "embed_out",
+		Norm:          arch.Norm{Kind: arch.LayerNorm, Eps: c.NormEps},
 		AttentionName: "attention", Attention: arch.Attention{
-			Layout: arch.FusedPerHead, QKV: "query_key_value", Out: "dense", QKVBias: true, OutBias: true, RopeStyle: "half"},
-		MLPName: "mlp", MLP: arch.MLP{Up: "dense_h_to_4h", Down: "dense_4h_to_h", Bias: true},
+			Layout: arch.FusedPerHead, QKV: "query_key_value", Out: "dense", QKVBias: true, OutBias: true},
+		MLP: arch.MLP{Up: "dense_h_to_4h", Down: "dense_4h_to_h", Bias: true},
 	}
 }

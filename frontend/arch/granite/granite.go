@@ -28,11 +28,8 @@ func (c Config) Stack() arch.Stack {
 	return arch.Stack{
 		Arch: "granite", Config: c, Sizes: c.Sizes, Topology: arch.PreNorm,
 		EmbedScale: c.EmbeddingMultiplier, ResidualScale: c.ResidualMultiplier, LogitScale: logit,
-		Embedding: "embed_tokens", LayerPrefix: "layers.", FinalNorm: "norm", Head: arch.LMHead(c.Tied),
-		Norm: arch.Norm{Kind: arch.RMSNorm, Eps: c.NormEps}, Norms: []string{"input_layernorm", "post_attention_layernorm"},
-		AttentionName: "self_attn", Attention: arch.Attention{
-			Q: "q_proj", K: "k_proj", V: "v_proj", Out: "o_proj", QKVBias: c.AttentionBias, OutBias: c.AttentionBias,
-			RopeStyle: "half", Scale: c.AttentionMultiplier},
-		MLPName: "mlp", MLP: arch.MLP{Gate: "gate_proj", Up: "up_proj", Down: "down_proj", Bias: c.MLPBias},
+		Head: arch.LMHead(c.Tied), Norm: arch.Norm{Kind: arch.RMSNorm, Eps: c.NormEps},
+		Attention: arch.Attention{QKVBias: c.AttentionBias, OutBias: c.AttentionBias, Scale: c.AttentionMultiplier},
+		MLP:       arch.MLP{Bias: c.MLPBias},
 	}
 }

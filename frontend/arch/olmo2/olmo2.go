@@ -18,11 +18,7 @@ func (c Config) Stack() arch.Stack {
 	norm := arch.Norm{Kind: arch.RMSNorm, Eps: c.NormEps}
 	return arch.Stack{
 		Arch: "olmo2", Config: c, Sizes: c.Sizes, Topology: arch.PostNorm,
-		Embedding: "embed_tokens", LayerPrefix: "layers.", FinalNorm: "norm", Head: arch.LMHead(c.Tied),
-		Norm: norm, Norms: []string{"post_attention_layernorm", "post_feedforward_layernorm"},
-		AttentionName: "self_attn", Attention: arch.Attention{
-			Q: "q_proj", K: "k_proj", V: "v_proj", Out: "o_proj", RopeStyle: "half",
-			QKNorm: norm, QNorm: "q_norm", KNorm: "k_norm"},
-		MLPName: "mlp", MLP: arch.MLP{Gate: "gate_proj", Up: "up_proj", Down: "down_proj"},
+		Head: arch.LMHead(c.Tied), Norm: norm, Norms: []string{"post_attention_layernorm", "post_feedforward_layernorm"},
+		Attention: arch.Attention{QKNorm: norm, QNorm: "q_norm", KNorm: "k_norm"},
 	}
 }

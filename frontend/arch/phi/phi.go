@@ -15,10 +15,9 @@ type Config struct{ arch.Sizes }
 func (c Config) Stack() arch.Stack {
 	return arch.Stack{
 		Arch: "phi", Config: c, Sizes: c.Sizes, Topology: arch.Parallel,
-		Embedding: "embed_tokens", LayerPrefix: "layers.", FinalNorm: "final_layernorm", Head: "lm_head", HeadBias: true,
+		FinalNorm: "final_layernorm", Head: "lm_head", HeadBias: true,
 		Norm: arch.Norm{Kind: arch.LayerNorm, Eps: c.NormEps}, Norms: []string{"input_layernorm"},
-		AttentionName: "self_attn", Attention: arch.Attention{
-			Q: "q_proj", K: "k_proj", V: "v_proj", Out: "dense", QKVBias: true, OutBias: true, RopeStyle: "half"},
-		MLPName: "mlp", MLP: arch.MLP{Up: "fc1", Down: "fc2", Bias: true},
+		Attention: arch.Attention{Out: "dense", QKVBias: true, OutBias: true},
+		MLP:       arch.MLP{Up: "fc1", Down: "fc2", Bias: true},
 	}
 }

@@ -17,10 +17,7 @@ type Config struct {
 func (c Config) Stack() arch.Stack {
 	return arch.Stack{
 		Arch: "stablelm", Config: c, Sizes: c.Sizes, Topology: arch.PreNorm,
-		Embedding: "embed_tokens", LayerPrefix: "layers.", FinalNorm: "norm", Head: arch.LMHead(c.Tied),
-		Norm: arch.Norm{Kind: arch.LayerNorm, Eps: c.NormEps}, Norms: []string{"input_layernorm", "post_attention_layernorm"},
-		AttentionName: "self_attn", Attention: arch.Attention{
-			Q: "q_proj", K: "k_proj", V: "v_proj", Out: "o_proj", QKVBias: c.QKVBias, RopeStyle: "half"},
-		MLPName: "mlp", MLP: arch.MLP{Gate: "gate_proj", Up: "up_proj", Down: "down_proj"},
+		Head: arch.LMHead(c.Tied), Norm: arch.Norm{Kind: arch.LayerNorm, Eps: c.NormEps},
+		Attention: arch.Attention{QKVBias: c.QKVBias},
 	}
 }

@@ -22,10 +22,8 @@ type Config struct {
 func (c Config) Stack() arch.Stack {
 	return arch.Stack{
 		Arch: "starcoder2", Config: c, Sizes: c.Sizes, Topology: arch.PreNorm,
-		Embedding: "embed_tokens", LayerPrefix: "layers.", FinalNorm: "norm", Head: arch.LMHead(c.Tied),
-		Norm: arch.Norm{Kind: arch.LayerNorm, Eps: c.NormEps}, Norms: []string{"input_layernorm", "post_attention_layernorm"},
-		AttentionName: "self_attn", Attention: arch.Attention{
-			Q: "q_proj", K: "k_proj", V: "v_proj", Out: "o_proj", QKVBias: c.Bias, OutBias: c.Bias, RopeStyle: "half"},
-		MLPName: "mlp", MLP: arch.MLP{Up: "c_fc", Down: "c_proj", Bias: c.Bias},
+		Head: arch.LMHead(c.Tied), Norm: arch.Norm{Kind: arch.LayerNorm, Eps: c.NormEps},
+		Attention: arch.Attention{QKVBias: c.Bias, OutBias: c.Bias},
+		MLP:       arch.MLP{Up: "c_fc", Down: "c_proj", Bias: c.Bias},
 	}
 }
