@@ -28,7 +28,8 @@ type Sizes struct {
 }
 
 // Stack is a whole model assembled from parts: the skeleton that the
-// families of arch/phi, arch/falcon, ... share, with their block body. Its
+// families of arch/phi, arch/falcon, ... share, their block body being one
+// of the Topology kinds over the parts. Its
 // weights are named by the parts' convention; layer l's prefix is
 // LayerPrefix + l + ".", under which each norm of Norms, the Attention at
 // AttentionName and the MLP at MLPName have theirs. The attention's and
@@ -127,7 +128,7 @@ func (s Stack) Validate() error {
 	case s.Topology < PreNorm || s.Topology > PostNorm:
 		return fmt.Errorf("block topology %d is not one of PreNorm, Parallel, PostNorm", s.Topology)
 	case len(s.Norms) != 2 && !(s.Topology == Parallel && len(s.Norms) == 1):
-		return fmt.Errorf("%d norms per layer: the block takes two (a parallel one one or two)", len(s.Norms))
+		return fmt.Errorf("%d norms per layer: the block takes two (a parallel block one or two)", len(s.Norms))
 	}
 	if err := s.attention().Validate(); err != nil {
 		return err
