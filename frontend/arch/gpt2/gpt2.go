@@ -9,7 +9,9 @@
 // "transformer." prefix of GPT2LMHeadModel): wte.weight, wpe.weight,
 // h.N.ln_1.weight, h.N.attn.c_attn.weight, ... GPT-2's linear layers are
 // its Conv1D, whose weights are stored in×out, so the graph multiplies by
-// them without transposing; GPTBigCode's are stored out×in.
+// them without transposing, and splits c_attn's output into q, k and v;
+// GPTBigCode's are stored out×in, so its c_attn is split at load into
+// views of its rows, the layers h.N.attn.q, k and v.
 package gpt2
 
 import (
@@ -107,8 +109,12 @@ func layer(l int) string { return "h." + strconv.Itoa(l) + "." }
 // Decoder describes the graph to arch.Build. Position embeddings are rows
 // pos, pos+1, ... of wpe.
 func (c Config) Decoder() arch.Decoder {
+	var parts []arch.Part
+	for l := 0; l < c.Layers && c.Linear; l++ {
+		parts = append(parts, c.qkv().Parts(layer(l)+"attn.")...)
+	}
 	return arch.Decoder{
-		Arch: "gpt2", Layers: c.Layers,
+		Arch: "gpt2", Layers: c.Layers, Parts: parts,
 		Config: c.meta(),
 		State:  func(int) []arch.State { return arch.KVCache(c.MaxSeq, c.kvHeads(), c.HeadDim()) },
 		Embed: func(f *arch.Forward) *ir.Value {
@@ -149,6 +155,13 @@ func (c Config) norm(f *arch.Forward, x *ir.Value, p string) *ir.Value {
 	return f.At(p).LayerNorm(x, f.W(p+".weight"), f.W(p+".bias"), c.NormEps)
 }
 
+// qkv is c_attn as an attention's fused q/k/v layer, whose parts are the
+// layers q, k and v when it is stored out×in (Linear).
+func (c Config) qkv() arch.Attention {
+	return arch.Attention{Heads: c.Heads, KVHeads: c.kvHeads(), HeadDim: c.HeadDim(), Layout: arch.FusedQKV,
+		QKV: "c_attn", Q: "q", K: "k", V: "v", QKVBias: true}
+}
+
 // dense is the linear layer p: GPT-2's Conv1D, x × w + b with w stored
 // in×out, or with Linear x × wᵀ + b.
 func (c Config) dense(f *arch.Forward, x *ir.Value, p string) *ir.Value {
@@ -164,12 +177,16 @@ func (c Config) block(f *arch.Forward, l int, x *ir.Value, kv []*ir.Value) (*ir.
 	p, d, hd, kvh := layer(l), int64(c.Dim), c.HeadDim(), c.kvHeads()
 	kvd := int64(kvh * hd)
 	h := c.norm(f, x, p+"ln_1")
-	qkv := c.dense(f, h, p+"attn.c_attn")
-	part := func(what string, start, width int64, heads int) *ir.Value {
-		s := f.At(p+"attn."+what).Slice(qkv, 1, start, start+width)
-		return f.Heads(s, heads, hd)
+	var q, k, v *ir.Value
+	if c.Linear { // c_attn was split at load (Decoder.Parts)
+		q, k, v = f.Dense(p+"attn.q", h, true), f.Dense(p+"attn.k", h, true), f.Dense(p+"attn.v", h, true)
+	} else { // Conv1D's q, k and v are columns: split c_attn's output
+		qkv := c.dense(f, h, p+"attn.c_attn")
+		q = f.At(p+"attn.q").Slice(qkv, 1, 0, d)
+		k = f.At(p+"attn.k").Slice(qkv, 1, d, d+kvd)
+		v = f.At(p+"attn.v").Slice(qkv, 1, d+kvd, d+2*kvd)
 	}
-	q, k, v := part("q", 0, d, c.Heads), part("k", d, kvd, kvh), part("v", d+kvd, kvd, kvh)
+	q, k, v = f.Heads(q, c.Heads, hd), f.Heads(k, kvh, hd), f.Heads(v, kvh, hd)
 	a, kc, vc := f.CachedAttention(p+"attn", q, k, v, kv[0], kv[1], 1/math.Sqrt(float64(hd)))
 	o := c.dense(f, a, p+"attn.c_proj")
 	x = f.At(p+"attn.residual").Add(x, o)

@@ -1,11 +1,12 @@
 package gpt2
 
 import (
-	"github.com/tapml/tapml/frontend/arch"
 	"math"
 	"strings"
 	"testing"
 
+	"github.com/google/go-cmp/cmp"
+	"github.com/tapml/tapml/frontend/arch"
 	"github.com/tapml/tapml/internal/testenv/llmtest"
 	"github.com/tapml/tapml/ir"
 )
@@ -88,5 +89,31 @@ func TestPrefillMatchesDecode(t *testing.T) {
 		if d := math.Abs(float64(a[i] - b[i])); d > 1e-5 {
 			t.Fatalf("next step, logit %d: %g vs %g", i, a[i], b[i])
 		}
+	}
+}
+
+// TestBigCodeSplitsAtLoad: GPTBigCode's c_attn (nn.Linear, out×in) is
+// split at load into the layers q, k and v, views of its rows; with one
+// key/value head, k and v are one head wide.
+func TestBigCodeSplitsAtLoad(t *testing.T) {
+	c := tiny
+	c.KVHeads, c.Linear = 1, true
+	m, err := arch.Build("bigcode", c, RandomWeights(c, 2))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]string{}
+	for _, w := range m.Weights {
+		if strings.HasPrefix(w.Name, "h.0.attn.") {
+			got[w.Name] = w.Type.String()
+		}
+	}
+	want := map[string]string{
+		"h.0.attn.q.weight": "f32[32, 32]", "h.0.attn.k.weight": "f32[8, 32]", "h.0.attn.v.weight": "f32[8, 32]",
+		"h.0.attn.q.bias": "f32[32]", "h.0.attn.k.bias": "f32[8]", "h.0.attn.v.bias": "f32[8]",
+		"h.0.attn.c_proj.weight": "f32[32, 32]", "h.0.attn.c_proj.bias": "f32[32]",
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("weights (-want +got):\n%s", diff)
 	}
 }
