@@ -58,6 +58,7 @@ func TestStackConfigs(t *testing.T) {
 		{"falcon", "new architecture", func(m map[string]any) { m["new_decoder_architecture"] = true }, "new_decoder_architecture: true is not supported"},
 		{"falcon", "alibi", func(m map[string]any) { m["alibi"] = true }, "alibi: true is not supported"},
 		{"falcon", "multi-head", func(m map[string]any) { m["multi_query"] = false }, "multi_query: false is not supported"},
+		{"falcon", "old width key", func(m map[string]any) { m["n_embed"] = m["hidden_size"]; delete(m, "hidden_size") }, ""},
 		{"falcon", "default ffn", func(m map[string]any) { delete(m, "ffn_hidden_size") }, ""}, // 4·hidden_size, as the weights
 		{"starcoder2", "sliding window", func(map[string]any) {}, "sliding_window: 4 is shorter than the 128 cached positions"},
 		{"starcoder2", "a window that never bites", func(m map[string]any) { m["sliding_window"] = 128 }, ""},
