@@ -26,7 +26,7 @@ func TestFactsOfOps(t *testing.T) {
 		OpConv2D, OpConvTranspose2D, OpPool2D, OpResize, OpReduceSum, OpReduceMean, OpReduceMax}
 	f32Compute = append(append(f32Compute, UnaryOps...), BinaryOps...)
 	intCompute := []Op{OpNeg, OpAbs, OpRelu, OpAdd, OpSub, OpMul, OpMaximum, OpMinimum, OpArgmax}
-	transcendental := []Op{OpExp, OpLog, OpSqrt, OpRsqrt, OpSilu, OpSigmoid, OpTanh, OpGelu, OpPow, OpSoftmax, OpAttention, OpRope}
+	transcendental := []Op{OpExp, OpLog, OpSqrt, OpRsqrt, OpSilu, OpSigmoid, OpTanh, OpGelu, OpErf, OpPow, OpSoftmax, OpAttention, OpRope}
 	for _, d := range Ops() {
 		if got := d.Effects == SideEffects; got != slices.Contains(sideEffects, d.Op) {
 			t.Errorf("%s: side effects %v", d.Name, got)

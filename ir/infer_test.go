@@ -101,7 +101,8 @@ func TestInferTypes(t *testing.T) {
 		{OpRMSNorm, []string{"i32[4]", "i32[4]"}, nil, "error: x must be a float tensor"},
 		{OpLayerNorm, []string{"f32[seq, 8]", "f32[8]", "f32[8]"}, nil, "f32[seq, 8]"},
 		{OpLayerNorm, []string{"f32[seq, 8]", "f32[8]", "f16[8]"}, nil, "error: input 2 must be f32[8] like x's last dim, got f16[8]"},
-		{OpLayerNorm, []string{"f32[seq, 8]", "f32[8]"}, nil, "error: op layer_norm takes 3 inputs, got 2"},
+		{OpLayerNorm, []string{"f32[seq, 8]", "f32[8]"}, nil, "f32[seq, 8]"},
+		{OpLayerNorm, []string{"f32[seq, 8]"}, nil, "error: op layer_norm takes 2 to 3 inputs, got 1"},
 		{OpRMSNorm, []string{"f32[seq, 8]", "f32[8]"}, Attrs{"eps": StringAttr("1")}, `error: attribute "eps" must be float, got string "1"`},
 
 		// softmax, argmax

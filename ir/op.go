@@ -27,6 +27,7 @@ const (
 	OpConv2D
 	OpConvTranspose2D
 	OpDiv
+	OpErf
 	OpExp
 	OpFusedElementwise
 	OpGather
@@ -77,6 +78,7 @@ var opNames = [numOps]string{
 	OpConv2D:           "conv2d",
 	OpConvTranspose2D:  "conv_transpose2d",
 	OpDiv:              "div",
+	OpErf:              "erf",
 	OpExp:              "exp",
 	OpFusedElementwise: "fused_elementwise",
 	OpGather:           "gather",

@@ -10,7 +10,7 @@ import (
 // must agree with it.
 
 // UnaryOps are the elementwise ops of one input. Output type = input type.
-var UnaryOps = []Op{OpNeg, OpExp, OpLog, OpSqrt, OpRsqrt, OpAbs, OpSilu, OpSigmoid, OpTanh, OpRelu, OpGelu}
+var UnaryOps = []Op{OpNeg, OpExp, OpLog, OpSqrt, OpRsqrt, OpAbs, OpSilu, OpSigmoid, OpTanh, OpRelu, OpGelu, OpErf}
 
 // BinaryOps are the elementwise ops of two inputs with numpy broadcasting.
 var BinaryOps = []Op{OpAdd, OpSub, OpMul, OpDiv, OpPow, OpMaximum, OpMinimum}
@@ -35,6 +35,7 @@ var elementwise = map[Op]struct {
 	OpTanh:    {doc: "tanh x", transcendental: true, costly: true},
 	OpRelu:    {doc: "max(x, 0)", ints: true},
 	OpGelu:    {doc: "0.5·x·(1+tanh(√(2/π)·(x+0.044715·x³))) (the tanh approximation GPT-2 uses)", transcendental: true, costly: true},
+	OpErf:     {doc: "erf x = 2/√π·∫₀ˣ e^(-t²) dt (exact GELU is 0.5·x·(1+erf(x/√2)))", transcendental: true, costly: true},
 	OpAdd:     {doc: "a+b", ints: true},
 	OpSub:     {doc: "a-b", ints: true},
 	OpMul:     {doc: "a·b", ints: true},
@@ -116,8 +117,8 @@ func init() {
 		Doc:   "x[..., D], w[D]: x / sqrt(mean(x²) + eps) · w over the last axis",
 		Attrs: []AttrSpec{{Name: "eps", Kind: AttrFloat, Default: ptr(FloatAttr(1e-5))}},
 		Infer: inferNorm, Facts: norm})
-	register(&OpDef{Op: OpLayerNorm, Kind: KindReduction, MinInputs: 3, MaxInputs: 3, Outputs: 1,
-		Doc:   "x[..., D], w[D], b[D]: (x - mean) / sqrt(var + eps) · w + b over the last axis",
+	register(&OpDef{Op: OpLayerNorm, Kind: KindReduction, MinInputs: 2, MaxInputs: 3, Outputs: 1,
+		Doc:   "x[..., D], w[D], optional b[D]: (x - mean) / sqrt(var + eps) · w (+ b) over the last axis",
 		Attrs: []AttrSpec{{Name: "eps", Kind: AttrFloat, Default: ptr(FloatAttr(1e-5))}},
 		Infer: inferNorm, Facts: norm})
 	register(&OpDef{Op: OpSoftmax, Kind: KindReduction, MinInputs: 1, MaxInputs: 1, Outputs: 1,

@@ -253,6 +253,8 @@ func (g *gen) floatOp(op ir.Op, a []value.Value) value.Value {
 		return g.fdiv(cf(1), g.fadd(cf(one), e))
 	case ir.OpTanh:
 		return g.viaDouble("tanh", x)
+	case ir.OpErf:
+		return g.viaDouble("erf", x)
 	case ir.OpRelu: // NaN stays NaN
 		return g.sel(g.fcmp(enum.FPredOLT, x, cf(0)), cf(0), x)
 	case ir.OpGelu: // each step rounded to f32, as the reference

@@ -47,6 +47,10 @@ type Decoder struct {
 	Config string // the module's meta "config": the hyperparameters on one line
 
 	Layers int
+	// Parts are weights that Build makes as views of rows of a weight
+	// of WeightShapes (a fused projection split at load, not copied); a
+	// weight that parts are made of is not in the module itself.
+	Parts []Part
 	// State lists what layer l carries from one call to the next: its KV
 	// cache (KVCache), a recurrent state, or nothing (or State is nil: no
 	// layer carries any). Each entry is a
@@ -64,6 +68,30 @@ type Decoder struct {
 	// Logits maps the last position's hidden state [1, dim] to the logits
 	// [1, vocab]: the classifier and whatever follows it.
 	Logits func(f *Forward, x *ir.Value) *ir.Value
+}
+
+// Part is the weight Name: rows Lo..Hi-1 (along the first axis) of the
+// weight Of.
+type Part struct {
+	Name, Of string
+	Lo, Hi   int
+}
+
+// rowsSource is bytes [off, off+n) of another weight's bytes: a view.
+type rowsSource struct {
+	of     ir.WeightSource
+	off, n int
+}
+
+func (r rowsSource) Bytes() ([]byte, error) {
+	b, err := r.of.Bytes()
+	if err != nil {
+		return nil, err
+	}
+	if len(b) < r.off+r.n {
+		return nil, fmt.Errorf("a weight of %d bytes has no bytes %d..%d", len(b), r.off, r.off+r.n-1)
+	}
+	return b[r.off : r.off+r.n : r.off+r.n], nil
 }
 
 // State is one tensor a layer carries between calls.
@@ -127,17 +155,9 @@ func Build(name string, c Config, weights map[string]ir.WeightSource) (*ir.Modul
 	m := ir.NewModule(name)
 	m.Meta["arch"] = d.Arch
 	m.Meta["config"] = d.Config
-	w := map[string]*ir.Value{}
-	for _, ns := range c.WeightShapes() {
-		src, ok := weights[ns.Name]
-		if !ok {
-			return nil, fmt.Errorf("missing weight %q", ns.Name)
-		}
-		s := make([]int64, len(ns.Shape))
-		for i, d := range ns.Shape {
-			s[i] = int64(d)
-		}
-		w[ns.Name] = m.AddWeight(ns.Name, ir.T(ir.F32, ir.S(s...)), src)
+	w, err := addWeights(m, c.WeightShapes(), d.Parts, weights)
+	if err != nil {
+		return nil, err
 	}
 	for _, fn := range []struct {
 		name string
@@ -151,6 +171,48 @@ func Build(name string, c Config, weights map[string]ir.WeightSource) (*ir.Modul
 		return nil, err
 	}
 	return m, nil
+}
+
+// addWeights adds the weights ws (but those split into parts) and the
+// parts to m, and returns them by name.
+func addWeights(m *ir.Module, ws []NamedShape, parts []Part, weights map[string]ir.WeightSource) (map[string]*ir.Value, error) {
+	f32 := func(dims []int) ir.Type {
+		s := make([]int64, len(dims))
+		for i, d := range dims {
+			s[i] = int64(d)
+		}
+		return ir.T(ir.F32, ir.S(s...))
+	}
+	shapes := map[string][]int{}
+	for _, ns := range ws {
+		if _, ok := weights[ns.Name]; !ok {
+			return nil, fmt.Errorf("missing weight %q", ns.Name)
+		}
+		shapes[ns.Name] = ns.Shape
+	}
+	split := map[string]bool{}
+	for _, p := range parts {
+		split[p.Of] = true
+	}
+	w := map[string]*ir.Value{}
+	for _, ns := range ws {
+		if !split[ns.Name] {
+			w[ns.Name] = m.AddWeight(ns.Name, f32(ns.Shape), weights[ns.Name])
+		}
+	}
+	for _, p := range parts {
+		of, ok := shapes[p.Of]
+		if !ok || len(of) == 0 || p.Lo < 0 || p.Lo >= p.Hi || p.Hi > of[0] {
+			return nil, fmt.Errorf("part %q: rows %d..%d of %q %v", p.Name, p.Lo, p.Hi-1, p.Of, of)
+		}
+		row := 4 // bytes
+		for _, d := range of[1:] {
+			row *= d
+		}
+		shape := append([]int{p.Hi - p.Lo}, of[1:]...)
+		w[p.Name] = m.AddWeight(p.Name, f32(shape), rowsSource{of: weights[p.Of], off: p.Lo * row, n: (p.Hi - p.Lo) * row})
+	}
+	return w, nil
 }
 
 // build adds one function of the calling convention to m.

@@ -39,7 +39,20 @@ type family struct {
 }
 
 // families lists the supported architectures.
-var families = []family{llamaFamily("LlamaForCausalLM", "llama"), llamaFamily("Qwen2ForCausalLM", "qwen2"), gpt2Family}
+var families = []family{
+	cohereFamily,
+	falconFamily,
+	gpt2Family,
+	gptBigCodeFamily,
+	gptneoxFamily,
+	graniteFamily,
+	llamaFamily("LlamaForCausalLM", "llama"),
+	olmo2Family,
+	phiFamily,
+	llamaFamily("Qwen2ForCausalLM", "qwen2"),
+	stablelmFamily,
+	starcoder2Family,
+}
 
 // Architectures lists the model classes Load supports.
 var Architectures = func() []string {

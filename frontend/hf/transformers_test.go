@@ -26,7 +26,20 @@ import (
 // that names its architecture or the unsupported setting, never loaded
 // half-understood.
 var fixturesBuilt = map[string]bool{
-	"llama": true, "llama_tied": true, "llama_v4": true, "qwen2": true, "gpt2": true,
+	"cohere":      true,
+	"falcon":      true,
+	"gpt2":        true,
+	"gpt2_untied": true,
+	"gpt_bigcode": true,
+	"gpt_neox":    true,
+	"granite":     true,
+	"llama":       true,
+	"llama_tied":  true,
+	"llama_v4":    true,
+	"olmo2":       true,
+	"phi":         true,
+	"qwen2":       true,
+	"stablelm":    true,
 }
 
 // fixtureTol bounds max|got - want| / max|want| over a step's logits. Both

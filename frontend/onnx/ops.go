@@ -30,7 +30,7 @@ func init() {
 		"Add": h(binaryOp(ir.OpAdd)), "Sub": h(binaryOp(ir.OpSub)), "Mul": h(binaryOp(ir.OpMul)), "Div": h(divOp), "Pow": h(powOp),
 		"Max": h(variadic(ir.OpMaximum)), "Min": h(variadic(ir.OpMinimum)), "Sum": h(variadic(ir.OpAdd)),
 		"Sqrt": h(unary(ir.OpSqrt)), "Relu": h(unary(ir.OpRelu)), "Sigmoid": h(unary(ir.OpSigmoid)), "Tanh": h(unary(ir.OpTanh)),
-		"Exp": h(unary(ir.OpExp)), "Log": h(unary(ir.OpLog)), "Neg": h(unary(ir.OpNeg)), "Abs": h(unary(ir.OpAbs)),
+		"Erf": h(unary(ir.OpErf)), "Exp": h(unary(ir.OpExp)), "Log": h(unary(ir.OpLog)), "Neg": h(unary(ir.OpNeg)), "Abs": h(unary(ir.OpAbs)),
 		"Reciprocal": h(reciprocal), "HardSigmoid": h(hardSigmoid), "HardSwish": {hardSwish, 14},
 		"Clip": h(clip), "LeakyRelu": h(leakyRelu), "Softmax": h(softmax),
 		"ReduceMean": h(reduce(ir.OpReduceMean)), "ReduceMax": h(reduce(ir.OpReduceMax)), "ReduceSum": h(reduce(ir.OpReduceSum)),
@@ -1411,14 +1411,10 @@ func layerNorm(im *importer, n *onnxpb.NodeProto, in []*val) ([]*val, error) {
 	}
 	d := tensor.NumElements(xs[ax:])
 	flat := append(append([]int{}, xs[:ax]...), d)
-	b := opt(in, 2)
-	if b == nil {
-		if d > maxFolded {
-			return nil, fmt.Errorf("a zero B of %d elements is too large to make at import (more than %d)", d, maxFolded)
-		}
-		b = &val{c: tensor.New(x.dtype(), []int{d})}
+	args := []*val{x, w}
+	if b := opt(in, 2); b != nil {
+		args = append(args, b)
 	}
-	args := []*val{x, w, b}
 	for k, v := range args {
 		if k > 0 && tensor.NumElements(v.shape()) != d {
 			return nil, fmt.Errorf("Scale/B is %v, the normalized dims %v", v.shape(), xs[ax:])

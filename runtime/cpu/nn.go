@@ -73,14 +73,18 @@ func rmsNormKernel(d *Device, c *call) ([]*tensor.Tensor, error) {
 }
 
 // layerNormKernel: mean = Σx/D, var = Σ(x-mean)²/D (two passes, f32),
-// out = ((x-mean)·(1/sqrtf(var+eps)))·w + b.
+// out = ((x-mean)·(1/sqrtf(var+eps)))·w + b (b is optional).
 func layerNormKernel(d *Device, c *call) ([]*tensor.Tensor, error) {
 	rows, dim, err := normInputs(c)
 	if err != nil {
 		return nil, err
 	}
 	out := tensor.New(ir.F32, c.in[0].Shape)
-	x, w, b, o := c.in[0].Float32s(), c.in[1].Float32s(), c.in[2].Float32s(), out.Float32s()
+	x, w, o := c.in[0].Float32s(), c.in[1].Float32s(), out.Float32s()
+	var b []float32 // nil: no bias
+	if len(c.in) == 3 {
+		b = c.in[2].Float32s()
+	}
 	eps := float32(c.attrs.Float("eps"))
 	d.parallel(rows, rows*dim*6, func(lo, hi int) {
 		for r := lo; r < hi; r++ {
@@ -97,7 +101,11 @@ func layerNormKernel(d *Device, c *call) ([]*tensor.Tensor, error) {
 			}
 			inv := 1 / float32(math.Sqrt(float64(vs/float32(dim)+eps)))
 			for j, v := range xr {
-				or[j] = float32(float32((v-mean)*inv)*w[j]) + b[j]
+				y := float32(float32((v-mean)*inv) * w[j]) // rounded: never fused with the bias
+				if b != nil {
+					y += b[j]
+				}
+				or[j] = y
 			}
 		}
 	})

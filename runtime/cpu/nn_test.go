@@ -136,11 +136,20 @@ func TestRMSNorm(t *testing.T) {
 func TestLayerNorm(t *testing.T) {
 	d := New()
 	r := newRand(12)
-	for _, shape := range [][]int{{5}, {3, 7}, {2, 3, 16}} {
+	for _, tc := range []struct {
+		shape []int
+		bias  bool
+	}{{[]int{5}, true}, {[]int{3, 7}, true}, {[]int{2, 3, 16}, true}, {[]int{3, 7}, false}} {
+		shape := tc.shape
 		dim := shape[len(shape)-1]
 		x, w, b := randF32(r, shape...), randF32(r, dim), randF32(r, dim)
-		got := launch(t, d, ir.OpLayerNorm, nil, x, w, b)
-		xv, wv, bv := f64s(x), f64s(w), f64s(b)
+		in := []*tensor.Tensor{x, w, b}
+		bv := f64s(b)
+		if !tc.bias {
+			in, bv = in[:2], make([]float64, dim)
+		}
+		got := launch(t, d, ir.OpLayerNorm, nil, in...)
+		xv, wv := f64s(x), f64s(w)
 		want := make([]float64, len(xv))
 		for row := 0; row < len(xv)/dim; row++ {
 			xr := xv[row*dim : (row+1)*dim]
@@ -157,7 +166,7 @@ func TestLayerNorm(t *testing.T) {
 				want[row*dim+j] = (v-mean)/math.Sqrt(vr+1e-5)*wv[j] + bv[j]
 			}
 		}
-		approx(t, fmt.Sprintf("layer_norm%v", shape), want, f64s(got), 1e-5, 1e-5)
+		approx(t, fmt.Sprintf("layer_norm%v bias %v", shape, tc.bias), want, f64s(got), 1e-5, 1e-5)
 	}
 }
 

@@ -100,7 +100,7 @@ func opCases() []opCase {
 	for _, op := range ir.UnaryOps {
 		t := exact
 		switch op {
-		case ir.OpExp, ir.OpLog, ir.OpTanh:
+		case ir.OpExp, ir.OpLog, ir.OpTanh, ir.OpErf:
 			t = libm
 		case ir.OpSilu, ir.OpSigmoid, ir.OpGelu:
 			t = chain
@@ -191,6 +191,7 @@ func opCases() []opCase {
 	add("rms_norm/5x33", ir.OpRMSNorm, nil, chain, randF32(r, -2, 2, 5, 33), randF32(r, 0.5, 1.5, 33))
 	add("layer_norm/4x17", ir.OpLayerNorm, eps, chain, randF32(r, -2, 2, 4, 17), randF32(r, 0.5, 1.5, 17), randF32(r, -1, 1, 17))
 	add("layer_norm/2x3x64", ir.OpLayerNorm, nil, chain, randF32(r, -2, 2, 2, 3, 64), randF32(r, 0.5, 1.5, 64), randF32(r, -1, 1, 64))
+	add("layer_norm/no bias", ir.OpLayerNorm, nil, chain, randF32(r, -2, 2, 3, 40), randF32(r, 0.5, 1.5, 40))
 	add("softmax/3x100", ir.OpSoftmax, nil, chain, randF32(r, -5, 5, 3, 100))
 	add("softmax/axis0", ir.OpSoftmax, axis(0), chain, randF32(r, -5, 5, 5, 3, 2))
 	add("softmax/axis1", ir.OpSoftmax, axis(1), chain, randF32(r, -5, 5, 2, 7, 3))

@@ -167,6 +167,7 @@ func opCases() []opCase {
 		d := shape[len(shape)-1]
 		add(opCase{name: "rms_norm " + name, op: ir.OpRMSNorm, gen: ins(f32s(-2, 2, shape...), f32s(0.5, 1.5, d)), tol: reduction})
 		add(opCase{name: "layer_norm " + name, op: ir.OpLayerNorm, gen: ins(f32s(-2, 2, shape...), f32s(0.5, 1.5, d), f32s(-1, 1, d)), tol: reduction})
+		add(opCase{name: "layer_norm no bias " + name, op: ir.OpLayerNorm, gen: ins(f32s(-2, 2, shape...), f32s(0.5, 1.5, d)), tol: reduction})
 	}
 	norm("260K", 1, 64)
 	norm("15M prefill", 5, 288)

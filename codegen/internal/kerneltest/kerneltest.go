@@ -90,6 +90,7 @@ func Cases() []Case {
 		Case{"rms_norm", ir.OpRMSNorm, nil, []ir.Type{F32(5, 288), F32(288)}},
 		Case{"rms_norm_small", ir.OpRMSNorm, nil, []ir.Type{F32(3), F32(3)}},
 		Case{"layer_norm", ir.OpLayerNorm, nil, []ir.Type{F32(5, 288), F32(288), F32(288)}},
+		Case{"layer_norm_no_bias", ir.OpLayerNorm, nil, []ir.Type{F32(3, 40), F32(40)}},
 		Case{"softmax", ir.OpSoftmax, ir.Attrs{"axis": ir.IntAttr(1)}, []ir.Type{F32(6, 5, 7)}},
 		Case{"softmax_last", ir.OpSoftmax, nil, []ir.Type{F32(2, 1000)}},
 		Case{"argmax", ir.OpArgmax, nil, []ir.Type{F32(1, 32000)}},
