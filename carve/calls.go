@@ -335,19 +335,8 @@ func CarveCalls(m *ir.Module, o CallOptions) (*Recording, error) {
 			return nil, err
 		}
 		rec.Inputs = append(rec.Inputs, infos...)
-		bufs := make([]*runtime.Buffer, len(args))
-		for j, a := range args {
-			if bufs[j], err = r.Exec.Upload("", a); err != nil {
-				return nil, err
-			}
-		}
-		res, err := r.Call(fn, bufs...)
-		if err != nil {
-			return nil, fmt.Errorf("@%s: %w", fn, err)
-		}
-		freeResults(f, res, bufs)
-		for _, b := range bufs {
-			b.Dev.Free(b)
+		if err := r.CallHost(fn, args); err != nil {
+			return nil, err
 		}
 		if o.Progress != nil {
 			o.Progress(i+1, len(fns))
@@ -355,6 +344,39 @@ func CarveCalls(m *ir.Module, o CallOptions) (*Recording, error) {
 	}
 	rec.Cases, rec.Stats = r.Cases(), r.Stats
 	return rec, nil
+}
+
+// CallHost records one call of function fn on host arguments (uploaded
+// for the call and freed after it, with its results).
+func (r *Recorder) CallHost(fn string, args []*tensor.Tensor) error {
+	bufs := make([]*runtime.Buffer, 0, len(args))
+	defer func() {
+		for _, b := range bufs {
+			b.Dev.Free(b)
+		}
+	}()
+	for _, a := range args {
+		b, err := r.Exec.Upload("", a)
+		if err != nil {
+			return err
+		}
+		bufs = append(bufs, b)
+	}
+	res, err := r.Call(fn, bufs...)
+	if err != nil {
+		return fmt.Errorf("@%s: %w", fn, err)
+	}
+	freeResults(r.Module.Func(fn), res, bufs)
+	return nil
+}
+
+// ResultName names result k of function f in reports and file names: its
+// value's name, or "output<k>" when the value is named by number (%10).
+func ResultName(f *ir.Function, k int) string {
+	if k < len(f.Results) && strings.Trim(f.Results[k].Name, "0123456789") != "" {
+		return f.Results[k].Name
+	}
+	return fmt.Sprintf("output%d", k)
 }
 
 // CallOnHost calls function fn of exec's module with host tensors and

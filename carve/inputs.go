@@ -12,6 +12,7 @@ import (
 	"strings"
 
 	"github.com/tapml/tapml/frontend/onnx/onnxpb"
+	"github.com/tapml/tapml/internal/atomicfile"
 	"github.com/tapml/tapml/ir"
 	"github.com/tapml/tapml/tensor"
 	"google.golang.org/protobuf/proto"
@@ -360,6 +361,15 @@ func WriteNPY(w io.Writer, t *tensor.Tensor) error {
 	}
 	_, err := w.Write(data)
 	return err
+}
+
+// WriteNPYFile writes t as a .npy file at path, atomically.
+func WriteNPYFile(path string, t *tensor.Tensor) error {
+	var buf bytes.Buffer
+	if err := WriteNPY(&buf, t); err != nil {
+		return fmt.Errorf("%s: %w", path, err)
+	}
+	return atomicfile.WriteFile(path, buf.Bytes())
 }
 
 // The ONNX element types a TensorProto input may have, read from raw_data.

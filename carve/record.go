@@ -468,6 +468,17 @@ type Recording struct {
 	// argument's source.
 	Seed   uint64
 	Inputs []InputInfo
+	// Faults are the test-only faults planted in the target when the
+	// recording was written (see Manifest.Faults).
+	Faults []Fault
+}
+
+// Fault is a test-only fault planted in the kernel of one node (see
+// runtime/target.Injection).
+type Fault struct {
+	Node  int    `yaml:"node" json:"node"`
+	Op    string `yaml:"op" json:"op"`
+	Fault string `yaml:"fault" json:"fault"`
 }
 
 // Carve compiles m with probes, runs it on the CPU reference through

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/tapml/tapml/internal/atomicfile"
+	"github.com/tapml/tapml/tensor"
 )
 
 // Result is the outcome of replaying one case.
@@ -23,18 +24,30 @@ type Result struct {
 	Pass      bool
 	Err       string // why the case could not run; it then fails
 	Duration  time.Duration
+	// Reference is what the outputs were compared with: "recorded" (the
+	// bundle's reference outputs) or the reference device's name.
+	Reference string
+	// Time is the warm kernel time (ReplayOptions.Time), Variation what
+	// repeated runs changed (ReplayOptions.Repeat).
+	Time      time.Duration
+	Variation *Variation
+	// Got and Want are a failing case's outputs and the reference's
+	// (ReplayOptions.Keep).
+	Got, Want []*tensor.Tensor
 }
 
 // Passed reports whether the case ran and every element was in tolerance.
 func (r Result) Passed() bool { return r.Err == "" && r.Pass }
 
-// Status is "pass", "FAIL" or "ERROR".
+// Status is "pass", "FAIL", "FLAKY" (repeated runs differ) or "ERROR".
 func (r Result) Status() string {
 	switch {
 	case r.Err != "":
 		return "ERROR"
 	case r.Pass:
 		return "pass"
+	case r.Variation != nil && r.Variation.Varying > 0:
+		return "FLAKY"
 	}
 	return "FAIL"
 }
@@ -54,6 +67,38 @@ type Report struct {
 
 // OK reports whether every selected case passed.
 func (r *Report) OK() bool { return r.Failed == 0 }
+
+// Timed reports whether the cases' kernels were timed.
+func (r *Report) Timed() bool {
+	for _, x := range r.Results {
+		if x.Time > 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// OpTimes ranks the timed cases' kernel time per op.
+func (r *Report) OpTimes() []OpTime {
+	var items []Timed
+	for _, x := range r.Results {
+		if x.Time > 0 {
+			items = append(items, Timed{Op: x.Case.Op, Name: x.Case.ID, Time: x.Time})
+		}
+	}
+	return OpTimes(items)
+}
+
+// ReferenceName is what the outputs were compared with: "cpu (recorded)"
+// or the reference device's name.
+func (r *Report) ReferenceName() string {
+	for _, x := range r.Results {
+		if x.Reference != "" && x.Reference != "recorded" {
+			return x.Reference
+		}
+	}
+	return "recorded CPU"
+}
 
 // Failures returns the results that did not pass.
 func (r *Report) Failures() []Result {

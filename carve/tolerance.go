@@ -296,8 +296,24 @@ func (p Policy) For(op ir.Op, attrs ir.Attrs, in, out []*tensor.Tensor) Toleranc
 	return exact("op kind " + string(d.Kind))
 }
 
-// countOps counts the ops of a fused expression and how many of them are
-// transcendental.
+// Chain is the tolerance of a value a whole chain of ops computed, against
+// the reference end to end (a model's output in a migration): rtol is the
+// sum of the policy's RTols of the ops on the path from the model's inputs
+// to the value with the largest such sum, ops the number of rounding ops
+// (RTol > 0) on it, want the reference value; ATol = RTol·S as for one op.
+//
+// Why a sum: to first order every op adds its own relative rounding error
+// to what its inputs carry and passes that on unchanged (condition number
+// 1), so errors add up along a path; the worst path bounds the output. An
+// op that amplifies error (a division by a small difference, normalizing a
+// near-constant row) may exceed it legitimately; migration then names it,
+// and its isolated and accumulated errors tell which it is.
+func Chain(rtol float64, ops int, want *tensor.Tensor) Tolerance {
+	s := maxFinite(want)
+	return Tolerance{RTol: rtol, ATol: rtol * s,
+		Rule: fmt.Sprintf("end to end over %d rounding ops: rtol = the sum of their rtols along the worst path = %.3g; atol = rtol·S, S = %.4g", ops, rtol, s)}
+}
+
 func gcd(a, b int64) int64 {
 	for b != 0 {
 		a, b = b, a%b
@@ -305,6 +321,8 @@ func gcd(a, b int64) int64 {
 	return a
 }
 
+// countOps counts the ops of a fused expression and how many of them are
+// transcendental.
 func countOps(e *ir.Expr) (n, t int) {
 	if e == nil || e.Op == ir.OpNone {
 		return 0, 0

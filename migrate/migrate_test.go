@@ -317,8 +317,11 @@ func TestBadOptions(t *testing.T) {
 		t.Error("no device accepted")
 	}
 	notLM := ir.NewModule("x")
-	if _, err := New(notLM, m.Tokenizer, newFake(), Options{}); err == nil || !strings.Contains(err.Error(), "not a language model") {
-		t.Errorf("a module without prefill/decode: %v", err)
+	if _, err := New(notLM, m.Tokenizer, newFake(), Options{Prompt: "hi"}); err == nil || !strings.Contains(err.Error(), "not a language model") {
+		t.Errorf("a prompt for a module without prefill/decode: %v", err)
+	}
+	if _, err := New(m.Module, m.Tokenizer, newFake(), Options{Inputs: map[string]carve.Input{"x": {}}}); err == nil || !strings.Contains(err.Error(), "takes a prompt, not inputs") {
+		t.Errorf("inputs for a language model: %v", err)
 	}
 	if _, err := New(m.Module, m.Tokenizer, newFake(), Options{Target: "nothing", Supports: func(ir.Op) bool { return false }}); err == nil || !strings.Contains(err.Error(), "none of the ops") {
 		t.Errorf("a target with no kernel: %v", err)

@@ -73,11 +73,8 @@ goes to stdout.`,
 					return err
 				}
 			} else {
-				for _, f := range []string{"prompt", "steps", "tokenizer"} {
-					if cmd.Flags().Changed(f) {
-						return fmt.Errorf("--%s is for language models; %s has no @prefill/@decode (%s): it is carved from one call of each function on --input values or seeded random ones",
-							f, model.Path, funcSignatures(model.Module))
-					}
+				if err := languageFlagsUnset(cmd, model, "prompt", "steps", "tokenizer"); err != nil {
+					return err
 				}
 				opts := carve.CallOptions{Inputs: given, Seed: seed, Keep: keep, Pipeline: pipe, Progress: carve.ProgressBar(os.Stderr, "carving")}
 				if rec, err = carve.CarveCalls(model.Module, opts); err != nil {

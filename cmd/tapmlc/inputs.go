@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 	"github.com/tapml/tapml/carve"
 	"github.com/tapml/tapml/frontend"
@@ -212,6 +213,18 @@ func shapeHint(err error, fromFile map[string]string, hasInputs bool) error {
 		return "--input-shape " + n
 	})
 	return fmt.Errorf("%s", msg)
+}
+
+// languageFlagsUnset returns an error naming the first of the language
+// model flags that was given for model, which is not a language model.
+func languageFlagsUnset(cmd *cobra.Command, model *frontend.Model, flags ...string) error {
+	for _, f := range flags {
+		if cmd.Flags().Changed(f) {
+			return fmt.Errorf("--%s is for language models; %s has no @prefill/@decode (%s): it runs on its inputs (--input NAME=FILE, or seeded random values)",
+				f, model.Path, funcSignatures(model.Module))
+		}
+	}
+	return nil
 }
 
 // describeInputs writes one line per argument of a carved or run call.

@@ -2,7 +2,6 @@ package main
 
 import (
 	"bufio"
-	"bytes"
 	"fmt"
 	"os"
 	"strings"
@@ -10,7 +9,6 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/tapml/tapml/carve"
 	"github.com/tapml/tapml/frontend"
-	"github.com/tapml/tapml/internal/atomicfile"
 	"github.com/tapml/tapml/runtime"
 	"github.com/tapml/tapml/runtime/llm"
 	"github.com/tapml/tapml/runtime/target"
@@ -57,11 +55,8 @@ byte-level tokenizer is used, so the command works with nothing downloaded.`,
 				return err
 			}
 			if !carve.IsLanguageModel(model.Module) {
-				for _, f := range []string{"prompt", "steps", "temperature", "top-p", "tokenizer"} {
-					if cmd.Flags().Changed(f) {
-						return fmt.Errorf("--%s is for language models; %s has no @prefill/@decode (%s): give its inputs with --input NAME=FILE",
-							f, model.Path, funcSignatures(model.Module))
-					}
+				if err := languageFlagsUnset(cmd, model, "prompt", "steps", "temperature", "top-p", "tokenizer"); err != nil {
+					return err
 				}
 				return runCalls(model, given, seed, &tgt, outDir)
 			}
@@ -153,11 +148,7 @@ func runCalls(model *frontend.Model, given map[string]carve.Input, seed uint64, 
 			return fmt.Errorf("@%s: %w", fn, err)
 		}
 		for i, t := range res {
-			// Results named by number (%10) are called output0, output1, ...
-			name := fmt.Sprintf("output%d", i)
-			if i < len(f.Results) && strings.Trim(f.Results[i].Name, "0123456789") != "" {
-				name = f.Results[i].Name
-			}
+			name := carve.ResultName(f, i)
 			label := name
 			if len(fns) > 1 {
 				label = "@" + fn + " " + name
@@ -165,7 +156,7 @@ func runCalls(model *frontend.Model, given map[string]carve.Input, seed uint64, 
 			fmt.Fprint(out, summarize(label, t))
 			if outDir != "" {
 				path := outputFile(outDir, fn, name, len(fns) > 1, taken)
-				if err := writeNPYFile(path, t); err != nil {
+				if err := carve.WriteNPYFile(path, t); err != nil {
 					return err
 				}
 				fmt.Fprintf(os.Stderr, "wrote %s\n", path)
@@ -202,13 +193,4 @@ func summarize(name string, t *tensor.Tensor) string {
 	}
 	b.WriteString("\n")
 	return b.String()
-}
-
-// writeNPYFile writes t as a .npy file, atomically.
-func writeNPYFile(path string, t *tensor.Tensor) error {
-	var buf bytes.Buffer
-	if err := carve.WriteNPY(&buf, t); err != nil {
-		return err
-	}
-	return atomicfile.WriteFile(path, buf.Bytes())
 }
