@@ -105,7 +105,10 @@ func (g Grid) String() string {
 	if g.Planes > 1 {
 		fmt.Fprintf(&b, "; planes %s of %d", span(g.FirstPlane, g.LastPlane), g.Planes)
 	}
-	fmt.Fprintf(&b, "; rows %s of %d, cols %s of %d", span(g.FirstRow, g.LastRow), g.Rows, span(g.FirstCol, g.LastCol), g.Cols)
+	if g.Rows > 1 {
+		fmt.Fprintf(&b, "; rows %s of %d", span(g.FirstRow, g.LastRow), g.Rows)
+	}
+	fmt.Fprintf(&b, "; cols %s of %d", span(g.FirstCol, g.LastCol), g.Cols)
 	if g.Tiles > 1 {
 		fmt.Fprintf(&b, "; in %d of %d %d×%d tiles", g.TilesHit, g.Tiles, g.Tile, g.Tile)
 		if g.FullTiles > 0 {

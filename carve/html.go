@@ -84,26 +84,8 @@ const maxScatter = 4096
 // (every element, or an even sample of maxScatter), and a heat map of the
 // error over the tolerance across the output's rows × cols.
 func inspect(r Result) (*inspection, error) {
-	out := 0
-	for i := range r.Got {
-		if m, err := Compare(r.Got[i], r.Want[i], r.Tolerance); err == nil && !m.Pass() {
-			out = i
-			break
-		}
-	}
+	out, where := r.errorGrid()
 	got, want := r.Got[out], r.Want[out]
-	ratio := func(j int) float64 {
-		w, g := want.Float64At(j), got.Float64At(j)
-		d := math.Abs(g - w)
-		if allowed := r.Tolerance.ATol + r.Tolerance.RTol*math.Abs(w); d > allowed || d != d {
-			if allowed > 0 {
-				return d / allowed
-			}
-			return math.Inf(1)
-		}
-		return 0
-	}
-	where := Locate(want.Shape, ratio)
 	ins := &inspection{Case: r.Case.ID, What: fmt.Sprintf("output %d (%s), elements out of tolerance", out, want.Type()), Where: where.String()}
 	var xy plotter.XYs
 	n := want.NumElements()

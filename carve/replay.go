@@ -254,12 +254,7 @@ func (b *Bundle) ReplayWith(dev runtime.Device, c *Case, tol Tolerance, o Replay
 	if err != nil {
 		return fail(err)
 	}
-	var args []*tensor.Tensor
-	for i, op := range c.Inputs {
-		if op.Weight == "" {
-			args = append(args, ins[i])
-		}
-	}
+	args := caseArgs(c, ins)
 	if o.Reference != nil {
 		res.Reference = o.Reference.Name()
 		if want, err = Run(o.Reference, m, args); err != nil {
@@ -302,7 +297,7 @@ func (b *Bundle) ReplayWith(dev runtime.Device, c *Case, tol Tolerance, o Replay
 		}
 	}
 	if o.Keep && !res.Passed() {
-		res.Got, res.Want = got, want
+		res.In, res.Got, res.Want = args, got, want
 	}
 	res.Duration = time.Since(start)
 	return res
@@ -390,11 +385,29 @@ type TestOptions struct {
 	Target string
 	// Progress, when set, is called after each case.
 	Progress func(done, total int)
+	// Replay says how each case runs: against another device, repeated,
+	// timed, keeping a failing case's tensors.
+	Replay ReplayOptions
+	// Faults are test-only faults planted in the device (which must take
+	// them: SetFault(node id, fault)) while the cases run. Each case of a
+	// faulted node runs once more without its fault, to tell whether the
+	// fault fired (changed any output bit).
+	Faults []Fault
 }
 
 // Selected reports whether the options select case c.
 func (o TestOptions) Selected(c *Case) bool {
 	return o.Run == nil || o.Run.MatchString(c.ID) || o.Run.MatchString(c.Op) || o.Run.MatchString(c.Prov)
+}
+
+// faultSetter is a device that takes test-only faults per node id.
+type faultSetter interface{ SetFault(id int, fault string) }
+
+// FaultResult is what a planted fault did in a test run.
+type FaultResult struct {
+	Fault
+	Cases int `json:"cases"` // cases of the faulted node that ran
+	Fired int `json:"fired"` // of those, cases whose outputs the fault changed
 }
 
 // Test replays every selected case on dev and reports the results. A case
@@ -411,23 +424,23 @@ func (b *Bundle) Test(dev runtime.Device, o TestOptions) (*Report, error) {
 	if rep.Target == "" {
 		rep.Target = dev.Name()
 	}
+	faults, err := plant(dev, o.Faults)
+	if err != nil {
+		return nil, err
+	}
+	defer faults.clear()
 	start := time.Now()
 	for i, c := range cases {
-		tol := c.Tolerance
-		if o.Overrides != nil && o.Overrides.Policy != nil {
-			in, out, err := b.Tensors(c)
-			if err != nil {
+		tol, err := b.tolerance(c, o.Overrides)
+		if err != nil {
+			return nil, err
+		}
+		r := b.ReplayWith(dev, c, tol, o.Replay)
+		if f := faults.of(c.Node); f != nil && r.Err == "" {
+			if err := b.checkFired(dev, faults, f, c); err != nil {
 				return nil, err
 			}
-			attrs, err := DecodeAttrs(c.Op, c.Attrs)
-			if err != nil {
-				return nil, fmt.Errorf("case %s: %w", c.ID, err)
-			}
-			op, _ := ir.OpNamed(c.Op) // known: DecodeAttrs checked it
-			tol = o.Overrides.Policy.For(op, attrs, in, out)
 		}
-		tol = o.Overrides.Apply(c, tol)
-		r := b.Replay(dev, c, tol)
 		rep.Results = append(rep.Results, r)
 		if r.Passed() {
 			rep.Passed++
@@ -438,6 +451,110 @@ func (b *Bundle) Test(dev runtime.Device, o TestOptions) (*Report, error) {
 			o.Progress(i+1, len(cases))
 		}
 	}
+	rep.Faults = faults.results
 	rep.Duration = time.Since(start)
 	return rep, nil
+}
+
+// tolerance is case c's tolerance after the overrides.
+func (b *Bundle) tolerance(c *Case, o *Overrides) (Tolerance, error) {
+	tol := c.Tolerance
+	if o != nil && o.Policy != nil {
+		in, out, err := b.Tensors(c)
+		if err != nil {
+			return Tolerance{}, err
+		}
+		attrs, err := DecodeAttrs(c.Op, c.Attrs)
+		if err != nil {
+			return Tolerance{}, fmt.Errorf("case %s: %w", c.ID, err)
+		}
+		op, _ := ir.OpNamed(c.Op) // known: DecodeAttrs checked it
+		tol = o.Policy.For(op, attrs, in, out)
+	}
+	return o.Apply(c, tol), nil
+}
+
+// planted are the faults planted in a device during a test run.
+type planted struct {
+	dev     faultSetter
+	results []FaultResult
+}
+
+func plant(dev runtime.Device, faults []Fault) (*planted, error) {
+	p := &planted{}
+	if len(faults) == 0 {
+		return p, nil
+	}
+	fs, ok := dev.(faultSetter)
+	if !ok {
+		return nil, fmt.Errorf("device %s takes no test-only faults", dev.Name())
+	}
+	p.dev = fs
+	for _, f := range faults {
+		fs.SetFault(f.Node, f.Fault)
+		p.results = append(p.results, FaultResult{Fault: f})
+	}
+	return p, nil
+}
+
+func (p *planted) of(node int) *FaultResult {
+	for i := range p.results {
+		if p.results[i].Node == node {
+			return &p.results[i]
+		}
+	}
+	return nil
+}
+
+func (p *planted) clear() {
+	for _, f := range p.results {
+		p.dev.SetFault(f.Node, "")
+	}
+}
+
+// checkFired runs case c with its node's fault and without it and counts
+// the fault as fired when any output bit differs.
+func (b *Bundle) checkFired(dev runtime.Device, p *planted, f *FaultResult, c *Case) error {
+	with, err := b.outputs(dev, c)
+	if err != nil {
+		return err
+	}
+	p.dev.SetFault(f.Node, "")
+	without, err := b.outputs(dev, c)
+	p.dev.SetFault(f.Node, f.Fault.Fault)
+	if err != nil {
+		return fmt.Errorf("case %s without its fault: %w", c.ID, err)
+	}
+	f.Cases++
+	for i := range with {
+		if MaxDiff(with[i], without[i]) > 0 {
+			f.Fired++
+			break
+		}
+	}
+	return nil
+}
+
+// outputs runs case c on dev and returns its outputs.
+func (b *Bundle) outputs(dev runtime.Device, c *Case) ([]*tensor.Tensor, error) {
+	m, err := b.Module(c)
+	if err != nil {
+		return nil, err
+	}
+	ins, _, err := b.Tensors(c)
+	if err != nil {
+		return nil, err
+	}
+	return Run(dev, m, caseArgs(c, ins))
+}
+
+// caseArgs are the inputs of case c that are not weights.
+func caseArgs(c *Case, ins []*tensor.Tensor) []*tensor.Tensor {
+	var args []*tensor.Tensor
+	for i, op := range c.Inputs {
+		if op.Weight == "" {
+			args = append(args, ins[i])
+		}
+	}
+	return args
 }

@@ -21,6 +21,25 @@ type Tolerance struct {
 	Rule string `yaml:"rule,omitempty" json:"rule,omitempty"`
 }
 
+// excess is |got - want| over what the tolerance allows for want, when
+// that is exceeded (+Inf when nothing is allowed, or a NaN differs); 0
+// within tolerance.
+func (t Tolerance) excess(got, want float64) float64 {
+	d := math.Abs(got - want)
+	allowed := t.ATol + t.RTol*math.Abs(want)
+	switch {
+	case got == want || (got != got && want != want):
+		return 0
+	case d != d:
+		return math.Inf(1)
+	case d <= allowed:
+		return 0
+	case allowed > 0:
+		return d / allowed
+	}
+	return math.Inf(1)
+}
+
 // Exact reports whether the tolerance demands identical results.
 func (t Tolerance) Exact() bool { return t.ATol == 0 && t.RTol == 0 }
 

@@ -131,7 +131,7 @@ func runMigrate(cmd *cobra.Command, args []string, fl *migrateFlags) (int, error
 	if err != nil {
 		return 0, err
 	}
-	if fl.reference == fl.tgt.Target {
+	if cmd.Flags().Changed("reference") && fl.reference == fl.tgt.Target {
 		return 0, fmt.Errorf("--reference %s is the target itself: compare two different targets", fl.reference)
 	}
 	model, given, err := loadModel(args, fl.tokPath, &fl.mi)

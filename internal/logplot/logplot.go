@@ -236,13 +236,21 @@ func svg(p *plot.Plot, width, height float64) (template.HTML, error) {
 // +Inf drawn as the hottest) with row 0 at the top, as a tensor is read.
 func Heat(title, xlabel, ylabel string, rows, cols int, cells []float64) (template.HTML, error) {
 	g := heatGrid{rows: rows, cols: cols, v: cells, max: math.Inf(-1), min: math.Inf(1)}
+	notFinite := false
 	for _, v := range cells {
 		if !math.IsInf(v, 0) && !math.IsNaN(v) {
 			g.max, g.min = math.Max(g.max, v), math.Min(g.min, v)
+		} else {
+			notFinite = true
 		}
+	}
+	legend := fmt.Sprintf("blue: smallest (%.3g) to red: largest (%.3g)", g.min, g.max)
+	if notFinite {
+		legend += "; red also: not finite (any difference of an exact op, NaN)"
 	}
 	if math.IsInf(g.max, -1) {
 		g.min, g.max = 0, 1
+		legend = "red: not finite (any difference of an exact op, NaN); blue: none"
 	}
 	if g.max == g.min {
 		g.max = g.min + 1
@@ -263,7 +271,7 @@ func Heat(title, xlabel, ylabel string, rows, cols int, cells []float64) (templa
 	if err != nil {
 		return "", err
 	}
-	return s + template.HTML(fmt.Sprintf(`<div class="legend">blue: smallest (%.3g) to red: largest (%.3g)</div>`, g.min, g.max)), nil
+	return s + template.HTML(`<div class="legend">`+template.HTMLEscapeString(legend)+`</div>`), nil
 }
 
 type heatGrid struct {

@@ -1,0 +1,174 @@
+package main
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// Tests of the bring-up tools on a model that is not a language model
+// (the ONNX model zoo's mnist) and on stories260K: migration and
+// bisection of plain outputs, faults that travel in regression bundles,
+// faults that never fire, dumps, timing, repeats and a second target as
+// the reference.
+
+func mnistModel(t *testing.T) string { return filepath.Join(models(t), "mnist-8_cntk.onnx") }
+
+// An ONNX model migrates on a given input file; the report states the
+// output's end-to-end tolerance and the kernel time per op; --dump writes
+// each target node's outputs beside the reference's, and --json the same
+// verdict.
+func TestMigrateONNXIdentical(t *testing.T) {
+	tmp := t.TempDir()
+	dump, js := filepath.Join(tmp, "dump"), filepath.Join(tmp, "m.json")
+	input := filepath.Join(models(t), "mnist_test_data_set_0", "input_0.pb")
+	r := tapmlc(t, "migrate", mnistModel(t), "--target", "webgpu", "--input", "Input3="+input, "--dump", dump, "--json", js)
+	if r.code != 0 {
+		t.Fatalf("exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	for _, want := range []string{"file " + input, "end to end over", "each output's tolerance", "kernel time on webgpu", "conv2d", "result: identical"} {
+		if !strings.Contains(r.stdout, want) {
+			t.Errorf("stdout lacks %q:\n%s", want, r.stdout)
+		}
+	}
+	index, err := os.ReadFile(filepath.Join(dump, "index.tsv"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSpace(string(index)), "\n")
+	if len(lines) != 10 { // a header and mnist's 9 candidate nodes
+		t.Errorf("index.tsv has %d lines:\n%s", len(lines), index)
+	}
+	for _, side := range []string{"target", "reference"} {
+		if m, _ := filepath.Glob(filepath.Join(dump, "call000.node*.conv2d.out0."+side+".npy")); len(m) != 2 {
+			t.Errorf("%d conv2d %s dumps, want 2", len(m), side)
+		}
+	}
+	var j struct {
+		Identical bool `json:"identical"`
+		Outputs   []struct {
+			Tolerance struct {
+				RTol float64 `json:"rtol"`
+			} `json:"tolerance"`
+		} `json:"outputs"`
+		Timing []struct{ Op string } `json:"kernel_time"`
+	}
+	data, err := os.ReadFile(js)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(data, &j); err != nil {
+		t.Fatal(err)
+	}
+	if !j.Identical || len(j.Outputs) != 1 || j.Outputs[0].Tolerance.RTol <= 0 || len(j.Timing) == 0 {
+		t.Errorf("JSON: %s", data)
+	}
+}
+
+// A fault injected into an ONNX model's convolutions is localised by
+// bisection; the regression bundle records the fault, so `tapmlc test`
+// on the target plants it again and fails (exit 1), with --dump writing
+// the failing case's tensors; on the CPU, which takes no faults, it passes
+// and says so.
+func TestMigrateONNXInjectReplayed(t *testing.T) {
+	tmp := t.TempDir()
+	reg := filepath.Join(tmp, "reg")
+	r := tapmlc(t, "migrate", mnistModel(t), "--target", "webgpu", "--strategy", "bisect", "--inject", "op=conv2d,fault=wrong_index", "--regression", reg)
+	if r.code != 1 || !strings.Contains(r.stdout, "culprit: node 1 conv2d") || !strings.Contains(r.stdout, "records the injected faults") {
+		t.Fatalf("migrate: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	dump := filepath.Join(tmp, "dump")
+	r = tapmlc(t, "test", reg, "--target", "webgpu", "--dump", dump)
+	if r.code != 1 || !strings.Contains(r.stdout, "injected fault wrong_index in node 1 (conv2d): fired in 1 of 1 cases") || !strings.Contains(r.stdout, "out of tolerance at") {
+		t.Errorf("test on webgpu: exit %d, want 1 with the recorded fault fired\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	for _, f := range []string{"c0001.in0.npy", "c0001.out0.got.npy", "c0001.out0.want.npy"} {
+		if _, err := os.Stat(filepath.Join(dump, f)); err != nil {
+			t.Error(err)
+		}
+	}
+	r = tapmlc(t, "test", reg, "--target", "cpu")
+	if r.code != 0 || !strings.Contains(r.stderr, "records 1 injected faults; the cpu target takes none") {
+		t.Errorf("test on cpu: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+}
+
+// A fault that cannot fire (f16_overflow where every value stays in f16's
+// range) is reported as such with exit 3, by migrate and by test.
+func TestFaultNeverFired(t *testing.T) {
+	r := tapmlc(t, "migrate", mnistModel(t), "--target", "webgpu", "--strategy", "bisect", "--inject", "op=conv2d,fault=f16_overflow")
+	if r.code != 3 || !strings.Contains(r.stdout, "the injected faults never fired") {
+		t.Errorf("migrate: exit %d, want 3\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	bundle := filepath.Join(t.TempDir(), "b")
+	if r := tapmlc(t, "carve", mnistModel(t), "-o", bundle); r.code != 0 {
+		t.Fatalf("carve: exit %d\n%s", r.code, r.stderr)
+	}
+	r = tapmlc(t, "test", bundle, "--target", "webgpu", "--inject", "op=conv2d,fault=f16_overflow")
+	if r.code != 3 || !strings.Contains(r.stdout, "fired in 0 of 1 cases") {
+		t.Errorf("test: exit %d, want 3\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	r = tapmlc(t, "test", bundle, "--target", "webgpu", "--inject", "op=conv2d,fault=wrong_index")
+	if r.code != 1 || !strings.Contains(r.stdout, "fired in 1 of 1 cases") {
+		t.Errorf("test with a fault that fires: exit %d, want 1\n%s%s", r.code, r.stdout, r.stderr)
+	}
+}
+
+// test --time ranks the kernel time per op, --repeat checks runs agree,
+// and --reference compares webgpu with vulkan directly.
+func TestTestTimeRepeatReference(t *testing.T) {
+	dir := models(t)
+	bundle := filepath.Join(t.TempDir(), "tests")
+	r := tapmlc(t, "carve", filepath.Join(dir, "stories260K.bin"), "--tokenizer", filepath.Join(dir, "tok512.bin"),
+		"--prompt", "Once upon a time", "--steps", "6", "-o", bundle)
+	if r.code != 0 {
+		t.Fatalf("carve: exit %d\n%s", r.code, r.stderr)
+	}
+	js := filepath.Join(t.TempDir(), "t.json")
+	r = tapmlc(t, "test", bundle, "--target", "webgpu", "--time", "--repeat", "3", "--reference", "vulkan", "--json", js)
+	if r.code != 0 || !strings.Contains(r.stdout, "kernel time on webgpu") || !strings.Contains(r.stdout, "matmul") {
+		t.Fatalf("exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	var j struct {
+		Results []struct {
+			Reference string `json:"reference"`
+			KernelNS  int64  `json:"kernel_ns"`
+			Variation struct {
+				Runs    int `json:"runs"`
+				Varying int `json:"varying_elements"`
+			} `json:"variation"`
+		} `json:"results"`
+		Times []struct{ Op string } `json:"kernel_time"`
+	}
+	data, err := os.ReadFile(js)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(data, &j); err != nil {
+		t.Fatal(err)
+	}
+	if len(j.Times) == 0 || len(j.Results) == 0 {
+		t.Fatalf("JSON: %s", data)
+	}
+	for _, x := range j.Results {
+		if !strings.HasPrefix(x.Reference, "vulkan") || x.KernelNS <= 0 || x.Variation.Runs != 3 || x.Variation.Varying != 0 {
+			t.Fatalf("result %+v: want vulkan as the reference, a kernel time, 3 runs that agree", x)
+		}
+	}
+}
+
+// migrate --reference compares two targets directly.
+func TestMigrateReferenceTarget(t *testing.T) {
+	dir := models(t)
+	r := tapmlc(t, "migrate", filepath.Join(dir, "stories260K.bin"), "--tokenizer", filepath.Join(dir, "tok512.bin"),
+		"--target", "webgpu", "--reference", "vulkan", "--prompt", "Once upon a time", "--steps", "6", "--strategy", "bisect")
+	if r.code != 0 || !strings.Contains(r.stdout, "against the vulkan reference") || !strings.Contains(r.stdout, "identical to the vulkan reference") {
+		t.Errorf("exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	r = tapmlc(t, "migrate", mnistModel(t), "--target", "webgpu", "--reference", "webgpu")
+	if r.code != 2 || !strings.Contains(r.stderr, "is the target itself") {
+		t.Errorf("--reference the target: exit %d\n%s", r.code, r.stderr)
+	}
+}
