@@ -455,3 +455,78 @@ func parseTensorProto(data []byte) (*tensor.Tensor, error) {
 	}
 	return out, nil
 }
+
+// InputSet is one set of inputs of a model that is not a language model,
+// by input name (see Arguments), with a name for messages and manifests.
+type InputSet struct {
+	Name   string
+	Inputs map[string]Input
+}
+
+// ReadInputSets reads the input sets in dir: one subfolder per set, in
+// name order, holding one file per input, named after it (NAME.npy,
+// NAME.pb, or raw values in a file of any other extension); an ONNX
+// TensorProto's own name, when it has one, names its input, and
+// input_<k> stands for the k-th input (the layout of the ONNX model zoo's
+// test_data_set_<n> folders). Files with a shape are read now; raw ones
+// when the input's type is known.
+func ReadInputSets(dir string) ([]InputSet, error) {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, err
+	}
+	var sets []InputSet
+	for _, e := range entries {
+		if !e.IsDir() {
+			continue
+		}
+		set, err := readInputSet(filepath.Join(dir, e.Name()))
+		if err != nil {
+			return nil, err
+		}
+		sets = append(sets, InputSet{Name: e.Name(), Inputs: set})
+	}
+	if len(sets) == 0 {
+		return nil, fmt.Errorf("%s: no input sets (want one folder per set, each with a file per input)", dir)
+	}
+	return sets, nil
+}
+
+func readInputSet(dir string) (map[string]Input, error) {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, err
+	}
+	set := map[string]Input{}
+	for _, e := range entries {
+		if e.IsDir() || strings.HasPrefix(e.Name(), ".") {
+			continue
+		}
+		path := filepath.Join(dir, e.Name())
+		name := strings.TrimSuffix(e.Name(), filepath.Ext(e.Name()))
+		in := Input{File: path}
+		if HasShape(path) {
+			data, err := os.ReadFile(path)
+			if err != nil {
+				return nil, err
+			}
+			if in.Tensor, err = parseTensorFile(path, data); err != nil {
+				return nil, err
+			}
+			if strings.EqualFold(filepath.Ext(path), ".pb") {
+				tp := &onnxpb.TensorProto{}
+				if proto.Unmarshal(data, tp) == nil && tp.GetName() != "" {
+					name = tp.GetName()
+				}
+			}
+		}
+		if prev, dup := set[name]; dup {
+			return nil, fmt.Errorf("%s: %s and %s are both input %q", dir, filepath.Base(prev.File), e.Name(), name)
+		}
+		set[name] = in
+	}
+	if len(set) == 0 {
+		return nil, fmt.Errorf("%s: an input set folder with no input files", dir)
+	}
+	return set, nil
+}

@@ -2,10 +2,14 @@ package main
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/tapml/tapml/carve"
+	"github.com/tapml/tapml/tensor"
 )
 
 // Tests of the bring-up tools on a model that is not a language model
@@ -171,4 +175,84 @@ func TestMigrateReferenceTarget(t *testing.T) {
 	if r.code != 2 || !strings.Contains(r.stderr, "is the target itself") {
 		t.Errorf("--reference the target: exit %d\n%s", r.code, r.stderr)
 	}
+}
+
+// carve --prompts runs every prompt and deduplicates over all of them:
+// more cases than one prompt gives, each case knowing its prompt; --inputs
+// does the same with input sets of an ONNX model (the model zoo's folder
+// layout as it is, beside a .npy named after the input).
+func TestCarveSeveralInputSets(t *testing.T) {
+	dir, tmp := models(t), t.TempDir()
+	model, tok := filepath.Join(dir, "stories260K.bin"), filepath.Join(dir, "tok512.bin")
+	prompts := filepath.Join(tmp, "prompts.txt")
+	if err := os.WriteFile(prompts, []byte("Once upon a time\n\nThe little dog\r\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	one := tapmlc(t, "carve", model, "--tokenizer", tok, "--prompt", "Once upon a time", "--steps", "8", "-o", filepath.Join(tmp, "one"))
+	two := tapmlc(t, "carve", model, "--tokenizer", tok, "--prompts", prompts, "--steps", "8", "-o", filepath.Join(tmp, "two"))
+	if one.code != 0 || two.code != 0 || !strings.Contains(two.stdout, "input sets 2 (deduplicated together)") {
+		t.Fatalf("carve: exit %d, %d\n%s%s", one.code, two.code, two.stdout, two.stderr)
+	}
+	if kept(t, one.stdout) >= kept(t, two.stdout) {
+		t.Errorf("two prompts kept no more cases than one:\n%s\n%s", one.stdout, two.stdout)
+	}
+	manifest, err := os.ReadFile(filepath.Join(tmp, "two", "manifest.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(manifest), "prompt: The little dog") || !strings.Contains(string(manifest), "set: 1") {
+		t.Errorf("the manifest does not record the prompts and the cases' sets")
+	}
+	if r := tapmlc(t, "test", filepath.Join(tmp, "two"), "--target", "cpu"); r.code != 0 {
+		t.Errorf("test: exit %d\n%s", r.code, r.stderr)
+	}
+	sets := filepath.Join(tmp, "sets")
+	zoo := filepath.Join(dir, "mnist_test_data_set_0")
+	for _, d := range []string{"test_data_set_0", "ramp"} {
+		if err := os.MkdirAll(filepath.Join(sets, d), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	data, err := os.ReadFile(filepath.Join(zoo, "input_0.pb"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(sets, "test_data_set_0", "input_0.pb"), data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ramp := make([]float32, 28*28)
+	for i := range ramp {
+		ramp[i] = float32(i%28) / 28
+	}
+	if err := carve.WriteNPYFile(filepath.Join(sets, "ramp", "Input3.npy"), tensor.FromFloat32([]int{1, 1, 28, 28}, ramp)); err != nil {
+		t.Fatal(err)
+	}
+	r := tapmlc(t, "carve", mnistModel(t), "--inputs", sets, "-o", filepath.Join(tmp, "mnist"))
+	if r.code != 0 || !strings.Contains(r.stdout, "input sets 2") || !strings.Contains(r.stdout, "file "+filepath.Join(sets, "ramp", "Input3.npy")) {
+		t.Errorf("carve --inputs: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"carve", model, "--tokenizer", tok, "--prompt", "a", "--prompts", prompts, "-o", filepath.Join(tmp, "x")}, "not both"},
+		{[]string{"carve", model, "--tokenizer", tok, "--inputs", sets, "-o", filepath.Join(tmp, "x")}, "--inputs is for models without"},
+		{[]string{"carve", mnistModel(t), "--inputs", filepath.Join(tmp, "none"), "-o", filepath.Join(tmp, "x")}, "none"},
+	} {
+		if r := tapmlc(t, tc.args...); r.code == 0 || !strings.Contains(r.stderr, tc.want) {
+			t.Errorf("%v: exit %d, stderr %q; want %q", tc.args[1:], r.code, r.stderr, tc.want)
+		}
+	}
+}
+
+// kept reads "unique cases kept N" from carve's summary.
+func kept(t *testing.T, stdout string) int {
+	t.Helper()
+	var n int
+	i := strings.Index(stdout, "unique cases kept ")
+	if i < 0 {
+		t.Fatalf("no summary in %q", stdout)
+	}
+	fmt.Sscanf(stdout[i+len("unique cases kept "):], "%d", &n)
+	return n
 }

@@ -29,15 +29,22 @@ const inputHelp = "values of a model input, NAME=FILE (repeatable; NAME= may be 
 	"NAME=@uniform, @text (an [N,C,H,W] page of text-like marks, for text detectors) or @zeros generate them. " +
 	"Inputs not given are seeded random values (uniform in [-1, 1), floats; zeros, integers)"
 
-// modelInputs holds the --input-shape and --input flags.
+// modelInputs holds the --input-shape, --input and --inputs flags.
 type modelInputs struct {
 	shapes    []string
 	inputs    []string
 	hasInputs bool // the command has --input
+	setsDir   string
+	sets      []carve.InputSet // read from setsDir by loadModel
 }
 
 func (m *modelInputs) registerShapes(f *pflag.FlagSet) {
 	f.StringArrayVar(&m.shapes, "input-shape", nil, inputShapeHelp)
+}
+
+func (m *modelInputs) registerSets(f *pflag.FlagSet) {
+	f.StringVar(&m.setsDir, "inputs", "", "folder of several input sets, one subfolder each holding a file per input (NAME.npy, NAME.pb, raw; "+
+		"input_K.pb as in the ONNX model zoo's test_data_set_N folders): every set is carved, and their calls deduplicated together")
 }
 
 func (m *modelInputs) registerInputs(f *pflag.FlagSet) {
@@ -128,6 +135,11 @@ func loadModel(args []string, tokPath string, mi *modelInputs) (*frontend.Model,
 	if err != nil {
 		return nil, nil, err
 	}
+	if mi.setsDir != "" {
+		if mi.sets, err = carve.ReadInputSets(mi.setsDir); err != nil {
+			return nil, nil, fmt.Errorf("--inputs: %w", err)
+		}
+	}
 	if len(args) == 0 {
 		if len(shapes) > 0 {
 			return nil, nil, fmt.Errorf("--input-shape applies to ONNX models, not to the built-in model")
@@ -153,16 +165,23 @@ func loadModel(args []string, tokPath string, mi *modelInputs) (*frontend.Model,
 		model, err := frontend.Load(path, frontend.Options{Tokenizer: tokPath})
 		return model, given, err
 	}
-	// The shapes of .npy/.pb inputs fix the dims --input-shape leaves open.
+	// The shapes of .npy/.pb inputs fix the dims --input-shape leaves open
+	// (those of --input, then the first input set's).
 	fromFile := map[string]string{}
-	for name, in := range given {
-		if name != "" && in.Tensor != nil && shapes[name] == nil {
-			s := make([]int64, len(in.Tensor.Shape))
-			for i, d := range in.Tensor.Shape {
-				s[i] = int64(d)
+	sources := []map[string]carve.Input{given}
+	if len(mi.sets) > 0 {
+		sources = append(sources, mi.sets[0].Inputs)
+	}
+	for _, src := range sources {
+		for name, in := range src {
+			if name != "" && in.Tensor != nil && shapes[name] == nil {
+				s := make([]int64, len(in.Tensor.Shape))
+				for i, d := range in.Tensor.Shape {
+					s[i] = int64(d)
+				}
+				shapes[name] = s
+				fromFile[name] = in.File
 			}
-			shapes[name] = s
-			fromFile[name] = in.File
 		}
 	}
 	model, err := frontend.Load(path, frontend.Options{Tokenizer: tokPath, ONNX: onnx.Options{Shapes: shapes}})
@@ -176,8 +195,18 @@ func loadModel(args []string, tokPath string, mi *modelInputs) (*frontend.Model,
 		}
 	}
 	for name := range shapes {
-		if !slices.Contains(names, name) {
+		if slices.Contains(names, name) {
+			continue
+		}
+		switch f, ok := fromFile[name]; {
+		case !ok:
 			return nil, nil, fmt.Errorf("--input-shape %s: %s has no input %q (its inputs: %s)", name, path, name, strings.Join(names, ", "))
+		case len(mi.sets) > 0 && strings.HasPrefix(f, mi.setsDir):
+			if !strings.HasPrefix(name, "input_") {
+				return nil, nil, fmt.Errorf("--inputs: %s: %s has no input %q (its inputs: %s)", f, path, name, strings.Join(names, ", "))
+			}
+		default:
+			return nil, nil, fmt.Errorf("--input %s=%s: %s has no input %q (its inputs: %s)", name, f, path, name, strings.Join(names, ", "))
 		}
 	}
 	return model, given, nil

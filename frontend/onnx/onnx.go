@@ -48,7 +48,9 @@ const (
 // Options fix what the file leaves open.
 type Options struct {
 	// Shapes gives the shape of graph inputs by name, overriding the
-	// file's (it must agree with the file's static dims).
+	// file's (it must agree with the file's static dims); input_<k> names
+	// the k-th input that is not an initializer, unless an input has that
+	// name.
 	Shapes map[string][]int64
 	// Dims gives sizes to named dynamic dims (an input's dim_param).
 	Dims map[string]int64
@@ -292,11 +294,13 @@ func (im *importer) graph(g *onnxpb.GraphProto) error {
 	if len(g.GetSparseInitializer()) > 0 {
 		return fmt.Errorf("sparse initializers are not supported")
 	}
+	k := 0
 	for _, in := range g.GetInput() {
 		if _, ok := im.vals[in.GetName()]; ok {
 			continue // an initializer, listed as an input (IR version 3)
 		}
-		t, err := im.inputType(in)
+		t, err := im.inputType(in, k)
+		k++
 		if err != nil {
 			return err
 		}
@@ -336,8 +340,14 @@ func (im *importer) graph(g *onnxpb.GraphProto) error {
 
 // inputType is the IR type of a graph input: its element type as at run
 // time, its dims from the file, Options.Shapes or Options.Dims.
-func (im *importer) inputType(in *onnxpb.ValueInfoProto) (ir.Type, error) {
+func (im *importer) inputType(in *onnxpb.ValueInfoProto, k int) (ir.Type, error) {
 	name := in.GetName()
+	shapes := im.opts.Shapes
+	if _, ok := shapes[name]; !ok {
+		if s, ok := shapes[fmt.Sprintf("input_%d", k)]; ok {
+			shapes = map[string][]int64{name: s} // given by position
+		}
+	}
 	tt := in.GetType().GetTensorType()
 	if tt == nil {
 		return ir.Type{}, fmt.Errorf("graph input %q is not a tensor", name)
@@ -348,7 +358,7 @@ func (im *importer) inputType(in *onnxpb.ValueInfoProto) (ir.Type, error) {
 	}
 	dims := tt.GetShape().GetDim()
 	if tt.GetShape() == nil {
-		if s, ok := im.opts.Shapes[name]; ok {
+		if s, ok := shapes[name]; ok {
 			sh, err := checkDims(s)
 			if err != nil {
 				return ir.Type{}, fmt.Errorf("Options.Shapes[%q]: %w", name, err)
@@ -357,7 +367,7 @@ func (im *importer) inputType(in *onnxpb.ValueInfoProto) (ir.Type, error) {
 		}
 		return ir.Type{}, fmt.Errorf("graph input %q has no shape: give one with Options.Shapes", name)
 	}
-	given, hasGiven := im.opts.Shapes[name]
+	given, hasGiven := shapes[name]
 	if hasGiven && len(given) != len(dims) {
 		return ir.Type{}, fmt.Errorf("Options.Shapes[%q] = %v has rank %d, the input has rank %d", name, given, len(given), len(dims))
 	}
