@@ -256,3 +256,45 @@ func kept(t *testing.T, stdout string) int {
 	fmt.Sscanf(stdout[i+len("unique cases kept "):], "%d", &n)
 	return n
 }
+
+// The rough edges a first bring-up hits, each fixed.
+func TestRoughEdges(t *testing.T) {
+	// --help shows the target flag's type as a string, not a quoted word
+	// of its usage.
+	for _, c := range []string{"run", "test", "migrate"} {
+		r := tapmlc(t, c, "--help")
+		if r.code != 0 || strings.Contains(r.stdout, "--target tapmlc") || !strings.Contains(r.stdout, "--target string") {
+			t.Errorf("%s --help: exit %d\n%s", c, r.code, r.stdout)
+		}
+	}
+	// A misspelt --input name is reported as --input, with the model's
+	// inputs.
+	input := filepath.Join(models(t), "mnist_test_data_set_0", "input_0.pb")
+	r := tapmlc(t, "run", mnistModel(t), "--input", "Inptu3="+input)
+	if r.code == 0 || !strings.Contains(r.stderr, "--input Inptu3=") || !strings.Contains(r.stderr, "its inputs: Input3") || strings.Contains(r.stderr, "--input-shape") {
+		t.Errorf("misspelt --input: exit %d, stderr %q", r.code, r.stderr)
+	}
+	// ONNX outputs keep their names, on stdout and as --output files.
+	out := filepath.Join(t.TempDir(), "out")
+	r = tapmlc(t, "run", mnistModel(t), "--input", "Input3="+input, "--output", out)
+	if r.code != 0 || !strings.HasPrefix(r.stdout, "Plus214_Output_0: f32[1, 10]") {
+		t.Errorf("run: exit %d, stdout %q", r.code, r.stdout)
+	}
+	if _, err := os.Stat(filepath.Join(out, "Plus214_Output_0.npy")); err != nil {
+		t.Error(err)
+	}
+	// A build folder runs on the target it was compiled for, or says that
+	// --target overrides it.
+	build := filepath.Join(t.TempDir(), "build")
+	if r := tapmlc(t, "compile", "--target", "webgpu", "-o", build); r.code != 0 {
+		t.Fatalf("compile: exit %d\n%s", r.code, r.stderr)
+	}
+	r = tapmlc(t, "run", build, "--prompt", "hi", "--steps", "4", "--temperature", "0")
+	if r.code != 0 || !strings.Contains(r.stderr, "on webgpu, the target it was compiled for") {
+		t.Errorf("run build/: exit %d, stderr %q", r.code, r.stderr)
+	}
+	r = tapmlc(t, "run", build, "--prompt", "hi", "--steps", "4", "--temperature", "0", "--target", "cpu")
+	if r.code != 0 || !strings.Contains(r.stderr, "was compiled for webgpu; running it on cpu") {
+		t.Errorf("run build/ --target cpu: exit %d, stderr %q", r.code, r.stderr)
+	}
+}

@@ -54,6 +54,7 @@ byte-level tokenizer is used, so the command works with nothing downloaded.`,
 			if err != nil {
 				return err
 			}
+			buildTarget(cmd, model, &tgt)
 			if !carve.IsLanguageModel(model.Module) {
 				if err := languageFlagsUnset(cmd, model, "prompt", "steps", "temperature", "top-p", "tokenizer"); err != nil {
 					return err
@@ -106,6 +107,19 @@ byte-level tokenizer is used, so the command works with nothing downloaded.`,
 	mi.registerShapes(f)
 	tgt.Register(f)
 	rootCmd.AddCommand(cmd)
+}
+
+// buildTarget runs a build folder on the target it was compiled for unless
+// --target says otherwise, and says which on stderr.
+func buildTarget(cmd *cobra.Command, model *frontend.Model, tgt *target.Flags) {
+	switch {
+	case model.Target == "":
+	case !cmd.Flags().Changed("target"):
+		tgt.Target = model.Target
+		fmt.Fprintf(os.Stderr, "tapmlc: running %s on %s, the target it was compiled for\n", model.Path, model.Target)
+	case tgt.Target != model.Target:
+		fmt.Fprintf(os.Stderr, "tapmlc: note: %s was compiled for %s; running it on %s, as --target asks\n", model.Path, model.Target, tgt.Target)
+	}
 }
 
 // runCalls runs a model that is not a language model: each function once

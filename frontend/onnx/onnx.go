@@ -334,8 +334,34 @@ func (im *importer) graph(g *onnxpb.GraphProto) error {
 		}
 		results = append(results, r)
 	}
+	nameResults(im.b.F, results, g.GetOutput())
 	im.b.Return(results...)
 	return im.b.Err()
+}
+
+// nameResults gives the function's results the names of the graph's
+// outputs, so that reports and files say "sigmoid_0.tmp_0", not
+// "output0"; a name another value already has, or a value returned twice,
+// keeps its own.
+func nameResults(f *ir.Function, results []*ir.Value, outs []*onnxpb.ValueInfoProto) {
+	taken := map[string]bool{}
+	for _, p := range f.Params {
+		taken[p.Name] = true
+	}
+	for _, n := range f.Nodes {
+		for _, o := range n.Outputs {
+			taken[o.Name] = true
+		}
+	}
+	renamed := map[*ir.Value]bool{}
+	for i, r := range results {
+		name := outs[i].GetName()
+		if name == "" || taken[name] || renamed[r] {
+			continue
+		}
+		delete(taken, r.Name)
+		r.Name, taken[name], renamed[r] = name, true, true
+	}
 }
 
 // inputType is the IR type of a graph input: its element type as at run
