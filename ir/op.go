@@ -22,6 +22,7 @@ const (
 	OpArgmax
 	OpAttention
 	OpCast
+	OpCompare
 	OpConcat
 	OpConstant
 	OpConv2D
@@ -61,6 +62,7 @@ const (
 	OpTanh
 	OpTransfer
 	OpTranspose
+	OpWhere
 
 	numOps // the number of Ops, OpNone included
 )
@@ -72,6 +74,7 @@ var opNames = [numOps]string{
 	OpArgmax:           "argmax",
 	OpAttention:        "attention",
 	OpCast:             "cast",
+	OpCompare:          "compare",
 	OpConcat:           "concat",
 	OpConstant:         "constant",
 	OpConv2D:           "conv2d",
@@ -111,6 +114,7 @@ var opNames = [numOps]string{
 	OpTanh:             "tanh",
 	OpTransfer:         "transfer",
 	OpTranspose:        "transpose",
+	OpWhere:            "where",
 }
 
 // opsByName maps each name back to its Op.

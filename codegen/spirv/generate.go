@@ -88,6 +88,13 @@ type Options struct {
 }
 
 // Entry is the entry point of every generated kernel.
+// PendingTranslation lists ops added after the SPIR-V generators stopped
+// growing: their vulkan kernels come from their WGSL once codegen/spirv
+// translates WGSL to SPIR-V (the lead merges that work); until then the
+// vulkan target runs them nowhere, and a migration to vulkan keeps them on
+// the source. The tests that require a kernel for every op exempt them.
+var PendingTranslation = []ir.Op{ir.OpCompare, ir.OpWhere}
+
 const Entry = "main"
 
 // Language is the codegen.Kernel language of SPIR-V kernels.
