@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/tapml/tapml/carve"
+	"github.com/tapml/tapml/internal/testenv"
 	"github.com/tapml/tapml/tensor"
 )
 
@@ -296,5 +297,43 @@ func TestRoughEdges(t *testing.T) {
 	r = tapmlc(t, "run", build, "--prompt", "hi", "--steps", "4", "--temperature", "0", "--target", "cpu")
 	if r.code != 0 || !strings.Contains(r.stderr, "was compiled for webgpu; running it on cpu") {
 		t.Errorf("run build/ --target cpu: exit %d, stderr %q", r.code, r.stderr)
+	}
+}
+
+// ONNX control flow and recurrent ops from the command line, on ONNX's
+// own node-test models: ops --onnx lists them with their opsets; an If
+// folds when its condition's input is fixed with --input NAME=VALUE and
+// selects at run time otherwise; an LSTM migrates to webgpu (its sequence
+// lengths fixed) and a fault in a GRU's matmul is localised; unsupported
+// ops inside subgraphs are named by their path.
+func TestONNXControlFlowCLI(t *testing.T) {
+	node := testenv.Installed(t, "/usr/share/libonnx-testdata/data/node")
+	r := tapmlc(t, "ops", "--onnx")
+	for _, want := range []string{"If ", "Loop ", "Scan                9-21", "LSTM ", "GRU ", "RNN ", "Equal ", "GreaterOrEqual      12-21", "ConstantOfShape     9-21", "Pad "} {
+		if !strings.Contains(r.stdout, want) {
+			t.Errorf("ops --onnx lacks %q:\n%s", want, r.stdout)
+		}
+	}
+	ifModel := filepath.Join(node, "test_if", "model.onnx")
+	for _, tc := range []struct{ input, want string }{
+		{"cond=true", "res: f32[5] min 1 max 5 argmax 4\n  1 2 3 4 5\n"},
+		{"cond=false", "res: f32[5] min 1 max 5 argmax 0\n  5 4 3 2 1\n"},
+		{"cond=" + filepath.Join(node, "test_if", "test_data_set_0", "input_0.pb"), "res: f32[5] min 1 max 5 argmax 4\n  1 2 3 4 5\n"},
+	} {
+		if r := tapmlc(t, "run", ifModel, "--input", tc.input); r.code != 0 || r.stdout != tc.want {
+			t.Errorf("run --input %s: exit %d, stdout %q, want %q\n%s", tc.input, r.code, r.stdout, tc.want, r.stderr)
+		}
+	}
+	r = tapmlc(t, "migrate", filepath.Join(node, "test_lstm_with_peepholes", "model.onnx"), "--input", "sequence_lens=[1,1]", "--target", "webgpu")
+	if r.code != 0 || !strings.Contains(r.stdout, "result: identical") {
+		t.Errorf("migrate an LSTM: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	r = tapmlc(t, "migrate", filepath.Join(node, "test_gru_defaults", "model.onnx"), "--target", "webgpu", "--strategy", "bisect", "--inject", "op=matmul,fault=wrong_index")
+	if r.code != 1 || !strings.Contains(r.stdout, "culprit: node 5 matmul  prov Y_h") {
+		t.Errorf("migrate a GRU with a fault: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	r = tapmlc(t, "run", filepath.Join(node, "test_if_seq", "model.onnx"))
+	if r.code == 0 || !strings.Contains(r.stderr, "SequenceConstruct (2: res/else_branch/else_out, res/then_branch/then_out)") {
+		t.Errorf("unsupported ops in branches: exit %d, stderr %q", r.code, r.stderr)
 	}
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/tapml/tapml/frontend"
 	"github.com/tapml/tapml/frontend/onnx"
 	"github.com/tapml/tapml/ir"
+	"github.com/tapml/tapml/tensor"
 )
 
 // Models that are not language models (ONNX models) take tensors: their
@@ -26,6 +27,7 @@ const inputShapeHelp = "shape of an ONNX model's input, NAME=D0,D1,... (repeatab
 
 const inputHelp = "values of a model input, NAME=FILE (repeatable; NAME= may be left out when the model has one input): " +
 	"a .npy file, an ONNX TensorProto .pb, or raw little-endian values of the input's dtype in its shape; " +
+	"NAME=VALUE (a number, true, false or [a, b, ...]) fixes an ONNX model's input at import, so what depends on it folds (an If on a flag); " +
 	"NAME=@uniform, @text (an [N,C,H,W] page of text-like marks, for text detectors) or @zeros generate them. " +
 	"Inputs not given are seeded random values (uniform in [-1, 1), floats; zeros, integers)"
 
@@ -35,7 +37,53 @@ type modelInputs struct {
 	inputs    []string
 	hasInputs bool // the command has --input
 	setsDir   string
-	sets      []carve.InputSet // read from setsDir by loadModel
+	sets      []carve.InputSet          // read from setsDir by loadModel
+	fixed     map[string]*tensor.Tensor // --input NAME=VALUE: fixed at import
+}
+
+// literal reads a value written on the command line: a number, true,
+// false, or a list [a, b, ...] of numbers; integers are i64, others f32.
+func literal(s string) (*tensor.Tensor, bool) {
+	s = strings.TrimSpace(s)
+	switch s {
+	case "true", "false":
+		t := tensor.New(ir.Bool, nil)
+		if s == "true" {
+			t.Data[0] = 1
+		}
+		return t, true
+	}
+	list := strings.HasPrefix(s, "[") && strings.HasSuffix(s, "]")
+	items := []string{s}
+	if list {
+		items = strings.Split(strings.Trim(s, "[]"), ",")
+	}
+	vals := make([]float64, len(items))
+	integer := true
+	for i, it := range items {
+		it = strings.TrimSpace(it)
+		v, err := strconv.ParseFloat(it, 64)
+		if err != nil {
+			return nil, false
+		}
+		if _, err := strconv.ParseInt(it, 10, 64); err != nil {
+			integer = false
+		}
+		vals[i] = v
+	}
+	var shape []int
+	if list {
+		shape = []int{len(vals)}
+	}
+	dt := ir.F32
+	if integer {
+		dt = ir.I64
+	}
+	t := tensor.New(dt, shape)
+	for i, v := range vals {
+		t.SetFloat64At(i, v)
+	}
+	return t, true
 }
 
 func (m *modelInputs) registerShapes(f *pflag.FlagSet) {
@@ -109,7 +157,18 @@ func (m *modelInputs) inputMap() (map[string]carve.Input, error) {
 		}
 		in := carve.Input{File: val}
 		if _, err := os.Stat(val); err != nil {
-			return nil, fmt.Errorf("--input %s: %w", s, err)
+			lit, ok := literal(val)
+			if !ok {
+				return nil, fmt.Errorf("--input %s: %w (or give a value: a number, true, false, or [a, b, ...])", s, err)
+			}
+			if name == "" {
+				return nil, fmt.Errorf("--input %s: a fixed value needs the input's name: NAME=%s", s, val)
+			}
+			if m.fixed == nil {
+				m.fixed = map[string]*tensor.Tensor{}
+			}
+			m.fixed[name] = lit
+			continue
 		}
 		if carve.HasShape(val) {
 			t, err := carve.ReadTensor(val)
@@ -141,8 +200,8 @@ func loadModel(args []string, tokPath string, mi *modelInputs) (*frontend.Model,
 		}
 	}
 	if len(args) == 0 {
-		if len(shapes) > 0 {
-			return nil, nil, fmt.Errorf("--input-shape applies to ONNX models, not to the built-in model")
+		if len(shapes) > 0 || len(mi.fixed) > 0 {
+			return nil, nil, fmt.Errorf("--input-shape and fixed --input values apply to ONNX models, not to the built-in model")
 		}
 		model, err := frontend.BuiltinTiny()
 		return model, given, err
@@ -161,6 +220,9 @@ func loadModel(args []string, tokPath string, mi *modelInputs) (*frontend.Model,
 				what = "not an ONNX model file"
 			}
 			return nil, nil, fmt.Errorf("--input-shape applies to ONNX model files; %s is %s, whose shapes are fixed", path, what)
+		}
+		if len(mi.fixed) > 0 {
+			return nil, nil, fmt.Errorf("an --input fixed to a value applies to ONNX model files (for an input file, give its path)")
 		}
 		model, err := frontend.Load(path, frontend.Options{Tokenizer: tokPath})
 		return model, given, err
@@ -184,7 +246,10 @@ func loadModel(args []string, tokPath string, mi *modelInputs) (*frontend.Model,
 			}
 		}
 	}
-	model, err := frontend.Load(path, frontend.Options{Tokenizer: tokPath, ONNX: onnx.Options{Shapes: shapes}})
+	for name := range mi.fixed {
+		delete(shapes, name) // a fixed input is no parameter
+	}
+	model, err := frontend.Load(path, frontend.Options{Tokenizer: tokPath, ONNX: onnx.Options{Shapes: shapes, Constants: mi.fixed}})
 	if err != nil {
 		return nil, nil, shapeHint(err, fromFile, mi.hasInputs)
 	}
