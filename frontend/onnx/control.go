@@ -34,8 +34,12 @@ func init() {
 	handlers["Scan"] = handler{fn: scanOp, since: 9}
 }
 
-// maxUnrolled bounds the iterations of a loop unrolled at import.
-const maxUnrolled = 4096
+// maxUnrolled bounds the iterations of a loop unrolled at import, and
+// maxUnrolledNodes the nodes of the whole function (nested loops multiply).
+const (
+	maxUnrolled      = 4096
+	maxUnrolledNodes = 1 << 20
+)
 
 // scope maps the value names visible to the nodes being imported: a
 // subgraph's own names, then those of the graphs around it.
@@ -115,6 +119,9 @@ func subgraph(n *onnxpb.NodeProto, name string) (*onnxpb.GraphProto, error) {
 func (im *importer) body(g *onnxpb.GraphProto, where string, args []*val) ([]*val, error) {
 	if len(args) > len(g.GetInput()) {
 		return nil, fmt.Errorf("%s: %d values for a subgraph of %d inputs", where, len(args), len(g.GetInput()))
+	}
+	if len(im.b.F.Nodes) > maxUnrolledNodes {
+		return nil, fmt.Errorf("%s: the unrolled graph has more than %d nodes", where, maxUnrolledNodes)
 	}
 	n, prefix, outer := im.node, im.prefix, im.vals
 	im.vals, im.prefix = newScope(outer), prefix+nodeName(n)+"/"+where+"/"

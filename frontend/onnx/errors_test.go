@@ -229,7 +229,8 @@ func FuzzLoad(f *testing.F) {
 	f.Add(addModel(13))
 	f.Add(addModel(9))
 	seeds := []string{testenv.Model(f, "mnist-8_cntk.onnx")}
-	for _, name := range []string{"test_conv_with_strides_padding", "test_resize_upsample_scales_nearest", "test_slice_neg_steps", "test_reshape_zero_and_negative_dim", "test_layer_normalization_4d_axis1", "test_gemm_all_attributes", "test_maxpool_2d_ceil", "test_convtranspose_pads"} {
+	for _, name := range []string{"test_conv_with_strides_padding", "test_resize_upsample_scales_nearest", "test_slice_neg_steps", "test_reshape_zero_and_negative_dim", "test_layer_normalization_4d_axis1", "test_gemm_all_attributes", "test_maxpool_2d_ceil", "test_convtranspose_pads",
+		"test_if", "test_loop11", "test_scan9_sum", "test_lstm_with_initial_bias", "test_gru_seq_length", "test_where_example", "test_edge_pad"} {
 		seeds = append(seeds, testenv.Installed(f, filepath.Join(nodeCases, name, "model.onnx")))
 	}
 	for _, p := range seeds {
