@@ -134,30 +134,7 @@ func TestLocalisePerturbedNode(t *testing.T) {
 				}
 			}
 			// The regression bundle (from the last run).
-			b, err := carve.Open(reg)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer b.Close()
-			if len(b.Manifest.Cases) == 0 {
-				t.Fatal("empty regression bundle")
-			}
-			for _, c := range b.Manifest.Cases {
-				if c.Node != bad.ID {
-					t.Errorf("regression case %s is node %d, want %d", c.ID, c.Node, bad.ID)
-				}
-			}
-			onBug, err := b.Test(dev, carve.TestOptions{})
-			if err != nil {
-				t.Fatal(err)
-			}
-			onCPU, err := b.Test(cpu.New(), carve.TestOptions{})
-			if err != nil {
-				t.Fatal(err)
-			}
-			if onBug.OK() || !onCPU.OK() {
-				t.Errorf("regression: %s on the buggy target, %s on the CPU; want failing, passing", onBug.Summary(), onCPU.Summary())
-			}
+			checkRegression(t, reg, dev, bad.ID)
 		})
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/tapml/tapml/frontend"
 	"github.com/tapml/tapml/internal/testenv"
 	"github.com/tapml/tapml/ir"
+	"github.com/tapml/tapml/runtime"
 	"github.com/tapml/tapml/runtime/cpu"
 )
 
@@ -108,13 +109,29 @@ func TestPlainModelLocalise(t *testing.T) {
 			t.Errorf("%s: HTML report lacks the outputs' curve or tolerances", strategy)
 		}
 	}
-	b, err := carve.Open(reg)
+	m := checkRegression(t, reg, dev, bad.ID)
+	if m.Seed != 3 || len(m.Inputs) != 1 || m.Prompt != "" {
+		t.Errorf("regression bundle records seed %d, inputs %+v, prompt %q", m.Seed, m.Inputs, m.Prompt)
+	}
+}
+
+// checkRegression checks a regression bundle: cases of node bad only,
+// failing on the buggy target dev and passing on the CPU. It returns the
+// bundle's manifest.
+func checkRegression(t *testing.T, dir string, dev runtime.Device, bad int) *carve.Manifest {
+	t.Helper()
+	b, err := carve.Open(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer b.Close()
-	if b.Manifest.Seed != 3 || len(b.Manifest.Inputs) != 1 || b.Manifest.Prompt != "" {
-		t.Errorf("regression bundle records seed %d, inputs %+v, prompt %q", b.Manifest.Seed, b.Manifest.Inputs, b.Manifest.Prompt)
+	if len(b.Manifest.Cases) == 0 {
+		t.Fatal("empty regression bundle")
+	}
+	for _, c := range b.Manifest.Cases {
+		if c.Node != bad {
+			t.Errorf("regression case %s is node %d, want %d", c.ID, c.Node, bad)
+		}
 	}
 	onBug, err := b.Test(dev, carve.TestOptions{})
 	if err != nil {
@@ -127,4 +144,5 @@ func TestPlainModelLocalise(t *testing.T) {
 	if onBug.OK() || !onCPU.OK() {
 		t.Errorf("regression: %s on the buggy target, %s on the CPU; want failing, passing", onBug.Summary(), onCPU.Summary())
 	}
+	return b.Manifest
 }

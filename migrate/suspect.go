@@ -292,6 +292,16 @@ func suspectIndex(sus []Suspect) map[int]int {
 // model, as a run computed them.
 type callValues struct{ in, out []*tensor.Tensor }
 
+// downloadCall copies a node's inputs and outputs to the host.
+func downloadCall(in, out []*runtime.Buffer) (callValues, error) {
+	ins, err := downloadAll(in)
+	if err != nil {
+		return callValues{}, err
+	}
+	outs, err := downloadAll(out)
+	return callValues{ins, outs}, err
+}
+
 // capture runs the placement onTarget and keeps the inputs and outputs of
 // the nodes in want, per (node id, call).
 func (d *Driver) capture(label string, onTarget []int, want map[int]int) (Point, map[[2]int]callValues, error) {
@@ -300,15 +310,11 @@ func (d *Driver) capture(label string, onTarget []int, want map[int]int) (Point,
 		if _, ok := want[n.ID]; !ok {
 			return nil
 		}
-		ins, err := downloadAll(in)
+		cv, err := downloadCall(in, out)
 		if err != nil {
 			return err
 		}
-		outs, err := downloadAll(out)
-		if err != nil {
-			return err
-		}
-		got[[2]int{n.ID, d.step}] = callValues{ins, outs}
+		got[[2]int{n.ID, d.step}] = cv
 		return nil
 	}
 	p, err := d.eval(label, "check", onTarget, hook)

@@ -32,11 +32,7 @@ func newPathTols(p carve.Policy) *pathTols {
 
 // add takes node n, run in call with inputs in and outputs out.
 func (p *pathTols) add(call int, n *ir.Node, in, out []*runtime.Buffer) error {
-	ins, err := downloadAll(in)
-	if err != nil {
-		return err
-	}
-	outs, err := downloadAll(out)
+	cv, err := downloadCall(in, out)
 	if err != nil {
 		return err
 	}
@@ -46,7 +42,7 @@ func (p *pathTols) add(call int, n *ir.Node, in, out []*runtime.Buffer) error {
 			worst = t
 		}
 	}
-	if tol := p.policy.For(n.Op, n.Attrs, ins, outs); tol.RTol > 0 {
+	if tol := p.policy.For(n.Op, n.Attrs, cv.in, cv.out); tol.RTol > 0 {
 		worst.rtol += tol.RTol
 		worst.ops++
 	}

@@ -6,10 +6,12 @@ import (
 	"os"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 	"github.com/tapml/tapml/carve"
 	"github.com/tapml/tapml/ir"
 	"github.com/tapml/tapml/migrate"
 	"github.com/tapml/tapml/passes"
+	"github.com/tapml/tapml/runtime"
 	"github.com/tapml/tapml/runtime/target"
 )
 
@@ -104,7 +106,7 @@ migration could not run (bad arguments, model, device, reference run);
 	f.StringVar(&fl.dump, "dump", "", "write each target node's outputs in the final placement and the reference's as .npy files (and index.tsv) in this folder")
 	f.StringVar(&fl.pipeline, "pipeline", "", "pass pipeline YAML (default: the built-in one)")
 	f.StringVar(&fl.reference, "reference", "cpu", "the target to compare with (it runs every node not moved): cpu, or another target such as vulkan")
-	f.StringArrayVar(&fl.injects, "inject", nil, "plant a test-only fault: op=KIND,fault=NAME or node=ID,fault=NAME (webgpu and remote: targets; repeatable)")
+	registerInject(f, &fl.injects)
 	f.Float64Var(&fl.th.MaxLogitErr, "max-logit-err", fl.th.MaxLogitErr, "a logit error above this diverges (language models)")
 	f.Float64Var(&fl.th.MaxKL, "max-kl", fl.th.MaxKL, "a next-token KL divergence above this diverges (language models)")
 	f.Uint64Var(&fl.seed, "seed", 1, "seed of the random inputs of a model that is not a language model")
@@ -165,9 +167,9 @@ func runMigrate(cmd *cobra.Command, args []string, fl *migrateFlags) (int, error
 	}
 	defer dev.Close()
 	if fl.reference != "cpu" {
-		ref, err := target.Open(fl.reference, fl.tgt.Backend)
+		ref, err := openReference(fl.reference, fl.tgt)
 		if err != nil {
-			return 0, fmt.Errorf("--reference %s: %w", fl.reference, err)
+			return 0, err
 		}
 		defer ref.Close()
 		name := fl.reference
@@ -199,6 +201,20 @@ func runMigrate(cmd *cobra.Command, args []string, fl *migrateFlags) (int, error
 		return 0, err
 	}
 	return rep.ExitCode(), nil
+}
+
+// registerInject adds --inject.
+func registerInject(f *pflag.FlagSet, injects *[]string) {
+	f.StringArrayVar(injects, "inject", nil, "plant a test-only fault: op=KIND,fault=NAME or node=ID,fault=NAME (webgpu and remote: targets; repeatable)")
+}
+
+// openReference opens the device of --reference.
+func openReference(name string, tgt target.Flags) (runtime.Device, error) {
+	ref, err := target.Open(name, tgt.Backend)
+	if err != nil {
+		return nil, fmt.Errorf("--reference %s: %w", name, err)
+	}
+	return ref, nil
 }
 
 // parseInjections parses --inject values; faults exist on the webgpu and

@@ -90,7 +90,7 @@ device); 3 injected faults never fired (nothing was tested).`,
 	f.StringVar(&fl.tolerances, "tolerances", "", "YAML file overriding tolerances (by op, kind, case, key, provenance regex)")
 	f.StringVar(&fl.reference, "reference", "", "compare with this target's outputs (the case run there too) instead of the recorded CPU ones")
 	f.StringVar(&fl.dump, "dump", "", "write the inputs, got and want of each failing case as .npy files in this folder")
-	f.StringArrayVar(&fl.injects, "inject", nil, "plant a test-only fault: op=KIND,fault=NAME or node=ID,fault=NAME (webgpu and remote: targets; repeatable)")
+	registerInject(f, &fl.injects)
 	f.IntVar(&fl.repeat, "repeat", 1, "run each case this many times; a case whose outputs differ between runs fails")
 	f.BoolVar(&fl.time, "time", false, "measure each case's warm kernel time and print the time per op")
 	fl.tgt.Register(f)
@@ -138,9 +138,9 @@ func runTest(bundle string, fl *testFlags) (int, error) {
 	}
 	defer dev.Close()
 	if fl.reference != "" {
-		ref, err := target.Open(fl.reference, fl.tgt.Backend)
+		ref, err := openReference(fl.reference, fl.tgt)
 		if err != nil {
-			return 0, fmt.Errorf("--reference %s: %w", fl.reference, err)
+			return 0, err
 		}
 		defer ref.Close()
 		opts.Replay.Reference = ref

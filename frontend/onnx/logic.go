@@ -34,18 +34,29 @@ func compareOp(c string) func(im *importer, n *onnxpb.NodeProto, in []*val) ([]*
 
 // compare is a comparison of inputs 0 and 1, of one dtype after align.
 func (im *importer) compare(in []*val, c string) ([]*val, error) {
-	a, err := arg(in, 0, "A")
+	ab, err := args(in, "A", "B")
 	if err != nil {
 		return nil, err
 	}
-	b, err := arg(in, 1, "B")
+	a, b, err := align(im.asCond(ab[0]), im.asCond(ab[1]))
 	if err != nil {
-		return nil, err
-	}
-	if a, b, err = align(im.asCond(a), im.asCond(b)); err != nil {
 		return nil, err
 	}
 	return one(im.op(ir.OpCompare, ir.Attrs{"cmp": ir.StringAttr(c)}, a, b))
+}
+
+// args returns the inputs in (in order) that must be given, named for
+// errors.
+func args(in []*val, names ...string) ([]*val, error) {
+	out := make([]*val, len(names))
+	for k, name := range names {
+		v, err := arg(in, k, name)
+		if err != nil {
+			return nil, err
+		}
+		out[k] = v
+	}
+	return out, nil
 }
 
 // zero and oneI32 are the i32 scalars logic compares and selects with.
@@ -64,15 +75,11 @@ func notOp(im *importer, n *onnxpb.NodeProto, in []*val) ([]*val, error) {
 // b), a xor b = a != b.
 func logical(kind string) func(im *importer, n *onnxpb.NodeProto, in []*val) ([]*val, error) {
 	return func(im *importer, n *onnxpb.NodeProto, in []*val) ([]*val, error) {
-		a, err := arg(in, 0, "A")
+		ab, err := args(in, "A", "B")
 		if err != nil {
 			return nil, err
 		}
-		b, err := arg(in, 1, "B")
-		if err != nil {
-			return nil, err
-		}
-		a, b = im.asCond(a), im.asCond(b)
+		a, b := im.asCond(ab[0]), im.asCond(ab[1])
 		switch kind {
 		case "and":
 			return one(im.op(ir.OpWhere, nil, a, b, zero()))
@@ -84,22 +91,15 @@ func logical(kind string) func(im *importer, n *onnxpb.NodeProto, in []*val) ([]
 }
 
 func whereOp(im *importer, n *onnxpb.NodeProto, in []*val) ([]*val, error) {
-	cond, err := arg(in, 0, "condition")
+	cxy, err := args(in, "condition", "X", "Y")
 	if err != nil {
 		return nil, err
 	}
-	x, err := arg(in, 1, "X")
+	x, y, err := align(cxy[1], cxy[2])
 	if err != nil {
 		return nil, err
 	}
-	y, err := arg(in, 2, "Y")
-	if err != nil {
-		return nil, err
-	}
-	if x, y, err = align(x, y); err != nil {
-		return nil, err
-	}
-	return one(im.op(ir.OpWhere, nil, im.asCond(cond), x, y))
+	return one(im.op(ir.OpWhere, nil, im.asCond(cxy[0]), x, y))
 }
 
 // constantOfShape is a constant tensor of the (constant) shape input,
@@ -278,15 +278,12 @@ func (im *importer) padAxis(x *val, ax int, before, after int64, mode string, va
 // expandOp broadcasts x to a (constant) shape: each axis broadcast from 1
 // is a gather of index 0 repeated.
 func expandOp(im *importer, n *onnxpb.NodeProto, in []*val) ([]*val, error) {
-	x, err := arg(in, 0, "input")
+	xs0, err := args(in, "input", "shape")
 	if err != nil {
 		return nil, err
 	}
-	s, err := arg(in, 1, "shape")
-	if err != nil {
-		return nil, err
-	}
-	dims, err := constInts(s, "the shape")
+	x := xs0[0]
+	dims, err := constInts(xs0[1], "the shape")
 	if err != nil {
 		return nil, err
 	}
@@ -325,15 +322,12 @@ func expandOp(im *importer, n *onnxpb.NodeProto, in []*val) ([]*val, error) {
 // tileOp repeats x along each axis: a gather of the axis' indices,
 // repeated.
 func tileOp(im *importer, n *onnxpb.NodeProto, in []*val) ([]*val, error) {
-	x, err := arg(in, 0, "input")
+	xr, err := args(in, "input", "repeats")
 	if err != nil {
 		return nil, err
 	}
-	rp, err := arg(in, 1, "repeats")
-	if err != nil {
-		return nil, err
-	}
-	reps, err := constInts(rp, "repeats")
+	x := xr[0]
+	reps, err := constInts(xr[1], "repeats")
 	if err != nil {
 		return nil, err
 	}

@@ -56,18 +56,11 @@ type recurrentRun struct {
 
 func recurrent(c cell) func(im *importer, n *onnxpb.NodeProto, in []*val) ([]*val, error) {
 	return func(im *importer, n *onnxpb.NodeProto, in []*val) ([]*val, error) {
-		x, err := arg(in, 0, "X")
+		xwr, err := args(in, "X", "W", "R")
 		if err != nil {
 			return nil, err
 		}
-		w, err := arg(in, 1, "W")
-		if err != nil {
-			return nil, err
-		}
-		r, err := arg(in, 2, "R")
-		if err != nil {
-			return nil, err
-		}
+		x, w, r := xwr[0], xwr[1], xwr[2]
 		rr := &recurrentRun{im: im, c: c, prov: im.prefix + nodeName(n), hidden: int(attrInt(n, "hidden_size", 0)),
 			clip: attrFloat(n, "clip", 0), lbr: attrInt(n, "linear_before_reset", 0) != 0}
 		dirs := 1
