@@ -530,3 +530,61 @@ func readInputSet(dir string) (map[string]Input, error) {
 	}
 	return set, nil
 }
+
+// ParseValue reads a value written on a command line: a number, true,
+// false, or a list [a, b, ...] of numbers (a scalar, or a vector for a
+// list); integers are i64, other numbers f32, true and false bool. ok is
+// false for anything else (a file name, say).
+func ParseValue(s string) (t *tensor.Tensor, ok bool) {
+	s = strings.TrimSpace(s)
+	switch s {
+	case "true", "false":
+		t := tensor.New(ir.Bool, nil)
+		if s == "true" {
+			t.Data[0] = 1
+		}
+		return t, true
+	}
+	list := strings.HasPrefix(s, "[") && strings.HasSuffix(s, "]")
+	items := []string{s}
+	if list {
+		items = strings.Split(s[1:len(s)-1], ",")
+	}
+	if len(items) > maxValueItems {
+		return nil, false
+	}
+	vals := make([]float64, len(items))
+	integer := true
+	for i, it := range items {
+		it = strings.TrimSpace(it)
+		v, err := strconv.ParseFloat(it, 64)
+		if err != nil {
+			return nil, false
+		}
+		if _, err := strconv.ParseInt(it, 10, 64); err != nil {
+			integer = false
+		}
+		vals[i] = v
+	}
+	var shape []int
+	if list {
+		shape = []int{len(vals)}
+	}
+	dt := ir.F32
+	if integer {
+		dt = ir.I64
+	}
+	t = tensor.New(dt, shape)
+	for i, v := range vals {
+		if dt == ir.I64 {
+			n, _ := strconv.ParseInt(strings.TrimSpace(items[i]), 10, 64)
+			binary.LittleEndian.PutUint64(t.Data[8*i:], uint64(n))
+			continue
+		}
+		t.SetFloat64At(i, v)
+	}
+	return t, true
+}
+
+// maxValueItems bounds the elements of a value written on a command line.
+const maxValueItems = 1 << 16

@@ -3,6 +3,7 @@ package carve
 import (
 	"bytes"
 	"encoding/binary"
+	"fmt"
 	"math"
 	"os"
 	"path/filepath"
@@ -293,4 +294,42 @@ func TestReadInputSets(t *testing.T) {
 	if _, err := ReadInputSets(filepath.Join(dir, "s1")); err == nil || !strings.Contains(err.Error(), "no input sets") {
 		t.Errorf("a folder without sets: %v", err)
 	}
+}
+
+func TestParseValue(t *testing.T) {
+	for _, tc := range []struct {
+		in   string
+		want string // the tensor's type and values, or "" for not a value
+	}{
+		{"1", "i64[] [1]"},
+		{"true", "bool[] [1]"},
+		{"false", "bool[] [0]"},
+		{"-2.5", "f32[] [-2.5]"},
+		{"[1, 2,3]", "i64[3] [1 2 3]"},
+		{"[1, 0.5]", "f32[2] [1 0.5]"},
+		{"9007199254740993", "i64[] [9.007199254740992e+15]"}, // Float64At rounds; the data is exact (below)
+		{"x.npy", ""},
+		{"[1,,2]", ""},
+		{"[]", ""},
+	} {
+		v, ok := ParseValue(tc.in)
+		got := ""
+		if ok {
+			got = fmt.Sprintf("%s %v", v.Type(), floatsOf(v))
+		}
+		if got != tc.want {
+			t.Errorf("ParseValue(%q) = %q, want %q", tc.in, got, tc.want)
+		}
+	}
+	if v, _ := ParseValue("9007199254740993"); binary.LittleEndian.Uint64(v.Data) != 9007199254740993 {
+		t.Errorf("an i64 value lost its low bits")
+	}
+}
+
+func floatsOf(t *tensor.Tensor) []float64 {
+	out := make([]float64, t.NumElements())
+	for i := range out {
+		out[i] = t.Float64At(i)
+	}
+	return out
 }

@@ -41,51 +41,6 @@ type modelInputs struct {
 	fixed     map[string]*tensor.Tensor // --input NAME=VALUE: fixed at import
 }
 
-// literal reads a value written on the command line: a number, true,
-// false, or a list [a, b, ...] of numbers; integers are i64, others f32.
-func literal(s string) (*tensor.Tensor, bool) {
-	s = strings.TrimSpace(s)
-	switch s {
-	case "true", "false":
-		t := tensor.New(ir.Bool, nil)
-		if s == "true" {
-			t.Data[0] = 1
-		}
-		return t, true
-	}
-	list := strings.HasPrefix(s, "[") && strings.HasSuffix(s, "]")
-	items := []string{s}
-	if list {
-		items = strings.Split(strings.Trim(s, "[]"), ",")
-	}
-	vals := make([]float64, len(items))
-	integer := true
-	for i, it := range items {
-		it = strings.TrimSpace(it)
-		v, err := strconv.ParseFloat(it, 64)
-		if err != nil {
-			return nil, false
-		}
-		if _, err := strconv.ParseInt(it, 10, 64); err != nil {
-			integer = false
-		}
-		vals[i] = v
-	}
-	var shape []int
-	if list {
-		shape = []int{len(vals)}
-	}
-	dt := ir.F32
-	if integer {
-		dt = ir.I64
-	}
-	t := tensor.New(dt, shape)
-	for i, v := range vals {
-		t.SetFloat64At(i, v)
-	}
-	return t, true
-}
-
 func (m *modelInputs) registerShapes(f *pflag.FlagSet) {
 	f.StringArrayVar(&m.shapes, "input-shape", nil, inputShapeHelp)
 }
@@ -157,7 +112,7 @@ func (m *modelInputs) inputMap() (map[string]carve.Input, error) {
 		}
 		in := carve.Input{File: val}
 		if _, err := os.Stat(val); err != nil {
-			lit, ok := literal(val)
+			lit, ok := carve.ParseValue(val)
 			if !ok {
 				return nil, fmt.Errorf("--input %s: %w (or give a value: a number, true, false, or [a, b, ...])", s, err)
 			}
