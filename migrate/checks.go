@@ -8,6 +8,7 @@ import (
 
 	"github.com/tapml/tapml/carve"
 	"github.com/tapml/tapml/ir"
+	"github.com/tapml/tapml/passes"
 	"github.com/tapml/tapml/runtime"
 )
 
@@ -33,7 +34,7 @@ func (d *Driver) TimeOps(onTarget []int) ([]carve.OpTime, error) {
 	var items []carve.Timed
 	last := time.Now()
 	exec.OnNode = func(n *ir.Node, _, _ []*runtime.Buffer) error {
-		if n.Place == "target" {
+		if n.Place == passes.Target {
 			if err := d.Target.Sync(); err != nil {
 				return err
 			}
