@@ -22,6 +22,7 @@ const (
 	OpArgmax
 	OpAttention
 	OpCast
+	OpCompare
 	OpConcat
 	OpConstant
 	OpConv2D
@@ -62,6 +63,7 @@ const (
 	OpTanh
 	OpTransfer
 	OpTranspose
+	OpWhere
 
 	numOps // the number of Ops, OpNone included
 )
@@ -73,6 +75,7 @@ var opNames = [numOps]string{
 	OpArgmax:           "argmax",
 	OpAttention:        "attention",
 	OpCast:             "cast",
+	OpCompare:          "compare",
 	OpConcat:           "concat",
 	OpConstant:         "constant",
 	OpConv2D:           "conv2d",
@@ -113,6 +116,7 @@ var opNames = [numOps]string{
 	OpTanh:             "tanh",
 	OpTransfer:         "transfer",
 	OpTranspose:        "transpose",
+	OpWhere:            "where",
 }
 
 // opsByName maps each name back to its Op.

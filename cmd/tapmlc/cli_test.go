@@ -289,8 +289,8 @@ func TestCarveAndTest(t *testing.T) {
 	if r := tapmlc(t, "test", bundle, "--target", "metal"); r.code != 0 || !strings.Contains(r.stdout, "pass the syntax check") {
 		t.Errorf("test on metal: exit %d\n%s\n%s", r.code, r.stdout, r.stderr)
 	}
-	if r := tapmlc(t, "test", bundle, "--target", "cpu", "--run", "no-such-case"); r.code != 1 {
-		t.Errorf("a --run that selects nothing: exit %d, want 1", r.code)
+	if r := tapmlc(t, "test", bundle, "--target", "cpu", "--run", "no-such-case"); r.code != 2 {
+		t.Errorf("a --run that selects nothing: exit %d, want 2", r.code)
 	}
 	// Zero tolerance for matmul on the GPU: its cases must now fail.
 	strict := filepath.Join(t.TempDir(), "strict.yaml")

@@ -23,6 +23,7 @@ type sample struct {
 }
 
 func f32(s ...int64) ir.Type { return ir.T(ir.F32, ir.S(s...)) }
+func i32(s ...int64) ir.Type { return ir.T(ir.I32, ir.S(s...)) }
 
 var pos = ir.T(ir.I32, nil)
 
@@ -70,6 +71,9 @@ func samples() []sample {
 		sample{op: ir.OpConvTranspose2D, attrs: ir.Attrs{"strides": ir.IntsAttr(2, 2), "groups": ir.IntAttr(2)}, in: []ir.Type{f32(1, 4, 3, 3), f32(4, 1, 3, 3)}},
 		sample{op: ir.OpResize, attrs: ir.Attrs{"size": ir.IntsAttr(6, 8), "mode": ir.StringAttr("linear")}, in: []ir.Type{f32(1, 2, 3, 4)}},
 		sample{op: ir.OpResize, attrs: ir.Attrs{"size": ir.IntsAttr(5, 2)}, in: []ir.Type{f32(1, 2, 3, 4)}},
+		sample{op: ir.OpCompare, attrs: ir.Attrs{"cmp": ir.StringAttr("le")}, in: []ir.Type{f32(2, 3), f32(3)}},
+		sample{op: ir.OpCompare, attrs: ir.Attrs{"cmp": ir.StringAttr("ne")}, in: []ir.Type{i32(4), i32()}},
+		sample{op: ir.OpWhere, in: []ir.Type{i32(2, 1), f32(2, 3), f32(3)}},
 	)
 	return ss
 }

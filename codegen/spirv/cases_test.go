@@ -150,6 +150,16 @@ func testCases() []testCase {
 	add(testCase{op: ir.OpTranspose, in: []ir.Type{f32(2, 3, 4)}, attrs: ir.Attrs{"perm": ir.IntsAttr(2, 0, 1)}})
 	add(testCase{op: ir.OpSlice, in: []ir.Type{f32(10, 4)}, attrs: ir.Attrs{"axis": ir.IntAttr(0), "start": ir.IntAttr(2), "end": ir.IntAttr(8), "step": ir.IntAttr(2)}})
 	add(testCase{op: ir.OpSlice, in: []ir.Type{f32(3, 5, 6)}, attrs: ir.Attrs{"axis": ir.IntAttr(-1), "start": ir.IntAttr(-3), "end": ir.IntAttr(100)}})
+	// compare and where: booleans are i32 0/1; every comparison, with
+	// broadcasting, on f32 and i32; where on both element types.
+	for _, cmp := range ir.Comparisons {
+		add(testCase{name: "compare_" + cmp, op: ir.OpCompare, in: []ir.Type{f32(3, 4), f32(4)}, attrs: ir.Attrs{"cmp": ir.StringAttr(cmp)},
+			fill: map[int]func(int) float64{0: func(i int) float64 { return float64(i%5 - 2) }, 1: func(i int) float64 { return float64(i%3 - 1) }}})
+	}
+	add(testCase{name: "compare_int", op: ir.OpCompare, in: []ir.Type{i32(6), i32(6)}, attrs: ir.Attrs{"cmp": ir.StringAttr("le")},
+		fill: map[int]func(int) float64{0: func(i int) float64 { return float64(i % 3) }, 1: func(i int) float64 { return float64(i % 2) }}})
+	add(testCase{op: ir.OpWhere, in: []ir.Type{i32(3, 1), f32(3, 4), f32(4)}, fill: map[int]func(int) float64{0: func(i int) float64 { return float64(i % 2) }}})
+	add(testCase{name: "where_int", op: ir.OpWhere, in: []ir.Type{i32(5), i32(5), i32()}, fill: map[int]func(int) float64{0: func(i int) float64 { return float64(i % 3) }}})
 	add(testCase{op: ir.OpConcat, in: []ir.Type{f32(2, 3), f32(2, 5)}, attrs: ir.Attrs{"axis": ir.IntAttr(1)}})
 	add(testCase{op: ir.OpConcat, in: []ir.Type{f32(1, 4), f32(2, 4), f32(3, 4)}, attrs: ir.Attrs{"axis": ir.IntAttr(0)}})
 	add(testCase{op: ir.OpProbe, in: []ir.Type{f32(5, 3)}, attrs: ir.Attrs{"tag": ir.StringAttr("x")}})

@@ -47,6 +47,7 @@ type Limits = wgsl.Limits
 type Options = wgsl.Options
 
 // Entry is the entry point of every generated kernel.
+
 const Entry = "main"
 
 // Language is the codegen.Kernel language of SPIR-V kernels.

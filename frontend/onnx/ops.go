@@ -2,6 +2,7 @@ package onnx
 
 import (
 	"fmt"
+	"maps"
 	"math"
 	"slices"
 
@@ -17,14 +18,17 @@ type handler struct {
 	since int64
 }
 
-// handlers is the op table: every ONNX op the importer reads.
-var handlers map[string]handler
+// handlers is the op table: every ONNX op the importer reads (the files
+// of control flow, comparisons and recurrent ops add theirs).
+var handlers = map[string]handler{}
+
+// h is the handler of an op read in every opset.
+func h(fn func(im *importer, n *onnxpb.NodeProto, in []*val) ([]*val, error)) handler {
+	return handler{fn: fn, since: 1}
+}
 
 func init() {
-	h := func(fn func(im *importer, n *onnxpb.NodeProto, in []*val) ([]*val, error)) handler {
-		return handler{fn: fn, since: 1}
-	}
-	handlers = map[string]handler{
+	maps.Copy(handlers, map[string]handler{
 		"Conv": h(convOp), "ConvTranspose": h(convOp), "BatchNormalization": h(batchNorm),
 		"MatMul": h(matmulOp), "Gemm": h(gemm),
 		"Add": h(binaryOp(ir.OpAdd)), "Sub": h(binaryOp(ir.OpSub)), "Mul": h(binaryOp(ir.OpMul)), "Div": h(divOp), "Pow": h(powOp),
@@ -42,7 +46,7 @@ func init() {
 		"MaxPool": h(pool), "AveragePool": h(pool),
 		"GlobalAveragePool": h(globalPool(ir.OpReduceMean)), "GlobalMaxPool": h(globalPool(ir.OpReduceMax)),
 		"LayerNormalization": {layerNorm, 17},
-	}
+	})
 }
 
 // SupportedOps lists the ONNX ops the importer translates, sorted.
@@ -52,6 +56,23 @@ func SupportedOps() []string {
 		out = append(out, k)
 	}
 	slices.Sort(out)
+	return out
+}
+
+// OpInfo is an ONNX op of the default domain the importer translates, and
+// the opsets it reads it in.
+type OpInfo struct {
+	Name         string
+	Since, Until int64
+}
+
+// Ops lists every ONNX op the importer translates with its opset range
+// (within MinOpset to MaxOpset), sorted by name.
+func Ops() []OpInfo {
+	var out []OpInfo
+	for _, name := range SupportedOps() {
+		out = append(out, OpInfo{Name: name, Since: max(handlers[name].since, MinOpset), Until: MaxOpset})
+	}
 	return out
 }
 
@@ -847,6 +868,11 @@ func cast(im *importer, n *onnxpb.NodeProto, in []*val) ([]*val, error) {
 	dt, ok := runtimeDType(to)
 	if !ok {
 		return nil, fmt.Errorf("cast to %s is not supported", typeName(to))
+	}
+	if onnxpb.TensorProto_DataType(to) == onnxpb.TensorProto_BOOL {
+		// A boolean is 0 or 1 at run time: x != 0 (a cast would truncate).
+		z := &val{c: tensor.New(x.dtype(), nil)}
+		return one(im.op(ir.OpCompare, ir.Attrs{"cmp": ir.StringAttr("ne")}, x, z))
 	}
 	if dt == x.dtype() {
 		return []*val{x}, nil

@@ -128,6 +128,13 @@ func opCases() []opCase {
 		f32s([]int{4}, float32(math.Copysign(0, -1)), 0, 1, float32(math.NaN())))
 	add("minimum/zeros_nan", ir.OpMinimum, nil, exact, f32s([]int{4}, 0, float32(math.Copysign(0, -1)), float32(math.NaN()), 2),
 		f32s([]int{4}, float32(math.Copysign(0, -1)), 0, 1, float32(math.NaN())))
+	for _, c := range ir.Comparisons {
+		add("compare/"+c, ir.OpCompare, ir.Attrs{"cmp": ir.StringAttr(c)}, exact, randF32(r, -1, 1, 4, 1, 6), randF32(r, -1, 1, 5, 1))
+		add("compare/"+c+"/special", ir.OpCompare, ir.Attrs{"cmp": ir.StringAttr(c)}, exact, special, f32s(nil, float32(math.NaN())))
+		add("compare/"+c+"/i32", ir.OpCompare, ir.Attrs{"cmp": ir.StringAttr(c)}, exact, randI32(r, -2, 2, 3, 4), randI32(r, -2, 2, 4))
+	}
+	add("where", ir.OpWhere, nil, exact, randI32(r, -1, 2, 2, 1), special, randF32(r, -1, 1, 2, 8))
+	add("where/i32", ir.OpWhere, nil, exact, randI32(r, 0, 2, 6), randI32(r, -9, 9, 6), randI32(r, -9, 9))
 	add("add/i32", ir.OpAdd, nil, exact, randI32(r, -100, 100, 5, 3), randI32(r, -100, 100, 3))
 	add("mul/i64", ir.OpMul, nil, exact, randI64(r, -100, 100, 4, 6), randI64(r, -100, 100, 4, 1))
 	add("maximum/i32", ir.OpMaximum, nil, exact, randI32(r, -9, 9, 11), randI32(r, -9, 9, 11))

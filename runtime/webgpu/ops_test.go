@@ -236,6 +236,12 @@ func opCases() []opCase {
 	add(opCase{name: "concat axis0", op: ir.OpConcat, attrs: ir.Attrs{"axis": ir.IntAttr(0)}, gen: ins(f32s(-1, 1, 2, 5), f32s(-1, 1, 3, 5), f32s(-1, 1, 1, 5)), tol: exact})
 	add(opCase{name: "concat axis1", op: ir.OpConcat, attrs: ir.Attrs{"axis": ir.IntAttr(-1)}, gen: ins(f32s(-1, 1, 4, 3), f32s(-1, 1, 4, 0), f32s(-1, 1, 4, 7)), tol: exact})
 	add(opCase{name: "concat i32", op: ir.OpConcat, attrs: ir.Attrs{"axis": ir.IntAttr(1)}, gen: ins(ids(0, 9, 2, 2, 3), ids(0, 9, 2, 1, 3)), tol: exact})
+	cmp := func(c string) ir.Attrs { return ir.Attrs{"cmp": ir.StringAttr(c)} }
+	add(opCase{name: "compare ge", op: ir.OpCompare, attrs: cmp("ge"), gen: ins(f32s(-1, 1, 5, 1, 7), f32s(-1, 1, 3, 7)), tol: exact})
+	add(opCase{name: "compare eq i32", op: ir.OpCompare, attrs: cmp("eq"), gen: ins(ids(0, 3, 4, 3), ids(0, 3, 3)), tol: exact})
+	add(opCase{name: "compare lt scalar", op: ir.OpCompare, attrs: cmp("lt"), gen: ins(f32s(-1, 1, 9), f32s(-1, 1)), tol: exact})
+	add(opCase{name: "where", op: ir.OpWhere, gen: ins(ids(0, 2, 5, 1), f32s(-1, 1, 3, 5, 7), f32s(-1, 1, 7)), tol: exact})
+	add(opCase{name: "where i32", op: ir.OpWhere, gen: ins(ids(-1, 2, 4), ids(0, 9, 4), ids(0, 9)), tol: exact})
 	cs = append(cs, nnOpCases()...) // nn_ops_test.go
 	return cs
 }

@@ -135,6 +135,12 @@ func Cases() []Case {
 		Case{"reduce_sum_none", ir.OpReduceSum, ir.Attrs{"axes": ints()}, []ir.Type{F32(3, 4)}},
 		Case{"reduce_mean", ir.OpReduceMean, ir.Attrs{"axes": ints(-1)}, []ir.Type{F32(7, 64)}},
 		Case{"reduce_max", ir.OpReduceMax, ir.Attrs{"axes": ints(1), "keepdims": ir.BoolAttr(false)}, []ir.Type{F32(2, 9, 3)}},
+		// The ops of ir/ops_logic.go.
+		Case{"compare_ge", ir.OpCompare, ir.Attrs{"cmp": ir.StringAttr("ge")}, []ir.Type{F32(5, 1, 7), F32(3, 7)}},
+		Case{"compare_eq_i32", ir.OpCompare, ir.Attrs{"cmp": ir.StringAttr("eq")}, []ir.Type{I32(4, 3), I32(3)}},
+		Case{"compare_ne", ir.OpCompare, ir.Attrs{"cmp": ir.StringAttr("ne")}, []ir.Type{F32(6), F32()}},
+		Case{"where", ir.OpWhere, nil, []ir.Type{I32(5, 1), F32(3, 5, 7), F32(7)}},
+		Case{"where_i32", ir.OpWhere, nil, []ir.Type{I32(4), I32(), I32(4)}},
 	)
 }
 
