@@ -26,7 +26,24 @@ import (
 // that names its architecture or the unsupported setting, never loaded
 // half-understood.
 var fixturesBuilt = map[string]bool{
-	"llama": true, "llama_tied": true, "llama_v4": true, "qwen2": true, "gpt2": true,
+	"gemma":                true,
+	"gemma2":               true,
+	"gemma3":               true,
+	"gpt2":                 true,
+	"llama":                true,
+	"llama_rope_dynamic":   true,
+	"llama_rope_linear":    true,
+	"llama_rope_llama3":    true,
+	"llama_rope_llama3_v4": true,
+	"llama_rope_yarn":      true,
+	"llama_tied":           true,
+	"llama_v4":             true,
+	"mistral":              true,
+	"phi3":                 true,
+	"phi3_longrope":        true,
+	"phi3_su_v4":           true,
+	"qwen2":                true,
+	"qwen3":                true,
 }
 
 // fixtureTol bounds max|got - want| / max|want| over a step's logits. Both
