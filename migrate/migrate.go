@@ -74,11 +74,11 @@ type Trace struct {
 }
 
 // Generated returns the tokens the trace generated: the greedy token of
-// each forward, up to (not including) BOS.
-func (t *Trace) Generated(bos int) []int {
+// each forward, up to (not including) the first that ends generation.
+func (t *Trace) Generated(isEOG func(int) bool) []int {
 	var out []int
 	for _, g := range t.Greedy {
-		if g == bos {
+		if isEOG(g) {
 			break
 		}
 		out = append(out, g)
@@ -436,7 +436,7 @@ func (d *Driver) generate(m *ir.Module, onNode func(n *ir.Node, in, out []*runti
 	}
 	for s.Pos < steps {
 		next := tr.Greedy[len(tr.Greedy)-1]
-		if next == d.Tok.BOS() {
+		if d.Tok.IsEOG(next) {
 			break
 		}
 		if err := forward([]int{next}); err != nil {

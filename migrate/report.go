@@ -70,7 +70,7 @@ func (d *Driver) newReport(strategy string) *Report {
 	r := &Report{
 		Model: d.Model.Name, Target: d.Opts.Target, Device: d.Target.Name(), Strategy: strategy, Prompt: d.Opts.Prompt,
 		Steps: d.Opts.Steps, Thresholds: d.Opts.Thresholds, Candidates: len(d.order), Unsupported: d.unsupported,
-		RefTokens: d.ref.Generated(d.Tok.BOS()), Forwards: len(d.ref.Calls), start: time.Now(),
+		RefTokens: d.ref.Generated(d.Tok.IsEOG), Forwards: len(d.ref.Calls), start: time.Now(),
 	}
 	if dt, ok := d.Tok.(interface{ Decode([]int) string }); ok {
 		r.RefText = dt.Decode(r.RefTokens)

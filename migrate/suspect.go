@@ -166,8 +166,8 @@ func (d *Driver) analyse(loc *Localisation, dir string) ([]Suspect, *Regression,
 	if err != nil {
 		return nil, nil, fmt.Errorf("carving the suspects: %w", err)
 	}
-	if refGen := d.ref.Generated(d.Tok.BOS()); len(gen) > len(refGen) || !slices.Equal(gen, refGen[:len(gen)]) {
-		return nil, nil, fmt.Errorf("carving the suspects: the probed reference generated %v, the reference %v", gen, d.ref.Generated(d.Tok.BOS()))
+	if refGen := d.ref.Generated(d.Tok.IsEOG); len(gen) > len(refGen) || !slices.Equal(gen, refGen[:len(gen)]) {
+		return nil, nil, fmt.Errorf("carving the suspects: the probed reference generated %v, the reference %v", gen, d.ref.Generated(d.Tok.IsEOG))
 	}
 	cases := rec.Cases()
 	recording := &carve.Recording{

@@ -80,8 +80,12 @@ type Config struct {
 	Model arch.Config // the family's configuration
 	Vocab int         // vocab_size
 	// BOS and EOS are bos_token_id and eos_token_id (the first, when a
-	// list), or -1 when absent.
+	// list), or -1 when absent. Neither decides what the tokenizer adds
+	// around a prompt: its own files do.
 	BOS, EOS int
+	// EOG are the ids that end generation: eos_token_id, all of a list
+	// (generation_config.json's replaces config.json's in Load).
+	EOG []int
 	// MaxPositions is max_position_embeddings (n_positions), before
 	// MaxSeqCap.
 	MaxPositions int
@@ -212,19 +216,34 @@ func (o jsonObject) string(key, def string) (string, error) {
 // tokenID reads bos_token_id or eos_token_id: an integer, a list of them
 // (the first counts), or absent (-1).
 func (o jsonObject) tokenID(key string) (int, error) {
+	ids, err := o.tokenIDs(key)
+	if err != nil || len(ids) == 0 {
+		return -1, err
+	}
+	return ids[0], nil
+}
+
+// tokenIDs reads a token id key: an integer, a list of them, or absent
+// (none).
+func (o jsonObject) tokenIDs(key string) ([]int, error) {
 	if !o.present(key) {
-		return -1, nil
+		return nil, nil
 	}
 	var list []json.RawMessage
-	raw := o.m[key]
-	if json.Unmarshal(raw, &list) == nil {
-		if len(list) == 0 {
-			return -1, nil
-		}
-		raw = list[0]
+	raw := []json.RawMessage{o.m[key]}
+	if json.Unmarshal(o.m[key], &list) == nil {
+		raw = list
 	}
-	sub := jsonObject{file: o.file, m: map[string]json.RawMessage{key: raw}}
-	return sub.int(key, -1, 0, math.MaxInt32)
+	var ids []int
+	for _, r := range raw {
+		sub := jsonObject{file: o.file, m: map[string]json.RawMessage{key: r}}
+		id, err := sub.int(key, -1, 0, math.MaxInt32)
+		if err != nil {
+			return nil, err
+		}
+		ids = append(ids, id)
+	}
+	return ids, nil
 }
 
 // unsupported rejects a key whose value is anything but absent, null or
@@ -282,6 +301,9 @@ func ParseConfig(name string, data []byte) (*Config, error) {
 		return nil, err
 	}
 	if c.EOS, err = o.tokenID("eos_token_id"); err != nil {
+		return nil, err
+	}
+	if c.EOG, err = o.tokenIDs("eos_token_id"); err != nil {
 		return nil, err
 	}
 	if c.Vocab, err = o.int("vocab_size", -1, 1, bigVocab); err != nil {

@@ -17,6 +17,7 @@
 package hf
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -51,6 +52,9 @@ func Load(dir string) (*ir.Module, *bpe.Tokenizer, error) {
 	if err != nil {
 		return nil, nil, err
 	}
+	if err := cfg.readGenerationConfig(filepath.Join(dir, GenerationConfigFile)); err != nil {
+		return nil, nil, err
+	}
 	ck, err := OpenCheckpoint(dir)
 	if err != nil {
 		return nil, nil, err
@@ -81,6 +85,29 @@ func Load(dir string) (*ir.Module, *bpe.Tokenizer, error) {
 	return m, tok, nil
 }
 
+// readGenerationConfig takes the ids that end generation from
+// generation_config.json's eos_token_id (an id or a list), when the file
+// exists and names them: transformers' generate stops there.
+func (c *Config) readGenerationConfig(path string) error {
+	data, err := readSmall(path, maxConfigFile)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	o := jsonObject{file: path}
+	if err := json.Unmarshal(data, &o.m); err != nil || o.m == nil {
+		return fmt.Errorf("%s: not a JSON object: %v", path, err)
+	}
+	ids, err := o.tokenIDs("eos_token_id")
+	if err != nil || ids == nil {
+		return err
+	}
+	c.EOG = ids
+	return nil
+}
+
 // loadTokenizer reads the model's tokenizer.json, completed by its
 // config.json and checked against its vocabulary size.
 func loadTokenizer(path string, cfg *Config) (*bpe.Tokenizer, error) {
@@ -88,9 +115,10 @@ func loadTokenizer(path string, cfg *Config) (*bpe.Tokenizer, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := useConfig(&c, cfg); err != nil {
-		return nil, fmt.Errorf("%s: %w", path, err)
-	}
+	// What goes around a prompt is the tokenizer's own business (its
+	// post-processor), never config.json's bos_token_id; generation ends
+	// at the model's EOS ids.
+	c.EOG = cfg.EOG
 	tok, err := newTokenizer(path, c)
 	if err != nil {
 		return nil, err

@@ -326,8 +326,11 @@ func TestGPT2Generate(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if tok.BOS() != 263 || tok.EOS() != 263 {
-		t.Fatalf("bos %d eos %d", tok.BOS(), tok.EOS())
+	// config.json's bos_token_id does not make the tokenizer prepend
+	// anything (its post-processor adds nothing); eos_token_id ends
+	// generation.
+	if tok.BOS() != -1 || tok.EOS() != -1 || !tok.IsEOG(263) {
+		t.Fatalf("bos %d eos %d eog %v", tok.BOS(), tok.EOS(), tok.EOG())
 	}
 	text, ids := generate(t, m, tok, "hello the", 20)
 	if !strings.HasPrefix(text, "hello the") || len(ids) == 0 {
