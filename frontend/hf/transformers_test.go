@@ -114,7 +114,7 @@ func readFixtureRef(t *testing.T, dir string) *fixtureRef {
 	return ref
 }
 
-func fixtureDirs(t *testing.T) []string {
+func fixtureDirs(t testing.TB) []string {
 	t.Helper()
 	dirs, err := filepath.Glob(filepath.Join("testdata", "models", "*", "reference.json"))
 	if err != nil || len(dirs) == 0 {

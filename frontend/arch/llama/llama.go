@@ -83,6 +83,10 @@ func (c Config) Sliding(l int) bool {
 	return c.SlidingWindow > 0 && (c.SlidingLayers == nil || c.SlidingLayers[l])
 }
 
+// maxRopeTable bounds the frequencies of a dynamic NTK table (64 MiB):
+// far above real models (4096 positions × 64 pairs is 1 MiB).
+const maxRopeTable = 1 << 24
+
 // HeadDim is the width of one attention head.
 func (c Config) HeadDim() int {
 	if c.HeadSize != 0 {
@@ -125,6 +129,9 @@ func (c Config) Validate() error {
 	}
 	if err := c.RopeScaling.Validate(c.rotated()); err != nil {
 		return err
+	}
+	if rows, pairs := c.MaxSeq-c.RopeScaling.OriginalMax+1, c.rotated()/2; c.RopeScaling.Type == "dynamic" && rows*pairs > maxRopeTable {
+		return fmt.Errorf("dynamic NTK needs a table of %d lengths × %d pairs, more than %d frequencies", rows, pairs, maxRopeTable)
 	}
 	if n := len(c.RopeFreqFactors); n > 0 {
 		pairs := c.rotated() / 2
