@@ -1,11 +1,13 @@
 // Package hf imports Hugging Face model folders: config.json, the weights
 // in model.safetensors (or shards listed by model.safetensors.index.json)
-// and, when present, tokenizer.json. Supported architectures are
-// LlamaForCausalLM and Qwen2ForCausalLM (through frontend/arch/llama, with
-// Hugging Face's "half" RoPE layout and Qwen2's q/k/v biases) and
-// GPT2LMHeadModel (through frontend/arch/gpt2); each is a family (config.go)
-// in a file of its own that maps config.json and the tensor names onto the
-// arch family. Weights may be F32, F16 or BF16; they are memory-mapped, F32
+// and, when present, tokenizer.json and generation_config.json. Supported
+// architectures (Architectures) are the LLaMA-like ones (llama.go: Llama,
+// Mistral, Qwen2, Qwen3 and Phi-3 through frontend/arch/llama, with Hugging
+// Face's "half" RoPE layout), Gemma 1-3 (gemma.go, frontend/arch/gemma) and
+// GPT2LMHeadModel (gpt2.go, frontend/arch/gpt2); each is a family
+// (config.go) that maps config.json and the tensor names onto the arch
+// family. RoPE settings in either form transformers writes are read once,
+// in rope.go. Weights may be F32, F16 or BF16; they are memory-mapped, F32
 // ones used in place and 16-bit ones widened to f32 on first use.
 //
 // Everything read from the folder is checked: config.json's
