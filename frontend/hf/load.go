@@ -118,8 +118,11 @@ func loadTokenizer(path string, cfg *Config) (*bpe.Tokenizer, error) {
 		return nil, err
 	}
 	// What goes around a prompt is the tokenizer's own business (its
-	// post-processor), never config.json's bos_token_id; generation ends
-	// at the model's EOS ids.
+	// post-processor), never config.json's bos_token_id. Nor is it
+	// tokenizer_config.json's add_bos_token: transformers 5 drops that key
+	// when tokenizer.json exists (PreTrainedTokenizerBase._from_pretrained),
+	// and tapml reads only tokenizer.json. Generation ends at the model's
+	// EOS ids.
 	c.EOG = cfg.EOG
 	tok, err := newTokenizer(path, c)
 	if err != nil {

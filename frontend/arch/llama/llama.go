@@ -55,8 +55,8 @@ type Config struct {
 	// SlidingWindow positions.
 	SlidingWindow int
 	SlidingLayers []bool
-	// LocalRopeTheta, when positive, is the RoPE base of the sliding
-	// layers, unscaled (Gemma 3's local layers).
+	// LocalRopeTheta, when positive, is the RoPE base of the layers
+	// SlidingLayers marks, unscaled (Gemma 3's local layers).
 	LocalRopeTheta float64
 	// QKNorm: q and k are RMS-normed per head before RoPE (Qwen3), by
 	// layers.N.attention.q_norm and k_norm [head dim].
@@ -78,10 +78,11 @@ func (c Config) rotated() int {
 	return c.HeadDim()
 }
 
+// local reports whether SlidingLayers marks layer l (all when nil).
+func (c Config) local(l int) bool { return c.SlidingLayers == nil || c.SlidingLayers[l] }
+
 // Sliding reports whether layer l attends through the sliding window.
-func (c Config) Sliding(l int) bool {
-	return c.SlidingWindow > 0 && (c.SlidingLayers == nil || c.SlidingLayers[l])
-}
+func (c Config) Sliding(l int) bool { return c.SlidingWindow > 0 && c.local(l) }
 
 // maxRopeTable bounds the frequencies of a dynamic NTK table (64 MiB):
 // far above real models (4096 positions × 64 pairs is 1 MiB).
@@ -387,8 +388,10 @@ func (p Parts) Attention(f *arch.Forward, l int, h *ir.Value, kv []*ir.Value) (*
 	if c.AttnSoftcap > 0 {
 		attrs["softcap"] = ir.FloatAttr(c.AttnSoftcap)
 	}
-	if c.Sliding(l) {
+	if c.local(l) {
 		rope = p.local
+	}
+	if c.Sliding(l) {
 		attrs["window"] = ir.IntAttr(int64(c.SlidingWindow))
 	}
 	q = f.Rope(pre+"attention.rope_q", q, rope)

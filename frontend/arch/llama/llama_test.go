@@ -140,6 +140,20 @@ func TestAttentionFeatures(t *testing.T) {
 			}
 		}
 	}
+	// Without a window, the marked layers still take the local base (a
+	// Gemma 3 whose sliding_window is null).
+	nw := c
+	nw.SlidingWindow, nw.RopeScaling = 0, arch.RopeScaling{}
+	m, err = arch.Build("no window", nw, RandomWeights(nw, 5))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range m.Func("decode").Nodes {
+		if n.Op == ir.OpRope && (n.Attrs.Float("theta") == 1000) != strings.HasPrefix(n.Prov, "layers.0.") ||
+			n.Op == ir.OpAttention && n.Attrs.Int("window") != 0 {
+			t.Errorf("no window: %s: attrs %v", n.Prov, n.Attrs)
+		}
+	}
 	for _, tc := range []struct {
 		edit func(*Config)
 		err  string
