@@ -339,9 +339,10 @@ func (r *Recorder) Cases() []*Case {
 }
 
 // Generate runs a language model (the LLM calling convention of
-// runtime/llm) greedily: the prompt's tokens (after BOS) through prefill
-// (decode when it is one token), then one decode step per generated token
-// until steps positions are processed or BOS comes out. It returns the
+// runtime/llm) greedily: the prompt's tokens (after BOS, when the
+// tokenizer prepends one) through prefill (decode when it is one token),
+// then one decode step per generated token until steps positions are
+// processed or an end-of-generation token comes out. It returns the
 // generated ids. progress, when set, gets the positions done after each call.
 func (r *Recorder) Generate(tok llm.Tokenizer, prompt string, steps int, progress func(done, total int)) ([]int, error) {
 	m := r.Module
@@ -429,7 +430,7 @@ func (r *Recorder) Generate(tok llm.Tokenizer, prompt string, steps int, progres
 	var gen []int
 	for pos < steps {
 		next := llm.Argmax(logits)
-		if next == tok.BOS() {
+		if tok.IsEOG(next) {
 			break
 		}
 		gen = append(gen, next)
@@ -438,7 +439,7 @@ func (r *Recorder) Generate(tok llm.Tokenizer, prompt string, steps int, progres
 		}
 	}
 	if progress != nil && pos < steps {
-		progress(steps, steps) // stopped early (BOS): the run is complete
+		progress(steps, steps) // stopped early (end of generation): the run is complete
 	}
 	return gen, nil
 }

@@ -105,7 +105,7 @@ func (d *Driver) newReport(strategy string) *Report {
 		Candidates: len(d.order), Unsupported: d.unsupported, Forwards: len(d.ref.Funcs), start: time.Now(),
 	}
 	if r.Language {
-		r.RefTokens = d.ref.Generated(d.Tok.BOS())
+		r.RefTokens = d.ref.Generated(d.Tok.IsEOG)
 		if dt, ok := d.Tok.(interface{ Decode([]int) string }); ok {
 			r.RefText = dt.Decode(r.RefTokens)
 		}

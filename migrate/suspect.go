@@ -199,7 +199,7 @@ func (d *Driver) carveSuspects(set []*ir.Node) (*suspectCarving, error) {
 		return nil, err
 	}
 	if d.IsLanguageModel() {
-		refGen := d.ref.Generated(d.Tok.BOS())
+		refGen := d.ref.Generated(d.Tok.IsEOG)
 		if len(gen) > len(refGen) || !slices.Equal(gen, refGen[:len(gen)]) {
 			return nil, fmt.Errorf("the probed reference generated %v, the reference %v", gen, refGen)
 		}

@@ -42,11 +42,11 @@ type Trace struct {
 }
 
 // Generated returns the tokens the trace generated: the greedy token of
-// each forward, up to (not including) BOS.
-func (t *Trace) Generated(bos int) []int {
+// each forward, up to (not including) the first that ends generation.
+func (t *Trace) Generated(isEOG func(int) bool) []int {
 	var out []int
 	for _, g := range t.Greedy {
-		if g == bos {
+		if isEOG(g) {
 			break
 		}
 		out = append(out, g)
@@ -111,7 +111,7 @@ func (g *generation) run(exec *runtime.Executor, force *Trace, step *int) (*Trac
 	}
 	for s.Pos < steps {
 		next := tr.Greedy[len(tr.Greedy)-1]
-		if next == g.tok.BOS() {
+		if g.tok.IsEOG(next) {
 			break
 		}
 		if err := forward([]int{next}); err != nil {

@@ -31,8 +31,11 @@ func init() {
 		Use:   "run [MODEL]",
 		Short: "Generate text with a language model, or run any model on its inputs, on a target",
 		Long: `Generate text with a language model, as llama2.c's run.c does: the prompt
-(after BOS) is echoed, then tokens are generated until --steps positions are
-processed or BOS is sampled. Only the text goes to stdout.
+(after BOS, when the tokenizer prepends one) is echoed, then tokens are
+generated until --steps positions are processed or an end-of-generation token
+is sampled: the model's EOS ids (a Hugging Face folder's generation_config.json
+or config.json eos_token_id; GGUF's EOS, EOT and EOM ids), or BOS for llama2.c
+checkpoints, as run.c stops. Only the text goes to stdout.
 
 A model that is not a language model (no @prefill/@decode: an ONNX model's
 @main) is called once per function on its inputs: --input NAME=FILE (.npy,

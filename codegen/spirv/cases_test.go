@@ -131,6 +131,9 @@ func testCases() []testCase {
 	add(testCase{op: ir.OpRope, in: []ir.Type{f32(1, 3, 8), i32()}, attrs: ir.Attrs{"dims": ir.IntAttr(4), "theta": ir.FloatAttr(500000)}, fill: pos(1000)})
 	add(testCase{op: ir.OpRope, in: []ir.Type{f32(3, 4, 16), i32()}, attrs: ir.Attrs{"theta": ir.FloatAttr(500000),
 		"freq_factors": ir.FloatsAttr(1, 1, 1.5, 2, 4, 8, 8, 8)}, fill: pos(200)})
+	table := map[int]func(int) float64{1: constFill(14), 2: func(i int) float64 { return 1 / float64(1+i) }}
+	add(testCase{name: "rope_table", op: ir.OpRope, in: []ir.Type{f32(3, 4, 16), i32(), f32(5, 8)},
+		attrs: ir.Attrs{"style": ir.StringAttr("half"), "original_max": ir.IntAttr(16), "attention_factor": ir.FloatAttr(1.2)}, fill: table})
 
 	add(testCase{op: ir.OpKVWrite, in: []ir.Type{f32(8, 2, 4), f32(3, 2, 4), i32()}, fill: map[int]func(int) float64{2: constFill(2)}})
 	add(testCase{op: ir.OpKVWrite, in: []ir.Type{f32(16, 1, 8), f32(1, 1, 8), i32()}, fill: map[int]func(int) float64{2: constFill(15)}})
@@ -142,6 +145,8 @@ func testCases() []testCase {
 	add(testCase{op: ir.OpAttention, in: []ir.Type{f32(3, 4, 8), f32(10, 2, 8), f32(10, 2, 8), i32()}, attrs: att(0.35, true), fill: posAt(2)})
 	add(testCase{name: "attention_noncausal", op: ir.OpAttention, in: []ir.Type{f32(3, 4, 8), f32(10, 2, 8), f32(10, 2, 8), i32()}, attrs: att(0.35, false), fill: posAt(2)})
 	add(testCase{op: ir.OpAttention, in: []ir.Type{f32(1, 4, 48), f32(64, 4, 48), f32(64, 4, 48), i32()}, attrs: att(0.144, true), fill: posAt(40)})
+	add(testCase{name: "attention_softcap_window", op: ir.OpAttention, in: []ir.Type{f32(3, 4, 8), f32(20, 2, 8), f32(20, 2, 8), i32()},
+		attrs: ir.Attrs{"scale": ir.FloatAttr(0.35), "softcap": ir.FloatAttr(0.5), "window": ir.IntAttr(4)}, fill: posAt(9)})
 	add(testCase{name: "attention_chunked", op: ir.OpAttention, in: []ir.Type{f32(2, 2, 8), f32(2100, 1, 8), f32(2100, 1, 8), i32()}, attrs: att(0.35, true), fill: posAt(2098)})
 
 	add(testCase{op: ir.OpReshape, in: []ir.Type{f32(3, 4)}, attrs: ir.Attrs{"shape": ir.ShapeAttr(ir.S(12))}})

@@ -17,7 +17,8 @@ import "sort"
 //     from element 1 (never returning 0); rope rotates pair i by the angle of
 //     pair i+1; kv_write writes rows pos+1..; attention reads key row t+1.
 //   - wrong_constant: a constant perturbed. rms_norm and layer_norm use
-//     eps·1000 (plus 1e-3); rope uses theta·1.1; attention uses scale·1.1;
+//     eps·1000 (plus 1e-3); rope uses theta·1.1 (with a freqs table, its
+//     frequencies ·1.1); attention uses scale·1.1;
 //     constant adds 1 to its values; gelu uses 0.05 for 0.044715;
 //     fused_elementwise multiplies its first float constant by 1.1.
 //   - missing_barrier: drops a workgroupBarrier() in kernels that share

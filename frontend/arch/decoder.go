@@ -12,6 +12,7 @@
 package arch
 
 import (
+	"encoding/binary"
 	"fmt"
 	"math"
 
@@ -68,6 +69,18 @@ type Decoder struct {
 	// Logits maps the last position's hidden state [1, dim] to the logits
 	// [1, vocab]: the classifier and whatever follows it.
 	Logits func(f *Forward, x *ir.Value) *ir.Value
+	// Computed are f32 weights the family derives from its configuration
+	// rather than reads from the checkpoint (RoPE frequency tables);
+	// Forward.W finds them by name too.
+	Computed []*Computed
+}
+
+// Computed is a weight computed from a configuration: its canonical name,
+// shape and f32 elements, row-major.
+type Computed struct {
+	Name  string
+	Shape []int
+	Data  []float32
 }
 
 // Part is the weight Name: rows Lo..Hi-1 (along the first axis) of the
@@ -131,14 +144,30 @@ func (f *Forward) Heads(x *ir.Value, heads, headDim int) *ir.Value {
 // returns the heads joined back to [seq, heads·headDim] and the updated
 // caches. Nodes are at prov (the attention), prov.k_cache and prov.v_cache.
 func (f *Forward) CachedAttention(prov string, q, k, v, kCache, vCache *ir.Value, scale float64) (out, newK, newV *ir.Value) {
+	return f.CachedAttentionWith(prov, q, k, v, kCache, vCache, ir.Attrs{"scale": ir.FloatAttr(scale)})
+}
+
+// CachedAttentionWith is CachedAttention with the attention node's
+// attributes (scale, softcap, window).
+func (f *Forward) CachedAttentionWith(prov string, q, k, v, kCache, vCache *ir.Value, attrs ir.Attrs) (out, newK, newV *ir.Value) {
 	newK = f.At(prov+".k_cache").KVWrite(kCache, k, f.Pos)
 	newV = f.At(prov+".v_cache").KVWrite(vCache, v, f.Pos)
-	out = f.At(prov).Attention(q, newK, newV, f.Pos, ir.Attrs{"scale": ir.FloatAttr(scale)})
+	out = f.At(prov).Attention(q, newK, newV, f.Pos, attrs)
 	s := q.Type.Shape
 	if len(s) != 3 {
 		return out, newK, newV // the attention node has already failed
 	}
 	return f.Reshape(out, ir.Shape{f.Seq, ir.D(s[1].Size * s[2].Size)}), newK, newV
+}
+
+// Rope rotates x [seq, heads, headDim] by f.Pos as r says, at prov; a
+// frequency table is the node's third input.
+func (f *Forward) Rope(prov string, x *ir.Value, r Rope) *ir.Value {
+	in := []*ir.Value{x, f.Pos}
+	if r.Table != nil {
+		in = append(in, f.W(r.Table.Name))
+	}
+	return f.At(prov).Op(ir.OpRope, in, r.Attrs)
 }
 
 // Build returns the module of a model of configuration c: functions
@@ -159,6 +188,12 @@ func Build(name string, c Config, weights map[string]ir.WeightSource) (*ir.Modul
 	if err != nil {
 		return nil, err
 	}
+	for _, c := range d.Computed {
+		if _, dup := w[c.Name]; dup {
+			return nil, fmt.Errorf("computed weight %q is also a weight of the checkpoint", c.Name)
+		}
+		w[c.Name] = m.AddWeight(c.Name, ir.T(ir.F32, ir.S(toInt64(c.Shape)...)), ir.BytesSource(f32Bytes(c.Data)))
+	}
 	for _, fn := range []struct {
 		name string
 		seq  ir.Dim
@@ -176,13 +211,7 @@ func Build(name string, c Config, weights map[string]ir.WeightSource) (*ir.Modul
 // addWeights adds the weights ws (but those split into parts) and the
 // parts to m, and returns them by name.
 func addWeights(m *ir.Module, ws []NamedShape, parts []Part, weights map[string]ir.WeightSource) (map[string]*ir.Value, error) {
-	f32 := func(dims []int) ir.Type {
-		s := make([]int64, len(dims))
-		for i, d := range dims {
-			s[i] = int64(d)
-		}
-		return ir.T(ir.F32, ir.S(s...))
-	}
+	f32 := func(dims []int) ir.Type { return ir.T(ir.F32, ir.S(toInt64(dims)...)) }
 	shapes := map[string][]int{}
 	for _, ns := range ws {
 		if _, ok := weights[ns.Name]; !ok {
@@ -213,6 +242,23 @@ func addWeights(m *ir.Module, ws []NamedShape, parts []Part, weights map[string]
 		w[p.Name] = m.AddWeight(p.Name, f32(shape), rowsSource{of: weights[p.Of], off: p.Lo * row, n: (p.Hi - p.Lo) * row})
 	}
 	return w, nil
+}
+
+func toInt64(dims []int) []int64 {
+	s := make([]int64, len(dims))
+	for i, d := range dims {
+		s[i] = int64(d)
+	}
+	return s
+}
+
+// f32Bytes is xs as little-endian bytes.
+func f32Bytes(xs []float32) []byte {
+	b := make([]byte, 4*len(xs))
+	for i, x := range xs {
+		binary.LittleEndian.PutUint32(b[4*i:], math.Float32bits(x))
+	}
+	return b
 }
 
 // build adds one function of the calling convention to m.

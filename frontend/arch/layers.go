@@ -148,6 +148,9 @@ type Attention struct {
 	RopeStyle    string // the rope op's style: "half" or "interleaved"
 	RopeDims     int    // the rotated dims of each head; 0 means all (partial rotary when fewer)
 	Scale        float64
+	// Window, when positive, limits each query to the last Window
+	// positions (the attention op's sliding window).
+	Window int
 }
 
 // Validate checks that the heads, RoPE and scale describe a buildable
@@ -239,7 +242,11 @@ func (a Attention) Apply(f *Forward, p string, x *ir.Value, kv []*ir.Value) (*ir
 	}
 	q = f.At(p+"rope_q").Rope(q, f.Pos, rope)
 	k = f.At(p+"rope_k").Rope(k, f.Pos, rope)
-	o, kc, vc := f.CachedAttention(strings.TrimSuffix(p, "."), q, k, v, kv[0], kv[1], a.Scale)
+	attrs := ir.Attrs{"scale": ir.FloatAttr(a.Scale)}
+	if a.Window > 0 {
+		attrs["window"] = ir.IntAttr(int64(a.Window))
+	}
+	o, kc, vc := f.CachedAttentionWith(strings.TrimSuffix(p, "."), q, k, v, kv[0], kv[1], attrs)
 	return f.Dense(p+a.Out, o, a.OutBias), []*ir.Value{kc, vc}
 }
 

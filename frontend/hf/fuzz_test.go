@@ -16,14 +16,12 @@ func FuzzParseConfig(f *testing.F) {
 		"num_attention_heads": 4, "vocab_size": 32, "bos_token_id": [1, 2], "eos_token_id": 2.0}`))
 	f.Add([]byte(`{"architectures": ["GPT2LMHeadModel"], "n_embd": 8, "n_layer": 1, "n_head": 2, "vocab_size": 10, "n_positions": 8, "n_inner": null}`))
 	f.Add([]byte(`[1, 2]`))
-	// transformers' own configs of every architecture of the fixtures.
-	configs, _ := filepath.Glob(filepath.Join("testdata", "models", "*", ConfigFile))
-	for _, path := range configs {
-		data, err := os.ReadFile(path)
-		if err != nil {
-			f.Fatal(err)
+	// Every fixture's config.json: both RoPE forms, every scaling type,
+	// per-layer-type RoPE, sliding windows, soft-capping.
+	for _, dir := range fixtureDirs(f) {
+		if data, err := os.ReadFile(filepath.Join(dir, ConfigFile)); err == nil {
+			f.Add(data)
 		}
-		f.Add(data)
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
 		c, err := ParseConfig("config.json", data)
@@ -36,6 +34,7 @@ func FuzzParseConfig(f *testing.F) {
 		if err := c.Model.Validate(); err != nil {
 			t.Fatalf("accepted config does not validate: %v", err)
 		}
+		c.Model.Decoder() // computes RoPE's factors and tables
 	})
 }
 

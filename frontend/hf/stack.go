@@ -127,9 +127,14 @@ func (o jsonObject) sizes(c *Config, k sizeKeys) (arch.Sizes, error) {
 	if s.Act, err = o.activation(k.act, k.defAct); err != nil {
 		return s, err
 	}
-	if s.RopeTheta, err = o.ropeTheta(); err != nil {
+	rope, err := o.rope(c.MaxPositions, ropeRules{})
+	if err != nil {
 		return s, err
 	}
+	if rope.scaling.Type != "" {
+		return s, o.errorf("rope_parameters", "RoPE scaling %q is not supported for this architecture (no checkpoint of it to check against)", rope.scaling.Type)
+	}
+	s.RopeTheta = rope.theta
 	if k.defRotary == 0 {
 		k.defRotary = 1
 	}

@@ -60,7 +60,8 @@ func TestStackConfigs(t *testing.T) {
 		{"falcon", "multi-head", func(m map[string]any) { m["multi_query"] = false }, "multi_query: false is not supported"},
 		{"falcon", "old width key", func(m map[string]any) { m["n_embed"] = m["hidden_size"]; delete(m, "hidden_size") }, ""},
 		{"falcon", "default ffn", func(m map[string]any) { delete(m, "ffn_hidden_size") }, ""}, // 4·hidden_size, as the weights
-		{"starcoder2", "sliding window", func(map[string]any) {}, "sliding_window: 4 is shorter than the 128 cached positions"},
+		{"starcoder2", "sliding window", func(map[string]any) {}, ""},
+		{"starcoder2", "a window of 0", func(m map[string]any) { m["sliding_window"] = 0 }, "sliding_window"},
 		{"starcoder2", "a window that never bites", func(m map[string]any) { m["sliding_window"] = 128 }, ""},
 		{"starcoder2", "no window", func(m map[string]any) { m["sliding_window"] = nil }, ""},
 		{"gpt_bigcode", "multi-head", func(m map[string]any) { m["multi_query"] = false }, "multi_query: false is not supported"},

@@ -215,6 +215,12 @@ func opCases() []opCase {
 	add("rope/partial", ir.OpRope, rope("interleaved", 8), chain, randF32(r, -2, 2, 2, 3, 16), pos(7))
 	add("rope/freq_factors", ir.OpRope, ir.Attrs{"theta": ir.FloatAttr(500000), "freq_factors": ir.FloatsAttr(1, 1, 1.5, 2, 4, 8, 8, 8)},
 		chain, randF32(r, -2, 2, 3, 4, 16), pos(200))
+	add("rope/yarn", ir.OpRope, ir.Attrs{"style": ir.StringAttr("half"), "freq_factors": ir.FloatsAttr(1, 1.5, 3, 4), "attention_factor": ir.FloatAttr(1.14)},
+		chain, randF32(r, -2, 2, 2, 4, 8), pos(40))
+	for _, p := range []int32{0, 14, 40} { // rows 0, 1 and the last of the table
+		add(fmt.Sprintf("rope/table_pos%d", p), ir.OpRope, ir.Attrs{"style": ir.StringAttr("half"), "original_max": ir.IntAttr(16), "attention_factor": ir.FloatAttr(1.2)},
+			chain, randF32(r, -2, 2, 3, 4, 16), pos(p), randF32(r, 0, 1, 5, 8))
+	}
 
 	add("kv_write/3rows", ir.OpKVWrite, nil, exact, randF32(r, -1, 1, 16, 2, 8), randF32(r, -1, 1, 3, 2, 8), pos(5))
 	add("kv_write/last", ir.OpKVWrite, nil, exact, randF32(r, -1, 1, 9, 1, 4), randF32(r, -1, 1, 1, 1, 4), pos(8))
@@ -225,6 +231,8 @@ func opCases() []opCase {
 	add("attention/decode_gqa", ir.OpAttention, att(true), chain, randF32(r, -1, 1, 1, 8, 16), randF32(r, -1, 1, 32, 4, 16), randF32(r, -1, 1, 32, 4, 16), pos(10))
 	add("attention/prefill", ir.OpAttention, att(true), chain, randF32(r, -1, 1, 4, 4, 8), randF32(r, -1, 1, 20, 2, 8), randF32(r, -1, 1, 20, 2, 8), pos(3))
 	add("attention/noncausal", ir.OpAttention, att(false), chain, randF32(r, -1, 1, 3, 2, 8), randF32(r, -1, 1, 7, 2, 8), randF32(r, -1, 1, 7, 2, 8), pos(4))
+	capped := ir.Attrs{"scale": ir.FloatAttr(0.25), "softcap": ir.FloatAttr(0.5), "window": ir.IntAttr(3)}
+	add("attention/softcap_window", ir.OpAttention, capped, chain, randF32(r, -2, 2, 4, 4, 8), randF32(r, -2, 2, 20, 2, 8), randF32(r, -1, 1, 20, 2, 8), pos(6))
 
 	shape := func(s ...int64) ir.Attrs { return ir.Attrs{"shape": ir.ShapeAttr(ir.S(s...))} }
 	add("reshape/6x4", ir.OpReshape, shape(6, 4), exact, randF32(r, -1, 1, 2, 3, 4))

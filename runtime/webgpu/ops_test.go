@@ -199,6 +199,14 @@ func opCases() []opCase {
 		gen: ins(f32s(-1, 1, 3, 4, 16), scalar(200)), tol: ropeTol})
 	rope("partial interleaved", "interleaved", 6, 3, 2, 3, 10)
 	rope("far position", "half", 0, 100000, 2, 2, 64)
+	add(opCase{name: "rope yarn", op: ir.OpRope, attrs: ir.Attrs{"style": ir.StringAttr("half"),
+		"freq_factors": ir.FloatsAttr(1, 1.5, 3, 4), "attention_factor": ir.FloatAttr(1.14)},
+		gen: ins(f32s(-1, 1, 2, 4, 8), scalar(40)), tol: ropeTol})
+	for _, pos := range []int32{0, 14, 40} { // rows 0, 1 and the last of the table
+		add(opCase{name: fmt.Sprintf("rope table pos %d", pos), op: ir.OpRope, attrs: ir.Attrs{"style": ir.StringAttr("half"),
+			"original_max": ir.IntAttr(16), "attention_factor": ir.FloatAttr(1.2)},
+			gen: ins(f32s(-1, 1, 3, 4, 16), scalar(pos), f32s(0, 1, 5, 8)), tol: ropeTol})
+	}
 
 	kv := func(name string, pos int32, t, kh, dh, s int) {
 		add(opCase{name: "kv_write " + name, op: ir.OpKVWrite, gen: ins(f32s(-1, 1, t, kh, dh), f32s(-1, 1, s, kh, dh), scalar(pos)), tol: exact})
@@ -207,11 +215,20 @@ func opCases() []opCase {
 	kv("15M prefill", 0, 256, 6, 48, 9)
 	kv("last rows", 509, 512, 4, 8, 3)
 
-	attn := func(name string, causal bool, pos int32, s, h, kh, dh, t int) {
-		add(opCase{name: "attention " + name, op: ir.OpAttention,
-			attrs: ir.Attrs{"scale": ir.FloatAttr(1 / math.Sqrt(float64(dh))), "causal": ir.BoolAttr(causal)},
-			gen:   ins(f32s(-1, 1, s, h, dh), f32s(-1, 1, t, kh, dh), f32s(-1, 1, t, kh, dh), scalar(pos)), tol: attnTol})
+	attnWith := func(name string, attrs ir.Attrs, pos int32, s, h, kh, dh, t int) {
+		attrs["scale"] = ir.FloatAttr(1 / math.Sqrt(float64(dh)))
+		add(opCase{name: "attention " + name, op: ir.OpAttention, attrs: attrs,
+			gen: ins(f32s(-1, 1, s, h, dh), f32s(-1, 1, t, kh, dh), f32s(-1, 1, t, kh, dh), scalar(pos)), tol: attnTol})
 	}
+	attn := func(name string, causal bool, pos int32, s, h, kh, dh, t int) {
+		attnWith(name, ir.Attrs{"causal": ir.BoolAttr(causal)}, pos, s, h, kh, dh, t)
+	}
+	// Gemma 2's soft-capping (scores beyond the cap: the inputs are
+	// scaled up) and sliding windows across chunks and at the start.
+	attnWith("softcap", ir.Attrs{"softcap": ir.FloatAttr(0.5)}, 20, 2, 4, 2, 16, 64)
+	attnWith("window decode", ir.Attrs{"window": ir.IntAttr(4)}, 37, 1, 8, 4, 8, 512)
+	attnWith("window prefill", ir.Attrs{"window": ir.IntAttr(3), "softcap": ir.FloatAttr(2)}, 0, 6, 4, 2, 16, 64)
+	attnWith("window long cache", ir.Attrs{"window": ir.IntAttr(3000)}, 4500, 1, 2, 1, 64, 5000)
 	attn("260K decode", true, 37, 1, 8, 4, 8, 512)
 	attn("260K full cache", true, 511, 1, 8, 4, 8, 512)
 	attn("15M decode", true, 200, 1, 6, 6, 48, 256)

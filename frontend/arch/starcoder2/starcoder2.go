@@ -1,12 +1,9 @@
 // Package starcoder2 is BigCode's StarCoder2 for arch.Build: pre-norm
 // blocks with LayerNorms, biases on every projection (use_bias), grouped-
 // query attention with RoPE, a two-layer MLP (GELU's tanh approximation),
-// and a classifier tied to the token embedding. Weight names are Hugging
-// Face's Starcoder2Model names.
-//
-// Its sliding-window attention is not built yet: the attention op has no
-// window here, so a format loader accepts only a window that never bites
-// (at least the cache length).
+// a classifier tied to the token embedding, and sliding-window attention
+// (the attention op's window). Weight names are Hugging Face's
+// Starcoder2Model names.
 package starcoder2
 
 import "github.com/tapml/tapml/frontend/arch"
@@ -16,6 +13,9 @@ import "github.com/tapml/tapml/frontend/arch"
 type Config struct {
 	arch.Sizes
 	Bias, Tied bool
+	// Window, when positive, is the sliding window of every layer's
+	// attention (sliding_window).
+	Window int
 }
 
 // Stack returns the model of c for arch.Build.
@@ -23,7 +23,7 @@ func (c Config) Stack() arch.Stack {
 	return arch.Stack{
 		Arch: "starcoder2", Config: c, Sizes: c.Sizes, Topology: arch.PreNorm,
 		Head: arch.LMHead(c.Tied), Norm: arch.Norm{Kind: arch.LayerNorm, Eps: c.NormEps},
-		Attention: arch.Attention{QKVBias: c.Bias, OutBias: c.Bias},
+		Attention: arch.Attention{QKVBias: c.Bias, OutBias: c.Bias, Window: c.Window},
 		MLP:       arch.MLP{Up: "c_fc", Down: "c_proj", Bias: c.Bias},
 	}
 }
