@@ -338,10 +338,10 @@ func (g *gen) bindAll() {
 // kernel finishes the kernel with the source written so far.
 func (g *gen) kernel(wg [3]int, grid [3]int) *codegen.Kernel {
 	for _, h := range g.helpers {
-		g.p("%s", helpers[h])
+		g.p("%s", helpers[h].src)
 	}
 	if strings.Contains(g.src.String(), "f32_bits(") {
-		g.p("%s", helpers["f32_bits"])
+		g.p("%s", helpers["f32_bits"].src)
 	}
 	return &codegen.Kernel{Source: []byte(g.src.String()), Bindings: g.bindings, WorkgroupSize: wg, Grid: grid}
 }
