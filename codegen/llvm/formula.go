@@ -48,12 +48,23 @@ type formulaEnv struct {
 
 // formula emits e, a formula of codegen/wgsl, over env.
 func (g *gen) formula(e *wgslfront.Expr, env formulaEnv) (value.Value, error) {
-	bad := func(what string) (value.Value, error) {
-		return nil, fmt.Errorf("formula %s: %s is outside what codegen/llvm compiles", e, what)
+	v, err := g.expr(e, env)
+	if err != nil {
+		return nil, fmt.Errorf("formula %s: %w", e, err)
 	}
+	return v, nil
+}
+
+// outside is the error of a construct formula does not compile.
+func outside(what string, args ...any) error {
+	return fmt.Errorf("%s is outside what codegen/llvm compiles", fmt.Sprintf(what, args...))
+}
+
+// expr emits e, a subexpression of a formula.
+func (g *gen) expr(e *wgslfront.Expr, env formulaEnv) (value.Value, error) {
 	args := make([]value.Value, len(e.Args))
 	for i, a := range e.Args {
-		v, err := g.formula(a, env)
+		v, err := g.expr(a, env)
 		if err != nil {
 			return nil, err
 		}
@@ -66,7 +77,7 @@ func (g *gen) formula(e *wgslfront.Expr, env formulaEnv) (value.Value, error) {
 		if i := slices.Index(env.vars, e.Text); i >= 0 && e.Ref != nil && e.Ref.Kind == wgslfront.DeclParam {
 			return env.vals[i], nil
 		}
-		return bad("the name " + e.Text)
+		return nil, outside("the name %s", e.Text)
 	case wgslfront.ExprLit:
 		return g.literal(e, env)
 	case wgslfront.ExprUnary:
@@ -95,7 +106,7 @@ func (g *gen) formula(e *wgslfront.Expr, env formulaEnv) (value.Value, error) {
 	case wgslfront.ExprCall:
 		return g.call1(e, args)
 	}
-	return bad(fmt.Sprintf("%s of %s", e.Text, e.Type))
+	return nil, outside("%s of %s", e, e.Type)
 }
 
 // literal emits a literal (or an evaluated constant expression); the first
@@ -105,17 +116,17 @@ func (g *gen) literal(e *wgslfront.Expr, env formulaEnv) (value.Value, error) {
 	case e.Type.Kind == wgslfront.I32:
 		v, ok := wgslfront.ConstValue(e)
 		if !ok {
-			return nil, fmt.Errorf("formula literal %s: no value", e)
+			return nil, fmt.Errorf("literal %s: no value", e)
 		}
 		return constant.NewInt(env.ints.(*types.IntType), v), nil
 	case e.Type.Kind == wgslfront.F32:
 		v, err := strconv.ParseFloat(strings.TrimSuffix(e.Text, "f"), 32)
 		if err != nil {
-			return nil, fmt.Errorf("formula literal %s: %v", e, err)
+			return nil, fmt.Errorf("literal %s: %v", e, err)
 		}
 		return cf(float32(g.perturb(v))), nil
 	}
-	return nil, fmt.Errorf("formula literal %s of %s is outside what codegen/llvm compiles", e, e.Type)
+	return nil, outside("the literal %s of %s", e, e.Type)
 }
 
 // perturb returns what wrong_constant makes of the float constant v when
@@ -152,7 +163,7 @@ func (g *gen) floatBinary(op string, x, y value.Value) (value.Value, error) {
 	if p, ok := floatPreds[op]; ok {
 		return g.fcmp(p, x, y), nil
 	}
-	return nil, fmt.Errorf("formula: f32 %s is outside what codegen/llvm compiles", op)
+	return nil, outside("f32 %s", op)
 }
 
 func (g *gen) intBinary(op string, x, y value.Value) (value.Value, error) {
@@ -179,7 +190,7 @@ func (g *gen) intBinary(op string, x, y value.Value) (value.Value, error) {
 	if p, ok := intPreds[op]; ok {
 		return g.icmp(p, x, y), nil
 	}
-	return nil, fmt.Errorf("formula: i32 %s is outside what codegen/llvm compiles", op)
+	return nil, outside("i32 %s", op)
 }
 
 // libmBuiltins are the WGSL float builtins computed through the C library
@@ -193,7 +204,7 @@ func (g *gen) call1(e *wgslfront.Expr, args []value.Value) (value.Value, error) 
 	if e.Func != nil {
 		fn, ok := wgsl.HelperLibm(e.Func.Name)
 		if !ok || !f32 {
-			return nil, fmt.Errorf("formula %s: helper %s has no C library function (wgsl.HelperLibm)", e, e.Func.Name)
+			return nil, fmt.Errorf("helper %s has no C library function (wgsl.HelperLibm)", e.Func.Name)
 		}
 		return g.viaDouble(fn, args...), nil
 	}
@@ -232,5 +243,5 @@ func (g *gen) call1(e *wgslfront.Expr, args []value.Value) (value.Value, error) 
 			return g.sel(g.icmp(p, x, args[1]), x, args[1]), nil
 		}
 	}
-	return nil, fmt.Errorf("formula %s: %s of %s is outside what codegen/llvm compiles", e, e.Text, e.Type)
+	return nil, outside("%s of %s", e.Text, e.Type)
 }
