@@ -53,9 +53,9 @@ func TestFormulaSemantics(t *testing.T) {
 	}
 	wrap := func(v int64, bits int) any { return v << (64 - bits) >> (64 - bits) }
 	cases := []struct {
-		src   string
-		libm  bool // computed by the C library: within 1 f32 ulp
-		want  ref
+		src  string
+		libm bool // computed by the C library: within 1 f32 ulp
+		want ref
 	}{
 		{src: "x * (1.0f / (1.0f + y)) - x", want: func(x, y float32, _, _ int64, _ int) any { return f(x*(1/(1+y)) - x) }},
 		{src: "-x", want: func(x, _ float32, _, _ int64, _ int) any { return f(-x) }},
