@@ -4,8 +4,10 @@ import (
 	"fmt"
 	"math"
 	"os"
+	"strings"
 
 	"github.com/spf13/cobra"
+	"github.com/tapml/tapml/codegen/fault"
 	"github.com/tapml/tapml/frontend"
 	"github.com/tapml/tapml/migrate"
 	"github.com/tapml/tapml/passes"
@@ -47,10 +49,9 @@ run) and their ratio; --regression DIR writes its carved cases as a test
 bundle for 'tapmlc test'.
 
 --inject op=KIND,fault=NAME (or node=ID,fault=NAME; repeatable) plants a
-test-only fault (wrong_index, wrong_constant, missing_barrier,
-f16_overflow) in the target's kernels, on the webgpu, vulkan and remote:
-targets only, to check the tool.
-
+test-only fault in the target's kernels, to check the tool. The faults
+(codegen/fault's table):
+` + fault.Help() + `
 The report goes to stdout (--json and --html write files too); progress to
 stderr. Exit code: 0 when every node runs on the target with tokens
 identical to the reference (within the thresholds), 1 when a divergence was
@@ -83,7 +84,7 @@ arguments, model, device, reference run).`,
 	f.StringVar(&htmlPath, "html", "", "write an HTML report (migration curve plots, culprit) to this file")
 	f.StringVar(&regression, "regression", "", "write the culprit's carved cases as a test bundle in this folder")
 	f.StringVar(&pipeline, "pipeline", "", "pass pipeline YAML (default: the built-in one)")
-	f.StringArrayVar(&injects, "inject", nil, "plant a test-only fault: op=KIND,fault=NAME or node=ID,fault=NAME (webgpu, vulkan and remote: targets; repeatable)")
+	f.StringArrayVar(&injects, "inject", nil, "plant a test-only fault: op=KIND,fault=NAME or node=ID,fault=NAME ("+strings.Join(fault.InjectableTargets(), ", ")+" targets; repeatable)")
 	f.Float64Var(&th.MaxLogitErr, "max-logit-err", th.MaxLogitErr, "a logit error above this diverges")
 	f.Float64Var(&th.MaxKL, "max-kl", th.MaxKL, "a next-token KL divergence above this diverges")
 	tgt.Register(f)

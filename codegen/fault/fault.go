@@ -61,6 +61,9 @@ func GeneratorOf(target string) (Generator, bool) {
 	return "", false
 }
 
+// InjectableTargets lists the targets that take injected faults.
+func InjectableTargets() []string { return slices.Concat(Targets[WGSL], Targets[LLVM]) }
+
 // Fault is a row of the table.
 type Fault struct {
 	Name string
@@ -107,7 +110,7 @@ var Table = []Fault{
 		Name: WrongConstant,
 		Does: "a constant perturbed: rms_norm and layer_norm use eps·1000 (plus 1e-3); rope uses theta·1.1; attention " +
 			"uses scale·1.1; constant adds 1 to its values; an elementwise kernel multiplies the first nonzero float " +
-			"constant it evaluates by 1.1 (Perturbed): a literal of its op's formula (gelu, rsqrt, sigmoid, silu) or " +
+			"constant it evaluates by 1.1: a literal of its op's formula (gelu, rsqrt, sigmoid, silu) or " +
 			"a constant of fused_elementwise's expression",
 		Ops: map[Generator][]ir.Op{
 			WGSL: slices.Concat(constants, []ir.Op{ir.OpAttention, ir.OpConstant, ir.OpFusedElementwise, ir.OpLayerNorm,
@@ -177,11 +180,10 @@ func Check(g Generator, name string) error {
 // constant.
 func Perturbed(v float64) float64 { return v * 1.1 }
 
-// Help is the text that documents --inject: what it does, the faults and
-// the targets that take them, from the table.
+// Help documents the faults for --help texts, from the table: each
+// fault, the targets that take it and what it does, wrapped to 80 columns.
 func Help() string {
 	var b strings.Builder
-	b.WriteString("Faults (test-only bugs planted in the target's kernels, to check the tools):\n")
 	for _, f := range Table {
 		var targets []string
 		for _, g := range []Generator{WGSL, LLVM} {
@@ -189,7 +191,17 @@ func Help() string {
 				targets = append(targets, Targets[g]...)
 			}
 		}
-		fmt.Fprintf(&b, "  %s (%s): %s.\n", f.Name, strings.Join(targets, ", "), f.Does)
+		line := "  "
+		for i, w := range strings.Fields(fmt.Sprintf("%s (%s): %s.", f.Name, strings.Join(targets, ", "), f.Does)) {
+			if i > 0 && len(line)+1+len(w) > 80 {
+				b.WriteString(line + "\n")
+				line = "      "
+			} else if i > 0 {
+				line += " "
+			}
+			line += w
+		}
+		b.WriteString(line + "\n")
 	}
 	return b.String()
 }
