@@ -16,6 +16,7 @@ package fault
 
 import (
 	"fmt"
+	"math"
 	"slices"
 	"strings"
 
@@ -69,18 +70,23 @@ type Fault struct {
 	Name string
 	// Does says what the planted bug is, op by op.
 	Does string
-	// Ops are the ops whose kernels take the fault, per generator: some
-	// only in some kernel variants or dtypes, as Does says.
+	// Elementwise says which unary and binary ops (ir.UnaryOps,
+	// ir.BinaryOps) take the fault on every generator: a rule, so that a
+	// new elementwise op needs no row here.
+	Elementwise Reach
+	// Ops are the other ops whose kernels take the fault, per generator:
+	// some only in some kernel variants or dtypes, as Does says.
 	Ops map[Generator][]ir.Op
 }
 
-// elementwise are the unary and binary ops, which every elementwise fault
-// reaches.
-var elementwise = slices.Concat(ir.UnaryOps, ir.BinaryOps)
+// Reach is which unary and binary ops a fault reaches.
+type Reach int
 
-// constants are the elementwise ops whose formula has a nonzero float
-// literal (codegen/wgsl's formulas), which wrong_constant perturbs.
-var constants = []ir.Op{ir.OpGelu, ir.OpRsqrt, ir.OpSigmoid, ir.OpSilu}
+const (
+	NoElementwise  Reach = iota
+	AllElementwise       // every one (some dtypes only, as Does says)
+	WithConstant         // those whose formula has a finite nonzero f32 literal (codegen/wgsl's formulas)
+)
 
 // Table is every fault, by name.
 var Table = []Fault{
@@ -94,29 +100,28 @@ var Table = []Fault{
 			"conv2d and conv_transpose2d read a weight one tap further; pool2d shifts its windows by one column; " +
 			"llvm also: iota, resize and reduce_* read the next element. WGSL kernels read past the end at the last " +
 			"element (and get WGSL's bounds-checked value); LLVM kernels wrap around to stay in bounds",
+		Elementwise: AllElementwise,
 		Ops: map[Generator][]ir.Op{
-			WGSL: slices.Concat(elementwise, []ir.Op{ir.OpArgmax, ir.OpAttention, ir.OpCast, ir.OpConcat, ir.OpConstant,
-				ir.OpConv2D, ir.OpConvTranspose2D, ir.OpFusedElementwise, ir.OpGather, ir.OpKVWrite, ir.OpLayerNorm,
-				ir.OpMatmul, ir.OpPool2D, ir.OpProbe, ir.OpReshape, ir.OpRMSNorm, ir.OpRope, ir.OpSlice, ir.OpSoftmax,
-				ir.OpTransfer, ir.OpTranspose}),
-			LLVM: slices.Concat(elementwise, []ir.Op{ir.OpArgmax, ir.OpAttention, ir.OpCast, ir.OpConcat, ir.OpConstant,
-				ir.OpConv2D, ir.OpConvTranspose2D, ir.OpFusedElementwise, ir.OpGather, ir.OpIota, ir.OpKVWrite,
-				ir.OpLayerNorm, ir.OpMatmul, ir.OpPool2D, ir.OpProbe, ir.OpReduceMax, ir.OpReduceMean, ir.OpReduceSum,
-				ir.OpReshape, ir.OpResize, ir.OpRMSNorm, ir.OpRope, ir.OpSlice, ir.OpSoftmax, ir.OpTransfer,
-				ir.OpTranspose}),
+			WGSL: {ir.OpArgmax, ir.OpAttention, ir.OpCast, ir.OpConcat, ir.OpConstant, ir.OpConv2D,
+				ir.OpConvTranspose2D, ir.OpFusedElementwise, ir.OpGather, ir.OpKVWrite, ir.OpLayerNorm, ir.OpMatmul,
+				ir.OpPool2D, ir.OpProbe, ir.OpReshape, ir.OpRMSNorm, ir.OpRope, ir.OpSlice, ir.OpSoftmax,
+				ir.OpTransfer, ir.OpTranspose},
+			LLVM: {ir.OpArgmax, ir.OpAttention, ir.OpCast, ir.OpConcat, ir.OpConstant, ir.OpConv2D,
+				ir.OpConvTranspose2D, ir.OpFusedElementwise, ir.OpGather, ir.OpIota, ir.OpKVWrite, ir.OpLayerNorm,
+				ir.OpMatmul, ir.OpPool2D, ir.OpProbe, ir.OpReduceMax, ir.OpReduceMean, ir.OpReduceSum, ir.OpReshape,
+				ir.OpResize, ir.OpRMSNorm, ir.OpRope, ir.OpSlice, ir.OpSoftmax, ir.OpTransfer, ir.OpTranspose},
 		},
 	},
 	{
 		Name: WrongConstant,
 		Does: "a constant perturbed: rms_norm and layer_norm use eps·1000 (plus 1e-3); rope uses theta·1.1; attention " +
-			"uses scale·1.1; constant adds 1 to its values; an elementwise kernel multiplies the first nonzero float " +
-			"constant it evaluates by 1.1: a literal of its op's formula (gelu, rsqrt, sigmoid, silu) or " +
-			"a constant of fused_elementwise's expression",
+			"uses scale·1.1; constant adds 1 to its values; an elementwise kernel multiplies the first finite " +
+			"nonzero float constant it evaluates by 1.1: a literal of its op's formula (gelu's 0.5, silu's 1) or a " +
+			"constant of fused_elementwise's expression; ops without one (exp, relu) do not take it",
+		Elementwise: WithConstant,
 		Ops: map[Generator][]ir.Op{
-			WGSL: slices.Concat(constants, []ir.Op{ir.OpAttention, ir.OpConstant, ir.OpFusedElementwise, ir.OpLayerNorm,
-				ir.OpRMSNorm, ir.OpRope}),
-			LLVM: slices.Concat(constants, []ir.Op{ir.OpAttention, ir.OpConstant, ir.OpFusedElementwise, ir.OpLayerNorm,
-				ir.OpRMSNorm, ir.OpRope}),
+			WGSL: {ir.OpAttention, ir.OpConstant, ir.OpFusedElementwise, ir.OpLayerNorm, ir.OpRMSNorm, ir.OpRope},
+			LLVM: {ir.OpAttention, ir.OpConstant, ir.OpFusedElementwise, ir.OpLayerNorm, ir.OpRMSNorm, ir.OpRope},
 		},
 	},
 	{
@@ -135,15 +140,29 @@ var Table = []Fault{
 		Does: "every float intermediate whose magnitude exceeds 65504 (the largest f16) becomes ±inf, as it would in an " +
 			"f16 kernel: elementwise results (f32 only), matmul and attention accumulators, norm sums of squares, " +
 			"softmax sums, rope outputs, convolution sums and reduce_sum/reduce_mean sums; llvm also pool2d's",
+		Elementwise: AllElementwise,
 		Ops: map[Generator][]ir.Op{
-			WGSL: slices.Concat(elementwise, []ir.Op{ir.OpAttention, ir.OpConv2D, ir.OpConvTranspose2D,
-				ir.OpFusedElementwise, ir.OpLayerNorm, ir.OpMatmul, ir.OpReduceMean, ir.OpReduceSum, ir.OpRMSNorm,
-				ir.OpRope, ir.OpSoftmax}),
-			LLVM: slices.Concat(elementwise, []ir.Op{ir.OpAttention, ir.OpConv2D, ir.OpConvTranspose2D,
-				ir.OpFusedElementwise, ir.OpLayerNorm, ir.OpMatmul, ir.OpPool2D, ir.OpReduceMean, ir.OpReduceSum,
-				ir.OpRMSNorm, ir.OpRope, ir.OpSoftmax}),
+			WGSL: {ir.OpAttention, ir.OpConv2D, ir.OpConvTranspose2D, ir.OpFusedElementwise, ir.OpLayerNorm,
+				ir.OpMatmul, ir.OpReduceMean, ir.OpReduceSum, ir.OpRMSNorm, ir.OpRope, ir.OpSoftmax},
+			LLVM: {ir.OpAttention, ir.OpConv2D, ir.OpConvTranspose2D, ir.OpFusedElementwise, ir.OpLayerNorm,
+				ir.OpMatmul, ir.OpPool2D, ir.OpReduceMean, ir.OpReduceSum, ir.OpRMSNorm, ir.OpRope, ir.OpSoftmax},
 		},
 	},
+}
+
+// Reaches lists the ops whose kernels of generator g take fault f: its Ops
+// and the elementwise ops of its rule, sorted; constant says whether an
+// op's formula has a literal that wrong_constant can change
+// (wgsl.HasConstant, which this package cannot import).
+func (f Fault) Reaches(g Generator, constant func(ir.Op) bool) []ir.Op {
+	ops := slices.Clone(f.Ops[g])
+	for _, op := range slices.Concat(ir.UnaryOps, ir.BinaryOps) {
+		if f.Elementwise == AllElementwise || f.Elementwise == WithConstant && constant(op) {
+			ops = append(ops, op)
+		}
+	}
+	slices.Sort(ops)
+	return ops
 }
 
 // Names lists the faults' names, sorted.
@@ -160,7 +179,7 @@ func Names() []string {
 func Of(g Generator) []string {
 	var n []string
 	for _, f := range Table {
-		if len(f.Ops[g]) > 0 {
+		if len(f.Ops[g]) > 0 || f.Elementwise != NoElementwise {
 			n = append(n, f.Name)
 		}
 	}
@@ -176,6 +195,10 @@ func Check(g Generator, name string) error {
 	return nil
 }
 
+// Perturbable reports whether wrong_constant can change an elementwise
+// kernel's float constant v: whether it is finite and nonzero.
+func Perturbable(v float64) bool { return v != 0 && !math.IsInf(v, 0) && !math.IsNaN(v) }
+
 // Perturbed is what wrong_constant makes of an elementwise kernel's
 // constant.
 func Perturbed(v float64) float64 { return v * 1.1 }
@@ -187,7 +210,7 @@ func Help() string {
 	for _, f := range Table {
 		var targets []string
 		for _, g := range []Generator{WGSL, LLVM} {
-			if len(f.Ops[g]) > 0 {
+			if slices.Contains(Of(g), f.Name) {
 				targets = append(targets, Targets[g]...)
 			}
 		}

@@ -1,9 +1,12 @@
 package fault
 
 import (
+	"math"
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/tapml/tapml/ir"
 )
 
 // TestTable: one row per name, each saying what it does and reaching some
@@ -37,6 +40,35 @@ func TestTable(t *testing.T) {
 	for line := range strings.Lines(Help()) {
 		if len([]rune(strings.TrimSuffix(line, "\n"))) > 80 {
 			t.Errorf("Help line longer than 80 columns: %q", line)
+		}
+	}
+}
+
+func TestReaches(t *testing.T) {
+	constant := func(op ir.Op) bool { return op == ir.OpSilu }
+	for _, f := range Table {
+		got := f.Reaches(LLVM, constant)
+		switch f.Name {
+		case WrongIndex, F16Overflow:
+			if !slices.Contains(got, ir.OpExp) || !slices.Contains(got, ir.OpAdd) {
+				t.Errorf("%s reaches %v: not every elementwise op", f.Name, got)
+			}
+		case WrongConstant:
+			if !slices.Contains(got, ir.OpSilu) || slices.Contains(got, ir.OpExp) || !slices.Contains(got, ir.OpRope) {
+				t.Errorf("%s reaches %v", f.Name, got)
+			}
+		case MissingBarrier:
+			if len(got) != 0 {
+				t.Errorf("%s reaches %v on llvm", f.Name, got)
+			}
+		}
+		if !slices.IsSorted(got) {
+			t.Errorf("%s: %v is not sorted", f.Name, got)
+		}
+	}
+	for v, want := range map[float64]bool{0: false, 1: true, -0.5: true, math.Inf(1): false, math.NaN(): false} {
+		if Perturbable(v) != want {
+			t.Errorf("Perturbable(%v) = %v", v, !want)
 		}
 	}
 }

@@ -133,7 +133,7 @@ func (g *gen) literal(e *wgslfront.Expr, env formulaEnv) (value.Value, error) {
 // it is the first the kernel evaluates that the fault can change (finite
 // and nonzero), marking the fault applied; v otherwise.
 func (g *gen) perturb(v float64) float64 {
-	if g.fault != fault.WrongConstant || g.faultApplied || v == 0 || math.IsInf(v, 0) || math.IsNaN(v) {
+	if g.fault != fault.WrongConstant || g.faultApplied || !fault.Perturbable(v) {
 		return v
 	}
 	g.faultApplied = true

@@ -3,7 +3,6 @@ package wgsl
 import (
 	"fmt"
 	"maps"
-	"math"
 	"slices"
 	"strconv"
 	"strings"
@@ -183,11 +182,27 @@ func Formula(op ir.Op, integer bool) (*wgslfront.Expr, []string, error) {
 	return p.expr, p.vars, p.err
 }
 
+// HasConstant reports whether op's f32 formula has a literal that the
+// wrong_constant fault can change (finite and nonzero): the rule by which
+// that fault reaches elementwise ops (codegen/fault).
+func HasConstant(op ir.Op) bool {
+	f, _, err := Formula(op, false)
+	return err == nil && hasConstant(f)
+}
+
+func hasConstant(e *wgslfront.Expr) bool {
+	if e.Kind == wgslfront.ExprLit && e.Type.Kind == wgslfront.F32 {
+		v, err := strconv.ParseFloat(strings.TrimSuffix(e.Text, "f"), 32)
+		return err == nil && fault.Perturbable(v)
+	}
+	return slices.ContainsFunc(e.Args, hasConstant)
+}
+
 // perturb returns the value wrong_constant makes of the float constant v
 // when this is the first one the kernel evaluates that the fault can
 // change (finite and nonzero), marking the fault applied.
 func (g *gen) perturb(v float64) (float64, bool) {
-	if g.fault != fault.WrongConstant || g.faultApplied || v == 0 || math.IsInf(v, 0) || math.IsNaN(v) {
+	if g.fault != fault.WrongConstant || g.faultApplied || !fault.Perturbable(v) {
 		return v, false
 	}
 	g.faultApplied = true
