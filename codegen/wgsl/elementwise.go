@@ -10,14 +10,6 @@ import (
 	"github.com/tapml/tapml/ir"
 )
 
-// useHelper makes the kernel declare a helper function (once, at the end
-// of the module).
-func (g *gen) useHelper(name string) {
-	if !slices.Contains(g.helpers, name) {
-		g.helpers = append(g.helpers, name)
-	}
-}
-
 // elementwise generates the body of a one-thread-per-output-element kernel:
 // body writes the statements that compute element i of out0 (i is in range).
 func (g *gen) elementwise(n int, body func()) *codegen.Kernel {
@@ -110,7 +102,9 @@ func (g *gen) inputOffsets() []string {
 	return offs
 }
 
-// genElementwise generates unary, binary and fused_elementwise kernels.
+// genElementwise generates unary, binary and fused_elementwise kernels:
+// each term of the expression is its op's formula, spliced (formulas.go),
+// and bound to a let.
 func genElementwise(g *gen) (*codegen.Kernel, error) {
 	dt := g.in[0].DType
 	var expr *ir.Expr

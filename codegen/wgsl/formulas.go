@@ -110,23 +110,20 @@ var parsed = sync.OnceValue(func() map[formulaKey]parsedFormula {
 			if k.src == "" {
 				continue
 			}
+			scalar := map[bool]string{false: "f32", true: "i32"}[k.integer]
 			p := parsedFormula{vars: vars, err: libErr}
 			if libErr == nil {
-				ty := "f32"
-				if k.integer {
-					ty = "i32"
-				}
 				vs := make([]wgslfront.Var, len(vars))
 				for i, v := range vars {
-					vs[i] = wgslfront.Var{Name: v, Type: ty}
+					vs[i] = wgslfront.Var{Name: v, Type: scalar}
 				}
 				p.expr, p.err = wgslfront.ParseExpr(k.src, vs, m)
-				if p.err == nil && p.expr.Type.String() != ty {
-					p.err = fmt.Errorf("the formula is %s, not %s", p.expr.Type, ty)
+				if p.err == nil && p.expr.Type.String() != scalar {
+					p.err = fmt.Errorf("the formula is %s, not %s", p.expr.Type, scalar)
 				}
 			}
 			if p.err != nil {
-				p.err = fmt.Errorf("the %s formula of %s %q: %w", ty(k.integer), op, k.src, p.err)
+				p.err = fmt.Errorf("the %s formula of %s %q: %w", scalar, op, k.src, p.err)
 			}
 			out[formulaKey{op, k.integer}] = p
 		}
@@ -143,13 +140,6 @@ type parsedFormula struct {
 	expr *wgslfront.Expr
 	vars []string
 	err  error
-}
-
-func ty(integer bool) string {
-	if integer {
-		return "i32"
-	}
-	return "f32"
 }
 
 // formulaVars are the names a formula of op reads: x, or a and b.
@@ -207,6 +197,14 @@ func (g *gen) perturb(v float64) (float64, bool) {
 	}
 	g.faultApplied = true
 	return fault.Perturbed(v), true
+}
+
+// useHelper makes the kernel declare a helper function (once, at the end
+// of the module).
+func (g *gen) useHelper(name string) {
+	if !slices.Contains(g.helpers, name) {
+		g.helpers = append(g.helpers, name)
+	}
 }
 
 // splice writes formula f with its variables (vars) replaced by the WGSL
