@@ -18,6 +18,9 @@ func FuzzParse(f *testing.F) {
 	f.Add(llamaFile{c: tinyConfig, ctx: 16, vocab: testVocab(tinyConfig.Vocab)}.writer().bytes())
 	f.Add([]byte("GGUF"))
 	f.Add(fuzzSeedQwen2BPE())
+	for _, c := range archCases(tinyArch) {
+		f.Add(c.writer(1, func([]int) GGMLType { return GGMLF32 }, nil).bytes())
+	}
 	f.Fuzz(func(t *testing.T, data []byte) {
 		g, err := Parse("fuzz.gguf", data)
 		if err != nil {

@@ -4,23 +4,52 @@ import (
 	"encoding/binary"
 	"math"
 
+	"github.com/tapml/tapml/frontend/arch"
 	"github.com/tapml/tapml/frontend/arch/llama"
 )
 
-// llamaFamily reads LLaMA-architecture files (llama, qwen2) into
-// arch/llama, with the RoPE layout and q/k/v biases of the architecture.
-func llamaFamily(ropeStyle string, qkvBias bool) family {
+// A llamaArch is a GGUF architecture of arch/llama: llama (Llama 1-3,
+// Mistral), qwen2, qwen3 and phi3. ropeStyle is llama.cpp's rope type for
+// it: NORM rotates adjacent pairs (llama's converter permuted q and k for
+// it), NEOX the halves of each head.
+type llamaArch struct {
+	ropeStyle string
+	qkvBias   bool // Qwen2's q, k and v biases
+	qkNorm    bool // Qwen3's per-head q and k RMSNorms
+	fused     bool // Phi-3's fused q/k/v and gate/up projections
+	ropeFreqs bool // Llama 3.1's rope_freqs tensor is read
+}
+
+var (
+	llamaGGUF = llamaArch{ropeStyle: "interleaved", ropeFreqs: true}
+	qwen2GGUF = llamaArch{ropeStyle: "half", qkvBias: true}
+	qwen3GGUF = llamaArch{ropeStyle: "half", qkNorm: true}
+	phi3GGUF  = llamaArch{ropeStyle: "half", fused: true}
+)
+
+func (a llamaArch) family() family {
+	names := llamaNames
+	if a.fused {
+		names = phi3Names
+	}
 	return family{
-		names: llamaNames,
-		config: func(f *File, arch string) (model, error) {
-			c, ctx, err := f.llamaConfig(arch)
+		names: names,
+		config: func(f *File, name string) (model, error) {
+			h, err := f.hparams(name, rmsEps)
 			if err != nil {
 				return model{}, err
 			}
-			c.RopeStyle, c.QKVBias = ropeStyle, qkvBias
-			md := model{config: c, context: ctx, maxSeq: c.MaxSeq}
-			if c.RopeFreqFactors != nil {
-				md.read = []string{ropeFreqs}
+			c, err := f.llamaConfig(name, h)
+			if err != nil {
+				return model{}, err
+			}
+			c.RopeStyle, c.QKVBias, c.QKNorm, c.FusedQKV, c.FusedGateUp = a.ropeStyle, a.qkvBias, a.qkNorm, a.fused, a.fused
+			md := model{config: c, context: h.context, maxSeq: c.MaxSeq}
+			if t, ok := f.Tensor(ropeFreqs); ok && a.ropeFreqs {
+				if c.RopeFreqFactors, err = f.ropeFreqFactors(t, c.HeadDim()/2); err != nil {
+					return model{}, err
+				}
+				md.config, md.read = c, []string{ropeFreqs}
 			}
 			return md, nil
 		},
@@ -33,103 +62,39 @@ var llamaNames = tensorNames{
 	block: map[string]string{
 		"attn_norm.weight": "attention_norm", "attn_q.weight": "attention.wq", "attn_k.weight": "attention.wk",
 		"attn_v.weight": "attention.wv", "attn_q.bias": "attention.bq", "attn_k.bias": "attention.bk",
-		"attn_v.bias": "attention.bv", "attn_output.weight": "attention.wo", "ffn_norm.weight": "ffn_norm",
+		"attn_v.bias": "attention.bv", "attn_q_norm.weight": "attention.q_norm", "attn_k_norm.weight": "attention.k_norm",
+		"attn_output.weight": "attention.wo", "ffn_norm.weight": "ffn_norm",
 		"ffn_gate.weight": "feed_forward.w1", "ffn_down.weight": "feed_forward.w2", "ffn_up.weight": "feed_forward.w3",
 	},
 	layer: "layers.",
 }
 
-// llamaConfig maps the ARCH.* metadata (llama.*, qwen2.*) to a
-// llama.Config; it also returns the file's context length. Vocab comes
-// from token_embd's shape. The config is validated by the caller.
-func (f *File) llamaConfig(family string) (llama.Config, int, error) {
-	const big = 1 << 24
-	var c llama.Config
-	k := func(key string) string { return family + "." + key }
-	ctx, err := f.intKey(k("context_length"), nil, 1, 1<<31-1)
-	if err != nil {
-		return c, 0, err
+// phi3Names are llamaNames with Phi-3's fused projections: attn_qkv, and
+// ffn_up holding the gate's rows, then the up projection's (llama.cpp's
+// SwiGLU of one matrix silu-gates its second half by its first).
+var phi3Names = llamaNames.with(nil, map[string]string{
+	"attn_qkv.weight": "attention.wqkv", "ffn_up.weight": "feed_forward.w13",
+})
+
+// llamaConfig maps the hyperparameters of a file of the LLaMA family to
+// a llama.Config; the caller sets the architecture's features and
+// validates it.
+func (f *File) llamaConfig(name string, h hparams) (llama.Config, error) {
+	c := llama.Config{
+		Dim: h.dim, HiddenDim: h.ffn, Layers: h.layers, Heads: h.heads, KVHeads: h.kvHeads,
+		Vocab: h.vocab, MaxSeq: h.maxSeq, NormEps: h.eps, RopeTheta: h.theta, TiedEmbeddings: h.tied,
 	}
-	dim, err := f.intKey(k("embedding_length"), nil, 1, big)
-	if err != nil {
-		return c, 0, err
+	if h.dim%h.heads != 0 || h.headDim != h.dim/h.heads {
+		c.HeadSize = h.headDim // Mistral NeMo's and Qwen3's heads are wider than embedding_length/head_count
 	}
-	layers, err := f.intKey(k("block_count"), nil, 1, 1<<16)
-	if err != nil {
-		return c, 0, err
+	if h.ropeDims != h.headDim {
+		// llama.cpp refuses it for llama; tapml for the whole family.
+		return c, f.errorf("metadata %s = %d differs from the head dim %d; not supported", key(name, "rope.dimension_count"), h.ropeDims, h.headDim)
 	}
-	hidden, err := f.intKey(k("feed_forward_length"), nil, 1, big)
-	if err != nil {
-		return c, 0, err
+	if h.ropeLinear > 0 {
+		c.RopeScaling = arch.RopeScaling{Type: "linear", Factor: h.ropeLinear, OriginalMax: h.context}
 	}
-	heads, err := f.intKey(k("attention.head_count"), nil, 1, big)
-	if err != nil {
-		return c, 0, err
-	}
-	kvHeads, err := f.intKey(k("attention.head_count_kv"), ptr(heads), 1, big)
-	if err != nil {
-		return c, 0, err
-	}
-	eps, err := f.floatKey(k("attention.layer_norm_rms_epsilon"), 0)
-	if err != nil {
-		return c, 0, err
-	}
-	if eps == 0 {
-		return c, 0, f.errorf("missing metadata %s", k("attention.layer_norm_rms_epsilon"))
-	}
-	theta, err := f.floatKey(k("rope.freq_base"), 10000)
-	if err != nil {
-		return c, 0, err
-	}
-	if dim%heads != 0 {
-		return c, 0, f.errorf("%s %d is not a multiple of %s %d", k("embedding_length"), dim, k("attention.head_count"), heads)
-	}
-	hd := dim / heads
-	// Features the shared LLaMA graph does not express.
-	for _, key := range []string{k("attention.key_length"), k("attention.value_length"), k("rope.dimension_count")} {
-		n, err := f.intKey(key, ptr(hd), 1, big)
-		if err != nil {
-			return c, 0, err
-		}
-		if n != hd {
-			return c, 0, f.errorf("metadata %s = %d differs from the head dim %d (embedding_length/head_count); not supported", key, n, hd)
-		}
-	}
-	if n, err := f.intKey(k("expert_count"), ptr(0), 0, big); err != nil {
-		return c, 0, err
-	} else if n > 0 {
-		return c, 0, f.errorf("%s = %d: mixture-of-experts models are not supported", k("expert_count"), n)
-	}
-	if v, ok := f.Get(k("rope.scaling.type")); ok {
-		if s, _ := v.Str(); s != "none" && s != "" {
-			return c, 0, f.errorf("%s %s is not supported (only none)", k("rope.scaling.type"), v)
-		}
-	}
-	emb, ok := f.Tensor("token_embd.weight")
-	if !ok {
-		return c, 0, f.errorf("missing tensor %q", "token_embd.weight")
-	}
-	if len(emb.Dims) != 2 || int64(emb.Dims[0]) != dim {
-		return c, 0, f.errorf("tensor %q has GGUF dims %v, want [%d, vocab]", emb.Name, emb.Dims, dim)
-	}
-	vocab := int64(emb.Dims[1])
-	if n, err := f.intKey(k("vocab_size"), ptr(vocab), 1, 1<<31-1); err != nil {
-		return c, 0, err
-	} else if n != vocab {
-		return c, 0, f.errorf("%s %d differs from the %d rows of token_embd.weight", k("vocab_size"), n, vocab)
-	}
-	_, hasOutput := f.Tensor("output.weight")
-	c = llama.Config{
-		Dim: int(dim), HiddenDim: int(hidden), Layers: int(layers), Heads: int(heads), KVHeads: int(kvHeads),
-		Vocab: int(vocab), MaxSeq: int(min(ctx, MaxSeqCap)), NormEps: eps, RopeTheta: theta,
-		TiedEmbeddings: !hasOutput,
-	}
-	if t, ok := f.Tensor(ropeFreqs); ok {
-		if c.RopeFreqFactors, err = f.ropeFreqFactors(t, int(hd/2)); err != nil {
-			return c, 0, err
-		}
-	}
-	return c, int(ctx), nil
+	return c, nil
 }
 
 // ropeFreqs is the tensor of per-pair RoPE frequency divisors that

@@ -3,7 +3,6 @@ package gguf
 import (
 	"bytes"
 	"encoding/binary"
-	"fmt"
 	"math"
 	"os/exec"
 	"path/filepath"
@@ -14,6 +13,9 @@ import (
 	"github.com/tapml/tapml/frontend/arch/llama"
 	"github.com/tapml/tapml/internal/testenv"
 	"github.com/tapml/tapml/internal/testenv/llmtest"
+	"github.com/tapml/tapml/ir"
+	"github.com/tapml/tapml/runtime"
+	"github.com/tapml/tapml/runtime/cpu"
 )
 
 // llamaCppLogits runs llama.cpp on the GGUF file at path: the prompt as one
@@ -51,6 +53,36 @@ func llamaCppLogits(t *testing.T, path string, prompt, decode []int) [][]float32
 	return logits
 }
 
+// llamaCppErrors runs m on dev through the prompt (one call) and the
+// decode tokens (one call each) and returns, for each call, max|ours -
+// llama.cpp| / max|llama.cpp| of the logits, want being llama.cpp's.
+func llamaCppErrors(t *testing.T, m *ir.Module, dev runtime.Device, prompt, decode []int, want [][]float32) []float64 {
+	t.Helper()
+	run := llmtest.NewRunnerOn(t, m, dev)
+	calls := [][]int{prompt}
+	for _, tok := range decode {
+		calls = append(calls, []int{tok})
+	}
+	errs := make([]float64, len(calls))
+	for c, toks := range calls {
+		got := run.Forward(t, toks)
+		e, at := llmtest.RelErr(got, llmtest.Widen(want[c]))
+		t.Logf("call %d %v: max abs error / max |logit| = %.3g (at %d: ours %g, llama.cpp %g)", c, toks, e, at, got[at], want[c][at])
+		errs[c] = e
+	}
+	return errs
+}
+
+// checkAgainstLlamaCpp fails the test where llamaCppErrors exceed tol.
+func checkAgainstLlamaCpp(t *testing.T, m *ir.Module, dev runtime.Device, prompt, decode []int, want [][]float32, tol float64) {
+	t.Helper()
+	for c, e := range llamaCppErrors(t, m, dev, prompt, decode, want) {
+		if !(e <= tol) {
+			t.Errorf("call %d: relative error %.3g > %g", c, e, tol)
+		}
+	}
+}
+
 // Tolerances of TestLogitsAgainstLlamaCpp, on max|ours - llama.cpp| /
 // max|llama.cpp|. llama.cpp does not compute what the IR does in f32: its
 // default KV cache is F16 (K and V rounded to 2^-11 relative), and its CPU
@@ -75,24 +107,7 @@ func TestLogitsAgainstLlamaCpp(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		run := llmtest.NewRunner(t, m)
-		calls := [][]int{prompt}
-		for _, tok := range decode {
-			calls = append(calls, []int{tok})
-		}
-		for c, toks := range calls {
-			got := run.Forward(t, toks)
-			ref := make([]float64, len(want[c]))
-			for i, v := range want[c] {
-				ref[i] = float64(v)
-			}
-			e, at := llmtest.RelErr(got, ref)
-			what := fmt.Sprintf("call %d %v", c, toks)
-			t.Logf("%s: max abs error / max |logit| = %.3g (at %d: ours %g, llama.cpp %g)", what, e, at, got[at], ref[at])
-			if e > tol {
-				t.Errorf("%s: relative error %.3g > %g", what, e, tol)
-			}
-		}
+		checkAgainstLlamaCpp(t, m, cpu.New(), prompt, decode, want, tol)
 	}
 	t.Run("llama-2-tiny-random", func(t *testing.T) {
 		check(t, testenv.Model(t, tinyGGUF), []int{1, 15043, 3186, 29892, 920}, []int{338, 263, 31999, 0, 2}, llamaCppTolFloat)

@@ -44,7 +44,9 @@ func Load(path string) (*ir.Module, tokenizer.Model, error) {
 	if tok != nil {
 		v, _ := f.Get("tokenizer.ggml.tokens")
 		a, _ := v.Array()
-		if vocab := int(m.Weight("tok_embeddings").Type.Shape[0].Size); a.Len() > vocab {
+		// Module has checked token_embd's shape: [dim, vocab] in GGUF's order.
+		emb, _ := f.Tensor("token_embd.weight")
+		if vocab := int(emb.Dims[1]); a.Len() > vocab {
 			f.Close()
 			return nil, nil, f.errorf("the tokenizer has %d tokens, more than the model's %d embedding rows", a.Len(), vocab)
 		}
@@ -73,7 +75,7 @@ func (f *File) Architecture() (string, error) {
 // A family maps the files of one general.architecture onto a frontend/arch
 // family: the ARCH.* metadata onto its config, llama.cpp's tensor names
 // onto its canonical weight names. Each lives in a file of its own
-// (llama.go) and is listed in families.
+// (llama.go, gemma.go, falcon.go, ...) and is listed in families.
 type family struct {
 	config func(f *File, arch string) (model, error)
 	names  tensorNames
@@ -87,18 +89,31 @@ type model struct {
 	read    []string // tensors read into the config, not used as weights
 }
 
-// families are the general.architecture values Module builds.
+// families are the general.architecture values Module builds, by
+// llama.cpp's names.
 var families = map[string]family{
-	"llama": llamaFamily("interleaved", false),
-	// Qwen2 is LLaMA with q/k/v biases and RoPE on the halves of each head
-	// (llama.cpp's NEOX rotation; its converter leaves q and k unpermuted).
-	"qwen2": llamaFamily("half", true),
+	"command-r":  commandRFamily,
+	"falcon":     falconFamily,
+	"gemma":      gemmaFamily(1),
+	"gemma2":     gemmaFamily(2),
+	"gemma3":     gemmaFamily(3),
+	"gpt2":       gpt2Family,
+	"gptneox":    gptneoxFamily,
+	"granite":    graniteFamily,
+	"llama":      llamaGGUF.family(),
+	"olmo2":      olmo2Family,
+	"phi2":       phi2Family,
+	"phi3":       phi3GGUF.family(),
+	"qwen2":      qwen2GGUF.family(),
+	"qwen3":      qwen3GGUF.family(),
+	"stablelm":   stablelmFamily,
+	"starcoder":  gpt2Family,
+	"starcoder2": starcoder2Family,
 }
 
-// Module builds the IR of the file's model. Architectures "llama" and
-// "qwen2" are supported, with tensors of types F32, F16, BF16 or the
-// quantized types Q4_0, Q4_1, Q5_0, Q5_1, Q8_0 and Q2_K to Q6_K (widened
-// to f32).
+// Module builds the IR of the file's model: an architecture of families,
+// with tensors of types F32, F16, BF16 or the quantized types Q4_0, Q4_1,
+// Q5_0, Q5_1, Q8_0 and Q2_K to Q6_K (widened to f32).
 func (f *File) Module() (*ir.Module, error) {
 	name, err := f.Architecture()
 	if err != nil {
@@ -107,7 +122,8 @@ func (f *File) Module() (*ir.Module, error) {
 	fam, ok := families[name]
 	if !ok {
 		names := slices.Sorted(maps.Keys(families))
-		return nil, f.errorf("architecture %q is not supported (supported: %s)", name, strings.Join(names, ", "))
+		return nil, f.errorf("architecture %q is not supported (supported: %s); see \"How to add an architecture\" in tapml's README.md",
+			name, strings.Join(names, ", "))
 	}
 	for i := range f.Tensors {
 		t := &f.Tensors[i]
@@ -216,6 +232,34 @@ func (t tensorNames) canonical(name string) (string, bool) {
 		return "", false
 	}
 	return t.layer + num + "." + canon, true
+}
+
+// with returns t with the names of global and block added (replacing
+// t's).
+func (t tensorNames) with(global, block map[string]string) tensorNames {
+	g, b := maps.Clone(t.global), maps.Clone(t.block)
+	maps.Copy(g, global)
+	maps.Copy(b, block)
+	return tensorNames{global: g, block: b, layer: t.layer}
+}
+
+// suffixedNames are the tensorNames of global and block given without
+// suffixes (see suffixes).
+func suffixedNames(layer string, global, block map[string]string) tensorNames {
+	return tensorNames{global: suffixes(global), block: suffixes(block), layer: layer}
+}
+
+// suffixes maps each name of m, given without a suffix, with both
+// ".weight" and ".bias", for canonical names that end in them as
+// llama.cpp's do (arch.Stack's, arch/gpt2's).
+func suffixes(m map[string]string) map[string]string {
+	out := map[string]string{}
+	for g, c := range m {
+		for _, s := range []string{".weight", ".bias"} {
+			out[g+s] = c + s
+		}
+	}
+	return out
 }
 
 // gguf is the inverse of canonical, for messages.

@@ -194,20 +194,7 @@ func (lf llamaFile) writer() *ggufWriter {
 		{k("rope.freq_base"), TypeFloat32, float32(c.RopeTheta)},
 	}}
 	if lf.vocab != nil {
-		toks := make([]any, len(lf.vocab))
-		scores := make([]any, len(lf.vocab))
-		types := make([]any, len(lf.vocab))
-		for i, s := range lf.vocab {
-			toks[i], scores[i], types[i] = s, float32(-i), int32(1)
-		}
-		w.kvs = append(w.kvs,
-			wkv{"tokenizer.ggml.model", TypeString, "llama"},
-			wkv{"tokenizer.ggml.tokens", TypeArray, warr{TypeString, toks}},
-			wkv{"tokenizer.ggml.scores", TypeArray, warr{TypeFloat32, scores}},
-			wkv{"tokenizer.ggml.token_type", TypeArray, warr{TypeInt32, types}},
-			wkv{"tokenizer.ggml.bos_token_id", TypeUint32, uint32(1)},
-			wkv{"tokenizer.ggml.eos_token_id", TypeUint32, uint32(2)},
-		)
+		w.kvs = append(w.kvs, spmKVs(lf.vocab)...)
 	}
 	w.kvs = append(w.kvs, lf.extraKVs...)
 	for _, ns := range c.WeightShapes() {
@@ -219,29 +206,53 @@ func (lf llamaFile) writer() *ggufWriter {
 		if lf.typeOf != nil {
 			typ = lf.typeOf(name)
 		}
-		n := 1
-		dims := make([]uint64, len(ns.Shape))
-		for i, d := range ns.Shape {
-			n *= d
-			dims[len(ns.Shape)-1-i] = uint64(d)
-		}
-		vals := make([]float32, n)
-		for i := range vals {
-			if len(ns.Shape) == 1 {
-				vals[i] = float32(0.5 + r.Float64())
-			} else {
-				vals[i] = float32((2*r.Float64() - 1) / math.Sqrt(float64(ns.Shape[1])) * 2)
-			}
-		}
-		var data []byte
-		if _, quantized := quantFormats[typ]; quantized {
-			data = lf.quantize(typ, vals)
-		} else {
-			data = encode(typ, vals)
-		}
-		w.tensors = append(w.tensors, wtensor{name, dims, typ, data})
+		w.tensors = append(w.tensors, randomTensor(r, name, ns.Shape, typ, lf.quantize))
 	}
 	return w
+}
+
+// spmKVs are the metadata of a SentencePiece tokenizer of the pieces
+// vocab (all normal, scored by rank; BOS 1, EOS 2).
+func spmKVs(vocab []string) []wkv {
+	toks := make([]any, len(vocab))
+	scores := make([]any, len(vocab))
+	types := make([]any, len(vocab))
+	for i, s := range vocab {
+		toks[i], scores[i], types[i] = s, float32(-i), int32(1)
+	}
+	return []wkv{
+		{"tokenizer.ggml.model", TypeString, "llama"},
+		{"tokenizer.ggml.tokens", TypeArray, warr{TypeString, toks}},
+		{"tokenizer.ggml.scores", TypeArray, warr{TypeFloat32, scores}},
+		{"tokenizer.ggml.token_type", TypeArray, warr{TypeInt32, types}},
+		{"tokenizer.ggml.bos_token_id", TypeUint32, uint32(1)},
+		{"tokenizer.ggml.eos_token_id", TypeUint32, uint32(2)},
+	}
+}
+
+// randomTensor is the tensor name of shape (row-major) and type typ with
+// random values: vectors (norm weights, biases) uniform in [0.5, 1.5),
+// matrices uniform in ±2/√(row length), so that every weight matters.
+// Quantized types are encoded by quantize (ggml's quantizers).
+func randomTensor(r *rand.Rand, name string, shape []int, typ GGMLType, quantize func(GGMLType, []float32) []byte) wtensor {
+	n := 1
+	dims := make([]uint64, len(shape))
+	for i, d := range shape {
+		n *= d
+		dims[len(shape)-1-i] = uint64(d)
+	}
+	vals := make([]float32, n)
+	for i := range vals {
+		if len(shape) == 1 {
+			vals[i] = float32(0.5 + r.Float64())
+		} else {
+			vals[i] = float32((2*r.Float64() - 1) / math.Sqrt(float64(shape[len(shape)-1])) * 2)
+		}
+	}
+	if _, quantized := quantFormats[typ]; quantized {
+		return wtensor{name, dims, typ, quantize(typ, vals)}
+	}
+	return wtensor{name, dims, typ, encode(typ, vals)}
 }
 
 // smallConfig is a synthetic model with GQA, several layers and a vocab

@@ -27,6 +27,10 @@ type Config struct {
 	// FinalSoftcap, when positive, soft-caps the logits:
 	// cap·tanh(logits/cap) (Gemma 2).
 	FinalSoftcap float64
+	// ShiftedNorms: the norm weights already hold Gemma's 1 + w, so the
+	// norms are plain RMSNorms (GGUF files: llama.cpp's converter adds
+	// the 1).
+	ShiftedNorms bool
 }
 
 // Validate checks that the hyperparameters describe a buildable model.
@@ -61,8 +65,11 @@ func (c Config) WeightShapes() []arch.NamedShape {
 }
 
 // Norm is Gemma's RMSNorm: x/rms(x) · (1 + w), the 1 added in f32 as
-// transformers does.
+// transformers does (or already in w: ShiftedNorms).
 func (c Config) Norm(f *arch.Forward, name string, x *ir.Value) *ir.Value {
+	if c.ShiftedNorms {
+		return c.RMSNorm(f, name, x)
+	}
 	one := f.At(name).Op(ir.OpConstant, nil, ir.Attrs{"value": ir.FloatsAttr(1)})
 	return f.RMSNorm(x, f.Add(f.W(name), one), c.NormEps)
 }
@@ -71,6 +78,9 @@ func (c Config) Norm(f *arch.Forward, name string, x *ir.Value) *ir.Value {
 func (c Config) Decoder() arch.Decoder {
 	p := c.Parts(c.Norm)
 	meta := c.Meta() + fmt.Sprintf(" gemma post_norms=%v", c.PostNorms)
+	if c.ShiftedNorms {
+		meta += " shifted_norms=true"
+	}
 	if c.FinalSoftcap > 0 {
 		meta += fmt.Sprintf(" final_softcap=%g", c.FinalSoftcap)
 	}

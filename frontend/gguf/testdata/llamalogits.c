@@ -7,7 +7,9 @@
 // BACKENDS is the folder of ggml's CPU backends. The prompt is decoded as
 // one batch, then each decode token alone; after each call the logits of
 // the last position go to stdout as n_vocab little-endian f32s. llama.cpp's
-// default context is kept (a KV cache of F16).
+// default context is kept (a KV cache of F16), on one thread: its threads
+// spin while they wait, which on a busy machine with few cores costs a
+// tiny model a second per run.
 //
 // tokenize reads NUL-terminated texts and writes, for each, its token
 // count and ids as little-endian int32s: llama_tokenize with special
@@ -44,6 +46,7 @@ params llama_context_default_params(void);
 void *llama_init_from_model(void *model, params p);
 llama_batch llama_batch_get_one(int32_t *tokens, int32_t n);
 int32_t llama_decode(void *ctx, llama_batch batch);
+void llama_set_n_threads(void *ctx, int32_t n_threads, int32_t n_threads_batch);
 float *llama_get_logits_ith(void *ctx, int32_t i);
 const void *llama_model_get_vocab(const void *model);
 int32_t llama_vocab_n_tokens(const void *vocab);
@@ -105,6 +108,7 @@ int main(int argc, char **argv) {
 		fprintf(stderr, "llamalogits: no context for %s\n", argv[2]);
 		return 1;
 	}
+	llama_set_n_threads(ctx, 1, 1);
 	int n_vocab = llama_vocab_n_tokens(llama_model_get_vocab(model));
 	int32_t *toks = calloc(argc, sizeof(int32_t));
 	int n = 0, i = 3;
