@@ -192,6 +192,10 @@ func archCases(d archDims) []archCase {
 		norm("attn_q_norm", wide.HD, false), norm("attn_k_norm", wide.HD, false),
 		norm("post_attention_norm", wide.D, false), norm("ffn_norm", wide.D, false), wide.swiglu(),
 		norm("post_ffw_norm", wide.D, false))
+	gemma2Block := cat(norm("attn_norm", wide.D, false), wide.attn(false, false), norm("post_attention_norm", wide.D, false),
+		norm("ffn_norm", wide.D, false), wide.swiglu(), norm("post_ffw_norm", wide.D, false))
+	gemma2Keys := wide
+	gemma2Keys.L = 3
 	gpt2Global := func(d archDims, tied bool) []tshape {
 		return append(embd(d, tied, true), ts("position_embd.weight", d.ctx, d.D))
 	}
@@ -208,15 +212,26 @@ func archCases(d archDims) []archCase {
 		{name: "gemma", arch: "gemma", d: mqa, eps: rmsEps, global: embd(mqa, true, false), block: llamaBlock(mqa)},
 		{name: "gemma2", arch: "gemma2", d: wide, eps: rmsEps, quantized: true,
 			kvs: []wkv{u32("attention.sliding_window", 4), f32("attn_logit_softcapping", 1.5), f32("final_logit_softcapping", 2)},
-			global: embd(wide, true, false),
-			block: cat(norm("attn_norm", wide.D, false), wide.attn(false, false), norm("post_attention_norm", wide.D, false),
-				norm("ffn_norm", wide.D, false), wide.swiglu(), norm("post_ffw_norm", wide.D, false)),
+			global: embd(wide, true, false), block: gemma2Block,
 			bites: []wkv{u32("attention.sliding_window", uint32(d.ctx)), f32("attn_logit_softcapping", 1000), f32("final_logit_softcapping", 1000)}},
+		// The keys newer converters write: the period of the layer
+		// pattern, the local layers' RoPE base.
+		{name: "gemma2-swa-keys", arch: "gemma2", d: gemma2Keys, eps: rmsEps,
+			kvs:    []wkv{u32("attention.sliding_window", 4), u32("attention.sliding_window_pattern", 3), f32("rope.freq_base_swa", 100)},
+			global: embd(gemma2Keys, true, false), block: gemma2Block,
+			bites:  []wkv{u32("attention.sliding_window_pattern", 2), f32("rope.freq_base_swa", 10000)}},
 		{name: "gemma3", arch: "gemma3", d: gemma3, eps: rmsEps,
 			kvs: []wkv{u32("attention.sliding_window", 4), f32("rope.freq_base", 1e6),
 				str("rope.scaling.type", "linear"), f32("rope.scaling.factor", 8)},
 			global: embd(gemma3, true, false), block: gemma3Block,
 			bites: []wkv{u32("attention.sliding_window", uint32(d.ctx)), f32("rope.freq_base_swa", 1e6), f32("rope.scaling.factor", 1)}},
+		// One flag per layer: the second slides, the first does not.
+		{name: "gemma3-swa-flags", arch: "gemma3", d: wide, eps: rmsEps,
+			kvs: []wkv{u32("attention.sliding_window", 4), f32("rope.freq_base", 1e6), f32("rope.freq_base_swa", 1000),
+				{"attention.sliding_window_pattern", TypeArray, warr{TypeBool, []any{false, true}}}, f32("final_logit_softcapping", 2)},
+			global: embd(wide, true, false), block: gemma3Block,
+			bites: []wkv{{"attention.sliding_window_pattern", TypeArray, warr{TypeBool, []any{true, false}}},
+				f32("final_logit_softcapping", 1000)}},
 		{name: "gpt2", arch: "gpt2", d: mha, eps: layerEps, global: gpt2Global(mha, true), block: gpt2Block(mha)},
 		{name: "gptneox", arch: "gptneox", d: mha, eps: layerEps,
 			kvs:    []wkv{u32("rope.dimension_count", 4), boolean("use_parallel_residual", true)},
@@ -382,6 +397,12 @@ func TestArchitectureErrors(t *testing.T) {
 			`gemma3.rope.scaling.type "yarn" is not supported (supported: none, linear)`},
 		{"soft cap", "gemma2", func(w *ggufWriter) { setKV(w, "gemma2.attn_logit_softcapping", TypeFloat32, float32(-1)) },
 			"metadata gemma2.attn_logit_softcapping = -1 must be positive and finite"},
+		{"pattern length", "gemma3-swa-flags", func(w *ggufWriter) {
+			setKV(w, "gemma3.attention.sliding_window_pattern", TypeArray, warr{TypeBool, []any{true, true, false}})
+		}, "metadata gemma3.attention.sliding_window_pattern is [3 x bool: true true false], want 2 flags (one per layer) or a period"},
+		{"scaled local layers of their own base", "gemma2-swa-keys", func(w *ggufWriter) {
+			setKV(w, "gemma2.rope.scaling.factor", TypeFloat32, float32(2))
+		}, "metadata gemma2.rope.freq_base_swa with RoPE scaling: scaled local layers of a base of their own are not supported"},
 		{"GPT-2 head width", "gpt2", func(w *ggufWriter) { setKV(w, "gpt2.attention.key_length", TypeUint32, uint32(8)) },
 			"metadata gpt2.attention.key_length = 8 differs from gpt2.embedding_length/gpt2.attention.head_count; not supported"},
 		{"Phi-3's LongRoPE", "phi3", func(w *ggufWriter) {
