@@ -263,6 +263,8 @@ func archCases(d archDims) []archCase {
 			global: embd(d, false, false),
 			block: cat(norm("attn_norm", d.D, false), d.fusedAttn(false), norm("ffn_norm", d.D, false),
 				[]tshape{ts("ffn_up.weight", 2*d.F, d.D), ts("ffn_down.weight", d.D, d.F)})},
+		{name: "qwen2", arch: "qwen2", d: d, eps: rmsEps, kvs: []wkv{f32("rope.freq_base", 1e6)}, global: embd(d, false, false),
+			block: cat(norm("attn_norm", d.D, false), d.attn(true, false), norm("ffn_norm", d.D, false), d.swiglu())},
 		{name: "qwen3", arch: "qwen3", d: wide, eps: rmsEps, quantized: true, global: embd(wide, true, false),
 			block: cat(norm("attn_norm", wide.D, false), wide.attn(false, false), norm("attn_q_norm", wide.HD, false),
 				norm("attn_k_norm", wide.HD, false), norm("ffn_norm", wide.D, false), wide.swiglu())},

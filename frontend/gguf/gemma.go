@@ -12,16 +12,13 @@ import (
 // norm weights that already hold Gemma's 1 + w (the converter adds the 1),
 // from Gemma 2 on the post norms, an attention scale of 1/√key_length
 // (1/√(embedding_length/head_count) for the 27B models, which llama.cpp
-// knows by their layer count) and sliding windows by a fixed pattern.
+// knows by their layer count) and sliding windows by llama.cpp's layer
+// patterns.
 func gemmaFamily(version int) family {
 	return family{
 		names: gemmaNames,
 		config: func(f *File, name string) (model, error) {
-			h, err := f.hparams(name, rmsEps)
-			if err != nil {
-				return model{}, err
-			}
-			l, err := f.llamaConfig(name, h)
+			h, l, err := f.llamaConfig(name)
 			if err != nil {
 				return model{}, err
 			}

@@ -1,9 +1,9 @@
 // Package gguf reads GGUF model files (llama.cpp's format, versions 2 and
 // 3): a header of typed metadata and tensor descriptions followed by an
 // aligned data section. Open memory-maps a file and parses it; Load turns
-// a file of a supported architecture (a family, load.go: llama and qwen2
-// through frontend/arch/llama) into an ir.Module and its embedded
-// vocabulary into a tokenizer.
+// a file of a supported architecture (families, load.go: llama.cpp's
+// architectures onto the families of frontend/arch, one file each) into
+// an ir.Module and its embedded vocabulary into a tokenizer.
 //
 // Every length, count and offset read from a file is checked against the
 // bytes that remain before anything is allocated for it, so a corrupt or

@@ -35,11 +35,7 @@ func (a llamaArch) family() family {
 	return family{
 		names: names,
 		config: func(f *File, name string) (model, error) {
-			h, err := f.hparams(name, rmsEps)
-			if err != nil {
-				return model{}, err
-			}
-			c, err := f.llamaConfig(name, h)
+			h, c, err := f.llamaConfig(name)
 			if err != nil {
 				return model{}, err
 			}
@@ -76,10 +72,14 @@ var phi3Names = llamaNames.with(nil, map[string]string{
 	"attn_qkv.weight": "attention.wqkv", "ffn_up.weight": "feed_forward.w13",
 })
 
-// llamaConfig maps the hyperparameters of a file of the LLaMA family to
-// a llama.Config; the caller sets the architecture's features and
-// validates it.
-func (f *File) llamaConfig(name string, h hparams) (llama.Config, error) {
+// llamaConfig reads the hyperparameters of a file of the LLaMA family
+// (or Gemma's) and maps them to a llama.Config; the caller sets the
+// architecture's features and validates it.
+func (f *File) llamaConfig(name string) (hparams, llama.Config, error) {
+	h, err := f.hparams(name, rmsEps)
+	if err != nil {
+		return h, llama.Config{}, err
+	}
 	c := llama.Config{
 		Dim: h.dim, HiddenDim: h.ffn, Layers: h.layers, Heads: h.heads, KVHeads: h.kvHeads,
 		Vocab: h.vocab, MaxSeq: h.maxSeq, NormEps: h.eps, RopeTheta: h.theta, TiedEmbeddings: h.tied,
@@ -89,12 +89,12 @@ func (f *File) llamaConfig(name string, h hparams) (llama.Config, error) {
 	}
 	if h.ropeDims != h.headDim {
 		// llama.cpp refuses it for llama; tapml for the whole family.
-		return c, f.errorf("metadata %s = %d differs from the head dim %d; not supported", key(name, "rope.dimension_count"), h.ropeDims, h.headDim)
+		return h, c, f.errorf("metadata %s = %d differs from the head dim %d; not supported", key(name, "rope.dimension_count"), h.ropeDims, h.headDim)
 	}
 	if h.ropeLinear > 0 {
 		c.RopeScaling = arch.RopeScaling{Type: "linear", Factor: h.ropeLinear, OriginalMax: h.context}
 	}
-	return c, nil
+	return h, c, nil
 }
 
 // ropeFreqs is the tensor of per-pair RoPE frequency divisors that
