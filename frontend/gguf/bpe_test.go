@@ -133,7 +133,12 @@ func TestBPETokenizerAgainstLlamaCpp(t *testing.T) {
 	for _, tc := range []struct {
 		pre    string
 		addBOS bool
-	}{{"gpt-2", false}, {"llama-bpe", true}, {"qwen2", false}} {
+	}{
+		{"gpt-2", false}, {"llama-bpe", true}, {"qwen2", false},
+		// Names of the same splits, and StarCoder's digits.
+		{"phi-2", false}, {"olmo", false}, {"mpt", false}, {"dbrx", false}, {"smaug-bpe", false}, {"stablelm2", false},
+		{"starcoder", false}, {"refact", false}, {"command-r", false}, {"smollm", false},
+	} {
 		t.Run(tc.pre, func(t *testing.T) {
 			c := tinyConfig
 			c.Vocab = len(tokens)

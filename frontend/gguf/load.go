@@ -498,12 +498,32 @@ const (
 	tokenUserDefined = 4
 )
 
-// bpePatterns maps tokenizer.ggml.pre, llama.cpp's name of a byte-level
-// BPE pre-tokenizer, to its split pattern. Others (llama.cpp's "default",
-// "deepseek-llm", ...) split text differently and are refused.
-var bpePatterns = map[string]bpe.Pattern{
-	"gpt-2": bpe.GPT2Pattern, "llama3": bpe.Llama3Pattern, "llama-v3": bpe.Llama3Pattern, "llama-bpe": bpe.Llama3Pattern,
-	"qwen2": bpe.Qwen2Pattern, "deepseek-r1-qwen": bpe.Qwen2Pattern,
+// A bpePre is how llama.cpp pre-tokenizes for one tokenizer.ggml.pre:
+// its splits, in order, and whether a word that is itself a token stays
+// one (its ignore_merges, Llama 3's).
+type bpePre struct {
+	splits       []bpe.PreTokenizer
+	ignoreMerges bool
+}
+
+var (
+	gpt2Pre   = bpePre{splits: []bpe.PreTokenizer{bpe.Split(bpe.GPT2Pattern)}}
+	qwen2Pre  = bpePre{splits: []bpe.PreTokenizer{bpe.Split(bpe.Qwen2Pattern)}}
+	llama3Pre = bpePre{splits: []bpe.PreTokenizer{bpe.Split(bpe.Llama3Pattern)}, ignoreMerges: true}
+	// digitsPre isolates each digit, then splits as GPT-2 does.
+	digitsPre = bpePre{splits: []bpe.PreTokenizer{bpe.Digits(), bpe.Split(bpe.GPT2Pattern)}}
+)
+
+// bpePres maps tokenizer.ggml.pre, llama.cpp's name of a byte-level BPE
+// pre-tokenizer, to its splits (llama.cpp groups the names by the
+// regular expressions they share). Others (llama.cpp's "default",
+// "deepseek-llm", "falcon", ...) split text differently and are refused.
+var bpePres = map[string]bpePre{
+	"gpt-2": gpt2Pre, "phi-2": gpt2Pre, "olmo": gpt2Pre, "mpt": gpt2Pre,
+	"llama3": llama3Pre, "llama-v3": llama3Pre, "llama-bpe": llama3Pre,
+	"dbrx": {splits: llama3Pre.splits}, "smaug-bpe": {splits: llama3Pre.splits},
+	"qwen2": qwen2Pre, "deepseek-r1-qwen": qwen2Pre, "stablelm2": qwen2Pre,
+	"starcoder": digitsPre, "refact": digitsPre, "command-r": digitsPre, "smollm": digitsPre,
 }
 
 // bpeTokenizer builds a "gpt2" (byte-level BPE) tokenizer: merges from
@@ -529,19 +549,14 @@ func (f *File) bpeTokenizer(tokens []string, types []int64) (tokenizer.Model, er
 			return nil, f.errorf("tokenizer.ggml.pre is %s %s, want a string", pv.Type, pv)
 		}
 	}
-	pattern, ok := bpePatterns[pre]
+	split, ok := bpePres[pre]
 	if !ok {
-		names := make([]string, 0, len(bpePatterns))
-		for k := range bpePatterns {
-			names = append(names, k)
-		}
-		sort.Strings(names)
+		names := slices.Sorted(maps.Keys(bpePres))
 		return nil, f.errorf("tokenizer.ggml.pre %q is not supported (supported: %s)", pre, strings.Join(names, ", "))
 	}
-	// llama.cpp splits by the pattern, maps bytes to GPT-2's alphabet and
-	// merges; Llama 3's vocabulary words are kept whole.
-	c := bpe.Config{Tokens: tokens, Unk: -1, BOS: -1, EOS: -1, IgnoreMerges: pattern == bpe.Llama3Pattern,
-		PreTokenizers: []bpe.PreTokenizer{bpe.Split(pattern), bpe.ByteLevel(false, false)},
+	// llama.cpp splits, maps bytes to GPT-2's alphabet and merges.
+	c := bpe.Config{Tokens: tokens, Unk: -1, BOS: -1, EOS: -1, IgnoreMerges: split.ignoreMerges,
+		PreTokenizers: append(slices.Clone(split.splits), bpe.ByteLevel(false, false)),
 		Decoders:      []bpe.Decoder{bpe.ByteLevelDecoder()}}
 	for i, m := range merges {
 		a, b, err := bpe.SplitMerge(m)

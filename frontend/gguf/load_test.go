@@ -260,7 +260,7 @@ func TestLoadErrors(t *testing.T) {
 			setKV(w, "tokenizer.ggml.model", TypeString, "gpt2")
 			setKV(w, "tokenizer.ggml.merges", TypeArray, warr{TypeString, []any{}})
 			setKV(w, "tokenizer.ggml.pre", TypeString, "deepseek-llm")
-		}, `tokenizer.ggml.pre "deepseek-llm" is not supported (supported: deepseek-r1-qwen, gpt-2, llama-bpe, llama-v3, llama3, qwen2)`},
+		}, `tokenizer.ggml.pre "deepseek-llm" is not supported (supported: command-r, dbrx, deepseek-r1-qwen, gpt-2, llama-bpe, llama-v3, llama3, mpt, olmo, phi-2, qwen2, refact, smaug-bpe, smollm, stablelm2, starcoder)`},
 		{"tokenizer tokens type", func(w *ggufWriter) { setKV(w, "tokenizer.ggml.tokens", TypeUint8, uint8(1)) }, "tokenizer.ggml.tokens is uint8 1, want an array of strings"},
 		{"tokenizer scores length", func(w *ggufWriter) {
 			setKV(w, "tokenizer.ggml.scores", TypeArray, warr{TypeFloat32, []any{float32(0)}})

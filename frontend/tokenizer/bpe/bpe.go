@@ -116,7 +116,7 @@ type piece struct {
 
 // A PreTokenizer cuts the text into the words that BPE merges within.
 type PreTokenizer struct {
-	kind string // "bytelevel", "metaspace", "split"
+	kind string // "bytelevel", "metaspace", "split", "digits"
 	// ByteLevel
 	addPrefixSpace, useRegex bool
 	// Metaspace
@@ -152,6 +152,12 @@ func Metaspace(replacement string, scheme PrependScheme, split bool) PreTokenize
 
 // Split cuts the text into the pieces that p matches.
 func Split(p Pattern) PreTokenizer { return PreTokenizer{kind: "split", pattern: p} }
+
+// Digits puts every number character (\p{N}) in a piece of its own, the
+// text between them in others (Hugging Face's Digits pre-tokenizer with
+// individual_digits; llama.cpp's first split for StarCoder's and
+// Command-R's vocabularies).
+func Digits() PreTokenizer { return PreTokenizer{kind: "digits"} }
 
 func (p PreTokenizer) apply(in []piece) []piece {
 	var out []piece
@@ -191,6 +197,10 @@ func (p PreTokenizer) apply(in []piece) []piece {
 			}
 		case "split":
 			for i, part := range p.pattern.split(pc.text) {
+				out = append(out, piece{part, pc.atStart && i == 0})
+			}
+		case "digits":
+			for i, part := range splitDigits(pc.text) {
 				out = append(out, piece{part, pc.atStart && i == 0})
 			}
 		}

@@ -1,6 +1,7 @@
 package bpe
 
 import (
+	"slices"
 	"strings"
 	"testing"
 
@@ -134,6 +135,17 @@ func TestSplitPatterns(t *testing.T) {
 	}
 }
 
+// TestDigits: every number character alone, the rest in runs.
+func TestDigits(t *testing.T) {
+	var got []string
+	for _, pc := range Digits().apply([]piece{{"ab12 ³c٣", true}}) {
+		got = append(got, pc.text)
+	}
+	if diff := cmp.Diff([]string{"ab", "1", "2", " ", "³", "c", "٣"}, got); diff != "" {
+		t.Errorf("pieces (-want +got):\n%s", diff)
+	}
+}
+
 // TestMetaspaceSplit: Metaspace with split cuts before each ▁.
 func TestMetaspaceSplit(t *testing.T) {
 	var got []string
@@ -161,7 +173,17 @@ func FuzzByteLevel(f *testing.F) {
 		}
 		toks = append(toks, tok)
 	}
+	digits := gpt2Config(GPT2Pattern) // StarCoder's: digits apart first
+	digits.PreTokenizers = append([]PreTokenizer{Digits()}, digits.PreTokenizers...)
+	tok, err := New(digits)
+	if err != nil {
+		f.Fatal(err)
+	}
+	toks = append(toks, tok)
 	f.Fuzz(func(t *testing.T, s string) {
+		if pieces := splitDigits(s); strings.Join(pieces, "") != s || slices.Contains(pieces, "") {
+			t.Fatalf("digits: pieces %q do not cover %q", pieces, s)
+		}
 		for _, p := range patterns {
 			pieces := p.split(s)
 			for _, pc := range pieces {

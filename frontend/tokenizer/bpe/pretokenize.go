@@ -204,6 +204,22 @@ func (p Pattern) split(s string) []string {
 	return out
 }
 
+// splitDigits cuts s into its number characters, one a piece, and the
+// runs of other characters between them.
+func splitDigits(s string) []string {
+	var out []string
+	for i := 0; i < len(s); {
+		r, w := runeAt(s, i)
+		j := i + w
+		if !isN(r) {
+			j = run(s, i, func(r rune) bool { return !isN(r) })
+		}
+		out = append(out, s[i:j])
+		i = j
+	}
+	return out
+}
+
 // ByteChar returns the character of b in GPT-2's byte alphabet, in which
 // byte-level vocabularies spell their tokens ("Ġ" is the space).
 func ByteChar(b byte) string { return string(byteToRune[b]) }
