@@ -305,7 +305,10 @@ func deviceLimits(p *physInfo, lower wgsl.Limits) wgsl.Limits {
 		MaxWorkgroupsPerDimension:       int(min(p.MaxWorkgroups[0], p.MaxWorkgroups[1], p.MaxWorkgroups[2], 1<<31-1)),
 		MaxStorageBuffersPerShaderStage: int(min(p.MaxStorageBuffers, maxBindings)),
 	}
-	for _, f := range []struct{ dst *int; v int }{
+	for _, f := range []struct {
+		dst *int
+		v   int
+	}{
 		{&l.MaxInvocationsPerWorkgroup, lower.MaxInvocationsPerWorkgroup},
 		{&l.MaxWorkgroupSizeX, lower.MaxWorkgroupSizeX}, {&l.MaxWorkgroupSizeY, lower.MaxWorkgroupSizeY},
 		{&l.MaxWorkgroupSizeZ, lower.MaxWorkgroupSizeZ}, {&l.MaxWorkgroupStorageSize, lower.MaxWorkgroupStorageSize},

@@ -228,7 +228,9 @@ func (x ctx) createPipeline(words []uint32, entry string, bindings int, cache C.
 	return p, nil
 }
 
-func (x ctx) destroyPipeline(p *vkPipeline) { C.tvk_destroy_pipeline(x.c, p.setLayout, p.layout, p.pipe) }
+func (x ctx) destroyPipeline(p *vkPipeline) {
+	C.tvk_destroy_pipeline(x.c, p.setLayout, p.layout, p.pipe)
+}
 
 func (x ctx) createPipelineCache(data []byte) (C.uint64_t, error) {
 	var cache C.uint64_t

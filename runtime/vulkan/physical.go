@@ -15,11 +15,11 @@ type physInfo struct {
 	QueueFamily                   int // a family with compute, or -1
 
 	MaxWorkgroups, MaxWorkgroupSize [3]uint32
-	MaxInvocations, MaxSharedMemory  uint32
-	MaxStorageBuffers                uint32
-	MaxStorageRange                  uint64 // bytes one binding may span
-	StorageAlign                     uint64 // minStorageBufferOffsetAlignment
-	MaxAllocation                    uint64
+	MaxInvocations, MaxSharedMemory uint32
+	MaxStorageBuffers               uint32
+	MaxStorageRange                 uint64 // bytes one binding may span
+	StorageAlign                    uint64 // minStorageBufferOffsetAlignment
+	MaxAllocation                   uint64
 
 	SubgroupSize, SubgroupStages, SubgroupOps uint32
 	ShaderF16, Storage16, SubgroupTypes       bool

@@ -7,7 +7,7 @@ import (
 
 // features are the optional shader features a device was created with.
 type features struct {
-	f16, storage16, subgroupTypes bool // shaderFloat16, storageBuffer16BitAccess, shaderSubgroupExtendedTypes
+	f16, storage16, subgroupTypes bool   // shaderFloat16, storageBuffer16BitAccess, shaderSubgroupExtendedTypes
 	subgroupOps                   uint32 // VkSubgroupFeatureFlags usable in compute shaders
 	spirvMinor                    int    // the newest SPIR-V 1.x the device takes
 }
