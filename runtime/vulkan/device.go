@@ -379,6 +379,20 @@ func (d *Device) SetTuning(t wgsl.Tuning) {
 	d.memos = map[*ir.Node]*launchMemo{}
 }
 
+// MaxBatch returns Options.MaxBatch in use.
+func (d *Device) MaxBatch() int {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.opts.MaxBatch
+}
+
+// BatchRamp returns Options.BatchRamp in use.
+func (d *Device) BatchRamp() int {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.opts.BatchRamp
+}
+
 // SetMaxBatch changes Options.MaxBatch (n <= 0 restores the default).
 func (d *Device) SetMaxBatch(n int) {
 	d.mu.Lock()
