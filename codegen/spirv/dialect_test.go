@@ -150,4 +150,3 @@ func TestDialectRefused(t *testing.T) {
 		t.Errorf("after the refusal: %v, want %v", got[0].Float32s(), want)
 	}
 }
-

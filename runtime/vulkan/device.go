@@ -193,7 +193,7 @@ var (
 // chosen by opts.Device, a logical device with f16 and subgroup features
 // where the device has them, one compute queue.
 func Open(opts Options) (*Device, error) {
-	if err := loadLoader(loaderName); err != nil {
+	if err := loadVulkan(); err != nil {
 		return nil, err
 	}
 	if opts.WaitTimeout <= 0 {

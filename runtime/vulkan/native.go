@@ -14,6 +14,7 @@ import "C"
 import (
 	"errors"
 	"fmt"
+	"sync"
 	"unsafe"
 )
 
@@ -27,8 +28,19 @@ var errNoVulkan = errors.New("no Vulkan device")
 // fixHint names the packages that provide a Vulkan loader and driver.
 const fixHint = "install a Vulkan driver: apt-get install -y libvulkan1 mesa-vulkan-drivers (lavapipe runs on any CPU), or the GPU vendor's driver"
 
-// loadLoader opens the Vulkan loader once per process (dlopen, so that a
+var loader struct {
+	once sync.Once
+	err  error
+}
+
+// loadVulkan opens the Vulkan loader once per process (dlopen, so that a
 // tapmlc binary runs without it on machines where no target needs it).
+func loadVulkan() error {
+	loader.once.Do(func() { loader.err = loadLoader(loaderName) })
+	return loader.err
+}
+
+// loadLoader opens the loader library lib and takes its entry points.
 func loadLoader(lib string) error {
 	var buf [512]C.char
 	name := C.CString(lib)

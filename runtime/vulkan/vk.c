@@ -11,7 +11,6 @@ static PFN_vkCreateInstance tvk_create_instance_fn;
 static PFN_vkEnumerateInstanceVersion tvk_instance_version;
 
 int tvk_load(const char *lib, char *err, size_t errlen) {
-	if (tvk_gipa) return 0;
 	void *h = dlopen(lib, RTLD_NOW | RTLD_LOCAL);
 	if (!h) {
 		const char *e = dlerror();
