@@ -106,7 +106,22 @@ type Options struct {
 	// MaxReplays bounds the recorded command buffers kept for replay
 	// (default 256).
 	MaxReplays int
+	// Wait is how the host waits for the device: WaitBlock in the
+	// driver's vkWaitForFences (the default on GPUs) or WaitPoll, polling
+	// the fence with sleeps of at most 100 µs (the default on CPU
+	// drivers: lavapipe's blocking wait woke so late under load that
+	// decode took 2-4x the wall time of the same work polled).
+	Wait WaitMode
 }
+
+// WaitMode is how the host waits for the device (Options.Wait).
+type WaitMode int
+
+const (
+	WaitAuto  WaitMode = iota // WaitPoll on CPU drivers, WaitBlock on GPUs
+	WaitBlock                 // block in vkWaitForFences
+	WaitPoll                  // poll the fence, sleeping in between
+)
 
 // DiscreteMaxBatch and DiscreteBatchRamp are the submission sizes on
 // GPUs: a step's first kernels run while the host records the rest, and
@@ -258,6 +273,12 @@ func open(x ctx, opts Options) (*Device, error) {
 	}
 	if opts.Tuning == (wgsl.Tuning{}) && !cpu {
 		opts.Tuning = wgsl.DiscreteTuning()
+	}
+	if opts.Wait == WaitAuto {
+		opts.Wait = WaitBlock
+		if cpu {
+			opts.Wait = WaitPoll
+		}
 	}
 	maxBlock := opts.BlockBytes
 	if maxBlock == 0 {

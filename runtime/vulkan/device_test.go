@@ -2,8 +2,10 @@ package vulkan
 
 import (
 	"math"
+	"os"
 	"testing"
 
+	"github.com/tapml/tapml/codegen"
 	"github.com/tapml/tapml/frontend/arch"
 	"github.com/tapml/tapml/frontend/arch/llama"
 	"github.com/tapml/tapml/ir"
@@ -144,6 +146,36 @@ func TestBarriers(t *testing.T) {
 			if g != c.want(i) {
 				t.Fatalf("element %d = %g, want %g", i, g, c.want(i))
 			}
+		}
+	}
+}
+
+// TestHandWrittenKernel runs SPIR-V that no tapml translator wrote
+// (testdata/double.spvasm, assembled with spirv-as into double.spv): one
+// read_write binding updated in place, data[i] = 2·data[i] + i for i <
+// 100. LaunchKernel returns the input buffer itself as the output.
+func TestHandWrittenKernel(t *testing.T) {
+	bin, err := os.ReadFile("testdata/double.spv")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ty := f32(100)
+	k := &codegen.Kernel{Language: "spirv", Op: ir.OpProbe, NodeID: 900, Source: bin, Entry: "main",
+		Bindings:      []codegen.Binding{{Index: 0, Name: "data", Access: codegen.ReadWrite, Type: ty, Input: 0, Output: 0}},
+		WorkgroupSize: [3]int{64, 1, 1}, Grid: [3]int{2, 1, 1}}
+	x := seq(0, 100)
+	in := upload(t, testDev, x.Clone())
+	defer testDev.Free(in)
+	out, err := testDev.LaunchKernel(&ir.Node{ID: 900, Op: ir.OpProbe}, k, []*runtime.Buffer{in})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out[0] != in {
+		t.Fatal("the read_write binding did not return its input buffer")
+	}
+	for i, v := range download(t, testDev, out[0]).Float32s() {
+		if want := 2*x.Float32s()[i] + float32(i); v != want {
+			t.Fatalf("data[%d] = %g, want %g", i, v, want)
 		}
 	}
 }

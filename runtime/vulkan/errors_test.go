@@ -34,9 +34,9 @@ func TestBadKernels(t *testing.T) {
 	n, outs := mkNode(t, 3, ir.OpAdd, nil, f32(8), f32(8))
 	x := upload(t, d, seq(0, 8))
 	for _, c := range []struct {
-		name  string
+		name   string
 		break_ func(k *codegen.Kernel)
-		want  string
+		want   string
 	}{
 		{"truncated SPIR-V", func(k *codegen.Kernel) { k.Source = k.Source[:len(k.Source)/2] }, "SPIR-V instruction"},
 		{"text, not SPIR-V", func(k *codegen.Kernel) { k.Source = []byte("this is not SPIR-V") }, "SPIR-V"},

@@ -185,39 +185,60 @@ func (d *Device) flushWait() error {
 	return nil
 }
 
-// wait waits for every submission (must hold d.mu). Past
+// wait waits for every submission, oldest first (must hold d.mu). Past
 // Options.WaitTimeout the device is closed: its state is unknown.
 func (d *Device) wait() error {
 	deadline := time.Now().Add(d.opts.WaitTimeout)
 	for len(d.inflight) > 0 {
-		n := min(len(d.inflight), 64)
-		fences := make([]C.uint64_t, n)
-		for i := range fences {
-			fences[i] = d.inflight[i].fence
-		}
-		left := time.Until(deadline)
-		ok, err := d.x.wait(fences, uint64(max(left, 0)))
-		if err != nil {
-			err = fmt.Errorf("vulkan: %w", err)
+		s := d.inflight[0]
+		if err := d.waitFence(s.fence, deadline); err != nil {
 			if isDeviceLost(err) {
 				d.closed = true
-				return runtime.Lost(err)
+				return runtime.Lost(fmt.Errorf("vulkan: %w", err))
 			}
-			return err
+			return fmt.Errorf("vulkan: %w", err)
 		}
-		if !ok {
-			d.closed = true
-			return fmt.Errorf("vulkan: the device did not finish within %s; it is now closed", d.opts.WaitTimeout)
+		if err := d.retire(s); err != nil {
+			return fmt.Errorf("vulkan: %w", err)
 		}
-		for _, s := range d.inflight[:n] {
-			if err := d.retire(s); err != nil {
-				return fmt.Errorf("vulkan: %w", err)
-			}
-		}
-		d.inflight = d.inflight[n:]
+		d.inflight = d.inflight[1:]
 	}
 	return nil
 }
+
+// waitFence waits for fence f: it first polls a few times without
+// sleeping (short work is often done by then), then blocks in the
+// driver's vkWaitForFences, or with WaitPoll keeps polling with short
+// sleeps, up to maxPollSleep.
+func (d *Device) waitFence(f C.uint64_t, deadline time.Time) error {
+	sleep := time.Microsecond
+	for i := 0; ; i++ {
+		done, err := d.x.fenceDone(f)
+		if err != nil || done {
+			return err
+		}
+		if time.Now().After(deadline) {
+			d.closed = true
+			return fmt.Errorf("the device did not finish within %s; it is now closed", d.opts.WaitTimeout)
+		}
+		if i < 16 {
+			continue
+		}
+		if d.opts.Wait == WaitBlock {
+			done, err := d.x.wait([]C.uint64_t{f}, uint64(max(time.Until(deadline), 0)))
+			if err != nil || done {
+				return err
+			}
+			continue // timed out: the deadline check says so
+		}
+		time.Sleep(sleep)
+		sleep = min(2*sleep, maxPollSleep)
+	}
+}
+
+// maxPollSleep bounds the sleep between two polls of a fence (the latency
+// WaitPoll adds to a wait).
+const maxPollSleep = 100 * time.Microsecond
 
 // Sync submits pending work and waits until the device is idle.
 func (d *Device) Sync() error {

@@ -491,7 +491,7 @@ VkResult tvk_fence_status(tvk_ctx *c, uint64_t fence) { return c->vkGetFenceStat
 
 VkResult tvk_wait(tvk_ctx *c, const uint64_t *fences, uint32_t n, uint64_t timeout_ns) {
 	VkFence fs[64];
-	if (n > 64) return VK_ERROR_INITIALIZATION_FAILED; // the caller waits in chunks
+	if (n > 64) return VK_ERROR_INITIALIZATION_FAILED; // the caller waits for fewer
 	for (uint32_t i = 0; i < n; i++) fs[i] = TVK_H(VkFence, fences[i]);
 	return c->vkWaitForFences(c->device, n, fs, VK_TRUE, timeout_ns);
 }
