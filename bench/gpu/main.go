@@ -281,6 +281,7 @@ func runCmd(args []string) error {
 		{defaults, 32, defRamp},
 		{defaults, 128, defRamp},
 		{defaults, defBatch, -1},
+		{defaults, 1 << 20, -1}, // one submission per step (vulkan replays it whole)
 		{with(func(t *wgsl.Tuning) { t.GEMVMinGroups = 0 }), defBatch, defRamp},
 		{with(func(t *wgsl.Tuning) { t.GEMVUnroll = 4 }), defBatch, defRamp},
 		{with(func(t *wgsl.Tuning) { t.Matmul = "128x128x8/8x8+p,64x64x16/4x4+p" }), defBatch, defRamp},
