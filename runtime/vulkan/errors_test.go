@@ -1,6 +1,8 @@
 package vulkan
 
 import (
+	"bytes"
+	"encoding/binary"
 	"errors"
 	"strings"
 	"testing"
@@ -26,6 +28,21 @@ func wantError(t *testing.T, what string, err error, want ...string) {
 	}
 }
 
+// setLocalSize makes a kernel's workgroup x wide, in its SPIR-V too.
+func setLocalSize(t *testing.T, k *codegen.Kernel, x int) {
+	k.Source = bytes.Clone(k.Source)
+	for i := 4 * spirvHeaderWords; i+24 <= len(k.Source); {
+		w := binary.LittleEndian.Uint32(k.Source[i:])
+		if w&0xffff == opExecutionMode && binary.LittleEndian.Uint32(k.Source[i+8:]) == modeLocalSize {
+			binary.LittleEndian.PutUint32(k.Source[i+12:], uint32(x))
+			k.WorkgroupSize[0] = x
+			return
+		}
+		i += 4 * int(w>>16)
+	}
+	t.Fatal("no LocalSize in the kernel")
+}
+
 // TestBadKernels: kernels the device cannot run are errors naming the
 // node and the problem, found before the driver sees them; Prepare finds
 // them ahead; the device works afterwards.
@@ -41,7 +58,8 @@ func TestBadKernels(t *testing.T) {
 		{"truncated SPIR-V", func(k *codegen.Kernel) { k.Source = k.Source[:len(k.Source)/2] }, "SPIR-V instruction"},
 		{"text, not SPIR-V", func(k *codegen.Kernel) { k.Source = []byte("this is not SPIR-V") }, "SPIR-V"},
 		{"WGSL", func(k *codegen.Kernel) { k.Language = "wgsl" }, `runs spirv kernels, not "wgsl"`},
-		{"workgroup", func(k *codegen.Kernel) { k.WorkgroupSize = [3]int{4096, 1, 1} }, "workgroup size [4096 1 1]"},
+		{"workgroup unlike the SPIR-V's", func(k *codegen.Kernel) { k.WorkgroupSize = [3]int{4096, 1, 1} }, "its SPIR-V's LocalSize"},
+		{"workgroup over the limit", func(k *codegen.Kernel) { setLocalSize(t, k, 4096) }, "workgroup size [4096 1 1] exceeds"},
 		{"grid", func(k *codegen.Kernel) { k.Grid = [3]int{1 << 20, 1, 1} }, "grid [1048576 1 1]"},
 		{"bindings out of order", func(k *codegen.Kernel) { k.Bindings[0].Index = 1 }, "binding 0 has index 1"},
 	} {

@@ -91,18 +91,18 @@ func (d *Device) pipeline(k *codegen.Kernel) (*vkPipeline, error) {
 	if k.Language != "spirv" {
 		return nil, fmt.Errorf("the vulkan device runs spirv kernels, not %q", k.Language)
 	}
-	if err := d.checkKernel(k); err != nil {
-		return nil, err
-	}
 	entry := k.Entry
 	if entry == "" {
 		entry = "main"
 	}
-	words, err := checkModule(k.Source, entry, d.feats)
+	mod, err := checkModule(k.Source, entry, d.feats)
 	if err != nil {
 		return nil, err
 	}
-	p, err := d.x.createPipeline(words, entry, len(k.Bindings), d.pcache)
+	if err := d.checkKernel(k, mod.localSize); err != nil {
+		return nil, err
+	}
+	p, err := d.x.createPipeline(mod.words, entry, len(k.Bindings), d.pcache)
 	if err != nil {
 		return nil, fmt.Errorf("pipeline of %s: %w", k.Name(), err)
 	}
@@ -111,27 +111,20 @@ func (d *Device) pipeline(k *codegen.Kernel) (*vkPipeline, error) {
 	return p, nil
 }
 
-// checkKernel checks a kernel's workgroup, grid and bindings against the
-// device limits.
-func (d *Device) checkKernel(k *codegen.Kernel) error {
+// checkKernel checks a kernel's workgroup size (as its SPIR-V declares
+// it) and number of bindings against the device limits; dispatch checks
+// the grid and each binding.
+func (d *Device) checkKernel(k *codegen.Kernel, wg [3]int) error {
 	p := &d.phys
-	wg := k.WorkgroupSize
+	if wg != k.WorkgroupSize {
+		return fmt.Errorf("the kernel's workgroup size is %v, its SPIR-V's LocalSize %v", k.WorkgroupSize, wg)
+	}
 	if wg[0] < 1 || wg[1] < 1 || wg[2] < 1 || wg[0]*wg[1]*wg[2] > int(p.MaxInvocations) ||
 		wg[0] > int(p.MaxWorkgroupSize[0]) || wg[1] > int(p.MaxWorkgroupSize[1]) || wg[2] > int(p.MaxWorkgroupSize[2]) {
 		return fmt.Errorf("workgroup size %v exceeds the device's limits (%v, %d invocations)", wg, p.MaxWorkgroupSize, p.MaxInvocations)
 	}
-	for i, g := range k.Grid {
-		if g < 0 || g > int(p.MaxWorkgroups[i]) {
-			return fmt.Errorf("grid %v exceeds the device's %d workgroups in dimension %d", k.Grid, p.MaxWorkgroups[i], i)
-		}
-	}
 	if len(k.Bindings) == 0 || len(k.Bindings) > int(min(p.MaxStorageBuffers, maxBindings)) {
 		return fmt.Errorf("kernel binds %d storage buffers; the device allows 1 to %d", len(k.Bindings), min(p.MaxStorageBuffers, maxBindings))
-	}
-	for i, b := range k.Bindings {
-		if b.Index != i {
-			return fmt.Errorf("kernel binding %d has index %d; bindings must be 0, 1, ... in order", i, b.Index)
-		}
 	}
 	return nil
 }
@@ -282,6 +275,8 @@ func (d *Device) dispatch(pl *plan, in []*runtime.Buffer, hs []*vbuf) ([]*runtim
 	d.reads, d.writes = d.reads[:0], d.writes[:0]
 	for i, b := range k.Bindings {
 		switch {
+		case b.Index != i:
+			return fail(fmt.Errorf("kernel binding %d has index %d; bindings must be 0, 1, ... in order", i, b.Index))
 		case b.Input >= len(in):
 			return fail(fmt.Errorf("kernel binding %d reads input %d of %d", i, b.Input, len(in)))
 		case b.Input >= 0:
@@ -316,6 +311,11 @@ func (d *Device) dispatch(pl *plan, in []*runtime.Buffer, hs []*vbuf) ([]*runtim
 		}
 		if b.Access != codegen.Read {
 			d.writes = append(d.writes, acc)
+		}
+	}
+	for i, g := range k.Grid {
+		if g < 0 || g > int(d.phys.MaxWorkgroups[i]) {
+			return fail(fmt.Errorf("grid %v exceeds the device's %d workgroups in dimension %d", k.Grid, d.phys.MaxWorkgroups[i], i))
 		}
 	}
 	if k.Grid[0]*k.Grid[1]*k.Grid[2] == 0 {

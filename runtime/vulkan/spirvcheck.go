@@ -50,21 +50,29 @@ const (
 	spirvMagic       = 0x07230203
 	opCapability     = 17
 	opEntryPoint     = 15
+	opExecutionMode  = 16
+	modeLocalSize    = 17
 	execGLCompute    = 5
 	maxModuleWords   = 16 << 20 // 64 MiB: far beyond any kernel
 	spirvHeaderWords = 5
 )
 
+// module is what checkModule learns of a SPIR-V module.
+type module struct {
+	words     []uint32
+	localSize [3]int // the entry point's LocalSize (workgroup size)
+}
+
 // checkModule checks SPIR-V bytes before a driver sees them: whole
 // little-endian words, the magic number, a version the device takes, an
 // instruction stream whose lengths add up, a GLCompute entry point named
-// entry, and only capabilities the device was created with. Drivers do not
-// validate modules (an invalid one may crash them); the translator's
-// modules are valid (its tests run spirv-val on every kernel), and this
-// check stops what the device could not run, such as an f16 kernel on a
-// device without shaderFloat16, with an error instead of undefined
-// behaviour. It returns the words.
-func checkModule(code []byte, entry string, f features) ([]uint32, error) {
+// entry with a LocalSize, and only capabilities the device was created
+// with. Drivers do not validate modules (an invalid one may crash them);
+// the translator's modules are valid (its tests run spirv-val on every
+// kernel), and this check stops what the device could not run, such as an
+// f16 kernel on a device without shaderFloat16, with an error instead of
+// undefined behaviour.
+func checkModule(code []byte, entry string, f features) (*module, error) {
 	if len(code)%4 != 0 {
 		return nil, fmt.Errorf("SPIR-V of %d bytes is not whole words", len(code))
 	}
@@ -82,7 +90,8 @@ func checkModule(code []byte, entry string, f features) ([]uint32, error) {
 	if major != 1 || minor > f.spirvMinor {
 		return nil, fmt.Errorf("SPIR-V %d.%d: the device takes 1.0 to 1.%d", major, minor, f.spirvMinor)
 	}
-	hasEntry := false
+	entryID, hasEntry := uint32(0), false
+	var localSizes = map[uint32][3]int{}
 	for i := spirvHeaderWords; i < len(w); {
 		n, op := int(w[i]>>16), w[i]&0xffff
 		if n == 0 || i+n > len(w) {
@@ -98,7 +107,11 @@ func checkModule(code []byte, entry string, f features) ([]uint32, error) {
 			}
 		case opEntryPoint:
 			if n >= 4 && w[i+1] == execGLCompute && literalString(w[i+3:i+n]) == entry {
-				hasEntry = true
+				entryID, hasEntry = w[i+2], true
+			}
+		case opExecutionMode:
+			if n == 6 && w[i+2] == modeLocalSize {
+				localSizes[w[i+1]] = [3]int{int(w[i+3]), int(w[i+4]), int(w[i+5])}
 			}
 		}
 		i += n
@@ -106,7 +119,11 @@ func checkModule(code []byte, entry string, f features) ([]uint32, error) {
 	if !hasEntry {
 		return nil, fmt.Errorf("SPIR-V has no GLCompute entry point %q", entry)
 	}
-	return w, nil
+	ls, ok := localSizes[entryID]
+	if !ok {
+		return nil, fmt.Errorf("SPIR-V entry point %q has no LocalSize", entry)
+	}
+	return &module{words: w, localSize: ls}, nil
 }
 
 // allows reports whether a kernel may declare capability c on the device.

@@ -71,7 +71,10 @@ func TestCheckModule(t *testing.T) {
 		{"zero-length instruction", with(good, 5, 0), "main", allFeatures, "claims 0 words"},
 		{"other entry point", good, "kernel", allFeatures, `no GLCompute entry point "kernel"`},
 	} {
-		_, err := checkModule(c.code, c.entry, c.f)
+		m, err := checkModule(c.code, c.entry, c.f)
+		if err == nil && m.localSize != [3]int{64, 1, 1} {
+			t.Errorf("%s: LocalSize %v, want [64 1 1]", c.name, m.localSize)
+		}
 		if (err == nil) != (c.want == "") || err != nil && !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%s: got %v, want %q", c.name, err, c.want)
 		}
@@ -85,12 +88,12 @@ func FuzzCheckModule(f *testing.F) {
 	f.Add(f16Kernel(f), "main")
 	f.Add([]byte{0x03, 0x02, 0x23, 0x07}, "")
 	f.Fuzz(func(t *testing.T, code []byte, entry string) {
-		w, err := checkModule(code, entry, allFeatures)
+		m, err := checkModule(code, entry, allFeatures)
 		if err != nil {
 			return
 		}
-		if len(w)*4 != len(code) || w[0] != spirvMagic {
-			t.Fatalf("accepted %d bytes as %d words, magic %#x", len(code), len(w), w[0])
+		if len(m.words)*4 != len(code) || m.words[0] != spirvMagic {
+			t.Fatalf("accepted %d bytes as %d words, magic %#x", len(code), len(m.words), m.words[0])
 		}
 	})
 }

@@ -44,6 +44,7 @@ VkResult tvk_create_instance(tvk_ctx *c, const char **what) {
 	                         .apiVersion = version};
 	VkInstanceCreateInfo ci = {.sType = VK_STRUCTURE_TYPE_INSTANCE_CREATE_INFO, .pApplicationInfo = &app};
 	*what = "vkCreateInstance";
+	c->instance_version = version;
 	VkResult r = tvk_create_instance_fn(&ci, NULL, &c->instance);
 	if (r != VK_SUCCESS) return r;
 #define TVK_LOAD(name)                                                                                                 \
@@ -90,6 +91,7 @@ void tvk_describe(tvk_ctx *c, uint32_t index, tvk_info *info) {
 	c->vkGetPhysicalDeviceProperties(p, &props);
 	memcpy(info->name, props.deviceName, sizeof info->name);
 	info->name[sizeof info->name - 1] = 0;
+	if (props.apiVersion > c->instance_version) props.apiVersion = c->instance_version;
 	info->api_version = props.apiVersion;
 	info->driver_version = props.driverVersion;
 	info->vendor_id = props.vendorID;

@@ -82,6 +82,7 @@
 // tvk_ctx is one instance and, once created, one logical device.
 typedef struct {
 	VkInstance instance;
+	uint32_t instance_version; // the API version the instance was created for
 	VkPhysicalDevice phys;
 	VkDevice device;
 	VkQueue queue;
@@ -94,6 +95,8 @@ typedef struct {
 // tvk_info is what the device package needs to know of a physical device.
 typedef struct {
 	char name[VK_MAX_PHYSICAL_DEVICE_NAME_SIZE];
+	// api_version is the version tapml may use: the device's, capped by
+	// the instance's.
 	uint32_t api_version, driver_version, vendor_id, device_id, device_type;
 	uint8_t cache_uuid[VK_UUID_SIZE];
 	int queue_family; // a queue family with compute, or -1
