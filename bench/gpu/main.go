@@ -133,6 +133,33 @@ type Ours struct {
 type llmConfig struct {
 	tu          wgsl.Tuning
 	batch, ramp int
+	wait        vulkan.WaitMode // how the vulkan device waits (WaitAuto: its default)
+}
+
+// apply sets the configuration on dev; false when dev cannot take it.
+func (cf llmConfig) apply(dev gpuDevice) bool {
+	w, ok := dev.(interface{ SetWait(vulkan.WaitMode) })
+	if cf.wait != vulkan.WaitAuto && !ok {
+		return false
+	}
+	dev.SetTuning(cf.tu)
+	dev.SetMaxBatch(cf.batch)
+	dev.SetBatchRamp(cf.ramp)
+	if ok {
+		w.SetWait(cf.wait)
+	}
+	return true
+}
+
+func (cf llmConfig) String() string {
+	s := tuningString(cf.tu, cf.batch, cf.ramp)
+	switch cf.wait {
+	case vulkan.WaitBlock:
+		s += " wait=block"
+	case vulkan.WaitPoll:
+		s += " wait=poll"
+	}
+	return s
 }
 
 func tuningString(t wgsl.Tuning, batch, ramp int) string {
@@ -275,20 +302,24 @@ func runCmd(args []string) error {
 
 	// Models.
 	with := func(f func(t *wgsl.Tuning)) wgsl.Tuning { t := defaults; f(&t); return t }
+	conf := func(tu wgsl.Tuning, batch, ramp int) llmConfig { return llmConfig{tu: tu, batch: batch, ramp: ramp} }
+	waiting := func(w vulkan.WaitMode) llmConfig { return llmConfig{defaults, defBatch, defRamp, w} }
 	configs := []llmConfig{
-		{wgsl.Tuning{Matmul: "scalar", GEMVUnroll: 1}, 64, -1}, // before
-		{defaults, defBatch, defRamp},                          // the device's defaults
-		{defaults, 32, defRamp},
-		{defaults, 128, defRamp},
-		{defaults, defBatch, -1},
-		{defaults, 1 << 20, -1}, // one submission per step (vulkan replays it whole)
-		{with(func(t *wgsl.Tuning) { t.GEMVMinGroups = 0 }), defBatch, defRamp},
-		{with(func(t *wgsl.Tuning) { t.GEMVUnroll = 4 }), defBatch, defRamp},
-		{with(func(t *wgsl.Tuning) { t.Matmul = "128x128x8/8x8+p,64x64x16/4x4+p" }), defBatch, defRamp},
-		{defaults, defBatch, defRamp}, // again: the spread between two runs of one configuration
+		conf(wgsl.Tuning{Matmul: "scalar", GEMVUnroll: 1}, 64, -1), // before
+		conf(defaults, defBatch, defRamp),                          // the device's defaults
+		conf(defaults, 32, defRamp),
+		conf(defaults, 128, defRamp),
+		conf(defaults, defBatch, -1),
+		conf(defaults, 1<<20, -1), // one submission per step (vulkan replays it whole)
+		conf(with(func(t *wgsl.Tuning) { t.GEMVMinGroups = 0 }), defBatch, defRamp),
+		conf(with(func(t *wgsl.Tuning) { t.GEMVUnroll = 4 }), defBatch, defRamp),
+		conf(with(func(t *wgsl.Tuning) { t.Matmul = "128x128x8/8x8+p,64x64x16/4x4+p" }), defBatch, defRamp),
+		waiting(vulkan.WaitBlock),         // (vulkan only) the host waits in vkWaitForFences
+		waiting(vulkan.WaitPoll),          // (vulkan only) or polls the fence
+		conf(defaults, defBatch, defRamp), // again: the spread between two runs of one configuration
 	}
 	if *onlyDefaults {
-		configs = []llmConfig{{defaults, defBatch, defRamp}}
+		configs = []llmConfig{conf(defaults, defBatch, defRamp)}
 	}
 	names := strings.Split(*models, ",")
 	for mi, name := range names {
@@ -321,9 +352,7 @@ func runCmd(args []string) error {
 			return fmt.Errorf("%s: %w", name, err)
 		}
 		r.DefaultTuning = res.Defaults
-		dev.SetTuning(defaults)
-		dev.SetMaxBatch(0)
-		dev.SetBatchRamp(0)
+		llmConfig{tu: defaults}.apply(dev) // the defaults again
 		res.LLM = append(res.LLM, *r)
 		if err := save(); err != nil {
 			return err
@@ -562,10 +591,10 @@ func measureModel(dev gpuDevice, name string, c llama.Config, hfDir, out string,
 		return nil, err
 	}
 	for ci, cf := range configs {
-		dev.SetTuning(cf.tu)
-		dev.SetMaxBatch(cf.batch)
-		dev.SetBatchRamp(cf.ramp)
-		run := LLMRun{Config: tuningString(cf.tu, cf.batch, cf.ramp)}
+		if !cf.apply(dev) {
+			continue
+		}
+		run := LLMRun{Config: cf.String()}
 		if _, err := session(exec, r.Prompt[:p], 2, nil); err != nil { // warm-up: kernels
 			run.Err = err.Error()
 		} else {
@@ -598,10 +627,7 @@ func measureModel(dev gpuDevice, name string, c llama.Config, hfDir, out string,
 		}
 	}
 	if cpuprofile != "" {
-		cf := configs[1]
-		dev.SetTuning(cf.tu)
-		dev.SetMaxBatch(cf.batch)
-		dev.SetBatchRamp(cf.ramp)
+		configs[1].apply(dev)
 		f, err := os.Create(cpuprofile)
 		if err != nil {
 			return nil, err

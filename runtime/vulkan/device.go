@@ -274,12 +274,7 @@ func open(x ctx, opts Options) (*Device, error) {
 	if opts.Tuning == (wgsl.Tuning{}) && !cpu {
 		opts.Tuning = wgsl.DiscreteTuning()
 	}
-	if opts.Wait == WaitAuto {
-		opts.Wait = WaitBlock
-		if cpu {
-			opts.Wait = WaitPoll
-		}
-	}
+	opts.Wait = defaultWait(opts.Wait, cpu)
 	maxBlock := opts.BlockBytes
 	if maxBlock == 0 {
 		maxBlock = 1 << 30
@@ -437,6 +432,23 @@ func (d *Device) SetBatchRamp(n int) {
 	}
 	d.opts.BatchRamp = n
 	d.rampDown()
+}
+
+// SetWait changes Options.Wait (WaitAuto restores the default).
+func (d *Device) SetWait(w WaitMode) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.opts.Wait = defaultWait(w, d.cpu)
+}
+
+func defaultWait(w WaitMode, cpu bool) WaitMode {
+	switch {
+	case w != WaitAuto:
+		return w
+	case cpu:
+		return WaitPoll
+	}
+	return WaitBlock
 }
 
 // rampDown restarts the ramp of submission sizes (must hold d.mu).

@@ -4,6 +4,8 @@ import (
 	"errors"
 	"strings"
 	"testing"
+
+	"github.com/tapml/tapml/codegen/wgsl"
 )
 
 func api(minor uint32) uint32 { return 1<<22 | minor<<12 }
@@ -98,6 +100,25 @@ func TestShaderFeatures(t *testing.T) {
 		f := shaderFeatures(&c.p)
 		if f.f16 != c.f16 || (f.subgroupOps != 0) != c.subgroup || f.spirvMinor != c.spirv {
 			t.Errorf("%s: got %+v, want f16 %v subgroups %v SPIR-V 1.%d", c.name, f, c.f16, c.subgroup, c.spirv)
+		}
+	}
+}
+
+// TestDeviceLimits: kernels are generated for the device's limits, lowered
+// where the options set a field, with the grid limit the smallest of the
+// three dimensions'.
+func TestDeviceLimits(t *testing.T) {
+	p := physInfo{MaxWorkgroups: [3]uint32{1 << 31, 65535, 65535}, MaxWorkgroupSize: [3]uint32{1024, 1024, 64},
+		MaxInvocations: 1024, MaxSharedMemory: 49152, MaxStorageBuffers: 1 << 20}
+	got := deviceLimits(&p, wgsl.Limits{MaxInvocationsPerWorkgroup: 256, MaxWorkgroupSizeZ: 128})
+	want := wgsl.Limits{MaxInvocationsPerWorkgroup: 256, MaxWorkgroupSizeX: 1024, MaxWorkgroupSizeY: 1024, MaxWorkgroupSizeZ: 64,
+		MaxWorkgroupStorageSize: 49152, MaxWorkgroupsPerDimension: 65535, MaxStorageBuffersPerShaderStage: maxBindings}
+	if got != want {
+		t.Errorf("got %+v\nwant %+v", got, want)
+	}
+	for name, want := range map[string]string{"llvmpipe (LLVM 15.0.6, 256 bits)": "llvmpipe", "NVIDIA H200": "NVIDIA H200", " ": "unknown"} {
+		if got := deviceName(&physInfo{Name: name}); got != want {
+			t.Errorf("deviceName(%q) = %q, want %q", name, got, want)
 		}
 	}
 }
