@@ -320,7 +320,7 @@ func writeContents(root string, b Build) (*Manifest, error) {
 		}
 		man.Files = append(man.Files, f)
 		man.Tokenizer = &Tokenizer{File: TokenizerFile, Format: "llama2c", VocabSize: b.Tokenizer.VocabSize(),
-			BOS: b.Tokenizer.BOS(), EOS: b.Tokenizer.EOS()}
+			BOS: b.Tokenizer.BOS(), EOS: b.Tokenizer.EOS(), EOG: b.Tokenizer.EOG()}
 	}
 	sort.Slice(man.Files, func(i, j int) bool { return man.Files[i].Path < man.Files[j].Path })
 	y, err := yaml.MarshalWithOptions(man, yaml.Indent(2), yaml.IndentSequence(true))

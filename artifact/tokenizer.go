@@ -24,6 +24,9 @@ type Tokenizer struct {
 	VocabSize int    `yaml:"vocab_size"`
 	BOS       int    `yaml:"bos"`
 	EOS       int    `yaml:"eos"`
+	// EOG are the ids that end generation; absent in older builds, whose
+	// generation ends at BOS (llama2.c's convention).
+	EOG []int `yaml:"eog,omitempty"`
 }
 
 // encodeTokenizer writes t in llama2.c's layout.
@@ -65,6 +68,9 @@ func LoadTokenizer(dir string, man *Manifest) (*sentencepiece.Tokenizer, error) 
 		return nil, fmt.Errorf("%s: corrupt tokenizer: %d tokens, but the manifest says vocab_size %d", p, len(vocab), tk.VocabSize)
 	}
 	t, err := sentencepiece.New(vocab, scores, tk.BOS, tk.EOS)
+	if err == nil && tk.EOG != nil {
+		t, err = t.WithEOG(tk.EOG)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", p, err)
 	}

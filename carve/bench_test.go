@@ -12,11 +12,11 @@ import (
 	"github.com/tapml/tapml/runtime/llm"
 )
 
-// noStop keeps a tokenizer's BOS out of reach of the sampler, so a model
-// with random weights runs every step instead of stopping at BOS.
+// noStop ends generation at no token, so a model with random weights runs
+// every step instead of stopping at BOS.
 type noStop struct{ llm.Tokenizer }
 
-func (noStop) BOS() int { return -1 }
+func (noStop) IsEOG(int) bool { return false }
 
 // BenchmarkCarve measures the carving overhead: the run time of the probed,
 // recording run over the plain run of the same compiled pipeline (both on

@@ -42,7 +42,7 @@ import (
 // and, last, an end marker.
 const (
 	FormatName    = "tapml-carve-bundle"
-	FormatVersion = 1
+	FormatVersion = 2 // 2 added injected_faults, input_sets and a case's set
 
 	ManifestFile = "manifest.yaml"
 	TensorsFile  = "tensors.safetensors"
@@ -63,12 +63,19 @@ type Manifest struct {
 	Generated []int    `yaml:"generated,flow"`
 	// Seed and Inputs: the arguments of a model that is not a language
 	// model (see CarveCalls); absent for language models.
-	Seed      uint64      `yaml:"seed,omitempty"`
-	Inputs    []InputInfo `yaml:"inputs,omitempty"`
-	Stats     Stats       `yaml:"stats"`
-	Files     []FileInfo  `yaml:"files"`
-	CaseCount int         `yaml:"case_count"`
-	Cases     []*Case     `yaml:"cases"`
+	Seed   uint64      `yaml:"seed,omitempty"`
+	Inputs []InputInfo `yaml:"inputs,omitempty"`
+	// Faults are test-only faults that were planted in the target's
+	// kernels when the bundle was written (a migration's regression
+	// bundle under --inject); `tapmlc test` plants them again.
+	Faults []Fault `yaml:"injected_faults,omitempty"`
+	// Sets are the input sets when several were carved (the first is also
+	// in prompt, generated or inputs).
+	Sets      []SetInfo  `yaml:"input_sets,omitempty"`
+	Stats     Stats      `yaml:"stats"`
+	Files     []FileInfo `yaml:"files"`
+	CaseCount int        `yaml:"case_count"`
+	Cases     []*Case    `yaml:"cases"`
 	// End is the last key written (EndMarker), so that a manifest cut
 	// anywhere is known to be truncated.
 	End string `yaml:"end"`
@@ -184,7 +191,7 @@ func (rec *Recording) writeFiles(dir string) (int64, error) {
 	}
 	m := &Manifest{
 		Format: FormatName, Version: FormatVersion, Model: rec.Model, Prompt: rec.Prompt, Steps: rec.Steps,
-		Keep: rec.Keep, Reference: "cpu", Pipeline: rec.Pipeline, Generated: rec.Generated, Seed: rec.Seed, Inputs: rec.Inputs, Stats: rec.Stats,
+		Keep: rec.Keep, Reference: "cpu", Pipeline: rec.Pipeline, Generated: rec.Generated, Seed: rec.Seed, Inputs: rec.Inputs, Faults: rec.Faults, Sets: rec.Sets, Stats: rec.Stats,
 		CaseCount: len(rec.Cases), Cases: rec.Cases, End: EndMarker,
 	}
 	var total int64

@@ -65,13 +65,13 @@ func TestOpenErrors(t *testing.T) {
 			os.WriteFile(filepath.Join(dir, ManifestFile), append(bytes.Clone(manifest[:cut+1]), "end: end of manifest\n"...), 0o644)
 		}, []string{"manifest.yaml: case c0275", "outputs"}},
 		{"newer version", func(t *testing.T, dir string) {
-			m := bytes.Replace(manifest, []byte("\nversion: 1\n"), []byte("\nversion: 2\nnew_field: x\n"), 1)
+			m := bytes.Replace(manifest, []byte("\nversion: 2\n"), []byte("\nversion: 3\nnew_field: x\n"), 1)
 			os.WriteFile(filepath.Join(dir, ManifestFile), m, 0o644)
-		}, []string{"manifest.yaml: bundle format version 2 is newer than this tapml reads (1)"}},
+		}, []string{"manifest.yaml: bundle format version 3 is newer than this tapml reads (2)"}},
 		{"fractional version", func(t *testing.T, dir string) {
-			m := bytes.Replace(manifest, []byte("\nversion: 1\n"), []byte("\nversion: 1.5\n"), 1)
+			m := bytes.Replace(manifest, []byte("\nversion: 2\n"), []byte("\nversion: 2.5\n"), 1)
 			os.WriteFile(filepath.Join(dir, ManifestFile), m, 0o644)
-		}, []string{"manifest.yaml: format version 1.5 is not a whole number"}},
+		}, []string{"manifest.yaml: format version 2.5 is not a whole number"}},
 		{"NaN tolerance", func(t *testing.T, dir string) {
 			m := bytes.Replace(manifest, []byte("\n      atol: "), []byte("\n      atol: .nan\n      #"), 1)
 			os.WriteFile(filepath.Join(dir, ManifestFile), m, 0o644)

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/tapml/tapml/ir"
@@ -186,6 +187,9 @@ func Arguments(f *ir.Function, given map[string]Input, rng *Rand) ([]*tensor.Ten
 	infos := make([]InputInfo, len(f.Params))
 	for i, p := range f.Params {
 		in, ok := given[p.Name]
+		if !ok {
+			in, ok = given[positional(i)]
+		}
 		if !ok && len(f.Params) == 1 {
 			in, ok = given[""]
 		}
@@ -255,6 +259,12 @@ func CheckInputs(m *ir.Module, fns []string, given map[string]Input) error {
 		}
 	}
 	for name := range given {
+		if k, ok := positionalIndex(name); ok && !names[name] {
+			if k >= len(all) {
+				return fmt.Errorf("%s names input %d, but the model has %d inputs (%s)", name, k, len(all), strings.Join(all, ", "))
+			}
+			continue
+		}
 		if name == "" && !single {
 			return fmt.Errorf("an input without a name, but the model has several inputs (%s): name it", strings.Join(all, ", "))
 		}
@@ -263,6 +273,21 @@ func CheckInputs(m *ir.Module, fns []string, given map[string]Input) error {
 		}
 	}
 	return nil
+}
+
+// positional is the name that stands for a function's k-th input where an
+// input file has no name of its own: input_<k>, as in the ONNX model
+// zoo's test_data_set folders (an input really named so takes precedence).
+func positional(k int) string { return fmt.Sprintf("input_%d", k) }
+
+// positionalIndex reads positional's name back.
+func positionalIndex(name string) (int, bool) {
+	rest, ok := strings.CutPrefix(name, "input_")
+	if !ok {
+		return 0, false
+	}
+	k, err := strconv.Atoi(rest)
+	return k, err == nil && k >= 0
 }
 
 // Funcs returns the functions to call: fns when given (each must exist),
@@ -292,9 +317,12 @@ type CallOptions struct {
 	// function of the module, in module order).
 	Funcs []string
 	// Inputs gives arguments by parameter name (see Arguments); the others
-	// are seeded random values from Seed.
-	Inputs map[string]Input
-	Seed   uint64
+	// are seeded random values from Seed. InputSets, when set, carve
+	// several input sets, each a call of every function, their values
+	// over Inputs', deduplicated together (see SetInfo).
+	Inputs    map[string]Input
+	InputSets []InputSet
+	Seed      uint64
 	// Keep, Pipeline, Probe and Policy are as in Options.
 	Keep     int
 	Pipeline *passes.Pipeline
@@ -314,8 +342,15 @@ func CarveCalls(m *ir.Module, o CallOptions) (*Recording, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := CheckInputs(m, fns, o.Inputs); err != nil {
-		return nil, err
+	sets := o.InputSets
+	if len(sets) == 0 {
+		sets = []InputSet{{}}
+	}
+	for i := range sets {
+		sets[i].Inputs = mergeInputs(o.Inputs, sets[i].Inputs)
+		if err := CheckInputs(m, fns, sets[i].Inputs); err != nil {
+			return nil, setError(sets, i, err)
+		}
 	}
 	pm, names, err := Compile(m, o.Pipeline, true, o.Probe)
 	if err != nil {
@@ -325,36 +360,89 @@ func CarveCalls(m *ir.Module, o CallOptions) (*Recording, error) {
 	defer r.Close()
 	rng := NewRand(o.Seed)
 	rec := &Recording{Module: pm, Model: m.Name, Keep: r.Keep, Pipeline: names, Seed: o.Seed}
-	for i, fn := range fns {
-		f := pm.Func(fn)
-		if f == nil {
-			return nil, fmt.Errorf("the compiled module has no function @%s", fn)
-		}
-		args, infos, err := Arguments(f, o.Inputs, rng)
-		if err != nil {
-			return nil, err
-		}
-		rec.Inputs = append(rec.Inputs, infos...)
-		bufs := make([]*runtime.Buffer, len(args))
-		for j, a := range args {
-			if bufs[j], err = r.Exec.Upload("", a); err != nil {
-				return nil, err
+	calls := len(fns) * len(sets)
+	for si, set := range sets {
+		r.Set = si
+		var infos []InputInfo
+		for i, fn := range fns {
+			f := pm.Func(fn)
+			if f == nil {
+				return nil, fmt.Errorf("the compiled module has no function @%s", fn)
+			}
+			args, in, err := Arguments(f, set.Inputs, rng)
+			if err != nil {
+				return nil, setError(sets, si, err)
+			}
+			infos = append(infos, in...)
+			if err := r.CallHost(fn, args); err != nil {
+				return nil, setError(sets, si, err)
+			}
+			if o.Progress != nil {
+				o.Progress(si*len(fns)+i+1, calls)
 			}
 		}
-		res, err := r.Call(fn, bufs...)
-		if err != nil {
-			return nil, fmt.Errorf("@%s: %w", fn, err)
+		if si == 0 {
+			rec.Inputs = infos
 		}
-		freeResults(f, res, bufs)
-		for _, b := range bufs {
-			b.Dev.Free(b)
-		}
-		if o.Progress != nil {
-			o.Progress(i+1, len(fns))
+		if len(sets) > 1 {
+			rec.Sets = append(rec.Sets, SetInfo{Name: set.Name, Inputs: infos})
 		}
 	}
 	rec.Cases, rec.Stats = r.Cases(), r.Stats
 	return rec, nil
+}
+
+// mergeInputs returns base with over's inputs added or replacing.
+func mergeInputs(base, over map[string]Input) map[string]Input {
+	out := map[string]Input{}
+	for k, v := range base {
+		out[k] = v
+	}
+	for k, v := range over {
+		out[k] = v
+	}
+	return out
+}
+
+// setError names the input set of an error when there are several.
+func setError(sets []InputSet, i int, err error) error {
+	if len(sets) == 1 {
+		return err
+	}
+	return fmt.Errorf("input set %s: %w", sets[i].Name, err)
+}
+
+// CallHost records one call of function fn on host arguments (uploaded
+// for the call and freed after it, with its results).
+func (r *Recorder) CallHost(fn string, args []*tensor.Tensor) error {
+	bufs := make([]*runtime.Buffer, 0, len(args))
+	defer func() {
+		for _, b := range bufs {
+			b.Dev.Free(b)
+		}
+	}()
+	for _, a := range args {
+		b, err := r.Exec.Upload("", a)
+		if err != nil {
+			return err
+		}
+		bufs = append(bufs, b)
+	}
+	res, err := r.Call(fn, bufs...)
+	if err != nil {
+		return fmt.Errorf("@%s: %w", fn, err)
+	}
+	freeResults(r.Module.Func(fn), res, bufs)
+	return nil
+}
+
+// ResultName names result k of function f in reports and file names: its
+// value's name, or "output<k>" when the value is named by number (%10).
+func ResultName(f *ir.Function, k int) string {
+	if k < len(f.Results) && strings.Trim(f.Results[k].Name, "0123456789") != "" {
+		return f.Results[k].Name
+	}
+	return fmt.Sprintf("output%d", k)
 }
 
 // CallOnHost calls function fn of exec's module with host tensors and

@@ -34,6 +34,9 @@ type Case struct {
 	Func string `yaml:"func"`
 	Step int    `yaml:"step"`
 	Pos  int    `yaml:"pos"`
+	// Set is the input set of the run (see SetInfo; 0, left out, when
+	// there was one).
+	Set int `yaml:"set,omitempty"`
 	// Key is the content key the case was deduplicated by; Seen counts the
 	// calls of the run that had this key.
 	Key       string    `yaml:"key"`

@@ -15,6 +15,10 @@
 // first Keep calls of each key become cases. Each case gets a tolerance
 // from the Policy (see Policy for the formulas and why).
 //
+// Several input sets carve together (Options.Prompts, CallOptions.
+// InputSets): their calls share one deduplication, so a value that only
+// some inputs produce is carved too; each case records its set.
+//
 // Models that are not language models (ONNX vision models: any module
 // without @prefill and @decode, see IsLanguageModel) are carved by
 // CarveCalls: one call of each function (usually @main) on inputs given as
@@ -65,6 +69,12 @@
 // distance for floats, cosine similarity, each element against the
 // tolerance) and Bundle.Test replays a selection of cases and returns a
 // Report, which writes a terminal table, JSON, JUnit XML and an HTML page
-// (gonum/plot plots of every case's error, the table, and the IR node each
-// case links to). Overrides change tolerances from a YAML file.
+// (gonum/plot plots of every case's error grouped by op, got against want
+// and heat maps of where a failing case's error sits, the table, and the
+// IR node each case links to). Overrides change tolerances from a YAML
+// file. ReplayOptions compare with another device instead of the recorded
+// outputs, repeat a case to find run-to-run differences (Variation, with
+// where they are: Grid), time its kernel warm (OpTimes ranks the ops), and
+// keep a failing case's tensors; Test plants test-only faults a bundle
+// records (Manifest.Faults) and tells whether they fired.
 package carve

@@ -90,3 +90,17 @@ func TestEmptyBundle(t *testing.T) {
 		t.Error(err)
 	}
 }
+
+// FuzzParseValue: a command-line value parses to a scalar or a vector, or
+// is refused; never a panic.
+func FuzzParseValue(f *testing.F) {
+	for _, s := range []string{"1", "-2.5", "true", "[1, 2, 3]", "[0.5,1e3]", "[]", "x.npy", "[1,,2]", "9223372036854775807"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		v, ok := ParseValue(s)
+		if ok && (len(v.Shape) > 1 || v.NumElements() > maxValueItems) {
+			t.Fatalf("%q parsed to %s", s, v)
+		}
+	})
+}

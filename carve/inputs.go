@@ -6,11 +6,13 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
 
 	"github.com/tapml/tapml/frontend/onnx/onnxpb"
+	"github.com/tapml/tapml/internal/atomicfile"
 	"github.com/tapml/tapml/internal/safeio"
 	"github.com/tapml/tapml/ir"
 	"github.com/tapml/tapml/tensor"
@@ -362,6 +364,15 @@ func WriteNPY(w io.Writer, t *tensor.Tensor) error {
 	return err
 }
 
+// WriteNPYFile writes t as a .npy file at path, atomically.
+func WriteNPYFile(path string, t *tensor.Tensor) error {
+	var buf bytes.Buffer
+	if err := WriteNPY(&buf, t); err != nil {
+		return fmt.Errorf("%s: %w", path, err)
+	}
+	return atomicfile.WriteFile(path, buf.Bytes())
+}
+
 // The ONNX element types a TensorProto input may have, read from raw_data.
 var protoTypes = map[onnxpb.TensorProto_DataType]npyType{
 	onnxpb.TensorProto_FLOAT:   npyTypes["f4"],
@@ -445,3 +456,136 @@ func parseTensorProto(data []byte) (*tensor.Tensor, error) {
 	}
 	return out, nil
 }
+
+// InputSet is one set of inputs of a model that is not a language model,
+// by input name (see Arguments), with a name for messages and manifests.
+type InputSet struct {
+	Name   string
+	Inputs map[string]Input
+}
+
+// ReadInputSets reads the input sets in dir: one subfolder per set, in
+// name order, holding one file per input, named after it (NAME.npy,
+// NAME.pb, or raw values in a file of any other extension); an ONNX
+// TensorProto's own name, when it has one, names its input, and
+// input_<k> stands for the k-th input (the layout of the ONNX model zoo's
+// test_data_set_<n> folders). Files with a shape are read now; raw ones
+// when the input's type is known.
+func ReadInputSets(dir string) ([]InputSet, error) {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, err
+	}
+	var sets []InputSet
+	for _, e := range entries {
+		if !e.IsDir() {
+			continue
+		}
+		set, err := readInputSet(filepath.Join(dir, e.Name()))
+		if err != nil {
+			return nil, err
+		}
+		sets = append(sets, InputSet{Name: e.Name(), Inputs: set})
+	}
+	if len(sets) == 0 {
+		return nil, fmt.Errorf("%s: no input sets (want one folder per set, each with a file per input)", dir)
+	}
+	return sets, nil
+}
+
+func readInputSet(dir string) (map[string]Input, error) {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, err
+	}
+	set := map[string]Input{}
+	for _, e := range entries {
+		if e.IsDir() || strings.HasPrefix(e.Name(), ".") {
+			continue
+		}
+		path := filepath.Join(dir, e.Name())
+		name := strings.TrimSuffix(e.Name(), filepath.Ext(e.Name()))
+		in := Input{File: path}
+		if HasShape(path) {
+			data, err := safeio.ReadFile(path, safeio.MaxTensor)
+			if err != nil {
+				return nil, err
+			}
+			if in.Tensor, err = parseTensorFile(path, data); err != nil {
+				return nil, err
+			}
+			if strings.EqualFold(filepath.Ext(path), ".pb") {
+				tp := &onnxpb.TensorProto{}
+				if proto.Unmarshal(data, tp) == nil && tp.GetName() != "" {
+					name = tp.GetName()
+				}
+			}
+		}
+		if prev, dup := set[name]; dup {
+			return nil, fmt.Errorf("%s: %s and %s are both input %q", dir, filepath.Base(prev.File), e.Name(), name)
+		}
+		set[name] = in
+	}
+	if len(set) == 0 {
+		return nil, fmt.Errorf("%s: an input set folder with no input files", dir)
+	}
+	return set, nil
+}
+
+// ParseValue reads a value written on a command line: a number, true,
+// false, or a list [a, b, ...] of numbers (a scalar, or a vector for a
+// list); integers are i64, other numbers f32, true and false bool. ok is
+// false for anything else (a file name, say).
+func ParseValue(s string) (t *tensor.Tensor, ok bool) {
+	s = strings.TrimSpace(s)
+	switch s {
+	case "true", "false":
+		t := tensor.New(ir.Bool, nil)
+		if s == "true" {
+			t.Data[0] = 1
+		}
+		return t, true
+	}
+	list := strings.HasPrefix(s, "[") && strings.HasSuffix(s, "]")
+	items := []string{s}
+	if list {
+		items = strings.Split(s[1:len(s)-1], ",")
+	}
+	if len(items) > maxValueItems {
+		return nil, false
+	}
+	vals := make([]float64, len(items))
+	integer := true
+	for i, it := range items {
+		it = strings.TrimSpace(it)
+		v, err := strconv.ParseFloat(it, 64)
+		if err != nil {
+			return nil, false
+		}
+		if _, err := strconv.ParseInt(it, 10, 64); err != nil {
+			integer = false
+		}
+		vals[i] = v
+	}
+	var shape []int
+	if list {
+		shape = []int{len(vals)}
+	}
+	dt := ir.F32
+	if integer {
+		dt = ir.I64
+	}
+	t = tensor.New(dt, shape)
+	for i, v := range vals {
+		if dt == ir.I64 {
+			n, _ := strconv.ParseInt(strings.TrimSpace(items[i]), 10, 64)
+			binary.LittleEndian.PutUint64(t.Data[8*i:], uint64(n))
+			continue
+		}
+		t.SetFloat64At(i, v)
+	}
+	return t, true
+}
+
+// maxValueItems bounds the elements of a value written on a command line.
+const maxValueItems = 1 << 16

@@ -3,9 +3,11 @@ package carve
 import (
 	"bytes"
 	"encoding/binary"
+	"fmt"
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -235,4 +237,99 @@ func TestCarveCalls(t *testing.T) {
 			t.Errorf("%+v: error %v, want %q", tc.o, err, tc.want)
 		}
 	}
+}
+
+// ReadInputSets reads one set per folder, inputs named by file, by a
+// TensorProto's own name, or by position (input_<k>); mistakes are errors
+// that name the folder.
+func TestReadInputSets(t *testing.T) {
+	dir := t.TempDir()
+	write := func(rel string, data []byte) {
+		t.Helper()
+		p := filepath.Join(dir, rel)
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	x := tensor.FromFloat32([]int{2}, []float32{1, 2})
+	var npy bytes.Buffer
+	if err := WriteNPY(&npy, x); err != nil {
+		t.Fatal(err)
+	}
+	named, err := proto.Marshal(&onnxpb.TensorProto{Name: proto.String("y"), Dims: []int64{2}, DataType: proto.Int32(int32(onnxpb.TensorProto_FLOAT)), FloatData: []float32{3, 4}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	write("s1/x.npy", npy.Bytes())
+	write("s1/whatever.pb", named)
+	write("s2/input_0.npy", npy.Bytes())
+	write("s2/z.bin", make([]byte, 8))
+	sets, err := ReadInputSets(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got [][]string
+	for _, s := range sets {
+		var names []string
+		for n := range s.Inputs {
+			names = append(names, n)
+		}
+		slices.Sort(names)
+		got = append(got, append([]string{s.Name}, names...))
+	}
+	if diff := cmp.Diff([][]string{{"s1", "x", "y"}, {"s2", "input_0", "z"}}, got); diff != "" {
+		t.Errorf("(-want +got):\n%s", diff)
+	}
+	if sets[1].Inputs["z"].Tensor != nil || sets[1].Inputs["z"].File == "" {
+		t.Errorf("a raw file is read once its input's type is known: %+v", sets[1].Inputs["z"])
+	}
+	write("s3/y.npy", npy.Bytes())
+	write("s3/y.pb", named)
+	if _, err := ReadInputSets(dir); err == nil || !strings.Contains(err.Error(), `both input "y"`) {
+		t.Errorf("two files for one input: %v", err)
+	}
+	if _, err := ReadInputSets(filepath.Join(dir, "s1")); err == nil || !strings.Contains(err.Error(), "no input sets") {
+		t.Errorf("a folder without sets: %v", err)
+	}
+}
+
+func TestParseValue(t *testing.T) {
+	for _, tc := range []struct {
+		in   string
+		want string // the tensor's type and values, or "" for not a value
+	}{
+		{"1", "i64[] [1]"},
+		{"true", "bool[] [1]"},
+		{"false", "bool[] [0]"},
+		{"-2.5", "f32[] [-2.5]"},
+		{"[1, 2,3]", "i64[3] [1 2 3]"},
+		{"[1, 0.5]", "f32[2] [1 0.5]"},
+		{"9007199254740993", "i64[] [9.007199254740992e+15]"}, // Float64At rounds; the data is exact (below)
+		{"x.npy", ""},
+		{"[1,,2]", ""},
+		{"[]", ""},
+	} {
+		v, ok := ParseValue(tc.in)
+		got := ""
+		if ok {
+			got = fmt.Sprintf("%s %v", v.Type(), floatsOf(v))
+		}
+		if got != tc.want {
+			t.Errorf("ParseValue(%q) = %q, want %q", tc.in, got, tc.want)
+		}
+	}
+	if v, _ := ParseValue("9007199254740993"); binary.LittleEndian.Uint64(v.Data) != 9007199254740993 {
+		t.Errorf("an i64 value lost its low bits")
+	}
+}
+
+func floatsOf(t *tensor.Tensor) []float64 {
+	out := make([]float64, t.NumElements())
+	for i := range out {
+		out[i] = t.Float64At(i)
+	}
+	return out
 }

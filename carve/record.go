@@ -18,8 +18,11 @@ type Options struct {
 	// Prompt is run through prefill; Steps is the number of positions to
 	// process, prompt included, as `tapmlc run --steps` counts them (0 or
 	// more than the context: the context length). Decoding is greedy.
-	Prompt string
-	Steps  int
+	// Prompts, when set, replaces Prompt with several prompts, each run
+	// the same way, their calls deduplicated together.
+	Prompt  string
+	Prompts []string
+	Steps   int
 	// Keep is the number of cases kept per content key (default 1).
 	Keep int
 	// Pipeline compiles the model (nil: the default pipeline); the probe
@@ -98,6 +101,9 @@ type Recorder struct {
 	Policy Policy
 	Exec   *runtime.Executor
 	Stats  Stats
+
+	// Set is the input set in progress (see SetInfo), recorded in cases.
+	Set int
 
 	record  bool
 	step    int
@@ -296,7 +302,7 @@ func (r *Recorder) recordNode(f *ir.Function, n *ir.Node, env map[string]int64, 
 	c := &Case{
 		Op: n.Op.String(), Kind: string(n.Def().Kind), Attrs: EncodeAttrs(attrs),
 		Node: n.ID, NodeText: ir.NodeText(n), Prov: n.Prov,
-		Func: f.Name, Step: step, Pos: pos, Key: key, Seen: ki.seen,
+		Func: f.Name, Step: step, Pos: pos, Set: r.Set, Key: key, Seen: ki.seen,
 		Tolerance: r.Policy.For(n.Op, attrs, ins, outs),
 	}
 	for i, v := range n.Inputs {
@@ -333,9 +339,10 @@ func (r *Recorder) Cases() []*Case {
 }
 
 // Generate runs a language model (the LLM calling convention of
-// runtime/llm) greedily: the prompt's tokens (after BOS) through prefill
-// (decode when it is one token), then one decode step per generated token
-// until steps positions are processed or BOS comes out. It returns the
+// runtime/llm) greedily: the prompt's tokens (after BOS, when the
+// tokenizer prepends one) through prefill (decode when it is one token),
+// then one decode step per generated token until steps positions are
+// processed or an end-of-generation token comes out. It returns the
 // generated ids. progress, when set, gets the positions done after each call.
 func (r *Recorder) Generate(tok llm.Tokenizer, prompt string, steps int, progress func(done, total int)) ([]int, error) {
 	m := r.Module
@@ -423,7 +430,7 @@ func (r *Recorder) Generate(tok llm.Tokenizer, prompt string, steps int, progres
 	var gen []int
 	for pos < steps {
 		next := llm.Argmax(logits)
-		if next == tok.BOS() {
+		if tok.IsEOG(next) {
 			break
 		}
 		gen = append(gen, next)
@@ -432,7 +439,7 @@ func (r *Recorder) Generate(tok llm.Tokenizer, prompt string, steps int, progres
 		}
 	}
 	if progress != nil && pos < steps {
-		progress(steps, steps) // stopped early (BOS): the run is complete
+		progress(steps, steps) // stopped early (end of generation): the run is complete
 	}
 	return gen, nil
 }
@@ -454,6 +461,20 @@ type Recording struct {
 	// argument's source.
 	Seed   uint64
 	Inputs []InputInfo
+	// Faults are the test-only faults planted in the target when the
+	// recording was written (see Manifest.Faults).
+	Faults []Fault
+	// Sets describe the input sets when there were several (Prompt,
+	// Generated, Seed and Inputs are then the first's).
+	Sets []SetInfo
+}
+
+// Fault is a test-only fault planted in the kernel of one node (see
+// runtime/target.Injection).
+type Fault struct {
+	Node  int    `yaml:"node" json:"node"`
+	Op    string `yaml:"op" json:"op"`
+	Fault string `yaml:"fault" json:"fault"`
 }
 
 // Carve compiles m with probes, runs it on the CPU reference through
@@ -469,15 +490,41 @@ func Carve(m *ir.Module, tok llm.Tokenizer, o Options) (*Recording, error) {
 	}
 	r := NewRecorder(pm, o.Keep, o.Policy, true)
 	defer r.Close()
-	gen, err := r.Generate(tok, o.Prompt, o.Steps, o.Progress)
-	if err != nil {
-		return nil, err
+	prompts := o.Prompts
+	if len(prompts) == 0 {
+		prompts = []string{o.Prompt}
 	}
-	rec := &Recording{
-		Module: pm, Cases: r.Cases(), Stats: r.Stats, Model: m.Name, Prompt: o.Prompt,
-		Steps: o.Steps, Keep: r.Keep, Generated: gen, Pipeline: names,
+	rec := &Recording{Module: pm, Model: m.Name, Prompt: prompts[0], Steps: o.Steps, Keep: r.Keep, Pipeline: names}
+	for i, p := range prompts {
+		r.Set = i
+		progress := o.Progress
+		if progress != nil && len(prompts) > 1 {
+			progress = func(done, total int) { o.Progress(i*total+done, len(prompts)*total) }
+		}
+		gen, err := r.Generate(tok, p, o.Steps, progress)
+		if err != nil {
+			return nil, fmt.Errorf("prompt %d (%q): %w", i+1, p, err)
+		}
+		if i == 0 {
+			rec.Generated = gen
+		}
+		if len(prompts) > 1 {
+			rec.Sets = append(rec.Sets, SetInfo{Prompt: p, Generated: gen})
+		}
 	}
+	rec.Cases, rec.Stats = r.Cases(), r.Stats
 	return rec, nil
+}
+
+// SetInfo records one input set of a recording carved from several (the
+// prompts of a language model, the input sets of another model): its
+// prompt and generated tokens, or its inputs. Cases say which set they
+// came from (Case.Set); calls of every set are deduplicated together.
+type SetInfo struct {
+	Prompt    string      `yaml:"prompt,omitempty" json:"prompt,omitempty"`
+	Generated []int       `yaml:"generated,flow,omitempty" json:"generated,omitempty"`
+	Name      string      `yaml:"name,omitempty" json:"name,omitempty"`
+	Inputs    []InputInfo `yaml:"inputs,omitempty" json:"inputs,omitempty"`
 }
 
 // OpCounts counts cases per op, for summaries.

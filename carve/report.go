@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/tapml/tapml/internal/atomicfile"
+	"github.com/tapml/tapml/tensor"
 )
 
 // Result is the outcome of replaying one case.
@@ -24,18 +25,30 @@ type Result struct {
 	Err       string // why the case could not run; it then fails
 	lost      error  // set when the device was lost: no later case can run
 	Duration  time.Duration
+	// Reference is what the outputs were compared with: "recorded" (the
+	// bundle's reference outputs) or the reference device's name.
+	Reference string
+	// Time is the warm kernel time (ReplayOptions.Time), Variation what
+	// repeated runs changed (ReplayOptions.Repeat).
+	Time      time.Duration
+	Variation *Variation
+	// In, Got and Want are a failing case's inputs (those that are not
+	// weights), outputs and the reference's outputs (ReplayOptions.Keep).
+	In, Got, Want []*tensor.Tensor
 }
 
 // Passed reports whether the case ran and every element was in tolerance.
 func (r Result) Passed() bool { return r.Err == "" && r.Pass }
 
-// Status is "pass", "FAIL" or "ERROR".
+// Status is "pass", "FAIL", "FLAKY" (repeated runs differ) or "ERROR".
 func (r Result) Status() string {
 	switch {
 	case r.Err != "":
 		return "ERROR"
 	case r.Pass:
 		return "pass"
+	case r.Variation != nil && r.Variation.Varying > 0:
+		return "FLAKY"
 	}
 	return "FAIL"
 }
@@ -51,10 +64,59 @@ type Report struct {
 	Failed   int
 	Results  []Result
 	Duration time.Duration
+	// Faults are the test-only faults planted while the cases ran, with
+	// whether each fired.
+	Faults []FaultResult
+}
+
+// NotFired reports whether faults were planted and none of them changed
+// any output: the run tested nothing.
+func (r *Report) NotFired() bool {
+	if len(r.Faults) == 0 {
+		return false
+	}
+	for _, f := range r.Faults {
+		if f.Fired > 0 {
+			return false
+		}
+	}
+	return true
 }
 
 // OK reports whether every selected case passed.
 func (r *Report) OK() bool { return r.Failed == 0 }
+
+// Timed reports whether the cases' kernels were timed.
+func (r *Report) Timed() bool {
+	for _, x := range r.Results {
+		if x.Time > 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// OpTimes ranks the timed cases' kernel time per op.
+func (r *Report) OpTimes() []OpTime {
+	var items []Timed
+	for _, x := range r.Results {
+		if x.Time > 0 {
+			items = append(items, Timed{Op: x.Case.Op, Name: x.Case.ID, Time: x.Time})
+		}
+	}
+	return OpTimes(items)
+}
+
+// ReferenceName is what the outputs were compared with: "cpu (recorded)"
+// or the reference device's name.
+func (r *Report) ReferenceName() string {
+	for _, x := range r.Results {
+		if x.Reference != "" && x.Reference != "recorded" {
+			return x.Reference
+		}
+	}
+	return "recorded CPU"
+}
 
 // Failures returns the results that did not pass.
 func (r *Report) Failures() []Result {
@@ -101,8 +163,49 @@ func (r *Report) WriteTable(w io.Writer) error {
 	if err := tw.Flush(); err != nil {
 		return err
 	}
+	for _, x := range r.Results {
+		switch {
+		case x.Variation != nil && x.Variation.Varying > 0:
+			v := x.Variation
+			fmt.Fprintf(w, "%s %s: output %d differs between %d runs (largest spread %s): %s\n", x.Case.ID, x.Case.Op, v.Output, v.Runs, fmtNum(v.MaxSpread), v.Where)
+		case len(x.Got) > 0 && len(x.Got) == len(x.Want):
+			if k, g := x.errorGrid(); g.Marked > 0 {
+				fmt.Fprintf(w, "%s %s: output %d out of tolerance at %s\n", x.Case.ID, x.Case.Op, k, g)
+			}
+		}
+	}
+	if r.Timed() {
+		fmt.Fprintf(w, "kernel time on %s (warm, per case: launch and wait, inputs on the device), by op:\n", r.Target)
+		if err := WriteOpTimes(w, r.OpTimes()); err != nil {
+			return err
+		}
+	}
+	for _, f := range r.Faults {
+		fmt.Fprintf(w, "injected fault %s in node %d (%s): fired in %d of %d cases\n", f.Fault.Fault, f.Node, f.Op, f.Fired, f.Cases)
+	}
 	_, err := fmt.Fprintln(w, r.Summary())
 	return err
+}
+
+// errorGrid locates the elements of the first failing output of a result
+// that kept its tensors (see ReplayOptions.Keep), weighted by their error
+// over the tolerance.
+func (r Result) errorGrid() (int, Grid) {
+	for k := range r.Got {
+		got, want := r.Got[k], r.Want[k]
+		if got.DType != want.DType || !sameShape(got.Shape, want.Shape) {
+			continue
+		}
+		tol := r.Tolerance
+		if !want.DType.IsFloat() {
+			tol = Tolerance{} // integers are compared exactly
+		}
+		g := Locate(want.Shape, func(j int) float64 { return tol.excess(got.Float64At(j), want.Float64At(j)) })
+		if g.Marked > 0 {
+			return k, g
+		}
+	}
+	return 0, Grid{}
 }
 
 // Summary is the report's last line.
@@ -110,6 +213,9 @@ func (r *Report) Summary() string {
 	s := fmt.Sprintf("%d cases on %s (%s): %d passed, %d failed", len(r.Results), r.Target, r.Device, r.Passed, r.Failed)
 	if n := len(r.Results); n < r.Total {
 		s += fmt.Sprintf(" (%d of %d selected)", n, r.Total)
+	}
+	if r.NotFired() {
+		s += "; the injected faults never fired (the faulted kernels computed what the fault-free ones do)"
 	}
 	if r.Failed > 0 {
 		ops := map[string]int{}
@@ -142,47 +248,64 @@ func (n num) MarshalJSON() ([]byte, error) {
 }
 
 type jsonResult struct {
-	Case       string `json:"case"`
-	Op         string `json:"op"`
-	Kind       string `json:"kind"`
-	Prov       string `json:"prov"`
-	Node       int    `json:"node"`
-	NodeText   string `json:"node_text"`
-	Func       string `json:"func"`
-	Step       int    `json:"step"`
-	Key        string `json:"key"`
-	Status     string `json:"status"`
-	Error      string `json:"error,omitempty"`
-	MaxAbs     num    `json:"max_abs"`
-	MaxRel     num    `json:"max_rel"`
-	ULP        *num   `json:"ulp,omitempty"`
-	Cosine     num    `json:"cosine"`
-	Ratio      num    `json:"ratio"`
-	Mismatches int    `json:"mismatches"`
-	Elements   int    `json:"elements"`
-	Worst      int    `json:"worst_index"`
-	ATol       num    `json:"atol"`
-	RTol       num    `json:"rtol"`
-	Rule       string `json:"tolerance_rule"`
-	Seconds    num    `json:"seconds"`
+	Case       string         `json:"case"`
+	Op         string         `json:"op"`
+	Kind       string         `json:"kind"`
+	Prov       string         `json:"prov"`
+	Node       int            `json:"node"`
+	NodeText   string         `json:"node_text"`
+	Func       string         `json:"func"`
+	Step       int            `json:"step"`
+	Key        string         `json:"key"`
+	Status     string         `json:"status"`
+	Error      string         `json:"error,omitempty"`
+	MaxAbs     num            `json:"max_abs"`
+	MaxRel     num            `json:"max_rel"`
+	ULP        *num           `json:"ulp,omitempty"`
+	Cosine     num            `json:"cosine"`
+	Ratio      num            `json:"ratio"`
+	Mismatches int            `json:"mismatches"`
+	Elements   int            `json:"elements"`
+	Worst      int            `json:"worst_index"`
+	ATol       num            `json:"atol"`
+	RTol       num            `json:"rtol"`
+	Rule       string         `json:"tolerance_rule"`
+	Seconds    num            `json:"seconds"`
+	Reference  string         `json:"reference"`
+	KernelNS   int64          `json:"kernel_ns,omitempty"`
+	Variation  *jsonVariation `json:"variation,omitempty"`
+	Where      string         `json:"where,omitempty"`
+}
+
+type jsonVariation struct {
+	Runs      int    `json:"runs"`
+	Output    int    `json:"output"`
+	Varying   int    `json:"varying_elements"`
+	MaxSpread num    `json:"max_spread"`
+	Where     string `json:"where"`
 }
 
 type jsonReport struct {
-	Bundle  string       `json:"bundle"`
-	Model   string       `json:"model"`
-	Target  string       `json:"target"`
-	Device  string       `json:"device"`
-	Cases   int          `json:"cases"`
-	Passed  int          `json:"passed"`
-	Failed  int          `json:"failed"`
-	Seconds num          `json:"seconds"`
-	Results []jsonResult `json:"results"`
+	Bundle  string        `json:"bundle"`
+	Model   string        `json:"model"`
+	Target  string        `json:"target"`
+	Device  string        `json:"device"`
+	Cases   int           `json:"cases"`
+	Passed  int           `json:"passed"`
+	Failed  int           `json:"failed"`
+	Seconds num           `json:"seconds"`
+	Results []jsonResult  `json:"results"`
+	Faults  []FaultResult `json:"injected_faults,omitempty"`
+	Times   []OpTime      `json:"kernel_time,omitempty"`
 }
 
 // WriteJSON writes the report as JSON.
 func (r *Report) WriteJSON(w io.Writer) error {
 	jr := jsonReport{Bundle: r.Bundle, Model: r.Model, Target: r.Target, Device: r.Device, Cases: len(r.Results),
-		Passed: r.Passed, Failed: r.Failed, Seconds: num(r.Duration.Seconds()), Results: []jsonResult{}}
+		Passed: r.Passed, Failed: r.Failed, Seconds: num(r.Duration.Seconds()), Results: []jsonResult{}, Faults: r.Faults}
+	if r.Timed() {
+		jr.Times = r.OpTimes()
+	}
 	for _, x := range r.Results {
 		c := x.Case
 		j := jsonResult{Case: c.ID, Op: c.Op, Kind: c.Kind, Prov: c.Prov, Node: c.Node, NodeText: c.NodeText, Func: c.Func,
@@ -193,6 +316,13 @@ func (r *Report) WriteJSON(w io.Writer) error {
 		if x.Metrics.HasULP {
 			u := num(x.Metrics.ULP)
 			j.ULP = &u
+		}
+		j.Reference, j.KernelNS = x.Reference, int64(x.Time)
+		if v := x.Variation; v != nil {
+			j.Variation = &jsonVariation{Runs: v.Runs, Output: v.Output, Varying: v.Varying, MaxSpread: num(v.MaxSpread), Where: v.Where.String()}
+		}
+		if _, g := x.errorGrid(); g.Marked > 0 {
+			j.Where = g.String()
 		}
 		jr.Results = append(jr.Results, j)
 	}

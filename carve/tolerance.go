@@ -35,6 +35,25 @@ func (t Tolerance) Check() error {
 	return nil
 }
 
+// excess is |got - want| over what the tolerance allows for want, when
+// that is exceeded (+Inf when nothing is allowed, or a NaN differs); 0
+// within tolerance.
+func (t Tolerance) excess(got, want float64) float64 {
+	d := math.Abs(got - want)
+	allowed := t.ATol + t.RTol*math.Abs(want)
+	switch {
+	case got == want || (got != got && want != want):
+		return 0
+	case d != d:
+		return math.Inf(1)
+	case d <= allowed:
+		return 0
+	case allowed > 0:
+		return d / allowed
+	}
+	return math.Inf(1)
+}
+
 // Exact reports whether the tolerance demands identical results.
 func (t Tolerance) Exact() bool { return t.ATol == 0 && t.RTol == 0 }
 
@@ -207,6 +226,24 @@ func (p Policy) For(op ir.Op, attrs ir.Attrs, in, out []*tensor.Tensor) Toleranc
 		return rel(r, "%s %s over K=%d: rtol = %g·sqrt(K)·eps%s", kind, dt, k, co, extra)
 	}
 	return exact("op kind " + string(d.Kind))
+}
+
+// Chain is the tolerance of a value a whole chain of ops computed, against
+// the reference end to end (a model's output in a migration): rtol is the
+// sum of the policy's RTols of the ops on the path from the model's inputs
+// to the value with the largest such sum, ops the number of rounding ops
+// (RTol > 0) on it, want the reference value; ATol = RTol·S as for one op.
+//
+// Why a sum: to first order every op adds its own relative rounding error
+// to what its inputs carry and passes that on unchanged (condition number
+// 1), so errors add up along a path; the worst path bounds the output. An
+// op that amplifies error (a division by a small difference, normalizing a
+// near-constant row) may exceed it legitimately; migration then names it,
+// and its isolated and accumulated errors tell which it is.
+func Chain(rtol float64, ops int, want *tensor.Tensor) Tolerance {
+	s := maxFinite(want)
+	return Tolerance{RTol: rtol, ATol: rtol * s,
+		Rule: fmt.Sprintf("end to end over %d rounding ops: rtol = the sum of their rtols along the worst path = %.3g; atol = rtol·S, S = %.4g", ops, rtol, s)}
 }
 
 // maxFinite is the largest finite magnitude of t's elements (0 for an

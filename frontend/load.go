@@ -32,6 +32,9 @@ type Model struct {
 	Tokenizer Tokenizer // nil when the model has none
 	Format    string    // "llama2c", "gguf", "hf", "tir", "builtin", ...
 	Path      string
+	// Target is the target a build folder was compiled for ("" for
+	// other formats).
+	Target string
 }
 
 // Tokenizer is a language model's tokenizer: SentencePiece as llama2.c
@@ -145,7 +148,7 @@ func load(path string, opts Options, texts []string) (*Model, error) {
 		if err != nil {
 			return nil, err
 		}
-		model := &Model{Module: m, Format: "build", Path: path}
+		model := &Model{Module: m, Format: "build", Path: path, Target: man.Target}
 		t, err := artifact.LoadTokenizer(path, man)
 		if err != nil {
 			return nil, err

@@ -23,9 +23,13 @@ func (b *Builder) RMSNorm(x, w *Value, eps float64) *Value {
 }
 
 // LayerNorm normalises x over its last axis to zero mean and unit
-// variance, then scales by w and adds bias.
+// variance, then scales by w and adds bias (none when bias is nil).
 func (b *Builder) LayerNorm(x, w, bias *Value, eps float64) *Value {
-	return b.Op(OpLayerNorm, []*Value{x, w, bias}, Attrs{"eps": FloatAttr(eps)})
+	in := []*Value{x, w}
+	if bias != nil {
+		in = append(in, bias)
+	}
+	return b.Op(OpLayerNorm, in, Attrs{"eps": FloatAttr(eps)})
 }
 
 // Rope rotates x[seq, heads, head_dim] by the positions from pos; attrs

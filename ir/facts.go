@@ -242,10 +242,14 @@ var (
 		return 1
 	}}
 	// sumAttention: the head dim plus the keys a query reads (pos + S, the
-	// most any query sees).
-	sumAttention = Rule[int]{Doc: "K = Dh + pos + S", Of: func(c Call) int {
+	// most any query sees, or the window when it is shorter).
+	sumAttention = Rule[int]{Doc: "K = Dh + min(pos + S, window)", Of: func(c Call) int {
 		if len(c.In) > 0 && c.In[0].Shape.Rank() == 3 {
-			return lastDim(c.In[0]) + c.Pos + int(max(c.In[0].Shape[0].Size, 1))
+			keys := c.Pos + int(max(c.In[0].Shape[0].Size, 1))
+			if w := int(c.Attrs.Int("window")); w > 0 {
+				keys = min(keys, w)
+			}
+			return lastDim(c.In[0]) + keys
 		}
 		return 1
 	}}
@@ -294,6 +298,15 @@ var (
 	}}
 	sumResize = byMode("linear: K = 4 neighbours; nearest: 1", map[string]int{"linear": 4}, 1)
 )
+
+// attentionTranscendentals: exp in the softmax, and tanh when scores are
+// soft-capped.
+var attentionTranscendentals = Rule[int]{Doc: "1 (exp), 2 with softcap (tanh)", Of: func(c Call) int {
+	if c.Attrs.Float("softcap") > 0 {
+		return 2
+	}
+	return 1
+}}
 
 func gcd(a, b int64) int64 {
 	for b != 0 {

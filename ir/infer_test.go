@@ -101,7 +101,8 @@ func TestInferTypes(t *testing.T) {
 		{OpRMSNorm, []string{"i32[4]", "i32[4]"}, nil, "error: x must be a float tensor"},
 		{OpLayerNorm, []string{"f32[seq, 8]", "f32[8]", "f32[8]"}, nil, "f32[seq, 8]"},
 		{OpLayerNorm, []string{"f32[seq, 8]", "f32[8]", "f16[8]"}, nil, "error: input 2 must be f32[8] like x's last dim, got f16[8]"},
-		{OpLayerNorm, []string{"f32[seq, 8]", "f32[8]"}, nil, "error: op layer_norm takes 3 inputs, got 2"},
+		{OpLayerNorm, []string{"f32[seq, 8]", "f32[8]"}, nil, "f32[seq, 8]"},
+		{OpLayerNorm, []string{"f32[seq, 8]"}, nil, "error: op layer_norm takes 2 to 3 inputs, got 1"},
 		{OpRMSNorm, []string{"f32[seq, 8]", "f32[8]"}, Attrs{"eps": StringAttr("1")}, `error: attribute "eps" must be float, got string "1"`},
 
 		// softmax, argmax
@@ -234,6 +235,18 @@ func TestInferTypes(t *testing.T) {
 		{OpReduceSum, []string{"f32[seq, 8]"}, Attrs{"axes": IntsAttr(-1)}, "f32[seq, 1]"},
 		{OpReduceMean, []string{"f32[seq, 8]"}, Attrs{"axes": IntsAttr(1), "keepdims": BoolAttr(false)}, "f32[seq]"},
 		{OpReduceMax, []string{"f32[2, 3]"}, Attrs{"axes": IntsAttr(0)}, "f32[1, 3]"},
+
+		// ops_logic.go
+		{OpCompare, []string{"f32[seq, 8]", "f32[8]"}, Attrs{"cmp": StringAttr("eq")}, "i32[seq, 8]"},
+		{OpCompare, []string{"i32[2, 1]", "i32[3]"}, Attrs{"cmp": StringAttr("ge")}, "i32[2, 3]"},
+		{OpCompare, []string{"f32[2]", "i32[2]"}, Attrs{"cmp": StringAttr("lt")}, "error: input dtypes differ"},
+		{OpCompare, []string{"f32[2]", "f32[2]"}, Attrs{"cmp": StringAttr("approx")}, `error: cmp "approx" is not one of`},
+		{OpCompare, []string{"f32[2]", "f32[3]"}, Attrs{"cmp": StringAttr("ne")}, "error: do not broadcast"},
+		{OpWhere, []string{"i32[2, 1]", "f32[3]", "f32[2, 1]"}, nil, "f32[2, 3]"},
+		{OpWhere, []string{"i32[]", "i32[4]", "i32[]"}, nil, "i32[4]"},
+		{OpWhere, []string{"f32[2]", "f32[2]", "f32[2]"}, nil, "error: cond must be i32"},
+		{OpWhere, []string{"i32[2]", "f32[2]", "f16[2]"}, nil, "error: a and b differ in dtype"},
+		{OpWhere, []string{"i32[2]", "f32[3]", "f32[3]"}, nil, "error: do not broadcast"},
 
 		// unknown ops
 		{OpNone, nil, nil, `error: unknown op "<none>"`},

@@ -22,11 +22,13 @@ const (
 	OpArgmax
 	OpAttention
 	OpCast
+	OpCompare
 	OpConcat
 	OpConstant
 	OpConv2D
 	OpConvTranspose2D
 	OpDiv
+	OpErf
 	OpExp
 	OpFusedElementwise
 	OpGather
@@ -61,6 +63,7 @@ const (
 	OpTanh
 	OpTransfer
 	OpTranspose
+	OpWhere
 
 	numOps // the number of Ops, OpNone included
 )
@@ -72,11 +75,13 @@ var opNames = [numOps]string{
 	OpArgmax:           "argmax",
 	OpAttention:        "attention",
 	OpCast:             "cast",
+	OpCompare:          "compare",
 	OpConcat:           "concat",
 	OpConstant:         "constant",
 	OpConv2D:           "conv2d",
 	OpConvTranspose2D:  "conv_transpose2d",
 	OpDiv:              "div",
+	OpErf:              "erf",
 	OpExp:              "exp",
 	OpFusedElementwise: "fused_elementwise",
 	OpGather:           "gather",
@@ -111,6 +116,7 @@ var opNames = [numOps]string{
 	OpTanh:             "tanh",
 	OpTransfer:         "transfer",
 	OpTranspose:        "transpose",
+	OpWhere:            "where",
 }
 
 // opsByName maps each name back to its Op.

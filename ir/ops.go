@@ -10,7 +10,7 @@ import (
 // must agree with it.
 
 // UnaryOps are the elementwise ops of one input. Output type = input type.
-var UnaryOps = []Op{OpNeg, OpExp, OpLog, OpSqrt, OpRsqrt, OpAbs, OpSilu, OpSigmoid, OpTanh, OpRelu, OpGelu}
+var UnaryOps = []Op{OpNeg, OpExp, OpLog, OpSqrt, OpRsqrt, OpAbs, OpSilu, OpSigmoid, OpTanh, OpRelu, OpGelu, OpErf}
 
 // BinaryOps are the elementwise ops of two inputs with numpy broadcasting.
 var BinaryOps = []Op{OpAdd, OpSub, OpMul, OpDiv, OpPow, OpMaximum, OpMinimum}
@@ -35,6 +35,7 @@ var elementwise = map[Op]struct {
 	OpTanh:    {doc: "tanh x", transcendental: true, costly: true},
 	OpRelu:    {doc: "max(x, 0)", ints: true},
 	OpGelu:    {doc: "0.5·x·(1+tanh(√(2/π)·(x+0.044715·x³))) (the tanh approximation GPT-2 uses)", transcendental: true, costly: true},
+	OpErf:     {doc: "erf x = 2/√π·∫₀ˣ e^(-t²) dt (exact GELU is 0.5·x·(1+erf(x/√2)))", transcendental: true, costly: true},
 	OpAdd:     {doc: "a+b", ints: true},
 	OpSub:     {doc: "a-b", ints: true},
 	OpMul:     {doc: "a·b", ints: true},
@@ -85,7 +86,7 @@ func init() {
 	matmul := sumFacts
 	matmul.SumLength, matmul.Cost = sumLastDim, costMatmul
 	attention := sumFacts
-	attention.SumLength, attention.Transcendentals, attention.Cost = sumAttention, always(1), costAttention
+	attention.SumLength, attention.Transcendentals, attention.Cost = sumAttention, attentionTranscendentals, costAttention
 	rope := elementwiseFacts // sin and cos of an angle that grows with the position
 	rope.Numerics, rope.Transcendentals, rope.Cost = always(Angle), always(1), costTranscendental
 	fused := elementwiseFacts
@@ -116,8 +117,8 @@ func init() {
 		Doc:   "x[..., D], w[D]: x / sqrt(mean(x²) + eps) · w over the last axis",
 		Attrs: []AttrSpec{{Name: "eps", Kind: AttrFloat, Default: ptr(FloatAttr(1e-5))}},
 		Infer: inferNorm, Facts: norm})
-	register(&OpDef{Op: OpLayerNorm, Kind: KindReduction, MinInputs: 3, MaxInputs: 3, Outputs: 1,
-		Doc:   "x[..., D], w[D], b[D]: (x - mean) / sqrt(var + eps) · w + b over the last axis",
+	register(&OpDef{Op: OpLayerNorm, Kind: KindReduction, MinInputs: 2, MaxInputs: 3, Outputs: 1,
+		Doc:   "x[..., D], w[D], optional b[D]: (x - mean) / sqrt(var + eps) · w (+ b) over the last axis",
 		Attrs: []AttrSpec{{Name: "eps", Kind: AttrFloat, Default: ptr(FloatAttr(1e-5))}},
 		Infer: inferNorm, Facts: norm})
 	register(&OpDef{Op: OpSoftmax, Kind: KindReduction, MinInputs: 1, MaxInputs: 1, Outputs: 1,
@@ -128,16 +129,22 @@ func init() {
 		Doc:   "index (i32) of the largest element along axis, the first one on ties; the axis is removed",
 		Attrs: []AttrSpec{{Name: "axis", Kind: AttrInt, Default: ptr(IntAttr(-1))}},
 		Infer: inferArgmax, Facts: argmax})
-	register(&OpDef{Op: OpRope, Kind: KindElementwise, MinInputs: 2, MaxInputs: 2, Outputs: 1,
+	register(&OpDef{Op: OpRope, Kind: KindElementwise, MinInputs: 2, MaxInputs: 3, Outputs: 1,
 		Doc: "rotary position embedding. x[S, H, Dh], pos i32[] (position of row 0; row s is at pos+s). " +
-			"Pair i (i < dims/2) is rotated by angle p·theta^(-2i/dims)/freq_factors[i]. style interleaved pairs " +
+			"Pair i (i < dims/2) is rotated by angle p·freq[i], freq[i] = theta^(-2i/dims)/freq_factors[i], " +
+			"and multiplied by attention_factor (YaRN's and LongRoPE's). style interleaved pairs " +
 			"(2i, 2i+1) (llama2.c, GGUF); style half pairs (i, i+dims/2) (Hugging Face). dims 0 means Dh; " +
-			"freq_factors empty means all 1 (else dims/2 positive divisors: Llama 3.1's rope scaling)",
+			"freq_factors empty means all 1 (else dims/2 positive divisors: Llama 3.1's, linear and YaRN scaling). " +
+			"With a third input freqs[R, dims/2] the frequencies depend on the length L = pos+S the call reaches: " +
+			"they are row min(max(L-original_max, 0), R-1) of freqs (LongRoPE's short and long factors, " +
+			"dynamic NTK's base per length), and theta and freq_factors are unused",
 		Attrs: []AttrSpec{
 			{Name: "theta", Kind: AttrFloat, Default: ptr(FloatAttr(10000))},
 			{Name: "style", Kind: AttrString, Default: ptr(StringAttr("interleaved"))},
 			{Name: "dims", Kind: AttrInt, Default: ptr(IntAttr(0))},
 			{Name: "freq_factors", Kind: AttrFloats, Default: ptr(FloatsAttr())},
+			{Name: "attention_factor", Kind: AttrFloat, Default: ptr(FloatAttr(1))},
+			{Name: "original_max", Kind: AttrInt, Default: ptr(IntAttr(0))},
 		},
 		Infer: inferRope, Facts: rope})
 	register(&OpDef{Op: OpKVWrite, Kind: KindData, MinInputs: 3, MaxInputs: 3, Outputs: 1,
@@ -146,10 +153,14 @@ func init() {
 		Infer: inferKVWrite, Facts: kvWrite})
 	register(&OpDef{Op: OpAttention, Kind: KindContraction, MinInputs: 4, MaxInputs: 4, Outputs: 1,
 		Doc: "q[S, H, Dh], k[T, KH, Dh], v[T, KH, Dh], pos i32[]: scaled dot-product attention over cache rows " +
-			"0..pos+S-1 with grouped heads (head h reads kv head h/(H/KH)). With causal, query s sees rows 0..pos+s",
+			"0..pos+S-1 with grouped heads (head h reads kv head h/(H/KH)). With causal, query s sees rows 0..pos+s. " +
+			"A score is (q·k)·scale, then softcap·tanh(score/softcap) when softcap > 0 (Gemma 2's soft-capping). " +
+			"window > 0 is a sliding window: query s sees only rows t > pos+s-window",
 		Attrs: []AttrSpec{
 			{Name: "scale", Kind: AttrFloat},
 			{Name: "causal", Kind: AttrBool, Default: ptr(BoolAttr(true))},
+			{Name: "softcap", Kind: AttrFloat, Default: ptr(FloatAttr(0))},
+			{Name: "window", Kind: AttrInt, Default: ptr(IntAttr(0))},
 		},
 		Infer: inferAttention, Facts: attention})
 	register(&OpDef{Op: OpReshape, Kind: KindData, MinInputs: 1, MaxInputs: 1, Outputs: 1,
@@ -354,7 +365,26 @@ func inferRope(in []Type, a Attrs) ([]Type, error) {
 			}
 		}
 	}
+	if f := a.Float("attention_factor"); !(f > 0) || math.IsInf(f, 1) {
+		return nil, fmt.Errorf("attention_factor must be positive and finite, got %g", f)
+	}
+	if o := a.Int("original_max"); o < 0 || o > math.MaxInt32 {
+		return nil, fmt.Errorf("original_max %d must be in [0, 2^31)", o)
+	}
+	if len(in) == 3 {
+		ft := in[2]
+		if ft.DType != F32 || ft.Shape.Rank() != 2 || !ft.Shape.IsStatic() || ft.Shape[0].Size < 1 || ft.Shape[1].Size != dims/2 {
+			return nil, fmt.Errorf("freqs must be f32[R, dims/2 = %d] with R >= 1, got %s", dims/2, ft)
+		}
+	}
 	return []Type{T(x.DType, x.Shape.Clone())}, nil
+}
+
+// RopeTableRow is the row of a rope freqs table (R rows) that a call of
+// S rows from position pos uses: the length it reaches, pos+S, past
+// original_max, clamped to the table.
+func RopeTableRow(pos, s, originalMax, rows int) int {
+	return min(max(pos+s-originalMax, 0), rows-1)
 }
 
 // RopeFreqs returns rope's per-pair frequencies as f32, the one definition
@@ -421,6 +451,12 @@ func inferAttention(in []Type, a Attrs) ([]Type, error) {
 	}
 	if s := a.Float("scale"); s <= 0 || math.IsInf(s, 0) || math.IsNaN(s) {
 		return nil, fmt.Errorf("scale must be positive and finite, got %g", s)
+	}
+	if c := a.Float("softcap"); !(c >= 0) || math.IsInf(c, 0) {
+		return nil, fmt.Errorf("softcap must be 0 (none) or positive and finite, got %g", c)
+	}
+	if w := a.Int("window"); w < 0 || w > math.MaxInt32 {
+		return nil, fmt.Errorf("window %d must be 0 (none) or in [1, 2^31)", w)
 	}
 	return []Type{T(q.DType, q.Shape.Clone())}, nil
 }

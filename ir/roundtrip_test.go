@@ -18,6 +18,7 @@ type opCtx struct {
 	w      *Value // @layers.0.wq f32[8, 8]
 	row    *Value // @"norm w" f32[8]
 	bias   *Value // @bias f32[8]
+	freqs  *Value // @"rope freqs" f32[3, 1]
 	x      *Value // f32[seq, 8]
 	q      *Value // f32[seq, 2, 4]
 	k      *Value // f32[seq, 1, 4]
@@ -49,12 +50,15 @@ var opCases = map[Op]func(c *opCtx){
 	OpSoftmax: func(c *opCtx) { c.b.Op(OpSoftmax, []*Value{c.x}, Attrs{"axis": IntAttr(0)}) },
 	OpArgmax:  func(c *opCtx) { c.b.Op(OpArgmax, []*Value{c.x}, Attrs{"axis": IntAttr(-2)}) },
 	OpRope: func(c *opCtx) {
-		c.b.Op(OpRope, []*Value{c.q, c.pos}, Attrs{"theta": FloatAttr(500000.5), "style": StringAttr("half"), "dims": IntAttr(2), "freq_factors": FloatsAttr(2.5)})
+		c.b.Op(OpRope, []*Value{c.q, c.pos}, Attrs{"theta": FloatAttr(500000.5), "style": StringAttr("half"), "dims": IntAttr(2),
+			"freq_factors": FloatsAttr(2.5), "attention_factor": FloatAttr(1.25)})
+		c.b.Op(OpRope, []*Value{c.q, c.pos, c.freqs}, Attrs{"dims": IntAttr(2), "original_max": IntAttr(16)})
 	},
 	OpKVWrite: func(c *opCtx) { c.b.Op(OpKVWrite, []*Value{c.cache, c.k, c.pos}, nil) },
 	OpAttention: func(c *opCtx) {
 		kc := c.b.Op(OpKVWrite, []*Value{c.cache, c.k, c.pos}, nil)
 		c.b.Op(OpAttention, []*Value{c.q, kc, kc, c.pos}, Attrs{"scale": FloatAttr(0.5), "causal": BoolAttr(false)})
+		c.b.Op(OpAttention, []*Value{c.q, kc, kc, c.pos}, Attrs{"scale": FloatAttr(0.5), "softcap": FloatAttr(50), "window": IntAttr(3)})
 	},
 	OpReshape: func(c *opCtx) {
 		c.b.Op(OpReshape, []*Value{c.x}, Attrs{"shape": ShapeAttr(Shape{Sym("seq"), D(2), D(-1)})})
@@ -102,6 +106,7 @@ func allOpsModule(t testing.TB) *Module {
 	c.w = m.AddWeight("layers.0.wq", T(F32, S(8, 8)), nil)
 	c.row = m.AddWeight("norm w", T(F32, S(8)), nil)
 	c.bias = m.AddWeight("bias", T(F32, S(8)), nil)
+	c.freqs = m.AddWeight("rope freqs", T(F32, S(3, 1)), nil)
 	m.AddWeight("scalar", T(BF16, Shape{}), nil)
 
 	b := NewFunction(m, "prefill")

@@ -1,37 +1,47 @@
-// Package migrate moves a language model from the source (the CPU
-// reference) to a target device step by step, comparing every mixed
-// placement end to end with the reference, and localises the culprit when
-// one diverges.
+// Package migrate moves a model from the source (the CPU reference, or
+// another target given as the reference) to a target device step by step,
+// comparing every mixed placement end to end with the reference, and
+// localises the culprit when one diverges.
 //
 // # Runs
 //
 // New compiles the model once (the pass pipeline, without probes) and runs
-// the all-source reference generation once: greedy decoding of the prompt
-// for Steps positions, recording the tokens fed to each forward call
-// (prefill, then one decode per token) and the logits each call returned.
-// A mixed run (Driver.Eval) places a set of node ids on the target with the
-// partition pass (policy nodes; node ids survive partitioning, so a node
-// keeps its id in every placement and in carved cases), runs the same
-// forward calls teacher-forced with the reference's tokens, and compares
-// every step: the greedy token, the largest absolute logit error, and the
-// KL divergence KL(reference || run) of the next-token distributions.
-// Teacher forcing keeps every step comparable after a first difference;
-// a run's greedy tokens all equal the reference's exactly when its free
-// generation would be identical.
+// the all-source reference once. What a run is depends on the model (see
+// workload): a language model (@prefill and @decode) runs the greedy
+// decoding of the prompt for Steps positions, recording the tokens fed to
+// each forward call and the logits each returned; any other model (an ONNX
+// model) calls each of its functions once on fixed inputs (given by name,
+// from files, or seeded random values, as `tapmlc run` makes them),
+// recording every result. A mixed run (Driver.Eval) places a set of node
+// ids on the target with the partition pass (policy nodes; node ids survive
+// partitioning, so a node keeps its id in every placement and in carved
+// cases), makes the same calls (a language model's teacher-forced with the
+// reference's tokens) and compares them with the reference.
 //
 // Candidates are the op nodes (not probes, transfers or constants) of the
-// functions the generation runs, that the target has a kernel for; the
-// others stay on the source and the report lists them. Their topological
-// order is prefill's nodes, then decode's.
+// functions the runs call, that the target has a kernel for; the others
+// stay on the source and the report lists them. Their topological order is
+// the functions' (prefill's nodes, then decode's).
 //
 // # Divergence
 //
-// A mixed run diverges when a greedy token differs from the reference's,
-// when a logit differs by more than Thresholds.MaxLogitErr (default 1e-3),
-// when a KL divergence exceeds Thresholds.MaxKL (default 1e-5), or when the
-// run fails (a kernel that does not build or run). Both defaults sit orders
-// of magnitude above f32 reordering noise (stories260K fully on lavapipe:
-// logit error 9e-6, KL 4e-13) and below what a real bug does.
+// A language model's run diverges when a greedy token differs from the
+// reference's, when a logit differs by more than Thresholds.MaxLogitErr
+// (default 1e-3), when a KL divergence exceeds Thresholds.MaxKL (default
+// 1e-5), or when the run fails (a kernel that does not build or run). Both
+// defaults sit orders of magnitude above f32 reordering noise
+// (stories260K fully on lavapipe: logit error 9e-6, KL 4e-13) and below
+// what a real bug does. Teacher forcing keeps every step comparable after
+// a first difference.
+//
+// Any other model's run diverges when an element of an output differs
+// from the reference's by more than atol + rtol·|want|, or when the run
+// fails. Each output's tolerance is carve.Chain over its worst path: rtol
+// is the largest sum of the carving policy's per-op rtols along a path of
+// ops from the inputs to the output (first-order error propagation), atol
+// = rtol·S with S the output's largest reference magnitude; the report
+// states it, with its rule, for every output. (PP-OCR's classifier on
+// lavapipe uses 0.1% of it; mnist 1%.)
 //
 // # Strategies
 //
@@ -62,8 +72,10 @@
 // For each node of the culprit set (Suspect) the driver carves its calls
 // from a reference run (carve's recorder with probes on those nodes alone,
 // every call kept) and reports its isolated error (its cases replayed alone
-// on the target: reference inputs) and its accumulated error (its outputs
-// in the diverging mixed run against the reference), the error of its
+// on the target: reference inputs, against the recorded outputs or the
+// reference device's) and its accumulated error (its outputs in the
+// diverging mixed run against those in the reference placement, both
+// recorded call by call), the error of its
 // inputs in that run, the amplification (accumulated / isolated) and the
 // condition (accumulated / input error). A node whose isolated error is out
 // of tolerance is a kernel bug; one that is right on the reference inputs
@@ -76,17 +88,24 @@
 // # Reports
 //
 // Report.WriteText (terminal), WriteJSON and WriteHTML (the migration curve
-// plotted with gonum/plot: each run's max logit error and KL, the share of
-// nodes on the target, the per-step error of the final placement; the
-// table of runs; the culprit with its errors). ExitCode maps the outcome to
-// `tapmlc migrate`'s exit code: 0 identical, 1 divergence localised (2 is
+// plotted with gonum/plot: each run's error, the share of nodes on the
+// target, the per-step or per-output error of the final placement; the
+// table of runs; the culprit with its errors; the kernel time per op of
+// the final placement, measured warm by TimeOps). Dump writes every target
+// node's outputs in a placement and in the reference placement as .npy
+// files. ExitCode maps the outcome to `tapmlc migrate`'s exit code: 0
+// identical, 1 divergence localised, 3 an injected fault never fired (2 is
 // the command's own failure).
 //
 // # Fault injection and mutation testing
 //
 // Driver.Inject plants codegen/wgsl's test-only faults (webgpu, remote:) in the
 // target's kernels, by op (every node of it whose kernel the fault applies
-// to) or by node id, so tests can plant a known culprit. Mutants,
+// to) or by node id, so tests can plant a known culprit. A regression
+// bundle records the faults planted in its nodes (`tapmlc test` plants
+// them again). When nothing diverges under planted faults, FaultsFired
+// runs the faulted nodes without their faults: bit-identical outputs mean
+// the fault never fired (OutcomeNotFired), and the run tested nothing. Mutants,
 // CarveSuite, Detect and MutationScore measure the tools: for each mutant
 // (one fault in one node) whether the carved tests detect it (the suite
 // keeps every call of every node, so each node has its own cases) and

@@ -1,190 +1,53 @@
 package migrate
 
 import (
-	"bytes"
 	"fmt"
 	"html/template"
-	"image/color"
 	"io"
-	"math"
 	"sort"
 	"strings"
 
+	"github.com/tapml/tapml/carve"
+	"github.com/tapml/tapml/internal/logplot"
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
-	"gonum.org/v1/plot/vg"
 	"gonum.org/v1/plot/vg/draw"
 )
 
-// errorFloor is where zero errors are drawn on the log-scale plots.
-const errorFloor = 1e-12
-
-// svg renders a plot as an inline SVG element.
-func svg(p *plot.Plot) (template.HTML, error) {
-	wt, err := p.WriterTo(9*vg.Inch, 3.5*vg.Inch, "svg")
-	if err != nil {
-		return "", err
-	}
-	var buf bytes.Buffer
-	if _, err := wt.WriteTo(&buf); err != nil {
-		return "", err
-	}
-	s := buf.String()
-	if i := strings.Index(s, "<svg"); i > 0 {
-		s = s[i:]
-	}
-	return template.HTML(s), nil
-}
-
-// series is one line of a log-scale plot: its points (x, y), with the
-// points to mark as diverging.
-type series struct {
-	name   string
-	xy     plotter.XYs
-	bad    []bool
-	col    color.Color
-	noLine bool
-	dashed bool
-}
-
-// logPlot draws series on a log y axis: zeros at errorFloor, non-finite
-// values at the top; points of bad in red crosses; a dashed line at each
-// threshold.
-type threshold struct {
-	name string
-	v    float64
-}
-
-func logPlot(title, xlabel, ylabel string, ss []series, thresholds []threshold) (template.HTML, error) {
-	p, err := makeLogPlot(title, xlabel, ylabel, ss, thresholds)
-	if err != nil {
-		return "", err
-	}
-	return svg(p)
-}
-
-func makeLogPlot(title, xlabel, ylabel string, ss []series, thresholds []threshold) (*plot.Plot, error) {
-	p := plot.New()
-	p.Title.Text = title
-	p.X.Label.Text = xlabel
-	p.Y.Label.Text = ylabel
-	p.Y.Scale = plot.LogScale{}
-	p.Y.Tick.Marker = plot.LogTicks{Prec: 1}
-	hi, xmax := errorFloor*10, 1.0
-	for _, s := range ss {
-		for _, pt := range s.xy {
-			if !math.IsInf(pt.Y, 0) && !math.IsNaN(pt.Y) {
-				hi = math.Max(hi, pt.Y)
-			}
-			xmax = math.Max(xmax, pt.X)
-		}
-	}
-	for _, t := range thresholds {
-		hi = math.Max(hi, t.v)
-	}
-	top := hi * 10
-	clamp := func(v float64) float64 {
-		switch {
-		case math.IsNaN(v) || math.IsInf(v, 1):
-			return top
-		case v < errorFloor:
-			return errorFloor
-		}
-		return v
-	}
-	var bad plotter.XYs
-	for _, s := range ss {
-		xy := make(plotter.XYs, len(s.xy))
-		for i, pt := range s.xy {
-			xy[i] = plotter.XY{X: pt.X, Y: clamp(pt.Y)}
-			if i < len(s.bad) && s.bad[i] {
-				bad = append(bad, xy[i])
-			}
-		}
-		if len(xy) == 0 {
-			continue
-		}
-		if !s.noLine {
-			l, err := plotter.NewLine(xy)
-			if err != nil {
-				return nil, err
-			}
-			l.LineStyle.Color = s.col
-			l.LineStyle.Width = vg.Points(1.2)
-			if s.dashed {
-				l.LineStyle.Dashes = []vg.Length{vg.Points(2), vg.Points(2)}
-			}
-			p.Add(l)
-		}
-		sc, err := plotter.NewScatter(xy)
-		if err != nil {
-			return nil, err
-		}
-		sc.GlyphStyle.Color = s.col
-		sc.GlyphStyle.Shape = draw.CircleGlyph{}
-		sc.GlyphStyle.Radius = vg.Points(2.5)
-		p.Add(sc)
-		p.Legend.Add(s.name, sc)
-	}
-	if len(bad) > 0 {
-		sc, err := plotter.NewScatter(bad)
-		if err != nil {
-			return nil, err
-		}
-		sc.GlyphStyle.Color = color.RGBA{R: 210, A: 255}
-		sc.GlyphStyle.Shape = draw.CrossGlyph{}
-		sc.GlyphStyle.Radius = vg.Points(5)
-		p.Add(sc)
-		p.Legend.Add("diverges (not finite: at the top)", sc)
-	}
-	for _, t := range thresholds {
-		if t.v <= 0 {
-			continue
-		}
-		l, err := plotter.NewLine(plotter.XYs{{X: 0, Y: t.v}, {X: xmax + 1, Y: t.v}})
-		if err != nil {
-			return nil, err
-		}
-		l.LineStyle.Dashes = []vg.Length{vg.Points(4), vg.Points(3)}
-		l.LineStyle.Color = color.Gray{Y: 100}
-		p.Add(l)
-		p.Legend.Add(t.name, l)
-	}
-	p.Y.Min, p.Y.Max = errorFloor/2, top*1e4
-	p.X.Min, p.X.Max = 0, xmax+1
-	p.Legend.Top = true
-	return p, nil
-}
-
-var (
-	blue   = color.RGBA{B: 200, G: 90, A: 255}
-	orange = color.RGBA{R: 230, G: 120, A: 255}
-	green  = color.RGBA{G: 140, B: 60, A: 255}
-)
-
-// curveSeries returns the migration curve's series (max logit error and
-// max KL per run, diverging runs marked) and the share of nodes on the
-// target per run.
-func (r *Report) curveSeries() ([]series, plotter.XYs) {
-	var le, kl, frac plotter.XYs
-	var bad []bool
+// curvePlots draws the migration curve: each run's error against the run
+// number (max logit error and KL for a language model, the worst output
+// error over its tolerance and the largest absolute error otherwise;
+// diverging runs crossed), and the share of nodes on the target.
+func (r *Report) curvePlots() (errPlot, fracPlot template.HTML, err error) {
+	var e1, e2, bad, frac plotter.XYs
 	for i, p := range r.Points {
 		x := float64(i + 1)
-		le = append(le, plotter.XY{X: x, Y: p.MaxLogitErr})
-		kl = append(kl, plotter.XY{X: x, Y: p.MaxKL})
+		y1, y2 := p.MaxLogitErr, p.MaxKL
+		if !r.Language {
+			y1, y2 = p.MaxRatio, p.MaxAbsErr
+		}
+		e1 = append(e1, plotter.XY{X: x, Y: y1})
+		e2 = append(e2, plotter.XY{X: x, Y: y2})
+		if p.Divergent {
+			bad = append(bad, plotter.XY{X: x, Y: y1})
+		}
 		frac = append(frac, plotter.XY{X: x, Y: 100 * p.Fraction})
-		bad = append(bad, p.Divergent)
 	}
-	return []series{{name: "max |logit - reference|", xy: le, bad: bad, col: blue}, {name: "max KL(reference || run)", xy: kl, col: orange, dashed: true}}, frac
-}
-
-// curvePlots draws the migration curve: each run's max logit error and max
-// KL against the run number, and the share of nodes on the target.
-func (r *Report) curvePlots() (errPlot, fracPlot template.HTML, err error) {
-	ss, frac := r.curveSeries()
-	errPlot, err = logPlot("migration curve: error of each run against the CPU reference", "run", "error", ss,
-		[]threshold{{"logit error threshold", r.Thresholds.MaxLogitErr}, {"KL threshold", r.Thresholds.MaxKL}})
+	ss := []logplot.Series{
+		{Name: "max |logit - reference|", XY: e1, Color: logplot.Blue, Line: true},
+		{Name: "max KL(reference || run)", XY: e2, Color: logplot.Orange, Line: true, Dashed: true},
+		{Name: "diverges (not finite: at the top)", XY: bad, Color: logplot.Red, Cross: true},
+	}
+	ths := []logplot.Threshold{{Name: "logit error threshold", Value: r.Thresholds.MaxLogitErr}, {Name: "KL threshold", Value: r.Thresholds.MaxKL}}
+	if !r.Language {
+		ss[0].Name, ss[1].Name = "max error / tolerance over the outputs", "max |output - reference|"
+		ths = []logplot.Threshold{{Name: "tolerance (error / tolerance = 1)", Value: 1}}
+	}
+	c, err := logplot.Log("migration curve: error of each run against the "+r.Reference+" reference", "run", "error", ss, ths)
 	if err != nil {
+		return "", "", err
+	}
+	if errPlot, err = c.HTML(9, 3.5); err != nil {
 		return "", "", err
 	}
 	p := plot.New()
@@ -192,29 +55,39 @@ func (r *Report) curvePlots() (errPlot, fracPlot template.HTML, err error) {
 	p.X.Label.Text = "run"
 	p.Y.Label.Text = "% of candidate nodes"
 	if len(frac) > 0 {
-		l, lerr := plotter.NewLine(frac)
+		l, sc, lerr := plotter.NewLinePoints(frac)
 		if lerr != nil {
 			return "", "", lerr
 		}
-		l.LineStyle.Color = green
-		p.Add(l)
-		sc, serr := plotter.NewScatter(frac)
-		if serr != nil {
-			return "", "", serr
-		}
-		sc.GlyphStyle.Color = green
-		sc.GlyphStyle.Shape = draw.CircleGlyph{}
-		p.Add(sc)
+		l.LineStyle.Color, sc.GlyphStyle.Color, sc.GlyphStyle.Shape = logplot.Green, logplot.Green, draw.CircleGlyph{}
+		p.Add(l, sc)
 	}
 	p.Y.Min, p.Y.Max = 0, 105
 	p.X.Min, p.X.Max = 0, float64(len(frac)+1)
-	fracPlot, err = svg(p)
+	fracPlot, err = logplot.Wrap(p, nil).HTML(9, 2.5)
 	return errPlot, fracPlot, err
 }
 
-// stepPlot draws the per-step logit error of the final placement and, when
-// the culprit set diverged, of the run with only the set moved.
+// stepPlot draws the final placement's error per generation step (a
+// language model) or per output (the others).
 func (r *Report) stepPlot() (template.HTML, error) {
+	if !r.Language {
+		var xy plotter.XYs
+		var ticks []plot.Tick
+		for i, o := range r.Final.Outputs {
+			xy = append(xy, plotter.XY{X: float64(i + 1), Y: o.Metrics.Ratio})
+			ticks = append(ticks, plot.Tick{Value: float64(i + 1), Label: o.Name})
+		}
+		c, err := logplot.Log("final placement: error / tolerance of each output", "output", "max |got-want| / (atol+rtol·|want|)",
+			[]logplot.Series{{Name: "output", XY: xy, Color: logplot.Blue}}, []logplot.Threshold{{Name: "tolerance", Value: 1}})
+		if err != nil {
+			return "", err
+		}
+		if len(ticks) <= 16 {
+			c.Plot().X.Tick.Marker = plot.ConstantTicks(ticks)
+		}
+		return c.HTML(9, 3)
+	}
 	mk := func(v []float64) plotter.XYs {
 		xy := make(plotter.XYs, len(v))
 		for i, e := range v {
@@ -222,10 +95,14 @@ func (r *Report) stepPlot() (template.HTML, error) {
 		}
 		return xy
 	}
-	ss := []series{{name: "final placement: |logit - reference|", xy: mk(r.Final.StepLogitErr), col: blue},
-		{name: "final placement: KL", xy: mk(r.Final.StepKL), col: orange, dashed: true}}
-	return logPlot("error per generation step (forward call; 0 is the prompt)", "step", "error", ss,
-		[]threshold{{"logit error threshold", r.Thresholds.MaxLogitErr}})
+	c, err := logplot.Log("error per generation step (forward call; 0 is the prompt)", "step", "error",
+		[]logplot.Series{{Name: "final placement: |logit - reference|", XY: mk(r.Final.StepLogitErr), Color: logplot.Blue, Line: true},
+			{Name: "final placement: KL", XY: mk(r.Final.StepKL), Color: logplot.Orange, Line: true, Dashed: true}},
+		[]logplot.Threshold{{Name: "logit error threshold", Value: r.Thresholds.MaxLogitErr}})
+	if err != nil {
+		return "", err
+	}
+	return c.HTML(9, 3.5)
 }
 
 type htmlPoint struct {
@@ -252,13 +129,19 @@ tr.div td { background: #fde8e8; }
 pre { margin: 0; white-space: pre-wrap; }
 </style></head><body>
 <h1>tapml migration report</h1>
-<p>Model <b>{{.R.Model}}</b> migrated from the CPU reference to <b>{{.R.Target}}</b> ({{.R.Device}}), strategy <b>{{.R.Strategy}}</b>,
+{{if .R.Language}}<p>Model <b>{{.R.Model}}</b> migrated from the {{.R.Reference}} reference to <b>{{.R.Target}}</b> ({{.R.Device}}), strategy <b>{{.R.Strategy}}</b>,
 prompt <code>{{printf "%q" .R.Prompt}}</code>, {{.R.Steps}} steps ({{.R.Forwards}} forward calls; the reference generated {{len .R.RefTokens}} tokens:
 <code>{{printf "%q" .R.RefText}}</code>).</p>
 <p>Result: <span class="{{if .Identical}}ok{{else}}bad{{end}}">{{.R.Verdict}}</span></p>
 <p>A run diverges when a greedy token differs from the reference's, a logit differs by more than {{.R.Thresholds.MaxLogitErr}},
 or the KL divergence of a next-token distribution exceeds {{.R.Thresholds.MaxKL}}. Runs are teacher-forced with the reference's tokens,
-so every step is compared. {{.R.Candidates}} candidate nodes; {{.R.Runs}} mixed runs{{if .R.Localisation}}, {{.R.Localisation.Runs}} of them to localise over {{.R.Localisation.Searched}} nodes{{end}}.
+so every step is compared.{{else}}<p>Model <b>{{.R.Model}}</b> migrated from the {{.R.Reference}} reference to <b>{{.R.Target}}</b> ({{.R.Device}}), strategy <b>{{.R.Strategy}}</b>,
+{{.R.Forwards}} calls on these inputs: {{range $i, $in := .R.Inputs}}{{if $i}}; {{end}}{{$in.Name}} {{$in.DType}}{{$in.Shape}} ({{$in.Source}}){{end}}.</p>
+<p>Result: <span class="{{if .Identical}}ok{{else}}bad{{end}}">{{.R.Verdict}}</span></p>
+<p>A run diverges when an element of an output differs from the reference's by more than atol + rtol·|want|, each output's tolerance being:</p>
+<table><tr><th>call</th><th>output</th><th>type</th><th>rtol</th><th>atol</th><th>rule</th></tr>
+{{range .R.Outputs}}<tr><td>@{{.Func}}</td><td>{{.Name}}</td><td>{{.Type}}</td><td class="num">{{printf "%.3g" .Tolerance.RTol}}</td><td class="num">{{printf "%.3g" .Tolerance.ATol}}</td><td>{{.Tolerance.Rule}}</td></tr>
+{{end}}</table><p>{{end}} {{.R.Candidates}} candidate nodes; {{.R.Runs}} mixed runs{{if .R.Localisation}}, {{.R.Localisation.Runs}} of them to localise over {{.R.Localisation.Searched}} nodes{{end}}.
 {{if .Unsupported}}Staying on the source (no kernel on the target): {{.Unsupported}}.{{end}}</p>
 {{if .R.Faults}}<p>Injected test-only faults in {{len .R.Faults}} node(s): {{range $i, $f := .R.Faults}}{{if $i}}, {{end}}#{{$f.Node}} {{$f.Op}} {{$f.Fault}}{{end}}.</p>{{end}}
 <h2>Migration curve</h2>
@@ -266,7 +149,7 @@ so every step is compared. {{.R.Candidates}} candidate nodes; {{.R.Runs}} mixed 
 <div>{{.FracPlot}}</div>
 <div>{{.StepPlot}}</div>
 <table>
-<tr><th>run</th><th>phase</th><th>placement</th><th>on target</th><th>tokens</th><th>max logit error</th><th>max KL</th><th>result</th></tr>
+<tr><th>run</th><th>phase</th><th>placement</th><th>on target</th>{{if .R.Language}}<th>tokens</th><th>max logit error</th><th>max KL</th>{{else}}<th>outputs</th><th>max abs error</th><th>max error / tolerance</th>{{end}}<th>result</th></tr>
 {{range .Points}}<tr{{if .Point.Divergent}} class="div"{{end}}><td class="num">{{.N}}</td><td>{{.Point.Phase}}</td><td>{{.Point.Label}}</td>
 <td class="num">{{.Point.OnTarget}}</td><td>{{.Tokens}}</td><td class="num">{{.LogitErr}}</td><td class="num">{{.KL}}</td>
 <td>{{if .Point.Divergent}}<span class="bad">diverges</span>{{else}}<span class="ok">agrees</span>{{end}}{{if .Point.Err}}: {{.Point.Err}}{{end}}</td></tr>
@@ -284,6 +167,8 @@ reference's inputs; an ill-conditioned op is right on them and amplifies the err
 <tr><td colspan="10"><pre>{{.NodeText}}</pre></td></tr>
 {{end}}</table>
 {{end}}
+{{if .Times}}<h2>Kernel time on {{.R.Target}}</h2><p>The final placement, warm: each node on the target launched, its inputs moved and waited for; ranked by total time per op.</p>
+<pre>{{.Times}}</pre>{{end}}
 {{if .R.Regression}}<p>Regression bundle: <code>{{.R.Regression.Dir}}</code> (cases {{range $i, $c := .R.Regression.Cases}}{{if $i}}, {{end}}{{$c}}{{end}}):
 replay it with <code>tapmlc test {{.R.Regression.Dir}} --target {{.R.Target}}</code>.</p>{{end}}
 </body></html>
@@ -308,7 +193,14 @@ func (r *Report) WriteHTML(w io.Writer) error {
 		} else if !p.TokensMatch {
 			tok = fmt.Sprintf("differ from step %d", p.FirstMismatch)
 		}
-		pts = append(pts, htmlPoint{N: i + 1, Point: p, LogitErr: fmtNum(p.MaxLogitErr), KL: fmtNum(p.MaxKL), Tokens: tok})
+		hp := htmlPoint{N: i + 1, Point: p, LogitErr: fmtNum(p.MaxLogitErr), KL: fmtNum(p.MaxKL), Tokens: tok}
+		if !r.Language {
+			hp.LogitErr, hp.KL = fmtNum(p.MaxAbsErr), fmtNum(p.MaxRatio)
+			if p.Err == "" {
+				hp.Tokens = fmt.Sprintf("%d of %d out of tolerance", p.failingOutputs(), len(p.Outputs))
+			}
+		}
+		pts = append(pts, hp)
 	}
 	var sus []htmlSuspect
 	for _, s := range r.Culprits {
@@ -321,7 +213,14 @@ func (r *Report) WriteHTML(w io.Writer) error {
 		uns = append(uns, fmt.Sprintf("%s (%d)", op, n))
 	}
 	sort.Strings(uns)
-	return htmlTmpl.Execute(w, map[string]any{
+	var times strings.Builder
+	if err := carve.WriteOpTimes(&times, r.Timing); err != nil {
+		return err
+	}
+	if len(r.Timing) == 0 {
+		times.Reset()
+	}
+	return htmlTmpl.Execute(w, map[string]any{"Times": times.String(),
 		"R": r, "Identical": r.Outcome == OutcomeIdentical, "Points": pts, "Suspects": sus, "Unsupported": strings.Join(uns, ", "),
 		"ErrPlot": errPlot, "FracPlot": fracPlot, "StepPlot": stepPlot,
 	})

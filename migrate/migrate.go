@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"slices"
 	"sort"
 	"time"
 
@@ -41,9 +42,17 @@ func DefaultThresholds() Thresholds { return Thresholds{MaxLogitErr: 1e-3, MaxKL
 type Options struct {
 	// Prompt and Steps are as for `tapmlc run`: Steps positions are
 	// processed, prompt included (0 or more than the context: the context).
-	// Decoding is greedy.
+	// Decoding is greedy. Language models only.
 	Prompt string
 	Steps  int
+	// Inputs and Seed are the arguments of a model that is not a language
+	// model, as `tapmlc run` takes them: given values by parameter name,
+	// seeded random values for the others (see carve.Arguments).
+	Inputs map[string]carve.Input
+	Seed   uint64
+	// Policy derives the tolerance of such a model's outputs end to end
+	// (see carve.Chain; zero: carve.DefaultPolicy).
+	Policy carve.Policy
 	// Pipeline compiles the model (nil: passes.Default()).
 	Pipeline *passes.Pipeline
 	// Target names the target ("webgpu") in reports, in legalize's messages
@@ -52,8 +61,18 @@ type Options struct {
 	// Supports is the target's kernel table; ops it lacks stay on the
 	// source. Nil: target.Supports(Target).
 	Supports func(op ir.Op) bool
-	// Thresholds define divergence (zero: DefaultThresholds; for bit-exact
-	// logits use math.SmallestNonzeroFloat64).
+	// Source is the reference device, which runs every node not placed on
+	// the target (nil: the CPU reference, which the driver owns); Reference
+	// names it ("cpu" when Source is nil). Another target as the reference
+	// compares two targets directly; it must have a kernel for every op.
+	Source    runtime.Device
+	Reference string
+	// SourceSupports is the reference's kernel table (nil: every op, the
+	// CPU's). An op the reference lacks is an error: it runs every node.
+	SourceSupports func(op ir.Op) bool
+	// Thresholds define divergence of a language model (zero:
+	// DefaultThresholds; for bit-exact logits use
+	// math.SmallestNonzeroFloat64).
 	Thresholds Thresholds
 	// MaxRuns bounds the mixed runs of one localisation (0: 64).
 	MaxRuns int
@@ -64,29 +83,7 @@ type Options struct {
 	Log io.Writer
 }
 
-// Trace is what one generation produced: per forward call, the tokens fed,
-// the logits and the greedy next token.
-type Trace struct {
-	Calls  [][]int     // tokens fed to each forward (the prompt first)
-	Funcs  []string    // function each forward ran (prefill or decode)
-	Logits [][]float32 // logits after each forward
-	Greedy []int       // argmax of each forward's logits
-}
-
-// Generated returns the tokens the trace generated: the greedy token of
-// each forward, up to (not including) BOS.
-func (t *Trace) Generated(bos int) []int {
-	var out []int
-	for _, g := range t.Greedy {
-		if g == bos {
-			break
-		}
-		out = append(out, g)
-	}
-	return out
-}
-
-// Driver runs a model on the source (the CPU reference) and on mixed
+// Driver runs a model on the source (the reference) and on mixed
 // source/target placements and compares them with the reference. It keeps
 // the compiled module, the reference trace and the devices between runs.
 type Driver struct {
@@ -94,59 +91,53 @@ type Driver struct {
 	Model  *ir.Module // the model as given (carving recompiles it)
 	Module *ir.Module // compiled with Opts.Pipeline, unpartitioned
 	Tok    llm.Tokenizer
-	Source runtime.Device // the CPU reference
+	Source runtime.Device // the reference
 	Target runtime.Device
 
+	work        workload
+	ownSource   bool
 	ref         *Trace
-	order       []*ir.Node // candidates: target-supported nodes of the functions run, in order
+	tols        [][]carve.Tolerance // per call of the reference, per output (models that are not language models)
+	order       []*ir.Node          // candidates: target-supported nodes of the functions run, in order
 	byID        map[int]*ir.Node
 	funcOf      map[int]string
 	unsupported map[string]int
 	types       map[int][]signature // concrete types each node ran with in the reference
 	faults      map[int]string      // injected faults by node id
 	runs        int                 // mixed runs so far
-	step        int                 // forward call in progress (for OnNode hooks)
-	lastCheck   *Point              // the suspects' recording run, for the report
+	step        int                 // call of the model in progress (for OnNode hooks)
+	lastCheck   []Point             // the suspects' recording runs, for the report
 }
 
 type signature struct{ in, out []ir.Type }
 
-// New compiles model, runs the all-source reference generation once on the
-// CPU and returns a driver that migrates to dev.
+// New compiles model, runs the all-source reference once and returns a
+// driver that migrates to dev. A language model (@prefill and @decode,
+// see carve.IsLanguageModel) needs its tokenizer and is run through the
+// greedy generation of o.Prompt; any other model is called once per
+// function on o.Inputs (tok is not used).
 func New(model *ir.Module, tok llm.Tokenizer, dev runtime.Device, o Options) (*Driver, error) {
-	if tok == nil {
-		return nil, fmt.Errorf("migrating a language model needs its tokenizer")
-	}
 	if dev == nil {
 		return nil, fmt.Errorf("no target device")
 	}
-	if o.Thresholds == (Thresholds{}) {
-		o.Thresholds = DefaultThresholds()
-	}
-	if o.Thresholds.MaxLogitErr < 0 || o.Thresholds.MaxKL < 0 || math.IsNaN(o.Thresholds.MaxLogitErr) || math.IsNaN(o.Thresholds.MaxKL) {
-		return nil, fmt.Errorf("divergence thresholds must be non-negative numbers, got %+v", o.Thresholds)
-	}
-	if o.MaxRuns <= 0 {
-		o.MaxRuns = 64
-	}
-	if o.Target == "" {
-		o.Target = "target"
-	}
-	if o.Supports == nil {
-		name := o.Target
-		o.Supports = func(op ir.Op) bool { return target.Supports(name, op) }
+	o, err := o.withDefaults()
+	if err != nil {
+		return nil, err
 	}
 	cm, _, err := carve.Compile(model, o.Pipeline, false, nil)
 	if err != nil {
 		return nil, err
 	}
-	if cm.Func("prefill") == nil || cm.Func("decode") == nil {
-		return nil, fmt.Errorf("module %q is not a language model: it needs functions @prefill and @decode", model.Name)
-	}
 	d := &Driver{
-		Opts: o, Model: model, Module: cm, Tok: tok, Source: cpu.New(), Target: dev,
+		Opts: o, Model: model, Module: cm, Tok: tok, Source: o.Source, Target: dev,
 		byID: map[int]*ir.Node{}, funcOf: map[int]string{}, unsupported: map[string]int{},
 		types: map[int][]signature{}, faults: map[int]string{},
+	}
+	if d.work, err = newWorkload(cm, tok, o); err != nil {
+		return nil, err
+	}
+	if d.Source == nil {
+		d.Source, d.ownSource = cpu.New(), true
 	}
 	for _, f := range cm.Funcs {
 		for _, n := range f.Nodes {
@@ -154,39 +145,142 @@ func New(model *ir.Module, tok llm.Tokenizer, dev runtime.Device, o Options) (*D
 			d.funcOf[n.ID] = f.Name
 		}
 	}
-	// The reference: every node on the source, the same code path as the
-	// mixed runs. It also records the concrete types each node ran with.
-	refMod, err := d.partitioned(nil)
-	if err != nil {
+	if err := d.checkSource(); err != nil {
+		d.Close()
 		return nil, err
 	}
-	ref, err := d.generate(refMod, func(n *ir.Node, in, out []*runtime.Buffer) error {
-		s := signature{in: bufTypes(in), out: bufTypes(out)}
-		for _, o := range d.types[n.ID] {
-			if typesEqual(o.in, s.in) && typesEqual(o.out, s.out) {
-				return nil
-			}
+	if err := d.runReference(); err != nil {
+		d.Close()
+		return nil, err
+	}
+	if err := d.selectCandidates(); err != nil {
+		d.Close()
+		return nil, err
+	}
+	return d, nil
+}
+
+// withDefaults checks the options and fills in their defaults.
+func (o Options) withDefaults() (Options, error) {
+	if o.Thresholds == (Thresholds{}) {
+		o.Thresholds = DefaultThresholds()
+	}
+	if o.Thresholds.MaxLogitErr < 0 || o.Thresholds.MaxKL < 0 || math.IsNaN(o.Thresholds.MaxLogitErr) || math.IsNaN(o.Thresholds.MaxKL) {
+		return o, fmt.Errorf("divergence thresholds must be non-negative numbers, got %+v", o.Thresholds)
+	}
+	if o.Policy == (carve.Policy{}) {
+		o.Policy = carve.DefaultPolicy()
+	}
+	if o.MaxRuns <= 0 {
+		o.MaxRuns = 64
+	}
+	if o.Target == "" {
+		o.Target = "target"
+	}
+	if o.Reference == "" {
+		o.Reference = "cpu"
+	}
+	if o.Supports == nil {
+		name := o.Target
+		o.Supports = func(op ir.Op) bool { return target.Supports(name, op) }
+	}
+	return o, nil
+}
+
+// newWorkload chooses how the compiled module cm runs: generation for a
+// language model, one call per function for any other.
+func newWorkload(cm *ir.Module, tok llm.Tokenizer, o Options) (workload, error) {
+	if !carve.IsLanguageModel(cm) {
+		if o.Prompt != "" {
+			return nil, fmt.Errorf("module %q is not a language model (no @prefill/@decode): it takes inputs, not a prompt", cm.Name)
 		}
-		d.types[n.ID] = append(d.types[n.ID], s)
-		return nil
+		return newCalls(cm, o.Inputs, o.Seed)
+	}
+	if tok == nil {
+		return nil, fmt.Errorf("migrating a language model needs its tokenizer")
+	}
+	if len(o.Inputs) > 0 {
+		return nil, fmt.Errorf("module %q is a language model: it takes a prompt, not inputs", cm.Name)
+	}
+	return &generation{tok: tok, prompt: o.Prompt, steps: o.Steps}, nil
+}
+
+// runReference runs every node on the source, the same code path as the
+// mixed runs. It records the concrete types each node ran with and, for a
+// model that is not a language model, the end-to-end tolerance of each
+// output (carve.Chain over the worst path of the policy's op tolerances).
+func (d *Driver) runReference() error {
+	refMod, err := d.partitioned(nil)
+	if err != nil {
+		return err
+	}
+	paths := newPathTols(d.Opts.Policy)
+	ref, err := d.generate(refMod, func(n *ir.Node, in, out []*runtime.Buffer) error {
+		d.noteSignature(n, in, out)
+		if d.IsLanguageModel() {
+			return nil
+		}
+		return paths.add(d.step, n, in, out)
 	}, nil)
 	if err != nil {
-		return nil, fmt.Errorf("reference run on the CPU: %w", err)
+		return fmt.Errorf("reference run on %s: %w", d.Opts.Reference, err)
 	}
 	d.ref = ref
+	for i, outs := range ref.Outputs {
+		f := refMod.Func(ref.Funcs[i])
+		tols := make([]carve.Tolerance, len(outs))
+		for k, t := range outs {
+			tols[k] = paths.tolerance(i, f.Results[k], t)
+		}
+		d.tols = append(d.tols, tols)
+	}
+	return nil
+}
+
+// checkSource checks that the reference has a kernel for every node it
+// may run (all of them).
+func (d *Driver) checkSource() error {
+	if d.Opts.SourceSupports == nil {
+		return nil
+	}
+	for _, fn := range d.work.funcs() {
+		for _, n := range d.Module.Func(fn).Nodes {
+			if def := n.Def(); def != nil && def.Kind != ir.KindMeta && !d.Opts.SourceSupports(n.Op) {
+				return fmt.Errorf("the reference %s has no kernel for %s (node %s), and the reference runs every node not moved: choose another reference", d.Opts.Reference, n.Op, n)
+			}
+		}
+	}
+	return nil
+}
+
+// noteSignature records the concrete types node n ran with.
+func (d *Driver) noteSignature(n *ir.Node, in, out []*runtime.Buffer) {
+	s := signature{in: bufTypes(in), out: bufTypes(out)}
+	for _, o := range d.types[n.ID] {
+		if typesEqual(o.in, s.in) && typesEqual(o.out, s.out) {
+			return
+		}
+	}
+	d.types[n.ID] = append(d.types[n.ID], s)
+}
+
+// selectCandidates lists the nodes that can move to the target: the op
+// nodes of the functions the reference ran, that the target has a kernel
+// for, in topological order.
+func (d *Driver) selectCandidates() error {
 	ran := map[string]bool{}
-	for _, f := range ref.Funcs {
+	for _, f := range d.ref.Funcs {
 		ran[f] = true
 	}
-	for _, fn := range []string{"prefill", "decode"} {
+	for _, fn := range d.work.funcs() {
 		if !ran[fn] {
 			continue
 		}
-		for _, n := range cm.Func(fn).Nodes {
+		for _, n := range d.Module.Func(fn).Nodes {
 			if !candidate(n) {
 				continue
 			}
-			if !o.Supports(n.Op) {
+			if !d.Opts.Supports(n.Op) {
 				d.unsupported[n.Op.String()]++
 				continue
 			}
@@ -194,13 +288,26 @@ func New(model *ir.Module, tok llm.Tokenizer, dev runtime.Device, o Options) (*D
 		}
 	}
 	if len(d.order) == 0 {
-		return nil, fmt.Errorf("%s has a kernel for none of the ops of %q", o.Target, model.Name)
+		return fmt.Errorf("%s has a kernel for none of the ops of %q", d.Opts.Target, d.Model.Name)
 	}
-	return d, nil
+	return nil
 }
 
-// Close releases the source device (the target belongs to the caller).
-func (d *Driver) Close() { d.Source.Close() }
+// IsLanguageModel reports whether the driver migrates a language model
+// (generation, compared by tokens, logits and KL) rather than a model
+// whose outputs are compared under their tolerances.
+func (d *Driver) IsLanguageModel() bool {
+	_, ok := d.work.(*generation)
+	return ok
+}
+
+// Close releases the source device when the driver owns it (the target
+// and a given source belong to the caller).
+func (d *Driver) Close() {
+	if d.ownSource {
+		d.Source.Close()
+	}
+}
 
 func candidate(n *ir.Node) bool {
 	def := n.Def()
@@ -374,76 +481,41 @@ func (d *Driver) partitioned(onTarget []int) (*ir.Module, error) {
 	return m, nil
 }
 
-// generate runs the generation of m (partitioned).
-// With force nil it decodes greedily (the reference); otherwise it feeds
-// force's calls (teacher forcing), so every step's logits are comparable
-// with the reference even after a token differs. onNode, when set, sees
-// every launched node.
+// generate runs the workload on m (partitioned): the reference run with
+// force nil, else the same calls as force's. onNode, when set, sees every
+// launched node.
 func (d *Driver) generate(m *ir.Module, onNode func(n *ir.Node, in, out []*runtime.Buffer) error, force *Trace) (*Trace, error) {
-	exec := runtime.NewExecutor(m, d.Source)
-	defer exec.Close()
-	exec.SetDevice(passes.Source, d.Source)
-	exec.SetDevice(passes.Target, d.Target)
-	exec.OnNode = onNode
-	for _, fn := range []string{"prefill", "decode"} {
-		if err := exec.Prepare(fn); err != nil {
-			return nil, err
-		}
-	}
-	s, err := llm.NewSession(exec)
+	exec, err := d.executor(m)
 	if err != nil {
 		return nil, err
 	}
-	defer s.Close()
-	tr := &Trace{}
-	forward := func(tokens []int) error {
-		fn := "decode"
-		if len(tokens) > 1 {
-			fn = "prefill"
-		}
-		d.step = len(tr.Calls)
-		logits, err := s.Forward(tokens)
-		if err != nil {
-			return fmt.Errorf("%s at position %d: %w", fn, s.Pos, err)
-		}
-		tr.Calls = append(tr.Calls, tokens)
-		tr.Funcs = append(tr.Funcs, fn)
-		tr.Logits = append(tr.Logits, logits)
-		tr.Greedy = append(tr.Greedy, llm.Argmax(logits))
-		return nil
-	}
-	if force != nil {
-		for _, c := range force.Calls {
-			if err := forward(c); err != nil {
-				return tr, err
-			}
-		}
-		return tr, d.Target.Sync()
-	}
-	steps := d.Opts.Steps
-	if steps <= 0 || steps > s.MaxSeq {
-		steps = s.MaxSeq
-	}
-	ids := d.Tok.Encode(d.Opts.Prompt, true, false)
-	if len(ids) == 0 {
-		return nil, fmt.Errorf("the prompt encodes to no tokens")
-	}
-	if len(ids) > steps {
-		ids = ids[:steps] // as carving does: the prompt is cut to steps
-	}
-	if err := forward(ids); err != nil {
-		return nil, err
-	}
-	for s.Pos < steps {
-		next := tr.Greedy[len(tr.Greedy)-1]
-		if next == d.Tok.BOS() {
-			break
-		}
-		if err := forward([]int{next}); err != nil {
+	defer exec.Close()
+	exec.OnNode = onNode
+	return d.runOn(exec, force)
+}
+
+// executor returns an executor of m (partitioned) on the source and the
+// target, its kernels prepared.
+func (d *Driver) executor(m *ir.Module) (*runtime.Executor, error) {
+	exec := runtime.NewExecutor(m, d.Source)
+	exec.SetDevice(passes.Source, d.Source)
+	exec.SetDevice(passes.Target, d.Target)
+	for _, fn := range d.work.funcs() {
+		if err := exec.Prepare(fn); err != nil {
+			exec.Close()
 			return nil, err
 		}
 	}
-	return tr, nil
+	return exec, nil
+}
+
+// runOn runs the workload once on exec and waits for the target.
+func (d *Driver) runOn(exec *runtime.Executor, force *Trace) (*Trace, error) {
+	tr, err := d.work.run(exec, force, &d.step)
+	if err != nil {
+		return tr, err
+	}
+	return tr, d.Target.Sync()
 }
 
 // Point is one mixed run compared with the reference: a point of the
@@ -457,10 +529,11 @@ type Point struct {
 	OnTarget int     // nodes placed on the target
 	Fraction float64 // OnTarget over the candidate nodes
 	Nodes    []int
-	// TokensMatch: every greedy token equals the reference's (under
-	// teacher forcing, so the free-running generation is identical too).
+	// Language models. TokensMatch: every greedy token equals the
+	// reference's (under teacher forcing, so the free-running generation
+	// is identical too).
 	TokensMatch   bool
-	FirstMismatch int // forward index of the first differing token, -1
+	FirstMismatch int // call index of the first differing token (or failing output), -1
 	Greedy        []int
 	// Largest |logit - reference| and KL(reference || run) of the
 	// next-token distributions, over all steps and per step.
@@ -468,16 +541,38 @@ type Point struct {
 	MaxKL        float64
 	StepLogitErr []float64
 	StepKL       []float64
-	Divergent    bool
-	Err          string // the run failed (a kernel that does not build, ...)
-	Duration     time.Duration
+	// Other models: every output of every call against the reference
+	// under its tolerance, and the worst error over what the tolerance
+	// allows (above 1 diverges) and largest absolute error.
+	Outputs   []OutputCheck
+	MaxRatio  float64
+	MaxAbsErr float64
+	Divergent bool
+	Err       string // the run failed (a kernel that does not build, ...)
+	Duration  time.Duration
+
+	placement []int // the nodes on the target
 }
 
-// Eval runs the generation with the nodes onTarget on the target, teacher
-// forced with the reference's tokens, and compares it with the reference.
-// A run that fails (a kernel error) diverges, with the error. The returned
-// error is for failures of the tool itself (a placement that does not
-// compile).
+// OutputCheck is one output of one call of a model that is not a language
+// model, compared with the reference's.
+type OutputCheck struct {
+	Call      int
+	Func      string
+	Name      string
+	Metrics   carve.Metrics
+	Tolerance carve.Tolerance
+	Err       string // missing, or not comparable (dtype, shape)
+}
+
+// Pass reports whether the output is within its tolerance.
+func (o OutputCheck) Pass() bool { return o.Err == "" && o.Metrics.Pass() }
+
+// Eval runs the model with the nodes onTarget on the target (teacher
+// forced with the reference's tokens, for a language model) and compares
+// it with the reference. A run that fails (a kernel error) diverges, with
+// the error. The returned error is for failures of the tool itself (a
+// placement that does not compile).
 func (d *Driver) Eval(label, phase string, onTarget []int) (Point, error) {
 	return d.eval(label, phase, onTarget, nil)
 }
@@ -491,6 +586,7 @@ func (d *Driver) eval(label, phase string, onTarget []int, onNode func(n *ir.Nod
 	if len(onTarget) <= 16 {
 		p.Nodes = append([]int{}, onTarget...)
 	}
+	p.placement = slices.Clone(onTarget)
 	m, err := d.partitioned(onTarget)
 	if err != nil {
 		return p, err
@@ -500,8 +596,13 @@ func (d *Driver) eval(label, phase string, onTarget []int, onNode func(n *ir.Nod
 	if err != nil {
 		p.Err = err.Error()
 	}
-	p.compare(d.ref, tr)
-	p.Divergent = p.Err != "" || !p.TokensMatch || p.MaxLogitErr > d.Opts.Thresholds.MaxLogitErr || p.MaxKL > d.Opts.Thresholds.MaxKL
+	if d.IsLanguageModel() {
+		p.compareLogits(d.ref, tr)
+		p.Divergent = !p.TokensMatch || p.MaxLogitErr > d.Opts.Thresholds.MaxLogitErr || p.MaxKL > d.Opts.Thresholds.MaxKL
+	} else {
+		p.compareOutputs(d.ref, tr, d.tols)
+	}
+	p.Divergent = p.Divergent || p.Err != ""
 	p.Duration = time.Since(start)
 	if d.Opts.Log != nil {
 		fmt.Fprintf(d.Opts.Log, "run %d %-40s %4d on target  %s\n", d.runs, trunc(label, 40), len(onTarget), p.Summary())
@@ -525,6 +626,15 @@ func (p Point) Summary() string {
 	if p.Err != "" {
 		return fmt.Sprintf("%s: run failed: %s", verdict, firstLine(p.Err))
 	}
+	if p.Outputs != nil {
+		failing := 0
+		for _, o := range p.Outputs {
+			if !o.Pass() {
+				failing++
+			}
+		}
+		return fmt.Sprintf("%s: %d of %d outputs out of tolerance, max abs err %s, max err/tolerance %s", verdict, failing, len(p.Outputs), fmtNum(p.MaxAbsErr), fmtNum(p.MaxRatio))
+	}
 	tok := "tokens identical"
 	if !p.TokensMatch {
 		tok = fmt.Sprintf("tokens differ from step %d", p.FirstMismatch)
@@ -541,9 +651,9 @@ func firstLine(s string) string {
 	return s
 }
 
-// compare fills the comparison of run tr (possibly cut short by an error)
-// with the reference.
-func (p *Point) compare(ref, tr *Trace) {
+// compareLogits fills the comparison of a language model's run tr
+// (possibly cut short by an error) with the reference.
+func (p *Point) compareLogits(ref, tr *Trace) {
 	p.TokensMatch = true
 	for i := range ref.Logits {
 		if tr == nil || i >= len(tr.Logits) {
@@ -567,6 +677,34 @@ func (p *Point) compare(ref, tr *Trace) {
 	for i := range p.StepLogitErr {
 		p.MaxLogitErr = nanMax(p.MaxLogitErr, p.StepLogitErr[i])
 		p.MaxKL = nanMax(p.MaxKL, p.StepKL[i])
+	}
+}
+
+// compareOutputs compares every output of run tr (possibly cut short by an
+// error) with the reference's under tols, the outputs' tolerances.
+func (p *Point) compareOutputs(ref, tr *Trace, tols [][]carve.Tolerance) {
+	p.Outputs = []OutputCheck{}
+	for i, want := range ref.Outputs {
+		for k, w := range want {
+			o := OutputCheck{Call: i, Func: ref.Funcs[i], Name: ref.Names[i][k], Tolerance: tols[i][k]}
+			if tr == nil || i >= len(tr.Outputs) || k >= len(tr.Outputs[i]) {
+				o.Err = "not computed (the run failed)"
+			} else if m, err := carve.Compare(tr.Outputs[i][k], w, o.Tolerance); err != nil {
+				o.Err = err.Error()
+			} else {
+				o.Metrics = m
+			}
+			if o.Err != "" {
+				o.Metrics.MaxAbs, o.Metrics.Ratio = math.Inf(1), math.Inf(1)
+			}
+			if !o.Pass() && p.FirstMismatch < 0 {
+				p.FirstMismatch = i
+			}
+			p.MaxRatio = nanMax(p.MaxRatio, o.Metrics.Ratio)
+			p.MaxAbsErr = nanMax(p.MaxAbsErr, o.Metrics.MaxAbs)
+			p.Divergent = p.Divergent || !o.Pass()
+			p.Outputs = append(p.Outputs, o)
+		}
 	}
 }
 

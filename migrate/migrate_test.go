@@ -134,30 +134,7 @@ func TestLocalisePerturbedNode(t *testing.T) {
 				}
 			}
 			// The regression bundle (from the last run).
-			b, err := carve.Open(reg)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer b.Close()
-			if len(b.Manifest.Cases) == 0 {
-				t.Fatal("empty regression bundle")
-			}
-			for _, c := range b.Manifest.Cases {
-				if c.Node != bad.ID {
-					t.Errorf("regression case %s is node %d, want %d", c.ID, c.Node, bad.ID)
-				}
-			}
-			onBug, err := b.Test(dev, carve.TestOptions{})
-			if err != nil {
-				t.Fatal(err)
-			}
-			onCPU, err := b.Test(cpu.New(), carve.TestOptions{})
-			if err != nil {
-				t.Fatal(err)
-			}
-			if onBug.OK() || !onCPU.OK() {
-				t.Errorf("regression: %s on the buggy target, %s on the CPU; want failing, passing", onBug.Summary(), onCPU.Summary())
-			}
+			checkRegression(t, reg, dev, bad.ID)
 		})
 	}
 }
@@ -317,8 +294,11 @@ func TestBadOptions(t *testing.T) {
 		t.Error("no device accepted")
 	}
 	notLM := ir.NewModule("x")
-	if _, err := New(notLM, m.Tokenizer, newFake(), Options{}); err == nil || !strings.Contains(err.Error(), "not a language model") {
-		t.Errorf("a module without prefill/decode: %v", err)
+	if _, err := New(notLM, m.Tokenizer, newFake(), Options{Prompt: "hi"}); err == nil || !strings.Contains(err.Error(), "not a language model") {
+		t.Errorf("a prompt for a module without prefill/decode: %v", err)
+	}
+	if _, err := New(m.Module, m.Tokenizer, newFake(), Options{Inputs: map[string]carve.Input{"x": {}}}); err == nil || !strings.Contains(err.Error(), "takes a prompt, not inputs") {
+		t.Errorf("inputs for a language model: %v", err)
 	}
 	if _, err := New(m.Module, m.Tokenizer, newFake(), Options{Target: "nothing", Supports: func(ir.Op) bool { return false }}); err == nil || !strings.Contains(err.Error(), "none of the ops") {
 		t.Errorf("a target with no kernel: %v", err)
@@ -327,7 +307,7 @@ func TestBadOptions(t *testing.T) {
 	if _, err := d.Run("sideways"); err == nil {
 		t.Error("unknown strategy accepted")
 	}
-	if _, err := d.Inject([]target.Injection{{Op: ir.OpMatmul, Fault: "wrong_index"}}); err == nil || !strings.Contains(err.Error(), "only on the webgpu and vulkan targets") {
+	if _, err := d.Inject([]target.Injection{{Op: ir.OpMatmul, Fault: "wrong_index"}}); err == nil || !strings.Contains(err.Error(), "only on the webgpu, vulkan, remote: and llvm targets") {
 		t.Errorf("injection on a device without faults: %v", err)
 	}
 }

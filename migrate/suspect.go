@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"os"
+	"path/filepath"
 	"slices"
 
 	"github.com/tapml/tapml/carve"
@@ -123,204 +124,306 @@ const maxSuspects = 8
 // regressionCasesPerNode bounds the cases per node in a regression bundle.
 const regressionCasesPerNode = 4
 
-// analyse carves the culprit set's nodes from a reference run, replays
-// them alone on the target (isolated error), records them in the
-// diverging mixed run (accumulated error) and, when dir is set, writes
-// their failing cases as a regression bundle there.
+// analyse measures each node of the culprit set (the culprit first): it
+// carves their calls from a reference run, replays them alone on the
+// target (isolated error), records them in the diverging mixed run and in
+// the reference placement (accumulated error, input error), classifies
+// each, and, when dir is set, writes their failing cases there as a
+// regression bundle.
 func (d *Driver) analyse(loc *Localisation, dir string) ([]Suspect, *Regression, error) {
-	set := loc.Set
-	if len(set) > maxSuspects {
-		// The culprit (last) and the start of the window first.
-		set = append([]*ir.Node{set[len(set)-1], set[0]}, set[1:maxSuspects-1]...)
-	} else {
-		set = append([]*ir.Node{set[len(set)-1]}, set[:len(set)-1]...)
+	set := suspectOrder(loc.Set)
+	sc, err := d.carveSuspects(set)
+	if err != nil {
+		return nil, nil, fmt.Errorf("carving the suspects: %w", err)
 	}
-	sids := ids(set)
+	defer sc.close()
+	sus := d.newSuspects(set)
+	failing := d.replayIsolated(sc.bundle, sus)
+	if err := d.measureAccumulated(loc.Divergent, sus); err != nil {
+		return nil, nil, err
+	}
+	for i := range sus {
+		sus[i].judge()
+	}
+	if dir == "" {
+		return sus, nil, nil
+	}
+	reg, err := d.writeRegression(dir, sc, set, failing)
+	return sus, reg, err
+}
 
-	// Carve the suspects: a reference run with probes on them alone; every
-	// call of theirs is kept (nothing is deduplicated away).
-	probeIDs := make([]int64, len(sids))
-	for i, id := range sids {
-		probeIDs[i] = int64(id)
+// suspectOrder puts the culprit (the last node of the set) first, then the
+// rest of the set in order, at most maxSuspects nodes; a longer set keeps
+// the start of its window.
+func suspectOrder(set []*ir.Node) []*ir.Node {
+	last := set[len(set)-1]
+	rest := set[:len(set)-1]
+	if len(set) > maxSuspects {
+		rest = append([]*ir.Node{set[0]}, set[1:maxSuspects-1]...)
+	}
+	return append([]*ir.Node{last}, rest...)
+}
+
+// suspectCarving is the suspects' calls carved from a reference run: the
+// recording (with its tensors) and the bundle written from it (in a
+// temporary folder).
+type suspectCarving struct {
+	rec    *carve.Recording
+	bundle *carve.Bundle
+	tmp    string
+}
+
+func (s *suspectCarving) close() {
+	s.bundle.Close()
+	os.RemoveAll(s.tmp)
+}
+
+// carveSuspects carves every call of the set's nodes: a reference run of
+// the model compiled with probes on them alone, nothing deduplicated away.
+func (d *Driver) carveSuspects(set []*ir.Node) (*suspectCarving, error) {
+	probeIDs := make([]int64, len(set))
+	for i, n := range set {
+		probeIDs[i] = int64(n.ID)
 	}
 	pm, names, err := carve.Compile(d.Model, d.Opts.Pipeline, true, passes.Options{"nodes": probeIDs})
 	if err != nil {
-		return nil, nil, fmt.Errorf("carving the suspects: %w", err)
+		return nil, err
 	}
-	for _, n := range set {
-		var found *ir.Node
-		for _, f := range pm.Funcs {
-			for _, x := range f.Nodes {
-				if x.ID == n.ID {
-					found = x
-				}
-			}
-		}
-		if found == nil || found.Op != n.Op || found.Prov != n.Prov {
-			return nil, nil, fmt.Errorf("carving the suspects: node %d (%s %s) is not the same node when compiled with probes; the pipeline is not deterministic", n.ID, n.Op, n.Prov)
-		}
+	if err := sameNodes(pm, set); err != nil {
+		return nil, err
 	}
-	rec := carve.NewRecorder(pm, math.MaxInt32, carve.DefaultPolicy(), true)
-	gen, err := rec.Generate(d.Tok, d.Opts.Prompt, d.Opts.Steps, nil)
+	rec := carve.NewRecorder(pm, math.MaxInt32, d.Opts.Policy, true)
+	gen, err := d.work.record(rec)
 	rec.Close()
 	if err != nil {
-		return nil, nil, fmt.Errorf("carving the suspects: %w", err)
+		return nil, err
 	}
-	if refGen := d.ref.Generated(d.Tok.BOS()); len(gen) > len(refGen) || !slices.Equal(gen, refGen[:len(gen)]) {
-		return nil, nil, fmt.Errorf("carving the suspects: the probed reference generated %v, the reference %v", gen, d.ref.Generated(d.Tok.BOS()))
+	if d.IsLanguageModel() {
+		refGen := d.ref.Generated(d.Tok.IsEOG)
+		if len(gen) > len(refGen) || !slices.Equal(gen, refGen[:len(gen)]) {
+			return nil, fmt.Errorf("the probed reference generated %v, the reference %v", gen, refGen)
+		}
 	}
-	cases := rec.Cases()
-	recording := &carve.Recording{
-		Module: pm, Cases: cases, Stats: rec.Stats, Model: d.Model.Name, Prompt: d.Opts.Prompt,
-		Steps: d.Opts.Steps, Keep: rec.Keep, Generated: gen, Pipeline: names,
-	}
+	recording := &carve.Recording{Module: pm, Cases: rec.Cases(), Stats: rec.Stats, Model: d.Model.Name, Keep: rec.Keep, Generated: gen, Pipeline: names}
+	d.work.describe(recording)
 	tmp, err := os.MkdirTemp("", "tapml-migrate-*")
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
-	defer os.RemoveAll(tmp)
-	bdir := tmp + "/suspects"
+	bdir := filepath.Join(tmp, "suspects")
 	if _, err := recording.Write(bdir); err != nil {
-		return nil, nil, fmt.Errorf("carving the suspects: %w", err)
+		os.RemoveAll(tmp)
+		return nil, err
 	}
 	b, err := carve.Open(bdir)
 	if err != nil {
-		return nil, nil, fmt.Errorf("carving the suspects: %w", err)
+		os.RemoveAll(tmp)
+		return nil, err
 	}
-	defer b.Close()
+	return &suspectCarving{rec: recording, bundle: b, tmp: tmp}, nil
+}
 
-	// Isolated: replay each case alone on the target.
+// sameNodes checks that compiling with probes kept the set's nodes as they
+// were (same id, op and provenance).
+func sameNodes(pm *ir.Module, set []*ir.Node) error {
+	byID := map[int]*ir.Node{}
+	for _, f := range pm.Funcs {
+		for _, x := range f.Nodes {
+			byID[x.ID] = x
+		}
+	}
+	for _, n := range set {
+		if found := byID[n.ID]; found == nil || found.Op != n.Op || found.Prov != n.Prov {
+			return fmt.Errorf("node %d (%s %s) is not the same node when compiled with probes; the pipeline is not deterministic", n.ID, n.Op, n.Prov)
+		}
+	}
+	return nil
+}
+
+// newSuspects describes the set's nodes, before any measurement.
+func (d *Driver) newSuspects(set []*ir.Node) []Suspect {
 	sus := make([]Suspect, len(set))
-	index := map[int]int{}
 	for i, n := range set {
-		index[n.ID] = i
 		sus[i] = Suspect{Node: n.ID, Op: n.Op.String(), Prov: n.Prov, Func: d.Func(n.ID), NodeText: ir.NodeText(n), Fault: d.faults[n.ID]}
 	}
-	byCall := map[[2]int]*carve.Case{} // (node, forward call) -> case
+	return sus
+}
+
+// replayIsolated replays each suspect's carved cases alone on the target,
+// fed the reference's inputs, against the reference's outputs (the
+// recorded ones, or the reference device's when it is not the CPU). It
+// returns the failing cases by node id.
+func (d *Driver) replayIsolated(b *carve.Bundle, sus []Suspect) map[int][]*carve.Case {
+	index := suspectIndex(sus)
+	var ref runtime.Device
+	if !d.ownSource {
+		ref = d.Source
+	}
 	failing := map[int][]*carve.Case{}
 	for _, c := range b.Manifest.Cases {
 		i, ok := index[c.Node]
 		if !ok {
 			continue
 		}
-		sus[i].Cases = append(sus[i].Cases, c.ID)
-		byCall[[2]int{c.Node, c.Step}] = c
-		r := b.Replay(d.Target, c, c.Tolerance)
+		s := &sus[i]
+		s.Cases = append(s.Cases, c.ID)
+		r := b.ReplayAgainst(d.Target, ref, c, c.Tolerance)
 		if r.Err != "" {
-			sus[i].Isolated.fail(fmt.Errorf("%s", r.Err))
+			s.Isolated.fail(fmt.Errorf("%s", r.Err))
 		} else {
-			sus[i].Isolated.add(r.Metrics, r.Passed())
+			s.Isolated.add(r.Metrics, r.Passed())
 		}
 		if !r.Passed() {
 			failing[c.Node] = append(failing[c.Node], c)
 		}
 	}
+	return failing
+}
 
-	// Accumulated: the suspects' outputs (and inputs) in the diverging run.
-	inRel := make([]float64, len(set))
+func suspectIndex(sus []Suspect) map[int]int {
+	index := map[int]int{}
+	for i, s := range sus {
+		index[s.Node] = i
+	}
+	return index
+}
+
+// callValues are the inputs and outputs of one node in one call of the
+// model, as a run computed them.
+type callValues struct{ in, out []*tensor.Tensor }
+
+// downloadCall copies a node's inputs and outputs to the host.
+func downloadCall(in, out []*runtime.Buffer) (callValues, error) {
+	ins, err := downloadAll(in)
+	if err != nil {
+		return callValues{}, err
+	}
+	outs, err := downloadAll(out)
+	return callValues{ins, outs}, err
+}
+
+// capture runs the placement onTarget and keeps the inputs and outputs of
+// the nodes in want, per (node id, call).
+func (d *Driver) capture(label string, onTarget []int, want map[int]int) (Point, map[[2]int]callValues, error) {
+	got := map[[2]int]callValues{}
 	hook := func(n *ir.Node, in, out []*runtime.Buffer) error {
-		i, ok := index[n.ID]
-		if !ok {
+		if _, ok := want[n.ID]; !ok {
 			return nil
 		}
-		c := byCall[[2]int{n.ID, d.step}]
-		if c == nil {
-			return nil
-		}
-		ins, want, err := b.Tensors(c)
+		cv, err := downloadCall(in, out)
 		if err != nil {
 			return err
 		}
-		got, err := downloadAll(out)
-		if err != nil {
-			return err
-		}
-		for j := range want {
-			if j >= len(got) {
-				break
-			}
-			m, err := carve.Compare(got[j], want[j], c.Tolerance)
-			if err != nil {
-				sus[i].Accumulated.fail(err)
-				continue
-			}
-			sus[i].Accumulated.add(m, m.Pass())
-		}
-		for j, v := range n.Inputs {
-			if v.IsWeight() || n.UpdatesInPlace(j) || j >= len(ins) {
-				continue
-			}
-			t, err := runtime.Download(in[j])
-			if err != nil {
-				return err
-			}
-			inRel[i] = nanMax(inRel[i], relErr(t, ins[j]))
-		}
+		got[[2]int{n.ID, d.step}] = cv
 		return nil
 	}
-	p, err := d.eval("culprit set (recording its nodes)", "check", loc.Divergent, hook)
-	if err != nil {
-		return nil, nil, err
-	}
-	d.lastCheck = &p
-	for i := range sus {
-		s := &sus[i]
-		s.InputRel = inRel[i]
-		s.Amplification = ratio(s.Accumulated.MaxRel, s.Isolated.MaxRel)
-		if s.InputRel > 0 {
-			s.Condition = s.Accumulated.MaxRel / s.InputRel
-		}
-		s.Verdict = classify(s.Isolated, s.Accumulated, s.Condition)
-	}
+	p, err := d.eval(label, "check", onTarget, hook)
+	return p, got, err
+}
 
-	if dir == "" {
-		return sus, nil, nil
+// measureAccumulated records the suspects in the diverging placement and
+// in the all-source one, and compares them call by call: the accumulated
+// error of their outputs, under their cases' tolerances, and the error of
+// their inputs.
+func (d *Driver) measureAccumulated(divergent []int, sus []Suspect) error {
+	index := suspectIndex(sus)
+	p, mixed, err := d.capture("culprit set (recording its nodes)", divergent, index)
+	if err != nil {
+		return err
 	}
-	// The regression: the failing cases of each suspect (a few each); a set
-	// with no failing case keeps its culprit's first case, which then
-	// guards the op on the reference inputs.
-	var keep []*carve.Case
+	d.lastCheck = append(d.lastCheck, p)
+	p, ref, err := d.capture("reference placement (recording the set)", nil, index)
+	if err != nil {
+		return err
+	}
+	d.lastCheck = append(d.lastCheck, p)
+	for key, want := range ref {
+		n, s := d.byID[key[0]], &sus[index[key[0]]]
+		got, ok := mixed[key]
+		if !ok {
+			s.Accumulated.fail(fmt.Errorf("call %d did not run in the diverging placement", key[1]))
+			continue
+		}
+		tol := d.Opts.Policy.For(n.Op, n.Attrs, want.in, want.out)
+		for j := range want.out {
+			if j >= len(got.out) {
+				break
+			}
+			m, err := carve.Compare(got.out[j], want.out[j], tol)
+			if err != nil {
+				s.Accumulated.fail(err)
+				continue
+			}
+			s.Accumulated.add(m, m.Pass())
+		}
+		for j, v := range n.Inputs {
+			if v.IsWeight() || (n.Op == ir.OpKVWrite && j == 0) || j >= len(got.in) {
+				continue
+			}
+			s.InputRel = nanMax(s.InputRel, relErr(got.in[j], want.in[j]))
+		}
+	}
+	return nil
+}
+
+// judge derives the suspect's ratios and verdict from its measurements.
+func (s *Suspect) judge() {
+	s.Amplification = ratio(s.Accumulated.MaxRel, s.Isolated.MaxRel)
+	if s.InputRel > 0 {
+		s.Condition = s.Accumulated.MaxRel / s.InputRel
+	}
+	s.Verdict = classify(s.Isolated, s.Accumulated, s.Condition)
+}
+
+// writeRegression writes the failing cases of each suspect (a few each)
+// as a bundle in dir; a set with no failing case keeps its culprit's first
+// case, which then guards the op on the reference inputs. Faults planted
+// in the set's nodes are recorded in the bundle, so that `tapmlc test`
+// replays them.
+func (d *Driver) writeRegression(dir string, sc *suspectCarving, set []*ir.Node, failing map[int][]*carve.Case) (*Regression, error) {
+	var keep []string
 	for _, n := range set {
 		fc := failing[n.ID]
-		keep = append(keep, fc[:min(len(fc), regressionCasesPerNode)]...)
+		for _, c := range fc[:min(len(fc), regressionCasesPerNode)] {
+			keep = append(keep, c.ID)
+		}
 	}
 	if len(keep) == 0 {
-		for _, c := range cases {
+		for _, c := range sc.rec.Cases {
 			if c.Node == set[0].ID {
-				keep = append(keep, c)
+				keep = append(keep, c.ID)
 				break
 			}
 		}
 	}
 	if len(keep) == 0 {
-		return sus, nil, fmt.Errorf("no carved case for node %d: it does not run in this generation", set[0].ID)
+		return nil, fmt.Errorf("no carved case for node %d: it does not run in this migration's runs", set[0].ID)
 	}
 	// Cases of the recording carry their tensors; the bundle's do not.
-	byID := map[string]*carve.Case{}
-	for _, c := range cases {
-		byID[c.ID] = c
+	reg := *sc.rec
+	reg.Cases = nil
+	for _, c := range sc.rec.Cases {
+		if slices.Contains(keep, c.ID) {
+			reg.Cases = append(reg.Cases, c)
+		}
 	}
-	var sel []*carve.Case
-	var caseIDs []string
-	for _, c := range keep {
-		sel = append(sel, byID[c.ID])
-		caseIDs = append(caseIDs, c.ID)
-	}
-	reg := &carve.Recording{
-		Module: pm, Cases: sel, Stats: rec.Stats, Model: d.Model.Name, Prompt: d.Opts.Prompt,
-		Steps: d.Opts.Steps, Keep: rec.Keep, Generated: gen, Pipeline: names,
+	for _, n := range set {
+		if f := d.faults[n.ID]; f != "" {
+			reg.Faults = append(reg.Faults, carve.Fault{Node: n.ID, Op: n.Op.String(), Fault: f})
+		}
 	}
 	if _, err := reg.Write(dir); err != nil {
-		return sus, nil, fmt.Errorf("writing the regression bundle: %w", err)
+		return nil, fmt.Errorf("writing the regression bundle: %w", err)
 	}
-	return sus, &Regression{Dir: dir, Cases: caseIDs, Failing: len(failing[set[0].ID]) > 0}, nil
+	return &Regression{Dir: dir, Cases: keep, Failing: len(failing[set[0].ID]) > 0, Faults: reg.Faults}, nil
 }
 
 // Regression is the carved test case(s) written for the culprit.
 type Regression struct {
-	Dir     string   `json:"dir"`
-	Cases   []string `json:"cases"`
-	Failing bool     `json:"failing"` // the culprit's cases fail on the target as it is now
+	Dir     string        `json:"dir"`
+	Cases   []string      `json:"cases"`
+	Failing bool          `json:"failing"` // the culprit's cases fail on the target as it is now
+	Faults  []carve.Fault `json:"injected_faults,omitempty"`
 }
 
 // ratio is a/b with 0/0 = 1 and x/0 = +Inf.

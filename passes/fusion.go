@@ -105,7 +105,9 @@ func joinProv(provs ...string) string {
 // max_inputs and max_depth. The consumer becomes a fused_elementwise node
 // (keeping its id and output) whose expr substitutes the producer's expr
 // for that input; inputs are deduplicated. Since elementwise ops commute
-// with broadcasting, the merged node computes the same elements.
+// with broadcasting, the merged node computes the same elements. A scalar
+// f32 constant input (a scale, GELU's 0.5) becomes a constant of the
+// expression, rounded to f32 as the constant tensor was.
 func fusion(m *ir.Module, o Options) error {
 	maxInputs, maxDepth := int(o.Int("max_inputs")), int(o.Int("max_depth"))
 	broadcast := o.Bool("allow_broadcast")
@@ -117,6 +119,9 @@ func fusion(m *ir.Module, o Options) error {
 				continue
 			}
 			for {
+				if err := inlineConstants(c, uses, dead); err != nil {
+					return funcErr(f, "inlining constants into %s: %v", c, err)
+				}
 				merged := false
 				for k, v := range c.Inputs {
 					p := v.Def
@@ -214,4 +219,47 @@ func fuseInto(c *ir.Node, k int, p *ir.Node, maxInputs, maxDepth int, uses map[*
 	c.Attrs = ir.Attrs{"expr": ir.StringAttr(e.String())}
 	c.Prov = joinProv(p.Prov, c.Prov)
 	return true, nil
+}
+
+// inlineConstants makes each scalar f32 constant input of c a constant of
+// its expression (a scalar broadcasts, so c's output is unchanged), unless
+// nothing else would be left as input; a constant node left unused is
+// marked dead.
+func inlineConstants(c *ir.Node, uses map[*ir.Value]int, dead map[*ir.Node]bool) error {
+	out := c.Output().Type
+	consts := map[int]float64{}
+	for i, v := range c.Inputs {
+		p := v.Def
+		if out.DType == ir.F32 && p != nil && p.Op == ir.OpConstant && v.Type.DType == ir.F32 &&
+			v.Type.Shape.IsStatic() && v.Type.Shape.NumElements() == 1 && v.Type.Shape.Rank() <= out.Shape.Rank() {
+			consts[i] = float64(float32(p.Attrs.Floats("value")[0]))
+		}
+	}
+	if len(consts) == 0 || len(consts) == len(c.Inputs) {
+		return nil
+	}
+	e, err := nodeExpr(c)
+	if err != nil {
+		return err
+	}
+	e = remap(e, func(i int) *ir.Expr {
+		if v, ok := consts[i]; ok {
+			return &ir.Expr{Input: -1, Const: v}
+		}
+		return &ir.Expr{Input: i}
+	})
+	e, inputs := orderInputs(e, c.Inputs)
+	if inputs[0].Type.DType != out.DType {
+		return nil
+	}
+	for i := range consts {
+		v := c.Inputs[i]
+		if uses[v]--; uses[v] == 0 {
+			dead[v.Def] = true
+		}
+	}
+	c.Op = ir.OpFusedElementwise
+	c.Inputs = inputs
+	c.Attrs = ir.Attrs{"expr": ir.StringAttr(e.String())}
+	return nil
 }

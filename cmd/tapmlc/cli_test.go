@@ -3,12 +3,14 @@ package main
 import (
 	"bytes"
 	"encoding/binary"
+	"encoding/json"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/tapml/tapml/frontend/hf"
 	"github.com/tapml/tapml/internal/testenv"
 )
 
@@ -103,6 +105,36 @@ func TestRunGGUFAndBuiltin(t *testing.T) {
 	b := tapmlc(t, "run", "--steps", "32", "--temperature", "0")
 	if b.code != 0 || len(b.stdout) < 2 {
 		t.Fatalf("builtin: exit %d, stdout %q, stderr %s", b.code, b.stdout, b.stderr)
+	}
+}
+
+// A Hugging Face folder generates as transformers' generate does: the
+// tokenizer's own BOS, and a stop at the first of generation_config.json's
+// EOS ids (the llama fixture's list [1, 81], which its greedy continuation
+// meets at token stops_after). The stop token itself prints nothing.
+func TestRunHFStopsAtEOS(t *testing.T) {
+	dir := "../../frontend/hf/testdata/models/llama"
+	var ref struct {
+		Prompt     string
+		PromptIDs  []int `json:"prompt_ids"`
+		Tokens     []int
+		StopsAfter int `json:"stops_after"`
+	}
+	data, err := os.ReadFile(filepath.Join(dir, "reference.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(data, &ref); err != nil || ref.StopsAfter < 1 || ref.StopsAfter >= len(ref.Tokens) {
+		t.Fatalf("reference.json: stops_after %d of %d tokens (%v)", ref.StopsAfter, len(ref.Tokens), err)
+	}
+	_, tok, err := hf.Load(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := tok.Decode(ref.PromptIDs) + tok.Decode(ref.Tokens[:ref.StopsAfter-1]) + "\n"
+	r := tapmlc(t, "run", dir, "--prompt", ref.Prompt, "--temperature", "0", "--steps", "100")
+	if r.code != 0 || r.stdout != want {
+		t.Fatalf("exit %d, stdout %q, want %q (the prompt and %d tokens); stderr %s", r.code, r.stdout, want, ref.StopsAfter-1, r.stderr)
 	}
 }
 
@@ -289,8 +321,8 @@ func TestCarveAndTest(t *testing.T) {
 	if r := tapmlc(t, "test", bundle, "--target", "metal"); r.code != 0 || !strings.Contains(r.stdout, "pass the syntax check") {
 		t.Errorf("test on metal: exit %d\n%s\n%s", r.code, r.stdout, r.stderr)
 	}
-	if r := tapmlc(t, "test", bundle, "--target", "cpu", "--run", "no-such-case"); r.code != 1 {
-		t.Errorf("a --run that selects nothing: exit %d, want 1", r.code)
+	if r := tapmlc(t, "test", bundle, "--target", "cpu", "--run", "no-such-case"); r.code != 2 {
+		t.Errorf("a --run that selects nothing: exit %d, want 2", r.code)
 	}
 	// Zero tolerance for matmul on the GPU: its cases must now fail.
 	strict := filepath.Join(t.TempDir(), "strict.yaml")

@@ -9,11 +9,13 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 	"github.com/tapml/tapml/carve"
 	"github.com/tapml/tapml/frontend"
 	"github.com/tapml/tapml/frontend/onnx"
 	"github.com/tapml/tapml/ir"
+	"github.com/tapml/tapml/tensor"
 )
 
 // Models that are not language models (ONNX models) take tensors: their
@@ -25,18 +27,27 @@ const inputShapeHelp = "shape of an ONNX model's input, NAME=D0,D1,... (repeatab
 
 const inputHelp = "values of a model input, NAME=FILE (repeatable; NAME= may be left out when the model has one input): " +
 	"a .npy file, an ONNX TensorProto .pb, or raw little-endian values of the input's dtype in its shape; " +
+	"NAME=VALUE (a number, true, false or [a, b, ...]) fixes an ONNX model's input at import, so what depends on it folds (an If on a flag); " +
 	"NAME=@uniform, @text (an [N,C,H,W] page of text-like marks, for text detectors) or @zeros generate them. " +
 	"Inputs not given are seeded random values (uniform in [-1, 1), floats; zeros, integers)"
 
-// modelInputs holds the --input-shape and --input flags.
+// modelInputs holds the --input-shape, --input and --inputs flags.
 type modelInputs struct {
 	shapes    []string
 	inputs    []string
 	hasInputs bool // the command has --input
+	setsDir   string
+	sets      []carve.InputSet          // read from setsDir by loadModel
+	fixed     map[string]*tensor.Tensor // --input NAME=VALUE: fixed at import
 }
 
 func (m *modelInputs) registerShapes(f *pflag.FlagSet) {
 	f.StringArrayVar(&m.shapes, "input-shape", nil, inputShapeHelp)
+}
+
+func (m *modelInputs) registerSets(f *pflag.FlagSet) {
+	f.StringVar(&m.setsDir, "inputs", "", "folder of several input sets, one subfolder each holding a file per input (NAME.npy, NAME.pb, raw; "+
+		"input_K.pb as in the ONNX model zoo's test_data_set_N folders): every set is carved, and their calls deduplicated together")
 }
 
 func (m *modelInputs) registerInputs(f *pflag.FlagSet) {
@@ -101,7 +112,18 @@ func (m *modelInputs) inputMap() (map[string]carve.Input, error) {
 		}
 		in := carve.Input{File: val}
 		if _, err := os.Stat(val); err != nil {
-			return nil, fmt.Errorf("--input %s: %w", s, err)
+			lit, ok := carve.ParseValue(val)
+			if !ok {
+				return nil, fmt.Errorf("--input %s: %w (or give a value: a number, true, false, or [a, b, ...])", s, err)
+			}
+			if name == "" {
+				return nil, fmt.Errorf("--input %s: a fixed value needs the input's name: NAME=%s", s, val)
+			}
+			if m.fixed == nil {
+				m.fixed = map[string]*tensor.Tensor{}
+			}
+			m.fixed[name] = lit
+			continue
 		}
 		if carve.HasShape(val) {
 			t, err := carve.ReadTensor(val)
@@ -127,9 +149,14 @@ func loadModel(args []string, tokPath string, mi *modelInputs) (*frontend.Model,
 	if err != nil {
 		return nil, nil, err
 	}
+	if mi.setsDir != "" {
+		if mi.sets, err = carve.ReadInputSets(mi.setsDir); err != nil {
+			return nil, nil, fmt.Errorf("--inputs: %w", err)
+		}
+	}
 	if len(args) == 0 {
-		if len(shapes) > 0 {
-			return nil, nil, fmt.Errorf("--input-shape applies to ONNX models, not to the built-in model")
+		if len(shapes) > 0 || len(mi.fixed) > 0 {
+			return nil, nil, fmt.Errorf("--input-shape and fixed --input values apply to ONNX models, not to the built-in model")
 		}
 		model, err := frontend.BuiltinTiny()
 		return model, given, err
@@ -149,22 +176,35 @@ func loadModel(args []string, tokPath string, mi *modelInputs) (*frontend.Model,
 			}
 			return nil, nil, fmt.Errorf("--input-shape applies to ONNX model files; %s is %s, whose shapes are fixed", path, what)
 		}
+		if len(mi.fixed) > 0 {
+			return nil, nil, fmt.Errorf("an --input fixed to a value applies to ONNX model files (for an input file, give its path)")
+		}
 		model, err := frontend.Load(path, frontend.Options{Tokenizer: tokPath})
 		return model, given, err
 	}
-	// The shapes of .npy/.pb inputs fix the dims --input-shape leaves open.
+	// The shapes of .npy/.pb inputs fix the dims --input-shape leaves open
+	// (those of --input, then the first input set's).
 	fromFile := map[string]string{}
-	for name, in := range given {
-		if name != "" && in.Tensor != nil && shapes[name] == nil {
-			s := make([]int64, len(in.Tensor.Shape))
-			for i, d := range in.Tensor.Shape {
-				s[i] = int64(d)
+	sources := []map[string]carve.Input{given}
+	if len(mi.sets) > 0 {
+		sources = append(sources, mi.sets[0].Inputs)
+	}
+	for _, src := range sources {
+		for name, in := range src {
+			if name != "" && in.Tensor != nil && shapes[name] == nil {
+				s := make([]int64, len(in.Tensor.Shape))
+				for i, d := range in.Tensor.Shape {
+					s[i] = int64(d)
+				}
+				shapes[name] = s
+				fromFile[name] = in.File
 			}
-			shapes[name] = s
-			fromFile[name] = in.File
 		}
 	}
-	model, err := frontend.Load(path, frontend.Options{Tokenizer: tokPath, ONNX: onnx.Options{Shapes: shapes}})
+	for name := range mi.fixed {
+		delete(shapes, name) // a fixed input is no parameter
+	}
+	model, err := frontend.Load(path, frontend.Options{Tokenizer: tokPath, ONNX: onnx.Options{Shapes: shapes, Constants: mi.fixed}})
 	if err != nil {
 		return nil, nil, shapeHint(err, fromFile, mi.hasInputs)
 	}
@@ -175,8 +215,18 @@ func loadModel(args []string, tokPath string, mi *modelInputs) (*frontend.Model,
 		}
 	}
 	for name := range shapes {
-		if !slices.Contains(names, name) {
+		if slices.Contains(names, name) {
+			continue
+		}
+		switch f, ok := fromFile[name]; {
+		case !ok:
 			return nil, nil, fmt.Errorf("--input-shape %s: %s has no input %q (its inputs: %s)", name, path, name, strings.Join(names, ", "))
+		case len(mi.sets) > 0 && strings.HasPrefix(f, mi.setsDir):
+			if !strings.HasPrefix(name, "input_") {
+				return nil, nil, fmt.Errorf("--inputs: %s: %s has no input %q (its inputs: %s)", f, path, name, strings.Join(names, ", "))
+			}
+		default:
+			return nil, nil, fmt.Errorf("--input %s=%s: %s has no input %q (its inputs: %s)", name, f, path, name, strings.Join(names, ", "))
 		}
 	}
 	return model, given, nil
@@ -212,6 +262,18 @@ func shapeHint(err error, fromFile map[string]string, hasInputs bool) error {
 		return "--input-shape " + n
 	})
 	return fmt.Errorf("%s", msg)
+}
+
+// languageFlagsUnset returns an error naming the first of the language
+// model flags that was given for model, which is not a language model.
+func languageFlagsUnset(cmd *cobra.Command, model *frontend.Model, flags ...string) error {
+	for _, f := range flags {
+		if cmd.Flags().Changed(f) {
+			return fmt.Errorf("--%s is for language models; %s has no @prefill/@decode (%s): it runs on its inputs (--input NAME=FILE, or seeded random values)",
+				f, model.Path, funcSignatures(model.Module))
+		}
+	}
+	return nil
 }
 
 // describeInputs writes one line per argument of a carved or run call.

@@ -234,27 +234,8 @@ func TestRemoteServerKilled(t *testing.T) {
 // browser's WebGPU (every kernel of it compiled by Chrome's Tint), and run
 // prints the CPU's text.
 func TestBrowserDevice(t *testing.T) {
-	chrome := testenv.Tool(t, "chromium")
 	s := serve(t, nil, "--browser", "--cache-dir", filepath.Join(os.TempDir(), "tapml-browser-test-cache"))
-	page := "http" + strings.TrimPrefix(s.url, "ws") + "/"
-	alloc, cancelAlloc := chromedp.NewExecAllocator(context.Background(),
-		chromedp.ExecPath(chrome),
-		chromedp.Flag("headless", "new"),
-		chromedp.NoSandbox,
-		chromedp.Flag("enable-unsafe-webgpu", true),
-		chromedp.Flag("disable-quic", true),
-		chromedp.NoFirstRun,
-		chromedp.Flag("disable-background-networking", true),
-		chromedp.Flag("disable-component-update", true),
-		chromedp.Flag("disable-sync", true),
-		chromedp.UserDataDir(t.TempDir()),
-	)
-	defer cancelAlloc()
-	ctx, cancel := chromedp.NewContext(alloc)
-	defer cancel()
-	if err := chromedp.Do(ctx, chromedp.Navigate(page)); err != nil {
-		t.Fatalf("opening %s: %v", page, err)
-	}
+	ctx := openPage(t, s, true)
 	pageLog := func() string {
 		lctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 		defer cancel()
@@ -279,5 +260,58 @@ func TestBrowserDevice(t *testing.T) {
 	checkRemote(t, s.url)
 	if st, err := chromedp.Run(ctx, chromedp.Evaluate[string](`globalThis.tapmlStatus`)); err != nil || st != "attached" {
 		t.Errorf("after the runs the page says %q (%v)", st, err)
+	}
+}
+
+// openPage opens the page of a `tapmlc serve --browser` server in headless
+// Chromium, with WebGPU enabled (--enable-unsafe-webgpu) or as Chromium
+// ships on Linux, without it.
+func openPage(t *testing.T, s *server, webGPU bool) context.Context {
+	t.Helper()
+	page := "http" + strings.TrimPrefix(s.url, "ws") + "/"
+	opts := []chromedp.ExecAllocatorOption{
+		chromedp.ExecPath(testenv.Tool(t, "chromium")),
+		chromedp.Flag("headless", "new"),
+		chromedp.NoSandbox,
+		chromedp.Flag("disable-quic", true),
+		chromedp.NoFirstRun,
+		chromedp.Flag("disable-background-networking", true),
+		chromedp.Flag("disable-component-update", true),
+		chromedp.Flag("disable-sync", true),
+		chromedp.UserDataDir(t.TempDir()),
+	}
+	if webGPU {
+		opts = append(opts, chromedp.Flag("enable-unsafe-webgpu", true))
+	}
+	alloc, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
+	t.Cleanup(cancelAlloc)
+	ctx, cancel := chromedp.NewContext(alloc)
+	t.Cleanup(cancel)
+	if err := chromedp.Do(ctx, chromedp.Navigate(page)); err != nil {
+		t.Fatalf("opening %s: %v", page, err)
+	}
+	return ctx
+}
+
+// Without --enable-unsafe-webgpu, Chromium on Linux gives the page no
+// adapter: the page says so and how to fix it, and a host fails within
+// seconds with that message instead of waiting for a page.
+func TestBrowserWithoutWebGPU(t *testing.T) {
+	s := serve(t, nil, "--browser", "--cache-dir", filepath.Join(os.TempDir(), "tapml-browser-test-cache"))
+	ctx := openPage(t, s, false)
+	pctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancel()
+	st, err := chromedp.Run(pctx, chromedp.Poll[string](`globalThis.tapmlStatus.startsWith("error") || globalThis.tapmlStatus === "attached" ? globalThis.tapmlStatus : false`,
+		chromedp.WithPollingInterval(100*time.Millisecond), chromedp.WithPollingTimeout(2*time.Minute)))
+	if err != nil || !strings.Contains(st, "--enable-unsafe-webgpu") {
+		t.Fatalf("page status %q (%v), want an error naming --enable-unsafe-webgpu", st, err)
+	}
+	start := time.Now()
+	r := tapmlc(t, "run", "--target", "remote:"+s.url, "--prompt", "hi", "--steps", "4")
+	if r.code == 0 || !strings.Contains(r.stderr, "could not start") || !strings.Contains(r.stderr, "--enable-unsafe-webgpu") {
+		t.Errorf("run: exit %d, stderr %q", r.code, r.stderr)
+	}
+	if d := time.Since(start); d > 10*time.Second {
+		t.Errorf("the host took %s to fail", d)
 	}
 }

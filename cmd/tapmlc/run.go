@@ -2,7 +2,6 @@ package main
 
 import (
 	"bufio"
-	"bytes"
 	"fmt"
 	"os"
 	"strings"
@@ -10,7 +9,6 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/tapml/tapml/carve"
 	"github.com/tapml/tapml/frontend"
-	"github.com/tapml/tapml/internal/atomicfile"
 	"github.com/tapml/tapml/runtime"
 	"github.com/tapml/tapml/runtime/llm"
 	"github.com/tapml/tapml/runtime/target"
@@ -33,8 +31,11 @@ func init() {
 		Use:   "run [MODEL]",
 		Short: "Generate text with a language model, or run any model on its inputs, on a target",
 		Long: `Generate text with a language model, as llama2.c's run.c does: the prompt
-(after BOS) is echoed, then tokens are generated until --steps positions are
-processed or BOS is sampled. Only the text goes to stdout.
+(after BOS, when the tokenizer prepends one) is echoed, then tokens are
+generated until --steps positions are processed or an end-of-generation token
+is sampled: the model's EOS ids (a Hugging Face folder's generation_config.json
+or config.json eos_token_id; GGUF's EOS, EOT and EOM ids), or BOS for llama2.c
+checkpoints, as run.c stops. Only the text goes to stdout.
 
 A model that is not a language model (no @prefill/@decode: an ONNX model's
 @main) is called once per function on its inputs: --input NAME=FILE (.npy,
@@ -56,12 +57,10 @@ byte-level tokenizer is used, so the command works with nothing downloaded.`,
 			if err != nil {
 				return err
 			}
+			buildTarget(cmd, model, &tgt)
 			if !carve.IsLanguageModel(model.Module) {
-				for _, f := range []string{"prompt", "steps", "temperature", "top-p", "tokenizer"} {
-					if cmd.Flags().Changed(f) {
-						return fmt.Errorf("--%s is for language models; %s has no @prefill/@decode (%s): give its inputs with --input NAME=FILE",
-							f, model.Path, funcSignatures(model.Module))
-					}
+				if err := languageFlagsUnset(cmd, model, "prompt", "steps", "temperature", "top-p", "tokenizer"); err != nil {
+					return err
 				}
 				return runCalls(model, given, seed, &tgt, outDir)
 			}
@@ -117,6 +116,19 @@ byte-level tokenizer is used, so the command works with nothing downloaded.`,
 	rootCmd.AddCommand(cmd)
 }
 
+// buildTarget runs a build folder on the target it was compiled for unless
+// --target says otherwise, and says which on stderr.
+func buildTarget(cmd *cobra.Command, model *frontend.Model, tgt *target.Flags) {
+	switch {
+	case model.Target == "":
+	case !cmd.Flags().Changed("target"):
+		tgt.Target = model.Target
+		fmt.Fprintf(os.Stderr, "tapmlc: running %s on %s, the target it was compiled for\n", model.Path, model.Target)
+	case tgt.Target != model.Target:
+		fmt.Fprintf(os.Stderr, "tapmlc: note: %s was compiled for %s; running it on %s, as --target asks\n", model.Path, model.Target, tgt.Target)
+	}
+}
+
 // runCalls runs a model that is not a language model: each function once
 // on the target, on the given or seeded inputs; a summary of each output
 // goes to stdout, and with outDir each output to outDir/NAME.npy.
@@ -157,11 +169,7 @@ func runCalls(model *frontend.Model, given map[string]carve.Input, seed uint64, 
 			return fmt.Errorf("@%s: %w", fn, err)
 		}
 		for i, t := range res {
-			// Results named by number (%10) are called output0, output1, ...
-			name := fmt.Sprintf("output%d", i)
-			if i < len(f.Results) && strings.Trim(f.Results[i].Name, "0123456789") != "" {
-				name = f.Results[i].Name
-			}
+			name := carve.ResultName(f, i)
 			label := name
 			if len(fns) > 1 {
 				label = "@" + fn + " " + name
@@ -169,7 +177,7 @@ func runCalls(model *frontend.Model, given map[string]carve.Input, seed uint64, 
 			fmt.Fprint(out, summarize(label, t))
 			if outDir != "" {
 				path := outputFile(outDir, fn, name, len(fns) > 1, taken)
-				if err := writeNPYFile(path, t); err != nil {
+				if err := carve.WriteNPYFile(path, t); err != nil {
 					return err
 				}
 				fmt.Fprintf(os.Stderr, "wrote %s\n", path)
@@ -206,13 +214,4 @@ func summarize(name string, t *tensor.Tensor) string {
 	}
 	b.WriteString("\n")
 	return b.String()
-}
-
-// writeNPYFile writes t as a .npy file, atomically.
-func writeNPYFile(path string, t *tensor.Tensor) error {
-	var buf bytes.Buffer
-	if err := carve.WriteNPY(&buf, t); err != nil {
-		return err
-	}
-	return atomicfile.WriteFile(path, buf.Bytes())
 }

@@ -23,13 +23,16 @@ func (g *gen) pos(b int) value.Value {
 
 // genRope: an item is one row s of x[S, H, Dh]. For each pair i, the angle
 // p·freq_i (p = pos+s, f32) is computed once, its cos and sin in double and
-// rounded to f32, and applied to every head. freq_i = 1/powf(theta,
-// 2i/dims) is computed here exactly as the reference does and baked.
+// rounded to f32, times the attention factor, and applied to every head.
+// freq_i = 1/powf(theta, 2i/dims) is computed here exactly as the
+// reference does and baked, or read from the row of the freqs input (a
+// third input) for the length pos+S the call reaches.
 func genRope(g *gen) error {
 	if err := checkFloat(g.in[0], g.out[0]); err != nil {
 		return err
 	}
 	g.bindAll()
+	out := len(g.in) // the output's binding
 	xs := sizes(g.in[0])
 	s, h, dh := int64(xs[0]), int64(xs[1]), int64(xs[2])
 	dims := g.attrs.Int("dims")
@@ -37,23 +40,42 @@ func genRope(g *gen) error {
 		dims = dh
 	}
 	half := dims / 2
-	theta := float32(g.attrs.Float("theta"))
-	if g.faultOnce(FaultWrongConstant) {
-		theta *= 1.1
-	}
 	interleaved := g.attrs.String("style") != "half"
-	freq := make([]constant.Constant, half)
-	for i, f := range ir.RopeFreqs(theta, int(dims), g.attrs.Floats("freq_factors")) {
-		freq[i] = cf(f)
-	}
-	shift := g.faultOnce(FaultWrongIndex)
+	shift, wrong := g.faultOnce(FaultWrongIndex), g.faultOnce(FaultWrongConstant)
+	m := float32(g.attrs.Float("attention_factor"))
 	g.setItems(s)
 	if s*h*dh == 0 {
 		g.setItems(0)
 	}
-	var table value.Value
-	if half > 0 {
-		table = g.global("freq", types.Float, freq)
+	// freqAt loads frequency i: from the baked table, or from row
+	// min(max(pos+S-original_max, 0), R-1) of the freqs input.
+	var freqAt func(i value.Value) value.Value
+	if len(g.in) == 3 {
+		rows := int64(g.in[2].Shape[0].Size)
+		row := g.clampIdx(g.addi(g.pos(1), s-g.attrs.Int("original_max")), rows)
+		base := g.muli(row, half)
+		freqAt = func(i value.Value) value.Value {
+			f := g.ldF(2, g.add(base, i))
+			if wrong {
+				f = g.fmul(f, cf(1.1))
+			}
+			return f
+		}
+	} else if half > 0 {
+		theta := float32(g.attrs.Float("theta"))
+		if wrong {
+			theta *= 1.1
+		}
+		freq := make([]constant.Constant, half)
+		for i, f := range ir.RopeFreqs(theta, int(dims), g.attrs.Floats("freq_factors")) {
+			freq[i] = cf(f)
+		}
+		table := g.global("freq", types.Float, freq)
+		freqAt = func(i value.Value) value.Value {
+			fp := g.cur.NewGetElementPtr(types.Float, table, i)
+			fp.InBounds = true
+			return g.cur.NewLoad(types.Float, fp)
+		}
 	}
 	g.loop(g.lo, g.hi, func(r value.Value) {
 		p := g.cur.NewSIToFP(g.add(g.pos(1), r), types.Float)
@@ -63,10 +85,11 @@ func genRope(g *gen) error {
 			if shift {
 				fi = g.wrapNext(i, half)
 			}
-			fp := g.cur.NewGetElementPtr(types.Float, table, fi)
-			fp.InBounds = true
-			val := g.fmul(p, g.cur.NewLoad(types.Float, fp))
+			val := g.fmul(p, freqAt(fi))
 			fcr, fci := g.viaDouble("cos", val), g.viaDouble("sin", val)
+			if m != 1 {
+				fcr, fci = g.fmul(fcr, cf(m)), g.fmul(fci, cf(m))
+			}
 			var i0, i1 value.Value
 			if interleaved {
 				i0 = g.muli(i, 2)
@@ -77,15 +100,15 @@ func genRope(g *gen) error {
 			g.loop(c64(0), c64(h), func(hh value.Value) {
 				base := g.add(rowBase, g.muli(hh, dh))
 				v0, v1 := g.ldF(0, g.add(base, i0)), g.ldF(0, g.add(base, i1))
-				g.stF(2, g.add(base, i0), g.ov(g.fsub(g.fmul(v0, fcr), g.fmul(v1, fci))))
-				g.stF(2, g.add(base, i1), g.ov(g.fadd(g.fmul(v0, fci), g.fmul(v1, fcr))))
+				g.stF(out, g.add(base, i0), g.ov(g.fsub(g.fmul(v0, fcr), g.fmul(v1, fci))))
+				g.stF(out, g.add(base, i1), g.ov(g.fadd(g.fmul(v0, fci), g.fmul(v1, fcr))))
 			})
 		})
 		if dims < dh { // the dims beyond `dims` pass through
 			g.loop(c64(0), c64(h), func(hh value.Value) {
 				base := g.add(rowBase, g.muli(hh, dh))
 				g.loop(c64(dims), c64(dh), func(j value.Value) {
-					g.st(2, g.add(base, j), g.ld(0, g.add(base, j)))
+					g.st(out, g.add(base, j), g.ld(0, g.add(base, j)))
 				})
 			})
 		}
@@ -128,9 +151,10 @@ func genKVWrite(g *gen) error {
 
 // genAttention: an item is one (query row, head) pair, as in the reference:
 // score[t] = (q·k[t])·scale in f32 (the dot product's adds reassociated, so
-// that LLVM vectorises it; the products are rounded as in the reference)
-// for t ≤ pos+s (causal)
-// or t < pos+S, softmax, out = Σ_t p[t]·v[t] accumulated in order of t.
+// that LLVM vectorises it; the products are rounded as in the reference),
+// soft-capped with tanh in double when softcap > 0, for t ≤ pos+s (causal)
+// or t < pos+S, from t > pos+s-window with a window, softmax,
+// out = Σ_t p[t]·v[t] accumulated in order of t.
 // Scores live on the stack (a [T x float] alloca) up to maxScoreRows rows;
 // beyond that they are recomputed in each pass.
 func genAttention(g *gen) error {
@@ -147,6 +171,8 @@ func genAttention(g *gen) error {
 		scale *= 1.1
 	}
 	causal := g.attrs.Bool("causal")
+	softcap := float32(g.attrs.Float("softcap"))
+	window := g.attrs.Int("window")
 	shift := g.faultOnce(FaultWrongIndex)
 	g.setItems(s * h)
 	if s*h*dh == 0 {
@@ -178,6 +204,11 @@ func genAttention(g *gen) error {
 		if causal {
 			n = g.add(g.addi(pos, 1), r)
 		}
+		var first value.Value = c64(0) // the first row the window keeps
+		if window > 0 {
+			f := g.add(g.addi(pos, 1-window), r)
+			first = g.sel(g.icmp(enum.IPredSLT, f, c64(0)), c64(0), f)
+		}
 		qBase := g.muli(task, dh)
 		score := func(j value.Value) value.Value {
 			kj := j
@@ -189,10 +220,14 @@ func genAttention(g *gen) error {
 				p := g.fmul(g.ldF(0, g.add(qBase, i)), g.ldF(1, g.add(kBase, i)))
 				return []value.Value{g.ov(g.faddReassoc(a[0], p))}
 			})[0]
-			return g.fmul(dot, cf(scale))
+			sc := g.fmul(dot, cf(scale))
+			if softcap > 0 {
+				sc = g.fmul(g.viaDouble("tanh", g.fdiv(sc, cf(softcap))), cf(softcap))
+			}
+			return sc
 		}
 		if stored {
-			g.loop(c64(0), n, func(j value.Value) {
+			g.loop(first, n, func(j value.Value) {
 				g.cur.NewStore(score(j), slot(att, j))
 			})
 		}
@@ -202,11 +237,11 @@ func genAttention(g *gen) error {
 			}
 			return score(j)
 		}
-		mx := g.loopAcc(c64(1), n, []value.Value{sc(c64(0))}, func(j value.Value, a []value.Value) []value.Value {
+		mx := g.loopAcc(g.addi(first, 1), n, []value.Value{sc(first)}, func(j value.Value, a []value.Value) []value.Value {
 			v := sc(j)
 			return []value.Value{g.sel(g.fcmp(enum.FPredOGT, v, a[0]), v, a[0])}
 		})[0]
-		sum := g.loopAcc(c64(0), n, []value.Value{cf(0)}, func(j value.Value, a []value.Value) []value.Value {
+		sum := g.loopAcc(first, n, []value.Value{cf(0)}, func(j value.Value, a []value.Value) []value.Value {
 			e := g.viaDouble("exp", g.fsub(sc(j), mx))
 			if stored {
 				g.cur.NewStore(e, slot(att, j))
@@ -216,7 +251,7 @@ func genAttention(g *gen) error {
 		g.loop(c64(0), c64(dh), func(i value.Value) {
 			g.cur.NewStore(cf(0), slot(acc, i))
 		})
-		g.loop(c64(0), n, func(j value.Value) {
+		g.loop(first, n, func(j value.Value) {
 			var e value.Value
 			if stored {
 				e = g.cur.NewLoad(types.Float, slot(att, j))

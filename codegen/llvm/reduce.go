@@ -78,7 +78,10 @@ func genNorm(g *gen) error {
 		inv := g.fdiv(cf(1), g.sqrtf(g.fadd(g.fdiv(vs, cf(float32(d))), cf(eps))))
 		g.loop(c64(0), c64(d), func(j value.Value) {
 			v := g.fmul(g.fmul(g.fsub(x(j), mean), inv), g.ldF(1, j))
-			g.stF(ob, g.add(base, j), g.fadd(v, g.ldF(2, j)))
+			if len(g.in) == 3 {
+				v = g.fadd(v, g.ldF(2, j))
+			}
+			g.stF(ob, g.add(base, j), v)
 		})
 	})
 	g.finish()

@@ -131,6 +131,9 @@ func testCases() []testCase {
 	add(testCase{op: ir.OpRope, in: []ir.Type{f32(1, 3, 8), i32()}, attrs: ir.Attrs{"dims": ir.IntAttr(4), "theta": ir.FloatAttr(500000)}, fill: pos(1000)})
 	add(testCase{op: ir.OpRope, in: []ir.Type{f32(3, 4, 16), i32()}, attrs: ir.Attrs{"theta": ir.FloatAttr(500000),
 		"freq_factors": ir.FloatsAttr(1, 1, 1.5, 2, 4, 8, 8, 8)}, fill: pos(200)})
+	table := map[int]func(int) float64{1: constFill(14), 2: func(i int) float64 { return 1 / float64(1+i) }}
+	add(testCase{name: "rope_table", op: ir.OpRope, in: []ir.Type{f32(3, 4, 16), i32(), f32(5, 8)},
+		attrs: ir.Attrs{"style": ir.StringAttr("half"), "original_max": ir.IntAttr(16), "attention_factor": ir.FloatAttr(1.2)}, fill: table})
 
 	add(testCase{op: ir.OpKVWrite, in: []ir.Type{f32(8, 2, 4), f32(3, 2, 4), i32()}, fill: map[int]func(int) float64{2: constFill(2)}})
 	add(testCase{op: ir.OpKVWrite, in: []ir.Type{f32(16, 1, 8), f32(1, 1, 8), i32()}, fill: map[int]func(int) float64{2: constFill(15)}})
@@ -142,6 +145,8 @@ func testCases() []testCase {
 	add(testCase{op: ir.OpAttention, in: []ir.Type{f32(3, 4, 8), f32(10, 2, 8), f32(10, 2, 8), i32()}, attrs: att(0.35, true), fill: posAt(2)})
 	add(testCase{name: "attention_noncausal", op: ir.OpAttention, in: []ir.Type{f32(3, 4, 8), f32(10, 2, 8), f32(10, 2, 8), i32()}, attrs: att(0.35, false), fill: posAt(2)})
 	add(testCase{op: ir.OpAttention, in: []ir.Type{f32(1, 4, 48), f32(64, 4, 48), f32(64, 4, 48), i32()}, attrs: att(0.144, true), fill: posAt(40)})
+	add(testCase{name: "attention_softcap_window", op: ir.OpAttention, in: []ir.Type{f32(3, 4, 8), f32(20, 2, 8), f32(20, 2, 8), i32()},
+		attrs: ir.Attrs{"scale": ir.FloatAttr(0.35), "softcap": ir.FloatAttr(0.5), "window": ir.IntAttr(4)}, fill: posAt(9)})
 	add(testCase{name: "attention_chunked", op: ir.OpAttention, in: []ir.Type{f32(2, 2, 8), f32(2100, 1, 8), f32(2100, 1, 8), i32()}, attrs: att(0.35, true), fill: posAt(2098)})
 
 	add(testCase{op: ir.OpReshape, in: []ir.Type{f32(3, 4)}, attrs: ir.Attrs{"shape": ir.ShapeAttr(ir.S(12))}})
@@ -150,6 +155,16 @@ func testCases() []testCase {
 	add(testCase{op: ir.OpTranspose, in: []ir.Type{f32(2, 3, 4)}, attrs: ir.Attrs{"perm": ir.IntsAttr(2, 0, 1)}})
 	add(testCase{op: ir.OpSlice, in: []ir.Type{f32(10, 4)}, attrs: ir.Attrs{"axis": ir.IntAttr(0), "start": ir.IntAttr(2), "end": ir.IntAttr(8), "step": ir.IntAttr(2)}})
 	add(testCase{op: ir.OpSlice, in: []ir.Type{f32(3, 5, 6)}, attrs: ir.Attrs{"axis": ir.IntAttr(-1), "start": ir.IntAttr(-3), "end": ir.IntAttr(100)}})
+	// compare and where: booleans are i32 0/1; every comparison, with
+	// broadcasting, on f32 and i32; where on both element types.
+	for _, cmp := range ir.Comparisons {
+		add(testCase{name: "compare_" + cmp, op: ir.OpCompare, in: []ir.Type{f32(3, 4), f32(4)}, attrs: ir.Attrs{"cmp": ir.StringAttr(cmp)},
+			fill: map[int]func(int) float64{0: func(i int) float64 { return float64(i%5 - 2) }, 1: func(i int) float64 { return float64(i%3 - 1) }}})
+	}
+	add(testCase{name: "compare_int", op: ir.OpCompare, in: []ir.Type{i32(6), i32(6)}, attrs: ir.Attrs{"cmp": ir.StringAttr("le")},
+		fill: map[int]func(int) float64{0: func(i int) float64 { return float64(i % 3) }, 1: func(i int) float64 { return float64(i % 2) }}})
+	add(testCase{op: ir.OpWhere, in: []ir.Type{i32(3, 1), f32(3, 4), f32(4)}, fill: map[int]func(int) float64{0: func(i int) float64 { return float64(i % 2) }}})
+	add(testCase{name: "where_int", op: ir.OpWhere, in: []ir.Type{i32(5), i32(5), i32()}, fill: map[int]func(int) float64{0: func(i int) float64 { return float64(i % 3) }}})
 	add(testCase{op: ir.OpConcat, in: []ir.Type{f32(2, 3), f32(2, 5)}, attrs: ir.Attrs{"axis": ir.IntAttr(1)}})
 	add(testCase{op: ir.OpConcat, in: []ir.Type{f32(1, 4), f32(2, 4), f32(3, 4)}, attrs: ir.Attrs{"axis": ir.IntAttr(0)}})
 	add(testCase{op: ir.OpProbe, in: []ir.Type{f32(5, 3)}, attrs: ir.Attrs{"tag": ir.StringAttr("x")}})

@@ -26,9 +26,9 @@
 // passes `spirv-val --target-env vulkan1.1` (a test checks them all), and
 // the vulkan target (runtime/vulkan) runs them.
 //
-// Options.Fault injects one of codegen/wgsl's deliberate bugs (for tests
-// of the carving and migration tools): the vulkan target's faults are the
-// WGSL generator's.
+// Options.Fault injects one of the WGSL generator's deliberate bugs (for
+// tests of the carving and migration tools; codegen/fault's table): the
+// vulkan target's faults are the WGSL generator's.
 package spirv
 
 import (
@@ -48,14 +48,11 @@ type Limits = wgsl.Limits
 type Options = wgsl.Options
 
 // Entry is the entry point of every generated kernel.
+
 const Entry = "main"
 
 // Language is the codegen.Kernel language of SPIR-V kernels.
 const Language = "spirv"
-
-// FaultNames lists the faults Generate can inject, sorted: codegen/wgsl's
-// (wgsl.FaultWrongIndex, ...).
-func FaultNames() []string { return wgsl.FaultNames() }
 
 // Supports reports whether op has a SPIR-V kernel: whether it has a WGSL
 // one.

@@ -10,9 +10,10 @@ import (
 )
 
 // genRope rotates pairs of x[S, H, Dh] by position. One invocation per pair
-// slot: slots i < dims/2 rotate pair i by pos·theta^(-2i/dims) (the
-// frequencies are computed in float64 and baked in); the remaining slots
-// copy the elements beyond dims.
+// slot: slots i < dims/2 rotate pair i by pos·freq[i] (the reference's f32
+// frequencies, baked in, or those of the freqs input's row for the length
+// the call reaches) and scale it by the attention factor; the remaining
+// slots copy the elements beyond dims.
 func genRope(g *gen) (*codegen.Kernel, error) {
 	g.bindAll()
 	g.f16Helper()
@@ -22,14 +23,25 @@ func genRope(g *gen) (*codegen.Kernel, error) {
 	if dims == 0 {
 		dims = dh
 	}
-	theta := g.attrs.Float("theta")
-	if g.faultIs(FaultWrongConstant) {
-		theta *= 1.1
-	}
 	pairs := dims / 2
-	freqs := make([]string, pairs)
-	for i, f := range ir.RopeFreqs(float32(theta), dims, g.attrs.Floats("freq_factors")) {
-		freqs[i] = f32Lit(float64(f)) // the reference's own f32 value
+	table := len(g.in) == 3
+	freq := "freq[%s]"
+	var freqs []string
+	if table {
+		// The row is the same for every invocation: the length pos+S past
+		// original_max, clamped to the table's R rows.
+		freq = "in2[ROW * PAIRS + %s]"
+		if g.faultIs(FaultWrongConstant) {
+			freq += " * 1.1f"
+		}
+	} else {
+		theta := g.attrs.Float("theta")
+		if g.faultIs(FaultWrongConstant) {
+			theta *= 1.1
+		}
+		for _, f := range ir.RopeFreqs(float32(theta), dims, g.attrs.Floats("freq_factors")) {
+			freqs = append(freqs, f32Lit(float64(f))) // the reference's own f32 value
+		}
 	}
 	// Cody-Waite reduction of the angle to [-π, π] before cos and sin (GPU
 	// sin/cos are accurate only near zero: NVIDIA's were off by 4e-5 at
@@ -46,7 +58,13 @@ func genRope(g *gen) (*codegen.Kernel, error) {
 	g.p("const HALF: u32 = %du;", half)
 	g.p("const PAIRS: u32 = %du;", pairs)
 	g.p("const DIMS: u32 = %du;", dims)
-	g.p("var<private> freq: array<f32, %d> = array<f32, %d>(%s);", pairs, pairs, strings.Join(freqs, ", "))
+	if table {
+		g.p("const S: i32 = %di;", s)
+		g.p("const ORIG: i32 = %di;", g.attrs.Int("original_max"))
+		g.p("const ROWS: i32 = %di;", g.in[2].Shape[0].Size)
+	} else {
+		g.p("var<private> freq: array<f32, %d> = array<f32, %d>(%s);", pairs, pairs, strings.Join(freqs, ", "))
+	}
 	g.p("fn reduce(a: f32) -> f32 {")
 	g.p("  let k = round(a * 0.15915494309189535f);")
 	g.p("  return ((a - k * %s) - k * %s) - k * %s;", f32Lit(c1), f32Lit(float64(c2)), f32Lit(float64(c3)))
@@ -76,15 +94,22 @@ func genRope(g *gen) (*codegen.Kernel, error) {
 	} else {
 		pa, pb = "base + 2u * pi", "base + 2u * pi + 1u"
 	}
+	scale := ""
+	if m := g.attrs.Float("attention_factor"); m != 1 {
+		scale = " * " + f32Lit(m)
+	}
 	return g.elementwise(s*h*half, func() {
 		g.p("  let pi = i %% HALF;")
 		g.p("  let sh = i / HALF;")
 		g.p("  let base = sh * DH;")
 		g.p("  let pos = f32(in1[0] + i32(sh / H));")
+		if table {
+			g.p("  let ROW = u32(clamp(in1[0] + S - ORIG, 0i, ROWS - 1i));")
+		}
 		g.p("  if (pi < PAIRS) {")
-		g.p("    let sc = sincos_(reduce(pos * freq[%s]));", fi)
-		g.p("    let c = sc.y;")
-		g.p("    let sn = sc.x;")
+		g.p("    let sc = sincos_(reduce(pos * %s));", fmt.Sprintf(freq, fi))
+		g.p("    let c = sc.y%s;", scale)
+		g.p("    let sn = sc.x%s;", scale)
 		g.p("    let a = %s;", pa)
 		g.p("    let b = %s;", pb)
 		g.p("    let x0 = in0[a];")
@@ -124,7 +149,8 @@ func genKVWrite(g *gen) (*codegen.Kernel, error) {
 }
 
 // genAttention computes scaled dot-product attention with grouped heads,
-// one workgroup per (query row s, head h). Keys are visited in chunks of
+// one workgroup per (query row s, head h), soft-capped scores and a sliding
+// window when the attributes ask. Keys are visited in chunks of
 // CH rows: the chunk's scores go to workgroup memory, and an online softmax
 // (running max m and sum l, rescaled by exp(m_old - m_new)) accumulates
 // the output, so any cache length fits in a fixed amount of memory.
@@ -177,6 +203,10 @@ func genAttention(g *gen) (*codegen.Kernel, error) {
 	} else {
 		g.p("  let len = min(p + S, T);")
 	}
+	first := "0u" // the first key row: a sliding window keeps rows > p+s-window
+	if w := g.attrs.Int("window"); w > 0 {
+		first = fmt.Sprintf("select(0u, p + s + 1u - %du, p + s + 1u > %du)", w, w)
+	}
 	g.p("  let qb = row * DH;")
 	g.p("  for (var d = li; d < DH; d += WG) { qs[d] = in0[qb + d]; }")
 	g.p("  workgroupBarrier();")
@@ -187,13 +217,19 @@ func genAttention(g *gen) (*codegen.Kernel, error) {
 	if g.faultIs(FaultWrongIndex) {
 		krow = "min(c0 + t + 1u, T - 1u)"
 	}
-	g.p("  for (var c0 = 0u; c0 < len; c0 += CH) {")
+	g.p("  for (var c0 = %s; c0 < len; c0 += CH) {", first)
 	g.p("    let cn = min(CH, len - c0);")
 	g.p("    for (var t = li; t < cn; t += WG) {")
 	g.p("      let kb = ((%s) * KH + kvh) * DH;", krow)
 	g.p("      var dot = 0.0f;")
 	g.p("      for (var d = 0u; d < DH; d++) { dot = %s; }", g.ov("dot + qs[d] * in1[kb + d]"))
-	g.p("      sc[t] = dot * SCALE;")
+	if c := g.attrs.Float("softcap"); c > 0 {
+		// Soft-capping as transformers computes it: cap·tanh(score/cap).
+		g.useHelper("tanh_")
+		g.p("      sc[t] = tanh_(dot * SCALE / %s) * %s;", f32Lit(c), f32Lit(c))
+	} else {
+		g.p("      sc[t] = dot * SCALE;")
+	}
 	g.p("    }")
 	g.barrier(true)
 	g.p("    var mx = f32_bits(0xff800000u);")

@@ -77,7 +77,11 @@ func genNorm(g *gen) (*codegen.Kernel, error) {
 		g.treeReduce(wg, sum)
 		g.p("  let inv = 1.0f / sqrt(red[0] / f32(D) + EPS);")
 		g.p("  if (valid) {")
-		g.p("    for (var j = li; j < D; j += %du) { out0[base + j] = (in0[base + j] - mean) * inv * in1[j] + in2[j]; }", wg)
+		bias := ""
+		if len(g.in) == 3 {
+			bias = " + in2[j]"
+		}
+		g.p("    for (var j = li; j < D; j += %du) { out0[base + j] = (in0[base + j] - mean) * inv * in1[j]%s; }", wg, bias)
 		g.p("  }")
 	} else {
 		// As llama2.c: o = w * (x / sqrt(mean(x²) + eps)).

@@ -12,6 +12,7 @@
 package arch
 
 import (
+	"encoding/binary"
 	"fmt"
 	"math"
 
@@ -47,6 +48,10 @@ type Decoder struct {
 	Config string // the module's meta "config": the hyperparameters on one line
 
 	Layers int
+	// Parts are weights that Build makes as views of rows of a weight
+	// of WeightShapes (a fused projection split at load, not copied); a
+	// weight that parts are made of is not in the module itself.
+	Parts []Part
 	// State lists what layer l carries from one call to the next: its KV
 	// cache (KVCache), a recurrent state, or nothing (or State is nil: no
 	// layer carries any). Each entry is a
@@ -64,6 +69,42 @@ type Decoder struct {
 	// Logits maps the last position's hidden state [1, dim] to the logits
 	// [1, vocab]: the classifier and whatever follows it.
 	Logits func(f *Forward, x *ir.Value) *ir.Value
+	// Computed are f32 weights the family derives from its configuration
+	// rather than reads from the checkpoint (RoPE frequency tables);
+	// Forward.W finds them by name too.
+	Computed []*Computed
+}
+
+// Computed is a weight computed from a configuration: its canonical name,
+// shape and f32 elements, row-major.
+type Computed struct {
+	Name  string
+	Shape []int
+	Data  []float32
+}
+
+// Part is the weight Name: rows Lo..Hi-1 (along the first axis) of the
+// weight Of.
+type Part struct {
+	Name, Of string
+	Lo, Hi   int
+}
+
+// rowsSource is bytes [off, off+n) of another weight's bytes: a view.
+type rowsSource struct {
+	of     ir.WeightSource
+	off, n int
+}
+
+func (r rowsSource) Bytes() ([]byte, error) {
+	b, err := r.of.Bytes()
+	if err != nil {
+		return nil, err
+	}
+	if len(b) < r.off+r.n {
+		return nil, fmt.Errorf("a weight of %d bytes has no bytes %d..%d", len(b), r.off, r.off+r.n-1)
+	}
+	return b[r.off : r.off+r.n : r.off+r.n], nil
 }
 
 // State is one tensor a layer carries between calls.
@@ -103,14 +144,30 @@ func (f *Forward) Heads(x *ir.Value, heads, headDim int) *ir.Value {
 // returns the heads joined back to [seq, heads·headDim] and the updated
 // caches. Nodes are at prov (the attention), prov.k_cache and prov.v_cache.
 func (f *Forward) CachedAttention(prov string, q, k, v, kCache, vCache *ir.Value, scale float64) (out, newK, newV *ir.Value) {
+	return f.CachedAttentionWith(prov, q, k, v, kCache, vCache, ir.Attrs{"scale": ir.FloatAttr(scale)})
+}
+
+// CachedAttentionWith is CachedAttention with the attention node's
+// attributes (scale, softcap, window).
+func (f *Forward) CachedAttentionWith(prov string, q, k, v, kCache, vCache *ir.Value, attrs ir.Attrs) (out, newK, newV *ir.Value) {
 	newK = f.At(prov+".k_cache").KVWrite(kCache, k, f.Pos)
 	newV = f.At(prov+".v_cache").KVWrite(vCache, v, f.Pos)
-	out = f.At(prov).Attention(q, newK, newV, f.Pos, ir.Attrs{"scale": ir.FloatAttr(scale)})
+	out = f.At(prov).Attention(q, newK, newV, f.Pos, attrs)
 	s := q.Type.Shape
 	if len(s) != 3 {
 		return out, newK, newV // the attention node has already failed
 	}
 	return f.Reshape(out, ir.Shape{f.Seq, ir.D(s[1].Size * s[2].Size)}), newK, newV
+}
+
+// Rope rotates x [seq, heads, headDim] by f.Pos as r says, at prov; a
+// frequency table is the node's third input.
+func (f *Forward) Rope(prov string, x *ir.Value, r Rope) *ir.Value {
+	in := []*ir.Value{x, f.Pos}
+	if r.Table != nil {
+		in = append(in, f.W(r.Table.Name))
+	}
+	return f.At(prov).Op(ir.OpRope, in, r.Attrs)
 }
 
 // Build returns the module of a model of configuration c: functions
@@ -127,17 +184,15 @@ func Build(name string, c Config, weights map[string]ir.WeightSource) (*ir.Modul
 	m := ir.NewModule(name)
 	m.Meta["arch"] = d.Arch
 	m.Meta["config"] = d.Config
-	w := map[string]*ir.Value{}
-	for _, ns := range c.WeightShapes() {
-		src, ok := weights[ns.Name]
-		if !ok {
-			return nil, fmt.Errorf("missing weight %q", ns.Name)
+	w, err := addWeights(m, c.WeightShapes(), d.Parts, weights)
+	if err != nil {
+		return nil, err
+	}
+	for _, c := range d.Computed {
+		if _, dup := w[c.Name]; dup {
+			return nil, fmt.Errorf("computed weight %q is also a weight of the checkpoint", c.Name)
 		}
-		s := make([]int64, len(ns.Shape))
-		for i, d := range ns.Shape {
-			s[i] = int64(d)
-		}
-		w[ns.Name] = m.AddWeight(ns.Name, ir.T(ir.F32, ir.S(s...)), src)
+		w[c.Name] = m.AddWeight(c.Name, ir.T(ir.F32, ir.S(toInt64(c.Shape)...)), ir.BytesSource(f32Bytes(c.Data)))
 	}
 	for _, fn := range []struct {
 		name string
@@ -151,6 +206,59 @@ func Build(name string, c Config, weights map[string]ir.WeightSource) (*ir.Modul
 		return nil, err
 	}
 	return m, nil
+}
+
+// addWeights adds the weights ws (but those split into parts) and the
+// parts to m, and returns them by name.
+func addWeights(m *ir.Module, ws []NamedShape, parts []Part, weights map[string]ir.WeightSource) (map[string]*ir.Value, error) {
+	f32 := func(dims []int) ir.Type { return ir.T(ir.F32, ir.S(toInt64(dims)...)) }
+	shapes := map[string][]int{}
+	for _, ns := range ws {
+		if _, ok := weights[ns.Name]; !ok {
+			return nil, fmt.Errorf("missing weight %q", ns.Name)
+		}
+		shapes[ns.Name] = ns.Shape
+	}
+	split := map[string]bool{}
+	for _, p := range parts {
+		split[p.Of] = true
+	}
+	w := map[string]*ir.Value{}
+	for _, ns := range ws {
+		if !split[ns.Name] {
+			w[ns.Name] = m.AddWeight(ns.Name, f32(ns.Shape), weights[ns.Name])
+		}
+	}
+	for _, p := range parts {
+		of, ok := shapes[p.Of]
+		if !ok || len(of) == 0 || p.Lo < 0 || p.Lo >= p.Hi || p.Hi > of[0] {
+			return nil, fmt.Errorf("part %q: rows %d..%d of %q %v", p.Name, p.Lo, p.Hi-1, p.Of, of)
+		}
+		row := 4 // bytes
+		for _, d := range of[1:] {
+			row *= d
+		}
+		shape := append([]int{p.Hi - p.Lo}, of[1:]...)
+		w[p.Name] = m.AddWeight(p.Name, f32(shape), rowsSource{of: weights[p.Of], off: p.Lo * row, n: (p.Hi - p.Lo) * row})
+	}
+	return w, nil
+}
+
+func toInt64(dims []int) []int64 {
+	s := make([]int64, len(dims))
+	for i, d := range dims {
+		s[i] = int64(d)
+	}
+	return s
+}
+
+// f32Bytes is xs as little-endian bytes.
+func f32Bytes(xs []float32) []byte {
+	b := make([]byte, 4*len(xs))
+	for i, x := range xs {
+		binary.LittleEndian.PutUint32(b[4*i:], math.Float32bits(x))
+	}
+	return b
 }
 
 // build adds one function of the calling convention to m.

@@ -22,6 +22,7 @@ type toy struct {
 	extraState         bool // the block returns one state tensor too many
 	strayWeight        bool // the block reads a weight the config does not list
 	stateless          bool // State is nil
+	parts              []arch.Part
 }
 
 func (c toy) Validate() error {
@@ -42,7 +43,7 @@ func (c toy) WeightShapes() []arch.NamedShape {
 func (c toy) Decoder() arch.Decoder {
 	sum := ir.T(ir.F32, ir.S(1, int64(c.dim)))
 	d := arch.Decoder{
-		Arch: "toy", Config: "dim=" + strconv.Itoa(c.dim), Layers: c.layers,
+		Arch: "toy", Config: "dim=" + strconv.Itoa(c.dim), Layers: c.layers, Parts: c.parts,
 		State: func(l int) []arch.State {
 			if l%2 == 1 {
 				return []arch.State{{Name: "sum", Type: sum}}

@@ -1,8 +1,6 @@
 package arch
 
 import (
-	"encoding/binary"
-	"math"
 	"math/rand/v2"
 
 	"github.com/tapml/tapml/ir"
@@ -20,11 +18,11 @@ func RandomWeights(ws []NamedShape, gen func(NamedShape) func() float64) map[str
 			n *= d
 		}
 		next := gen(ns)
-		buf := make([]byte, 4*n)
-		for i := 0; i < n; i++ {
-			binary.LittleEndian.PutUint32(buf[4*i:], math.Float32bits(float32(next())))
+		xs := make([]float32, n)
+		for i := range xs {
+			xs[i] = float32(next())
 		}
-		out[ns.Name] = ir.BytesSource(buf)
+		out[ns.Name] = ir.BytesSource(f32Bytes(xs))
 	}
 	return out
 }

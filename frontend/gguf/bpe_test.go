@@ -220,3 +220,30 @@ func anys(ss []string) []any {
 	}
 	return out
 }
+
+// A SentencePiece file prepends BOS unless tokenizer.ggml.add_bos_token
+// says not to, as llama.cpp does; generation ends at its EOS and EOT ids.
+// (Only BOS is compared: run.c's and llama.cpp's SentencePiece spell the
+// dummy prefix differently in a vocabulary without "▁".)
+func TestSentencePieceBOSAndEOG(t *testing.T) {
+	for _, add := range []any{nil, false, true} {
+		kvs := []wkv{{"tokenizer.ggml.eot_token_id", TypeUint32, uint32(7)}}
+		if add != nil {
+			kvs = append(kvs, wkv{"tokenizer.ggml.add_bos_token", TypeBool, add})
+		}
+		lf := llamaFile{c: smallConfig, ctx: 64, vocab: testVocab(smallConfig.Vocab), extraKVs: kvs}
+		p := writeTemp(t, "spm.gguf", lf.writer().bytes())
+		want := llamaCppTokenize(t, p, []string{"A"})[0]
+		_, tok, err := Load(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := tok.Encode("A", true, false)
+		if (got[0] == 1) != (want[0] == 1) || (tok.BOS() == 1) != (want[0] == 1) {
+			t.Errorf("add_bos_token %v: ours %v (BOS %d), llama.cpp %v", add, got, tok.BOS(), want)
+		}
+		if !tok.IsEOG(2) || !tok.IsEOG(7) || tok.IsEOG(1) {
+			t.Errorf("add_bos_token %v: EOG 1 %v 2 %v 7 %v, want 2 and 7", add, tok.IsEOG(1), tok.IsEOG(2), tok.IsEOG(7))
+		}
+	}
+}

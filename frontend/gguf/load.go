@@ -385,6 +385,15 @@ func (f *File) Tokenizer() (tokenizer.Model, error) {
 	if err != nil {
 		return nil, err
 	}
+	// llama.cpp prepends BOS to SentencePiece prompts unless the file
+	// says not to.
+	add, err := f.addBOS(true)
+	if err != nil {
+		return nil, err
+	}
+	if !add {
+		bos = -1
+	}
 	vocab := make([]string, n)
 	for i, s := range tokens {
 		vocab[i] = strings.ReplaceAll(s, "\u2581", " ")
@@ -393,7 +402,50 @@ func (f *File) Tokenizer() (tokenizer.Model, error) {
 	if err != nil {
 		return nil, f.errorf("tokenizer: %v", err)
 	}
+	eog, err := f.eogIDs(int64(n), []int{int(eos)})
+	if err != nil {
+		return nil, err
+	}
+	if tok, err = tok.WithEOG(eog); err != nil {
+		return nil, f.errorf("tokenizer: %v", err)
+	}
 	return tok, nil
+}
+
+// addBOS reads tokenizer.ggml.add_bos_token, def when absent.
+func (f *File) addBOS(def bool) (bool, error) {
+	v, ok := f.Get("tokenizer.ggml.add_bos_token")
+	if !ok {
+		return def, nil
+	}
+	add, isBool := v.Bool()
+	if !isBool {
+		return false, f.errorf("tokenizer.ggml.add_bos_token is %s %s, want a bool", v.Type, v)
+	}
+	return add, nil
+}
+
+// eogIDs are the ids that end generation, as llama.cpp stops: the EOS,
+// EOT (end of turn) and EOM (end of message) ids the file names (def
+// when it names none of them).
+func (f *File) eogIDs(n int64, def []int) ([]int, error) {
+	var ids []int
+	for _, key := range []string{"tokenizer.ggml.eos_token_id", "tokenizer.ggml.eot_token_id", "tokenizer.ggml.eom_token_id"} {
+		if _, ok := f.Get(key); !ok {
+			continue
+		}
+		id, err := f.intKey(key, nil, 0, n-1)
+		if err != nil {
+			return nil, err
+		}
+		if !slices.Contains(ids, int(id)) {
+			ids = append(ids, int(id))
+		}
+	}
+	if len(ids) == 0 {
+		ids = def
+	}
+	return ids, nil
 }
 
 // ggml's token types (llama.cpp's llama_token_type).
@@ -460,16 +512,16 @@ func (f *File) bpeTokenizer(tokens []string, types []int64) (tokenizer.Model, er
 		}
 	}
 	n := int64(len(tokens))
-	if v, ok := f.Get("tokenizer.ggml.add_bos_token"); ok {
-		if add, isBool := v.Bool(); !isBool {
-			return nil, f.errorf("tokenizer.ggml.add_bos_token is %s %s, want a bool", v.Type, v)
-		} else if add {
-			bos, err := f.intKey("tokenizer.ggml.bos_token_id", nil, 0, n-1)
-			if err != nil {
-				return nil, err
-			}
-			c.BOS = int(bos)
+	add, err := f.addBOS(false)
+	if err != nil {
+		return nil, err
+	}
+	if add {
+		bos, err := f.intKey("tokenizer.ggml.bos_token_id", nil, 0, n-1)
+		if err != nil {
+			return nil, err
 		}
+		c.BOS = int(bos)
 	}
 	if _, ok := f.Get("tokenizer.ggml.eos_token_id"); ok {
 		eos, err := f.intKey("tokenizer.ggml.eos_token_id", nil, 0, n-1)
@@ -477,6 +529,9 @@ func (f *File) bpeTokenizer(tokens []string, types []int64) (tokenizer.Model, er
 			return nil, err
 		}
 		c.EOS = int(eos)
+	}
+	if c.EOG, err = f.eogIDs(n, nil); err != nil {
+		return nil, err
 	}
 	tok, err := bpe.New(c)
 	if err != nil {

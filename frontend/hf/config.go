@@ -39,7 +39,29 @@ type family struct {
 }
 
 // families lists the supported architectures.
-var families = []family{llamaFamily("LlamaForCausalLM", "llama"), llamaFamily("Qwen2ForCausalLM", "qwen2"), gpt2Family}
+var families = []family{
+	cohereFamily,
+	falconFamily,
+	gemmaModel.family(),
+	gemma2Model.family(),
+	gemma3Model.family(),
+	gpt2Family,
+	gptBigCodeFamily,
+	gptneoxFamily,
+	graniteFamily,
+	llamaModel.family(),
+	mistralModel.family(),
+	olmo2Family,
+	phiFamily,
+	phi3Model.family(),
+	qwen2Model.family(),
+	qwen3Model.family(),
+	stablelmFamily,
+	starcoder2Family,
+}
+
+// howToAdd points an unsupported architecture's error at the README.
+const howToAdd = `see "How to add an architecture" in tapml's README.md`
 
 // Architectures lists the model classes Load supports.
 var Architectures = func() []string {
@@ -67,8 +89,12 @@ type Config struct {
 	Model arch.Config // the family's configuration
 	Vocab int         // vocab_size
 	// BOS and EOS are bos_token_id and eos_token_id (the first, when a
-	// list), or -1 when absent.
+	// list), or -1 when absent. Neither decides what the tokenizer adds
+	// around a prompt: its own files do.
 	BOS, EOS int
+	// EOG are the ids that end generation: eos_token_id, all of a list
+	// (generation_config.json's replaces config.json's in Load).
+	EOG []int
 	// MaxPositions is max_position_embeddings (n_positions), before
 	// MaxSeqCap.
 	MaxPositions int
@@ -149,29 +175,29 @@ func (o jsonObject) float(key string, def float64) (float64, error) {
 	return f, nil
 }
 
-// ropeTheta reads the RoPE base from either form transformers writes:
-// rope_theta (transformers 4) or rope_parameters.rope_theta (transformers
-// 5). A rope_parameters whose rope_type is not "default" is refused: its
-// scaling is not implemented, and ignoring it would compute another model.
-func (o jsonObject) ropeTheta() (float64, error) {
-	if !o.present("rope_parameters") {
-		return o.float("rope_theta", 10000)
+// isNull reports whether key is there with the value null (transformers'
+// None, which may differ from the default an absent key gets).
+func (o jsonObject) isNull(key string) bool {
+	r, ok := o.m[key]
+	return ok && bytes.Equal(bytes.TrimSpace(r), []byte("null"))
+}
+
+// nullableInt reads an integer >= 0 that is def when absent and 0 (none)
+// when null.
+func (o jsonObject) nullableInt(key string, def int64) (int, error) {
+	if o.isNull(key) {
+		return 0, nil
 	}
-	p := jsonObject{file: o.file}
-	if err := json.Unmarshal(o.m["rope_parameters"], &p.m); err != nil {
-		return 0, o.errorf("rope_parameters", "want an object, got %s", o.m["rope_parameters"])
+	return o.int(key, def, 0, bigPos)
+}
+
+// nullableFloat reads a finite number >= 0 that is def when absent and 0
+// (none) when null.
+func (o jsonObject) nullableFloat(key string, def float64) (float64, error) {
+	if !o.present(key) && !o.isNull(key) {
+		return def, nil
 	}
-	typ, err := p.string("rope_type", "default")
-	if err != nil {
-		return 0, o.errorf("rope_parameters", "%v", err)
-	}
-	if typ != "default" {
-		return 0, o.errorf("rope_parameters", "rope_type %q is not supported (only plain RoPE is implemented)", typ)
-	}
-	if o.present("rope_theta") {
-		return 0, o.errorf("rope_theta", "given both at the top level and in rope_parameters")
-	}
-	return p.float("rope_theta", 10000)
+	return o.optFloat(key)
 }
 
 func (o jsonObject) bool(key string, def bool) (bool, error) {
@@ -199,19 +225,34 @@ func (o jsonObject) string(key, def string) (string, error) {
 // tokenID reads bos_token_id or eos_token_id: an integer, a list of them
 // (the first counts), or absent (-1).
 func (o jsonObject) tokenID(key string) (int, error) {
+	ids, err := o.tokenIDs(key)
+	if err != nil || len(ids) == 0 {
+		return -1, err
+	}
+	return ids[0], nil
+}
+
+// tokenIDs reads a token id key: an integer, a list of them, or absent
+// (none).
+func (o jsonObject) tokenIDs(key string) ([]int, error) {
 	if !o.present(key) {
-		return -1, nil
+		return nil, nil
 	}
 	var list []json.RawMessage
-	raw := o.m[key]
-	if json.Unmarshal(raw, &list) == nil {
-		if len(list) == 0 {
-			return -1, nil
-		}
-		raw = list[0]
+	raw := []json.RawMessage{o.m[key]}
+	if json.Unmarshal(o.m[key], &list) == nil {
+		raw = list
 	}
-	sub := jsonObject{file: o.file, m: map[string]json.RawMessage{key: raw}}
-	return sub.int(key, -1, 0, math.MaxInt32)
+	var ids []int
+	for _, r := range raw {
+		sub := jsonObject{file: o.file, m: map[string]json.RawMessage{key: r}}
+		id, err := sub.int(key, -1, 0, math.MaxInt32)
+		if err != nil {
+			return nil, err
+		}
+		ids = append(ids, id)
+	}
+	return ids, nil
 }
 
 // unsupported rejects a key whose value is anything but absent, null or
@@ -259,9 +300,9 @@ func ParseConfig(name string, data []byte) (*Config, error) {
 	fam, ok := lookupFamily(archName, modelType)
 	switch {
 	case !ok && archName != "":
-		return nil, o.errorf("architectures", "%q is not supported (supported: %s)", archName, strings.Join(Architectures, ", "))
+		return nil, o.errorf("architectures", "%q is not supported (supported: %s; %s)", archName, strings.Join(Architectures, ", "), howToAdd)
 	case !ok:
-		return nil, fmt.Errorf("%s: no \"architectures\", and model_type %q is not supported (supported: %s)", name, modelType, strings.Join(Architectures, ", "))
+		return nil, fmt.Errorf("%s: no \"architectures\", and model_type %q is not supported (supported: %s; %s)", name, modelType, strings.Join(Architectures, ", "), howToAdd)
 	}
 	c := &Config{Arch: fam.arch, family: fam}
 	var err error
@@ -269,6 +310,9 @@ func ParseConfig(name string, data []byte) (*Config, error) {
 		return nil, err
 	}
 	if c.EOS, err = o.tokenID("eos_token_id"); err != nil {
+		return nil, err
+	}
+	if c.EOG, err = o.tokenIDs("eos_token_id"); err != nil {
 		return nil, err
 	}
 	if c.Vocab, err = o.int("vocab_size", -1, 1, bigVocab); err != nil {

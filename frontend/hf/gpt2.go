@@ -8,27 +8,38 @@ import (
 	"github.com/tapml/tapml/frontend/arch/gpt2"
 )
 
-// gpt2Family is GPT2LMHeadModel over arch/gpt2, whose canonical weight
-// names are Hugging Face's GPT2Model names.
-var gpt2Family = family{
-	arch: "GPT2LMHeadModel", modelType: "gpt2",
-	config: func(o jsonObject, c *Config) (arch.Config, error) { return o.gpt2(c) },
-	tensor: func(canon string, _ arch.Config, ck *Checkpoint) string {
-		// GPT2LMHeadModel saves them under "transformer.", GPT2Model not.
-		if ck.Has("transformer.wte.weight") {
-			return "transformer." + canon
-		}
-		return canon
-	},
-	unread: func(name string, _ arch.Config) bool {
-		// The causal-mask buffers of old checkpoints, and the tied head.
-		return gpt2Buffer.MatchString(name) || name == "lm_head.weight"
-	},
+// gpt2Family is GPT2LMHeadModel, and gptBigCodeFamily
+// GPTBigCodeForCausalLM (GPT-2 with multi-query attention and nn.Linear
+// layers), over arch/gpt2, whose canonical weight names are Hugging Face's
+// GPT2Model names.
+var (
+	gpt2Family       = gpt2Like("GPT2LMHeadModel", "gpt2")
+	gptBigCodeFamily = gpt2Like("GPTBigCodeForCausalLM", "gpt_bigcode")
+)
+
+func gpt2Like(archName, modelType string) family {
+	return family{
+		arch: archName, modelType: modelType,
+		config: func(o jsonObject, c *Config) (arch.Config, error) { return o.gpt2(c, modelType == "gpt_bigcode") },
+		tensor: func(canon string, _ arch.Config, ck *Checkpoint) string {
+			// The LM-head classes save the base model under
+			// "transformer." (a base model alone has no prefix), and their
+			// own classifier at the top level.
+			if canon != "lm_head.weight" && ck.Has("transformer.wte.weight") {
+				return "transformer." + canon
+			}
+			return canon
+		},
+		unread: func(name string, m arch.Config) bool {
+			// The causal-mask buffers of old checkpoints, and a tied head.
+			return gpt2Buffer.MatchString(name) || name == "lm_head.weight" && !m.(gpt2.Config).LMHead
+		},
+	}
 }
 
 var gpt2Buffer = regexp.MustCompile(`^(transformer\.)?h\.[0-9]+\.attn\.(bias|masked_bias)$`)
 
-func (o jsonObject) gpt2(c *Config) (arch.Config, error) {
+func (o jsonObject) gpt2(c *Config, bigCode bool) (arch.Config, error) {
 	g := gpt2.Config{Vocab: c.Vocab}
 	var err error
 	get := o.ints(&err)
@@ -55,7 +66,11 @@ func (o jsonObject) gpt2(c *Config) (arch.Config, error) {
 	if g.NormEps, err = o.float("layer_norm_epsilon", 1e-5); err != nil {
 		return nil, err
 	}
-	act, err := o.string("activation_function", "gelu_new")
+	defAct := "gelu_new"
+	if bigCode {
+		defAct = "gelu_pytorch_tanh"
+	}
+	act, err := o.string("activation_function", defAct)
 	if err != nil {
 		return nil, err
 	}
@@ -76,8 +91,16 @@ func (o jsonObject) gpt2(c *Config) (arch.Config, error) {
 	if err := o.unsupported("scale_attn_weights", "unscaled attention", "true"); err != nil {
 		return nil, err
 	}
-	if err := o.unsupported("tie_word_embeddings", "GPT-2's classifier is the token embedding", "true"); err != nil {
+	tied, err := o.bool("tie_word_embeddings", true)
+	if err != nil {
 		return nil, err
+	}
+	g.LMHead = !tied
+	if bigCode {
+		if err := o.unsupported("multi_query", "only multi-query attention (SantaCoder, StarCoder)", "true"); err != nil {
+			return nil, err
+		}
+		g.KVHeads, g.Linear = 1, true
 	}
 	c.MaxPositions = g.Positions
 	g.MaxSeq = min(g.Positions, MaxSeqCap)

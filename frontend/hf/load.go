@@ -1,11 +1,15 @@
 // Package hf imports Hugging Face model folders: config.json, the weights
 // in model.safetensors (or shards listed by model.safetensors.index.json)
-// and, when present, tokenizer.json. Supported architectures are
-// LlamaForCausalLM and Qwen2ForCausalLM (through frontend/arch/llama, with
-// Hugging Face's "half" RoPE layout and Qwen2's q/k/v biases) and
-// GPT2LMHeadModel (through frontend/arch/gpt2); each is a family (config.go)
-// in a file of its own that maps config.json and the tensor names onto the
-// arch family. Weights may be F32, F16 or BF16; they are memory-mapped, F32
+// and, when present, tokenizer.json and generation_config.json. Supported
+// architectures (Architectures) are the LLaMA-like ones (llama.go: Llama,
+// Mistral, Qwen2, Qwen3 and Phi-3 through frontend/arch/llama, with Hugging
+// Face's "half" RoPE layout), Gemma 1-3 (gemma.go, frontend/arch/gemma),
+// GPT2LMHeadModel and GPTBigCodeForCausalLM (gpt2.go, frontend/arch/gpt2),
+// and the families assembled from arch's parts (Phi, StableLM, OLMo 2,
+// Granite, Cohere, GPT-NeoX, Falcon, StarCoder2); each is a family
+// (config.go) in a file of its own that maps config.json and the tensor
+// names onto the arch family. RoPE settings in either form transformers
+// writes are read once, in rope.go. Weights may be F32, F16 or BF16; they are memory-mapped, F32
 // ones used in place and 16-bit ones widened to f32 on first use.
 //
 // Everything read from the folder is checked: config.json's
@@ -17,6 +21,7 @@
 package hf
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -51,6 +56,9 @@ func Load(dir string) (*ir.Module, *bpe.Tokenizer, error) {
 	if err != nil {
 		return nil, nil, err
 	}
+	if err := cfg.readGenerationConfig(filepath.Join(dir, GenerationConfigFile)); err != nil {
+		return nil, nil, err
+	}
 	ck, err := OpenCheckpoint(dir)
 	if err != nil {
 		return nil, nil, err
@@ -81,6 +89,29 @@ func Load(dir string) (*ir.Module, *bpe.Tokenizer, error) {
 	return m, tok, nil
 }
 
+// readGenerationConfig takes the ids that end generation from
+// generation_config.json's eos_token_id (an id or a list), when the file
+// exists and names them: transformers' generate stops there.
+func (c *Config) readGenerationConfig(path string) error {
+	data, err := readSmall(path, maxConfigFile)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	o := jsonObject{file: path}
+	if err := json.Unmarshal(data, &o.m); err != nil || o.m == nil {
+		return fmt.Errorf("%s: not a JSON object: %v", path, err)
+	}
+	ids, err := o.tokenIDs("eos_token_id")
+	if err != nil || ids == nil {
+		return err
+	}
+	c.EOG = ids
+	return nil
+}
+
 // loadTokenizer reads the model's tokenizer.json, completed by its
 // config.json and checked against its vocabulary size.
 func loadTokenizer(path string, cfg *Config) (*bpe.Tokenizer, error) {
@@ -88,9 +119,13 @@ func loadTokenizer(path string, cfg *Config) (*bpe.Tokenizer, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := useConfig(&c, cfg); err != nil {
-		return nil, fmt.Errorf("%s: %w", path, err)
-	}
+	// What goes around a prompt is the tokenizer's own business (its
+	// post-processor), never config.json's bos_token_id. Nor is it
+	// tokenizer_config.json's add_bos_token: transformers 5 drops that key
+	// when tokenizer.json exists (PreTrainedTokenizerBase._from_pretrained),
+	// and tapml reads only tokenizer.json. Generation ends at the model's
+	// EOS ids.
+	c.EOG = cfg.EOG
 	tok, err := newTokenizer(path, c)
 	if err != nil {
 		return nil, err

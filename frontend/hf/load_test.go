@@ -48,6 +48,22 @@ func editJSON(t *testing.T, path string, edit func(map[string]any)) {
 	}
 }
 
+// loadWant loads the folder dir: it must load when want is "", else fail
+// with an error that contains want and names the folder.
+func loadWant(t *testing.T, dir, want string) {
+	t.Helper()
+	_, _, err := Load(dir)
+	if want == "" {
+		if err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	if err == nil || !strings.Contains(err.Error(), want) || !strings.Contains(err.Error(), dir) {
+		t.Fatalf("error %v, want one naming %s with %q", err, dir, want)
+	}
+}
+
 func TestLoadSmall(t *testing.T) {
 	dir := writeSmall(t, smallLlama, WriteOptions{DType: ir.F16})
 	m, tok, err := Load(dir)
@@ -97,16 +113,45 @@ func TestConfigErrors(t *testing.T) {
 		edit func(map[string]any)
 		err  string
 	}{
-		{"rope_scaling", func(m map[string]any) { m["rope_scaling"] = map[string]any{"type": "linear", "factor": 2} }, `rope_scaling: {"factor":2,"type":"linear"} is not supported`},
+		{"rope_scaling", func(m map[string]any) { m["rope_scaling"] = map[string]any{"type": "proportional", "factor": 2} }, `rope_scaling: rope_type: "proportional" is not supported (supported: default, linear, dynamic, llama3, yarn, longrope)`},
 		{"rope_parameters type", func(m map[string]any) {
-			m["rope_parameters"] = map[string]any{"rope_type": "yarn", "factor": 4, "rope_theta": 1e4}
-		}, `rope_parameters: rope_type "yarn" is not supported`},
+			delete(m, "rope_theta")
+			m["rope_parameters"] = map[string]any{"rope_type": "ntk", "factor": 4, "rope_theta": 1e4}
+		}, `rope_parameters: rope_type: "ntk" is not supported`},
+		{"rope_parameters and rope_scaling", func(m map[string]any) {
+			delete(m, "rope_theta")
+			m["rope_parameters"] = map[string]any{"rope_type": "default", "rope_theta": 1e4}
+			m["rope_scaling"] = map[string]any{"rope_type": "linear", "factor": 4}
+		}, `rope_scaling: given with rope_parameters`},
+		{"linear without factor", func(m map[string]any) { m["rope_scaling"] = map[string]any{"type": "linear"} }, `rope_scaling: missing "factor"`},
+		{"llama3 without low_freq_factor", func(m map[string]any) {
+			m["rope_scaling"] = map[string]any{"rope_type": "llama3", "factor": 8, "high_freq_factor": 4}
+		}, `rope_scaling: missing "low_freq_factor"`},
+		{"llama3 band", func(m map[string]any) {
+			m["rope_scaling"] = map[string]any{"rope_type": "llama3", "factor": 8, "low_freq_factor": 4, "high_freq_factor": 1}
+		}, `high_freq_factor 1 must exceed low_freq_factor 4`},
+		{"longrope factors", func(m map[string]any) {
+			m["rope_scaling"] = map[string]any{"rope_type": "longrope", "short_factor": []float64{1, 1, 1}, "long_factor": []float64{1, 2}}
+		}, `3 short_factor for 2 rotated pairs`},
+		{"longrope factor sign", func(m map[string]any) {
+			m["rope_scaling"] = map[string]any{"rope_type": "longrope", "short_factor": []float64{-1}, "long_factor": []float64{2}}
+		}, `short_factor[0]: want a positive finite number, got -1`},
+		{"yarn beta", func(m map[string]any) {
+			m["rope_scaling"] = map[string]any{"rope_type": "yarn", "factor": 4, "beta_fast": "fast"}
+		}, `beta_fast: want a number, got "fast"`},
+		{"partial rotary", func(m map[string]any) { m["partial_rotary_factor"] = 0.5 }, `partial_rotary_factor: 0.5 is not supported (only Phi-3`},
+		{"layer types", func(m map[string]any) {
+			m["architectures"] = []string{"Qwen3ForCausalLM"}
+			m["use_sliding_window"] = true
+			m["layer_types"] = []string{"full_attention", "chunked_attention"}
+		}, `layer_types: layer 1 is "chunked_attention"`},
 		{"rope_parameters and rope_theta", func(m map[string]any) {
 			m["rope_parameters"] = map[string]any{"rope_type": "default", "rope_theta": 1e6}
 			m["rope_theta"] = 1e4
 		}, `rope_theta: given both`},
 		{"rope_parameters not an object", func(m map[string]any) { m["rope_parameters"] = 3 }, `rope_parameters: want an object`},
-		{"architecture", func(m map[string]any) { m["architectures"] = []string{"MistralForCausalLM"} }, `"MistralForCausalLM" is not supported (supported: LlamaForCausalLM, Qwen2ForCausalLM, GPT2LMHeadModel)`},
+		{"architecture", func(m map[string]any) { m["architectures"] = []string{"BertForMaskedLM"} }, `"BertForMaskedLM" is not supported (supported: CohereForCausalLM, `},
+		{"how to add", func(m map[string]any) { m["architectures"] = []string{"BertForMaskedLM"} }, `see "How to add an architecture" in tapml's README.md`},
 		{"model_type", func(m map[string]any) { delete(m, "architectures"); m["model_type"] = "bert" }, `model_type "bert" is not supported`},
 		{"by model_type", func(m map[string]any) { delete(m, "architectures") }, ""},
 		{"missing key", func(m map[string]any) { delete(m, "hidden_size") }, `missing "hidden_size"`},
@@ -133,19 +178,7 @@ func TestConfigErrors(t *testing.T) {
 			dir := writeSmall(t, c, WriteOptions{})
 			cfg := filepath.Join(dir, ConfigFile)
 			editJSON(t, cfg, tc.edit)
-			_, _, err := Load(dir)
-			if tc.err == "" {
-				if err != nil {
-					t.Fatal(err)
-				}
-				return
-			}
-			if err == nil || !strings.Contains(err.Error(), tc.err) {
-				t.Fatalf("error %v, want %q", err, tc.err)
-			}
-			if !strings.Contains(err.Error(), dir) {
-				t.Errorf("error %q does not name the folder's file", err)
-			}
+			loadWant(t, dir, tc.err)
 		})
 	}
 }
@@ -159,7 +192,7 @@ func TestGPT2ConfigErrors(t *testing.T) {
 	}{
 		{"activation", func(m map[string]any) { m["activation_function"] = "gelu" }, `activation_function: "gelu" is not supported`},
 		{"n_ctx", func(m map[string]any) { m["n_ctx"] = 4 }, "n_ctx: 4 differs from n_positions 8"},
-		{"untied", func(m map[string]any) { m["tie_word_embeddings"] = false }, "tie_word_embeddings: false is not supported"},
+		{"untied", func(m map[string]any) { m["tie_word_embeddings"] = false }, `missing tensor "lm_head.weight"`},
 		{"inverse layer scaling", func(m map[string]any) { m["scale_attn_by_inverse_layer_idx"] = true }, "scale_attn_by_inverse_layer_idx"},
 		{"n_inner", func(m map[string]any) { m["n_inner"] = nil }, `tensor "transformer.h.0.mlp.c_fc.weight" has shape [8 16], but config.json implies [8 32]`},
 		{"gelu_pytorch_tanh", func(m map[string]any) { m["activation_function"] = "gelu_pytorch_tanh" }, ""},
@@ -170,16 +203,7 @@ func TestGPT2ConfigErrors(t *testing.T) {
 				t.Fatal(err)
 			}
 			editJSON(t, filepath.Join(dir, ConfigFile), tc.edit)
-			_, _, err := Load(dir)
-			if tc.err == "" {
-				if err != nil {
-					t.Fatal(err)
-				}
-				return
-			}
-			if err == nil || !strings.Contains(err.Error(), tc.err) {
-				t.Fatalf("error %v, want %q", err, tc.err)
-			}
+			loadWant(t, dir, tc.err)
 		})
 	}
 }
@@ -297,8 +321,11 @@ func TestGPT2Generate(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if tok.BOS() != 263 || tok.EOS() != 263 {
-		t.Fatalf("bos %d eos %d", tok.BOS(), tok.EOS())
+	// config.json's bos_token_id does not make the tokenizer prepend
+	// anything (its post-processor adds nothing); eos_token_id ends
+	// generation.
+	if tok.BOS() != -1 || tok.EOS() != -1 || !tok.IsEOG(263) {
+		t.Fatalf("bos %d eos %d eog %v", tok.BOS(), tok.EOS(), tok.EOG())
 	}
 	text, ids := generate(t, m, tok, "hello the", 20)
 	if !strings.HasPrefix(text, "hello the") || len(ids) == 0 {

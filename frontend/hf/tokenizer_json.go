@@ -551,23 +551,3 @@ func parsePostProcessor(raw json.RawMessage, depth int, idOf func(string) (int, 
 		return bos, eos, fmt.Errorf("type %q is not supported (supported: Sequence, ByteLevel, TemplateProcessing, RobertaProcessing, BertProcessing)", typ)
 	}
 }
-
-// useConfig completes the tokenizer with the model's config.json: BOS and
-// EOS from bos_token_id and eos_token_id where the post-processor names
-// none.
-func useConfig(t *bpe.Config, c *Config) error {
-	for _, x := range []struct {
-		dst  *int
-		id   int
-		what string
-	}{{&t.BOS, c.BOS, "bos_token_id"}, {&t.EOS, c.EOS, "eos_token_id"}} {
-		if *x.dst >= 0 || x.id < 0 {
-			continue
-		}
-		if t.Token(x.id) == "" {
-			return fmt.Errorf("config.json's %s %d is not a token of the tokenizer", x.what, x.id)
-		}
-		*x.dst = x.id
-	}
-	return nil
-}

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/google/go-cmp/cmp"
 	"github.com/tapml/tapml/internal/testenv/llmtest"
 	"github.com/tapml/tapml/internal/testenv/targettest"
 	"github.com/tapml/tapml/ir"
@@ -26,7 +27,34 @@ import (
 // that names its architecture or the unsupported setting, never loaded
 // half-understood.
 var fixturesBuilt = map[string]bool{
-	"llama": true, "llama_tied": true, "llama_v4": true, "qwen2": true, "gpt2": true,
+	"cohere":               true,
+	"falcon":               true,
+	"gemma":                true,
+	"gemma2":               true,
+	"gemma3":               true,
+	"gpt2":                 true,
+	"gpt2_untied":          true,
+	"gpt_bigcode":          true,
+	"gpt_neox":             true,
+	"granite":              true,
+	"llama":                true,
+	"llama_rope_dynamic":   true,
+	"llama_rope_linear":    true,
+	"llama_rope_llama3":    true,
+	"llama_rope_llama3_v4": true,
+	"llama_rope_yarn":      true,
+	"llama_tied":           true,
+	"llama_v4":             true,
+	"mistral":              true,
+	"olmo2":                true,
+	"phi":                  true,
+	"phi3":                 true,
+	"phi3_longrope":        true,
+	"phi3_su_v4":           true,
+	"qwen2":                true,
+	"qwen3":                true,
+	"stablelm":             true,
+	"starcoder2":           true,
 }
 
 // fixtureTol bounds max|got - want| / max|want| over a step's logits. Both
@@ -43,7 +71,32 @@ type fixtureRef struct {
 	Prompt       string
 	PromptIDs    []int `json:"prompt_ids"`
 	Tokens       []int
-	stepLogits   [][]float32
+	Tokenizer    struct {
+		EOS         int  `json:"eos_token_id"`
+		PrependsBOS bool `json:"prepends_bos"`
+	}
+	Config struct {
+		Vocab int        `json:"vocab_size"`
+		EOS   jsonIDList `json:"eos_token_id"`
+	}
+	// EOS and StopsAfter: the generation_config.json list of EOS ids of
+	// a fixture that has one, and the number of greedy tokens after which
+	// transformers' generate stops there.
+	EOS        []int `json:"eos_token_id"`
+	StopsAfter int   `json:"stops_after"`
+	stepLogits [][]float32
+}
+
+// jsonIDList reads a token id or a list of them.
+type jsonIDList []int
+
+func (l *jsonIDList) UnmarshalJSON(b []byte) error {
+	var one int
+	if json.Unmarshal(b, &one) == nil {
+		*l = []int{one}
+		return nil
+	}
+	return json.Unmarshal(b, (*[]int)(l))
 }
 
 func readFixtureRef(t *testing.T, dir string) *fixtureRef {
@@ -71,7 +124,7 @@ func readFixtureRef(t *testing.T, dir string) *fixtureRef {
 	return ref
 }
 
-func fixtureDirs(t *testing.T) []string {
+func fixtureDirs(t testing.TB) []string {
 	t.Helper()
 	dirs, err := filepath.Glob(filepath.Join("testdata", "models", "*", "reference.json"))
 	if err != nil || len(dirs) == 0 {
@@ -165,5 +218,42 @@ func TestTransformersFixturesRefusedClearly(t *testing.T) {
 		if msg := err.Error(); !strings.Contains(msg, dir) {
 			t.Errorf("%s: the error does not name the folder: %v", name, err)
 		}
+	}
+}
+
+// TestTransformersFixturesPromptIDs checks the semantics around a prompt
+// that transformers decides: the tokenizer the loader builds (the one
+// `tapmlc run` encodes with) gives the reference's prompt ids exactly,
+// with BOS only where the tokenizer's files prepend one (config.json's
+// bos_token_id never adds one), and generation ends at the model's EOS
+// ids, generation_config.json's list included.
+func TestTransformersFixturesPromptIDs(t *testing.T) {
+	for _, dir := range fixtureDirs(t) {
+		t.Run(filepath.Base(dir), func(t *testing.T) {
+			ref := readFixtureRef(t, dir)
+			// What Load does for the tokenizer, also for the fixtures
+			// whose architecture is not built.
+			cfg := &Config{Vocab: ref.Config.Vocab, EOG: ref.Config.EOS}
+			if err := cfg.readGenerationConfig(filepath.Join(dir, GenerationConfigFile)); err != nil {
+				t.Fatal(err)
+			}
+			tok, err := loadTokenizer(filepath.Join(dir, TokenizerFile), cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(ref.PromptIDs, tok.Encode(ref.Prompt, true, false)); diff != "" {
+				t.Errorf("prompt ids (-transformers +ours):\n%s", diff)
+			}
+			if got := tok.BOS() >= 0; got != ref.Tokenizer.PrependsBOS {
+				t.Errorf("tokenizer prepends BOS: %v, transformers' %v", got, ref.Tokenizer.PrependsBOS)
+			}
+			eos := ref.EOS
+			if eos == nil {
+				eos = []int{ref.Tokenizer.EOS}
+			}
+			if diff := cmp.Diff(eos, tok.EOG()); diff != "" {
+				t.Errorf("end-of-generation ids (-transformers +ours):\n%s", diff)
+			}
+		})
 	}
 }

@@ -27,6 +27,8 @@ const (
 	WeightsFile   = "model.safetensors"
 	IndexFile     = "model.safetensors.index.json"
 	TokenizerFile = "tokenizer.json"
+	// GenerationConfigFile holds generate's settings: the EOS ids.
+	GenerationConfigFile = "generation_config.json"
 )
 
 // maxIndexFile bounds the size of an index file read into memory.

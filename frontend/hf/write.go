@@ -114,16 +114,20 @@ func halfRows(b []byte, heads, hd, rowBytes int) ([]byte, error) {
 }
 
 // WriteGPT2 writes a GPT-2 model as a Hugging Face GPT2LMHeadModel folder
-// (tensor names with the "transformer." prefix, as transformers saves it).
+// (tensor names with the "transformer." prefix, as transformers saves it,
+// and lm_head.weight when c has one).
 func WriteGPT2(dir string, c gpt2.Config, weights map[string]ir.WeightSource, o WriteOptions) error {
 	if err := c.Validate(); err != nil {
 		return err
+	}
+	if c.KVHeads != 0 || c.Linear {
+		return fmt.Errorf("WriteGPT2 writes GPT-2's layout, not GPTBigCode's (kv heads %d, linear %v)", c.KVHeads, c.Linear)
 	}
 	cfg := map[string]any{
 		"architectures": []string{"GPT2LMHeadModel"}, "model_type": "gpt2",
 		"n_embd": c.Dim, "n_inner": c.Inner, "n_layer": c.Layers, "n_head": c.Heads, "vocab_size": c.Vocab,
 		"n_positions": c.Positions, "n_ctx": c.Positions, "layer_norm_epsilon": c.NormEps,
-		"activation_function": "gelu_new", "tie_word_embeddings": true, "torch_dtype": "float32",
+		"activation_function": "gelu_new", "tie_word_embeddings": !c.LMHead, "torch_dtype": "float32",
 	}
 	var entries []safetensors.Entry
 	for _, ns := range c.WeightShapes() {
@@ -131,7 +135,11 @@ func WriteGPT2(dir string, c gpt2.Config, weights map[string]ir.WeightSource, o 
 		if !ok {
 			return fmt.Errorf("missing weight %q", ns.Name)
 		}
-		entries = append(entries, safetensors.Entry{Name: "transformer." + ns.Name, DType: ir.F32, Shape: ns.Shape, Data: src.Bytes})
+		name := "transformer." + ns.Name
+		if ns.Name == "lm_head.weight" {
+			name = ns.Name
+		}
+		entries = append(entries, safetensors.Entry{Name: name, DType: ir.F32, Shape: ns.Shape, Data: src.Bytes})
 	}
 	return writeFolder(dir, cfg, entries, o)
 }

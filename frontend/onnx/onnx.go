@@ -47,10 +47,16 @@ const (
 // Options fix what the file leaves open.
 type Options struct {
 	// Shapes gives the shape of graph inputs by name, overriding the
-	// file's (it must agree with the file's static dims).
+	// file's (it must agree with the file's static dims); input_<k> names
+	// the k-th input that is not an initializer, unless an input has that
+	// name.
 	Shapes map[string][]int64
 	// Dims gives sizes to named dynamic dims (an input's dim_param).
 	Dims map[string]int64
+	// Constants fixes graph inputs to values: each becomes a constant of
+	// the import, not a parameter, so that what depends on it folds (an
+	// If on a flag, a Loop's trip count). Its shape must fit the input's.
+	Constants map[string]*tensor.Tensor
 }
 
 // MetaInputs is the module metadata key that records the input shapes an
@@ -192,7 +198,7 @@ func parse(name, dir string, data []byte, opts Options) (*ir.Module, error) {
 	if p := mp.GetProducerName(); p != "" {
 		m.Meta["producer"] = strings.TrimSpace(p + " " + mp.GetProducerVersion())
 	}
-	im := &importer{opset: opset, m: m, b: ir.NewFunction(m, "main"), dev: cpu.New(), vals: map[string]*val{},
+	im := &importer{opset: opset, m: m, b: ir.NewFunction(m, "main"), dev: cpu.New(), vals: newScope(nil),
 		weights: map[string]bool{}, dir: dir, opts: opts}
 	defer im.dev.Close()
 	if err := im.graph(g); err != nil {
@@ -209,19 +215,21 @@ func parse(name, dir string, data []byte, opts Options) (*ir.Module, error) {
 	return m, nil
 }
 
-// checkOps reports every op of the graph the importer does not translate,
-// with counts, in one error.
+// checkOps reports every op of the graph, its subgraphs included (the
+// branches of If, the bodies of Loop and Scan), that the importer does not
+// translate, in one error: per op type its count and the nodes, by their
+// subgraph path ("Loop_3/body/TopK_1").
 func checkOps(g *onnxpb.GraphProto, opset int64) error {
-	bad := map[string]int{}
-	for _, n := range g.GetNode() {
+	bad := map[string][]string{}
+	walkNodes(g, "", func(path string, n *onnxpb.NodeProto) {
 		key := n.GetOpType()
 		if d := n.GetDomain(); d != "" && d != "ai.onnx" {
 			key = d + "." + key
 		} else if h := handlers[key]; h.fn != nil && opset >= h.since {
-			continue
+			return
 		}
-		bad[key]++
-	}
+		bad[key] = append(bad[key], path+nodeName(n))
+	})
 	if len(bad) == 0 {
 		return nil
 	}
@@ -230,13 +238,36 @@ func checkOps(g *onnxpb.GraphProto, opset int64) error {
 		keys = append(keys, k)
 	}
 	sort.Strings(keys)
+	const shown = 4 // node names shown per op type
 	parts := make([]string, len(keys))
 	total := 0
 	for i, k := range keys {
-		parts[i] = fmt.Sprintf("%s (%d)", k, bad[k])
-		total += bad[k]
+		nodes := bad[k]
+		list := strings.Join(nodes[:min(len(nodes), shown)], ", ")
+		if len(nodes) > shown {
+			list += fmt.Sprintf(", ... (%d more)", len(nodes)-shown)
+		}
+		parts[i] = fmt.Sprintf("%s (%d: %s)", k, len(nodes), list)
+		total += len(nodes)
 	}
-	return fmt.Errorf("%d nodes of %d unsupported op types: %s", total, len(keys), strings.Join(parts, ", "))
+	return fmt.Errorf("%d nodes of %d unsupported op types: %s", total, len(keys), strings.Join(parts, "; "))
+}
+
+// walkNodes calls fn for every node of g and of its subgraphs, with the
+// path of the subgraph it is in ("" at the top, "If_0/then_branch/").
+func walkNodes(g *onnxpb.GraphProto, path string, fn func(path string, n *onnxpb.NodeProto)) {
+	for _, n := range g.GetNode() {
+		fn(path, n)
+		for _, a := range n.GetAttribute() {
+			sub := path + nodeName(n) + "/" + a.GetName()
+			if a.GetG() != nil {
+				walkNodes(a.GetG(), sub+"/", fn)
+			}
+			for i, sg := range a.GetGraphs() {
+				walkNodes(sg, fmt.Sprintf("%s[%d]/", sub, i), fn)
+			}
+		}
+	}
 }
 
 // val is an ONNX value while importing: a run-time IR value, a constant
@@ -250,12 +281,13 @@ type val struct {
 
 func (v *val) isConst() bool { return v != nil && v.c != nil }
 
-// dtype is the value's dtype in the IR (i64 constants materialize as i32).
+// dtype is the value's dtype in the IR (i64 and bool constants
+// materialize as i32).
 func (v *val) dtype() ir.DType {
 	if v.v != nil {
 		return v.v.Type.DType
 	}
-	if v.c.DType == ir.I64 {
+	if v.c.DType == ir.I64 || v.c.DType == ir.Bool {
 		return ir.I32
 	}
 	return v.c.DType
@@ -277,7 +309,8 @@ type importer struct {
 	m       *ir.Module
 	b       *ir.Builder
 	dev     *cpu.Device
-	vals    map[string]*val
+	vals    *scope
+	prefix  string          // the subgraph path of the nodes being imported ("Loop_0/body[2]/"), for provenance
 	weights map[string]bool // names taken by weights
 	dir     string
 	opts    Options
@@ -290,39 +323,49 @@ func (im *importer) graph(g *onnxpb.GraphProto) error {
 		if err != nil {
 			return fmt.Errorf("initializer: %w", err)
 		}
-		im.vals[t.GetName()] = &val{name: t.GetName(), c: c, weight: true}
+		im.vals.set(t.GetName(), &val{name: t.GetName(), c: c, weight: true})
 	}
 	if len(g.GetSparseInitializer()) > 0 {
 		return fmt.Errorf("sparse initializers are not supported")
 	}
+	k := 0
 	for _, in := range g.GetInput() {
-		if _, ok := im.vals[in.GetName()]; ok {
+		if im.vals.get(in.GetName()) != nil {
 			continue // an initializer, listed as an input (IR version 3)
 		}
-		t, err := im.inputType(in)
+		if c, ok := im.opts.Constants[in.GetName()]; ok {
+			v, err := fixedInput(in, c)
+			if err != nil {
+				return err
+			}
+			im.vals.set(in.GetName(), v)
+			k++
+			continue
+		}
+		t, err := im.inputType(in, k)
+		k++
 		if err != nil {
 			return err
 		}
-		im.vals[in.GetName()] = &val{name: in.GetName(), v: im.b.Param(in.GetName(), t)}
+		im.vals.set(in.GetName(), &val{name: in.GetName(), v: im.b.Param(in.GetName(), t)})
+	}
+	for name := range im.opts.Constants {
+		if im.vals.get(name) == nil || im.vals.get(name).weight {
+			return fmt.Errorf("Options.Constants[%q]: the graph has no input %q", name, name)
+		}
 	}
 	if err := im.b.Err(); err != nil {
 		return err
 	}
-	for _, n := range g.GetNode() {
-		if err := im.translate(n); err != nil {
-			where := n.GetName()
-			if where == "" && len(n.GetOutput()) > 0 {
-				where = n.GetOutput()[0]
-			}
-			return fmt.Errorf("node %q (%s): %w", where, n.GetOpType(), err)
-		}
+	if err := im.nodes(g); err != nil {
+		return err
 	}
 	if len(g.GetOutput()) == 0 {
 		return fmt.Errorf("the graph has no outputs: there is nothing to compute")
 	}
 	var results []*ir.Value
 	for _, out := range g.GetOutput() {
-		v := im.vals[out.GetName()]
+		v := im.vals.get(out.GetName())
 		if v == nil {
 			return fmt.Errorf("graph output %q is not computed by any node", out.GetName())
 		}
@@ -336,14 +379,46 @@ func (im *importer) graph(g *onnxpb.GraphProto) error {
 		}
 		results = append(results, r)
 	}
+	nameResults(im.b.F, results, g.GetOutput())
 	im.b.Return(results...)
 	return im.b.Err()
 }
 
+// nameResults gives the function's results the names of the graph's
+// outputs, so that reports and files say "sigmoid_0.tmp_0", not
+// "output0"; a name another value already has, or a value returned twice,
+// keeps its own.
+func nameResults(f *ir.Function, results []*ir.Value, outs []*onnxpb.ValueInfoProto) {
+	taken := map[string]bool{}
+	for _, p := range f.Params {
+		taken[p.Name] = true
+	}
+	for _, n := range f.Nodes {
+		for _, o := range n.Outputs {
+			taken[o.Name] = true
+		}
+	}
+	renamed := map[*ir.Value]bool{}
+	for i, r := range results {
+		name := outs[i].GetName()
+		if name == "" || taken[name] || renamed[r] {
+			continue
+		}
+		delete(taken, r.Name)
+		r.Name, taken[name], renamed[r] = name, true, true
+	}
+}
+
 // inputType is the IR type of a graph input: its element type as at run
 // time, its dims from the file, Options.Shapes or Options.Dims.
-func (im *importer) inputType(in *onnxpb.ValueInfoProto) (ir.Type, error) {
+func (im *importer) inputType(in *onnxpb.ValueInfoProto, k int) (ir.Type, error) {
 	name := in.GetName()
+	shapes := im.opts.Shapes
+	if _, ok := shapes[name]; !ok {
+		if s, ok := shapes[fmt.Sprintf("input_%d", k)]; ok {
+			shapes = map[string][]int64{name: s} // given by position
+		}
+	}
 	tt := in.GetType().GetTensorType()
 	if tt == nil {
 		return ir.Type{}, fmt.Errorf("graph input %q is not a tensor", name)
@@ -354,7 +429,7 @@ func (im *importer) inputType(in *onnxpb.ValueInfoProto) (ir.Type, error) {
 	}
 	dims := tt.GetShape().GetDim()
 	if tt.GetShape() == nil {
-		if s, ok := im.opts.Shapes[name]; ok {
+		if s, ok := shapes[name]; ok {
 			sh, err := checkDims(s)
 			if err != nil {
 				return ir.Type{}, fmt.Errorf("Options.Shapes[%q]: %w", name, err)
@@ -363,7 +438,7 @@ func (im *importer) inputType(in *onnxpb.ValueInfoProto) (ir.Type, error) {
 		}
 		return ir.Type{}, fmt.Errorf("graph input %q has no shape: give one with Options.Shapes", name)
 	}
-	given, hasGiven := im.opts.Shapes[name]
+	given, hasGiven := shapes[name]
 	if hasGiven && len(given) != len(dims) {
 		return ir.Type{}, fmt.Errorf("Options.Shapes[%q] = %v has rank %d, the input has rank %d", name, given, len(given), len(dims))
 	}
@@ -408,20 +483,40 @@ func shapeOf(s []int) ir.Shape {
 	return out
 }
 
+// nodes imports the nodes of g in order.
+func (im *importer) nodes(g *onnxpb.GraphProto) error {
+	for _, n := range g.GetNode() {
+		if err := im.translate(n); err != nil {
+			return fmt.Errorf("node %q (%s): %w", im.prefix+nodeName(n), n.GetOpType(), err)
+		}
+	}
+	return nil
+}
+
+// nodeName is a node's name, or else its first named output's, or else
+// its op type.
+func nodeName(n *onnxpb.NodeProto) string {
+	if n.GetName() != "" {
+		return n.GetName()
+	}
+	for _, o := range n.GetOutput() {
+		if o != "" {
+			return o
+		}
+	}
+	return n.GetOpType()
+}
+
 // translate imports one node.
 func (im *importer) translate(n *onnxpb.NodeProto) error {
 	im.node = n
-	prov := n.GetName()
-	if prov == "" && len(n.GetOutput()) > 0 {
-		prov = n.GetOutput()[0]
-	}
-	im.b.At(prov)
+	im.b.At(im.prefix + nodeName(n))
 	in := make([]*val, len(n.GetInput()))
 	for i, name := range n.GetInput() {
 		if name == "" {
 			continue // an optional input left out
 		}
-		v := im.vals[name]
+		v := im.vals.get(name)
 		if v == nil {
 			return fmt.Errorf("input %q is neither a graph input, an initializer nor the output of an earlier node", name)
 		}
@@ -441,7 +536,7 @@ func (im *importer) translate(n *onnxpb.NodeProto) error {
 		}
 		o := *outs[i]
 		o.name = name
-		im.vals[name] = &o
+		im.vals.set(name, &o)
 	}
 	return nil
 }
@@ -503,7 +598,7 @@ func (im *importer) value(v *val) (*ir.Value, error) {
 		return v.v, nil
 	}
 	c := v.c
-	if c.DType == ir.I64 {
+	if c.DType == ir.I64 || c.DType == ir.Bool {
 		var err error
 		if c, err = toI32(c); err != nil {
 			return nil, fmt.Errorf("constant %q: %w (64-bit integers are i32 at run time)", v.name, err)

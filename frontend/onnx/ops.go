@@ -2,6 +2,7 @@ package onnx
 
 import (
 	"fmt"
+	"maps"
 	"math"
 	"slices"
 
@@ -17,20 +18,23 @@ type handler struct {
 	since int64
 }
 
-// handlers is the op table: every ONNX op the importer reads.
-var handlers map[string]handler
+// handlers is the op table: every ONNX op the importer reads (the files
+// of control flow, comparisons and recurrent ops add theirs).
+var handlers = map[string]handler{}
+
+// h is the handler of an op read in every opset.
+func h(fn func(im *importer, n *onnxpb.NodeProto, in []*val) ([]*val, error)) handler {
+	return handler{fn: fn, since: 1}
+}
 
 func init() {
-	h := func(fn func(im *importer, n *onnxpb.NodeProto, in []*val) ([]*val, error)) handler {
-		return handler{fn: fn, since: 1}
-	}
-	handlers = map[string]handler{
+	maps.Copy(handlers, map[string]handler{
 		"Conv": h(convOp), "ConvTranspose": h(convOp), "BatchNormalization": h(batchNorm),
 		"MatMul": h(matmulOp), "Gemm": h(gemm),
 		"Add": h(binaryOp(ir.OpAdd)), "Sub": h(binaryOp(ir.OpSub)), "Mul": h(binaryOp(ir.OpMul)), "Div": h(divOp), "Pow": h(powOp),
 		"Max": h(variadic(ir.OpMaximum)), "Min": h(variadic(ir.OpMinimum)), "Sum": h(variadic(ir.OpAdd)),
 		"Sqrt": h(unary(ir.OpSqrt)), "Relu": h(unary(ir.OpRelu)), "Sigmoid": h(unary(ir.OpSigmoid)), "Tanh": h(unary(ir.OpTanh)),
-		"Exp": h(unary(ir.OpExp)), "Log": h(unary(ir.OpLog)), "Neg": h(unary(ir.OpNeg)), "Abs": h(unary(ir.OpAbs)),
+		"Erf": h(unary(ir.OpErf)), "Exp": h(unary(ir.OpExp)), "Log": h(unary(ir.OpLog)), "Neg": h(unary(ir.OpNeg)), "Abs": h(unary(ir.OpAbs)),
 		"Reciprocal": h(reciprocal), "HardSigmoid": h(hardSigmoid), "HardSwish": {hardSwish, 14},
 		"Clip": h(clip), "LeakyRelu": h(leakyRelu), "Softmax": h(softmax),
 		"ReduceMean": h(reduce(ir.OpReduceMean)), "ReduceMax": h(reduce(ir.OpReduceMax)), "ReduceSum": h(reduce(ir.OpReduceSum)),
@@ -42,7 +46,7 @@ func init() {
 		"MaxPool": h(pool), "AveragePool": h(pool),
 		"GlobalAveragePool": h(globalPool(ir.OpReduceMean)), "GlobalMaxPool": h(globalPool(ir.OpReduceMax)),
 		"LayerNormalization": {layerNorm, 17},
-	}
+	})
 }
 
 // SupportedOps lists the ONNX ops the importer translates, sorted.
@@ -52,6 +56,23 @@ func SupportedOps() []string {
 		out = append(out, k)
 	}
 	slices.Sort(out)
+	return out
+}
+
+// OpInfo is an ONNX op of the default domain the importer translates, and
+// the opsets it reads it in.
+type OpInfo struct {
+	Name         string
+	Since, Until int64
+}
+
+// Ops lists every ONNX op the importer translates with its opset range
+// (within MinOpset to MaxOpset), sorted by name.
+func Ops() []OpInfo {
+	var out []OpInfo
+	for _, name := range SupportedOps() {
+		out = append(out, OpInfo{Name: name, Since: max(handlers[name].since, MinOpset), Until: MaxOpset})
+	}
 	return out
 }
 
@@ -848,6 +869,11 @@ func cast(im *importer, n *onnxpb.NodeProto, in []*val) ([]*val, error) {
 	if !ok {
 		return nil, fmt.Errorf("cast to %s is not supported", typeName(to))
 	}
+	if onnxpb.TensorProto_DataType(to) == onnxpb.TensorProto_BOOL {
+		// A boolean is 0 or 1 at run time: x != 0 (a cast would truncate).
+		z := &val{c: tensor.New(x.dtype(), nil)}
+		return one(im.op(ir.OpCompare, ir.Attrs{"cmp": ir.StringAttr("ne")}, x, z))
+	}
 	if dt == x.dtype() {
 		return []*val{x}, nil
 	}
@@ -1411,14 +1437,10 @@ func layerNorm(im *importer, n *onnxpb.NodeProto, in []*val) ([]*val, error) {
 	}
 	d := tensor.NumElements(xs[ax:])
 	flat := append(append([]int{}, xs[:ax]...), d)
-	b := opt(in, 2)
-	if b == nil {
-		if d > maxFolded {
-			return nil, fmt.Errorf("a zero B of %d elements is too large to make at import (more than %d)", d, maxFolded)
-		}
-		b = &val{c: tensor.New(x.dtype(), []int{d})}
+	args := []*val{x, w}
+	if b := opt(in, 2); b != nil {
+		args = append(args, b)
 	}
-	args := []*val{x, w, b}
 	for k, v := range args {
 		if k > 0 && tensor.NumElements(v.shape()) != d {
 			return nil, fmt.Errorf("Scale/B is %v, the normalized dims %v", v.shape(), xs[ax:])

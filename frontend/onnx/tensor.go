@@ -42,11 +42,12 @@ func hostDType(t int32) (ir.DType, bool) {
 
 // runtimeDType is the dtype a value of ONNX type t has in the IR: as
 // hostDType, but 64-bit integers become i32 (the GPU targets have no
-// 64-bit integers; ONNX models use them for shapes and indices, which fit).
+// 64-bit integers; ONNX models use them for shapes and indices, which fit)
+// and so do booleans (0 and 1: GPU buffers hold no bool elements).
 func runtimeDType(t int32) (ir.DType, bool) {
 	dt, ok := hostDType(t)
-	if dt == ir.I64 {
-		dt = ir.I32
+	if dt == ir.I64 || dt == ir.Bool {
+		dt = ir.I32 // booleans are i32 0/1 at run time, as ir.OpCompare writes them
 	}
 	return dt, ok
 }
@@ -283,7 +284,7 @@ func i64Tensor(shape []int, v []int64) *tensor.Tensor {
 	return t
 }
 
-// toI32 converts an i64 host tensor to i32, checking the range.
+// toI32 converts an i64 (or bool) host tensor to i32, checking the range.
 func toI32(t *tensor.Tensor) (*tensor.Tensor, error) {
 	out := tensor.New(ir.I32, t.Shape)
 	o := out.Int32s()

@@ -34,6 +34,9 @@ const nodeRTol, nodeATol = 1e-3, 1e-5
 var staticInputs = map[string][]int{
 	"Reshape": {1}, "Slice": {1, 2, 3, 4}, "Squeeze": {1}, "Unsqueeze": {1},
 	"ReduceSum": {1}, "ReduceMean": {1}, "ReduceMax": {1}, "Resize": {1, 2, 3}, "Upsample": {1},
+	"Pad": {1, 2, 3}, "ConstantOfShape": {0}, "Expand": {1}, "Tile": {1}, "Range": {0, 1, 2},
+	"Loop": {0, 1},                       // the trip count and the first condition: loops are unrolled
+	"RNN":  {4}, "GRU": {4}, "LSTM": {4}, // sequence lengths: the sequences are unrolled
 }
 
 // byDesign lists the cases that run but fall outside what tapml defines,
@@ -124,7 +127,7 @@ func runNodeCase(dir string, mp *onnxpb.ModelProto, data []byte, dev runtime.Dev
 			res.status, res.why = "unsupported", "input: "+err.Error()
 			return res
 		}
-		if x.DType == ir.I64 {
+		if x.DType == ir.I64 || x.DType == ir.Bool { // both i32 at run time
 			if x, err = toI32(x); err != nil {
 				res.status, res.why = "unsupported", "input: "+err.Error()
 				return res

@@ -19,7 +19,10 @@ type Model interface {
 	Decode(ids []int) string
 	// Piece returns the text that token tok prints when generated after prev.
 	Piece(prev, tok int) string
-	BOS() int // -1: none
-	EOS() int // -1: none
+	BOS() int // the id Encode puts first when asked, -1: none
+	EOS() int // the id Encode puts last when asked, -1: none
+	// IsEOG reports whether sampling id ends generation (an end-of-
+	// generation token: the model's EOS ids, or llama2.c's BOS).
+	IsEOG(id int) bool
 	VocabSize() int
 }

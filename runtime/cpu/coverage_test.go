@@ -39,6 +39,8 @@ func samples() map[ir.Op]sample {
 		ir.OpProbe:            {nil, []*tensor.Tensor{x}},
 		ir.OpTransfer:         {ir.Attrs{"from": ir.StringAttr("source"), "to": ir.StringAttr("target")}, []*tensor.Tensor{x}},
 		ir.OpFusedElementwise: {ir.Attrs{"expr": ir.StringAttr("add($0, 1)")}, []*tensor.Tensor{x}},
+		ir.OpCompare:          {ir.Attrs{"cmp": ir.StringAttr("lt")}, []*tensor.Tensor{x, randF32(r, 3)}},
+		ir.OpWhere:            {nil, []*tensor.Tensor{tensor.FromInt32([]int{2, 1}, []int32{0, 7}), x, randF32(r, 3)}},
 	}
 	for _, op := range ir.UnaryOps {
 		s[op] = sample{nil, []*tensor.Tensor{x}}

@@ -121,7 +121,7 @@ func init() {
 		ir.OpKVWrite: kvWriteKernel, ir.OpAttention: attentionKernel,
 		ir.OpReshape: reshapeKernel, ir.OpTranspose: transposeKernel, ir.OpSlice: sliceKernel,
 		ir.OpConcat: concatKernel, ir.OpProbe: identityKernel, ir.OpTransfer: identityKernel,
-		ir.OpFusedElementwise: fusedKernel,
+		ir.OpFusedElementwise: fusedKernel, ir.OpCompare: compareKernel, ir.OpWhere: whereKernel,
 	} {
 		kernels[op] = k
 	}

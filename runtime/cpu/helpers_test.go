@@ -164,6 +164,8 @@ func naiveUnary(op ir.Op, x float64) float64 {
 		return math.Max(x, 0)
 	case ir.OpGelu:
 		return 0.5 * x * (1 + math.Tanh(math.Sqrt(2/math.Pi)*(x+0.044715*x*x*x)))
+	case ir.OpErf:
+		return math.Erf(x)
 	}
 	panic("naiveUnary: " + op.String())
 }

@@ -73,14 +73,18 @@ func rmsNormKernel(d *Device, c *call) ([]*tensor.Tensor, error) {
 }
 
 // layerNormKernel: mean = Σx/D, var = Σ(x-mean)²/D (two passes, f32),
-// out = ((x-mean)·(1/sqrtf(var+eps)))·w + b.
+// out = ((x-mean)·(1/sqrtf(var+eps)))·w + b (b is optional).
 func layerNormKernel(d *Device, c *call) ([]*tensor.Tensor, error) {
 	rows, dim, err := normInputs(c)
 	if err != nil {
 		return nil, err
 	}
 	out := tensor.New(ir.F32, c.in[0].Shape)
-	x, w, b, o := c.in[0].Float32s(), c.in[1].Float32s(), c.in[2].Float32s(), out.Float32s()
+	x, w, o := c.in[0].Float32s(), c.in[1].Float32s(), out.Float32s()
+	var b []float32 // nil: no bias
+	if len(c.in) == 3 {
+		b = c.in[2].Float32s()
+	}
 	eps := float32(c.attrs.Float("eps"))
 	d.parallel(rows, rows*dim*6, func(lo, hi int) {
 		for r := lo; r < hi; r++ {
@@ -97,7 +101,11 @@ func layerNormKernel(d *Device, c *call) ([]*tensor.Tensor, error) {
 			}
 			inv := 1 / float32(math.Sqrt(float64(vs/float32(dim)+eps)))
 			for j, v := range xr {
-				or[j] = float32(float32((v-mean)*inv)*w[j]) + b[j]
+				y := float32(float32((v-mean)*inv) * w[j]) // rounded: never fused with the bias
+				if b != nil {
+					y += b[j]
+				}
+				or[j] = y
 			}
 		}
 	})
@@ -222,7 +230,9 @@ func scalarPos(t *tensor.Tensor) (int, error) {
 // 2i/dims), all in f32. powf, cosf and sinf are computed in float64 and
 // rounded to f32 (C's are within an ulp of that). The pair is (2i, 2i+1) in
 // style interleaved and (i, i+dims/2) in style half; dims beyond `dims`
-// pass through.
+// pass through. An attention factor m multiplies cos and sin (in f32, as
+// transformers does) before they rotate the pair; a freqs table input
+// replaces the computed frequencies by its row for the length pos+S.
 func ropeKernel(_ *Device, c *call) ([]*tensor.Tensor, error) {
 	x := c.in[0]
 	if err := checkF32("x", x); err != nil {
@@ -253,6 +263,12 @@ func ropeKernel(_ *Device, c *call) ([]*tensor.Tensor, error) {
 	}
 	half := dims / 2
 	freq := ir.RopeFreqs(float32(c.attrs.Float("theta")), dims, c.attrs.Floats("freq_factors"))
+	if len(c.in) == 3 {
+		if freq, err = ropeTableRow(c.in[2], pos, s, int(c.attrs.Int("original_max")), half); err != nil {
+			return nil, err
+		}
+	}
+	m := float32(c.attrs.Float("attention_factor"))
 	cs := make([]float32, 2*half)
 	out := x.Clone()
 	o := out.Float32s()
@@ -261,6 +277,9 @@ func ropeKernel(_ *Device, c *call) ([]*tensor.Tensor, error) {
 		for i, f := range freq {
 			val := float64(p * f)
 			cs[2*i], cs[2*i+1] = float32(math.Cos(val)), float32(math.Sin(val))
+			if m != 1 {
+				cs[2*i], cs[2*i+1] = cs[2*i]*m, cs[2*i+1]*m
+			}
 		}
 		for hh := 0; hh < h; hh++ {
 			v := o[(r*h+hh)*dh : (r*h+hh+1)*dh]
@@ -277,6 +296,19 @@ func ropeKernel(_ *Device, c *call) ([]*tensor.Tensor, error) {
 		}
 	}
 	return []*tensor.Tensor{out}, nil
+}
+
+// ropeTableRow returns the frequencies a rope call of s rows from pos
+// reads from its freqs table [R, half].
+func ropeTableRow(t *tensor.Tensor, pos, s, originalMax, half int) ([]float32, error) {
+	if err := checkF32("freqs", t); err != nil {
+		return nil, err
+	}
+	if len(t.Shape) != 2 || t.Shape[0] < 1 || t.Shape[1] != half {
+		return nil, fmt.Errorf("freqs must be [R, %d], got %v", half, t.Shape)
+	}
+	r := ir.RopeTableRow(pos, s, originalMax, t.Shape[0])
+	return t.Float32s()[r*half : (r+1)*half], nil
 }
 
 // kvWriteKernel copies new[S, KH, Dh] into rows pos..pos+S-1 of
@@ -305,6 +337,8 @@ func kvWriteKernel(_ *Device, c *call) ([]*tensor.Tensor, error) {
 // attentionKernel is run.c's multi-head attention over cache rows
 // 0..pos+S-1: for query row s and head h (kv head h/(H/KH)), score[t] =
 // (q·k[t])·scale summed in f32 over t ≤ pos+s (causal) or t < pos+S,
+// and t > pos+s-window with a window; soft-capped as transformers does
+// (score/softcap, tanh in float64 rounded to f32, times softcap);
 // softmax as run.c, out = Σ_t score[t]·v[t] accumulated in order of t.
 // (s, h) pairs are split over goroutines; each is computed by one.
 func attentionKernel(d *Device, c *call) ([]*tensor.Tensor, error) {
@@ -333,6 +367,8 @@ func attentionKernel(d *Device, c *call) ([]*tensor.Tensor, error) {
 	group := h / kh
 	scale := float32(c.attrs.Float("scale"))
 	causal := c.attrs.Bool("causal")
+	softcap := float32(c.attrs.Float("softcap"))
+	window := int(c.attrs.Int("window"))
 	out := tensor.New(ir.F32, q.Shape)
 	qd, kd, vd, od := q.Float32s(), k.Float32s(), v.Float32s(), out.Float32s()
 	work := s * h * (pos + s) * dh * 2
@@ -345,9 +381,13 @@ func attentionKernel(d *Device, c *call) ([]*tensor.Tensor, error) {
 			if causal {
 				n = pos + r + 1
 			}
+			first := 0 // the first row the window keeps
+			if window > 0 {
+				first = max(pos+r-window+1, 0)
+			}
 			qv := qd[task*dh : (task+1)*dh]
 			row, off := kh*dh, kvh*dh // cache row stride, this head's offset
-			for j := 0; j < n; j++ {
+			for j := first; j < n; j++ {
 				kv := kd[j*row+off : j*row+off+dh]
 				kv = kv[:len(qv)]
 				var score float32
@@ -355,10 +395,13 @@ func attentionKernel(d *Device, c *call) ([]*tensor.Tensor, error) {
 					score += float32(x * kv[i])
 				}
 				att[j] = score * scale
+				if softcap > 0 {
+					att[j] = float32(math.Tanh(float64(att[j]/softcap))) * softcap
+				}
 			}
-			softmaxRow(att, n, 1)
+			softmaxRow(att[first:n], n-first, 1)
 			ov := od[task*dh : (task+1)*dh]
-			for j := 0; j < n; j++ {
+			for j := first; j < n; j++ {
 				a := att[j]
 				vv := vd[j*row+off : j*row+off+dh]
 				vv = vv[:len(ov)]

@@ -136,11 +136,20 @@ func TestRMSNorm(t *testing.T) {
 func TestLayerNorm(t *testing.T) {
 	d := New()
 	r := newRand(12)
-	for _, shape := range [][]int{{5}, {3, 7}, {2, 3, 16}} {
+	for _, tc := range []struct {
+		shape []int
+		bias  bool
+	}{{[]int{5}, true}, {[]int{3, 7}, true}, {[]int{2, 3, 16}, true}, {[]int{3, 7}, false}} {
+		shape := tc.shape
 		dim := shape[len(shape)-1]
 		x, w, b := randF32(r, shape...), randF32(r, dim), randF32(r, dim)
-		got := launch(t, d, ir.OpLayerNorm, nil, x, w, b)
-		xv, wv, bv := f64s(x), f64s(w), f64s(b)
+		in := []*tensor.Tensor{x, w, b}
+		bv := f64s(b)
+		if !tc.bias {
+			in, bv = in[:2], make([]float64, dim)
+		}
+		got := launch(t, d, ir.OpLayerNorm, nil, in...)
+		xv, wv := f64s(x), f64s(w)
 		want := make([]float64, len(xv))
 		for row := 0; row < len(xv)/dim; row++ {
 			xr := xv[row*dim : (row+1)*dim]
@@ -157,7 +166,7 @@ func TestLayerNorm(t *testing.T) {
 				want[row*dim+j] = (v-mean)/math.Sqrt(vr+1e-5)*wv[j] + bv[j]
 			}
 		}
-		approx(t, fmt.Sprintf("layer_norm%v", shape), want, f64s(got), 1e-5, 1e-5)
+		approx(t, fmt.Sprintf("layer_norm%v bias %v", shape, tc.bias), want, f64s(got), 1e-5, 1e-5)
 	}
 }
 
@@ -259,19 +268,28 @@ func TestArgmax(t *testing.T) {
 func TestRope(t *testing.T) {
 	d := New()
 	r := newRand(15)
+	// table is a freqs input of three rows (for lengths <= 4, 5 and >= 6:
+	// original_max 4) of two pairs.
+	table := [][]float64{{1, 0.1}, {0.5, 0.05}, {0.25, 0.01}}
 	cases := []struct {
 		s, h, dh, dims, pos int
 		style               string
 		theta               float64
 		factors             []float64
+		mscale              float64 // attention_factor; 0: none
+		row                 int     // the table row the call reads; -1: no table
 	}{
-		{1, 4, 8, 0, 0, "interleaved", 10000, nil},
-		{3, 2, 8, 0, 5, "interleaved", 10000, nil},
-		{4, 3, 16, 0, 17, "half", 10000, nil},
-		{2, 2, 10, 6, 3, "interleaved", 10000, nil},
-		{2, 2, 10, 4, 40, "half", 500000, nil},
-		{5, 1, 6, 0, 0, "half", 100, nil},
-		{3, 2, 8, 0, 60, "interleaved", 500000, []float64{1, 1.5, 4, 8}}, // Llama 3.1-style scaling
+		{1, 4, 8, 0, 0, "interleaved", 10000, nil, 0, -1},
+		{3, 2, 8, 0, 5, "interleaved", 10000, nil, 0, -1},
+		{4, 3, 16, 0, 17, "half", 10000, nil, 0, -1},
+		{2, 2, 10, 6, 3, "interleaved", 10000, nil, 0, -1},
+		{2, 2, 10, 4, 40, "half", 500000, nil, 0, -1},
+		{5, 1, 6, 0, 0, "half", 100, nil, 0, -1},
+		{3, 2, 8, 0, 60, "interleaved", 500000, []float64{1, 1.5, 4, 8}, 0, -1}, // Llama 3.1-style scaling
+		{2, 2, 8, 0, 9, "half", 10000, []float64{2, 2, 2, 2}, 1.2, -1},          // YaRN-style: factors and an attention factor
+		{3, 2, 6, 4, 0, "half", 10000, nil, 1.1, 0},                             // length 3: the first row
+		{1, 1, 4, 0, 4, "half", 10000, nil, 0, 1},                               // length 5: the second
+		{2, 3, 4, 0, 30, "interleaved", 10000, nil, 0, 2},                       // past the table: the last
 	}
 	for _, c := range cases {
 		x := randF32(r, c.s, c.h, c.dh)
@@ -279,7 +297,23 @@ func TestRope(t *testing.T) {
 		if c.factors != nil {
 			attrs["freq_factors"] = ir.FloatsAttr(c.factors...)
 		}
-		got := launch(t, d, ir.OpRope, attrs, x, tensor.ScalarInt32(int32(c.pos)))
+		m := 1.0
+		if c.mscale != 0 {
+			m = c.mscale
+			attrs["attention_factor"] = ir.FloatAttr(m)
+		}
+		ins := []*tensor.Tensor{x, tensor.ScalarInt32(int32(c.pos))}
+		if c.row >= 0 {
+			attrs["original_max"] = ir.IntAttr(4)
+			var flat []float32
+			for _, row := range table {
+				for _, f := range row {
+					flat = append(flat, float32(f))
+				}
+			}
+			ins = append(ins, tensor.FromFloat32([]int{3, 2}, flat))
+		}
+		got := launch(t, d, ir.OpRope, attrs, ins...)
 		dims := c.dims
 		if dims == 0 {
 			dims = c.dh
@@ -297,13 +331,19 @@ func TestRope(t *testing.T) {
 					if c.factors != nil {
 						ang /= c.factors[i]
 					}
+					if c.row >= 0 {
+						ang = float64(c.pos+s) * float64(float32(table[c.row][i]))
+					}
 					a, b := v[i0], v[i1]
-					v[i0] = a*math.Cos(ang) - b*math.Sin(ang)
-					v[i1] = a*math.Sin(ang) + b*math.Cos(ang)
+					v[i0] = m * (a*math.Cos(ang) - b*math.Sin(ang))
+					v[i1] = m * (a*math.Sin(ang) + b*math.Cos(ang))
 				}
 			}
 		}
 		approx(t, fmt.Sprintf("rope %+v", c), want, f64s(got), 0, 2e-5)
+	}
+	if err := launchRaw(d, ir.OpRope, nil, randF32(r, 1, 1, 4), tensor.ScalarInt32(0), randF32(r, 2, 3)); err == nil {
+		t.Error("rope with a freqs table of 3 columns for 2 pairs: no error")
 	}
 }
 
@@ -339,7 +379,9 @@ func TestKVWriteInPlace(t *testing.T) {
 	}
 }
 
-func naiveAttention(q, k, v *tensor.Tensor, pos int, scale float64, causal bool) []float64 {
+// naiveAttention is attention in float64: scores of the rows a query sees
+// (a -Inf score for the rows a window hides), soft-capped, a softmax.
+func naiveAttention(q, k, v *tensor.Tensor, pos int, scale float64, causal bool, softcap float64, window int) []float64 {
 	s, h, dh := q.Shape[0], q.Shape[1], q.Shape[2]
 	kh := k.Shape[1]
 	qv, kv, vv := f64s(q), f64s(k), f64s(v)
@@ -358,6 +400,12 @@ func naiveAttention(q, k, v *tensor.Tensor, pos int, scale float64, causal bool)
 					sc[j] += qv[(r*h+hh)*dh+i] * kv[(j*kh+g)*dh+i]
 				}
 				sc[j] *= scale
+				if softcap > 0 {
+					sc[j] = softcap * math.Tanh(sc[j]/softcap)
+				}
+				if window > 0 && j <= pos+r-window {
+					sc[j] = math.Inf(-1)
+				}
 				mx = math.Max(mx, sc[j])
 			}
 			var sum float64
@@ -381,20 +429,27 @@ func TestAttention(t *testing.T) {
 	cases := []struct {
 		s, h, kh, dh, t, pos int
 		causal               bool
+		softcap              float64
+		window               int
 	}{
-		{1, 4, 2, 8, 10, 5, true},
-		{4, 4, 1, 8, 10, 3, true},
-		{3, 2, 2, 8, 10, 0, false},
-		{5, 6, 3, 5, 12, 7, true},
-		{1, 1, 1, 3, 1, 0, true},
-		{2, 8, 4, 16, 300, 250, true},
-		{64, 8, 4, 16, 70, 3, true}, // big enough to run on several goroutines
+		{1, 4, 2, 8, 10, 5, true, 0, 0},
+		{4, 4, 1, 8, 10, 3, true, 0, 0},
+		{3, 2, 2, 8, 10, 0, false, 0, 0},
+		{5, 6, 3, 5, 12, 7, true, 0, 0},
+		{1, 1, 1, 3, 1, 0, true, 0, 0},
+		{2, 8, 4, 16, 300, 250, true, 0, 0},
+		{64, 8, 4, 16, 70, 3, true, 0, 0},  // big enough to run on several goroutines
+		{1, 4, 2, 8, 20, 12, true, 0.5, 0}, // scores beyond the cap
+		{6, 2, 1, 8, 20, 2, true, 0, 3},    // a window shorter than the rows seen
+		{3, 2, 2, 8, 20, 9, false, 1, 4},   // both, without the causal mask
+		{2, 2, 1, 4, 10, 0, true, 0, 100},  // a window longer than the cache
 	}
 	for _, c := range cases {
 		q, k, v := randF32(r, c.s, c.h, c.dh), randF32(r, c.t, c.kh, c.dh), randF32(r, c.t, c.kh, c.dh)
 		scale := 1 / math.Sqrt(float64(c.dh))
-		got := launch(t, d, ir.OpAttention, ir.Attrs{"scale": ir.FloatAttr(scale), "causal": ir.BoolAttr(c.causal)}, q, k, v, tensor.ScalarInt32(int32(c.pos)))
-		approx(t, fmt.Sprintf("attention %+v", c), naiveAttention(q, k, v, c.pos, scale, c.causal), f64s(got), 1e-5, 1e-6)
+		a := ir.Attrs{"scale": ir.FloatAttr(scale), "causal": ir.BoolAttr(c.causal), "softcap": ir.FloatAttr(c.softcap), "window": ir.IntAttr(int64(c.window))}
+		got := launch(t, d, ir.OpAttention, a, q, k, v, tensor.ScalarInt32(int32(c.pos)))
+		approx(t, fmt.Sprintf("attention %+v", c), naiveAttention(q, k, v, c.pos, scale, c.causal, c.softcap, c.window), f64s(got), 1e-5, 1e-6)
 	}
 	// Rows beyond pos+S do not matter.
 	q, k, v := randF32(r, 2, 2, 4), randF32(r, 6, 1, 4), randF32(r, 6, 1, 4)

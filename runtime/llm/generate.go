@@ -92,29 +92,42 @@ func (s *Sampler) Sample(logits []float32) int {
 
 // Tokenizer is what generation needs of a tokenizer.
 type Tokenizer interface {
+	// Encode gives the prompt's ids, with the BOS id first when the
+	// tokenizer prepends one (bos asks for it).
 	Encode(text string, bos, eos bool) []int
 	Piece(prev, tok int) string
-	BOS() int
+	BOS() int // -1: the tokenizer prepends none
+	// IsEOG reports whether a sampled id ends generation.
+	IsEOG(id int) bool
 }
 
-// Generate runs llama2.c's generation loop: the prompt (after BOS) is fed
-// through prefill, then one token per decode step, until steps positions
-// have been processed (prompt included) or BOS is sampled. Each printed
-// piece (prompt pieces included, as run.c prints them) goes to emit.
-// It returns the ids of the generated tokens.
+// Generate runs llama2.c's generation loop: the prompt (after BOS, when
+// the tokenizer prepends one) is fed through prefill, then one token per
+// decode step, until steps positions have been processed (prompt included)
+// or an end-of-generation token is sampled (llama2.c's BOS, a model's EOS
+// ids); that token is neither printed nor returned. Each printed piece
+// (prompt pieces included, as run.c prints them) goes to emit. It returns
+// the ids of the generated tokens.
 func Generate(s *Session, tok Tokenizer, prompt string, steps int, sampler *Sampler, emit func(string) error) ([]int, error) {
 	if steps <= 0 || steps > s.MaxSeq {
 		steps = s.MaxSeq
 	}
 	ids := tok.Encode(prompt, true, false)
 	if len(ids) == 0 {
-		return nil, fmt.Errorf("empty prompt encoding")
+		return nil, fmt.Errorf("the prompt encodes to no tokens (and the tokenizer prepends no BOS): give a prompt")
 	}
 	// Like run.c, a prompt longer than steps is echoed up to steps tokens
-	// and nothing is generated.
-	echo := min(len(ids)-1, steps)
-	for i := 1; i <= echo; i++ {
-		if err := emit(tok.Piece(ids[i-1], ids[i])); err != nil {
+	// after BOS (which prints nothing) and nothing is generated.
+	first := 0
+	if ids[0] == tok.BOS() {
+		first = 1
+	}
+	for i := first; i < min(len(ids), steps+first); i++ {
+		prev := -1
+		if i > 0 {
+			prev = ids[i-1]
+		}
+		if err := emit(tok.Piece(prev, ids[i])); err != nil {
 			return nil, err
 		}
 	}
@@ -129,7 +142,7 @@ func Generate(s *Session, tok Tokenizer, prompt string, steps int, sampler *Samp
 	prev := ids[len(ids)-1]
 	for {
 		next := sampler.Sample(logits)
-		if next == tok.BOS() {
+		if tok.IsEOG(next) {
 			break
 		}
 		out = append(out, next)

@@ -98,12 +98,12 @@ func opCases() []opCase {
 	}
 	special := f32s([]int{8}, 0, float32(math.Copysign(0, -1)), 1, -1, float32(math.Inf(1)), float32(math.Inf(-1)), float32(math.NaN()), 1e-40)
 	for _, op := range ir.UnaryOps {
-		t := exact
-		switch op {
-		case ir.OpExp, ir.OpLog, ir.OpTanh:
+		t := chain // silu, sigmoid, gelu and any other op with a transcendental
+		switch {
+		case op == ir.OpExp || op == ir.OpLog || op == ir.OpTanh || op == ir.OpErf:
 			t = libm
-		case ir.OpSilu, ir.OpSigmoid, ir.OpGelu:
-			t = chain
+		case op == ir.OpSqrt || op == ir.OpRsqrt || ir.LookupOp(op).Transcendentals.Of(ir.Call{}) == 0:
+			t = exact
 		}
 		lo := -4.0
 		if op == ir.OpLog || op == ir.OpSqrt || op == ir.OpRsqrt {
@@ -128,6 +128,13 @@ func opCases() []opCase {
 		f32s([]int{4}, float32(math.Copysign(0, -1)), 0, 1, float32(math.NaN())))
 	add("minimum/zeros_nan", ir.OpMinimum, nil, exact, f32s([]int{4}, 0, float32(math.Copysign(0, -1)), float32(math.NaN()), 2),
 		f32s([]int{4}, float32(math.Copysign(0, -1)), 0, 1, float32(math.NaN())))
+	for _, c := range ir.Comparisons {
+		add("compare/"+c, ir.OpCompare, ir.Attrs{"cmp": ir.StringAttr(c)}, exact, randF32(r, -1, 1, 4, 1, 6), randF32(r, -1, 1, 5, 1))
+		add("compare/"+c+"/special", ir.OpCompare, ir.Attrs{"cmp": ir.StringAttr(c)}, exact, special, f32s(nil, float32(math.NaN())))
+		add("compare/"+c+"/i32", ir.OpCompare, ir.Attrs{"cmp": ir.StringAttr(c)}, exact, randI32(r, -2, 2, 3, 4), randI32(r, -2, 2, 4))
+	}
+	add("where", ir.OpWhere, nil, exact, randI32(r, -1, 2, 2, 1), special, randF32(r, -1, 1, 2, 8))
+	add("where/i32", ir.OpWhere, nil, exact, randI32(r, 0, 2, 6), randI32(r, -9, 9, 6), randI32(r, -9, 9))
 	add("add/i32", ir.OpAdd, nil, exact, randI32(r, -100, 100, 5, 3), randI32(r, -100, 100, 3))
 	add("mul/i64", ir.OpMul, nil, exact, randI64(r, -100, 100, 4, 6), randI64(r, -100, 100, 4, 1))
 	add("maximum/i32", ir.OpMaximum, nil, exact, randI32(r, -9, 9, 11), randI32(r, -9, 9, 11))
@@ -191,6 +198,7 @@ func opCases() []opCase {
 	add("rms_norm/5x33", ir.OpRMSNorm, nil, chain, randF32(r, -2, 2, 5, 33), randF32(r, 0.5, 1.5, 33))
 	add("layer_norm/4x17", ir.OpLayerNorm, eps, chain, randF32(r, -2, 2, 4, 17), randF32(r, 0.5, 1.5, 17), randF32(r, -1, 1, 17))
 	add("layer_norm/2x3x64", ir.OpLayerNorm, nil, chain, randF32(r, -2, 2, 2, 3, 64), randF32(r, 0.5, 1.5, 64), randF32(r, -1, 1, 64))
+	add("layer_norm/no bias", ir.OpLayerNorm, nil, chain, randF32(r, -2, 2, 3, 40), randF32(r, 0.5, 1.5, 40))
 	add("softmax/3x100", ir.OpSoftmax, nil, chain, randF32(r, -5, 5, 3, 100))
 	add("softmax/axis0", ir.OpSoftmax, axis(0), chain, randF32(r, -5, 5, 5, 3, 2))
 	add("softmax/axis1", ir.OpSoftmax, axis(1), chain, randF32(r, -5, 5, 2, 7, 3))
@@ -207,6 +215,12 @@ func opCases() []opCase {
 	add("rope/partial", ir.OpRope, rope("interleaved", 8), chain, randF32(r, -2, 2, 2, 3, 16), pos(7))
 	add("rope/freq_factors", ir.OpRope, ir.Attrs{"theta": ir.FloatAttr(500000), "freq_factors": ir.FloatsAttr(1, 1, 1.5, 2, 4, 8, 8, 8)},
 		chain, randF32(r, -2, 2, 3, 4, 16), pos(200))
+	add("rope/yarn", ir.OpRope, ir.Attrs{"style": ir.StringAttr("half"), "freq_factors": ir.FloatsAttr(1, 1.5, 3, 4), "attention_factor": ir.FloatAttr(1.14)},
+		chain, randF32(r, -2, 2, 2, 4, 8), pos(40))
+	for _, p := range []int32{0, 14, 40} { // rows 0, 1 and the last of the table
+		add(fmt.Sprintf("rope/table_pos%d", p), ir.OpRope, ir.Attrs{"style": ir.StringAttr("half"), "original_max": ir.IntAttr(16), "attention_factor": ir.FloatAttr(1.2)},
+			chain, randF32(r, -2, 2, 3, 4, 16), pos(p), randF32(r, 0, 1, 5, 8))
+	}
 
 	add("kv_write/3rows", ir.OpKVWrite, nil, exact, randF32(r, -1, 1, 16, 2, 8), randF32(r, -1, 1, 3, 2, 8), pos(5))
 	add("kv_write/last", ir.OpKVWrite, nil, exact, randF32(r, -1, 1, 9, 1, 4), randF32(r, -1, 1, 1, 1, 4), pos(8))
@@ -217,6 +231,8 @@ func opCases() []opCase {
 	add("attention/decode_gqa", ir.OpAttention, att(true), chain, randF32(r, -1, 1, 1, 8, 16), randF32(r, -1, 1, 32, 4, 16), randF32(r, -1, 1, 32, 4, 16), pos(10))
 	add("attention/prefill", ir.OpAttention, att(true), chain, randF32(r, -1, 1, 4, 4, 8), randF32(r, -1, 1, 20, 2, 8), randF32(r, -1, 1, 20, 2, 8), pos(3))
 	add("attention/noncausal", ir.OpAttention, att(false), chain, randF32(r, -1, 1, 3, 2, 8), randF32(r, -1, 1, 7, 2, 8), randF32(r, -1, 1, 7, 2, 8), pos(4))
+	capped := ir.Attrs{"scale": ir.FloatAttr(0.25), "softcap": ir.FloatAttr(0.5), "window": ir.IntAttr(3)}
+	add("attention/softcap_window", ir.OpAttention, capped, chain, randF32(r, -2, 2, 4, 4, 8), randF32(r, -2, 2, 20, 2, 8), randF32(r, -1, 1, 20, 2, 8), pos(6))
 
 	shape := func(s ...int64) ir.Attrs { return ir.Attrs{"shape": ir.ShapeAttr(ir.S(s...))} }
 	add("reshape/6x4", ir.OpReshape, shape(6, 4), exact, randF32(r, -1, 1, 2, 3, 4))

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"unsafe"
 
+	"github.com/tapml/tapml/codegen/fault"
 	"github.com/tapml/tapml/codegen/msl"
 	"github.com/tapml/tapml/frontend/arch"
 	"github.com/tapml/tapml/frontend/arch/llama"
@@ -269,7 +270,7 @@ func TestInPlaceAndReshape(t *testing.T) {
 		t.Errorf("shared buffer not recycled after both frees: %+v", st)
 	}
 	// A reshape with a fault runs the copy kernel.
-	d.SetFault(2, msl.FaultWrongIndex)
+	d.SetFault(2, fault.WrongIndex)
 	x := upload(t, d, tensor.New(ir.F32, []int{8, 2, 4}))
 	if _, err := d.Launch(rs, []*rt.Buffer{x}, nil); err != nil || len(f.dispatches) != 2 {
 		t.Errorf("faulty reshape: %v, %d dispatches", err, len(f.dispatches))

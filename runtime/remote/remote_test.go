@@ -532,3 +532,53 @@ func TestRelay(t *testing.T) {
 	}
 	t.Log(err)
 }
+
+// A page that cannot start (no WebGPU adapter) posts its reason; a host
+// then fails at once with it instead of waiting for a page, and a page
+// that attaches later clears it. Posts from other origins, without the
+// token, or not POST are refused.
+func TestRelayPageError(t *testing.T) {
+	_, url := serve(t, ServerOptions{Relay: true, Token: "tk", AttachWait: time.Minute})
+	base := "http" + strings.TrimPrefix(url, "ws")
+	post := func(path, origin, body string) int {
+		req, err := http.NewRequest(http.MethodPost, base+path, strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if origin != "" {
+			req.Header.Set("Origin", origin)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	for _, tc := range []struct {
+		path, origin string
+		want         int
+	}{
+		{"/page-error?token=no", "", http.StatusForbidden},
+		{"/page-error?token=tk", "http://evil.example", http.StatusForbidden},
+		{"/page-error?token=tk", base, http.StatusNoContent},
+	} {
+		if got := post(tc.path, tc.origin, "no WebGPU adapter: start Chromium with --enable-unsafe-webgpu"); got != tc.want {
+			t.Errorf("POST %s from %q: %d, want %d", tc.path, tc.origin, got, tc.want)
+		}
+	}
+	start := time.Now()
+	_, err := DialOptions(context.Background(), url, Options{Token: "tk"})
+	if err == nil || !strings.Contains(err.Error(), "could not start: no WebGPU adapter: start Chromium with --enable-unsafe-webgpu") {
+		t.Fatalf("dial after the page failed: %v", err)
+	}
+	if time.Since(start) > 5*time.Second {
+		t.Errorf("the host waited %s", time.Since(start))
+	}
+	err, stop := page(t, url, "tk", localCore(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stop()
+	dial(t, url, Options{Token: "tk"}) // the attached page serves
+}

@@ -61,7 +61,12 @@ type Server struct {
 
 	mu      sync.Mutex
 	browser *browserConn
+	failed  *pageFailure // the last page that could not start, until one attaches
 }
+
+// pageFailure is what a browser page that could not start said (no WebGPU
+// adapter, say), and where it was.
+type pageFailure struct{ addr, msg string }
 
 // finalResetID is the id of the Reset sent when a host leaves; its reply is
 // dropped.
@@ -121,6 +126,8 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	switch {
 	case r.URL.Path == "/attach" && s.o.Relay:
 		s.attach(w, r)
+	case r.URL.Path == "/page-error" && s.o.Relay:
+		s.pageError(w, r)
 	case isUpgrade(r):
 		s.host(w, r)
 	case s.o.Relay && s.o.Page != nil:
@@ -410,7 +417,7 @@ func (s *Server) attach(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	s.browser = bc
+	s.browser, s.failed = bc, nil
 	s.mu.Unlock()
 	defer func() {
 		close(bc.done)
@@ -454,13 +461,45 @@ func (s *Server) attach(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
+// maxPageError bounds the message a failing page posts.
+const maxPageError = 2048
+
+// pageError records that a browser page could not start (it POSTs what it
+// shows, with its token), so that hosts waiting for a page fail at once
+// with the page's reason instead of waiting AttachWait. Only the page's
+// own origin may post.
+func (s *Server) pageError(w http.ResponseWriter, r *http.Request) {
+	if r.Method != http.MethodPost {
+		http.Error(w, "POST the page's error", http.StatusMethodNotAllowed)
+		return
+	}
+	if o := r.Header.Get("Origin"); o != "" && o != "http://"+r.Host && o != "https://"+r.Host {
+		http.Error(w, "another origin", http.StatusForbidden)
+		return
+	}
+	if e := s.checkToken(r.RemoteAddr, r.URL.Query().Get("token")); e != nil {
+		http.Error(w, e.Message, http.StatusForbidden)
+		return
+	}
+	b, _ := io.ReadAll(io.LimitReader(r.Body, maxPageError))
+	msg := strings.ToValidUTF8(strings.TrimSpace(string(b)), "?")
+	s.mu.Lock()
+	s.failed = &pageFailure{addr: r.RemoteAddr, msg: msg}
+	s.mu.Unlock()
+	s.logf("browser page %s could not start: %s", r.RemoteAddr, msg)
+	w.WriteHeader(http.StatusNoContent)
+}
+
 // waitBrowser returns the attached page once it is free, holding it.
 func (s *Server) waitBrowser() (*browserConn, *proto.Error) {
 	deadline := time.Now().Add(s.o.AttachWait)
 	for {
 		s.mu.Lock()
-		bc := s.browser
+		bc, failed := s.browser, s.failed
 		s.mu.Unlock()
+		if bc == nil && failed != nil {
+			return nil, proto.Errorf(proto.CodeUnavailable, "the browser page (%s) could not start: %s", failed.addr, failed.msg)
+		}
 		if bc != nil {
 			select {
 			case bc.busy <- struct{}{}:

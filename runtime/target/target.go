@@ -38,7 +38,9 @@ type Flags struct {
 
 // Register adds --target and --backend to a flag set.
 func (t *Flags) Register(f *pflag.FlagSet) {
-	f.StringVar(&t.Target, "target", "cpu", "where to run: "+strings.Join(Names, ", ")+", or remote:ws://HOST:PORT[?token=T] (a `tapmlc serve` device)")
+	// No backquotes in the usage: pflag takes a quoted word for the flag's
+	// type in --help ("--target tapmlc serve").
+	f.StringVar(&t.Target, "target", "cpu", "where to run: "+strings.Join(Names, ", ")+", or remote:ws://HOST:PORT[?token=T] (a device server of 'tapmlc serve')")
 	f.StringVar(&t.Backend, "backend", "vulkan", "graphics API of the webgpu target: vulkan or gl")
 }
 

@@ -167,6 +167,7 @@ func opCases() []opCase {
 		d := shape[len(shape)-1]
 		add(opCase{name: "rms_norm " + name, op: ir.OpRMSNorm, gen: ins(f32s(-2, 2, shape...), f32s(0.5, 1.5, d)), tol: reduction})
 		add(opCase{name: "layer_norm " + name, op: ir.OpLayerNorm, gen: ins(f32s(-2, 2, shape...), f32s(0.5, 1.5, d), f32s(-1, 1, d)), tol: reduction})
+		add(opCase{name: "layer_norm no bias " + name, op: ir.OpLayerNorm, gen: ins(f32s(-2, 2, shape...), f32s(0.5, 1.5, d)), tol: reduction})
 	}
 	norm("260K", 1, 64)
 	norm("15M prefill", 5, 288)
@@ -198,6 +199,14 @@ func opCases() []opCase {
 		gen: ins(f32s(-1, 1, 3, 4, 16), scalar(200)), tol: ropeTol})
 	rope("partial interleaved", "interleaved", 6, 3, 2, 3, 10)
 	rope("far position", "half", 0, 100000, 2, 2, 64)
+	add(opCase{name: "rope yarn", op: ir.OpRope, attrs: ir.Attrs{"style": ir.StringAttr("half"),
+		"freq_factors": ir.FloatsAttr(1, 1.5, 3, 4), "attention_factor": ir.FloatAttr(1.14)},
+		gen: ins(f32s(-1, 1, 2, 4, 8), scalar(40)), tol: ropeTol})
+	for _, pos := range []int32{0, 14, 40} { // rows 0, 1 and the last of the table
+		add(opCase{name: fmt.Sprintf("rope table pos %d", pos), op: ir.OpRope, attrs: ir.Attrs{"style": ir.StringAttr("half"),
+			"original_max": ir.IntAttr(16), "attention_factor": ir.FloatAttr(1.2)},
+			gen: ins(f32s(-1, 1, 3, 4, 16), scalar(pos), f32s(0, 1, 5, 8)), tol: ropeTol})
+	}
 
 	kv := func(name string, pos int32, t, kh, dh, s int) {
 		add(opCase{name: "kv_write " + name, op: ir.OpKVWrite, gen: ins(f32s(-1, 1, t, kh, dh), f32s(-1, 1, s, kh, dh), scalar(pos)), tol: exact})
@@ -206,11 +215,20 @@ func opCases() []opCase {
 	kv("15M prefill", 0, 256, 6, 48, 9)
 	kv("last rows", 509, 512, 4, 8, 3)
 
-	attn := func(name string, causal bool, pos int32, s, h, kh, dh, t int) {
-		add(opCase{name: "attention " + name, op: ir.OpAttention,
-			attrs: ir.Attrs{"scale": ir.FloatAttr(1 / math.Sqrt(float64(dh))), "causal": ir.BoolAttr(causal)},
-			gen:   ins(f32s(-1, 1, s, h, dh), f32s(-1, 1, t, kh, dh), f32s(-1, 1, t, kh, dh), scalar(pos)), tol: attnTol})
+	attnWith := func(name string, attrs ir.Attrs, pos int32, s, h, kh, dh, t int) {
+		attrs["scale"] = ir.FloatAttr(1 / math.Sqrt(float64(dh)))
+		add(opCase{name: "attention " + name, op: ir.OpAttention, attrs: attrs,
+			gen: ins(f32s(-1, 1, s, h, dh), f32s(-1, 1, t, kh, dh), f32s(-1, 1, t, kh, dh), scalar(pos)), tol: attnTol})
 	}
+	attn := func(name string, causal bool, pos int32, s, h, kh, dh, t int) {
+		attnWith(name, ir.Attrs{"causal": ir.BoolAttr(causal)}, pos, s, h, kh, dh, t)
+	}
+	// Gemma 2's soft-capping (scores beyond the cap: the inputs are
+	// scaled up) and sliding windows across chunks and at the start.
+	attnWith("softcap", ir.Attrs{"softcap": ir.FloatAttr(0.5)}, 20, 2, 4, 2, 16, 64)
+	attnWith("window decode", ir.Attrs{"window": ir.IntAttr(4)}, 37, 1, 8, 4, 8, 512)
+	attnWith("window prefill", ir.Attrs{"window": ir.IntAttr(3), "softcap": ir.FloatAttr(2)}, 0, 6, 4, 2, 16, 64)
+	attnWith("window long cache", ir.Attrs{"window": ir.IntAttr(3000)}, 4500, 1, 2, 1, 64, 5000)
 	attn("260K decode", true, 37, 1, 8, 4, 8, 512)
 	attn("260K full cache", true, 511, 1, 8, 4, 8, 512)
 	attn("15M decode", true, 200, 1, 6, 6, 48, 256)
@@ -235,6 +253,12 @@ func opCases() []opCase {
 	add(opCase{name: "concat axis0", op: ir.OpConcat, attrs: ir.Attrs{"axis": ir.IntAttr(0)}, gen: ins(f32s(-1, 1, 2, 5), f32s(-1, 1, 3, 5), f32s(-1, 1, 1, 5)), tol: exact})
 	add(opCase{name: "concat axis1", op: ir.OpConcat, attrs: ir.Attrs{"axis": ir.IntAttr(-1)}, gen: ins(f32s(-1, 1, 4, 3), f32s(-1, 1, 4, 0), f32s(-1, 1, 4, 7)), tol: exact})
 	add(opCase{name: "concat i32", op: ir.OpConcat, attrs: ir.Attrs{"axis": ir.IntAttr(1)}, gen: ins(ids(0, 9, 2, 2, 3), ids(0, 9, 2, 1, 3)), tol: exact})
+	cmp := func(c string) ir.Attrs { return ir.Attrs{"cmp": ir.StringAttr(c)} }
+	add(opCase{name: "compare ge", op: ir.OpCompare, attrs: cmp("ge"), gen: ins(f32s(-1, 1, 5, 1, 7), f32s(-1, 1, 3, 7)), tol: exact})
+	add(opCase{name: "compare eq i32", op: ir.OpCompare, attrs: cmp("eq"), gen: ins(ids(0, 3, 4, 3), ids(0, 3, 3)), tol: exact})
+	add(opCase{name: "compare lt scalar", op: ir.OpCompare, attrs: cmp("lt"), gen: ins(f32s(-1, 1, 9), f32s(-1, 1)), tol: exact})
+	add(opCase{name: "where", op: ir.OpWhere, gen: ins(ids(0, 2, 5, 1), f32s(-1, 1, 3, 5, 7), f32s(-1, 1, 7)), tol: exact})
+	add(opCase{name: "where i32", op: ir.OpWhere, gen: ins(ids(-1, 2, 4), ids(0, 9, 4), ids(0, 9)), tol: exact})
 	cs = append(cs, nnOpCases()...) // nn_ops_test.go
 	return cs
 }

@@ -90,6 +90,7 @@ func Cases() []Case {
 		Case{"rms_norm", ir.OpRMSNorm, nil, []ir.Type{F32(5, 288), F32(288)}},
 		Case{"rms_norm_small", ir.OpRMSNorm, nil, []ir.Type{F32(3), F32(3)}},
 		Case{"layer_norm", ir.OpLayerNorm, nil, []ir.Type{F32(5, 288), F32(288), F32(288)}},
+		Case{"layer_norm_no_bias", ir.OpLayerNorm, nil, []ir.Type{F32(3, 40), F32(40)}},
 		Case{"softmax", ir.OpSoftmax, ir.Attrs{"axis": ir.IntAttr(1)}, []ir.Type{F32(6, 5, 7)}},
 		Case{"softmax_last", ir.OpSoftmax, nil, []ir.Type{F32(2, 1000)}},
 		Case{"argmax", ir.OpArgmax, nil, []ir.Type{F32(1, 32000)}},
@@ -97,9 +98,12 @@ func Cases() []Case {
 		Case{"rope", ir.OpRope, nil, []ir.Type{F32(9, 6, 48), pos}},
 		Case{"rope_half_partial", ir.OpRope, ir.Attrs{"style": ir.StringAttr("half"), "dims": ir.IntAttr(16), "theta": ir.FloatAttr(500000)}, []ir.Type{F32(1, 4, 64), pos}},
 		Case{"rope_freq_factors", ir.OpRope, ir.Attrs{"theta": ir.FloatAttr(500000), "freq_factors": ir.FloatsAttr(ropeFactors(32)...)}, []ir.Type{F32(3, 4, 64), pos}},
+		Case{"rope_yarn", ir.OpRope, ir.Attrs{"style": ir.StringAttr("half"), "freq_factors": ir.FloatsAttr(1, 1.5, 3, 4), "attention_factor": ir.FloatAttr(1.14)}, []ir.Type{F32(2, 4, 8), pos}},
+		Case{"rope_table", ir.OpRope, ir.Attrs{"style": ir.StringAttr("half"), "original_max": ir.IntAttr(16), "attention_factor": ir.FloatAttr(1.2)}, []ir.Type{F32(3, 4, 16), pos, F32(5, 8)}},
 		Case{"kv_write", ir.OpKVWrite, nil, []ir.Type{F32(512, 4, 8), F32(1, 4, 8), pos}},
 		Case{"kv_write_prefill", ir.OpKVWrite, nil, []ir.Type{F32(64, 2, 16), F32(7, 2, 16), pos}},
 		Case{"attention", ir.OpAttention, ir.Attrs{"scale": ir.FloatAttr(0.125)}, []ir.Type{F32(1, 8, 64), F32(512, 4, 64), F32(512, 4, 64), pos}},
+		Case{"attention_softcap_window", ir.OpAttention, ir.Attrs{"scale": ir.FloatAttr(0.0625), "softcap": ir.FloatAttr(50), "window": ir.IntAttr(7)}, []ir.Type{F32(4, 4, 16), F32(64, 2, 16), F32(64, 2, 16), pos}},
 		Case{"attention_prefill", ir.OpAttention, ir.Attrs{"scale": ir.FloatAttr(0.25), "causal": ir.BoolAttr(false)}, []ir.Type{F32(5, 2, 300), F32(4000, 1, 300), F32(4000, 1, 300), pos}},
 		Case{"reshape", ir.OpReshape, ir.Attrs{"shape": ir.ShapeAttr(ir.S(4, -1))}, []ir.Type{F32(2, 3, 10)}},
 		Case{"transpose", ir.OpTranspose, ir.Attrs{"perm": ir.IntsAttr(2, 0, 1)}, []ir.Type{F32(3, 5, 7)}},
@@ -134,6 +138,12 @@ func Cases() []Case {
 		Case{"reduce_sum_none", ir.OpReduceSum, ir.Attrs{"axes": ints()}, []ir.Type{F32(3, 4)}},
 		Case{"reduce_mean", ir.OpReduceMean, ir.Attrs{"axes": ints(-1)}, []ir.Type{F32(7, 64)}},
 		Case{"reduce_max", ir.OpReduceMax, ir.Attrs{"axes": ints(1), "keepdims": ir.BoolAttr(false)}, []ir.Type{F32(2, 9, 3)}},
+		// The ops of ir/ops_logic.go.
+		Case{"compare_ge", ir.OpCompare, ir.Attrs{"cmp": ir.StringAttr("ge")}, []ir.Type{F32(5, 1, 7), F32(3, 7)}},
+		Case{"compare_eq_i32", ir.OpCompare, ir.Attrs{"cmp": ir.StringAttr("eq")}, []ir.Type{I32(4, 3), I32(3)}},
+		Case{"compare_ne", ir.OpCompare, ir.Attrs{"cmp": ir.StringAttr("ne")}, []ir.Type{F32(6), F32()}},
+		Case{"where", ir.OpWhere, nil, []ir.Type{I32(5, 1), F32(3, 5, 7), F32(7)}},
+		Case{"where_i32", ir.OpWhere, nil, []ir.Type{I32(4), I32(), I32(4)}},
 	)
 }
 

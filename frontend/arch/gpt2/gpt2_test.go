@@ -1,11 +1,11 @@
 package gpt2
 
 import (
-	"github.com/tapml/tapml/frontend/arch"
 	"math"
 	"strings"
 	"testing"
 
+	"github.com/tapml/tapml/frontend/arch"
 	"github.com/tapml/tapml/internal/testenv/llmtest"
 	"github.com/tapml/tapml/ir"
 )
@@ -87,6 +87,31 @@ func TestPrefillMatchesDecode(t *testing.T) {
 	for i := range a {
 		if d := math.Abs(float64(a[i] - b[i])); d > 1e-5 {
 			t.Fatalf("next step, logit %d: %g vs %g", i, a[i], b[i])
+		}
+	}
+}
+
+// TestBigCodeSplitsAtLoad: GPTBigCode's c_attn (nn.Linear, out×in) is
+// split at load into the layers q, k and v, views of its rows; with one
+// key/value head, k and v are one head wide.
+func TestBigCodeSplitsAtLoad(t *testing.T) {
+	c := tiny
+	c.KVHeads, c.Linear = 1, true
+	m, err := arch.Build("bigcode", c, RandomWeights(c, 2))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, typ := range map[string]string{
+		"h.0.attn.q.weight": "f32[32, 32]", "h.0.attn.k.weight": "f32[8, 32]", "h.0.attn.v.weight": "f32[8, 32]",
+		"h.0.attn.q.bias": "f32[32]", "h.0.attn.k.bias": "f32[8]", "h.0.attn.v.bias": "f32[8]",
+	} {
+		if w := m.Weight(name); w == nil || w.Type.String() != typ {
+			t.Errorf("weight %s: %v, want %s", name, w, typ)
+		}
+	}
+	for _, name := range []string{"h.0.attn.c_attn.weight", "h.0.attn.c_attn.bias"} {
+		if m.Weight(name) != nil {
+			t.Errorf("the fused %s is in the module", name)
 		}
 	}
 }

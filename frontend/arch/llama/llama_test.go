@@ -1,10 +1,13 @@
 package llama
 
 import (
-	"github.com/tapml/tapml/frontend/arch"
+	"math"
 	"strings"
 	"testing"
 
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
+	"github.com/tapml/tapml/frontend/arch"
 	"github.com/tapml/tapml/ir"
 )
 
@@ -88,5 +91,86 @@ func TestExtensions(t *testing.T) {
 	}
 	if strings.Contains(ir.Text(m), "dims = 4") || !strings.Contains(ir.Text(m), "dims = 0") || m.Weight("layers.0.attention.bq") != nil {
 		t.Errorf("plain Tiny has extension artefacts")
+	}
+}
+
+// The attention features of Mistral, Qwen3, Phi-3 and Gemma 3: weights,
+// and attributes set on the layers they concern.
+func TestAttentionFeatures(t *testing.T) {
+	c := Tiny
+	c.RopeStyle = "half"
+	c.FusedQKV, c.FusedGateUp, c.QKNorm = true, true, true
+	c.SlidingWindow, c.SlidingLayers, c.LocalRopeTheta = 5, []bool{true, false}, 1000
+	c.AttnScale, c.AttnSoftcap = 0.25, 30
+	c.RopeScaling = arch.RopeScaling{Type: "longrope", OriginalMax: 16, Factor: 4,
+		ShortFactors: []float64{1, 1, 1, 1}, LongFactors: []float64{1, 2, 3, 4}}
+	ws := map[string][]int{}
+	for _, ns := range c.WeightShapes() {
+		ws[ns.Name] = ns.Shape
+	}
+	for name, want := range map[string][]int{
+		"layers.0.attention.wqkv": {(8 + 2*4) * 8, 64}, "layers.1.feed_forward.w13": {2 * 172, 64},
+		"layers.0.attention.q_norm": {8}, "layers.1.attention.k_norm": {8},
+		"layers.0.attention.wq": nil, "layers.0.feed_forward.w1": nil,
+	} {
+		if !cmp.Equal(ws[name], want, cmpopts.EquateEmpty()) {
+			t.Errorf("%s: shape %v, want %v", name, ws[name], want)
+		}
+	}
+	m, err := arch.Build("features", c, RandomWeights(c, 5))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if w := m.Weight("rope.freqs"); w == nil || !w.Type.Equal(ir.T(ir.F32, ir.S(2, 4))) {
+		t.Fatalf("longrope table weight: %v", w)
+	}
+	for _, n := range m.Func("decode").Nodes {
+		sliding := strings.HasPrefix(n.Prov, "layers.0.")
+		switch n.Op {
+		case ir.OpAttention:
+			if w := n.Attrs.Int("window"); (w == 5) != sliding || n.Attrs.Float("scale") != 0.25 || n.Attrs.Float("softcap") != 30 {
+				t.Errorf("%s: attrs %v", n.Prov, n.Attrs)
+			}
+		case ir.OpRope:
+			// The sliding layer: its own base, unscaled; the other: the
+			// longrope table.
+			if sliding && (len(n.Inputs) != 2 || n.Attrs.Float("theta") != 1000) ||
+				!sliding && (len(n.Inputs) != 3 || n.Attrs.Int("original_max") != 16) {
+				t.Errorf("%s: %d inputs, attrs %v", n.Prov, len(n.Inputs), n.Attrs)
+			}
+		}
+	}
+	// Without a window, the marked layers still take the local base (a
+	// Gemma 3 whose sliding_window is null).
+	nw := c
+	nw.SlidingWindow, nw.RopeScaling = 0, arch.RopeScaling{}
+	m, err = arch.Build("no window", nw, RandomWeights(nw, 5))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range m.Func("decode").Nodes {
+		if n.Op == ir.OpRope && (n.Attrs.Float("theta") == 1000) != strings.HasPrefix(n.Prov, "layers.0.") ||
+			n.Op == ir.OpAttention && n.Attrs.Int("window") != 0 {
+			t.Errorf("no window: %s: attrs %v", n.Prov, n.Attrs)
+		}
+	}
+	for _, tc := range []struct {
+		edit func(*Config)
+		err  string
+	}{
+		{func(c *Config) { c.SlidingLayers = []bool{true} }, "1 layer flags for 2 layers"},
+		{func(c *Config) { c.QKVBias = true }, "fused q/k/v projections with biases"},
+		{func(c *Config) { c.RopeFreqFactors = []float64{1, 1, 1, 1} }, "exclusive"},
+		{func(c *Config) { c.AttnSoftcap = math.Inf(1) }, "softcap"},
+		{func(c *Config) {
+			c.RopeScaling = arch.RopeScaling{Type: "dynamic", Factor: 2, OriginalMax: 1}
+			c.HeadSize, c.Heads, c.KVHeads, c.MaxSeq = 1<<18, 1, 1, 4096
+		}, "dynamic NTK needs a table"},
+	} {
+		e := c
+		tc.edit(&e)
+		if err := e.Validate(); err == nil || !strings.Contains(err.Error(), tc.err) {
+			t.Errorf("Validate() = %v, want %q", err, tc.err)
+		}
 	}
 }

@@ -7,6 +7,7 @@ package bpe
 
 import (
 	"container/heap"
+	"slices"
 	"sort"
 	"strings"
 	"unicode"
@@ -55,6 +56,7 @@ type Tokenizer struct {
 	special    map[int]bool
 
 	bos, eos int
+	eog      []int // the ids that end generation
 }
 
 type mergeRule struct{ rank, id int }
@@ -298,6 +300,12 @@ func (t *Tokenizer) BOS() int { return t.bos }
 
 // EOS returns the id of the end-of-sequence token, or -1.
 func (t *Tokenizer) EOS() int { return t.eos }
+
+// IsEOG reports whether sampling id ends generation.
+func (t *Tokenizer) IsEOG(id int) bool { return slices.Contains(t.eog, id) }
+
+// EOG returns the ids that end generation.
+func (t *Tokenizer) EOG() []int { return append([]int{}, t.eog...) }
 
 // Token returns the token of id as stored in tokenizer.json ("" when id
 // has none).

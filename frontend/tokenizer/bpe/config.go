@@ -36,6 +36,9 @@ type Config struct {
 	PreTokenizers []PreTokenizer // applied in order, each to the words of the one before
 	Decoders      []Decoder      // applied in order to each token's text
 	BOS, EOS      int            // the ids Encode puts around the text, or -1
+	// EOG are the ids that end generation when sampled (end of
+	// generation: the model's EOS ids).
+	EOG []int
 }
 
 // AddedToken is a token matched whole in the text.
@@ -161,6 +164,14 @@ func New(c Config) (*Tokenizer, error) {
 		}
 		*x.dst = max(x.id, -1)
 	}
+	for _, id := range c.EOG {
+		// A model may sample ids beyond the tokenizer's (a padded
+		// vocabulary), so any id may end generation.
+		if id < 0 || id >= MaxTokens {
+			return nil, fmt.Errorf("end-of-generation id %d is outside [0, %d)", id, MaxTokens)
+		}
+	}
+	t.eog = append([]int{}, c.EOG...)
 	return t, nil
 }
 

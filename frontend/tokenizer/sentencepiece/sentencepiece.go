@@ -10,6 +10,7 @@ package sentencepiece
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 )
 
@@ -21,6 +22,7 @@ type Tokenizer struct {
 	ids    map[string]int // piece -> lowest id with that piece
 	bos    int
 	eos    int
+	eog    []int // the ids that end generation
 	unk    int
 	space  int      // id of the piece " " (the dummy prefix), or -1
 	bytes  [256]int // id of the byte-fallback token "<0xXX>" of each byte
@@ -30,6 +32,8 @@ type Tokenizer struct {
 // New returns a tokenizer over vocab (pieces, with a plain ' ' for spaces)
 // and their merge scores. bos and eos are the ids of the sequence delimiters
 // (1 and 2 in llama2.c and Llama 2), or -1 where the vocabulary has none.
+// Generation ends when BOS is sampled, llama2.c's convention (WithEOG
+// changes that).
 // Byte-fallback tokens are the pieces named "<0xXX>" (two upper-case hex
 // digits); a byte without one encodes as the unknown token ("<unk>", or id 0).
 // Where a piece occurs more than once, lookups use its lowest id.
@@ -52,6 +56,9 @@ func New(vocab []string, scores []float32, bos, eos int) (*Tokenizer, error) {
 		bos:    bos,
 		eos:    eos,
 		isByte: map[int]byte{},
+	}
+	if bos >= 0 {
+		t.eog = []int{bos}
 	}
 	for i, p := range t.vocab {
 		if _, dup := t.ids[p]; !dup {
@@ -103,6 +110,25 @@ func (t *Tokenizer) BOS() int { return t.bos }
 
 // EOS returns the id of the end-of-sequence token (-1 if none).
 func (t *Tokenizer) EOS() int { return t.eos }
+
+// WithEOG returns a copy of t whose generation ends at the ids eog
+// instead (none when eog is empty).
+func (t *Tokenizer) WithEOG(eog []int) (*Tokenizer, error) {
+	for _, id := range eog {
+		if id < 0 {
+			return nil, fmt.Errorf("tokenizer: end-of-generation id %d is negative", id)
+		}
+	}
+	c := *t
+	c.eog = append([]int{}, eog...)
+	return &c, nil
+}
+
+// EOG returns the ids that end generation.
+func (t *Tokenizer) EOG() []int { return append([]int{}, t.eog...) }
+
+// IsEOG reports whether sampling id ends generation.
+func (t *Tokenizer) IsEOG(id int) bool { return slices.Contains(t.eog, id) }
 
 // Token returns the piece of id as stored in the vocabulary ("" when id is
 // out of range).

@@ -85,15 +85,23 @@ func str(v js.Value) string {
 	return ""
 }
 
+// noAdapter says why the page cannot serve when the browser gives no
+// adapter, and the fix (on Linux, Chromium ships WebGPU switched off).
+const noAdapter = "no WebGPU adapter: the browser offers none. Chromium on Linux needs --enable-unsafe-webgpu " +
+	"(and, headless, --headless=new); see chrome://gpu for what it supports"
+
 func openGPU() (*gpu, error) {
 	nav := js.Global().Get("navigator")
 	g := nav.Get("gpu")
 	if !g.Truthy() {
-		return nil, errors.New("this browser has no WebGPU (navigator.gpu is missing)")
+		return nil, errors.New("this browser has no WebGPU (navigator.gpu is missing): use a browser with WebGPU, over https:// or localhost")
 	}
 	adapter, err := await(g.Call("requestAdapter", map[string]any{"powerPreference": "high-performance"}))
-	if err != nil || !adapter.Truthy() {
-		return nil, fmt.Errorf("no WebGPU adapter: %v", err)
+	if err != nil {
+		return nil, fmt.Errorf("requesting a WebGPU adapter: %v", err)
+	}
+	if !adapter.Truthy() {
+		return nil, errors.New(noAdapter)
 	}
 	al := adapter.Get("limits")
 	lim := func(name string) uint32 { return uint32(al.Get(name).Int()) }
