@@ -242,8 +242,10 @@ func parseInjections(values []string, tgt string) ([]target.Injection, error) {
 		}
 		injs = append(injs, in)
 	}
-	if len(injs) > 0 && tgt != "webgpu" && !target.IsRemote(tgt) {
-		return nil, fmt.Errorf("--inject: fault injection is supported only on the webgpu target and remote:ws:// targets (codegen/wgsl's test-only faults), not on %s", tgt)
+	if len(injs) > 0 {
+		if err := target.InjectableTarget(tgt); err != nil {
+			return nil, fmt.Errorf("--inject: %w", err)
+		}
 	}
 	return injs, nil
 }
