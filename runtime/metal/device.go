@@ -376,19 +376,16 @@ func (d *Device) isView(n *ir.Node) bool { return devkit.IsView(n, d.faults[n.ID
 // in place and returns the cache buffer itself; reshape returns a buffer
 // sharing its input's memory.
 func (d *Device) Launch(n *ir.Node, in []*runtime.Buffer, outs []ir.Type) ([]*runtime.Buffer, error) {
-	if n == nil {
-		return nil, errors.New("metal: launch of a nil node")
-	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	res, err := d.launch(n, in, outs)
-	if err != nil {
-		return nil, devkit.NodeError(d.name, n, err)
-	}
-	return res, nil
+	return res, devkit.NodeError(d.name, n, err)
 }
 
 func (d *Device) launch(n *ir.Node, in []*runtime.Buffer, outs []ir.Type) ([]*runtime.Buffer, error) {
+	if n == nil {
+		return nil, errors.New("metal: launch of a nil node")
+	}
 	if err := d.usable(); err != nil {
 		return nil, err
 	}
@@ -416,10 +413,7 @@ func (d *Device) LaunchKernel(n *ir.Node, k *codegen.Kernel, in []*runtime.Buffe
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	res, err := d.launchKernel(k, in)
-	if err != nil {
-		return nil, devkit.NodeError(d.name, n, err)
-	}
-	return res, nil
+	return res, devkit.NodeError(d.name, n, err)
 }
 
 func (d *Device) launchKernel(k *codegen.Kernel, in []*runtime.Buffer) ([]*runtime.Buffer, error) {

@@ -894,13 +894,10 @@ func (d *Device) Launch(n *ir.Node, in []*runtime.Buffer, outs []ir.Type) ([]*ru
 		return nil, err
 	}
 	res, err := d.launch(n, in, outs)
-	if err != nil {
-		if d.lostOrBroken() {
-			return nil, err
-		}
-		return nil, devkit.NodeError(d.name, n, err)
+	if err != nil && d.lostOrBroken() {
+		return nil, err
 	}
-	return res, nil
+	return res, devkit.NodeError(d.name, n, err)
 }
 
 func (d *Device) launch(n *ir.Node, in []*runtime.Buffer, outs []ir.Type) ([]*runtime.Buffer, error) {

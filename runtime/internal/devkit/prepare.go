@@ -66,10 +66,11 @@ func Prepare(dev string, nodes []*ir.Node, isView func(*ir.Node) bool, compile f
 
 // NodeError returns err, a failure of node n on device dev, as a
 // runtime.KernelError naming n, unless it already names a node (a batched
-// dispatch of another node failed) or means that the device is lost.
+// dispatch of another node failed), means that the device is lost, or n is
+// nil (nil stays nil).
 func NodeError(dev string, n *ir.Node, err error) error {
 	var ke *runtime.KernelError
-	if errors.As(err, &ke) || errors.Is(err, runtime.ErrDeviceLost) {
+	if err == nil || n == nil || errors.As(err, &ke) || errors.Is(err, runtime.ErrDeviceLost) {
 		return err
 	}
 	return &runtime.KernelError{Device: dev, Node: n, Err: err}
