@@ -389,8 +389,8 @@ func (d *Device) launch(n *ir.Node, in []*runtime.Buffer, outs []ir.Type) ([]*ru
 	if err := d.usable(); err != nil {
 		return nil, err
 	}
-	hs, err := devkit.Handles[unsafe.Pointer](d, in)
-	if err != nil {
+	hs := make([]*mbuf, len(in))
+	if err := devkit.Handles(d, in, hs); err != nil {
 		return nil, err
 	}
 	if d.isView(n) {
@@ -420,8 +420,8 @@ func (d *Device) launchKernel(k *codegen.Kernel, in []*runtime.Buffer) ([]*runti
 	if err := d.usable(); err != nil {
 		return nil, err
 	}
-	hs, err := devkit.Handles[unsafe.Pointer](d, in)
-	if err != nil {
+	hs := make([]*mbuf, len(in))
+	if err := devkit.Handles(d, in, hs); err != nil {
 		return nil, err
 	}
 	if err := devkit.CheckBindings(k, hs); err != nil {

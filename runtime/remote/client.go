@@ -901,8 +901,8 @@ func (d *Device) Launch(n *ir.Node, in []*runtime.Buffer, outs []ir.Type) ([]*ru
 }
 
 func (d *Device) launch(n *ir.Node, in []*runtime.Buffer, outs []ir.Type) ([]*runtime.Buffer, error) {
-	hs, err := devkit.Handles[uint32](d, in)
-	if err != nil {
+	hs := make([]*rbuf, len(in))
+	if err := devkit.Handles(d, in, hs); err != nil {
 		return nil, err
 	}
 	if d.isView(n) {

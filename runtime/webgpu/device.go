@@ -986,8 +986,8 @@ func (d *Device) launch(n *ir.Node, in []*runtime.Buffer, outs []ir.Type) ([]*ru
 	if err := d.usable(); err != nil {
 		return nil, err
 	}
-	hs, err := devkit.Handles[*wgpu.Buffer](d, in)
-	if err != nil {
+	hs := make([]*gpuBuf, len(in))
+	if err := devkit.Handles(d, in, hs); err != nil {
 		return nil, err
 	}
 	fault := d.faults[n.ID]
@@ -1083,8 +1083,8 @@ func (d *Device) launchKernel(n *ir.Node, k *codegen.Kernel, in []*runtime.Buffe
 	if err := d.usable(); err != nil {
 		return nil, err
 	}
-	hs, err := devkit.Handles[*wgpu.Buffer](d, in)
-	if err != nil {
+	hs := make([]*gpuBuf, len(in))
+	if err := devkit.Handles(d, in, hs); err != nil {
 		return nil, err
 	}
 	if err := devkit.CheckBindings(k, hs); err != nil {

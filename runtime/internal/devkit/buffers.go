@@ -30,18 +30,18 @@ func Handle[B any](dev runtime.Device, b *runtime.Buffer) (*Buf[B], error) {
 	return g, nil
 }
 
-// Handles returns the device buffers behind a launch's inputs (Handle),
-// naming the input that is not one.
-func Handles[B any](dev runtime.Device, in []*runtime.Buffer) ([]*Buf[B], error) {
-	hs := make([]*Buf[B], len(in))
+// Handles puts in hs (len(in)) the device buffers behind a launch's inputs
+// (Handle), naming the input that is not one. The caller makes hs, so that
+// it can live on the stack.
+func Handles[B any](dev runtime.Device, in []*runtime.Buffer, hs []*Buf[B]) error {
 	for i, b := range in {
 		h, err := Handle[B](dev, b)
 		if err != nil {
-			return nil, fmt.Errorf("input %d: %w", i, err)
+			return fmt.Errorf("input %d: %w", i, err)
 		}
 		hs[i] = h
 	}
-	return hs, nil
+	return nil
 }
 
 // Take ends b's hold on its device buffer, for dev's Free: it clears

@@ -31,9 +31,9 @@ func TestHandlesAndViews(t *testing.T) {
 	a := allocator(exist)
 	g, _ := a.Alloc(24)
 	x := devkit.Wrap(dev, g, ir.F32, []int{2, 3})
-	hs, err := devkit.Handles[int](dev, []*runtime.Buffer{x})
-	if err != nil || hs[0] != g {
-		t.Fatalf("Handles: %v %v", hs, err)
+	hs := make([]*devkit.Buf[int], 1)
+	if err := devkit.Handles(dev, []*runtime.Buffer{x}, hs); err != nil || hs[0] != g {
+		t.Fatalf("Handles: %v", hs)
 	}
 	n := &ir.Node{ID: 1, Op: ir.OpReshape, Attrs: ir.Attrs{"shape": ir.ShapeAttr(ir.S(3, 2))}}
 	if !devkit.IsView(n, "") || devkit.IsView(n, "wrong_index") || devkit.IsView(&ir.Node{Op: ir.OpNeg}, "") {
@@ -66,7 +66,7 @@ func TestHandlesAndViews(t *testing.T) {
 		{"freed", x, "was freed"},
 		{"another device's", devkit.Wrap(other, devkit.NewBuf(7, 16), ir.F32, []int{4}), "is not on cpu"},
 	} {
-		if _, err := devkit.Handles[int](dev, []*runtime.Buffer{c.b}); err == nil || !strings.HasPrefix(err.Error(), "input 0: ") || !strings.Contains(err.Error(), c.want) {
+		if err := devkit.Handles(dev, []*runtime.Buffer{c.b}, hs); err == nil || !strings.HasPrefix(err.Error(), "input 0: ") || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%s buffer: %v, want %q", c.name, err, c.want)
 		}
 		if devkit.Take[int](dev, c.b) != nil {
@@ -103,7 +103,10 @@ func TestBindAndOutputs(t *testing.T) {
 	}
 	cacheT, rowT, posT := ir.T(ir.F32, ir.S(8, 1, 4)), ir.T(ir.F32, ir.S(1, 1, 4)), ir.T(ir.I32, ir.S())
 	in := []*runtime.Buffer{wrap(128, cacheT), wrap(16, rowT), wrap(4, posT)}
-	hs, _ := devkit.Handles[int](dev, in)
+	hs := make([]*devkit.Buf[int], len(in))
+	if err := devkit.Handles(dev, in, hs); err != nil {
+		t.Fatal(err)
+	}
 
 	// kv_write updates its cache in place: no new buffer, the output is
 	// the cache's runtime.Buffer itself.

@@ -69,8 +69,11 @@ func Prepare(dev string, nodes []*ir.Node, isView func(*ir.Node) bool, compile f
 // dispatch of another node failed), means that the device is lost, or n is
 // nil (nil stays nil).
 func NodeError(dev string, n *ir.Node, err error) error {
+	if err == nil || n == nil { // before ke, which escapes: no allocation on success
+		return err
+	}
 	var ke *runtime.KernelError
-	if err == nil || n == nil || errors.As(err, &ke) || errors.Is(err, runtime.ErrDeviceLost) {
+	if errors.As(err, &ke) || errors.Is(err, runtime.ErrDeviceLost) {
 		return err
 	}
 	return &runtime.KernelError{Device: dev, Node: n, Err: err}
