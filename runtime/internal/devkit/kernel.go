@@ -16,23 +16,53 @@ func NumOutputs(k *codegen.Kernel) int {
 	return n
 }
 
-// CheckBindings checks a prebuilt kernel's bindings against the buffers of
-// its inputs: they are numbered 0, 1, ... in order, an input binding names
-// an input that holds its type's bytes, and any other binding is a static
-// output (whose buffer the launch makes).
-func CheckBindings[B any](k *codegen.Kernel, in []*Buf[B]) error {
+// CheckLayout checks the shape of a prebuilt kernel's bindings: they are
+// numbered 0, 1, ... in order; each carries an input or an output (or
+// both: an input updated in place); a binding that only carries an output
+// is writable; and the outputs are numbered 0 to n-1, one binding each.
+func CheckLayout(k *codegen.Kernel) error {
+	nout := 0
 	for i, b := range k.Bindings {
-		if b.Index != i {
+		switch {
+		case b.Index != i:
 			return fmt.Errorf("kernel binding %d has index %d; bindings must be 0, 1, ... in order", i, b.Index)
+		case b.Input < 0 && b.Output < 0:
+			return fmt.Errorf("kernel binding %d is neither an input nor an output", i)
+		case b.Input < 0 && b.Access == codegen.Read:
+			return fmt.Errorf("kernel binding %d is a read-only output", i)
+		case b.Output < 0:
+			continue
 		}
+		for _, c := range k.Bindings[:i] {
+			if c.Output == b.Output {
+				return fmt.Errorf("kernel output %d has two bindings", b.Output)
+			}
+		}
+		nout++
+	}
+	if NumOutputs(k) != nout {
+		return fmt.Errorf("kernel outputs are not numbered 0 to %d", nout-1)
+	}
+	return nil
+}
+
+// CheckBindings checks a prebuilt kernel's bindings (CheckLayout) against
+// the buffers of its inputs: an input binding names an input that holds
+// its type's bytes, and an output that is not an input has a static type
+// (the launch makes its buffer).
+func CheckBindings[B any](k *codegen.Kernel, in []*Buf[B]) error {
+	if err := CheckLayout(k); err != nil {
+		return err
+	}
+	for i, b := range k.Bindings {
 		if b.Input >= len(in) {
 			return fmt.Errorf("kernel binding %d reads input %d of %d", i, b.Input, len(in))
 		}
 		if b.Input >= 0 && uint64(b.Type.Bytes()) > in[b.Input].Size {
 			return fmt.Errorf("kernel binding %d expects %s, input %d holds %d bytes", i, b.Type, b.Input, in[b.Input].Size)
 		}
-		if b.Input < 0 && (b.Output < 0 || !b.Type.Shape.IsStatic()) {
-			return fmt.Errorf("kernel binding %d is neither an input nor a static output", i)
+		if b.Input < 0 && !b.Type.Shape.IsStatic() {
+			return fmt.Errorf("kernel binding %d is an output of symbolic type %s", i, b.Type)
 		}
 	}
 	return nil
