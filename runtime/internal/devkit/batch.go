@@ -6,12 +6,12 @@ package devkit
 const DefaultMaxBatch = 64
 
 // Batch decides when recorded dispatches go to the device in one
-// submission: after Max of them, so that no submission runs long (CPU
-// drivers) and the device is fed while the host records more. With a Ramp
-// > 0, the first submission after the device waited (a download or a
-// sync) comes after Ramp dispatches, the next after twice as many, and so
-// on up to Max, so that the GPU starts on a step's first kernels while the
-// host records the rest.
+// submission: after its maximum of them, so that no submission runs long
+// (CPU drivers) and the device is fed while the host records more. With a
+// ramp > 0, the first submission after the device waited (a download or a
+// sync) comes after ramp dispatches, the next after twice as many, and so
+// on up to the maximum, so that the GPU starts on a step's first kernels
+// while the host records the rest.
 type Batch struct {
 	max, ramp int
 	pending   int // dispatches recorded since the last submission
@@ -32,12 +32,6 @@ func (b *Batch) Set(maxBatch, ramp int) {
 	b.max, b.ramp = max(maxBatch, 1), ramp
 	b.Waited()
 }
-
-// Max returns the most dispatches of one submission.
-func (b *Batch) Max() int { return b.max }
-
-// Ramp returns the size of the first submission after a wait (<= 0: none).
-func (b *Batch) Ramp() int { return b.ramp }
 
 // Pending returns the dispatches recorded since the last submission.
 func (b *Batch) Pending() int { return b.pending }
