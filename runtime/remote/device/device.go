@@ -17,6 +17,7 @@ import (
 	"errors"
 	"fmt"
 	"hash"
+	"slices"
 	"sort"
 	"sync"
 
@@ -405,7 +406,7 @@ func (s *Session) upload(m *proto.Upload) *proto.Error {
 		return failf("upload to buffer %d at offset %d: no upload in progress", m.Buf, m.Offset)
 	}
 	up := b.up
-	if up.dt != m.DType || !equalShape(up.shape, m.Shape) || up.cache != m.Cache || up.hash != m.Hash {
+	if up.dt != m.DType || !slices.Equal(up.shape, m.Shape) || up.cache != m.Cache || up.hash != m.Hash {
 		s.abandon(m.Buf)
 		return failf("upload to buffer %d: a chunk describes another tensor", m.Buf)
 	}
@@ -503,18 +504,6 @@ func (s *Session) abandon(id uint32) {
 	if b := s.bufs[id]; b != nil && b.h == nil {
 		s.free(id)
 	}
-}
-
-func equalShape(a, b []uint32) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }
 
 func kernelKey(m *proto.Compile) [32]byte {
