@@ -43,7 +43,8 @@ type Allocator[B comparable] struct {
 	// users then find them freed), for devices that must release every
 	// buffer they made.
 	TrackLive bool
-	Pool      Pool[B]
+	// Pool keeps the freed buffers, up to its Limit.
+	Pool Pool[B]
 
 	live   map[*Buf[B]]struct{}
 	closed bool

@@ -154,7 +154,9 @@ func TestBindAndOutputs(t *testing.T) {
 		{bad(func(k *codegen.Kernel) { k.Bindings[1].Input = 3 }), "reads input 3 of 3"},
 		{bad(func(k *codegen.Kernel) { k.Bindings[0].Type = ir.T(ir.F32, ir.S(64, 1, 4)) }), "input 0 holds 128 bytes"},
 		{bad(func(k *codegen.Kernel) { k.Bindings[2].Input, k.Bindings[2].Output = -1, -1 }), "neither an input nor an output"},
-		{bad(func(k *codegen.Kernel) { k.Bindings[2].Input, k.Bindings[2].Output, k.Bindings[2].Access = -1, 0, codegen.Write }), "output 0 has two bindings"},
+		{bad(func(k *codegen.Kernel) {
+			k.Bindings[2].Input, k.Bindings[2].Output, k.Bindings[2].Access = -1, 0, codegen.Write
+		}), "output 0 has two bindings"},
 		{bad(func(k *codegen.Kernel) { k.Bindings[2].Input, k.Bindings[2].Output = -1, 1 }), "is a read-only output"},
 		{bad(func(k *codegen.Kernel) { k.Bindings[0].Output = 1 }), "not numbered 0 to 0"},
 		{bad(func(k *codegen.Kernel) {
