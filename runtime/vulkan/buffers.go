@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/tapml/tapml/ir"
 	"github.com/tapml/tapml/runtime"
 	"github.com/tapml/tapml/runtime/internal/devkit"
 	"github.com/tapml/tapml/tensor"
@@ -27,21 +26,25 @@ func newPool(align, maxBlock uint64) *pool {
 	return &pool{a: newArena(align, min(firstBlock, maxBlock), maxBlock)}
 }
 
-// vbuf is the handle of a runtime.Buffer: a range of a block, shared by
-// the buffers that alias it (reshape).
-type vbuf struct {
+// vrange is where a tensor lives: a range of a block of one of the
+// pools. A runtime.Buffer's handle is a devkit.Buf of it (vbuf), shared by
+// the buffers that alias it (reshape views); the Buf's Size is the
+// range's bytes, all bound to kernels.
+type vrange struct {
 	pool   *pool
 	blk    *memBlock
 	local  int // the block's index in pool
 	off    uint64
-	size   uint64 // bytes bound (the range)
-	refs   int
 	weight bool
 }
 
-func (g *vbuf) access() access { return access{g.blk.id, g.off, g.off + g.size} }
+type vbuf = devkit.Buf[vrange]
 
-// alloc returns a fresh range of at least n bytes (must hold d.mu).
+// accessOf is the memory of g that a command touches.
+func accessOf(g *vbuf) access { return access{g.B.blk.id, g.B.off, g.B.off + g.Size} }
+
+// alloc returns a new range of at least n bytes, and whether no command
+// can have touched it yet (must hold d.mu).
 func (d *Device) alloc(n uint64, weight bool) (*vbuf, bool, error) {
 	p := d.tensors
 	if weight {
@@ -65,41 +68,24 @@ func (d *Device) alloc(n uint64, weight bool) (*vbuf, bool, error) {
 		d.blocks = append(d.blocks, b)
 		p.a.addBlock(size)
 		p.blocks = append(p.blocks, b)
-		d.stats.Blocks++
+		d.stats.Allocs++
 		d.stats.BlockBytes += size
 		if pc, ok = p.a.alloc(n); !ok {
 			return nil, false, fmt.Errorf("internal: a new block of %d bytes does not hold %d", size, n)
 		}
 	}
 	p.inUse += pc.size
-	return &vbuf{pool: p, blk: p.blocks[pc.blk], local: pc.blk, off: pc.off, size: pc.size, refs: 1, weight: weight}, pc.fresh, nil
+	r := vrange{pool: p, blk: p.blocks[pc.blk], local: pc.blk, off: pc.off, weight: weight}
+	return devkit.NewBuf(r, pc.size), pc.fresh, nil
 }
 
 // release returns a range to its pool (must hold d.mu).
 func (d *Device) release(g *vbuf) {
-	if err := g.pool.a.release(g.local, g.off, g.size); err != nil && d.lost == nil {
+	r := g.B
+	if err := r.pool.a.release(r.local, r.off, g.Size); err != nil && d.lost == nil {
 		d.lost = fmt.Errorf("internal: freeing a buffer: %w", err)
 	}
-	g.pool.inUse -= g.size
-}
-
-func (d *Device) wrap(g *vbuf, dt ir.DType, shape []int) *runtime.Buffer {
-	return &runtime.Buffer{Dev: d, DType: dt, Shape: append([]int{}, shape...), Handle: g}
-}
-
-// handle returns the range behind b, checking that it is live and ours.
-func (d *Device) handle(b *runtime.Buffer) (*vbuf, error) {
-	if b == nil {
-		return nil, errors.New("nil buffer")
-	}
-	if b.Dev != runtime.Device(d) {
-		return nil, fmt.Errorf("buffer %s is not on %s", b, d.name)
-	}
-	g, ok := b.Handle.(*vbuf)
-	if !ok || g == nil || g.refs <= 0 {
-		return nil, fmt.Errorf("buffer %s was freed", b)
-	}
-	return g, nil
+	r.pool.inUse -= g.Size
 }
 
 // Upload copies a tensor into a new device buffer. Any dtype is taken as
@@ -135,11 +121,10 @@ func (d *Device) upload(t *tensor.Tensor, weight bool) (*runtime.Buffer, error) 
 		return nil, fmt.Errorf("vulkan: upload of %s: %w", t, err)
 	}
 	if err := d.write(g, t.Data, fresh); err != nil {
-		g.refs = 0
 		d.release(g)
 		return nil, fmt.Errorf("vulkan: upload of %s: %w", t, err)
 	}
-	return d.wrap(g, t.DType, t.Shape), nil
+	return devkit.Wrap(d, g, t.DType, t.Shape), nil
 }
 
 // write copies data to the start of g (must hold d.mu): straight into its
@@ -156,7 +141,7 @@ func (d *Device) write(g *vbuf, data []byte, fresh bool) error {
 			return err
 		}
 		if fresh || idle {
-			copy(g.blk.bytes(g.off, uint64(len(data))), data)
+			copy(g.B.blk.bytes(g.B.off, uint64(len(data))), data)
 			return nil
 		}
 	}
@@ -167,8 +152,8 @@ func (d *Device) write(g *vbuf, data []byte, fresh bool) error {
 			return err
 		}
 		copy(d.staging.blk.bytes(off, uint64(n)), data[done:done+n])
-		dst := access{g.blk.id, g.off + uint64(done), g.off + uint64(done+n)}
-		d.command(copyOp(d.staging.blk.buf, off, g.blk.buf, dst.off, uint64(n)), nil, []access{dst})
+		dst := access{g.B.blk.id, g.B.off + uint64(done), g.B.off + uint64(done+n)}
+		d.command(copyOp(d.staging.blk.buf, off, g.B.blk.buf, dst.off, uint64(n)), nil, []access{dst})
 		d.stats.Staged += uint64(n)
 		done += n
 	}
@@ -210,7 +195,7 @@ func (d *Device) stage(n uint64) (uint64, error) {
 func (d *Device) Download(b *runtime.Buffer) (*tensor.Tensor, error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	g, err := d.handle(b)
+	g, err := devkit.Handle[vrange](d, b)
 	if err != nil {
 		return nil, fmt.Errorf("vulkan: download: %w", err)
 	}
@@ -218,8 +203,8 @@ func (d *Device) Download(b *runtime.Buffer) (*tensor.Tensor, error) {
 		return nil, err
 	}
 	t := tensor.New(b.DType, b.Shape)
-	if uint64(len(t.Data)) > g.size {
-		return nil, fmt.Errorf("vulkan: download of %s: the buffer holds %d bytes", b, g.size)
+	if uint64(len(t.Data)) > g.Size {
+		return nil, fmt.Errorf("vulkan: download of %s: the buffer holds %d bytes", b, g.Size)
 	}
 	if err := d.read(g, t.Data); err != nil {
 		return nil, fmt.Errorf("vulkan: download of %s: %w", b, err)
@@ -234,7 +219,7 @@ func (d *Device) read(g *vbuf, out []byte) error {
 		if err := d.flushWait(); err != nil {
 			return err
 		}
-		copy(out, g.blk.bytes(g.off, uint64(len(out))))
+		copy(out, g.B.blk.bytes(g.B.off, uint64(len(out))))
 		return nil
 	}
 	for done := 0; done < len(out); {
@@ -243,8 +228,8 @@ func (d *Device) read(g *vbuf, out []byte) error {
 		if err != nil {
 			return err
 		}
-		src := access{g.blk.id, g.off + uint64(done), g.off + uint64(done+n)}
-		d.command(copyOp(g.blk.buf, src.off, d.staging.blk.buf, off, uint64(n)), []access{src}, nil)
+		src := access{g.B.blk.id, g.B.off + uint64(done), g.B.off + uint64(done+n)}
+		d.command(copyOp(g.B.blk.buf, src.off, d.staging.blk.buf, off, uint64(n)), []access{src}, nil)
 		if err := d.flushWait(); err != nil {
 			return err
 		}
@@ -259,18 +244,9 @@ func (d *Device) read(g *vbuf, out []byte) error {
 // recorded may still use it: a later command that writes the range is
 // ordered after them by a barrier (hazard.go).
 func (d *Device) Free(b *runtime.Buffer) {
-	if b == nil {
-		return
-	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	g, ok := b.Handle.(*vbuf)
-	if !ok || g == nil || b.Dev != runtime.Device(d) || d.closed {
-		return
-	}
-	b.Handle = nil
-	g.refs--
-	if g.refs == 0 {
+	if g := devkit.Take[vrange](d, b); g != nil && !d.closed && g.Drop() {
 		d.release(g)
 	}
 }

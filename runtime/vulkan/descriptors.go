@@ -38,9 +38,9 @@ func (d *Device) descriptorSet(p *vkPipeline, bufs []*vbuf) (C.uint64_t, error) 
 	c := d.sets
 	c.key = binary.LittleEndian.AppendUint64(c.key[:0], uint64(p.setLayout))
 	for _, g := range bufs {
-		c.key = binary.LittleEndian.AppendUint64(c.key, uint64(g.blk.id))
-		c.key = binary.LittleEndian.AppendUint64(c.key, g.off)
-		c.key = binary.LittleEndian.AppendUint64(c.key, g.size)
+		c.key = binary.LittleEndian.AppendUint64(c.key, uint64(g.B.blk.id))
+		c.key = binary.LittleEndian.AppendUint64(c.key, g.B.off)
+		c.key = binary.LittleEndian.AppendUint64(c.key, g.Size)
 	}
 	if set, ok := c.sets[string(c.key)]; ok {
 		return set, nil
@@ -55,9 +55,9 @@ func (d *Device) descriptorSet(p *vkPipeline, bufs []*vbuf) (C.uint64_t, error) 
 	}
 	c.bufs, c.offs, c.ranges = c.bufs[:0], c.offs[:0], c.ranges[:0]
 	for _, g := range bufs {
-		c.bufs = append(c.bufs, g.blk.buf)
-		c.offs = append(c.offs, C.uint64_t(g.off))
-		c.ranges = append(c.ranges, C.uint64_t(g.size))
+		c.bufs = append(c.bufs, g.B.blk.buf)
+		c.offs = append(c.offs, C.uint64_t(g.B.off))
+		c.ranges = append(c.ranges, C.uint64_t(g.Size))
 	}
 	for tries := 0; ; tries++ {
 		if c.left == 0 {

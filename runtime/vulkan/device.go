@@ -48,6 +48,7 @@ import (
 	"github.com/tapml/tapml/codegen/wgsl"
 	"github.com/tapml/tapml/ir"
 	"github.com/tapml/tapml/runtime"
+	"github.com/tapml/tapml/runtime/internal/devkit"
 )
 
 /*
@@ -133,6 +134,8 @@ const (
 	DiscreteBatchRamp = 16
 )
 
+var batchDefaults = devkit.BatchDefaults{MaxBatch: DiscreteMaxBatch, Ramp: DiscreteBatchRamp}
+
 // Device is a Vulkan device. Its methods are safe for concurrent use (they
 // serialise on one lock).
 type Device struct {
@@ -146,7 +149,7 @@ type Device struct {
 	feats    features      // enabled on the device
 	wfeats   wgsl.Features // what kernels may use
 	cgLimits wgsl.Limits
-	faults   map[int]string
+	faults   devkit.Faults
 
 	// Memory.
 	memType, stagingType int
@@ -158,7 +161,7 @@ type Device struct {
 	// Kernels.
 	pipelines map[string]*vkPipeline // by SPIR-V bytes
 	pcache    C.uint64_t
-	plans     map[planKey]*plan
+	plans     map[devkit.PlanKey]*plan
 	memos     map[*ir.Node]*launchMemo
 	sets      *descriptorCache
 
@@ -167,8 +170,7 @@ type Device struct {
 	haz      hazards
 	reads    []access // scratch of dispatch
 	writes   []access
-	pending  int // dispatches in ops
-	batch    int // dispatches at which ops are submitted
+	batch    devkit.Batch // dispatches in ops, and when to submit them
 	replays  *replayCache[C.VkCommandBuffer]
 	spareCBs []C.VkCommandBuffer
 	fences   []C.uint64_t // unsignalled, free
@@ -184,19 +186,17 @@ type Device struct {
 	hook func(*codegen.Kernel)
 }
 
-// Stats counts what the device did, for tests and benchmarks.
+// Stats counts what the device did, for tests and benchmarks: what every
+// GPU device counts (Allocs are device memory allocations, blocks) and
+// what is this device's own.
 type Stats struct {
-	Dispatches  int    // dispatches recorded in command lists
-	Barriers    int    // barriers between dependent commands
-	Submits     int    // queue submissions
-	Recorded    int    // command buffers recorded
-	Replayed    int    // submissions of a command buffer recorded before
-	Pipelines   int    // pipelines created
-	KernelsMade int    // kernels generated
-	Blocks      int    // device memory allocations
-	BlockBytes  uint64 // their bytes
-	InUse       uint64 // bytes of live tensors and weights
-	Staged      uint64 // bytes that went through the staging buffer
+	devkit.Stats
+	Barriers   int    // barriers between dependent commands
+	Recorded   int    // command buffers recorded
+	Replayed   int    // submissions of a command buffer recorded before
+	BlockBytes uint64 // bytes of device memory allocated
+	InUse      uint64 // bytes of live tensors and weights
+	Staged     uint64 // bytes that went through the staging buffer
 }
 
 var (
@@ -262,15 +262,8 @@ func open(x ctx, opts Options) (*Device, error) {
 		return nil, fmt.Errorf("vulkan: %s: %w", p.Name, err)
 	}
 	cpu := p.Type == typeCPU
-	if opts.MaxBatch <= 0 {
-		opts.MaxBatch = 64
-		if !cpu {
-			opts.MaxBatch = DiscreteMaxBatch
-		}
-	}
-	if opts.BatchRamp == 0 && !cpu {
-		opts.BatchRamp = DiscreteBatchRamp
-	}
+	opts.MaxBatch = batchDefaults.MaxBatchOr(opts.MaxBatch, cpu)
+	opts.BatchRamp = batchDefaults.RampOr(opts.BatchRamp, cpu)
 	if opts.Tuning == (wgsl.Tuning{}) && !cpu {
 		opts.Tuning = wgsl.DiscreteTuning()
 	}
@@ -284,21 +277,18 @@ func open(x ctx, opts Options) (*Device, error) {
 		opts: opts, name: "vulkan:" + deviceName(&p), phys: p, x: x, cpu: cpu,
 		feats:   f,
 		wfeats:  wgsl.Features{F16: f.f16, Subgroups: f.subgroupOps != 0},
-		faults:  map[int]string{},
+		faults:  devkit.CopyFaults(opts.Faults),
+		batch:   devkit.NewBatch(opts.MaxBatch, opts.BatchRamp),
 		memType: memType, stagingType: stagingType, hostMem: host,
 		tensors:   newPool(p.StorageAlign, maxBlock),
 		weights:   newPool(p.StorageAlign, maxBlock),
 		pipelines: map[string]*vkPipeline{},
-		plans:     map[planKey]*plan{},
+		plans:     map[devkit.PlanKey]*plan{},
 		memos:     map[*ir.Node]*launchMemo{},
 		sets:      newDescriptorCache(),
 	}
 	d.cgLimits = deviceLimits(&p, opts.Limits)
 	d.replays = newReplayCache(opts.MaxReplays, func(cb C.VkCommandBuffer) { d.spareCBs = append(d.spareCBs, cb) })
-	for id, fault := range opts.Faults {
-		d.faults[id] = fault
-	}
-	d.rampDown()
 	d.pcache, err = x.createPipelineCache(loadPipelineCache(opts.PipelineCacheDir, &p))
 	if err != nil {
 		// A cache the driver refuses is no reason to fail: start empty.
@@ -391,7 +381,7 @@ func (d *Device) SetTuning(t wgsl.Tuning) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	d.opts.Tuning = t
-	d.plans = map[planKey]*plan{}
+	d.plans = map[devkit.PlanKey]*plan{}
 	d.memos = map[*ir.Node]*launchMemo{}
 }
 
@@ -413,25 +403,16 @@ func (d *Device) BatchRamp() int {
 func (d *Device) SetMaxBatch(n int) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	if n <= 0 {
-		n = 64
-		if !d.cpu {
-			n = DiscreteMaxBatch
-		}
-	}
-	d.opts.MaxBatch = n
-	d.rampDown()
+	d.opts.MaxBatch = batchDefaults.MaxBatchOr(n, d.cpu)
+	d.batch.Set(d.opts.MaxBatch, d.opts.BatchRamp)
 }
 
 // SetBatchRamp changes Options.BatchRamp (0 restores the default).
 func (d *Device) SetBatchRamp(n int) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	if n == 0 && !d.cpu {
-		n = DiscreteBatchRamp
-	}
-	d.opts.BatchRamp = n
-	d.rampDown()
+	d.opts.BatchRamp = batchDefaults.RampOr(n, d.cpu)
+	d.batch.Set(d.opts.MaxBatch, d.opts.BatchRamp)
 }
 
 // SetWait changes Options.Wait (WaitAuto restores the default).
@@ -451,24 +432,12 @@ func defaultWait(w WaitMode, cpu bool) WaitMode {
 	return WaitBlock
 }
 
-// rampDown restarts the ramp of submission sizes (must hold d.mu).
-func (d *Device) rampDown() {
-	d.batch = d.opts.MaxBatch
-	if r := d.opts.BatchRamp; r > 0 && r < d.batch {
-		d.batch = r
-	}
-}
-
 // SetFault injects a codegen/wgsl fault into the kernel of node id (""
 // removes it). For tests only.
 func (d *Device) SetFault(id int, fault string) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	if fault == "" {
-		delete(d.faults, id)
-	} else {
-		d.faults[id] = fault
-	}
+	d.faults.Set(id, fault)
 }
 
 // usable reports an error when the device is closed or lost recorded work.

@@ -60,8 +60,8 @@ func TestDecodeReplays(t *testing.T) {
 			}
 			st := d.Stats()
 			t.Logf("%s: %+v", d.Name(), st)
-			if c.name == "staging" && (st.Staged == 0 || st.Blocks < 3) {
-				t.Errorf("staging configuration staged %d bytes in %d blocks; want staging and several blocks", st.Staged, st.Blocks)
+			if c.name == "staging" && (st.Staged == 0 || st.Allocs < 3) {
+				t.Errorf("staging configuration staged %d bytes in %d blocks; want staging and several blocks", st.Staged, st.Allocs)
 			}
 		})
 	}
@@ -124,11 +124,11 @@ func TestBarriers(t *testing.T) {
 	}
 	// w reads a; a is freed and its range (first fit) becomes v.
 	w := launch(t, d, add, outs, a, b)[0]
-	aRange := a.Handle.(*vbuf).access()
+	aRange := accessOf(a.Handle.(*vbuf))
 	d.Free(a)
 	v := launch(t, d, add, outs, b, b)[0]
-	if v.Handle.(*vbuf).access() != aRange {
-		t.Fatalf("v is %+v, not a's former range %+v: the test needs first fit", v.Handle.(*vbuf).access(), aRange)
+	if accessOf(v.Handle.(*vbuf)) != aRange {
+		t.Fatalf("v is %+v, not a's former range %+v: the test needs first fit", accessOf(v.Handle.(*vbuf)), aRange)
 	}
 	if n := barriers() - b0; n != 2 {
 		t.Errorf("%d barriers after a dispatch wrote a range that one before it reads, want 2", n)

@@ -11,6 +11,7 @@ import (
 	"github.com/tapml/tapml/codegen/spirv"
 	"github.com/tapml/tapml/ir"
 	"github.com/tapml/tapml/runtime"
+	"github.com/tapml/tapml/runtime/internal/devkit"
 	"github.com/tapml/tapml/tensor"
 )
 
@@ -65,7 +66,7 @@ func TestBadKernels(t *testing.T) {
 	} {
 		d.mu.Lock()
 		d.hook = c.break_
-		d.plans, d.memos = map[planKey]*plan{}, map[*ir.Node]*launchMemo{}
+		d.plans, d.memos = map[devkit.PlanKey]*plan{}, map[*ir.Node]*launchMemo{}
 		d.mu.Unlock()
 		_, err := d.Launch(n, []*runtime.Buffer{x, x}, outs)
 		var ke *runtime.KernelError
@@ -84,7 +85,7 @@ func TestBadKernels(t *testing.T) {
 	d.hook = func(k *codegen.Kernel) { k.Source = []byte{1, 2, 3, 4} }
 	wantError(t, "Prepare", runtime.NewExecutor(m, d).Prepare("f"), "add", "SPIR-V of 1 words")
 	d.hook = nil
-	d.plans, d.memos = map[planKey]*plan{}, map[*ir.Node]*launchMemo{}
+	d.plans, d.memos = map[devkit.PlanKey]*plan{}, map[*ir.Node]*launchMemo{}
 	got := download(t, d, launch(t, d, n, outs, x, x)[0])
 	if got.Float32s()[7] != 14 {
 		t.Errorf("after the errors: %v", got.Float32s())

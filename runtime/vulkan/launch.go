@@ -23,12 +23,6 @@ type plan struct {
 	p *vkPipeline
 }
 
-type planKey struct {
-	node  *ir.Node
-	sig   string // input types
-	fault string
-}
-
 // Prepare compiles the kernels of nodes whose types are static (the decode
 // function); nodes with symbolic shapes compile on first Launch.
 func (d *Device) Prepare(m *ir.Module, f *ir.Function, nodes []*ir.Node) error {
@@ -37,38 +31,35 @@ func (d *Device) Prepare(m *ir.Module, f *ir.Function, nodes []*ir.Node) error {
 	if err := d.usable(); err != nil {
 		return err
 	}
-	for _, n := range nodes {
-		if n.Op == ir.OpReshape {
-			continue // shares its input's buffer
-		}
-		in, static := devkit.StaticInputs(n)
-		if !static {
-			continue
-		}
-		if _, err := d.planFor(n, in, nil); err != nil {
-			return &runtime.KernelError{Device: d.name, Node: n, Err: err}
-		}
-	}
-	return nil
+	return devkit.Prepare(d.name, nodes, d.isView, func(n *ir.Node, in []ir.Type) error {
+		_, err := d.planFor(n, in, nil)
+		return err
+	})
 }
+
+// isView reports whether n runs as a view of its input (a reshape).
+func (d *Device) isView(n *ir.Node) bool { return devkit.IsView(n, d.faults[n.ID]) }
 
 // planFor returns the compiled kernel of n on input types in (must hold
 // d.mu).
 func (d *Device) planFor(n *ir.Node, in, out []ir.Type) (*plan, error) {
-	key := planKey{node: n, sig: devkit.TypeSig(in), fault: d.faults[n.ID]}
+	key := devkit.KeyOf(n, in, d.faults[n.ID])
 	if p, ok := d.plans[key]; ok {
 		return p, nil
 	}
 	if d.opts.Generate == nil {
 		return nil, errors.New("the device has no kernel generator (Options.Generate)")
 	}
-	k, err := d.opts.Generate(n, in, out, wgsl.Options{Limits: d.cgLimits, Tuning: d.opts.Tuning, Features: d.wfeats, Fault: key.fault})
+	k, err := d.opts.Generate(n, in, out, wgsl.Options{Limits: d.cgLimits, Tuning: d.opts.Tuning, Features: d.wfeats, Fault: key.Fault})
 	if err != nil {
 		return nil, err
 	}
 	d.stats.KernelsMade++
 	if d.hook != nil {
 		d.hook(k)
+	}
+	if err := devkit.CheckLayout(k); err != nil {
+		return nil, err
 	}
 	vp, err := d.pipeline(k)
 	if err != nil {
@@ -113,7 +104,7 @@ func (d *Device) pipeline(k *codegen.Kernel) (*vkPipeline, error) {
 
 // checkKernel checks a kernel's workgroup size (as its SPIR-V declares
 // it) and number of bindings against the device limits; dispatch checks
-// the grid and each binding.
+// the grid and the bound ranges.
 func (d *Device) checkKernel(k *codegen.Kernel, wg [3]int) error {
 	p := &d.phys
 	if wg != k.WorkgroupSize {
@@ -140,6 +131,9 @@ func (d *Device) Compile(k *codegen.Kernel) error {
 	if d.closed {
 		return errors.New("vulkan: device is closed")
 	}
+	if err := devkit.CheckLayout(k); err != nil {
+		return err
+	}
 	_, err := d.pipeline(k)
 	return err
 }
@@ -154,27 +148,15 @@ func (d *Device) Launch(n *ir.Node, in []*runtime.Buffer, outs []ir.Type) ([]*ru
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	res, err := d.launch(n, in, outs)
-	return d.named(n, res, err)
-}
-
-// named makes err a KernelError naming n, unless it names a node already.
-func (d *Device) named(n *ir.Node, res []*runtime.Buffer, err error) ([]*runtime.Buffer, error) {
-	if err == nil {
-		return res, nil
-	}
-	var ke *runtime.KernelError
-	if errors.As(err, &ke) {
-		return nil, err
-	}
-	return nil, &runtime.KernelError{Device: d.name, Node: n, Err: err}
+	return res, devkit.NodeError(d.name, n, err)
 }
 
 func (d *Device) launch(n *ir.Node, in []*runtime.Buffer, outs []ir.Type) ([]*runtime.Buffer, error) {
 	if err := d.usable(); err != nil {
 		return nil, err
 	}
-	hs, err := d.handles(in)
-	if err != nil {
+	hs := make([]*vbuf, len(in))
+	if err := devkit.Handles(d, in, hs); err != nil {
 		return nil, err
 	}
 	fault := d.faults[n.ID]
@@ -182,29 +164,21 @@ func (d *Device) launch(n *ir.Node, in []*runtime.Buffer, outs []ir.Type) ([]*ru
 	// step) skips type inference and the plan lookup.
 	if m := d.memos[n]; m != nil && m.matches(in, fault) {
 		if m.p == nil {
-			hs[0].refs++
-			return []*runtime.Buffer{d.wrap(hs[0], m.outType.DType, m.outSizes)}, nil
+			return []*runtime.Buffer{devkit.Alias(d, hs[0], m.outType.DType, m.outSizes)}, nil
 		}
 		return d.dispatch(m.p, in, hs)
 	}
-	types := make([]ir.Type, len(in))
-	for i, b := range in {
-		types[i] = b.Type()
-	}
-	if n.Op == ir.OpReshape && len(in) == 1 && fault == "" {
-		want, _, err := ir.InferTypes(n.Op, types, n.BoundAttrs(types, outs))
+	types := devkit.Types(in)
+	if d.isView(n) && len(in) == 1 {
+		want, err := devkit.ViewType(n, types, outs)
 		if err != nil {
 			return nil, err
 		}
-		if outs != nil && (len(outs) != 1 || !outs[0].Equal(want[0])) {
-			return nil, fmt.Errorf("output types %v, the input gives %s", outs, want[0])
+		if want.Bytes() > int64(hs[0].Size) {
+			return nil, fmt.Errorf("reshape to %s of a buffer of %d bytes", want, hs[0].Size)
 		}
-		if want[0].Bytes() > int64(hs[0].size) {
-			return nil, fmt.Errorf("reshape to %s of a buffer of %d bytes", want[0], hs[0].size)
-		}
-		d.memos[n] = newLaunchMemo(in, fault, nil, want[0])
-		hs[0].refs++
-		return []*runtime.Buffer{d.wrap(hs[0], want[0].DType, want[0].Shape.Sizes())}, nil
+		d.memos[n] = newLaunchMemo(in, fault, nil, want)
+		return []*runtime.Buffer{devkit.Alias(d, hs[0], want.DType, want.Shape.Sizes())}, nil
 	}
 	p, err := d.planFor(n, types, outs)
 	if err != nil {
@@ -212,18 +186,6 @@ func (d *Device) launch(n *ir.Node, in []*runtime.Buffer, outs []ir.Type) ([]*ru
 	}
 	d.memos[n] = newLaunchMemo(in, fault, p, ir.Type{})
 	return d.dispatch(p, in, hs)
-}
-
-func (d *Device) handles(in []*runtime.Buffer) ([]*vbuf, error) {
-	hs := make([]*vbuf, len(in))
-	for i, b := range in {
-		h, err := d.handle(b)
-		if err != nil {
-			return nil, fmt.Errorf("input %d: %w", i, err)
-		}
-		hs[i] = h
-	}
-	return hs, nil
 }
 
 // LaunchKernel runs a prebuilt SPIR-V kernel as node n's on inputs in,
@@ -237,15 +199,18 @@ func (d *Device) LaunchKernel(n *ir.Node, k *codegen.Kernel, in []*runtime.Buffe
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	res, err := d.launchKernel(k, in)
-	return d.named(n, res, err)
+	return res, devkit.NodeError(d.name, n, err)
 }
 
 func (d *Device) launchKernel(k *codegen.Kernel, in []*runtime.Buffer) ([]*runtime.Buffer, error) {
 	if err := d.usable(); err != nil {
 		return nil, err
 	}
-	hs, err := d.handles(in)
-	if err != nil {
+	hs := make([]*vbuf, len(in))
+	if err := devkit.Handles(d, in, hs); err != nil {
+		return nil, err
+	}
+	if err := devkit.CheckBindings(k, hs); err != nil {
 		return nil, err
 	}
 	p, err := d.pipeline(k)
@@ -256,56 +221,36 @@ func (d *Device) launchKernel(k *codegen.Kernel, in []*runtime.Buffer) ([]*runti
 }
 
 // dispatch allocates the kernel's outputs and records its dispatch (must
-// hold d.mu).
+// hold d.mu). The kernel's layout has been checked (devkit.CheckLayout).
 func (d *Device) dispatch(pl *plan, in []*runtime.Buffer, hs []*vbuf) ([]*runtime.Buffer, error) {
 	k := pl.k
-	nout := 0
-	for _, b := range k.Bindings {
-		nout = max(nout, b.Output+1)
-	}
-	res := make([]*runtime.Buffer, nout)
-	bufs := make([]*vbuf, len(k.Bindings))
-	var fresh []*vbuf
+	bound := make([]*vbuf, len(k.Bindings))
 	fail := func(err error) ([]*runtime.Buffer, error) {
-		for _, g := range fresh {
-			d.release(g)
+		for i, g := range bound {
+			if g != nil && k.Bindings[i].Input < 0 {
+				d.release(g)
+			}
 		}
 		return nil, err
 	}
 	d.reads, d.writes = d.reads[:0], d.writes[:0]
 	for i, b := range k.Bindings {
-		switch {
-		case b.Index != i:
-			return fail(fmt.Errorf("kernel binding %d has index %d; bindings must be 0, 1, ... in order", i, b.Index))
-		case b.Input >= len(in):
-			return fail(fmt.Errorf("kernel binding %d reads input %d of %d", i, b.Input, len(in)))
-		case b.Input >= 0:
-			g := hs[b.Input]
-			if uint64(b.Type.Bytes()) > g.size {
-				return fail(fmt.Errorf("kernel binding %d expects %s, input %d holds %d bytes", i, b.Type, b.Input, g.size))
-			}
-			if b.Access != codegen.Read && g.weight {
+		if b.Input >= 0 {
+			bound[i] = hs[b.Input]
+			if b.Access != codegen.Read && bound[i].B.weight {
 				return fail(fmt.Errorf("kernel binding %d writes input %d, a weight", i, b.Input))
 			}
-			bufs[i] = g
-			if b.Output >= 0 {
-				res[b.Output] = in[b.Input] // in place
-			}
-		case b.Output < 0 || !b.Type.Shape.IsStatic():
-			return fail(fmt.Errorf("kernel binding %d is neither an input nor a static output", i))
-		default:
+		} else {
 			g, _, err := d.alloc(uint64(b.Type.Bytes()), false)
 			if err != nil {
 				return fail(fmt.Errorf("output %d: %w", b.Output, err))
 			}
-			fresh = append(fresh, g)
-			bufs[i] = g
-			res[b.Output] = d.wrap(g, b.Type.DType, b.Type.Shape.Sizes())
+			bound[i] = g
 		}
-		if bufs[i].size > d.phys.MaxStorageRange {
-			return fail(fmt.Errorf("kernel binding %d spans %d bytes, more than the device's maxStorageBufferRange (%d)", i, bufs[i].size, d.phys.MaxStorageRange))
+		if bound[i].Size > d.phys.MaxStorageRange {
+			return fail(fmt.Errorf("kernel binding %d spans %d bytes, more than the device's maxStorageBufferRange (%d)", i, bound[i].Size, d.phys.MaxStorageRange))
 		}
-		acc := bufs[i].access()
+		acc := accessOf(bound[i])
 		if b.Access != codegen.Write {
 			d.reads = append(d.reads, acc)
 		}
@@ -318,17 +263,17 @@ func (d *Device) dispatch(pl *plan, in []*runtime.Buffer, hs []*vbuf) ([]*runtim
 			return fail(fmt.Errorf("grid %v exceeds the device's %d workgroups in dimension %d", k.Grid, d.phys.MaxWorkgroups[i], i))
 		}
 	}
+	res := devkit.Outputs(d, k, in, bound)
 	if k.Grid[0]*k.Grid[1]*k.Grid[2] == 0 {
 		return res, nil
 	}
-	set, err := d.descriptorSet(pl.p, bufs)
+	set, err := d.descriptorSet(pl.p, bound)
 	if err != nil {
 		return fail(err)
 	}
 	d.command(dispatchOp(pl.p, set, k.Grid), d.reads, d.writes)
-	d.pending++
 	d.stats.Dispatches++
-	if d.pending >= d.batch {
+	if d.batch.Add() {
 		if err := d.submit(); err != nil {
 			return fail(err) // nothing ran: the outputs are unused
 		}

@@ -43,9 +43,8 @@ func (d *Device) submit() error {
 	err := d.submitOps()
 	d.ops = d.ops[:0]
 	d.haz.clear()
-	d.pending = 0
-	d.batch = min(2*d.batch, d.opts.MaxBatch)
 	if err != nil {
+		d.batch.Dropped()
 		err = fmt.Errorf("vulkan: %w", err)
 		if isDeviceLost(err) {
 			d.closed = true
@@ -56,6 +55,7 @@ func (d *Device) submit() error {
 		d.lost = err
 		return err
 	}
+	d.batch.Submitted()
 	return nil
 }
 
@@ -181,7 +181,7 @@ func (d *Device) flushWait() error {
 	if d.staging != nil {
 		d.staging.used = 0
 	}
-	d.rampDown()
+	d.batch.Waited()
 	return nil
 }
 

@@ -247,8 +247,8 @@ func Open(opts Options) (*Device, error) {
 	}
 	info := adapter.GetInfo()
 	cpu := info.AdapterType == wgpu.AdapterTypeCPU
-	opts.MaxBatch = defaultMaxBatch(opts.MaxBatch, cpu)
-	opts.BatchRamp = defaultBatchRamp(opts.BatchRamp, cpu)
+	opts.MaxBatch = batchDefaults.MaxBatchOr(opts.MaxBatch, cpu)
+	opts.BatchRamp = batchDefaults.RampOr(opts.BatchRamp, cpu)
 	if opts.Tuning == (wgsl.Tuning{}) && !cpu {
 		opts.Tuning = wgsl.DiscreteTuning()
 	}
@@ -306,26 +306,9 @@ func Open(opts Options) (*Device, error) {
 	return d, nil
 }
 
-// defaultMaxBatch is Options.MaxBatch n, or its default on the adapter's
-// type when n <= 0.
-func defaultMaxBatch(n int, cpu bool) int {
-	switch {
-	case n > 0:
-		return n
-	case cpu:
-		return devkit.DefaultMaxBatch
-	}
-	return DiscreteMaxBatch
-}
-
-// defaultBatchRamp is Options.BatchRamp n, or its default on the adapter's
-// type when n == 0: 8 on GPUs, none on CPU drivers.
-func defaultBatchRamp(n int, cpu bool) int {
-	if n == 0 && !cpu {
-		return 8
-	}
-	return n
-}
+// batchDefaults are the submission sizes on GPUs: 8 dispatches first
+// after each wait, then doubling up to DiscreteMaxBatch.
+var batchDefaults = devkit.BatchDefaults{MaxBatch: DiscreteMaxBatch, Ramp: 8}
 
 func orDefault(s, def string) string {
 	if s == "" {
@@ -411,7 +394,7 @@ func (d *Device) MaxBatch() int {
 func (d *Device) SetMaxBatch(n int) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	d.opts.MaxBatch = defaultMaxBatch(n, d.cpu)
+	d.opts.MaxBatch = batchDefaults.MaxBatchOr(n, d.cpu)
 	d.batch.Set(d.opts.MaxBatch, d.opts.BatchRamp)
 }
 
@@ -427,7 +410,7 @@ func (d *Device) BatchRamp() int {
 func (d *Device) SetBatchRamp(n int) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	d.opts.BatchRamp = defaultBatchRamp(n, d.cpu)
+	d.opts.BatchRamp = batchDefaults.RampOr(n, d.cpu)
 	d.batch.Set(d.opts.MaxBatch, d.opts.BatchRamp)
 }
 
