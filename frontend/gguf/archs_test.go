@@ -209,6 +209,10 @@ func archCases(d archDims) []archCase {
 			bites:  []wkv{f32("logit_scale", 1)}},
 		{name: "falcon", arch: "falcon", d: mqa, eps: layerEps, global: embd(mqa, false, true),
 			block: cat(norm("attn_norm", d.D, true), mqa.fusedAttn(false), d.mlp(false))},
+		// Falcon-40B: grouped key/value heads, a norm for the attention
+		// and one for the MLP.
+		{name: "falcon-40b", arch: "falcon", d: d, eps: layerEps, global: embd(d, false, true),
+			block: cat(norm("attn_norm", d.D, true), norm("attn_norm_2", d.D, true), d.fusedAttn(false), d.mlp(false))},
 		{name: "gemma", arch: "gemma", d: mqa, eps: rmsEps, global: embd(mqa, true, false), block: llamaBlock(mqa)},
 		{name: "gemma2", arch: "gemma2", d: wide, eps: rmsEps, quantized: true,
 			kvs:    []wkv{u32("attention.sliding_window", 4), f32("attn_logit_softcapping", 1.5), f32("final_logit_softcapping", 2)},
@@ -410,9 +414,9 @@ func TestArchitectureErrors(t *testing.T) {
 		{"Phi-3's LongRoPE", "phi3", func(w *ggufWriter) {
 			w.tensors = append(w.tensors, wtensor{"rope_factors_long.weight", []uint64{8}, GGMLF32, make([]byte, 32)})
 		}, "tensors the phi3 graph does not use (unsupported model variant): rope_factors_long.weight"},
-		{"Falcon-40B's second norm", "falcon", func(w *ggufWriter) {
-			w.tensors = append(w.tensors, wtensor{"blk.0.attn_norm_2.weight", []uint64{64}, GGMLF32, make([]byte, 256)})
-		}, "tensors the falcon graph does not use (unsupported model variant): blk.0.attn_norm_2.weight"},
+		{"a second norm in some layers only", "falcon", func(w *ggufWriter) {
+			w.tensors = append(w.tensors, wtensor{"blk.1.attn_norm_2.weight", []uint64{64}, GGMLF32, make([]byte, 256)})
+		}, "tensors the falcon graph does not use (unsupported model variant): blk.1.attn_norm_2.weight"},
 		{"rope_freqs outside llama", "qwen3", func(w *ggufWriter) {
 			w.tensors = append(w.tensors, wtensor{ropeFreqs, []uint64{16}, GGMLF32, make([]byte, 64)})
 		}, "tensors the qwen3 graph does not use (unsupported model variant): rope_freqs.weight"},
