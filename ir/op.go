@@ -22,12 +22,14 @@ const (
 	OpArgmax
 	OpAttention
 	OpCast
+	OpCausalConv1D
 	OpConcat
 	OpConstant
 	OpConv2D
 	OpConvTranspose2D
 	OpDiv
 	OpExp
+	OpExpertMatmul
 	OpFusedElementwise
 	OpGather
 	OpGelu
@@ -52,15 +54,20 @@ const (
 	OpRMSNorm
 	OpRope
 	OpRsqrt
+	OpSelectiveScan
 	OpSigmoid
 	OpSilu
 	OpSlice
 	OpSoftmax
+	OpSoftplus
 	OpSqrt
 	OpSub
 	OpTanh
+	OpTokenShift
+	OpTopK
 	OpTransfer
 	OpTranspose
+	OpWKV
 
 	numOps // the number of Ops, OpNone included
 )
@@ -72,12 +79,14 @@ var opNames = [numOps]string{
 	OpArgmax:           "argmax",
 	OpAttention:        "attention",
 	OpCast:             "cast",
+	OpCausalConv1D:     "causal_conv1d",
 	OpConcat:           "concat",
 	OpConstant:         "constant",
 	OpConv2D:           "conv2d",
 	OpConvTranspose2D:  "conv_transpose2d",
 	OpDiv:              "div",
 	OpExp:              "exp",
+	OpExpertMatmul:     "expert_matmul",
 	OpFusedElementwise: "fused_elementwise",
 	OpGather:           "gather",
 	OpGelu:             "gelu",
@@ -102,15 +111,20 @@ var opNames = [numOps]string{
 	OpRMSNorm:          "rms_norm",
 	OpRope:             "rope",
 	OpRsqrt:            "rsqrt",
+	OpSelectiveScan:    "selective_scan",
 	OpSigmoid:          "sigmoid",
 	OpSilu:             "silu",
 	OpSlice:            "slice",
 	OpSoftmax:          "softmax",
+	OpSoftplus:         "softplus",
 	OpSqrt:             "sqrt",
 	OpSub:              "sub",
 	OpTanh:             "tanh",
+	OpTokenShift:       "token_shift",
+	OpTopK:             "topk",
 	OpTransfer:         "transfer",
 	OpTranspose:        "transpose",
+	OpWKV:              "wkv",
 }
 
 // opsByName maps each name back to its Op.

@@ -34,6 +34,7 @@ const (
 	opTanh
 	opRelu
 	opGelu
+	opSoftplus
 	opAdd
 	opSub
 	opMul
@@ -45,7 +46,7 @@ const (
 
 var opcodes = map[ir.Op]opcode{
 	ir.OpNeg: opNeg, ir.OpExp: opExp, ir.OpLog: opLog, ir.OpSqrt: opSqrt, ir.OpRsqrt: opRsqrt, ir.OpAbs: opAbs,
-	ir.OpSilu: opSilu, ir.OpSigmoid: opSigmoid, ir.OpTanh: opTanh, ir.OpRelu: opRelu, ir.OpGelu: opGelu,
+	ir.OpSilu: opSilu, ir.OpSigmoid: opSigmoid, ir.OpTanh: opTanh, ir.OpRelu: opRelu, ir.OpGelu: opGelu, ir.OpSoftplus: opSoftplus,
 	ir.OpAdd: opAdd, ir.OpSub: opSub, ir.OpMul: opMul, ir.OpDiv: opDiv, ir.OpPow: opPow,
 	ir.OpMaximum: opMax, ir.OpMinimum: opMin,
 }
@@ -107,6 +108,14 @@ func unaryF32(op opcode, dst, x []float32) {
 			cube := float32(float32(float32(0.044715*v)*v) * v)
 			t := float32(math.Tanh(float64(c * (v + cube))))
 			dst[i] = float32(0.5*v) * (1 + t)
+		}
+	case opSoftplus: // torch: x > 20 ? x : log1p(exp(x))
+		for i, v := range x {
+			if v > 20 {
+				dst[i] = v
+			} else {
+				dst[i] = float32(math.Log1p(float64(expf(v))))
+			}
 		}
 	default:
 		panic(fmt.Sprintf("unaryF32: opcode %d", op))
