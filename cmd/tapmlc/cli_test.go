@@ -325,7 +325,7 @@ func TestOps(t *testing.T) {
 	if got := strings.Join(row(plain.stdout, "kv_write"), " "); got != "kv_write data yes yes yes yes yes" {
 		t.Errorf("kv_write row %q", got)
 	}
-	for _, want := range []string{"EFFECTS", "IN PLACE", "COMPUTE", "NUMERICS", "TRANSCENDENTALS", "SUM LENGTH", "COST", "SEMANTICS"} {
+	for _, want := range []string{"EFFECTS", "IN PLACE", "ROUTED BY", "COMPUTE", "NUMERICS", "TRANSCENDENTALS", "SUM LENGTH", "COST", "SEMANTICS"} {
 		if !strings.Contains(verbose.stdout, want) {
 			t.Errorf("ops -v has no column %s", want)
 		}
