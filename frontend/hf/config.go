@@ -33,13 +33,23 @@ type family struct {
 	config func(o jsonObject, c *Config) (arch.Config, error)
 	// tensor is the checkpoint's name of the weight canon of model m.
 	tensor func(canon string, m arch.Config, ck *Checkpoint) string
+	// stacked, when set and not nil for canon, names the checkpoint's
+	// tensors (one per expert) that stack into the weight canon.
+	stacked func(canon string, m arch.Config) []string
 	// unread reports a checkpoint tensor that the graph may leave unread
 	// (a buffer of old checkpoints, a classifier tied to the embedding).
 	unread func(name string, m arch.Config) bool
 }
 
 // families lists the supported architectures.
-var families = []family{llamaFamily("LlamaForCausalLM", "llama"), llamaFamily("Qwen2ForCausalLM", "qwen2"), gpt2Family}
+var families = []family{
+	gpt2Family,
+	llamaFamily("LlamaForCausalLM", "llama"),
+	moeFamily("MixtralForCausalLM", "mixtral"),
+	llamaFamily("Qwen2ForCausalLM", "qwen2"),
+	moeFamily("Qwen2MoeForCausalLM", "qwen2_moe"),
+	moeFamily("Qwen3MoeForCausalLM", "qwen3_moe"),
+}
 
 // Architectures lists the model classes Load supports.
 var Architectures = func() []string {

@@ -107,6 +107,19 @@ func (c *Config) Build(name string, ck *Checkpoint) (*ir.Module, error) {
 	weights := map[string]ir.WeightSource{}
 	used := map[string]bool{}
 	for _, ns := range c.Model.WeightShapes() {
+		if c.family.stacked != nil {
+			if parts := c.family.stacked(ns.Name, c.Model); parts != nil {
+				src, err := ck.Stack(parts, ns.Shape)
+				if err != nil {
+					return nil, err
+				}
+				weights[ns.Name] = src
+				for _, p := range parts {
+					used[p] = true
+				}
+				continue
+			}
+		}
 		file := c.family.tensor(ns.Name, c.Model, ck)
 		src, err := ck.Source(file, ns.Shape)
 		if err != nil {

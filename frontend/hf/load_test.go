@@ -106,7 +106,7 @@ func TestConfigErrors(t *testing.T) {
 			m["rope_theta"] = 1e4
 		}, `rope_theta: given both`},
 		{"rope_parameters not an object", func(m map[string]any) { m["rope_parameters"] = 3 }, `rope_parameters: want an object`},
-		{"architecture", func(m map[string]any) { m["architectures"] = []string{"MistralForCausalLM"} }, `"MistralForCausalLM" is not supported (supported: LlamaForCausalLM, Qwen2ForCausalLM, GPT2LMHeadModel)`},
+		{"architecture", func(m map[string]any) { m["architectures"] = []string{"BertForMaskedLM"} }, `"BertForMaskedLM" is not supported (supported: ` + strings.Join(Architectures, ", ") + ")"},
 		{"model_type", func(m map[string]any) { delete(m, "architectures"); m["model_type"] = "bert" }, `model_type "bert" is not supported`},
 		{"by model_type", func(m map[string]any) { delete(m, "architectures") }, ""},
 		{"missing key", func(m map[string]any) { delete(m, "hidden_size") }, `missing "hidden_size"`},

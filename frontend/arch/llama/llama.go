@@ -42,6 +42,13 @@ type Config struct {
 	// RopeFreqFactors, when set, divide the frequency of each rotated pair
 	// (one per pair: Llama 3.1's rope scaling, GGUF's rope_freqs).
 	RopeFreqFactors []float64
+	// QKNorm: q and k are RMS-normalised over each head before RoPE
+	// (Qwen3), weights layers.N.attention.q_norm and k_norm [head dim].
+	QKNorm bool
+	// MoE, when set, makes the feed-forward of its layers a mixture of
+	// experts (moe.go); HiddenDim is then the width of the layers it
+	// leaves dense.
+	MoE *MoE
 }
 
 // HeadDim is the width of one attention head.
@@ -71,6 +78,11 @@ func (c Config) Validate() error {
 		return fmt.Errorf("rope style %q must be interleaved or half", c.RopeStyle)
 	case c.NormEps <= 0 || c.RopeTheta <= 0:
 		return fmt.Errorf("norm eps %g and rope theta %g must be positive", c.NormEps, c.RopeTheta)
+	}
+	if c.MoE != nil {
+		if err := c.MoE.validate(c.Layers); err != nil {
+			return err
+		}
 	}
 	if n := len(c.RopeFreqFactors); n > 0 {
 		pairs := c.HeadDim() / 2
@@ -109,9 +121,15 @@ func (c Config) WeightShapes() []arch.NamedShape {
 				arch.Named(p+"attention.bv", c.KVHeads*hd),
 			)
 		}
+		if c.QKNorm {
+			ws = append(ws, arch.Named(p+"attention.q_norm", hd), arch.Named(p+"attention.k_norm", hd))
+		}
+		ws = append(ws, arch.Named(p+"attention.wo", c.Dim, c.Heads*hd), arch.Named(p+"ffn_norm", c.Dim))
+		if c.MoE.On(l) {
+			ws = append(ws, c.MoE.weightShapes(p, c.Dim)...)
+			continue
+		}
 		ws = append(ws,
-			arch.Named(p+"attention.wo", c.Dim, c.Heads*hd),
-			arch.Named(p+"ffn_norm", c.Dim),
 			arch.Named(p+"feed_forward.w1", c.HiddenDim, c.Dim),
 			arch.Named(p+"feed_forward.w2", c.Dim, c.HiddenDim),
 			arch.Named(p+"feed_forward.w3", c.HiddenDim, c.Dim),
@@ -166,6 +184,12 @@ func (c Config) meta() string {
 	if len(c.RopeFreqFactors) > 0 {
 		s += fmt.Sprintf(" rope_freq_factors=%d", len(c.RopeFreqFactors))
 	}
+	if c.QKNorm {
+		s += " qk_norm=true"
+	}
+	if c.MoE != nil {
+		s += " " + c.MoE.meta()
+	}
 	return s
 }
 
@@ -196,16 +220,31 @@ func (c Config) block(f *arch.Forward, l int, x *ir.Value, kv []*ir.Value) (*ir.
 	q := proj("attention.wq", "attention.bq", c.Heads)
 	k := proj("attention.wk", "attention.bk", c.KVHeads)
 	v := proj("attention.wv", "attention.bv", c.KVHeads)
+	if c.QKNorm {
+		q = f.At(p+"attention.q_norm").RMSNorm(q, f.W(p+"attention.q_norm"), c.NormEps)
+		k = f.At(p+"attention.k_norm").RMSNorm(k, f.W(p+"attention.k_norm"), c.NormEps)
+	}
 	q = f.At(p+"attention.rope_q").Rope(q, f.Pos, c.rope())
 	k = f.At(p+"attention.rope_k").Rope(k, f.Pos, c.rope())
 	a, kc, vc := f.CachedAttention(p+"attention", q, k, v, kv[0], kv[1], 1/math.Sqrt(float64(hd)))
 	o := f.At(p+"attention.wo").Linear(a, f.W(p+"attention.wo"))
 	x = f.At(p+"attention.residual").Add(x, o)
 	h = f.At(p+"ffn_norm").RMSNorm(x, f.W(p+"ffn_norm"), c.NormEps)
-	g := f.At(p+"feed_forward.w1").Linear(h, f.W(p+"feed_forward.w1"))
-	u := f.At(p+"feed_forward.w3").Linear(h, f.W(p+"feed_forward.w3"))
-	g = f.At(p+"feed_forward.silu").Unary(ir.OpSilu, g)
-	g = f.At(p+"feed_forward.gate").Mul(g, u)
-	d := f.At(p+"feed_forward.w2").Linear(g, f.W(p+"feed_forward.w2"))
+	var d *ir.Value
+	if c.MoE.On(l) {
+		d = c.MoE.ffn(f, p, h)
+	} else {
+		d = swiGLU(f, p+"feed_forward.", h)
+	}
 	return f.At(p+"feed_forward.residual").Add(x, d), []*ir.Value{kc, vc}
+}
+
+// swiGLU is w2(silu(w1·h) ⊙ w3·h) with the weights prefix+w1, w2 and w3,
+// at their provenance.
+func swiGLU(f *arch.Forward, prefix string, h *ir.Value) *ir.Value {
+	g := f.At(prefix+"w1").Linear(h, f.W(prefix+"w1"))
+	u := f.At(prefix+"w3").Linear(h, f.W(prefix+"w3"))
+	g = f.At(prefix+"silu").Unary(ir.OpSilu, g)
+	g = f.At(prefix+"gate").Mul(g, u)
+	return f.At(prefix+"w2").Linear(g, f.W(prefix+"w2"))
 }
