@@ -14,6 +14,7 @@ package arch
 import (
 	"fmt"
 	"math"
+	"strconv"
 
 	"github.com/tapml/tapml/ir"
 )
@@ -47,6 +48,11 @@ type Decoder struct {
 	Config string // the module's meta "config": the hyperparameters on one line
 
 	Layers int
+	// MaxSeq is the most tokens a session may hold: the KV caches' length,
+	// or for a recurrent model (whose state does not grow) the context its
+	// configuration gives. Build records it as the module's meta
+	// "max_seq", from which runtime/llm sizes a session.
+	MaxSeq int
 	// State lists what layer l carries from one call to the next: its KV
 	// cache (KVCache), a recurrent state, or nothing (or State is nil: no
 	// layer carries any). Each entry is a
@@ -127,6 +133,9 @@ func Build(name string, c Config, weights map[string]ir.WeightSource) (*ir.Modul
 	m := ir.NewModule(name)
 	m.Meta["arch"] = d.Arch
 	m.Meta["config"] = d.Config
+	if d.MaxSeq > 0 {
+		m.Meta["max_seq"] = strconv.Itoa(d.MaxSeq)
+	}
 	w := map[string]*ir.Value{}
 	for _, ns := range c.WeightShapes() {
 		src, ok := weights[ns.Name]

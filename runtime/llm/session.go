@@ -5,25 +5,30 @@ package llm
 
 import (
 	"fmt"
+	"strconv"
 
 	"github.com/tapml/tapml/ir"
 	"github.com/tapml/tapml/runtime"
 	"github.com/tapml/tapml/tensor"
 )
 
-// Session is one generation in progress: the position reached and the KV
-// caches, which stay on the device between steps.
+// Session is one generation in progress: the position reached and the
+// state of every layer (KV caches, or a recurrent model's state), which
+// stays on the device between steps.
 type Session struct {
 	Exec   *runtime.Executor
-	Place  string // placement whose device holds the caches ("" = default)
+	Place  string // placement whose device holds the state ("" = default)
 	Pos    int    // tokens consumed so far
-	MaxSeq int    // cache length: the most tokens a session can hold
+	MaxSeq int    // the most tokens a session can hold
 	caches []*runtime.Buffer
 }
 
 // NewSession checks that the module has the LLM calling convention
-// (prefill/decode taking tokens, pos and caches; returning logits and the
-// updated caches) and allocates zeroed caches.
+// (prefill/decode taking tokens, pos and the layers' state; returning
+// logits and the updated state) and allocates the state, zeroed. MaxSeq is
+// the module's meta "max_seq" (frontend/arch records it: the KV caches'
+// length, or a recurrent model's context); a module without it is sized
+// by its KV caches' first dim.
 func NewSession(exec *runtime.Executor) (*Session, error) {
 	m := exec.Module
 	dec := m.Func("decode")
@@ -38,9 +43,19 @@ func NewSession(exec *runtime.Executor) (*Session, error) {
 		return nil, err
 	}
 	s := &Session{Exec: exec}
+	if v, ok := m.Meta["max_seq"]; ok {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 {
+			return nil, fmt.Errorf("module %q: meta max_seq %q is not a positive integer", m.Name, v)
+		}
+		s.MaxSeq = n
+	} else if len(dec.Params) > 2 && dec.Params[2].Type.Shape.Rank() > 0 {
+		s.MaxSeq = int(dec.Params[2].Type.Shape[0].Size) // the KV cache's rows
+	} else {
+		return nil, fmt.Errorf("module %q has no meta max_seq and no KV cache to size a session by", m.Name)
+	}
 	for _, p := range dec.Params[2:] {
 		sizes := p.Type.Shape.Sizes()
-		s.MaxSeq = sizes[0]
 		b, err := exec.Upload(s.Place, tensor.New(p.Type.DType, sizes))
 		if err != nil {
 			s.Close()
@@ -80,7 +95,7 @@ func (s *Session) Forward(tokens []int) ([]float32, error) {
 		return nil, fmt.Errorf("forward of no tokens")
 	}
 	if s.Pos+len(tokens) > s.MaxSeq {
-		return nil, fmt.Errorf("context full: %d tokens at position %d exceed the cache length %d", len(tokens), s.Pos, s.MaxSeq)
+		return nil, fmt.Errorf("context full: %d tokens at position %d exceed the context of %d", len(tokens), s.Pos, s.MaxSeq)
 	}
 	fn := "decode"
 	if len(tokens) > 1 {

@@ -83,7 +83,7 @@ func layer(l int) string { return "h." + strconv.Itoa(l) + "." }
 // pos, pos+1, ... of wpe.
 func (c Config) Decoder() arch.Decoder {
 	return arch.Decoder{
-		Arch: "gpt2", Layers: c.Layers,
+		Arch: "gpt2", Layers: c.Layers, MaxSeq: c.MaxSeq,
 		Config: fmt.Sprintf("dim=%d inner=%d layers=%d heads=%d vocab=%d positions=%d max_seq=%d eps=%g",
 			c.Dim, c.Inner, c.Layers, c.Heads, c.Vocab, c.Positions, c.MaxSeq, c.NormEps),
 		State: func(int) []arch.State { return arch.KVCache(c.MaxSeq, c.Heads, c.HeadDim()) },

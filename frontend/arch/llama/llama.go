@@ -148,7 +148,7 @@ func layer(l int) string { return "layers." + strconv.Itoa(l) + "." }
 // Decoder describes the graph to arch.Build.
 func (c Config) Decoder() arch.Decoder {
 	return arch.Decoder{
-		Arch: "llama", Config: c.meta(), Layers: c.Layers,
+		Arch: "llama", Config: c.meta(), Layers: c.Layers, MaxSeq: c.MaxSeq,
 		State: func(int) []arch.State { return arch.KVCache(c.MaxSeq, c.KVHeads, c.HeadDim()) },
 		Embed: func(f *arch.Forward) *ir.Value {
 			return f.At("tok_embeddings").Gather(f.W("tok_embeddings"), f.Tokens)
