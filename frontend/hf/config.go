@@ -45,10 +45,12 @@ type family struct {
 var families = []family{
 	gpt2Family,
 	llamaFamily("LlamaForCausalLM", "llama"),
+	mambaFamily,
 	moeFamily("MixtralForCausalLM", "mixtral"),
 	llamaFamily("Qwen2ForCausalLM", "qwen2"),
 	moeFamily("Qwen2MoeForCausalLM", "qwen2_moe"),
 	moeFamily("Qwen3MoeForCausalLM", "qwen3_moe"),
+	rwkvFamily,
 }
 
 // Architectures lists the model classes Load supports.
@@ -79,8 +81,9 @@ type Config struct {
 	// BOS and EOS are bos_token_id and eos_token_id (the first, when a
 	// list), or -1 when absent.
 	BOS, EOS int
-	// MaxPositions is max_position_embeddings (n_positions), before
-	// MaxSeqCap.
+	// MaxPositions is max_position_embeddings (n_positions for GPT-2,
+	// context_length for RWKV), before MaxSeqCap; 0 for a model without a
+	// position limit (Mamba).
 	MaxPositions int
 	family       family
 }

@@ -16,7 +16,7 @@ func FuzzParseConfig(f *testing.F) {
 		"num_attention_heads": 4, "vocab_size": 32, "bos_token_id": [1, 2], "eos_token_id": 2.0}`))
 	f.Add([]byte(`{"architectures": ["GPT2LMHeadModel"], "n_embd": 8, "n_layer": 1, "n_head": 2, "vocab_size": 10, "n_positions": 8, "n_inner": null}`))
 	f.Add([]byte(`[1, 2]`))
-	for _, name := range []string{"mixtral", "qwen2_moe", "qwen3_moe"} {
+	for _, name := range []string{"mamba", "mixtral", "qwen2_moe", "qwen3_moe", "rwkv"} {
 		data, err := os.ReadFile(filepath.Join("testdata", "models", name, ConfigFile))
 		if err != nil {
 			f.Fatal(err)

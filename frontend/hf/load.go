@@ -1,12 +1,15 @@
 // Package hf imports Hugging Face model folders: config.json, the weights
 // in model.safetensors (or shards listed by model.safetensors.index.json)
-// and, when present, tokenizer.json. Supported architectures are
-// LlamaForCausalLM and Qwen2ForCausalLM (through frontend/arch/llama, with
-// Hugging Face's "half" RoPE layout and Qwen2's q/k/v biases) and
-// GPT2LMHeadModel (through frontend/arch/gpt2); each is a family (config.go)
-// in a file of its own that maps config.json and the tensor names onto the
-// arch family. Weights may be F32, F16 or BF16; they are memory-mapped, F32
-// ones used in place and 16-bit ones widened to f32 on first use.
+// and, when present, tokenizer.json. Each supported architecture (a model
+// class of transformers) is a family (config.go) in a file of its own that
+// maps config.json and the tensor names onto a frontend/arch family: the
+// LLaMA family (LlamaForCausalLM, Qwen2ForCausalLM with Hugging Face's
+// "half" RoPE layout and Qwen2's q/k/v biases; with mixtures of experts
+// MixtralForCausalLM, Qwen2MoeForCausalLM and Qwen3MoeForCausalLM),
+// GPT2LMHeadModel, and the recurrent RwkvForCausalLM and MambaForCausalLM.
+// Weights may be F32, F16 or BF16; they are memory-mapped, F32 ones used
+// in place and 16-bit ones widened to f32 on first use (a mixture's
+// per-expert tensors are stacked on first use).
 //
 // Everything read from the folder is checked: config.json's
 // hyperparameters (unsupported features such as rope_scaling are errors
@@ -150,6 +153,8 @@ func (c *Config) Build(name string, ck *Checkpoint) (*ir.Module, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", ck.Dir, err)
 	}
-	m.Meta["max_position_embeddings"] = fmt.Sprint(c.MaxPositions)
+	if c.MaxPositions > 0 {
+		m.Meta["max_position_embeddings"] = fmt.Sprint(c.MaxPositions)
+	}
 	return m, nil
 }

@@ -27,7 +27,7 @@ import (
 // half-understood.
 var fixturesBuilt = map[string]bool{
 	"llama": true, "llama_tied": true, "llama_v4": true, "qwen2": true, "gpt2": true,
-	"mixtral": true, "qwen2_moe": true, "qwen3_moe": true,
+	"mamba": true, "mixtral": true, "qwen2_moe": true, "qwen3_moe": true, "rwkv": true,
 }
 
 // fixtureTol bounds max|got - want| / max|want| over a step's logits. Both
