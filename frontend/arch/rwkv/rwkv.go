@@ -174,7 +174,7 @@ func (c Config) block(f *arch.Forward, l int, x *ir.Value, state []*ir.Value) (*
 		return f.At(a+name).Linear(c.mix(f, a+"time_mix_"+name, h, sh), f.W(a+name+".weight"))
 	}
 	k, v := proj("key"), proj("value")
-	r := f.At(a + "receptance").Unary(ir.OpSigmoid, proj("receptance"))
+	r := f.At(a+"receptance").Unary(ir.OpSigmoid, proj("receptance"))
 	w := f.At(a+"time_decay").Unary(ir.OpNeg, f.Unary(ir.OpExp, f.W(a+"time_decay")))
 	wkv := f.At(a+"wkv").OpN(ir.OpWKV, []*ir.Value{state[2], k, v, w, f.W(a + "time_first")}, nil)
 	out := f.At(a+"output").Linear(f.At(a+"gate").Mul(r, wkv[1]), f.W(a+"output.weight"))
@@ -184,7 +184,7 @@ func (c Config) block(f *arch.Forward, l int, x *ir.Value, state []*ir.Value) (*
 	h = c.norm(f, x, p+"ln2")
 	sh, ffnShift := shift(f, m, h, state[1])
 	key := f.At(m+"key").Linear(c.mix(f, m+"time_mix_key", h, sh), f.W(m+"key.weight"))
-	key = f.At(m + "relu").Unary(ir.OpRelu, key)
+	key = f.At(m+"relu").Unary(ir.OpRelu, key)
 	key = f.At(m+"square").Mul(key, key)
 	val := f.At(m+"value").Linear(key, f.W(m+"value.weight"))
 	rr := f.At(m+"receptance").Linear(c.mix(f, m+"time_mix_receptance", h, sh), f.W(m+"receptance.weight"))
