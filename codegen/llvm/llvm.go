@@ -102,7 +102,10 @@ func StatusError(op ir.Op, status int32) error {
 //     matmul reads b one k further; rms_norm, layer_norm and softmax read
 //     x[i+1] in their reductions; argmax scans from element 1; rope rotates
 //     pair i by the angle of pair i+1; kv_write writes rows pos+1.. (wrapping);
-//     attention reads key row t+1 (wrapping).
+//     attention reads key row t+1 (wrapping); topk scans from element 1;
+//     expert_matmul reads expert id+1, causal_conv1d tap j+1, wkv k of
+//     row s+1, selective_scan B[n+1] (all wrapping); token_shift copies
+//     x's own row.
 //   - wrong_constant: a constant perturbed: rms_norm and layer_norm use
 //     eps·1000 + 1e-3; rope uses theta·1.1; attention uses scale·1.1;
 //     constant adds 1 to its values; gelu uses 0.05 for 0.044715; silu and
@@ -110,8 +113,9 @@ func StatusError(op ir.Op, status int32) error {
 //     first float constant by 1.1.
 //   - f16_overflow: float intermediates whose magnitude exceeds 65504 (the
 //     largest f16) become ±inf, as in an f16 kernel: elementwise results,
-//     matmul and attention accumulators, norm sums of squares, softmax sums,
-//     rope outputs.
+//     matmul, expert_matmul and attention accumulators, norm sums of
+//     squares, softmax sums, rope outputs, causal_conv1d sums, wkv's
+//     outputs and state, selective_scan's state and sums.
 const (
 	FaultWrongIndex    = "wrong_index"
 	FaultWrongConstant = "wrong_constant"
