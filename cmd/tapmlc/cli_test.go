@@ -330,10 +330,13 @@ func TestOps(t *testing.T) {
 			t.Errorf("ops -v has no column %s", want)
 		}
 	}
-	if got := strings.Join(row(verbose.stdout, "kv_write")[7:12], " "); got != "side effects input 0 stored" {
+	if got := strings.Join(row(verbose.stdout, "kv_write")[7:13], " "); got != "side effects input 0 - stored" {
 		t.Errorf("kv_write's facts: %q", got)
 	}
-	if got := strings.Join(row(verbose.stdout, "matmul")[7:12], " "); got != "pure - f32 sum 0" {
+	if got := strings.Join(row(verbose.stdout, "matmul")[7:13], " "); got != "pure - - f32 sum 0" {
 		t.Errorf("matmul's facts: %q", got)
+	}
+	if got := strings.Join(row(verbose.stdout, "expert_matmul")[7:13], " "); got != "pure - input 2 f32 sum" {
+		t.Errorf("expert_matmul's facts: %q", got)
 	}
 }
