@@ -265,6 +265,9 @@ func (g *gen) floatOp(op ir.Op, a []value.Value) value.Value {
 		cube := g.fmul(g.fmul(g.fmul(cf(k), x), x), x)
 		t := g.viaDouble("tanh", g.fmul(cf(0.7978845608028654), g.fadd(x, cube)))
 		return g.fmul(g.fmul(cf(0.5), x), g.fadd(cf(1), t))
+	case ir.OpSoftplus: // x above 20, else log1p(exp(x)), each rounded to f32
+		l := g.viaDouble("log1p", g.viaDouble("exp", x))
+		return g.sel(g.fcmp(enum.FPredOGT, x, cf(20)), x, l)
 	case ir.OpAdd:
 		return g.fadd(x, a[1])
 	case ir.OpSub:

@@ -70,7 +70,7 @@ type Options struct {
 // Status codes a kernel returns.
 const (
 	StatusOK         = 0
-	StatusIDRange    = 1 // gather: an id is outside the table
+	StatusIDRange    = 1 // gather, expert_matmul: an id is outside the table or the experts
 	StatusPosRange   = 2 // kv_write, attention: rows pos..pos+S-1 do not fit the cache
 	StatusEmptyArgmx = 3 // argmax over an empty axis
 )
@@ -81,7 +81,7 @@ func StatusError(op ir.Op, status int32) error {
 	case StatusOK:
 		return nil
 	case StatusIDRange:
-		return fmt.Errorf("%s: an id is out of range of the table", op)
+		return fmt.Errorf("%s: an id is out of range of the table (or of the experts)", op)
 	case StatusPosRange:
 		return fmt.Errorf("%s: rows pos..pos+S-1 do not fit the cache (or pos is negative)", op)
 	case StatusEmptyArgmx:
@@ -102,7 +102,10 @@ func StatusError(op ir.Op, status int32) error {
 //     matmul reads b one k further; rms_norm, layer_norm and softmax read
 //     x[i+1] in their reductions; argmax scans from element 1; rope rotates
 //     pair i by the angle of pair i+1; kv_write writes rows pos+1.. (wrapping);
-//     attention reads key row t+1 (wrapping).
+//     attention reads key row t+1 (wrapping); topk scans from element 1;
+//     expert_matmul reads expert id+1, causal_conv1d tap j+1, wkv k of
+//     row s+1, selective_scan B[n+1] (all wrapping); token_shift copies
+//     x's own row.
 //   - wrong_constant: a constant perturbed: rms_norm and layer_norm use
 //     eps·1000 + 1e-3; rope uses theta·1.1; attention uses scale·1.1;
 //     constant adds 1 to its values; gelu uses 0.05 for 0.044715; silu and
@@ -110,8 +113,9 @@ func StatusError(op ir.Op, status int32) error {
 //     first float constant by 1.1.
 //   - f16_overflow: float intermediates whose magnitude exceeds 65504 (the
 //     largest f16) become ±inf, as in an f16 kernel: elementwise results,
-//     matmul and attention accumulators, norm sums of squares, softmax sums,
-//     rope outputs.
+//     matmul, expert_matmul and attention accumulators, norm sums of
+//     squares, softmax sums, rope outputs, causal_conv1d sums, wkv's
+//     outputs and state, selective_scan's state and sums.
 const (
 	FaultWrongIndex    = "wrong_index"
 	FaultWrongConstant = "wrong_constant"
@@ -323,6 +327,12 @@ func init() {
 		ir.OpConv2D:           genConv,
 		ir.OpConvTranspose2D:  genConv,
 		ir.OpResize:           genResize,
+		ir.OpTopK:             genTopK,
+		ir.OpExpertMatmul:     genExpertMatmul,
+		ir.OpTokenShift:       genTokenShift,
+		ir.OpCausalConv1D:     genCausalConv1D,
+		ir.OpWKV:              genWKV,
+		ir.OpSelectiveScan:    genSelectiveScan,
 	} {
 		generators[op] = fn
 	}

@@ -50,6 +50,14 @@ var helpers = map[string]string{
   if (fract(b) != 0.0f) { return f32_bits(0x7fc00000u); }
   return select(p, -p, fract(b * 0.5f) != 0.0f);
 }`,
+	// softplus_ is PyTorch's softplus: x above 20, else log1p(exp(x)), with
+	// log1p(e) = log(1+e)·e/((1+e)-1), accurate where 1+e rounds.
+	"softplus_": `fn softplus_(x: f32) -> f32 {
+  let e = exp(x);
+  let u = 1.0f + e;
+  let l = select(log(u) * (e / (u - 1.0f)), e, u == 1.0f);
+  return select(l, x, x > 20.0f);
+}`,
 }
 
 // useHelper makes the kernel declare a helper function (once, at the end
@@ -173,6 +181,9 @@ func (g *gen) unaryF32(op ir.Op, x string, used map[string]bool) (string, error)
 	case ir.OpErf:
 		g.useHelper("erf_", used)
 		return "erf_(" + x + ")", nil
+	case ir.OpSoftplus:
+		g.useHelper("softplus_", used)
+		return "softplus_(" + x + ")", nil
 	case ir.OpGelu:
 		g.useHelper("tanh_", used)
 		c := 0.044715

@@ -15,7 +15,10 @@ import "sort"
 //     gather reads the row of id+1; matmul reads b one k further; rms_norm,
 //     layer_norm and softmax read x[i+1] in their reductions; argmax scans
 //     from element 1 (never returning 0); rope rotates pair i by the angle of
-//     pair i+1; kv_write writes rows pos+1..; attention reads key row t+1.
+//     pair i+1; kv_write writes rows pos+1..; attention reads key row t+1;
+//     topk scans from element 1; expert_matmul reads expert id+1 (mod E);
+//     token_shift reads the row after; causal_conv1d reads tap j+1,
+//     selective_scan B[n+1] (both clamped); wkv reads k of the next row.
 //   - wrong_constant: a constant perturbed. rms_norm and layer_norm use
 //     eps·1000 (plus 1e-3); rope uses theta·1.1 (with a freqs table, its
 //     frequencies ·1.1); attention uses scale·1.1;
@@ -31,8 +34,10 @@ import "sort"
 //     lockstep.
 //   - f16_overflow: every float intermediate whose magnitude exceeds 65504
 //     (the largest f16) becomes ±inf, as it would in an f16 kernel:
-//     elementwise results, matmul and attention accumulators, norm sums of
-//     squares, softmax sums, rope outputs.
+//     elementwise results, matmul, expert_matmul and attention
+//     accumulators, norm sums of squares, softmax sums, rope outputs,
+//     causal_conv1d sums, wkv's outputs and state, selective_scan's state
+//     and sums.
 const (
 	FaultWrongIndex     = "wrong_index"
 	FaultWrongConstant  = "wrong_constant"
