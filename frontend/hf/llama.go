@@ -144,12 +144,8 @@ func (o jsonObject) llama(c *Config, v llamaVariant) (arch.Config, error) {
 	if err := o.setRope(&l, c, v.rope); err != nil {
 		return nil, err
 	}
-	act, err := o.string("hidden_act", "silu")
-	if err != nil {
+	if err := o.unsupported("hidden_act", "only silu", `"silu"`); err != nil {
 		return nil, err
-	}
-	if act != "silu" {
-		return nil, o.errorf("hidden_act", "%q is not supported (only silu)", act)
 	}
 	for _, u := range []struct {
 		key, why string

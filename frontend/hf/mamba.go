@@ -68,12 +68,8 @@ func (o jsonObject) mamba(c *Config) (arch.Config, error) {
 	if m.TiedEmbeddings, err = o.bool("tie_word_embeddings", true); err != nil {
 		return nil, err
 	}
-	act, err := o.string("hidden_act", "silu")
-	if err != nil {
+	if err := o.unsupported("hidden_act", "only silu", `"silu"`); err != nil {
 		return nil, err
-	}
-	if act != "silu" {
-		return nil, o.errorf("hidden_act", "%q is not supported (only silu)", act)
 	}
 	m.MaxSeq = MaxSeqCap
 	return m, nil

@@ -2,7 +2,6 @@ package hf
 
 import (
 	"path/filepath"
-	"strings"
 	"testing"
 
 	"github.com/tapml/tapml/ir"
@@ -31,18 +30,10 @@ func TestMoEConfig(t *testing.T) {
 		t.Run(tc.fixture+" "+tc.name, func(t *testing.T) {
 			dir := copyFixture(t, tc.fixture)
 			editJSON(t, filepath.Join(dir, ConfigFile), tc.edit)
-			m, _, err := Load(dir)
-			if tc.err == "" {
-				if err != nil {
-					t.Fatal(err)
-				}
+			if m := loadWant(t, dir, tc.err); m != nil {
 				if n := countOps(m, ir.OpExpertMatmul); n != 2*3*2 {
 					t.Errorf("%d expert_matmul nodes, want 3 per layer and function", n)
 				}
-				return
-			}
-			if err == nil || !strings.Contains(err.Error(), tc.err) || !strings.Contains(err.Error(), dir) {
-				t.Fatalf("error %v, want %q naming %s", err, tc.err, dir)
 			}
 		})
 	}

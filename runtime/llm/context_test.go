@@ -25,13 +25,7 @@ func TestFitContext(t *testing.T) {
 		if err := FitContext(m, fit); err != nil {
 			t.Fatal(err)
 		}
-		exec := runtime.NewExecutor(m, cpu.New())
-		defer exec.Close()
-		s, err := NewSession(exec)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer s.Close()
+		s := cpuSession(t, m)
 		l, err := s.Forward([]int{1, 5, 6})
 		if err != nil {
 			t.Fatal(err)
@@ -90,13 +84,7 @@ func TestFitContextRecurrent(t *testing.T) {
 	if after := shapes(); !slices.EqualFunc(before, after, ir.Type.Equal) {
 		t.Errorf("state %v became %v", before, after)
 	}
-	exec := runtime.NewExecutor(m, cpu.New())
-	defer exec.Close()
-	s, err := NewSession(exec)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	s := cpuSession(t, m)
 	if s.MaxSeq != 2 || m.Meta["max_seq"] != "2" {
 		t.Errorf("MaxSeq %d, meta max_seq %q, want 2", s.MaxSeq, m.Meta["max_seq"])
 	}

@@ -21,7 +21,15 @@ func tinySession(t *testing.T) *Session {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, err := NewSession(runtime.NewExecutor(m, cpu.New()))
+	return cpuSession(t, m)
+}
+
+// cpuSession is a session of m on the CPU reference, closed with the test.
+func cpuSession(t *testing.T, m *ir.Module) *Session {
+	t.Helper()
+	exec := runtime.NewExecutor(m, cpu.New())
+	t.Cleanup(exec.Close)
+	s, err := NewSession(exec)
 	if err != nil {
 		t.Fatal(err)
 	}
