@@ -2,7 +2,10 @@
 // compiled form of one IR node for one target language. The generators live
 // in subpackages. GPU kernels have one source: wgsl writes them, in a WGSL
 // dialect that wgslfront parses and type-checks; spirv and msl translate
-// that tree to SPIR-V and MSL. llvm writes the native CPU kernels apart.
+// that tree to SPIR-V and MSL. llvm writes the native CPU kernels apart,
+// but for the arithmetic of elementwise ops, which it compiles from wgsl's
+// formulas (one WGSL expression per op). fault is the table of the
+// test-only faults the generators plant.
 //
 // Kernels are specialised on concrete shapes: the sizes of every input and
 // output are baked into the code as constants, so the grid is known when the

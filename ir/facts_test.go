@@ -27,9 +27,17 @@ func TestFactsOfOps(t *testing.T) {
 		OpConv2D, OpConvTranspose2D, OpPool2D, OpResize, OpReduceSum, OpReduceMean, OpReduceMax,
 		OpTopK, OpExpertMatmul, OpCausalConv1D, OpWKV, OpSelectiveScan}
 	f32Compute = append(append(f32Compute, UnaryOps...), BinaryOps...)
-	intCompute := []Op{OpNeg, OpAbs, OpRelu, OpAdd, OpSub, OpMul, OpMaximum, OpMinimum, OpArgmax}
-	transcendental := []Op{OpExp, OpLog, OpSqrt, OpRsqrt, OpSilu, OpSigmoid, OpTanh, OpGelu, OpErf, OpPow, OpSoftmax, OpAttention, OpRope,
-		OpSoftplus, OpSelectiveScan}
+	intCompute := []Op{OpArgmax}
+	transcendental := []Op{OpSoftmax, OpAttention, OpRope, OpSelectiveScan}
+	// The unary and binary ops' facts follow from their rows.
+	for op, e := range elementwise {
+		if e.ints {
+			intCompute = append(intCompute, op)
+		}
+		if e.transcendental {
+			transcendental = append(transcendental, op)
+		}
+	}
 	for _, d := range Ops() {
 		if got := d.Effects == SideEffects; got != slices.Contains(sideEffects, d.Op) {
 			t.Errorf("%s: side effects %v", d.Name, got)

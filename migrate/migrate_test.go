@@ -307,7 +307,7 @@ func TestBadOptions(t *testing.T) {
 	if _, err := d.Run("sideways"); err == nil {
 		t.Error("unknown strategy accepted")
 	}
-	if _, err := d.Inject([]target.Injection{{Op: ir.OpMatmul, Fault: "wrong_index"}}); err == nil || !strings.Contains(err.Error(), "only on the webgpu and vulkan targets") {
+	if _, err := d.Inject([]target.Injection{{Op: ir.OpMatmul, Fault: "wrong_index"}}); err == nil || !strings.Contains(err.Error(), "only on the webgpu, vulkan, remote: and llvm targets") {
 		t.Errorf("injection on a device without faults: %v", err)
 	}
 }

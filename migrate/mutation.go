@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/tapml/tapml/carve"
-	"github.com/tapml/tapml/codegen/wgsl"
+	"github.com/tapml/tapml/codegen/fault"
 	"github.com/tapml/tapml/ir"
 	"github.com/tapml/tapml/runtime/target"
 )
@@ -39,8 +39,8 @@ func (m Mutant) String() string {
 // would be equivalent).
 func (d *Driver) Mutants(faults []string) []Mutant {
 	if faults == nil {
-		for _, f := range wgsl.FaultNames() {
-			if f != wgsl.FaultF16Overflow {
+		for _, f := range fault.Names() { // those the target does not take apply nowhere
+			if f != fault.F16Overflow {
 				faults = append(faults, f)
 			}
 		}

@@ -4,11 +4,13 @@ import (
 	"fmt"
 	"math"
 	"os"
+	"strings"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 	"github.com/tapml/tapml/carve"
 	"github.com/tapml/tapml/ir"
+	"github.com/tapml/tapml/codegen/fault"
 	"github.com/tapml/tapml/migrate"
 	"github.com/tapml/tapml/passes"
 	"github.com/tapml/tapml/runtime"
@@ -68,11 +70,11 @@ placement and in the reference placement as .npy files, with index.tsv.
 The report ends with the kernel time per op of the final placement.
 
 --inject op=KIND,fault=NAME (or node=ID,fault=NAME; repeatable) plants a
-test-only fault (wrong_index, wrong_constant, missing_barrier,
-f16_overflow) in the target's kernels, on the webgpu, vulkan and remote:
-targets only, to check the tool. When nothing diverges, the faulted kernels
-are run once more without their faults: identical outputs mean the fault
-never fired.
+test-only fault in the target's kernels, to check the tool. When nothing
+diverges, the faulted kernels are run once more without their faults:
+identical outputs mean the fault never fired. The faults
+(codegen/fault's table):
+` + fault.Help() + `
 
 The report goes to stdout (--json and --html write files too); progress to
 stderr. Exit status: 0 every node runs on the target and agrees with the
@@ -217,7 +219,7 @@ func runMigrate(cmd *cobra.Command, args []string, fl *migrateFlags) (int, error
 
 // registerInject adds --inject.
 func registerInject(f *pflag.FlagSet, injects *[]string) {
-	f.StringArrayVar(injects, "inject", nil, "plant a test-only fault: op=KIND,fault=NAME or node=ID,fault=NAME (webgpu and remote: targets; repeatable)")
+	f.StringArrayVar(injects, "inject", nil, "plant a test-only fault: op=KIND,fault=NAME or node=ID,fault=NAME ("+strings.Join(fault.InjectableTargets(), ", ")+" targets; repeatable)")
 }
 
 // openReference opens the device of --reference.
@@ -240,8 +242,10 @@ func parseInjections(values []string, tgt string) ([]target.Injection, error) {
 		}
 		injs = append(injs, in)
 	}
-	if len(injs) > 0 && tgt != "webgpu" && !target.IsRemote(tgt) {
-		return nil, fmt.Errorf("--inject: fault injection is supported only on the webgpu target and remote:ws:// targets (codegen/wgsl's test-only faults), not on %s", tgt)
+	if len(injs) > 0 {
+		if err := target.InjectableTarget(tgt); err != nil {
+			return nil, fmt.Errorf("--inject: %w", err)
+		}
 	}
 	return injs, nil
 }

@@ -80,7 +80,7 @@ func TestMigrateBadInputs(t *testing.T) {
 		want string
 	}{
 		{[]string{"--strategy", "sideways", "--target", "cpu"}, "--strategy"},
-		{[]string{"--target", "cpu", "--inject", "op=matmul,fault=wrong_index"}, "only on the webgpu and vulkan targets"},
+		{[]string{"--target", "cpu", "--inject", "op=matmul,fault=wrong_index"}, "only on the webgpu, vulkan, remote: and llvm targets"},
 		{[]string{"--target", "cpu", "--inject", "op=matmul"}, "no fault="},
 		// Remote devices take faults (runtime/target.Injectable): the
 		// command gets as far as connecting.

@@ -8,6 +8,7 @@ import (
 	"github.com/llir/llvm/ir/types"
 	"github.com/llir/llvm/ir/value"
 
+	"github.com/tapml/tapml/codegen/wgsl"
 	"github.com/tapml/tapml/ir"
 )
 
@@ -172,8 +173,12 @@ func genElementwise(g *gen) error {
 	b := planBroadcast(sizes(g.out[0]), shapes)
 	n0 := numel(g.in[0])
 	shift := g.faultOnce(FaultWrongIndex)
-	constFault := g.op == ir.OpFusedElementwise && g.fault == FaultWrongConstant
+	ints := types.Type(types.I32)
+	if dt == ir.I64 {
+		ints = types.I64
+	}
 	ob := g.outBinding(0)
+	var genErr error
 	g.broadcastLoop(b, func(idx []value.Value, o value.Value) {
 		vals := make([]value.Value, len(idx))
 		load := func(k int) value.Value {
@@ -190,98 +195,48 @@ func genElementwise(g *gen) error {
 			}
 			return vals[k]
 		}
-		var walk func(e *ir.Expr) value.Value
-		walk = func(e *ir.Expr) value.Value {
+		var walk func(e *ir.Expr) (value.Value, error)
+		walk = func(e *ir.Expr) (value.Value, error) {
 			switch {
 			case e.IsInput():
-				return load(e.Input)
+				return load(e.Input), nil
 			case e.IsConst():
-				c := float32(e.Const)
-				if constFault && g.faultOnce(FaultWrongConstant) {
-					c *= 1.1
+				return cf(float32(g.perturb(e.Const))), nil
+			}
+			env := formulaEnv{ints: ints}
+			for _, a := range e.Args {
+				v, err := walk(a)
+				if err != nil {
+					return nil, err
 				}
-				return cf(c)
+				env.vals = append(env.vals, v)
 			}
-			args := make([]value.Value, len(e.Args))
-			for i, a := range e.Args {
-				args[i] = walk(a)
+			f, vars, err := wgsl.Formula(e.Op, isInt)
+			if err != nil {
+				return nil, err
 			}
-			if isInt {
-				return g.intOp(e.Op, args)
+			env.vars = vars
+			v, err := g.formula(f, env)
+			if err != nil || isInt {
+				return v, err
 			}
-			return g.ov(g.floatOp(e.Op, args))
+			return g.ov(v), nil
 		}
-		v := walk(e)
-		if isInt {
+		v, err := walk(e)
+		switch {
+		case err != nil:
+			genErr = err
+		case isInt:
 			g.st(ob, o, v)
-		} else {
+		default:
 			g.stF(ob, o, v)
 		}
 	})
+	if genErr != nil {
+		return genErr
+	}
 	g.finish()
 	return nil
-}
-
-// floatOp computes an elementwise op on f32 values as runtime/cpu does.
-func (g *gen) floatOp(op ir.Op, a []value.Value) value.Value {
-	x := a[0]
-	one := float32(1)
-	switch op {
-	case ir.OpNeg:
-		return g.cur.NewFNeg(x)
-	case ir.OpExp:
-		return g.viaDouble("exp", x)
-	case ir.OpLog:
-		return g.viaDouble("log", x)
-	case ir.OpSqrt:
-		return g.call("llvm.sqrt.f32", types.Float, x)
-	case ir.OpRsqrt:
-		return g.fdiv(cf(1), g.call("llvm.sqrt.f32", types.Float, x))
-	case ir.OpAbs:
-		return g.call("llvm.fabs.f32", types.Float, x)
-	case ir.OpSilu: // x·(1/(1+exp(-x)))
-		if g.faultOnce(FaultWrongConstant) {
-			one = 2
-		}
-		e := g.viaDouble("exp", g.cur.NewFNeg(x))
-		return g.fmul(x, g.fdiv(cf(1), g.fadd(cf(one), e)))
-	case ir.OpSigmoid:
-		if g.faultOnce(FaultWrongConstant) {
-			one = 2
-		}
-		e := g.viaDouble("exp", g.cur.NewFNeg(x))
-		return g.fdiv(cf(1), g.fadd(cf(one), e))
-	case ir.OpTanh:
-		return g.viaDouble("tanh", x)
-	case ir.OpErf:
-		return g.viaDouble("erf", x)
-	case ir.OpRelu: // NaN stays NaN
-		return g.sel(g.fcmp(enum.FPredOLT, x, cf(0)), cf(0), x)
-	case ir.OpGelu: // each step rounded to f32, as the reference
-		k := float32(0.044715)
-		if g.faultOnce(FaultWrongConstant) {
-			k = 0.05
-		}
-		cube := g.fmul(g.fmul(g.fmul(cf(k), x), x), x)
-		t := g.viaDouble("tanh", g.fmul(cf(0.7978845608028654), g.fadd(x, cube)))
-		return g.fmul(g.fmul(cf(0.5), x), g.fadd(cf(1), t))
-	case ir.OpSoftplus: // x above 20, else log1p(exp(x)), each rounded to f32
-		l := g.viaDouble("log1p", g.viaDouble("exp", x))
-		return g.sel(g.fcmp(enum.FPredOGT, x, cf(20)), x, l)
-	case ir.OpAdd:
-		return g.fadd(x, a[1])
-	case ir.OpSub:
-		return g.fsub(x, a[1])
-	case ir.OpMul:
-		return g.fmul(x, a[1])
-	case ir.OpDiv:
-		return g.fdiv(x, a[1])
-	case ir.OpPow:
-		return g.viaDouble("pow", x, a[1])
-	case ir.OpMaximum, ir.OpMinimum:
-		return g.maxMin(op == ir.OpMaximum, x, a[1])
-	}
-	panic("llvm: floatOp " + op.String())
 }
 
 // maxMin is Go's math.Max/Min on f32: NaN if either is NaN, and
@@ -304,34 +259,6 @@ func (g *gen) maxMin(isMax bool, x, y value.Value) value.Value {
 	pick = g.sel(eq, g.cur.NewBitCast(bits, types.Float), pick)
 	nan := g.fcmp(enum.FPredUNO, x, y)
 	return g.sel(nan, g.fadd(x, y), pick)
-}
-
-// intOp computes an elementwise op on integers (wrapping).
-func (g *gen) intOp(op ir.Op, a []value.Value) value.Value {
-	x := a[0]
-	zero := value.Value(c64(0))
-	if x.Type().Equal(types.I32) {
-		zero = c32(0)
-	}
-	switch op {
-	case ir.OpNeg:
-		return g.cur.NewSub(zero, x)
-	case ir.OpAbs:
-		return g.sel(g.icmp(enum.IPredSLT, x, zero), g.cur.NewSub(zero, x), x)
-	case ir.OpRelu:
-		return g.sel(g.icmp(enum.IPredSLT, x, zero), zero, x)
-	case ir.OpAdd:
-		return g.cur.NewAdd(x, a[1])
-	case ir.OpSub:
-		return g.cur.NewSub(x, a[1])
-	case ir.OpMul:
-		return g.cur.NewMul(x, a[1])
-	case ir.OpMaximum:
-		return g.sel(g.icmp(enum.IPredSGT, x, a[1]), x, a[1])
-	case ir.OpMinimum:
-		return g.sel(g.icmp(enum.IPredSLT, x, a[1]), x, a[1])
-	}
-	panic("llvm: intOp " + op.String())
 }
 
 // genCast converts every element through float64, as the reference's

@@ -49,19 +49,19 @@ package llvm
 import (
 	"fmt"
 	goruntime "runtime"
-	"sort"
 	"strings"
 
 	lir "github.com/llir/llvm/ir"
 
 	"github.com/tapml/tapml/codegen"
+	"github.com/tapml/tapml/codegen/fault"
 	"github.com/tapml/tapml/ir"
 )
 
 // Options control code generation.
 type Options struct {
 	// Fault, when set, injects a deliberate bug into the kernel. It is for
-	// tests only; see the Fault constants for the names and what each does.
+	// tests only; codegen/fault has the names and what each does.
 	Fault string
 	// Triple and DataLayout set the module's target; empty means the host's.
 	Triple, DataLayout string
@@ -90,44 +90,17 @@ func StatusError(op ir.Op, status int32) error {
 	return fmt.Errorf("%s: kernel returned status %d", op, status)
 }
 
-// Faults are deliberate bugs Generate injects into a kernel when
-// Options.Fault names one, so that tests of carving and migration can plant
-// a known culprit. Generate returns an error when the fault does not apply
-// to the node's op.
-//
-//   - wrong_index: an off-by-one in an index, kept in bounds (it wraps):
-//     elementwise ops, cast and copies (reshape, probe, transfer, transpose,
-//     slice, concat) read the source element after the right one; constant
-//     shifts its values by one; gather reads the row of id+1 (wrapping);
-//     matmul reads b one k further; rms_norm, layer_norm and softmax read
-//     x[i+1] in their reductions; argmax scans from element 1; rope rotates
-//     pair i by the angle of pair i+1; kv_write writes rows pos+1.. (wrapping);
-//     attention reads key row t+1 (wrapping); topk scans from element 1;
-//     expert_matmul reads expert id+1, causal_conv1d tap j+1, wkv k of
-//     row s+1, selective_scan B[n+1] (all wrapping); token_shift copies
-//     x's own row.
-//   - wrong_constant: a constant perturbed: rms_norm and layer_norm use
-//     eps·1000 + 1e-3; rope uses theta·1.1; attention uses scale·1.1;
-//     constant adds 1 to its values; gelu uses 0.05 for 0.044715; silu and
-//     sigmoid use 2 for the 1 in 1/(1+e^-x); fused_elementwise multiplies its
-//     first float constant by 1.1.
-//   - f16_overflow: float intermediates whose magnitude exceeds 65504 (the
-//     largest f16) become ±inf, as in an f16 kernel: elementwise results,
-//     matmul, expert_matmul and attention accumulators, norm sums of
-//     squares, softmax sums, rope outputs, causal_conv1d sums, wkv's
-//     outputs and state, selective_scan's state and sums.
+// Options.Fault plants one of the test-only faults of codegen/fault in the
+// kernel: that package's table says what each does and which ops' kernels
+// take it (LLVM kernels keep an off-by-one index in bounds, wrapping
+// around). Generate returns an error when the fault does not apply to the
+// node's op. The generators name the faults by these aliases of the
+// table's names.
 const (
-	FaultWrongIndex    = "wrong_index"
-	FaultWrongConstant = "wrong_constant"
-	FaultF16Overflow   = "f16_overflow"
+	FaultWrongIndex    = fault.WrongIndex
+	FaultWrongConstant = fault.WrongConstant
+	FaultF16Overflow   = fault.F16Overflow
 )
-
-// FaultNames lists the faults Generate can inject, sorted.
-func FaultNames() []string {
-	n := []string{FaultWrongIndex, FaultWrongConstant, FaultF16Overflow}
-	sort.Strings(n)
-	return n
-}
 
 // Supports reports whether op has an LLVM kernel.
 func Supports(op ir.Op) bool { return generators[op] != nil }
@@ -212,8 +185,10 @@ func (b *Module) Add(n *ir.Node, in, out []ir.Type, opts Options) (*codegen.Kern
 	if gen == nil {
 		return fail(fmt.Errorf("no LLVM kernel for op %s", n.Op))
 	}
-	if opts.Fault != "" && !knownFault(opts.Fault) {
-		return fail(fmt.Errorf("unknown fault %q (known: %s)", opts.Fault, strings.Join(FaultNames(), ", ")))
+	if opts.Fault != "" {
+		if err := fault.Check(fault.LLVM, opts.Fault); err != nil {
+			return fail(err)
+		}
 	}
 	if len(in) != len(n.Inputs) {
 		return fail(fmt.Errorf("%d input types for %d inputs", len(in), len(n.Inputs)))
@@ -278,15 +253,6 @@ func (b *Module) Add(n *ir.Node, in, out []ir.Type, opts Options) (*codegen.Kern
 		Grid:          [3]int{int(g.items), 1, 1},
 	}
 	return k, nil
-}
-
-func knownFault(f string) bool {
-	for _, n := range FaultNames() {
-		if n == f {
-			return true
-		}
-	}
-	return false
 }
 
 type generator func(g *gen) error

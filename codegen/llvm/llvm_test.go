@@ -3,15 +3,19 @@ package llvm_test
 import (
 	"bytes"
 	"fmt"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
 	goruntime "runtime"
+	"slices"
 	"strings"
 	"testing"
 
 	"github.com/tapml/tapml/codegen"
+	"github.com/tapml/tapml/codegen/fault"
 	"github.com/tapml/tapml/codegen/llvm"
+	"github.com/tapml/tapml/codegen/wgsl"
 	"github.com/tapml/tapml/internal/testenv"
 	"github.com/tapml/tapml/ir"
 )
@@ -178,7 +182,7 @@ func TestGenerateErrors(t *testing.T) {
 		{"input count", n, []ir.Type{f32(3), f32(3)}, nil, llvm.Options{}},
 		{"int exp", n, []ir.Type{ir.T(ir.I32, ir.S(3))}, nil, llvm.Options{}},
 		{"unknown fault", n, []ir.Type{f32(3)}, nil, llvm.Options{Fault: "bogus"}},
-		{"fault does not apply", n, []ir.Type{f32(3)}, nil, llvm.Options{Fault: llvm.FaultWrongConstant}},
+		{"fault does not apply", n, []ir.Type{f32(3)}, nil, llvm.Options{Fault: fault.WrongConstant}},
 		{"unknown op", &ir.Node{ID: 2, Op: ir.OpNone}, nil, nil, llvm.Options{}},
 		{"nil node", nil, nil, nil, llvm.Options{}},
 	}
@@ -203,16 +207,17 @@ func TestGenerateErrors(t *testing.T) {
 }
 
 // TestFaultsApply: every fault either applies to an op's kernel (and
-// changes its code) or is an error.
+// changes its code) or is an error; the ops it applies to among the
+// samples are exactly those codegen/fault lists for codegen/llvm.
 func TestFaultsApply(t *testing.T) {
-	applied := map[string][]ir.Op{}
+	applied := map[string]map[ir.Op]bool{}
 	for i, s := range samples() {
 		n := node(i+1, s)
 		clean, err := llvm.Generate(n, s.in, nil, llvm.Options{})
 		if err != nil {
 			t.Fatal(err)
 		}
-		for _, f := range llvm.FaultNames() {
+		for _, f := range fault.Names() {
 			k, err := llvm.Generate(n, s.in, nil, llvm.Options{Fault: f})
 			if err != nil {
 				continue
@@ -220,14 +225,17 @@ func TestFaultsApply(t *testing.T) {
 			if bytes.Equal(k.Source, clean.Source) {
 				t.Errorf("%s with fault %s: the kernel is unchanged", s.op, f)
 			}
-			applied[f] = append(applied[f], s.op)
+			if applied[f] == nil {
+				applied[f] = map[ir.Op]bool{}
+			}
+			applied[f][s.op] = true
 		}
 	}
-	for _, f := range llvm.FaultNames() {
-		if len(applied[f]) == 0 {
-			t.Errorf("fault %s applies to no op", f)
+	for _, f := range fault.Table {
+		got := slices.Sorted(maps.Keys(applied[f.Name]))
+		if want := f.Reaches(fault.LLVM, wgsl.HasConstant); !slices.Equal(got, want) {
+			t.Errorf("%s applies to %v, the table says %v", f.Name, got, want)
 		}
-		t.Logf("%s: %v", f, applied[f])
 	}
 }
 
@@ -244,7 +252,7 @@ func TestModuleCompiles(t *testing.T) {
 	m := llvm.NewModule(llvm.Options{})
 	id := 0
 	for _, s := range samples() {
-		for _, f := range append([]string{""}, llvm.FaultNames()...) {
+		for _, f := range append([]string{""}, fault.Of(fault.LLVM)...) {
 			id++
 			if _, err := m.Add(node(id, s), s.in, nil, llvm.Options{Fault: f}); err != nil && f == "" {
 				t.Fatal(err)

@@ -15,19 +15,17 @@ func init() {
 	generators[ir.OpWhere] = genWhere
 }
 
-// Predicates of compare's comparisons: ordered for floats (false with a
-// NaN), but ne, which is unordered (true with a NaN), as IEEE 754 has it.
-var (
-	floatPreds = map[string]enum.FPred{"eq": enum.FPredOEQ, "ne": enum.FPredUNE, "lt": enum.FPredOLT, "le": enum.FPredOLE, "gt": enum.FPredOGT, "ge": enum.FPredOGE}
-	intPreds   = map[string]enum.IPred{"eq": enum.IPredEQ, "ne": enum.IPredNE, "lt": enum.IPredSLT, "le": enum.IPredSLE, "gt": enum.IPredSGT, "ge": enum.IPredSGE}
-)
+// cmpOperator is the WGSL operator of each of compare's comparisons, whose
+// predicates (floatPreds, intPreds: ordered for floats, false with a NaN,
+// but ne, true with a NaN, as IEEE 754 has it) the formulas share.
+var cmpOperator = map[string]string{"eq": "==", "ne": "!=", "lt": "<", "le": "<=", "gt": ">", "ge": ">="}
 
 // genCompare writes 1 where in0 cmp in1 holds, else 0, as i32.
 func genCompare(g *gen) error {
 	cmp := g.attrs.String("cmp")
 	dt := g.in[0].DType
 	isInt := dt == ir.I32 || dt == ir.I64
-	if _, ok := intPreds[cmp]; !ok {
+	if _, ok := intPreds[cmpOperator[cmp]]; !ok {
 		return fmt.Errorf("unknown comparison %q", cmp)
 	}
 	if !isInt && !dt.IsFloat() {
@@ -39,9 +37,9 @@ func genCompare(g *gen) error {
 	g.broadcastLoop(b, func(idx []value.Value, o value.Value) {
 		var holds value.Value
 		if isInt {
-			holds = g.icmp(intPreds[cmp], g.ld(0, idx[0]), g.ld(1, idx[1]))
+			holds = g.icmp(intPreds[cmpOperator[cmp]], g.ld(0, idx[0]), g.ld(1, idx[1]))
 		} else {
-			holds = g.cur.NewFCmp(floatPreds[cmp], g.ldF(0, idx[0]), g.ldF(1, idx[1]))
+			holds = g.cur.NewFCmp(floatPreds[cmpOperator[cmp]], g.ldF(0, idx[0]), g.ldF(1, idx[1]))
 		}
 		g.st(ob, o, g.cur.NewZExt(holds, types.I32))
 	})

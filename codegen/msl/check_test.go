@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/tapml/tapml/codegen/fault"
 	"github.com/tapml/tapml/codegen/internal/kerneltest"
 	"github.com/tapml/tapml/ir"
 )
@@ -50,7 +51,7 @@ func TestSyntaxCheck(t *testing.T) {
 				add(fmt.Sprintf("%s (tuning %d)", c.Name, i), k.Source)
 			}
 		}
-		for _, f := range FaultNames() {
+		for _, f := range fault.Of(fault.WGSL) {
 			if k, err := generate(t, c, Options{Fault: f}); err == nil {
 				add(c.Name+"+"+f, k.Source)
 			}

@@ -116,20 +116,9 @@ type Options struct {
 	// SIMD-group functions in MSL); none by default.
 	Features wgsl.Features
 	// Fault, when set, injects a deliberate bug into the kernel. It is for
-	// tests only; see FaultNames.
+	// tests only; the WGSL generator's faults (codegen/fault's table).
 	Fault string
 }
-
-// The faults Options.Fault may name: codegen/wgsl's (see wgsl.FaultNames).
-const (
-	FaultWrongIndex     = wgsl.FaultWrongIndex
-	FaultWrongConstant  = wgsl.FaultWrongConstant
-	FaultMissingBarrier = wgsl.FaultMissingBarrier
-	FaultF16Overflow    = wgsl.FaultF16Overflow
-)
-
-// FaultNames lists the faults Generate can inject, sorted.
-func FaultNames() []string { return wgsl.FaultNames() }
 
 // Supports reports whether op has an MSL kernel: whether it has a WGSL one.
 func Supports(op ir.Op) bool { return wgsl.Supports(op) }

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/tapml/tapml/codegen"
+	"github.com/tapml/tapml/codegen/fault"
 	"github.com/tapml/tapml/codegen/internal/kerneltest"
 	"github.com/tapml/tapml/codegen/wgsl"
 	"github.com/tapml/tapml/ir"
@@ -99,9 +100,6 @@ func checkKernel(t *testing.T, c kerneltest.Case, k *codegen.Kernel, l Limits) {
 // TestFaults checks that the faults are codegen/wgsl's: one applies to an
 // MSL kernel where it applies to the WGSL kernel, and then changes it.
 func TestFaults(t *testing.T) {
-	if fmt.Sprint(FaultNames()) != fmt.Sprint(wgsl.FaultNames()) {
-		t.Errorf("faults %v, WGSL's are %v", FaultNames(), wgsl.FaultNames())
-	}
 	wopts := func(f string) wgsl.Options { return wgsl.Options{Fault: f, Limits: Limits{}.withDefaults().wgsl()} }
 	for _, c := range kerneltest.Cases() {
 		base, err := generate(t, c, Options{})
@@ -112,7 +110,7 @@ func TestFaults(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		for _, f := range FaultNames() {
+		for _, f := range fault.Of(fault.WGSL) {
 			k, err := generate(t, c, Options{Fault: f})
 			wk, werr := wgsl.Generate(c.Node(t), c.In, nil, wopts(f))
 			switch {

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/tapml/tapml/codegen"
+	"github.com/tapml/tapml/codegen/fault"
 	"github.com/tapml/tapml/codegen/wgsl"
 	"github.com/tapml/tapml/internal/testenv/webgputest"
 	"github.com/tapml/tapml/ir"
@@ -331,7 +332,7 @@ func TestDeviceFaults(t *testing.T) {
 	// Ops whose intermediates pass 65504 when the inputs are scaled by 300.
 	overflows := map[ir.Op]bool{ir.OpExp: true, ir.OpMul: true, ir.OpPow: true, ir.OpMatmul: true, ir.OpRMSNorm: true,
 		ir.OpLayerNorm: true, ir.OpAttention: true}
-	for _, f := range []string{wgsl.FaultWrongIndex, wgsl.FaultWrongConstant, wgsl.FaultF16Overflow} {
+	for _, f := range []string{fault.WrongIndex, fault.WrongConstant, fault.F16Overflow} {
 		applies, caught := map[ir.Op]bool{}, map[ir.Op]bool{}
 		for _, c := range testCases() {
 			if caught[c.op] {
@@ -344,7 +345,7 @@ func TestDeviceFaults(t *testing.T) {
 			}
 			applies[c.op] = true
 			in := c.inputs(r)
-			if f == wgsl.FaultF16Overflow {
+			if f == fault.F16Overflow {
 				// Scale float inputs so that intermediates pass 65504.
 				for i, x := range in {
 					if x.DType == ir.F32 && c.fill[i] == nil {
@@ -369,7 +370,7 @@ func TestDeviceFaults(t *testing.T) {
 			}
 		}
 		for op := range applies {
-			if f == wgsl.FaultF16Overflow && !overflows[op] {
+			if f == fault.F16Overflow && !overflows[op] {
 				continue // its values stay below 65504 on these inputs
 			}
 			if !caught[op] {

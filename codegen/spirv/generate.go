@@ -25,9 +25,9 @@
 // function variables instead of phi nodes, finite constants. Every kernel
 // passes `spirv-val --target-env vulkan1.1` (a test checks them all).
 //
-// Options.Fault injects one of codegen/wgsl's deliberate bugs (for tests
-// of the carving and migration tools): the vulkan target's faults are the
-// WGSL generator's.
+// Options.Fault injects one of the WGSL generator's deliberate bugs (for
+// tests of the carving and migration tools; codegen/fault's table): the
+// vulkan target's faults are the WGSL generator's.
 package spirv
 
 import (
@@ -52,10 +52,6 @@ const Entry = "main"
 
 // Language is the codegen.Kernel language of SPIR-V kernels.
 const Language = "spirv"
-
-// FaultNames lists the faults Generate can inject, sorted: codegen/wgsl's
-// (wgsl.FaultWrongIndex, ...).
-func FaultNames() []string { return wgsl.FaultNames() }
 
 // Supports reports whether op has a SPIR-V kernel: whether it has a WGSL
 // one.

@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/tapml/tapml/codegen"
+	"github.com/tapml/tapml/codegen/fault"
 	"github.com/tapml/tapml/codegen/internal/kerneltest"
 	"github.com/tapml/tapml/codegen/wgsl"
 	"github.com/tapml/tapml/internal/testenv"
@@ -180,7 +181,7 @@ func TestValidate(t *testing.T) {
 	}
 	applied := map[string]int{}
 	for _, c := range testCases() {
-		for _, f := range FaultNames() {
+		for _, f := range fault.Of(fault.WGSL) {
 			k, err := Generate(c.node(), c.in, nil, Options{Tuning: c.tune, Fault: f})
 			if err != nil {
 				if !strings.Contains(err.Error(), "does not apply") && !strings.Contains(err.Error(), "wrong_index needs") {
@@ -192,7 +193,7 @@ func TestValidate(t *testing.T) {
 			add(c.name+"+"+f, k)
 		}
 	}
-	for _, f := range FaultNames() {
+	for _, f := range fault.Of(fault.WGSL) {
 		if applied[f] == 0 {
 			t.Errorf("fault %s applies to no test case", f)
 		}

@@ -10,64 +10,6 @@ import (
 	"github.com/tapml/tapml/ir"
 )
 
-// helpers are WGSL functions kernels call; a kernel declares the ones it uses.
-//
-// f32_bits makes NaN and infinities: Chrome's Tint evaluates
-// f32_bits(0x7fc00000u) at shader creation and rejects it ("value nan
-// cannot be represented as 'f32'"), while a call of a user function is
-// never a constant expression. Kernel declares it whenever the source calls
-// it.
-var helpers = map[string]string{
-	"f32_bits": `fn f32_bits(b: u32) -> f32 { return bitcast<f32>(b); }`,
-	"tanh_": `fn tanh_(x: f32) -> f32 {
-  let e = exp(-2.0f * abs(x));
-  let t = (1.0f - e) / (1.0f + e);
-  return select(t, -t, x < 0.0f);
-}`,
-	// erf_: for |x| < 0.5 the Maclaurin series of erf to x^15 (its next term
-	// is below 1e-10 there); above, 1 - erfc(|x|) with the Chebyshev fit of
-	// erfc from Numerical Recipes (erfcc, fractional error < 1.2e-7). In f32
-	// the result is within 2e-7 absolute, 6 ulp relative, of erf.
-	"erf_": `fn erf_(x: f32) -> f32 {
-  let a = abs(x);
-  if (a < 0.5f) {
-    let z = x * x;
-    let p = 1.0f + z * (-0.33333333f + z * (0.1f + z * (-0.023809524f + z * (0.0046296296f + z * (-0.00075757576f + z * (0.00010683761f + z * -0.000013227513f))))));
-    return 1.1283791670955126f * x * p;
-  }
-  let t = 1.0f / (1.0f + 0.5f * a);
-  let q = -1.26551223f + t * (1.00002368f + t * (0.37409196f + t * (0.09678418f + t * (-0.18628806f + t * (0.27886807f + t * (-1.13520398f + t * (1.48851587f + t * (-0.82215223f + t * 0.17087277f))))))));
-  let r = 1.0f - t * exp(q - a * a);
-  return select(r, -r, x < 0.0f);
-}`,
-	"pow_": `fn pow_(a: f32, b: f32) -> f32 {
-  if (b == 0.0f) { return 1.0f; }
-  if (b == 1.0f) { return a; }
-  if (b == 2.0f) { return a * a; }
-  if (a == 0.0f) { return select(f32_bits(0x7f800000u), 0.0f, b > 0.0f); }
-  let p = exp2(b * log2(abs(a)));
-  if (a > 0.0f) { return p; }
-  if (fract(b) != 0.0f) { return f32_bits(0x7fc00000u); }
-  return select(p, -p, fract(b * 0.5f) != 0.0f);
-}`,
-	// softplus_ is PyTorch's softplus: x above 20, else log1p(exp(x)), with
-	// log1p(e) = log(1+e)·e/((1+e)-1), accurate where 1+e rounds.
-	"softplus_": `fn softplus_(x: f32) -> f32 {
-  let e = exp(x);
-  let u = 1.0f + e;
-  let l = select(log(u) * (e / (u - 1.0f)), e, u == 1.0f);
-  return select(l, x, x > 20.0f);
-}`,
-}
-
-// useHelper makes the kernel declare a helper function (once, at the end
-// of the module).
-func (g *gen) useHelper(name string, _ map[string]bool) {
-	if !slices.Contains(g.helpers, name) {
-		g.helpers = append(g.helpers, name)
-	}
-}
-
 // elementwise generates the body of a one-thread-per-output-element kernel:
 // body writes the statements that compute element i of out0 (i is in range).
 func (g *gen) elementwise(n int, body func()) *codegen.Kernel {
@@ -160,91 +102,9 @@ func (g *gen) inputOffsets() []string {
 	return offs
 }
 
-// unaryF32 is the WGSL expression of a unary op on f32 x.
-func (g *gen) unaryF32(op ir.Op, x string, used map[string]bool) (string, error) {
-	switch op {
-	case ir.OpNeg:
-		return "(-" + x + ")", nil
-	case ir.OpExp, ir.OpLog, ir.OpSqrt, ir.OpAbs:
-		return op.String() + "(" + x + ")", nil
-	case ir.OpRsqrt:
-		return "(1.0f / sqrt(" + x + "))", nil
-	case ir.OpSilu:
-		return "(" + x + " / (1.0f + exp(-" + x + ")))", nil
-	case ir.OpSigmoid:
-		return "(1.0f / (1.0f + exp(-" + x + ")))", nil
-	case ir.OpTanh:
-		g.useHelper("tanh_", used)
-		return "tanh_(" + x + ")", nil
-	case ir.OpRelu:
-		return "max(" + x + ", 0.0f)", nil
-	case ir.OpErf:
-		g.useHelper("erf_", used)
-		return "erf_(" + x + ")", nil
-	case ir.OpSoftplus:
-		g.useHelper("softplus_", used)
-		return "softplus_(" + x + ")", nil
-	case ir.OpGelu:
-		g.useHelper("tanh_", used)
-		c := 0.044715
-		if g.faultIs(FaultWrongConstant) {
-			c = 0.05
-		}
-		return fmt.Sprintf("(0.5f * %s * (1.0f + tanh_(0.7978845608028654f * (%s + %s * %s * %s * %s))))", x, x, f32Lit(c), x, x, x), nil
-	}
-	return "", fmt.Errorf("unknown unary op %s", op)
-}
-
-// binaryF32 is the WGSL expression of a binary op on f32 a and b.
-func (g *gen) binaryF32(op ir.Op, a, b string, used map[string]bool) (string, error) {
-	switch op {
-	case ir.OpAdd:
-		return "(" + a + " + " + b + ")", nil
-	case ir.OpSub:
-		return "(" + a + " - " + b + ")", nil
-	case ir.OpMul:
-		return "(" + a + " * " + b + ")", nil
-	case ir.OpDiv:
-		return "(" + a + " / " + b + ")", nil
-	case ir.OpPow:
-		g.useHelper("pow_", used)
-		return "pow_(" + a + ", " + b + ")", nil
-	case ir.OpMaximum:
-		return "max(" + a + ", " + b + ")", nil
-	case ir.OpMinimum:
-		return "min(" + a + ", " + b + ")", nil
-	}
-	return "", fmt.Errorf("unknown binary op %s", op)
-}
-
-// intOp is the WGSL expression of an elementwise op on i32 operands.
-func intOp(op ir.Op, args []string) (string, error) {
-	switch op {
-	case ir.OpNeg:
-		return "(-" + args[0] + ")", nil
-	case ir.OpAbs:
-		return "abs(" + args[0] + ")", nil
-	case ir.OpRelu:
-		return "max(" + args[0] + ", 0i)", nil
-	case ir.OpAdd:
-		return "(" + args[0] + " + " + args[1] + ")", nil
-	case ir.OpSub:
-		return "(" + args[0] + " - " + args[1] + ")", nil
-	case ir.OpMul:
-		return "(" + args[0] + " * " + args[1] + ")", nil
-	case ir.OpDiv:
-		// Integer division truncates toward zero; x/0 is 0 here (WGSL
-		// would give x).
-		return "select(" + args[0] + " / " + args[1] + ", 0i, " + args[1] + " == 0i)", nil
-	case ir.OpMaximum:
-		return "max(" + args[0] + ", " + args[1] + ")", nil
-	case ir.OpMinimum:
-		return "min(" + args[0] + ", " + args[1] + ")", nil
-	}
-	return "", fmt.Errorf("op %s has no i32 kernel (only neg, abs, relu, add, sub, mul, div, maximum, minimum)", op)
-}
-
-// genElementwise generates unary, binary and fused_elementwise kernels.
+// genElementwise generates unary, binary and fused_elementwise kernels:
+// each term of the expression is its op's formula, spliced (formulas.go),
+// and bound to a let.
 func genElementwise(g *gen) (*codegen.Kernel, error) {
 	dt := g.in[0].DType
 	var expr *ir.Expr
@@ -264,7 +124,6 @@ func genElementwise(g *gen) (*codegen.Kernel, error) {
 	}
 	g.bindAll()
 	g.f16Helper()
-	used := map[string]bool{}
 	n := numel(g.out[0])
 	ty := wgslType(dt)
 	var genErr error
@@ -279,21 +138,15 @@ func genElementwise(g *gen) (*codegen.Kernel, error) {
 			}
 		}
 		tmp := 0
-		constFault := g.op == ir.OpFusedElementwise && g.fault == FaultWrongConstant
 		var walk func(e *ir.Expr) (string, error)
 		walk = func(e *ir.Expr) (string, error) {
 			switch {
 			case e.IsInput():
 				return "x" + strconv.Itoa(e.Input), nil
+			case e.IsConst() && dt == ir.I32:
+				return i32Lit(int64(e.Const)), nil
 			case e.IsConst():
-				v := e.Const
-				if constFault && g.faultIs(FaultWrongConstant) {
-					v *= 1.1
-					constFault = false
-				}
-				if dt == ir.I32 {
-					return i32Lit(int64(v)), nil
-				}
+				v, _ := g.perturb(e.Const)
 				return f32Lit(v), nil
 			}
 			args := make([]string, len(e.Args))
@@ -304,19 +157,11 @@ func genElementwise(g *gen) (*codegen.Kernel, error) {
 				}
 				args[k] = s
 			}
-			var s string
-			var err error
-			switch {
-			case dt == ir.I32:
-				s, err = intOp(e.Op, args)
-			case len(args) == 1:
-				s, err = g.unaryF32(e.Op, args[0], used)
-			default:
-				s, err = g.binaryF32(e.Op, args[0], args[1], used)
-			}
+			f, vars, err := Formula(e.Op, dt == ir.I32)
 			if err != nil {
 				return "", err
 			}
+			s := g.splice(f, vars, args)
 			if dt == ir.F32 {
 				s = g.ov(s)
 			}

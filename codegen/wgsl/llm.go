@@ -225,7 +225,7 @@ func genAttention(g *gen) (*codegen.Kernel, error) {
 	g.p("      for (var d = 0u; d < DH; d++) { dot = %s; }", g.ov("dot + qs[d] * in1[kb + d]"))
 	if c := g.attrs.Float("softcap"); c > 0 {
 		// Soft-capping as transformers computes it: cap·tanh(score/cap).
-		g.useHelper("tanh_", nil)
+		g.useHelper("tanh_")
 		g.p("      sc[t] = tanh_(dot * SCALE / %s) * %s;", f32Lit(c), f32Lit(c))
 	} else {
 		g.p("      sc[t] = dot * SCALE;")

@@ -22,7 +22,7 @@
 // read_write binding that carries both input 0 and output 0.
 //
 // Options.Fault injects a deliberate bug into the kernel (for tests of the
-// carving and migration tools); see Faults.
+// carving and migration tools); codegen/fault has the table of faults.
 package wgsl
 
 import (
@@ -32,6 +32,7 @@ import (
 	"strings"
 
 	"github.com/tapml/tapml/codegen"
+	"github.com/tapml/tapml/codegen/fault"
 	"github.com/tapml/tapml/ir"
 )
 
@@ -117,7 +118,7 @@ type Options struct {
 	// none by default, as on the webgpu target (naga rejects them).
 	Features Features
 	// Fault, when set, injects a deliberate bug into the kernel. It is for
-	// tests only; see Faults for the names and what each does.
+	// tests only; codegen/fault has the names and what each does.
 	Fault string
 }
 
@@ -168,8 +169,10 @@ func Generate(n *ir.Node, in, out []ir.Type, opts Options) (*codegen.Kernel, err
 	if genFn == nil {
 		return fail(fmt.Errorf("no WGSL kernel for op %s", n.Op))
 	}
-	if opts.Fault != "" && !knownFault(opts.Fault) {
-		return fail(fmt.Errorf("unknown fault %q (known: %s)", opts.Fault, strings.Join(FaultNames(), ", ")))
+	if opts.Fault != "" {
+		if err := fault.Check(fault.WGSL, opts.Fault); err != nil {
+			return fail(err)
+		}
 	}
 	if n.Inputs != nil && len(in) != len(n.Inputs) {
 		return fail(fmt.Errorf("%d input types for %d inputs", len(in), len(n.Inputs)))
@@ -344,10 +347,10 @@ func (g *gen) bindAll() {
 // kernel finishes the kernel with the source written so far.
 func (g *gen) kernel(wg [3]int, grid [3]int) *codegen.Kernel {
 	for _, h := range g.helpers {
-		g.p("%s", helpers[h])
+		g.p("%s", helpers[h].src)
 	}
 	if strings.Contains(g.src.String(), "f32_bits(") {
-		g.p("%s", helpers["f32_bits"])
+		g.p("%s", helpers["f32_bits"].src)
 	}
 	return &codegen.Kernel{Source: []byte(g.src.String()), Bindings: g.bindings, WorkgroupSize: wg, Grid: grid}
 }

@@ -2,12 +2,15 @@ package wgsl
 
 import (
 	"flag"
+	"maps"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
 
 	"github.com/tapml/tapml/codegen"
+	"github.com/tapml/tapml/codegen/fault"
 	"github.com/tapml/tapml/codegen/internal/kerneltest"
 	"github.com/tapml/tapml/ir"
 )
@@ -212,6 +215,28 @@ func TestFeatures(t *testing.T) {
 		err := c.f.check(c.src)
 		if (err == nil) != (c.want == "") || err != nil && !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%+v on %q: got %v, want %q", c.f, c.src, err, c.want)
+		}
+	}
+}
+
+// TestFaultTable: the ops codegen/fault lists for the WGSL generator are
+// exactly those whose kernels of the generator cases take each fault, with
+// the default tuning or the GPU one.
+func TestFaultTable(t *testing.T) {
+	for _, f := range fault.Table {
+		took := map[ir.Op]bool{}
+		for _, tu := range []Tuning{{}, DiscreteTuning()} {
+			for _, c := range kerneltest.Cases() {
+				if _, err := generate(t, c, Options{Fault: f.Name, Tuning: tu}); err == nil {
+					took[c.Op] = true
+				} else if !strings.Contains(err.Error(), "does not apply") && !strings.Contains(err.Error(), "needs a constant") {
+					t.Errorf("%s on %s: %v", f.Name, c.Name, err)
+				}
+			}
+		}
+		got := slices.Sorted(maps.Keys(took))
+		if want := f.Reaches(fault.WGSL, HasConstant); !slices.Equal(got, want) {
+			t.Errorf("%s applies to %v, the table says %v", f.Name, got, want)
 		}
 	}
 }

@@ -48,6 +48,18 @@ var reservedNames = map[string]bool{"bool": true, "i32": true, "u32": true, "f32
 // check resolves and types m, checks its entry point (named entry) and
 // fills in the module's facts.
 func check(m *Module, entry string) {
+	c := declare(m)
+	for _, it := range m.Items {
+		if it.Decl != nil {
+			c.global(it.Decl)
+		}
+	}
+	c.entryPoint(entry)
+	c.bodies()
+}
+
+// declare makes the checker of m, with m's module-scope names declared.
+func declare(m *Module) *checker {
 	c := &checker{m: m, globals: map[string]*Decl{}, fns: map[string]*Fn{}}
 	for _, it := range m.Items {
 		name, pos := "", Pos{}
@@ -68,18 +80,17 @@ func check(m *Module, entry string) {
 			c.fns[name] = it.Fn
 		}
 	}
-	for _, it := range m.Items {
-		if it.Decl != nil {
-			c.global(it.Decl)
-		}
-	}
-	c.entryPoint(entry)
-	for _, it := range m.Items {
+	return c
+}
+
+// bodies types the functions of the module and checks that none recurses.
+func (c *checker) bodies() {
+	for _, it := range c.m.Items {
 		if f := it.Fn; f != nil {
 			c.fn(f)
 		}
 	}
-	for _, it := range m.Items {
+	for _, it := range c.m.Items {
 		if it.Fn != nil {
 			noRecursion(it.Fn)
 		}

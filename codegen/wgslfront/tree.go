@@ -2,7 +2,10 @@
 // parser and type checker of the dialect that codegen/wgsl writes, which
 // returns a typed syntax tree. The translators print that tree as MSL
 // (codegen/msl) and SPIR-V (codegen/spirv), and a device server validates
-// kernels it is sent with Validate.
+// kernels it is sent with Validate. ParseExpr types one expression alone
+// (an elementwise op's formula, over named variables and the helper
+// functions of a library that ParseLibrary checks): codegen/llvm compiles
+// formulas from that tree.
 //
 // The dialect is a subset of WGSL with two extensions that naga (the WGSL
 // compiler inside tapml's wgpu) rejects but SPIR-V and MSL have: `enable
@@ -75,27 +78,39 @@ func (e *Error) Error() string { return e.Pos.String() + ": " + e.Msg }
 
 // Parse parses and type-checks src, a compute module of the dialect whose
 // entry point is the function named entry. The error is an *Error.
-func Parse(src, entry string) (m *Module, err error) {
+func Parse(src, entry string) (*Module, error) {
+	var m *Module
+	if err := guard(src, func() {
+		m = parse(src)
+		check(m, entry)
+	}); err != nil {
+		return nil, err
+	}
+	return m, nil
+}
+
+// guard bounds src and runs f, which parses it: a failure becomes its
+// *Error, and any other panic an internal error.
+func guard(src string, f func()) (err error) {
 	defer func() {
 		if r := recover(); r != nil {
-			f, ok := r.(failure)
+			fl, ok := r.(failure)
 			if !ok {
 				// A bug, not the source's fault; it must not take down a
 				// server that validates kernels.
-				f.err = &Error{Pos: Pos{1, 1}, Msg: fmt.Sprintf("internal error: %v", r)}
+				fl.err = &Error{Pos: Pos{1, 1}, Msg: fmt.Sprintf("internal error: %v", r)}
 			}
-			m, err = nil, f.err
+			err = fl.err
 		}
 	}()
 	if len(src) > MaxSourceBytes {
-		return nil, &Error{Pos{1, 1}, fmt.Sprintf("source of %d bytes; the limit is %d", len(src), MaxSourceBytes)}
+		return &Error{Pos{1, 1}, fmt.Sprintf("source of %d bytes; the limit is %d", len(src), MaxSourceBytes)}
 	}
 	if !utf8.ValidString(src) {
-		return nil, &Error{Pos: invalidUTF8(src), Msg: "invalid UTF-8"}
+		return &Error{Pos: invalidUTF8(src), Msg: "invalid UTF-8"}
 	}
-	m = parse(src)
-	check(m, entry)
-	return m, nil
+	f()
+	return nil
 }
 
 // Validate checks that src is a compute module of the dialect with entry
@@ -282,37 +297,7 @@ func Walk(body []*Stmt, f func(*Stmt)) {
 }
 
 // String prints an expression as WGSL (for comparisons and messages).
-func (e *Expr) String() string {
-	switch e.Kind {
-	case ExprLit, ExprIdent:
-		return e.Text
-	case ExprParen:
-		return "(" + e.Args[0].String() + ")"
-	case ExprUnary:
-		return e.Text + e.Args[0].String()
-	case ExprBinary:
-		return e.Args[0].String() + " " + e.Text + " " + e.Args[1].String()
-	case ExprIndex:
-		return e.Args[0].String() + "[" + e.Args[1].String() + "]"
-	case ExprMember:
-		return e.Args[0].String() + "." + e.Text
-	}
-	s := e.Text
-	if e.Tmpl != nil {
-		s = e.Tmpl.String()
-		if e.Text == "bitcast" {
-			s = "bitcast<" + s + ">"
-		}
-	}
-	s += "("
-	for i, a := range e.Args {
-		if i > 0 {
-			s += ", "
-		}
-		s += a.String()
-	}
-	return s + ")"
-}
+func (e *Expr) String() string { return e.Print(nil) }
 
 // TypeKind is the kind of a type.
 type TypeKind int

@@ -524,14 +524,7 @@ func (d *Device) Launch(n *ir.Node, in []*runtime.Buffer, outs []ir.Type) ([]*ru
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	res, err := d.launch(n, in, outs)
-	if err != nil {
-		var ke *runtime.KernelError
-		if errors.As(err, &ke) {
-			return nil, err
-		}
-		return nil, &runtime.KernelError{Device: d.Name(), Node: n, Err: err}
-	}
-	return res, nil
+	return res, devkit.NodeError(d.Name(), n, err)
 }
 
 func (d *Device) launch(n *ir.Node, in []*runtime.Buffer, outs []ir.Type) ([]*runtime.Buffer, error) {

@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/tapml/tapml/codegen/fault"
 	cg "github.com/tapml/tapml/codegen/llvm"
 	"github.com/tapml/tapml/ir"
 	"github.com/tapml/tapml/runtime"
@@ -168,19 +169,19 @@ func TestFaults(t *testing.T) {
 		big.Float32s()[i] *= 1e5
 	}
 	cases := []fc{
-		{cg.FaultWrongIndex, opCase{op: ir.OpMatmul, attrs: ir.Attrs{"transpose_b": ir.BoolAttr(true)}, in: []*tensor.Tensor{randF32(r, -1, 1, 2, 8), randF32(r, -1, 1, 5, 8)}}},
-		{cg.FaultWrongIndex, opCase{op: ir.OpAdd, in: []*tensor.Tensor{randF32(r, -1, 1, 7), randF32(r, -1, 1, 7)}}},
-		{cg.FaultWrongIndex, opCase{op: ir.OpGather, in: []*tensor.Tensor{randF32(r, -1, 1, 4, 3), tensor.FromInt32([]int{2}, []int32{1, 3})}}},
-		{cg.FaultWrongIndex, opCase{op: ir.OpKVWrite, in: []*tensor.Tensor{randF32(r, -1, 1, 8, 1, 2), randF32(r, -1, 1, 2, 1, 2), tensor.ScalarInt32(6)}}},
-		{cg.FaultWrongIndex, opCase{op: ir.OpAttention, attrs: ir.Attrs{"scale": ir.FloatAttr(1)},
+		{fault.WrongIndex, opCase{op: ir.OpMatmul, attrs: ir.Attrs{"transpose_b": ir.BoolAttr(true)}, in: []*tensor.Tensor{randF32(r, -1, 1, 2, 8), randF32(r, -1, 1, 5, 8)}}},
+		{fault.WrongIndex, opCase{op: ir.OpAdd, in: []*tensor.Tensor{randF32(r, -1, 1, 7), randF32(r, -1, 1, 7)}}},
+		{fault.WrongIndex, opCase{op: ir.OpGather, in: []*tensor.Tensor{randF32(r, -1, 1, 4, 3), tensor.FromInt32([]int{2}, []int32{1, 3})}}},
+		{fault.WrongIndex, opCase{op: ir.OpKVWrite, in: []*tensor.Tensor{randF32(r, -1, 1, 8, 1, 2), randF32(r, -1, 1, 2, 1, 2), tensor.ScalarInt32(6)}}},
+		{fault.WrongIndex, opCase{op: ir.OpAttention, attrs: ir.Attrs{"scale": ir.FloatAttr(1)},
 			in: []*tensor.Tensor{randF32(r, -1, 1, 1, 2, 4), randF32(r, -1, 1, 5, 2, 4), randF32(r, -1, 1, 5, 2, 4), tensor.ScalarInt32(3)}}},
-		{cg.FaultWrongConstant, opCase{op: ir.OpRMSNorm, attrs: ir.Attrs{"eps": ir.FloatAttr(1e-5)}, in: []*tensor.Tensor{randF32(r, -1, 1, 2, 8), randF32(r, -1, 1, 8)}}},
-		{cg.FaultWrongConstant, opCase{op: ir.OpRope, attrs: ir.Attrs{"theta": ir.FloatAttr(10000)}, in: []*tensor.Tensor{randF32(r, -1, 1, 1, 2, 8), tensor.ScalarInt32(3)}}},
-		{cg.FaultWrongConstant, opCase{op: ir.OpFusedElementwise, attrs: ir.Attrs{"expr": ir.StringAttr("mul($0, 3)")}, in: []*tensor.Tensor{randF32(r, -1, 1, 5)}}},
-		{cg.FaultF16Overflow, opCase{op: ir.OpMatmul, attrs: ir.Attrs{"transpose_b": ir.BoolAttr(true)}, in: []*tensor.Tensor{big, randF32(r, 1, 2, 3, 8)}}},
-		{cg.FaultF16Overflow, opCase{op: ir.OpMul, in: []*tensor.Tensor{big, big}}},
-		{cg.FaultF16Overflow, opCase{op: ir.OpMatmul, in: []*tensor.Tensor{big, randF32(r, 1, 2, 8, 3)}}},
-		{cg.FaultWrongIndex, opCase{op: ir.OpMatmul, in: []*tensor.Tensor{randF32(r, -1, 1, 5, 8), randF32(r, -1, 1, 8, 20)}}},
+		{fault.WrongConstant, opCase{op: ir.OpRMSNorm, attrs: ir.Attrs{"eps": ir.FloatAttr(1e-5)}, in: []*tensor.Tensor{randF32(r, -1, 1, 2, 8), randF32(r, -1, 1, 8)}}},
+		{fault.WrongConstant, opCase{op: ir.OpRope, attrs: ir.Attrs{"theta": ir.FloatAttr(10000)}, in: []*tensor.Tensor{randF32(r, -1, 1, 1, 2, 8), tensor.ScalarInt32(3)}}},
+		{fault.WrongConstant, opCase{op: ir.OpFusedElementwise, attrs: ir.Attrs{"expr": ir.StringAttr("mul($0, 3)")}, in: []*tensor.Tensor{randF32(r, -1, 1, 5)}}},
+		{fault.F16Overflow, opCase{op: ir.OpMatmul, attrs: ir.Attrs{"transpose_b": ir.BoolAttr(true)}, in: []*tensor.Tensor{big, randF32(r, 1, 2, 3, 8)}}},
+		{fault.F16Overflow, opCase{op: ir.OpMul, in: []*tensor.Tensor{big, big}}},
+		{fault.F16Overflow, opCase{op: ir.OpMatmul, in: []*tensor.Tensor{big, randF32(r, 1, 2, 8, 3)}}},
+		{fault.WrongIndex, opCase{op: ir.OpMatmul, in: []*tensor.Tensor{randF32(r, -1, 1, 5, 8), randF32(r, -1, 1, 8, 20)}}},
 	}
 	for i, c := range cases {
 		t.Run(c.fault+"/"+c.c.op.String(), func(t *testing.T) {
@@ -203,13 +204,13 @@ func TestFaults(t *testing.T) {
 	}
 	n := nodeOf(1, opCase{op: ir.OpReshape, attrs: ir.Attrs{"shape": ir.ShapeAttr(ir.S(2, 2))}, in: []*tensor.Tensor{randF32(r, -1, 1, 4)}})
 	in := []ir.Type{ir.T(ir.F32, ir.S(4))}
-	if _, err := cg.Generate(n, in, nil, cg.Options{Fault: cg.FaultWrongConstant}); err == nil {
+	if _, err := cg.Generate(n, in, nil, cg.Options{Fault: fault.WrongConstant}); err == nil {
 		t.Errorf("wrong_constant on reshape: no error")
 	}
 	if _, err := cg.Generate(n, in, nil, cg.Options{Fault: "nonsense"}); err == nil {
 		t.Errorf("an unknown fault: no error")
 	}
-	if _, err := cg.Generate(n, in, nil, cg.Options{Fault: cg.FaultWrongIndex}); err != nil {
+	if _, err := cg.Generate(n, in, nil, cg.Options{Fault: fault.WrongIndex}); err != nil {
 		t.Errorf("wrong_index on reshape: %v", err)
 	}
 }

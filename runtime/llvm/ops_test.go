@@ -98,12 +98,12 @@ func opCases() []opCase {
 	}
 	special := f32s([]int{8}, 0, float32(math.Copysign(0, -1)), 1, -1, float32(math.Inf(1)), float32(math.Inf(-1)), float32(math.NaN()), 1e-40)
 	for _, op := range ir.UnaryOps {
-		t := exact
-		switch op {
-		case ir.OpExp, ir.OpLog, ir.OpTanh, ir.OpErf:
+		t := chain // silu, sigmoid, gelu and any other op with a transcendental
+		switch {
+		case op == ir.OpExp || op == ir.OpLog || op == ir.OpTanh || op == ir.OpErf:
 			t = libm
-		case ir.OpSilu, ir.OpSigmoid, ir.OpGelu, ir.OpSoftplus:
-			t = chain
+		case op == ir.OpSqrt || op == ir.OpRsqrt || ir.LookupOp(op).Transcendentals.Of(ir.Call{}) == 0:
+			t = exact
 		}
 		lo := -4.0
 		if op == ir.OpLog || op == ir.OpSqrt || op == ir.OpRsqrt {

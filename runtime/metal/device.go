@@ -5,10 +5,11 @@
 // It builds only where Metal exists: Open works on darwin with cgo
 // enabled; elsewhere it returns ErrUnsupported ("the metal target runs on
 // macOS; use compile --target metal to emit kernels"). The device logic
-// (this file: kernel and pipeline caches, buffer pool, in-place kv_write,
-// shared reshape buffers, batching) is plain Go over a small bridge
-// interface and is tested on Linux with a fake bridge; the bridge to Metal
-// (bridge_darwin.go) is the only platform code:
+// (this file: kernel and pipeline caches, and runtime/internal/devkit's
+// buffer pool, in-place kv_write, shared reshape buffers, batching) is
+// plain Go over a small bridge interface and is tested on Linux with a
+// fake bridge; the bridge to Metal (bridge_darwin.go) is the only platform
+// code:
 //
 //   - MTLCreateSystemDefaultDevice and one MTLCommandQueue;
 //   - buffers are newBufferWithLength:options:MTLResourceStorageModeShared,
@@ -31,7 +32,6 @@ package metal
 import (
 	"errors"
 	"fmt"
-	"math/bits"
 	"sync"
 	"unsafe"
 
@@ -97,41 +97,26 @@ type Device struct {
 	opts   Options
 	name   string
 	limits msl.Limits
-	faults map[int]string
+	faults devkit.Faults
 
-	pipes map[string]*pipeline // by kernel source
-	plans map[planKey]*plan    // by node, input types and fault
+	pipes map[string]*pipeline     // by kernel source
+	plans map[devkit.PlanKey]*plan // by node, input types and fault
 
-	pool   map[int][]unsafe.Pointer // free buffers by size class
-	pooled int64
-	live   map[*mbuf]struct{} // buffers in use
-
-	pending  int  // dispatches encoded in the open command buffer
-	inflight bool // committed work not waited for
+	bufs     devkit.Allocator[unsafe.Pointer] // pooled by size class; all released at Close
+	batch    devkit.Batch                     // dispatches encoded in the open command buffer
+	inflight bool                             // committed work not waited for
 	closed   bool
 
 	stats Stats
 }
 
-// Stats counts what the device did, for tests and benchmarks.
-type Stats struct {
-	Dispatches  int // dispatches encoded
-	Commits     int // command buffers committed
-	Allocs      int // buffers created
-	PoolHits    int // buffers reused from the pool
-	Pipelines   int // pipelines compiled
-	KernelsMade int // kernels generated
-}
+// Stats counts what the device did, for tests and benchmarks (Submits
+// counts committed command buffers).
+type Stats = devkit.Stats
 
 type pipeline struct {
 	h          unsafe.Pointer
 	maxThreads int
-}
-
-type planKey struct {
-	node  *ir.Node
-	sig   string
-	fault string
 }
 
 type plan struct {
@@ -141,16 +126,12 @@ type plan struct {
 
 // mbuf is a Metal buffer with a reference count: a reshape shares its
 // input's buffer.
-type mbuf struct {
-	h    unsafe.Pointer
-	size int // bytes (its size class)
-	refs int
-}
+type mbuf = devkit.Buf[unsafe.Pointer]
 
 // newDevice wraps a bridge; Open calls it with the platform's bridge.
 func newDevice(br bridge, opts Options) *Device {
 	if opts.MaxBatch <= 0 {
-		opts.MaxBatch = 64
+		opts.MaxBatch = devkit.DefaultMaxBatch
 	}
 	if opts.PoolBytes <= 0 {
 		opts.PoolBytes = 1 << 30
@@ -165,15 +146,18 @@ func newDevice(br bridge, opts Options) *Device {
 	lower(&lim.MaxThreadgroupMemory, opts.Limits.MaxThreadgroupMemory)
 	lower(&lim.MaxThreadgroupsPerDimension, opts.Limits.MaxThreadgroupsPerDimension)
 	lower(&lim.MaxBuffers, opts.Limits.MaxBuffers)
-	faults := map[int]string{}
-	for id, f := range opts.Faults {
-		faults[id] = f
+	d := &Device{
+		br: br, opts: opts, name: "metal:" + br.name(), limits: lim, faults: devkit.CopyFaults(opts.Faults),
+		pipes: map[string]*pipeline{}, plans: map[devkit.PlanKey]*plan{}, batch: devkit.NewBatch(opts.MaxBatch, 0),
 	}
-	return &Device{
-		br: br, opts: opts, name: "metal:" + br.name(), limits: lim, faults: faults,
-		pipes: map[string]*pipeline{}, plans: map[planKey]*plan{}, pool: map[int][]unsafe.Pointer{},
-		live: map[*mbuf]struct{}{},
+	d.bufs = devkit.Allocator[unsafe.Pointer]{
+		Create:    func(size uint64) (unsafe.Pointer, error) { return br.newBuffer(int(size)) },
+		Destroy:   br.release,
+		Stats:     &d.stats,
+		TrackLive: true,
+		Pool:      devkit.Pool[unsafe.Pointer]{Limit: opts.PoolBytes},
 	}
+	return d
 }
 
 // Name identifies the device: metal:GPU.
@@ -194,83 +178,7 @@ func (d *Device) Stats() Stats {
 func (d *Device) SetFault(id int, fault string) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	if fault == "" {
-		delete(d.faults, id)
-	} else {
-		d.faults[id] = fault
-	}
-}
-
-// sizeClass rounds a byte count up to its pool class: powers of two up to
-// 64 KiB, then eighths of a power of two. The minimum is 16 bytes (Metal
-// has no empty buffers).
-func sizeClass(n int) int {
-	if n <= 16 {
-		return 16
-	}
-	if n <= 64<<10 {
-		return 1 << bits.Len(uint(n-1))
-	}
-	step := 1 << (bits.Len(uint(n-1)) - 4)
-	return (n + step - 1) / step * step
-}
-
-// alloc returns a buffer of at least n bytes (must hold d.mu); fresh
-// forces a new buffer.
-func (d *Device) alloc(n int, fresh bool) (*mbuf, error) {
-	c := sizeClass(n)
-	if free := d.pool[c]; len(free) > 0 && !fresh {
-		h := free[len(free)-1]
-		d.pool[c] = free[:len(free)-1]
-		d.pooled -= int64(c)
-		d.stats.PoolHits++
-		g := &mbuf{h: h, size: c, refs: 1}
-		d.live[g] = struct{}{}
-		return g, nil
-	}
-	h, err := d.br.newBuffer(c)
-	if err != nil {
-		return nil, err
-	}
-	d.stats.Allocs++
-	g := &mbuf{h: h, size: c, refs: 1}
-	d.live[g] = struct{}{}
-	return g, nil
-}
-
-// recycle returns a buffer to the pool, or releases it when the pool is
-// full. Work already encoded that uses it runs before any later work that
-// reuses it (one queue, serial dispatch).
-func (d *Device) recycle(g *mbuf) {
-	if d.closed {
-		return // Close released it
-	}
-	delete(d.live, g)
-	if d.pooled+int64(g.size) > d.opts.PoolBytes {
-		d.br.release(g.h)
-		return
-	}
-	d.pool[g.size] = append(d.pool[g.size], g.h)
-	d.pooled += int64(g.size)
-}
-
-func (d *Device) wrap(g *mbuf, dt ir.DType, shape []int) *runtime.Buffer {
-	return &runtime.Buffer{Dev: d, DType: dt, Shape: append([]int{}, shape...), Handle: g}
-}
-
-// handle returns the Metal buffer behind b, checking that it is live and ours.
-func (d *Device) handle(b *runtime.Buffer) (*mbuf, error) {
-	if b == nil {
-		return nil, errors.New("nil buffer")
-	}
-	if b.Dev != runtime.Device(d) {
-		return nil, fmt.Errorf("buffer %s is not on %s", b, d.name)
-	}
-	g, ok := b.Handle.(*mbuf)
-	if !ok || g == nil || g.refs <= 0 {
-		return nil, fmt.Errorf("buffer %s was freed", b)
-	}
-	return g, nil
+	d.faults.Set(id, fault)
 }
 
 func supported(dt ir.DType) bool { return dt == ir.F32 || dt == ir.I32 }
@@ -299,22 +207,27 @@ func (d *Device) Upload(t *tensor.Tensor) (*runtime.Buffer, error) {
 		return nil, err
 	}
 	// A pooled buffer may still be used by encoded or running work; the
-	// CPU must not write it until that is done.
-	busy := d.pending > 0 || d.inflight
-	g, err := d.alloc(len(t.Data), busy)
+	// CPU must not write it until that is done. Work already encoded that
+	// uses a pooled buffer runs before any later work that reuses it (one
+	// queue, serial dispatch), so launches may reuse it.
+	alloc := d.bufs.Alloc
+	if d.batch.Pending() > 0 || d.inflight {
+		alloc = d.bufs.New
+	}
+	g, err := alloc(uint64(len(t.Data)))
 	if err != nil {
 		return nil, fmt.Errorf("metal: upload of %s: %w", t, err)
 	}
-	copy(d.br.contents(g.h, g.size), t.Data)
-	return d.wrap(g, t.DType, t.Shape), nil
+	copy(d.br.contents(g.B, int(g.Size)), t.Data)
+	return devkit.Wrap(d, g, t.DType, t.Shape), nil
 }
 
 // flush commits the open command buffer (must hold d.mu).
 func (d *Device) flush() {
-	if d.pending > 0 {
+	if d.batch.Pending() > 0 {
 		d.br.commit()
-		d.stats.Commits++
-		d.pending = 0
+		d.stats.Submits++
+		d.batch.Submitted()
 		d.inflight = true
 	}
 }
@@ -326,6 +239,7 @@ func (d *Device) wait() error {
 		return nil
 	}
 	d.inflight = false
+	d.batch.Waited()
 	if err := d.br.wait(); err != nil {
 		return fmt.Errorf("metal: command buffer failed: %w", err)
 	}
@@ -337,7 +251,7 @@ func (d *Device) wait() error {
 func (d *Device) Download(b *runtime.Buffer) (*tensor.Tensor, error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	g, err := d.handle(b)
+	g, err := devkit.Handle[unsafe.Pointer](d, b)
 	if err != nil {
 		return nil, fmt.Errorf("metal: download: %w", err)
 	}
@@ -348,10 +262,10 @@ func (d *Device) Download(b *runtime.Buffer) (*tensor.Tensor, error) {
 		return nil, err
 	}
 	t := tensor.New(b.DType, b.Shape)
-	if len(t.Data) > g.size {
-		return nil, fmt.Errorf("metal: download of %s: the buffer holds %d bytes", b, g.size)
+	if uint64(len(t.Data)) > g.Size {
+		return nil, fmt.Errorf("metal: download of %s: the buffer holds %d bytes", b, g.Size)
 	}
-	copy(t.Data, d.br.contents(g.h, g.size))
+	copy(t.Data, d.br.contents(g.B, int(g.Size)))
 	return t, nil
 }
 
@@ -372,14 +286,8 @@ func (d *Device) Free(b *runtime.Buffer) {
 	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	g, ok := b.Handle.(*mbuf)
-	if !ok || g == nil {
-		return
-	}
-	b.Handle = nil
-	g.refs--
-	if g.refs == 0 {
-		d.recycle(g)
+	if g := devkit.Take[unsafe.Pointer](d, b); g != nil {
+		d.bufs.Free(g)
 	}
 }
 
@@ -394,30 +302,22 @@ func (d *Device) Close() error {
 	}
 	err := d.wait()
 	d.closed = true
-	for _, free := range d.pool {
-		for _, h := range free {
-			d.br.release(h)
-		}
-	}
-	for g := range d.live {
-		d.br.release(g.h)
-		g.refs = 0
-	}
+	d.bufs.Close()
 	for _, pp := range d.pipes {
 		d.br.release(pp.h)
 	}
-	d.pool, d.pipes, d.plans, d.live, d.pooled = nil, nil, nil, nil, 0
+	d.pipes, d.plans = nil, nil
 	d.br.close()
 	return err
 }
 
 // planFor returns the compiled kernel of n on input types in (must hold d.mu).
 func (d *Device) planFor(n *ir.Node, in, out []ir.Type) (*plan, error) {
-	key := planKey{node: n, sig: devkit.TypeSig(in), fault: d.faults[n.ID]}
+	key := devkit.KeyOf(n, in, d.faults[n.ID])
 	if p, ok := d.plans[key]; ok {
 		return p, nil
 	}
-	k, err := msl.Generate(n, in, out, msl.Options{Limits: d.limits, Fault: key.fault})
+	k, err := msl.Generate(n, in, out, msl.Options{Limits: d.limits, Fault: key.Fault})
 	if err != nil {
 		return nil, err
 	}
@@ -462,62 +362,41 @@ func (d *Device) Prepare(m *ir.Module, f *ir.Function, nodes []*ir.Node) error {
 	if err := d.usable(); err != nil {
 		return err
 	}
-	for _, n := range nodes {
-		if n.Op == ir.OpReshape && d.faults[n.ID] == "" {
-			continue
-		}
-		in, static := devkit.StaticInputs(n)
-		if !static {
-			continue
-		}
-		if _, err := d.planFor(n, in, nil); err != nil {
-			return &runtime.KernelError{Device: d.name, Node: n, Err: err}
-		}
-	}
-	return nil
+	return devkit.Prepare(d.name, nodes, d.isView, func(n *ir.Node, in []ir.Type) error {
+		_, err := d.planFor(n, in, nil)
+		return err
+	})
 }
+
+// isView reports whether node n runs as a view of its input instead of a
+// kernel (must hold d.mu).
+func (d *Device) isView(n *ir.Node) bool { return devkit.IsView(n, d.faults[n.ID]) }
 
 // Launch encodes node n's kernel on inputs in. kv_write updates its cache
 // in place and returns the cache buffer itself; reshape returns a buffer
 // sharing its input's memory.
 func (d *Device) Launch(n *ir.Node, in []*runtime.Buffer, outs []ir.Type) ([]*runtime.Buffer, error) {
-	if n == nil {
-		return nil, errors.New("metal: launch of a nil node")
-	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	res, err := d.launch(n, in, outs)
-	if err != nil {
-		return nil, &runtime.KernelError{Device: d.name, Node: n, Err: err}
-	}
-	return res, nil
+	return res, devkit.NodeError(d.name, n, err)
 }
 
 func (d *Device) launch(n *ir.Node, in []*runtime.Buffer, outs []ir.Type) ([]*runtime.Buffer, error) {
+	if n == nil {
+		return nil, errors.New("metal: launch of a nil node")
+	}
 	if err := d.usable(); err != nil {
 		return nil, err
 	}
 	hs := make([]*mbuf, len(in))
-	types := make([]ir.Type, len(in))
-	for i, b := range in {
-		h, err := d.handle(b)
-		if err != nil {
-			return nil, fmt.Errorf("input %d: %w", i, err)
-		}
-		hs[i], types[i] = h, b.Type()
+	if err := devkit.Handles(d, in, hs); err != nil {
+		return nil, err
 	}
-	if n.Op == ir.OpReshape && len(in) == 1 && d.faults[n.ID] == "" {
-		want, _, err := ir.InferTypes(n.Op, types, n.BoundAttrs(types, outs))
-		if err != nil {
-			return nil, err
-		}
-		if outs != nil && (len(outs) != 1 || !outs[0].Equal(want[0])) {
-			return nil, fmt.Errorf("output types %v, the input gives %s", outs, want[0])
-		}
-		hs[0].refs++
-		return []*runtime.Buffer{d.wrap(hs[0], want[0].DType, want[0].Shape.Sizes())}, nil
+	if d.isView(n) {
+		return devkit.View(d, n, in, hs, outs)
 	}
-	p, err := d.planFor(n, types, outs)
+	p, err := d.planFor(n, devkit.Types(in), outs)
 	if err != nil {
 		return nil, err
 	}
@@ -534,10 +413,7 @@ func (d *Device) LaunchKernel(n *ir.Node, k *codegen.Kernel, in []*runtime.Buffe
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	res, err := d.launchKernel(k, in)
-	if err != nil {
-		return nil, &runtime.KernelError{Device: d.name, Node: n, Err: err}
-	}
-	return res, nil
+	return res, devkit.NodeError(d.name, n, err)
 }
 
 func (d *Device) launchKernel(k *codegen.Kernel, in []*runtime.Buffer) ([]*runtime.Buffer, error) {
@@ -545,26 +421,11 @@ func (d *Device) launchKernel(k *codegen.Kernel, in []*runtime.Buffer) ([]*runti
 		return nil, err
 	}
 	hs := make([]*mbuf, len(in))
-	for i, b := range in {
-		h, err := d.handle(b)
-		if err != nil {
-			return nil, fmt.Errorf("input %d: %w", i, err)
-		}
-		hs[i] = h
+	if err := devkit.Handles(d, in, hs); err != nil {
+		return nil, err
 	}
-	for i, b := range k.Bindings {
-		if b.Index != i {
-			return nil, fmt.Errorf("kernel binding %d has index %d; bindings must be 0, 1, ... in order", i, b.Index)
-		}
-		if b.Input >= len(in) {
-			return nil, fmt.Errorf("kernel binding %d reads input %d of %d", i, b.Input, len(in))
-		}
-		if b.Input >= 0 && b.Type.Bytes() > int64(hs[b.Input].size) {
-			return nil, fmt.Errorf("kernel binding %d expects %s, input %d holds %d bytes", i, b.Type, b.Input, hs[b.Input].size)
-		}
-		if b.Input < 0 && (b.Output < 0 || !b.Type.Shape.IsStatic()) {
-			return nil, fmt.Errorf("kernel binding %d is neither an input nor a static output", i)
-		}
+	if err := devkit.CheckBindings(k, hs); err != nil {
+		return nil, err
 	}
 	pp, err := d.compile(k)
 	if err != nil {
@@ -575,47 +436,23 @@ func (d *Device) launchKernel(k *codegen.Kernel, in []*runtime.Buffer) ([]*runti
 
 // dispatch allocates k's outputs and encodes its dispatch (must hold d.mu).
 func (d *Device) dispatch(k *codegen.Kernel, pp *pipeline, in []*runtime.Buffer, hs []*mbuf) ([]*runtime.Buffer, error) {
-	nout := 0
-	for _, b := range k.Bindings {
-		nout = max(nout, b.Output+1)
-	}
-	res := make([]*runtime.Buffer, nout)
-	bufs := make([]unsafe.Pointer, len(k.Bindings))
-	var fresh []*mbuf
-	fail := func(err error) ([]*runtime.Buffer, error) {
-		for _, g := range fresh {
-			g.refs--
-			d.recycle(g)
-		}
+	bound := make([]*mbuf, len(k.Bindings))
+	if err := d.bufs.Bind(k, hs, bound); err != nil {
 		return nil, err
 	}
-	for i, b := range k.Bindings {
-		switch {
-		case b.Input >= 0:
-			bufs[i] = hs[b.Input].h
-			if b.Output >= 0 {
-				res[b.Output] = in[b.Input] // in place
-			}
-		default:
-			g, err := d.alloc(int(b.Type.Bytes()), false)
-			if err != nil {
-				return fail(fmt.Errorf("output %d: %w", b.Output, err))
-			}
-			fresh = append(fresh, g)
-			bufs[i] = g.h
-			res[b.Output] = d.wrap(g, b.Type.DType, b.Type.Shape.Sizes())
+	if k.Grid[0]*k.Grid[1]*k.Grid[2] > 0 {
+		bufs := make([]unsafe.Pointer, len(bound))
+		for i, g := range bound {
+			bufs[i] = g.B
+		}
+		if err := d.br.dispatch(pp.h, bufs, k.Grid, k.WorkgroupSize); err != nil {
+			d.bufs.Unbind(k, bound)
+			return nil, fmt.Errorf("dispatch: %w", err)
+		}
+		d.stats.Dispatches++
+		if d.batch.Add() {
+			d.flush()
 		}
 	}
-	if k.Grid[0]*k.Grid[1]*k.Grid[2] == 0 {
-		return res, nil
-	}
-	if err := d.br.dispatch(pp.h, bufs, k.Grid, k.WorkgroupSize); err != nil {
-		return fail(fmt.Errorf("dispatch: %w", err))
-	}
-	d.pending++
-	d.stats.Dispatches++
-	if d.pending >= d.opts.MaxBatch {
-		d.flush()
-	}
-	return res, nil
+	return devkit.Outputs(d, k, in, bound), nil
 }

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"unsafe"
 
+	"github.com/tapml/tapml/codegen/fault"
 	"github.com/tapml/tapml/codegen/msl"
 	"github.com/tapml/tapml/frontend/arch"
 	"github.com/tapml/tapml/frontend/arch/llama"
@@ -210,7 +211,7 @@ func TestLaunchEncodes(t *testing.T) {
 		t.Fatal(err)
 	}
 	dp := f.dispatches[0]
-	want := []unsafe.Pointer{a.Handle.(*mbuf).h, b.Handle.(*mbuf).h, out[0].Handle.(*mbuf).h}
+	want := []unsafe.Pointer{a.Handle.(*mbuf).B, b.Handle.(*mbuf).B, out[0].Handle.(*mbuf).B}
 	if !slices.Equal(dp.bufs, want) || dp.grid != k.Grid || dp.threads != k.WorkgroupSize {
 		t.Errorf("dispatch %+v, want buffers %v grid %v threads %v", dp, want, k.Grid, k.WorkgroupSize)
 	}
@@ -249,7 +250,7 @@ func TestInPlaceAndReshape(t *testing.T) {
 	if out[0] != cache {
 		t.Error("kv_write did not return its cache")
 	}
-	if f.dispatches[0].bufs[0] != cache.Handle.(*mbuf).h {
+	if f.dispatches[0].bufs[0] != cache.Handle.(*mbuf).B {
 		t.Error("kv_write's first buffer is not the cache")
 	}
 	rs := node(t, 2, ir.OpReshape, ir.Attrs{"shape": ir.ShapeAttr(ir.S(16, 4))}, cache.Type())
@@ -265,11 +266,11 @@ func TestInPlaceAndReshape(t *testing.T) {
 		t.Errorf("the reshape's buffer died with its input: %v", err)
 	}
 	d.Free(r[0])
-	if st := d.Stats(); d.pooled == 0 {
+	if st := d.Stats(); d.bufs.Pool.Bytes() == 0 {
 		t.Errorf("shared buffer not recycled after both frees: %+v", st)
 	}
 	// A reshape with a fault runs the copy kernel.
-	d.SetFault(2, msl.FaultWrongIndex)
+	d.SetFault(2, fault.WrongIndex)
 	x := upload(t, d, tensor.New(ir.F32, []int{8, 2, 4}))
 	if _, err := d.Launch(rs, []*rt.Buffer{x}, nil); err != nil || len(f.dispatches) != 2 {
 		t.Errorf("faulty reshape: %v, %d dispatches", err, len(f.dispatches))
@@ -296,10 +297,10 @@ func TestBatchingAndUploadWhileBusy(t *testing.T) {
 		t.Errorf("%d commits after 5 launches with MaxBatch 2, want 2", f.commits)
 	}
 	// Freed while work is in flight: the next upload must not write it.
-	freed := outs[0].Handle.(*mbuf).h
+	freed := outs[0].Handle.(*mbuf).B
 	d.Free(outs[0])
 	y := upload(t, d, f32s([]int{4}, 9, 9, 9, 9))
-	if y.Handle.(*mbuf).h == freed {
+	if y.Handle.(*mbuf).B == freed {
 		t.Error("upload wrote a buffer the GPU may still use")
 	}
 	// A launch may reuse it: the GPU runs work in order.
@@ -307,7 +308,7 @@ func TestBatchingAndUploadWhileBusy(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if o[0].Handle.(*mbuf).h != freed {
+	if o[0].Handle.(*mbuf).B != freed {
 		t.Error("launch output did not reuse the pooled buffer")
 	}
 	if err := d.Sync(); err != nil {
@@ -317,10 +318,10 @@ func TestBatchingAndUploadWhileBusy(t *testing.T) {
 		t.Errorf("after sync: %d commits, %d waits; want 3, 1", f.commits, f.waits)
 	}
 	// Idle now: uploads reuse the pool.
-	yh := y.Handle.(*mbuf).h
+	yh := y.Handle.(*mbuf).B
 	d.Free(y)
 	z := upload(t, d, f32s([]int{4}, 1, 1, 1, 1))
-	if z.Handle.(*mbuf).h != yh {
+	if z.Handle.(*mbuf).B != yh {
 		t.Error("idle upload did not reuse the pool")
 	}
 }

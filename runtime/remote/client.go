@@ -73,9 +73,9 @@ type Device struct {
 	nextKernel uint32
 	batch      []proto.Cmd
 	batchNodes []*ir.Node
-	plans      map[planKey]*kplan
+	plans      map[devkit.PlanKey]*kplan
 	bySrc      map[string]*kplan
-	faults     map[int]string
+	faults     devkit.Faults
 	closed     bool
 	broken     error
 	stats      Stats
@@ -107,19 +107,9 @@ type call struct {
 	done  chan proto.Msg
 }
 
-// rbuf is the handle of a remote buffer, shared by host-side aliases
-// (reshape).
-type rbuf struct {
-	id    uint32
-	refs  int
-	bytes int64
-}
-
-type planKey struct {
-	node  *ir.Node
-	sig   string
-	fault string
-}
+// rbuf is the handle of a remote buffer (its id and bytes), shared by
+// host-side aliases (reshape).
+type rbuf = devkit.Buf[uint32]
 
 type kplan struct {
 	id  uint32
@@ -273,9 +263,9 @@ func DialOptions(ctx context.Context, rawURL string, o Options) (*Device, error)
 		opts:    o,
 		conn:    conn,
 		nextID:  2,
-		plans:   map[planKey]*kplan{},
+		plans:   map[devkit.PlanKey]*kplan{},
 		bySrc:   map[string]*kplan{},
-		faults:  map[int]string{},
+		faults:  devkit.Faults{},
 		pending: map[uint32]*call{},
 		slots:   make(chan struct{}, o.Window),
 		lostCh:  make(chan struct{}),
@@ -337,11 +327,7 @@ func (d *Device) Stats() Stats {
 func (d *Device) SetFault(id int, fault string) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	if fault == "" {
-		delete(d.faults, id)
-	} else {
-		d.faults[id] = fault
-	}
+	d.faults.Set(id, fault)
 }
 
 // read receives replies until the connection ends.
@@ -644,10 +630,6 @@ func (d *Device) sendTensor(id uint32, dt proto.DType, t *tensor.Tensor, cache b
 	return nil
 }
 
-func (d *Device) wrap(h *rbuf, dt ir.DType, shape []int) *runtime.Buffer {
-	return &runtime.Buffer{Dev: d, DType: dt, Shape: append([]int{}, shape...), Handle: h}
-}
-
 // Upload copies a tensor to a new device buffer (pipelined: a failure is
 // reported by a later call).
 func (d *Device) Upload(t *tensor.Tensor) (*runtime.Buffer, error) {
@@ -668,7 +650,7 @@ func (d *Device) Upload(t *tensor.Tensor) (*runtime.Buffer, error) {
 	if err := d.sendTensor(id, dt, t, false, [32]byte{}, what); err != nil {
 		return nil, err
 	}
-	return d.wrap(&rbuf{id: id, refs: 1, bytes: int64(len(t.Data))}, t.DType, t.Shape), nil
+	return devkit.Wrap(d, devkit.NewBuf(id, uint64(len(t.Data))), t.DType, t.Shape), nil
 }
 
 // UploadWeight uploads a weight unless the device has it cached: the host
@@ -705,29 +687,14 @@ func (d *Device) UploadWeight(name string, t *tensor.Tensor) (*runtime.Buffer, e
 		}
 		d.stats.WeightsSent++
 	}
-	return d.wrap(&rbuf{id: id, refs: 1, bytes: int64(len(t.Data))}, t.DType, t.Shape), nil
-}
-
-// handle returns the remote buffer behind b.
-func (d *Device) handle(b *runtime.Buffer) (*rbuf, error) {
-	if b == nil {
-		return nil, errors.New("nil buffer")
-	}
-	if b.Dev != runtime.Device(d) {
-		return nil, fmt.Errorf("buffer %s is not on %s", b, d.name)
-	}
-	h, ok := b.Handle.(*rbuf)
-	if !ok || h == nil || h.refs <= 0 {
-		return nil, fmt.Errorf("buffer %s was freed", b)
-	}
-	return h, nil
+	return devkit.Wrap(d, devkit.NewBuf(id, uint64(len(t.Data))), t.DType, t.Shape), nil
 }
 
 // Download copies a buffer to the host, after the work before it.
 func (d *Device) Download(b *runtime.Buffer) (*tensor.Tensor, error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	h, err := d.handle(b)
+	h, err := devkit.Handle[uint32](d, b)
 	if err != nil {
 		return nil, fmt.Errorf("remote device %s: download: %w", d.url, err)
 	}
@@ -741,7 +708,7 @@ func (d *Device) Download(b *runtime.Buffer) (*tensor.Tensor, error) {
 	t := tensor.New(b.DType, b.Shape)
 	for off := 0; off < len(t.Data); {
 		n := min(len(t.Data)-off, proto.MaxChunk)
-		r, err := d.request(&proto.Download{Buf: h.id, Offset: uint64(off), Length: uint32(n)}, what)
+		r, err := d.request(&proto.Download{Buf: h.B, Offset: uint64(off), Length: uint32(n)}, what)
 		if err != nil {
 			if perr := d.usable(what); perr != nil {
 				return nil, perr // the launch that failed before, naming its node
@@ -784,16 +751,11 @@ func (d *Device) Free(b *runtime.Buffer) {
 	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	h, ok := b.Handle.(*rbuf)
-	if !ok || h == nil || b.Dev != runtime.Device(d) {
+	h := devkit.Take[uint32](d, b)
+	if h == nil || !h.Drop() || d.closed {
 		return
 	}
-	b.Handle = nil
-	h.refs--
-	if h.refs > 0 || d.closed {
-		return
-	}
-	d.batch = append(d.batch, proto.Cmd{Kind: proto.CmdFree, Buf: h.id})
+	d.batch = append(d.batch, proto.Cmd{Kind: proto.CmdFree, Buf: h.B})
 	d.batchNodes = append(d.batchNodes, nil)
 	if len(d.batch) >= d.opts.MaxBatch && d.usable("free") == nil {
 		_ = d.flush() // a broken connection is reported by the next call
@@ -838,11 +800,11 @@ func wireBinding(b codegen.Binding) (proto.Binding, error) {
 // planFor generates node n's kernel for the input types and compiles it on
 // the device (once per distinct kernel).
 func (d *Device) planFor(n *ir.Node, in, out []ir.Type) (*kplan, error) {
-	key := planKey{node: n, sig: devkit.TypeSig(in), fault: d.faults[n.ID]}
+	key := devkit.KeyOf(n, in, d.faults[n.ID])
 	if p, ok := d.plans[key]; ok {
 		return p, p.err
 	}
-	k, err := wgsl.Generate(n, in, out, wgsl.Options{Limits: d.lim, Fault: key.fault})
+	k, err := wgsl.Generate(n, in, out, wgsl.Options{Limits: d.lim, Fault: key.Fault})
 	if err != nil {
 		return nil, err
 	}
@@ -896,23 +858,15 @@ func (d *Device) Prepare(m *ir.Module, f *ir.Function, nodes []*ir.Node) error {
 	if err := d.flush(); err != nil {
 		return err
 	}
-	for _, n := range nodes {
-		if n.Op == ir.OpReshape && d.faults[n.ID] == "" {
-			continue
-		}
-		in, static := devkit.StaticInputs(n)
-		if !static {
-			continue
-		}
-		if _, err := d.planFor(n, in, nil); err != nil {
-			if d.lostOrBroken() {
-				return err
-			}
-			return &runtime.KernelError{Device: d.name, Node: n, Err: err}
-		}
-	}
-	return nil
+	return devkit.Prepare(d.name, nodes, d.isView, func(n *ir.Node, in []ir.Type) error {
+		_, err := d.planFor(n, in, nil)
+		return err
+	})
 }
+
+// isView reports whether node n runs as a view of its input instead of a
+// kernel (must hold d.mu).
+func (d *Device) isView(n *ir.Node) bool { return devkit.IsView(n, d.faults[n.ID]) }
 
 func (d *Device) lostOrBroken() bool {
 	if d.broken != nil {
@@ -940,72 +894,50 @@ func (d *Device) Launch(n *ir.Node, in []*runtime.Buffer, outs []ir.Type) ([]*ru
 		return nil, err
 	}
 	res, err := d.launch(n, in, outs)
-	if err != nil {
-		var ke *runtime.KernelError
-		if errors.As(err, &ke) || d.lostOrBroken() {
-			return nil, err
-		}
-		return nil, &runtime.KernelError{Device: d.name, Node: n, Err: err}
+	if err != nil && d.lostOrBroken() {
+		return nil, err
 	}
-	return res, nil
+	return res, devkit.NodeError(d.name, n, err)
 }
 
 func (d *Device) launch(n *ir.Node, in []*runtime.Buffer, outs []ir.Type) ([]*runtime.Buffer, error) {
 	hs := make([]*rbuf, len(in))
-	types := make([]ir.Type, len(in))
-	for i, b := range in {
-		h, err := d.handle(b)
-		if err != nil {
-			return nil, fmt.Errorf("input %d: %w", i, err)
-		}
-		hs[i], types[i] = h, b.Type()
+	if err := devkit.Handles(d, in, hs); err != nil {
+		return nil, err
 	}
-	if n.Op == ir.OpReshape && len(in) == 1 && d.faults[n.ID] == "" {
-		want, _, err := ir.InferTypes(n.Op, types, n.BoundAttrs(types, outs))
-		if err != nil {
-			return nil, err
-		}
-		if outs != nil && (len(outs) != 1 || !outs[0].Equal(want[0])) {
-			return nil, fmt.Errorf("output types %v, the input gives %s", outs, want[0])
-		}
-		hs[0].refs++
-		return []*runtime.Buffer{d.wrap(hs[0], want[0].DType, want[0].Shape.Sizes())}, nil
+	if d.isView(n) {
+		return devkit.View(d, n, in, hs, outs)
 	}
 	if len(in) > proto.MaxOperands {
 		return nil, fmt.Errorf("%d inputs exceed the protocol's %d", len(in), proto.MaxOperands)
 	}
-	p, err := d.planFor(n, types, outs)
+	p, err := d.planFor(n, devkit.Types(in), outs)
 	if err != nil {
 		return nil, err
 	}
 	k := p.k
-	nout := 0
+	if err := devkit.CheckBindings(k, hs); err != nil {
+		return nil, err
+	}
+	// The device makes the outputs when it runs the launch: here they are
+	// new buffer ids.
+	bound := make([]*rbuf, len(k.Bindings))
 	for i, b := range k.Bindings {
-		nout = max(nout, b.Output+1)
-		if b.Input >= len(in) {
-			return nil, fmt.Errorf("kernel binding %d reads input %d of %d", i, b.Input, len(in))
-		}
-		if b.Input >= 0 && b.Type.Bytes() > hs[b.Input].bytes {
-			return nil, fmt.Errorf("kernel binding %d expects %s, input %d holds %d bytes", i, b.Type, b.Input, hs[b.Input].bytes)
-		}
-	}
-	res := make([]*runtime.Buffer, nout)
-	cmd := proto.Cmd{Kind: proto.CmdLaunch, Kernel: p.id, Node: uint32(n.ID), In: make([]uint32, len(in)), Out: make([]uint32, nout)}
-	for i, h := range hs {
-		cmd.In[i] = h.id
-	}
-	for _, b := range k.Bindings {
-		if b.Output < 0 {
-			continue
-		}
 		if b.Input >= 0 {
-			res[b.Output] = in[b.Input] // in place
-			cmd.Out[b.Output] = hs[b.Input].id
-			continue
+			bound[i] = hs[b.Input]
+		} else {
+			bound[i] = devkit.NewBuf(d.newBuf(), uint64(b.Type.Bytes()))
 		}
-		h := &rbuf{id: d.newBuf(), refs: 1, bytes: b.Type.Bytes()}
-		cmd.Out[b.Output] = h.id
-		res[b.Output] = d.wrap(h, b.Type.DType, b.Type.Shape.Sizes())
+	}
+	res := devkit.Outputs(d, k, in, bound)
+	cmd := proto.Cmd{Kind: proto.CmdLaunch, Kernel: p.id, Node: uint32(n.ID), In: make([]uint32, len(in)), Out: make([]uint32, len(res))}
+	for i, h := range hs {
+		cmd.In[i] = h.B
+	}
+	for i, b := range k.Bindings {
+		if b.Output >= 0 {
+			cmd.Out[b.Output] = bound[i].B
+		}
 	}
 	d.batch = append(d.batch, cmd)
 	d.batchNodes = append(d.batchNodes, n)

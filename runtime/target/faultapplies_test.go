@@ -3,6 +3,7 @@ package target
 import (
 	"testing"
 
+	"github.com/tapml/tapml/codegen/fault"
 	"github.com/tapml/tapml/codegen/wgsl"
 	"github.com/tapml/tapml/internal/testenv/webgputest"
 	"github.com/tapml/tapml/ir"
@@ -27,11 +28,11 @@ func TestFaultAppliesUsesDeviceTuning(t *testing.T) {
 	}
 	in, out := []ir.Type{x.Type, w.Type}, []ir.Type{y.Type}
 	dev.SetTuning(wgsl.DiscreteTuning())
-	if err := FaultApplies("webgpu", dev, y.Def, in, out, wgsl.FaultMissingBarrier); err != nil {
+	if err := FaultApplies("webgpu", dev, y.Def, in, out, fault.MissingBarrier); err != nil {
 		t.Errorf("GPU tuning: %v, want the fault to apply", err)
 	}
 	dev.SetTuning(wgsl.Tuning{GEMVLanes: 1})
-	if err := FaultApplies("webgpu", dev, y.Def, in, out, wgsl.FaultMissingBarrier); err == nil {
+	if err := FaultApplies("webgpu", dev, y.Def, in, out, fault.MissingBarrier); err == nil {
 		t.Error("one lane per output: missing_barrier applies, want an error (no barrier to drop)")
 	}
 }

@@ -2,9 +2,12 @@ package target
 
 import (
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 
+	"github.com/tapml/tapml/codegen/fault"
+	codegenllvm "github.com/tapml/tapml/codegen/llvm"
 	"github.com/tapml/tapml/codegen/wgsl"
 	"github.com/tapml/tapml/ir"
 	"github.com/tapml/tapml/runtime"
@@ -12,10 +15,8 @@ import (
 
 // Injection is a test-only fault planted in the target's kernels: in every
 // node of op Op, or in node Node alone. Faults exist so that the tests of
-// the carving and migration tools can plant a known culprit; the webgpu,
-// vulkan and remote: targets have them (codegen/wgsl's faults: wrong_index,
-// wrong_constant, missing_barrier, f16_overflow; vulkan's kernels are those
-// WGSL kernels translated to SPIR-V, faults included).
+// the carving and migration tools can plant a known culprit; codegen/fault
+// is the table of the faults and of the targets that take them.
 type Injection struct {
 	Op    ir.Op // an op (ir.OpMatmul); or
 	Node  int   // a node id (> 0)
@@ -34,7 +35,7 @@ func ParseInjection(s string) (Injection, error) {
 	var in Injection
 	bad := func(why string) (Injection, error) {
 		return Injection{}, fmt.Errorf("--inject %q: %s (want op=KIND,fault=NAME or node=ID,fault=NAME; faults: %s)",
-			s, why, strings.Join(wgsl.FaultNames(), ", "))
+			s, why, strings.Join(fault.Names(), ", "))
 	}
 	for _, part := range strings.Split(s, ",") {
 		k, v, ok := strings.Cut(strings.TrimSpace(part), "=")
@@ -75,29 +76,27 @@ func ParseInjection(s string) (Injection, error) {
 	if in.Fault == "" {
 		return bad("no fault=")
 	}
-	known := false
-	for _, f := range wgsl.FaultNames() {
-		known = known || f == in.Fault
-	}
-	if !known {
+	if !slices.Contains(fault.Names(), in.Fault) {
 		return bad(fmt.Sprintf("unknown fault %q", in.Fault))
 	}
 	return in, nil
 }
 
 // FaultInjector is a device that takes test-only faults per node id
-// (*webgpu.Device).
+// (*webgpu.Device, *llvm.Device).
 type FaultInjector interface {
 	SetFault(id int, fault string)
 }
 
 // InjectableTarget reports whether the target named target takes injected
-// faults, with the reason when it does not.
+// faults (codegen/fault.Targets), with the reason when it does not.
 func InjectableTarget(target string) error {
-	if target == "webgpu" || target == "vulkan" || IsRemote(target) {
+	if _, ok := fault.GeneratorOf(target); ok {
 		return nil
 	}
-	return fmt.Errorf("fault injection is supported only on the webgpu and vulkan targets and remote:ws:// targets (codegen/wgsl's test-only faults), not on %s", target)
+	ts := fault.InjectableTargets()
+	return fmt.Errorf("fault injection is supported only on the %s and %s targets (codegen/fault's test-only faults), not on %s",
+		strings.Join(ts[:len(ts)-1], ", "), ts[len(ts)-1], target)
 }
 
 // Injectable reports whether the device of target takes injected faults,
@@ -115,11 +114,19 @@ func Injectable(target string, dev runtime.Device) error {
 // FaultApplies reports (as an error saying why not) whether fault changes
 // the kernel the target generates for node n with the given concrete input
 // and output types: a fault applies only to some ops and kernel variants.
-func FaultApplies(target string, dev runtime.Device, n *ir.Node, in, out []ir.Type, fault string) error {
+func FaultApplies(target string, dev runtime.Device, n *ir.Node, in, out []ir.Type, name string) error {
 	if err := Injectable(target, dev); err != nil {
 		return err
 	}
-	opts := wgsl.Options{Fault: fault}
+	gen, _ := fault.GeneratorOf(target)
+	if err := fault.Check(gen, name); err != nil {
+		return fmt.Errorf("target %s: %w", target, err)
+	}
+	if gen == fault.LLVM {
+		_, err := codegenllvm.Generate(n, in, out, codegenllvm.Options{Fault: name})
+		return err
+	}
+	opts := wgsl.Options{Fault: name}
 	if l, ok := dev.(interface{ Limits() wgsl.Limits }); ok {
 		opts.Limits = l.Limits()
 	}

@@ -51,9 +51,17 @@ func TestParseInjection(t *testing.T) {
 	}
 }
 
-func TestInjectableOnlyWebGPU(t *testing.T) {
-	if err := Injectable("cpu", cpu.New()); err == nil || !strings.Contains(err.Error(), "only on the webgpu and vulkan targets") {
+func TestInjectableTargets(t *testing.T) {
+	if err := Injectable("cpu", cpu.New()); err == nil || !strings.Contains(err.Error(), "only on the webgpu, vulkan, remote: and llvm targets") {
 		t.Errorf("cpu: %v", err)
+	}
+	for _, target := range []string{"webgpu", "vulkan", "remote:ws://127.0.0.1:1", "llvm"} {
+		if err := InjectableTarget(target); err != nil {
+			t.Errorf("%s: %v", target, err)
+		}
+	}
+	if err := InjectableTarget("metal"); err == nil {
+		t.Error("metal: injectable")
 	}
 }
 

@@ -28,7 +28,7 @@ package webgpu
 import (
 	"errors"
 	"fmt"
-	"math/bits"
+	"math"
 	"os"
 	"regexp"
 	"slices"
@@ -116,29 +116,27 @@ type Device struct {
 	info     wgpu.AdapterInfo
 	limits   wgpu.Limits
 	cgLimits wgsl.Limits
-	faults   map[int]string
+	faults   devkit.Faults
 
-	pipelines map[string]*pipeline // by kernel source
-	plans     map[planKey]*plan    // by node and input types
-	memos     map[*ir.Node]*memo   // the last launch of each node
+	pipelines map[string]*pipeline     // by kernel source
+	plans     map[devkit.PlanKey]*plan // by node, input types and fault
+	memos     map[*ir.Node]*memo       // the last launch of each node
 
-	pool    map[uint64][]*wgpu.Buffer // free storage buffers by size class
-	pooled  int64
-	staging map[uint64][]*wgpu.Buffer // free map-read buffers by size class
+	bufs    devkit.Allocator[*wgpu.Buffer] // storage buffers, pooled by size class
+	staging devkit.Pool[*wgpu.Buffer]      // free map-read buffers by size class
 
-	enc     *wgpu.CommandEncoder
-	pass    *wgpu.ComputePassEncoder  // open compute pass of enc, if any
-	labels  []dispatched              // dispatches of the open pass, to name a failing node
-	pending int                       // dispatches recorded in enc
-	batch   int                       // dispatches at which enc is submitted (ramps up to MaxBatch)
-	lastCP  *wgpu.ComputePipeline     // pipeline set last in the open pass
-	groups  []*wgpu.BindGroup         // bind groups to release after submission (uncached or evicted)
-	bgs     map[bgKey]*wgpu.BindGroup // cached bind groups by layout and buffers
-	bgOf    map[*wgpu.Buffer][]bgKey  // cached bind groups that use a buffer
-	maxBGs  int                       // bound of bgs: maxCachedBindGroups (tests lower it)
-	cpu     bool                      // the adapter is a CPU driver
-	lost    error                     // set when recorded work had to be dropped
-	closed  bool
+	enc    *wgpu.CommandEncoder
+	pass   *wgpu.ComputePassEncoder  // open compute pass of enc, if any
+	labels []dispatched              // dispatches of the open pass, to name a failing node
+	batch  devkit.Batch              // dispatches recorded in enc, and when to submit them
+	lastCP *wgpu.ComputePipeline     // pipeline set last in the open pass
+	groups []*wgpu.BindGroup         // bind groups to release after submission (uncached or evicted)
+	bgs    map[bgKey]*wgpu.BindGroup // cached bind groups by layout and buffers
+	bgOf   map[*wgpu.Buffer][]bgKey  // cached bind groups that use a buffer
+	maxBGs int                       // bound of bgs: maxCachedBindGroups (tests lower it)
+	cpu    bool                      // the adapter is a CPU driver
+	lost   error                     // set when recorded work had to be dropped
+	closed bool
 
 	stats Stats
 
@@ -147,14 +145,7 @@ type Device struct {
 }
 
 // Stats counts what the device did, for tests and benchmarks.
-type Stats struct {
-	Dispatches  int // dispatches recorded
-	Submits     int // queue submissions
-	Allocs      int // GPU buffers created
-	PoolHits    int // buffers reused from the pool
-	Pipelines   int // pipelines compiled
-	KernelsMade int // kernels generated
-}
+type Stats = devkit.Stats
 
 // dispatched is a dispatch recorded in the open pass.
 type dispatched struct {
@@ -194,19 +185,9 @@ type plan struct {
 	pp *pipeline
 }
 
-type planKey struct {
-	node  *ir.Node
-	sig   string // input types
-	fault string
-}
-
 // gpuBuf is the handle of a runtime.Buffer: a pooled GPU buffer shared by
 // the buffers that alias it (reshape).
-type gpuBuf struct {
-	buf  *wgpu.Buffer
-	size uint64 // allocated bytes (a size class)
-	refs int
-}
+type gpuBuf = devkit.Buf[*wgpu.Buffer]
 
 var _ runtime.Device = (*Device)(nil)
 var _ runtime.Preparer = (*Device)(nil)
@@ -274,15 +255,8 @@ func Open(opts Options) (*Device, error) {
 	}
 	info := adapter.GetInfo()
 	cpu := info.AdapterType == wgpu.AdapterTypeCPU
-	if opts.MaxBatch <= 0 {
-		opts.MaxBatch = 64
-		if !cpu {
-			opts.MaxBatch = DiscreteMaxBatch
-		}
-	}
-	if opts.BatchRamp == 0 && !cpu {
-		opts.BatchRamp = 8
-	}
+	opts.MaxBatch = defaultMaxBatch(opts.MaxBatch, cpu)
+	opts.BatchRamp = defaultBatchRamp(opts.BatchRamp, cpu)
 	if opts.Tuning == (wgsl.Tuning{}) && !cpu {
 		opts.Tuning = wgsl.DiscreteTuning()
 	}
@@ -309,18 +283,26 @@ func Open(opts Options) (*Device, error) {
 			MaxWorkgroupsPerDimension:       int(limits.MaxComputeWorkgroupsPerDimension),
 			MaxStorageBuffersPerShaderStage: int(limits.MaxStorageBuffersPerShaderStage),
 		},
-		faults:    map[int]string{},
+		faults:    devkit.CopyFaults(opts.Faults),
 		pipelines: map[string]*pipeline{},
-		plans:     map[planKey]*plan{},
+		plans:     map[devkit.PlanKey]*plan{},
 		memos:     map[*ir.Node]*memo{},
-		pool:      map[uint64][]*wgpu.Buffer{},
-		staging:   map[uint64][]*wgpu.Buffer{},
+		staging:   devkit.Pool[*wgpu.Buffer]{Limit: math.MaxInt64},
+		batch:     devkit.NewBatch(opts.MaxBatch, opts.BatchRamp),
 		bgs:       map[bgKey]*wgpu.BindGroup{},
 		maxBGs:    maxCachedBindGroups,
 		bgOf:      map[*wgpu.Buffer][]bgKey{},
 		cpu:       cpu,
 	}
-	d.rampDown()
+	d.bufs = devkit.Allocator[*wgpu.Buffer]{
+		Create: func(size uint64) (*wgpu.Buffer, error) {
+			return dev.CreateBuffer(&wgpu.BufferDescriptor{Usage: bufUsage, Size: size})
+		},
+		Destroy: d.destroy,
+		MaxSize: limits.MaxBufferSize,
+		Stats:   &d.stats,
+		Pool:    devkit.Pool[*wgpu.Buffer]{Limit: opts.PoolBytes},
+	}
 	lower := func(dst *int, v int) {
 		if v > 0 && v < *dst {
 			*dst = v
@@ -334,10 +316,28 @@ func Open(opts Options) (*Device, error) {
 	lower(&l.MaxWorkgroupStorageSize, opts.Limits.MaxWorkgroupStorageSize)
 	lower(&l.MaxWorkgroupsPerDimension, opts.Limits.MaxWorkgroupsPerDimension)
 	lower(&l.MaxStorageBuffersPerShaderStage, opts.Limits.MaxStorageBuffersPerShaderStage)
-	for id, f := range opts.Faults {
-		d.faults[id] = f
-	}
 	return d, nil
+}
+
+// defaultMaxBatch is Options.MaxBatch n, or its default on the adapter's
+// type when n <= 0.
+func defaultMaxBatch(n int, cpu bool) int {
+	switch {
+	case n > 0:
+		return n
+	case cpu:
+		return devkit.DefaultMaxBatch
+	}
+	return DiscreteMaxBatch
+}
+
+// defaultBatchRamp is Options.BatchRamp n, or its default on the adapter's
+// type when n == 0: 8 on GPUs, none on CPU drivers.
+func defaultBatchRamp(n int, cpu bool) int {
+	if n == 0 && !cpu {
+		return 8
+	}
+	return n
 }
 
 func orDefault(s, def string) string {
@@ -408,7 +408,7 @@ func (d *Device) SetTuning(t wgsl.Tuning) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	d.opts.Tuning = t
-	d.plans = map[planKey]*plan{}
+	d.plans = map[devkit.PlanKey]*plan{}
 	d.memos = map[*ir.Node]*memo{}
 }
 
@@ -424,14 +424,8 @@ func (d *Device) MaxBatch() int {
 func (d *Device) SetMaxBatch(n int) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	if n <= 0 {
-		n = 64
-		if !d.cpu {
-			n = DiscreteMaxBatch
-		}
-	}
-	d.opts.MaxBatch = n
-	d.rampDown()
+	d.opts.MaxBatch = defaultMaxBatch(n, d.cpu)
+	d.batch.Set(d.opts.MaxBatch, d.opts.BatchRamp)
 }
 
 // BatchRamp returns Options.BatchRamp in use.
@@ -446,19 +440,8 @@ func (d *Device) BatchRamp() int {
 func (d *Device) SetBatchRamp(n int) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	if n == 0 && !d.cpu {
-		n = 8
-	}
-	d.opts.BatchRamp = n
-	d.rampDown()
-}
-
-// rampDown restarts the ramp of submission sizes (must hold d.mu).
-func (d *Device) rampDown() {
-	d.batch = d.opts.MaxBatch
-	if r := d.opts.BatchRamp; r > 0 && r < d.batch {
-		d.batch = r
-	}
+	d.opts.BatchRamp = defaultBatchRamp(n, d.cpu)
+	d.batch.Set(d.opts.MaxBatch, d.opts.BatchRamp)
 }
 
 // SetFault injects a codegen/wgsl fault into the kernel of node id (""
@@ -466,61 +449,14 @@ func (d *Device) rampDown() {
 func (d *Device) SetFault(id int, fault string) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	if fault == "" {
-		delete(d.faults, id)
-	} else {
-		d.faults[id] = fault
-	}
+	d.faults.Set(id, fault)
 }
 
-// sizeClass rounds a byte count up to its pool class: powers of two up to
-// 64 KiB, then eighths of a power of two (at most 12.5% slack). The minimum
-// is 16 bytes, so every binding is non-empty.
-func sizeClass(n uint64) uint64 {
-	if n <= 16 {
-		return 16
-	}
-	if n <= 64<<10 {
-		return 1 << bits.Len64(n-1)
-	}
-	step := uint64(1) << (bits.Len64(n-1) - 4) // 1/8 of the power of two below n's ceiling
-	return (n + step - 1) / step * step
-}
-
-// alloc returns a storage buffer of at least n bytes (must hold d.mu).
-func (d *Device) alloc(n uint64) (*gpuBuf, error) {
-	c := sizeClass(n)
-	if c > d.limits.MaxBufferSize && d.limits.MaxBufferSize > 0 {
-		return nil, fmt.Errorf("buffer of %d bytes exceeds the device's max buffer size %d", n, d.limits.MaxBufferSize)
-	}
-	if free := d.pool[c]; len(free) > 0 {
-		b := free[len(free)-1]
-		d.pool[c] = free[:len(free)-1]
-		d.pooled -= int64(c)
-		d.stats.PoolHits++
-		return &gpuBuf{buf: b, size: c, refs: 1}, nil
-	}
-	b, err := d.dev.CreateBuffer(&wgpu.BufferDescriptor{Usage: bufUsage, Size: c})
-	if err != nil {
-		return nil, err
-	}
-	d.stats.Allocs++
-	return &gpuBuf{buf: b, size: c, refs: 1}, nil
-}
-
-// release returns a buffer to the pool, or releases it when the pool is full.
-func (d *Device) release(g *gpuBuf) {
-	if d.closed {
-		g.buf.Release()
-		return
-	}
-	if d.pooled+int64(g.size) > d.opts.PoolBytes {
-		d.forgetBindGroups(g.buf)
-		g.buf.Release() // wgpu keeps it alive until pending work is done
-		return
-	}
-	d.pool[g.size] = append(d.pool[g.size], g.buf)
-	d.pooled += int64(g.size)
+// destroy releases a storage buffer and the cached bind groups that bind
+// it (must hold d.mu). wgpu keeps it alive until pending work is done.
+func (d *Device) destroy(buf *wgpu.Buffer) {
+	d.forgetBindGroups(buf)
+	buf.Release()
 }
 
 // forgetBindGroups drops the cached bind groups that bind buf (must hold
@@ -566,7 +502,7 @@ func (d *Device) bindGroup(pp *pipeline, k *codegen.Kernel, bufs []*gpuBuf) (bg 
 	if cacheable {
 		key.layout, key.n = pp.layout, len(bufs)
 		for i, g := range bufs {
-			key.bufs[i] = g.buf
+			key.bufs[i] = g.B
 		}
 		if bg := d.bgs[key]; bg != nil {
 			return bg, true, nil
@@ -574,7 +510,7 @@ func (d *Device) bindGroup(pp *pipeline, k *codegen.Kernel, bufs []*gpuBuf) (bg 
 	}
 	entries := make([]wgpu.BindGroupEntry, len(bufs))
 	for i, g := range bufs {
-		entries[i] = wgpu.BindGroupEntry{Binding: uint32(k.Bindings[i].Index), Buffer: g.buf, Size: g.size}
+		entries[i] = wgpu.BindGroupEntry{Binding: uint32(k.Bindings[i].Index), Buffer: g.B, Size: g.Size}
 	}
 	bg, err = d.dev.CreateBindGroup(&wgpu.BindGroupDescriptor{Layout: pp.layout, Entries: entries})
 	if err != nil || !cacheable {
@@ -587,32 +523,13 @@ func (d *Device) bindGroup(pp *pipeline, k *codegen.Kernel, bufs []*gpuBuf) (bg 
 	for i, g := range bufs {
 		dup := false
 		for _, h := range bufs[:i] {
-			dup = dup || h.buf == g.buf
+			dup = dup || h.B == g.B
 		}
 		if !dup {
-			d.bgOf[g.buf] = append(d.bgOf[g.buf], key)
+			d.bgOf[g.B] = append(d.bgOf[g.B], key)
 		}
 	}
 	return bg, true, nil
-}
-
-func (d *Device) wrap(g *gpuBuf, dt ir.DType, shape []int) *runtime.Buffer {
-	return &runtime.Buffer{Dev: d, DType: dt, Shape: append([]int{}, shape...), Handle: g}
-}
-
-// handle returns the GPU buffer behind b, checking that it is live and ours.
-func (d *Device) handle(b *runtime.Buffer) (*gpuBuf, error) {
-	if b == nil {
-		return nil, errors.New("nil buffer")
-	}
-	if b.Dev != runtime.Device(d) {
-		return nil, fmt.Errorf("buffer %s is not on %s", b, d.name)
-	}
-	g, ok := b.Handle.(*gpuBuf)
-	if !ok || g == nil || g.refs <= 0 {
-		return nil, fmt.Errorf("buffer %s was freed", b)
-	}
-	return g, nil
 }
 
 func supported(dt ir.DType) bool { return dt == ir.F32 || dt == ir.I32 }
@@ -638,7 +555,7 @@ func (d *Device) Upload(t *tensor.Tensor) (*runtime.Buffer, error) {
 	if err := d.flush(); err != nil {
 		return nil, err
 	}
-	g, err := d.alloc(uint64(len(t.Data)))
+	g, err := d.bufs.Alloc(uint64(len(t.Data)))
 	if err != nil {
 		return nil, fmt.Errorf("webgpu: upload of %s: %w", t, err)
 	}
@@ -648,12 +565,12 @@ func (d *Device) Upload(t *tensor.Tensor) (*runtime.Buffer, error) {
 			data = make([]byte, (len(t.Data)+3)/4*4)
 			copy(data, t.Data)
 		}
-		if err := d.queue.WriteBuffer(g.buf, 0, data); err != nil {
-			d.release(g)
+		if err := d.queue.WriteBuffer(g.B, 0, data); err != nil {
+			d.bufs.Free(g)
 			return nil, fmt.Errorf("webgpu: upload of %s: %w", t, err)
 		}
 	}
-	return d.wrap(g, t.DType, t.Shape), nil
+	return devkit.Wrap(d, g, t.DType, t.Shape), nil
 }
 
 // Download copies a buffer to the host, submitting pending work and waiting
@@ -661,7 +578,7 @@ func (d *Device) Upload(t *tensor.Tensor) (*runtime.Buffer, error) {
 func (d *Device) Download(b *runtime.Buffer) (*tensor.Tensor, error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	g, err := d.handle(b)
+	g, err := devkit.Handle[*wgpu.Buffer](d, b)
 	if err != nil {
 		return nil, fmt.Errorf("webgpu: download: %w", err)
 	}
@@ -673,12 +590,9 @@ func (d *Device) Download(b *runtime.Buffer) (*tensor.Tensor, error) {
 		return t, nil
 	}
 	n := uint64(len(t.Data)+3) / 4 * 4
-	c := sizeClass(n)
-	var st *wgpu.Buffer
-	if free := d.staging[c]; len(free) > 0 {
-		st = free[len(free)-1]
-		d.staging[c] = free[:len(free)-1]
-	} else {
+	c := devkit.SizeClass(n)
+	st, ok := d.staging.Take(c)
+	if !ok {
 		st, err = d.dev.CreateBuffer(&wgpu.BufferDescriptor{Usage: wgpu.BufferUsageMapRead | wgpu.BufferUsageCopyDst, Size: c})
 		if err != nil {
 			return nil, fmt.Errorf("webgpu: download: staging buffer: %w", err)
@@ -690,10 +604,10 @@ func (d *Device) Download(b *runtime.Buffer) (*tensor.Tensor, error) {
 		return nil, err
 	}
 	if err := d.endPass(); err != nil {
-		d.staging[c] = append(d.staging[c], st)
+		d.staging.Put(c, st)
 		return nil, err
 	}
-	if err := d.enc.CopyBufferToBuffer(g.buf, 0, st, 0, n); err != nil {
+	if err := d.enc.CopyBufferToBuffer(g.B, 0, st, 0, n); err != nil {
 		// The encoder is now invalid: drop it with the work it holds.
 		d.drop(fmt.Errorf("copy for download: %w", err))
 		st.Release()
@@ -712,7 +626,7 @@ func (d *Device) Download(b *runtime.Buffer) (*tensor.Tensor, error) {
 	if err := d.pollUntil(&done); err != nil {
 		return nil, err
 	}
-	d.rampDown()
+	d.batch.Waited()
 	if status != wgpu.BufferMapAsyncStatusSuccess {
 		st.Release()
 		return nil, fmt.Errorf("webgpu: download: map failed: %s", status)
@@ -722,7 +636,7 @@ func (d *Device) Download(b *runtime.Buffer) (*tensor.Tensor, error) {
 		st.Release()
 		return nil, fmt.Errorf("webgpu: download: unmap: %w", err)
 	}
-	d.staging[c] = append(d.staging[c], st)
+	d.staging.Put(c, st)
 	return t, nil
 }
 
@@ -778,7 +692,7 @@ func (d *Device) wait() error {
 	if err := d.pollUntil(&done); err != nil {
 		return err
 	}
-	d.rampDown()
+	d.batch.Waited()
 	if status != wgpu.QueueWorkDoneStatusSuccess {
 		return fmt.Errorf("webgpu: queue work failed: %s", status)
 	}
@@ -832,7 +746,7 @@ func (d *Device) endPass() error {
 	if err == nil {
 		return nil
 	}
-	lost := d.pending
+	lost := d.batch.Pending()
 	d.drop(nil)
 	err = fmt.Errorf("dispatch: %w (the %d dispatches recorded since the last submission were dropped)", err, lost)
 	if m := pipelineLabel.FindStringSubmatch(err.Error()); m != nil && labels[m[1]] != nil {
@@ -855,7 +769,7 @@ func (d *Device) drop(cause error) {
 		d.enc.Release()
 		d.enc = nil
 	}
-	d.pending = 0
+	d.batch.Dropped()
 	for _, bg := range d.groups {
 		bg.Release()
 	}
@@ -881,8 +795,7 @@ func (d *Device) submit() error {
 	d.queue.Submit(cb)
 	cb.Release()
 	d.stats.Submits++
-	d.pending = 0
-	d.batch = min(2*d.batch, d.opts.MaxBatch)
+	d.batch.Submitted()
 	for _, bg := range d.groups {
 		bg.Release()
 	}
@@ -901,14 +814,8 @@ func (d *Device) Free(b *runtime.Buffer) {
 	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	g, ok := b.Handle.(*gpuBuf)
-	if !ok || g == nil {
-		return
-	}
-	b.Handle = nil
-	g.refs--
-	if g.refs == 0 {
-		d.release(g)
+	if g := devkit.Take[*wgpu.Buffer](d, b); g != nil {
+		d.bufs.Free(g)
 	}
 }
 
@@ -921,14 +828,7 @@ func (d *Device) ReleasePool() {
 	if d.closed {
 		return
 	}
-	for c, free := range d.pool {
-		for _, b := range free {
-			d.forgetBindGroups(b)
-			b.Release() // wgpu keeps it alive until pending work is done
-		}
-		delete(d.pool, c)
-	}
-	d.pooled = 0
+	d.bufs.Drain()
 }
 
 // Close submits and waits for pending work, then releases everything.
@@ -952,17 +852,9 @@ func (d *Device) Close() error {
 		pp.pl.Release()
 		pp.layout.Release()
 	}
-	for _, free := range d.pool {
-		for _, b := range free {
-			b.Release()
-		}
-	}
-	for _, free := range d.staging {
-		for _, b := range free {
-			b.Release()
-		}
-	}
-	d.pipelines, d.plans, d.memos, d.pool, d.staging = nil, nil, nil, nil, nil
+	d.bufs.Close()
+	d.staging.Drain((*wgpu.Buffer).Release)
+	d.pipelines, d.plans, d.memos = nil, nil, nil
 	d.queue.Release()
 	d.dev.Release()
 	d.adapter.Release()
@@ -974,7 +866,7 @@ func (d *Device) Close() error {
 
 // planFor returns the compiled kernel of n on input types in (must hold d.mu).
 func (d *Device) planFor(n *ir.Node, in, out []ir.Type) (*plan, error) {
-	key := planKey{node: n, sig: devkit.TypeSig(in), fault: d.faults[n.ID]}
+	key := devkit.KeyOf(n, in, d.faults[n.ID])
 	if p, ok := d.plans[key]; ok {
 		return p, nil
 	}
@@ -982,7 +874,7 @@ func (d *Device) planFor(n *ir.Node, in, out []ir.Type) (*plan, error) {
 	if d.opts.Generate != nil {
 		gen = d.opts.Generate
 	}
-	k, err := gen(n, in, out, wgsl.Options{Limits: d.cgLimits, Tuning: d.opts.Tuning, Fault: key.fault})
+	k, err := gen(n, in, out, wgsl.Options{Limits: d.cgLimits, Tuning: d.opts.Tuning, Fault: key.Fault})
 	if err != nil {
 		return nil, err
 	}
@@ -1080,78 +972,56 @@ func (d *Device) Prepare(m *ir.Module, f *ir.Function, nodes []*ir.Node) error {
 	if err := d.usable(); err != nil {
 		return err
 	}
-	for _, n := range nodes {
-		if n.Op == ir.OpReshape && !d.opts.CopyReshape {
-			continue
-		}
-		in, static := devkit.StaticInputs(n)
-		if !static {
-			continue
-		}
-		if _, err := d.planFor(n, in, nil); err != nil {
-			return &runtime.KernelError{Device: d.name, Node: n, Err: err}
-		}
-	}
-	return nil
+	return devkit.Prepare(d.name, nodes, d.isView, func(n *ir.Node, in []ir.Type) error {
+		_, err := d.planFor(n, in, nil)
+		return err
+	})
+}
+
+// isView reports whether node n runs as a view of its input instead of a
+// kernel (must hold d.mu).
+func (d *Device) isView(n *ir.Node) bool {
+	return !d.opts.CopyReshape && devkit.IsView(n, d.faults[n.ID])
 }
 
 // Launch records node n's kernel on inputs in. kv_write updates its cache
 // in place and returns the cache buffer itself; reshape returns a buffer
 // sharing its input's memory (unless Options.CopyReshape).
 func (d *Device) Launch(n *ir.Node, in []*runtime.Buffer, outs []ir.Type) ([]*runtime.Buffer, error) {
-	if n == nil {
-		return nil, errors.New("webgpu: launch of a nil node")
-	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	res, err := d.launch(n, in, outs)
-	if err != nil {
-		var ke *runtime.KernelError
-		if errors.As(err, &ke) {
-			return nil, err // a batched dispatch of another node failed
-		}
-		return nil, &runtime.KernelError{Device: d.name, Node: n, Err: err}
-	}
-	return res, nil
+	return res, devkit.NodeError(d.name, n, err)
 }
 
 func (d *Device) launch(n *ir.Node, in []*runtime.Buffer, outs []ir.Type) ([]*runtime.Buffer, error) {
+	if n == nil {
+		return nil, errors.New("webgpu: launch of a nil node")
+	}
 	if err := d.usable(); err != nil {
 		return nil, err
 	}
 	hs := make([]*gpuBuf, len(in))
-	for i, b := range in {
-		h, err := d.handle(b)
-		if err != nil {
-			return nil, fmt.Errorf("input %d: %w", i, err)
-		}
-		hs[i] = h
+	if err := devkit.Handles(d, in, hs); err != nil {
+		return nil, err
 	}
 	fault := d.faults[n.ID]
 	// A node launched again on inputs of the same types (every decode
 	// step) skips type inference and the plan lookup.
 	if m := d.memos[n]; m != nil && m.matches(in, fault) {
 		if m.p == nil {
-			hs[0].refs++
-			return []*runtime.Buffer{d.wrap(hs[0], m.outDType, m.outShape)}, nil
+			return []*runtime.Buffer{devkit.Alias(d, hs[0], m.outDType, m.outShape)}, nil
 		}
 		return d.dispatch(n, m.p.k, m.p.pp, in, hs)
 	}
-	types := make([]ir.Type, len(in))
-	for i, b := range in {
-		types[i] = b.Type()
-	}
-	if n.Op == ir.OpReshape && !d.opts.CopyReshape && len(in) == 1 && fault == "" {
-		want, _, err := ir.InferTypes(n.Op, types, n.BoundAttrs(types, outs))
+	types := devkit.Types(in)
+	if d.isView(n) && len(in) == 1 {
+		want, err := devkit.ViewType(n, types, outs)
 		if err != nil {
 			return nil, err
 		}
-		if outs != nil && (len(outs) != 1 || !outs[0].Equal(want[0])) {
-			return nil, fmt.Errorf("output types %v, the input gives %s", outs, want[0])
-		}
-		d.memos[n] = newMemo(in, fault, nil, want[0].DType, want[0].Shape.Sizes())
-		hs[0].refs++
-		return []*runtime.Buffer{d.wrap(hs[0], want[0].DType, want[0].Shape.Sizes())}, nil
+		d.memos[n] = newMemo(in, fault, nil, want.DType, want.Shape.Sizes())
+		return []*runtime.Buffer{devkit.Alias(d, hs[0], want.DType, want.Shape.Sizes())}, nil
 	}
 	p, err := d.planFor(n, types, outs)
 	if err != nil {
@@ -1205,14 +1075,7 @@ func (d *Device) LaunchKernel(n *ir.Node, k *codegen.Kernel, in []*runtime.Buffe
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	res, err := d.launchKernel(n, k, in)
-	if err != nil {
-		var ke *runtime.KernelError
-		if errors.As(err, &ke) {
-			return nil, err
-		}
-		return nil, &runtime.KernelError{Device: d.name, Node: n, Err: err}
-	}
-	return res, nil
+	return res, devkit.NodeError(d.name, n, err)
 }
 
 // Compile creates (or finds in the cache) the pipeline of a prebuilt kernel
@@ -1236,26 +1099,11 @@ func (d *Device) launchKernel(n *ir.Node, k *codegen.Kernel, in []*runtime.Buffe
 		return nil, err
 	}
 	hs := make([]*gpuBuf, len(in))
-	for i, b := range in {
-		h, err := d.handle(b)
-		if err != nil {
-			return nil, fmt.Errorf("input %d: %w", i, err)
-		}
-		hs[i] = h
+	if err := devkit.Handles(d, in, hs); err != nil {
+		return nil, err
 	}
-	for i, b := range k.Bindings {
-		if b.Index != i {
-			return nil, fmt.Errorf("kernel binding %d has index %d; bindings must be 0, 1, ... in order", i, b.Index)
-		}
-		if b.Input >= len(in) {
-			return nil, fmt.Errorf("kernel binding %d reads input %d of %d", i, b.Input, len(in))
-		}
-		if b.Input >= 0 && uint64(b.Type.Bytes()) > hs[b.Input].size {
-			return nil, fmt.Errorf("kernel binding %d expects %s, input %d holds %d bytes", i, b.Type, b.Input, hs[b.Input].size)
-		}
-		if b.Input < 0 && (b.Output < 0 || !b.Type.Shape.IsStatic()) {
-			return nil, fmt.Errorf("kernel binding %d is neither an input nor a static output", i)
-		}
+	if err := devkit.CheckBindings(k, hs); err != nil {
+		return nil, err
 	}
 	pp, err := d.compile(k)
 	if err != nil {
@@ -1266,54 +1114,40 @@ func (d *Device) launchKernel(n *ir.Node, k *codegen.Kernel, in []*runtime.Buffe
 
 // dispatch allocates k's outputs and records its dispatch (must hold d.mu).
 func (d *Device) dispatch(n *ir.Node, k *codegen.Kernel, pp *pipeline, in []*runtime.Buffer, hs []*gpuBuf) ([]*runtime.Buffer, error) {
-	nout := 0
-	for _, b := range k.Bindings {
-		nout = max(nout, b.Output+1)
-	}
-	res := make([]*runtime.Buffer, nout)
-	bufs := make([]*gpuBuf, len(k.Bindings))
-	var fresh []*gpuBuf
-	fail := func(err error) ([]*runtime.Buffer, error) {
-		for _, g := range fresh {
-			g.refs--
-			d.release(g)
-		}
+	bound := make([]*gpuBuf, len(k.Bindings))
+	if err := d.bufs.Bind(k, hs, bound); err != nil {
 		return nil, err
 	}
-	for i, b := range k.Bindings {
-		switch {
-		case b.Input >= 0:
-			bufs[i] = hs[b.Input]
-			if b.Output >= 0 {
-				res[b.Output] = in[b.Input] // in place
-			}
-		default:
-			g, err := d.alloc(uint64(b.Type.Bytes()))
-			if err != nil {
-				return fail(fmt.Errorf("output %d: %w", b.Output, err))
-			}
-			fresh = append(fresh, g)
-			bufs[i] = g
-			res[b.Output] = d.wrap(g, b.Type.DType, b.Type.Shape.Sizes())
+	if k.Grid[0]*k.Grid[1]*k.Grid[2] > 0 {
+		if err := d.record(n, k, pp, bound); err != nil {
+			d.bufs.Unbind(k, bound) // nothing was submitted: the outputs are unused
+			return nil, err
 		}
 	}
-	if k.Grid[0]*k.Grid[1]*k.Grid[2] == 0 {
-		return res, nil
-	}
-	bg, cached, err := d.bindGroup(pp, k, bufs)
+	return devkit.Outputs(d, k, in, bound), nil
+}
+
+// record records one dispatch of k on the bound buffers and submits the
+// batch when it is full (must hold d.mu).
+func (d *Device) record(n *ir.Node, k *codegen.Kernel, pp *pipeline, bound []*gpuBuf) error {
+	bg, cached, err := d.bindGroup(pp, k, bound)
 	if err != nil {
-		return fail(fmt.Errorf("bind group: %w", err))
+		return fmt.Errorf("bind group: %w", err)
 	}
 	if err := d.encoder(); err != nil {
 		if !cached {
 			bg.Release()
 		}
-		return fail(err)
+		return err
 	}
 	if !cached {
 		d.groups = append(d.groups, bg)
 	}
-	if !d.opts.SafeDispatch {
+	if d.opts.SafeDispatch {
+		if err := d.recordAlone(n, k, pp, bg); err != nil {
+			return err
+		}
+	} else {
 		if d.pass == nil {
 			d.pass = d.enc.BeginComputePass(nil)
 			d.labels = d.labels[:0]
@@ -1326,21 +1160,23 @@ func (d *Device) dispatch(n *ir.Node, k *codegen.Kernel, pp *pipeline, in []*run
 		d.pass.SetBindGroup(0, bg, nil)
 		d.pass.DispatchWorkgroups(uint32(k.Grid[0]), uint32(k.Grid[1]), uint32(k.Grid[2]))
 		d.labels = append(d.labels, dispatched{k, n})
-		d.pending++
-		d.stats.Dispatches++
-		if d.pending >= d.batch {
-			if err := d.submit(); err != nil {
-				return fail(err) // nothing was submitted: the outputs are unused
-			}
-		}
-		return res, nil
 	}
-	hadPending := d.pending > 0
+	d.stats.Dispatches++
+	if d.batch.Add() {
+		return d.submit()
+	}
+	return nil
+}
+
+// recordAlone records a dispatch in a compute pass of its own, which wgpu
+// validates at once (Options.SafeDispatch).
+func (d *Device) recordAlone(n *ir.Node, k *codegen.Kernel, pp *pipeline, bg *wgpu.BindGroup) error {
+	hadPending := d.batch.Pending() > 0
 	pass := d.enc.BeginComputePass(nil)
 	pass.SetPipeline(pp.cp)
 	pass.SetBindGroup(0, bg, nil)
 	pass.DispatchWorkgroups(uint32(k.Grid[0]), uint32(k.Grid[1]), uint32(k.Grid[2]))
-	err = pass.End()
+	err := pass.End()
 	pass.Release()
 	if err != nil {
 		// The encoder is invalid now: drop it. Earlier dispatches recorded
@@ -1349,14 +1185,7 @@ func (d *Device) dispatch(n *ir.Node, k *codegen.Kernel, pp *pipeline, in []*run
 		if !hadPending {
 			d.lost = nil
 		}
-		return fail(fmt.Errorf("dispatch: %w", err))
+		return fmt.Errorf("dispatch: %w", err)
 	}
-	d.pending++
-	d.stats.Dispatches++
-	if d.pending >= d.batch {
-		if err := d.submit(); err != nil {
-			return fail(err)
-		}
-	}
-	return res, nil
+	return nil
 }

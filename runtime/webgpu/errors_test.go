@@ -239,18 +239,17 @@ func TestFailedSubmitFreesOutputs(t *testing.T) {
 		t.Fatal(err)
 	}
 	d.Free(spare) // the pool now holds a buffer of the output's size class
-	c := sizeClass(4000)
 	d.mu.Lock()
-	before := len(d.pool[c])
+	before := d.bufs.Pool.Bytes()
 	d.mu.Unlock()
 	if _, err := d.Launch(n, []*runtime.Buffer{x}, outs); err == nil {
 		t.Fatal("a dispatch over the grid limit succeeded")
 	}
 	d.mu.Lock()
-	after := len(d.pool[c])
+	after := d.bufs.Pool.Bytes()
 	d.mu.Unlock()
 	if after != before {
-		t.Errorf("pool of %d-byte buffers: %d before the failed launch, %d after (its output leaked)", c, before, after)
+		t.Errorf("pooled bytes: %d before the failed launch, %d after (its output leaked)", before, after)
 	}
 	if err := d.Sync(); err != nil {
 		t.Errorf("Sync after the failed launch: %v", err)

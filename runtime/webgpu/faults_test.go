@@ -4,12 +4,12 @@ import (
 	"math/rand/v2"
 	"testing"
 
-	"github.com/tapml/tapml/codegen/wgsl"
+	"github.com/tapml/tapml/codegen/fault"
 	"github.com/tapml/tapml/ir"
 	"github.com/tapml/tapml/tensor"
 )
 
-// TestFaultsChangeResults injects each fault of codegen/wgsl into kernels
+// TestFaultsChangeResults injects each fault of the WGSL generator into kernels
 // it applies to, through Device.SetFault, and checks that the kernel still
 // compiles and runs, and that its result now differs from the CPU
 // reference (except missing_barrier, a data race whose effect depends on
@@ -43,21 +43,21 @@ func TestFaultsChangeResults(t *testing.T) {
 		"gather 260K", "matmul gemv 15M w1", "matmul gemv not transposed", "matmul prefill 260K", "rms_norm 260K",
 		"layer_norm odd", "softmax [8 1 17] axis -1", "argmax [6 5 7] axis 1", "rope 260K decode", "kv_write 260K decode",
 		"attention 15M decode", "reshape", "transpose 3d", "slice strided", "concat axis0"} {
-		list = append(list, fc{wgsl.FaultWrongIndex, cases[name]})
+		list = append(list, fc{fault.WrongIndex, cases[name]})
 	}
 	for _, name := range []string{"rms_norm 260K", "layer_norm odd", "rope 260K decode", "attention 15M decode",
 		"constant values", "gelu[1000]", "fused add(mul($0, 0.5), tanh(sub($1, $2)))"} {
-		list = append(list, fc{wgsl.FaultWrongConstant, cases[name]})
+		list = append(list, fc{fault.WrongConstant, cases[name]})
 	}
 	for _, name := range []string{"matmul prefill 260K", "matmul gemv 15M w1", "rms_norm 15M prefill",
 		"attention 15M prefill", "exp[1000]", "matmul gemv not transposed odd"} {
-		list = append(list, fc{wgsl.FaultF16Overflow, big(cases[name], 400)})
+		list = append(list, fc{fault.F16Overflow, big(cases[name], 400)})
 	}
 	// softmax subtracts the max, so only inputs beyond the f16 range overflow.
-	list = append(list, fc{wgsl.FaultF16Overflow, big(cases["softmax [1 32000] axis -1"], 2e4)})
+	list = append(list, fc{fault.F16Overflow, big(cases["softmax [1 32000] axis -1"], 2e4)})
 	for _, name := range []string{"matmul tiled 128", "matmul gemv 15M w2", "rms_norm 15M prefill", "layer_norm odd",
 		"softmax [1 32000] axis -1", "argmax [2 513] axis -1", "attention 15M prefill"} {
-		list = append(list, fc{wgsl.FaultMissingBarrier, cases[name]})
+		list = append(list, fc{fault.MissingBarrier, cases[name]})
 	}
 	for i, f := range list {
 		c := f.c
@@ -79,7 +79,7 @@ func TestFaultsChangeResults(t *testing.T) {
 				t.Fatal(err)
 			}
 			same := sameWithin(want[0], got[0], c.tol)
-			if f.fault == wgsl.FaultMissingBarrier {
+			if f.fault == fault.MissingBarrier {
 				t.Logf("missing barrier: result differs from the reference: %v", !same)
 				return
 			}

@@ -1,6 +1,3 @@
-// Package devkit holds the small helpers that the executor and the device
-// packages (cpu, webgpu, llvm, metal, remote) share: the cache key of a
-// list of concrete types and the check of a host tensor's size.
 package devkit
 
 import (

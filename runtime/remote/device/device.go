@@ -17,11 +17,13 @@ import (
 	"errors"
 	"fmt"
 	"hash"
+	"slices"
 	"sort"
 	"sync"
 
 	"github.com/tapml/tapml/codegen"
 	"github.com/tapml/tapml/ir"
+	"github.com/tapml/tapml/runtime/internal/devkit"
 	"github.com/tapml/tapml/runtime/remote/proto"
 )
 
@@ -404,7 +406,7 @@ func (s *Session) upload(m *proto.Upload) *proto.Error {
 		return failf("upload to buffer %d at offset %d: no upload in progress", m.Buf, m.Offset)
 	}
 	up := b.up
-	if up.dt != m.DType || !equalShape(up.shape, m.Shape) || up.cache != m.Cache || up.hash != m.Hash {
+	if up.dt != m.DType || !slices.Equal(up.shape, m.Shape) || up.cache != m.Cache || up.hash != m.Hash {
 		s.abandon(m.Buf)
 		return failf("upload to buffer %d: a chunk describes another tensor", m.Buf)
 	}
@@ -504,18 +506,6 @@ func (s *Session) abandon(id uint32) {
 	}
 }
 
-func equalShape(a, b []uint32) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
-}
-
 func kernelKey(m *proto.Compile) [32]byte {
 	h := sha256.New()
 	c := *m
@@ -578,22 +568,7 @@ func (s *Session) compile(m *proto.Compile) *proto.Error {
 	k := &codegen.Kernel{Language: m.Language, Op: op, NodeID: int(m.Node), Source: m.Source, Entry: m.Entry,
 		WorkgroupSize: [3]int{int(m.Workgroup[0]), int(m.Workgroup[1]), int(m.Workgroup[2])},
 		Grid:          [3]int{int(m.Grid[0]), int(m.Grid[1]), int(m.Grid[2])}}
-	outs := map[int32]bool{}
-	maxOut := int32(-1)
 	for i, b := range m.Bindings {
-		if b.Input < 0 && b.Output < 0 {
-			return fail("binding %d is neither an input nor an output", i)
-		}
-		if b.Input < 0 && b.Access == proto.AccessRead {
-			return fail("binding %d is a read-only output", i)
-		}
-		if b.Output >= 0 {
-			if outs[b.Output] {
-				return fail("output %d has two bindings", b.Output)
-			}
-			outs[b.Output] = true
-			maxOut = max(maxOut, b.Output)
-		}
 		shape := make(ir.Shape, len(b.Shape))
 		for j, d := range b.Shape {
 			shape[j] = ir.D(int64(d))
@@ -602,8 +577,8 @@ func (s *Session) compile(m *proto.Compile) *proto.Error {
 		k.Bindings = append(k.Bindings, codegen.Binding{Index: i, Name: fmt.Sprintf("b%d", i), Access: acc,
 			Type: ir.T(irDType(b.DType), shape), Input: int(b.Input), Output: int(b.Output)})
 	}
-	if int(maxOut)+1 != len(outs) {
-		return fail("outputs are not numbered 0 to %d", len(outs)-1)
+	if err := devkit.CheckLayout(k); err != nil {
+		return fail("%v", err)
 	}
 	key := kernelKey(m)
 	s.c.mu.Lock()

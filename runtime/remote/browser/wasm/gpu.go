@@ -5,7 +5,6 @@ package main
 import (
 	"errors"
 	"fmt"
-	"math/bits"
 	"strings"
 	"syscall/js"
 
@@ -13,6 +12,7 @@ import (
 	"github.com/cogentcore/webgpu/wgpu"
 	"github.com/tapml/tapml/codegen"
 	"github.com/tapml/tapml/ir"
+	"github.com/tapml/tapml/runtime/internal/devkit"
 	"github.com/tapml/tapml/runtime/remote/device"
 	"github.com/tapml/tapml/runtime/remote/proto"
 )
@@ -36,11 +36,11 @@ type gpu struct {
 	info  proto.DeviceInfo
 
 	pipelines map[string]*pipe
-	pool      map[uint64][]*wgpu.Buffer
-	pooled    int64
+	bufs      devkit.Allocator[*wgpu.Buffer] // storage buffers, pooled by size class
 
 	enc     *wgpu.CommandEncoder
 	pass    *wgpu.ComputePassEncoder
+	batch   devkit.Batch
 	pending []int          // node ids of the recorded dispatches
 	doomed  []*wgpu.Buffer // to destroy once the recorded dispatches are submitted
 
@@ -54,15 +54,10 @@ type pipe struct {
 }
 
 // jbuf is a buffer handle.
-type jbuf struct {
-	buf  *wgpu.Buffer
-	size uint64
-}
+type jbuf = devkit.Buf[*wgpu.Buffer]
 
-const (
-	maxBatch  = 64
-	poolBytes = 256 << 20
-)
+// poolBytes bounds the bytes of freed buffers kept for reuse.
+const poolBytes = 256 << 20
 
 var _ device.Backend = (*gpu)(nil)
 
@@ -161,11 +156,20 @@ func openGPU() (*gpu, error) {
 			Features:    features,
 		},
 		pipelines: map[string]*pipe{},
-		pool:      map[uint64][]*wgpu.Buffer{},
+		batch:     devkit.NewBatch(devkit.DefaultMaxBatch, 0),
 	}
 	wd := wgpu.NewDevice(dj)
 	d.dev = &wd
 	d.queue = d.dev.GetQueue()
+	// Buffers are made inside the caller's error scope.
+	d.bufs = devkit.Allocator[*wgpu.Buffer]{
+		Create: func(size uint64) (*wgpu.Buffer, error) {
+			return d.dev.CreateBuffer(&wgpu.BufferDescriptor{Usage: storageUsage, Size: size})
+		},
+		Destroy: d.destroy,
+		MaxSize: l.MaxBufferSize,
+		Pool:    devkit.Pool[*wgpu.Buffer]{Limit: poolBytes},
+	}
 	dj.Get("lost").Call("then", js.FuncOf(func(this js.Value, args []js.Value) any {
 		msg := "lost"
 		if len(args) > 0 && args[0].Truthy() {
@@ -226,68 +230,21 @@ func (g *gpu) scoped(f func()) error {
 	return nil
 }
 
-// sizeClass rounds a byte count up to a pool class (as runtime/webgpu).
-func sizeClass(n uint64) uint64 {
-	if n <= 16 {
-		return 16
-	}
-	if n <= 64<<10 {
-		return 1 << bits.Len64(n-1)
-	}
-	step := uint64(1) << (bits.Len64(n-1) - 4)
-	return (n + step - 1) / step * step
-}
-
 const storageUsage = wgpu.BufferUsageStorage | wgpu.BufferUsageCopySrc | wgpu.BufferUsageCopyDst
 
-// alloc returns a storage buffer of at least n bytes (errors are caught by
-// the caller's scope).
-func (g *gpu) alloc(n uint64) (*jbuf, error) {
-	c := sizeClass(n)
-	if lim := g.info.Limits.MaxBufferSize; lim > 0 && c > lim {
-		return nil, fmt.Errorf("a buffer of %d bytes exceeds the device's max buffer size %d", n, lim)
+// destroy destroys a storage buffer once the recorded dispatches that may
+// use it are submitted.
+func (g *gpu) destroy(b *wgpu.Buffer) {
+	if g.enc != nil {
+		g.doomed = append(g.doomed, b)
+	} else {
+		b.Destroy()
 	}
-	if free := g.pool[c]; len(free) > 0 {
-		b := free[len(free)-1]
-		g.pool[c] = free[:len(free)-1]
-		g.pooled -= int64(c)
-		return &jbuf{buf: b, size: c}, nil
-	}
-	b, err := g.dev.CreateBuffer(&wgpu.BufferDescriptor{Usage: storageUsage, Size: c})
-	if err != nil {
-		return nil, err
-	}
-	return &jbuf{buf: b, size: c}, nil
-}
-
-func (g *gpu) release(b *jbuf) {
-	if g.pooled+int64(b.size) > poolBytes {
-		if g.enc != nil {
-			g.doomed = append(g.doomed, b.buf) // recorded dispatches may use it
-		} else {
-			b.buf.Destroy()
-		}
-		return
-	}
-	g.pool[b.size] = append(g.pool[b.size], b.buf)
-	g.pooled += int64(b.size)
 }
 
 // ReleasePool destroys the pooled buffers (device.PoolReleaser): between
 // host sessions, so that the next host's buffers come zeroed from WebGPU.
-func (g *gpu) ReleasePool() {
-	for c, free := range g.pool {
-		for _, b := range free {
-			if g.enc != nil {
-				g.doomed = append(g.doomed, b) // recorded dispatches may use it
-			} else {
-				b.Destroy()
-			}
-		}
-		delete(g.pool, c)
-	}
-	g.pooled = 0
-}
+func (g *gpu) ReleasePool() { g.bufs.Drain() }
 
 func (g *gpu) Upload(dt ir.DType, shape []int, data []byte) (device.Buffer, error) {
 	if err := g.flush(); err != nil {
@@ -299,14 +256,14 @@ func (g *gpu) Upload(dt ir.DType, shape []int, data []byte) (device.Buffer, erro
 	var b *jbuf
 	var aerr error
 	err := g.scoped(func() {
-		if b, aerr = g.alloc(uint64(len(data))); aerr != nil {
+		if b, aerr = g.bufs.Alloc(uint64(len(data))); aerr != nil {
 			return
 		}
 		if len(data) > 0 {
 			if len(data)%4 != 0 {
 				data = append(data, make([]byte, 4-len(data)%4)...)
 			}
-			aerr = g.queue.WriteBuffer(b.buf, 0, data)
+			aerr = g.queue.WriteBuffer(b.B, 0, data)
 		}
 	})
 	if aerr == nil {
@@ -314,7 +271,7 @@ func (g *gpu) Upload(dt ir.DType, shape []int, data []byte) (device.Buffer, erro
 	}
 	if aerr != nil {
 		if b != nil {
-			b.buf.Destroy()
+			g.bufs.Discard(b)
 		}
 		return nil, aerr
 	}
@@ -395,30 +352,15 @@ func (g *gpu) Launch(n *ir.Node, k *codegen.Kernel, in []device.Buffer) ([]devic
 		}
 		ins[i] = jb
 	}
-	nout := 0
-	for _, b := range k.Bindings {
-		nout = max(nout, b.Output+1)
-	}
-	outs := make([]device.Buffer, nout)
 	bound := make([]*jbuf, len(k.Bindings))
-	var fresh []*jbuf
+	if err := g.bufs.Bind(k, ins, bound); err != nil {
+		return nil, err
+	}
+	outs := make([]device.Buffer, devkit.NumOutputs(k))
 	for i, b := range k.Bindings {
-		if b.Input >= 0 {
-			bound[i] = ins[b.Input]
-			if b.Output >= 0 {
-				outs[b.Output] = ins[b.Input]
-			}
-			continue
+		if b.Output >= 0 {
+			outs[b.Output] = bound[i]
 		}
-		jb, err := g.alloc(uint64(b.Type.Bytes()))
-		if err != nil {
-			for _, f := range fresh {
-				g.release(f)
-			}
-			return nil, fmt.Errorf("output %d: %v", b.Output, err)
-		}
-		fresh = append(fresh, jb)
-		bound[i], outs[b.Output] = jb, jb
 	}
 	if k.Grid[0]*k.Grid[1]*k.Grid[2] == 0 {
 		return outs, nil
@@ -428,6 +370,7 @@ func (g *gpu) Launch(n *ir.Node, k *codegen.Kernel, in []device.Buffer) ([]devic
 		enc, err := g.dev.CreateCommandEncoder(nil)
 		if err != nil {
 			g.popScope()
+			g.bufs.Unbind(k, bound)
 			return nil, err
 		}
 		g.enc = enc
@@ -435,17 +378,18 @@ func (g *gpu) Launch(n *ir.Node, k *codegen.Kernel, in []device.Buffer) ([]devic
 	}
 	entries := make([]wgpu.BindGroupEntry, len(bound))
 	for i, b := range bound {
-		entries[i] = wgpu.BindGroupEntry{Binding: uint32(k.Bindings[i].Index), Buffer: b.buf, Size: b.size}
+		entries[i] = wgpu.BindGroupEntry{Binding: uint32(k.Bindings[i].Index), Buffer: b.B, Size: b.Size}
 	}
 	bg, err := g.dev.CreateBindGroup(&wgpu.BindGroupDescriptor{Layout: p.layout, Entries: entries})
 	if err != nil {
+		g.bufs.Unbind(k, bound)
 		return nil, err
 	}
 	g.pass.SetPipeline(p.cp)
 	g.pass.SetBindGroup(0, bg, nil)
 	g.pass.DispatchWorkgroups(uint32(k.Grid[0]), uint32(k.Grid[1]), uint32(k.Grid[2]))
 	g.pending = append(g.pending, n.ID)
-	if len(g.pending) >= maxBatch {
+	if g.batch.Add() {
 		if err := g.flush(); err != nil {
 			return nil, err
 		}
@@ -471,6 +415,7 @@ func (g *gpu) flush() error {
 	g.doomed = nil
 	nodes := g.pending
 	g.pending = nil
+	g.batch.Submitted()
 	if serr := g.popScope(); serr != nil {
 		err = serr
 	}
@@ -500,8 +445,8 @@ func (g *gpu) Download(b device.Buffer, offset, length int64) ([]byte, error) {
 	}
 	start := uint64(offset) &^ 3
 	end := (uint64(offset+length) + 3) &^ 3
-	if end > jb.size {
-		return nil, fmt.Errorf("bytes %d to %d of a %d-byte buffer", offset, offset+length, jb.size)
+	if end > jb.Size {
+		return nil, fmt.Errorf("bytes %d to %d of a %d-byte buffer", offset, offset+length, jb.Size)
 	}
 	size := end - start
 	var st *wgpu.Buffer
@@ -515,7 +460,7 @@ func (g *gpu) Download(b device.Buffer, offset, length int64) ([]byte, error) {
 		if err != nil {
 			return
 		}
-		enc.CopyBufferToBuffer(jb.buf, start, st, 0, size)
+		enc.CopyBufferToBuffer(jb.B, start, st, 0, size)
 		cb, err := enc.Finish(nil)
 		if err != nil {
 			return
@@ -549,7 +494,7 @@ func (g *gpu) Sync() error {
 }
 
 func (g *gpu) Free(b device.Buffer) {
-	if jb, ok := b.(*jbuf); ok && jb != nil {
-		g.release(jb)
+	if jb, ok := b.(*jbuf); ok && jb.Live() {
+		g.bufs.Free(jb)
 	}
 }

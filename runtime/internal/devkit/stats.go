@@ -1,0 +1,11 @@
+package devkit
+
+// Stats counts what a GPU device did, for tests and benchmarks.
+type Stats struct {
+	Dispatches  int // dispatches recorded
+	Submits     int // submissions of recorded work (queue submits, committed command buffers)
+	Allocs      int // device buffers made
+	PoolHits    int // buffers reused from the pool
+	Pipelines   int // pipelines compiled
+	KernelsMade int // kernels generated
+}
