@@ -59,14 +59,7 @@ func TestStateCarriesTheSequence(t *testing.T) {
 		t.Fatal(err)
 	}
 	toks := []int{3, 14, 15, 9, 26, 5, 35}
-	want := llmtest.NewRunner(t, m).Forward(t, toks)
-	r := llmtest.NewRunner(t, m)
-	r.Forward(t, toks[:3])
-	var got []float32
-	for _, tok := range toks[3:] {
-		got = r.Forward(t, []int{tok})
-	}
-	if e, at := llmtest.RelErr(got, llmtest.Widen(want)); !(e <= 1e-6) {
+	if e, at := llmtest.Chunked(t, m, toks, 3); !(e <= 1e-6) {
 		t.Errorf("chunked run differs by %g (token %d)", e, at)
 	}
 }
