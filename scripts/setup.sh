@@ -8,11 +8,12 @@ cd "$(dirname "$0")/.."
 SUDO=""
 if [ "$(id -u)" != 0 ]; then SUDO="sudo"; fi
 
-# libonnx-testdata: ONNX's per-operator test cases (frontend/onnx tests);
+# libvulkan-dev: the Vulkan headers runtime/vulkan (the vulkan target) is
+# built against; libonnx-testdata: ONNX's per-operator test cases (frontend/onnx tests);
 # nodejs and npm (unless an npm is already there, say NodeSource's): to run
 # ONNX Runtime, the external reference of the ONNX checks; chromium: the
 # browser device's tests (headless, WebGPU on SwiftShader).
-packages=(mesa-vulkan-drivers libvulkan1 spirv-tools clang-14 llvm-14 libonnx-testdata chromium)
+packages=(mesa-vulkan-drivers libvulkan1 libvulkan-dev spirv-tools clang-14 llvm-14 libonnx-testdata chromium)
 if ! command -v npm >/dev/null; then packages+=(nodejs npm); fi
 missing=()
 for p in "${packages[@]}"; do

@@ -32,6 +32,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/tapml/tapml/codegen/spirv"
 	"github.com/tapml/tapml/codegen/wgsl"
 	"github.com/tapml/tapml/frontend/arch"
 	"github.com/tapml/tapml/frontend/arch/llama"
@@ -39,7 +40,7 @@ import (
 	"github.com/tapml/tapml/ir"
 	"github.com/tapml/tapml/runtime"
 	"github.com/tapml/tapml/runtime/llm"
-	"github.com/tapml/tapml/runtime/target"
+	"github.com/tapml/tapml/runtime/vulkan"
 	"github.com/tapml/tapml/runtime/webgpu"
 	"github.com/tapml/tapml/tensor"
 )
@@ -132,6 +133,33 @@ type Ours struct {
 type llmConfig struct {
 	tu          wgsl.Tuning
 	batch, ramp int
+	wait        vulkan.WaitMode // how the vulkan device waits (WaitAuto: its default)
+}
+
+// apply sets the configuration on dev; false when dev cannot take it.
+func (cf llmConfig) apply(dev gpuDevice) bool {
+	w, ok := dev.(interface{ SetWait(vulkan.WaitMode) })
+	if cf.wait != vulkan.WaitAuto && !ok {
+		return false
+	}
+	dev.SetTuning(cf.tu)
+	dev.SetMaxBatch(cf.batch)
+	dev.SetBatchRamp(cf.ramp)
+	if ok {
+		w.SetWait(cf.wait)
+	}
+	return true
+}
+
+func (cf llmConfig) String() string {
+	s := tuningString(cf.tu, cf.batch, cf.ramp)
+	switch cf.wait {
+	case vulkan.WaitBlock:
+		s += " wait=block"
+	case vulkan.WaitPoll:
+		s += " wait=poll"
+	}
+	return s
 }
 
 func tuningString(t wgsl.Tuning, batch, ramp int) string {
@@ -185,13 +213,12 @@ func runCmd(args []string) error {
 		return err
 	}
 	defer dev.Close()
-	info := dev.Adapter()
-	res := &Ours{Date: time.Now().UTC().Format(time.RFC3339), Adapter: dev.Name(), Driver: info.DriverDescription}
+	res := &Ours{Date: time.Now().UTC().Format(time.RFC3339), Adapter: dev.Name(), Driver: driverOf(dev)}
 	defaults := dev.Tuning()
 	defBatch := dev.MaxBatch()
 	defRamp := dev.BatchRamp()
 	res.Defaults = tuningString(defaults, defBatch, defRamp)
-	logf("device %s (%s), defaults %s", dev.Name(), info.DriverDescription, res.Defaults)
+	logf("device %s (%s), defaults %s", dev.Name(), res.Driver, res.Defaults)
 	save := func() error {
 		b, err := json.MarshalIndent(res, "", "  ")
 		if err != nil {
@@ -275,19 +302,24 @@ func runCmd(args []string) error {
 
 	// Models.
 	with := func(f func(t *wgsl.Tuning)) wgsl.Tuning { t := defaults; f(&t); return t }
+	conf := func(tu wgsl.Tuning, batch, ramp int) llmConfig { return llmConfig{tu: tu, batch: batch, ramp: ramp} }
+	waiting := func(w vulkan.WaitMode) llmConfig { return llmConfig{defaults, defBatch, defRamp, w} }
 	configs := []llmConfig{
-		{wgsl.Tuning{Matmul: "scalar", GEMVUnroll: 1}, 64, -1}, // before
-		{defaults, defBatch, defRamp},                          // the device's defaults
-		{defaults, 32, defRamp},
-		{defaults, 128, defRamp},
-		{defaults, defBatch, -1},
-		{with(func(t *wgsl.Tuning) { t.GEMVMinGroups = 0 }), defBatch, defRamp},
-		{with(func(t *wgsl.Tuning) { t.GEMVUnroll = 4 }), defBatch, defRamp},
-		{with(func(t *wgsl.Tuning) { t.Matmul = "128x128x8/8x8+p,64x64x16/4x4+p" }), defBatch, defRamp},
-		{defaults, defBatch, defRamp}, // again: the spread between two runs of one configuration
+		conf(wgsl.Tuning{Matmul: "scalar", GEMVUnroll: 1}, 64, -1), // before
+		conf(defaults, defBatch, defRamp),                          // the device's defaults
+		conf(defaults, 32, defRamp),
+		conf(defaults, 128, defRamp),
+		conf(defaults, defBatch, -1),
+		conf(defaults, 1<<20, -1), // one submission per step (vulkan replays it whole)
+		conf(with(func(t *wgsl.Tuning) { t.GEMVMinGroups = 0 }), defBatch, defRamp),
+		conf(with(func(t *wgsl.Tuning) { t.GEMVUnroll = 4 }), defBatch, defRamp),
+		conf(with(func(t *wgsl.Tuning) { t.Matmul = "128x128x8/8x8+p,64x64x16/4x4+p" }), defBatch, defRamp),
+		waiting(vulkan.WaitBlock),         // (vulkan only) the host waits in vkWaitForFences
+		waiting(vulkan.WaitPoll),          // (vulkan only) or polls the fence
+		conf(defaults, defBatch, defRamp), // again: the spread between two runs of one configuration
 	}
 	if *onlyDefaults {
-		configs = []llmConfig{{defaults, defBatch, defRamp}}
+		configs = []llmConfig{conf(defaults, defBatch, defRamp)}
 	}
 	names := strings.Split(*models, ",")
 	for mi, name := range names {
@@ -320,9 +352,7 @@ func runCmd(args []string) error {
 			return fmt.Errorf("%s: %w", name, err)
 		}
 		r.DefaultTuning = res.Defaults
-		dev.SetTuning(defaults)
-		dev.SetMaxBatch(0)
-		dev.SetBatchRamp(0)
+		llmConfig{tu: defaults}.apply(dev) // the defaults again
 		res.LLM = append(res.LLM, *r)
 		if err := save(); err != nil {
 			return err
@@ -331,20 +361,39 @@ func runCmd(args []string) error {
 	return save()
 }
 
-// openTarget opens the webgpu device of a target that runs on wgpu: webgpu
-// (WGSL kernels) or vulkan (SPIR-V kernels on the same runtime).
-func openTarget(name string) (*webgpu.Device, error) {
+// gpuDevice is what the benchmark needs of a GPU target's device: the
+// webgpu device (WGSL on wgpu) and the vulkan one (SPIR-V on Vulkan).
+type gpuDevice interface {
+	runtime.Device
+	Tuning() wgsl.Tuning
+	SetTuning(wgsl.Tuning)
+	MaxBatch() int
+	SetMaxBatch(int)
+	BatchRamp() int
+	SetBatchRamp(int)
+}
+
+// openTarget opens the device of a GPU target: webgpu or vulkan.
+func openTarget(name string) (gpuDevice, error) {
 	switch name {
 	case "webgpu":
 		return webgpu.Open(webgpu.Options{})
 	case "vulkan":
-		d, err := target.Open("vulkan", "vulkan")
-		if err != nil {
-			return nil, err
-		}
-		return d.(*webgpu.Device), nil
+		return vulkan.Open(vulkan.Options{Generate: spirv.Generate})
 	}
 	return nil, fmt.Errorf("unknown target %q (webgpu, vulkan)", name)
+}
+
+// driverOf describes the driver a device runs on.
+func driverOf(dev gpuDevice) string {
+	switch d := dev.(type) {
+	case *webgpu.Device:
+		return d.Adapter().DriverDescription
+	case *vulkan.Device:
+		in := d.Info()
+		return fmt.Sprintf("%s, Vulkan %s, driver %#x, f16 %v, subgroups %v (size %d)", in.Name, in.API, in.Driver, in.F16, in.Subgroups, in.SubgroupSize)
+	}
+	return ""
 }
 
 func logf(format string, args ...any) {
@@ -389,7 +438,7 @@ type matmulInputs struct {
 	ab, bb *runtime.Buffer
 }
 
-func newMatmulInputs(dev *webgpu.Device, s MatmulShape) (*matmulInputs, error) {
+func newMatmulInputs(dev gpuDevice, s MatmulShape) (*matmulInputs, error) {
 	r := rand.New(rand.NewPCG(uint64(s.M*31+s.N), uint64(s.K)))
 	in := &matmulInputs{a: randTensor(r, s.M, s.K)}
 	bShape := []int{s.K, s.N}
@@ -408,7 +457,7 @@ func newMatmulInputs(dev *webgpu.Device, s MatmulShape) (*matmulInputs, error) {
 	return in, nil
 }
 
-func (in *matmulInputs) free(dev *webgpu.Device) {
+func (in *matmulInputs) free(dev gpuDevice) {
 	dev.Free(in.ab)
 	dev.Free(in.bb)
 }
@@ -416,7 +465,7 @@ func (in *matmulInputs) free(dev *webgpu.Device) {
 // measureMatmul checks the product on 256 sampled outputs against float64
 // and times it: launches batched (as a model records them), the clock
 // stopped after the device drains; the median of three batches.
-func measureMatmul(dev *webgpu.Device, s MatmulShape, in *matmulInputs) (v Variant) {
+func measureMatmul(dev gpuDevice, s MatmulShape, in *matmulInputs) (v Variant) {
 	fail := func(err error) Variant { v.Err = err.Error(); return v }
 	r := rand.New(rand.NewPCG(7, uint64(s.K)))
 	a, b, ab, bb := in.a, in.b, in.ab, in.bb
@@ -497,7 +546,7 @@ func measureMatmul(dev *webgpu.Device, s MatmulShape, in *matmulInputs) (v Varia
 
 // measureModel builds a model of shape c with random weights, writes it as
 // a Hugging Face folder, and times sessions under each configuration.
-func measureModel(dev *webgpu.Device, name string, c llama.Config, hfDir, out string, p, d int, configs []llmConfig, cpuprofile string) (*LLMResult, error) {
+func measureModel(dev gpuDevice, name string, c llama.Config, hfDir, out string, p, d int, configs []llmConfig, cpuprofile string) (*LLMResult, error) {
 	logf("%s: building (random weights)", name)
 	weights := randomWeights(c)
 	m, err := arch.Build(name, c, weights)
@@ -542,10 +591,10 @@ func measureModel(dev *webgpu.Device, name string, c llama.Config, hfDir, out st
 		return nil, err
 	}
 	for ci, cf := range configs {
-		dev.SetTuning(cf.tu)
-		dev.SetMaxBatch(cf.batch)
-		dev.SetBatchRamp(cf.ramp)
-		run := LLMRun{Config: tuningString(cf.tu, cf.batch, cf.ramp)}
+		if !cf.apply(dev) {
+			continue
+		}
+		run := LLMRun{Config: cf.String()}
 		if _, err := session(exec, r.Prompt[:p], 2, nil); err != nil { // warm-up: kernels
 			run.Err = err.Error()
 		} else {
@@ -578,10 +627,7 @@ func measureModel(dev *webgpu.Device, name string, c llama.Config, hfDir, out st
 		}
 	}
 	if cpuprofile != "" {
-		cf := configs[1]
-		dev.SetTuning(cf.tu)
-		dev.SetMaxBatch(cf.batch)
-		dev.SetBatchRamp(cf.ramp)
+		configs[1].apply(dev)
 		f, err := os.Create(cpuprofile)
 		if err != nil {
 			return nil, err

@@ -5,33 +5,44 @@ import (
 	"math"
 	"math/rand/v2"
 	"slices"
+	"sync"
 	"testing"
 
 	"github.com/tapml/tapml/codegen"
 	"github.com/tapml/tapml/codegen/fault"
 	"github.com/tapml/tapml/codegen/wgsl"
-	"github.com/tapml/tapml/internal/testenv/webgputest"
 	"github.com/tapml/tapml/ir"
 	"github.com/tapml/tapml/runtime"
 	"github.com/tapml/tapml/runtime/cpu"
-	"github.com/tapml/tapml/runtime/webgpu"
+	"github.com/tapml/tapml/runtime/vulkan"
 	"github.com/tapml/tapml/tensor"
 )
 
-// openGPU returns the test binary's webgpu device on the Vulkan adapter:
-// lavapipe on the project's machines. Its SPIR-V loader hands the words to
-// wgpu (which parses them with naga), LaunchKernel runs a prebuilt kernel.
-func openGPU(t testing.TB) *webgpu.Device {
+var gpu struct {
+	once sync.Once
+	dev  *vulkan.Device
+	err  error
+}
+
+// openGPU returns the test binary's Vulkan device (the vulkan target's,
+// lavapipe on the project's machines), opened once and shared by the
+// tests, which must not close it. LaunchKernel runs a prebuilt kernel;
+// Launch runs this package's kernel of a node.
+func openGPU(t testing.TB) *vulkan.Device {
 	t.Helper()
-	return webgputest.Device(t)
+	gpu.once.Do(func() { gpu.dev, gpu.err = vulkan.Open(vulkan.Options{Generate: Generate}) })
+	if gpu.err != nil {
+		t.Fatalf("vulkan: %v (scripts/setup.sh installs lavapipe, a CPU Vulkan driver)", gpu.err)
+	}
+	return gpu.dev
 }
 
 // kernelLimits returns the limits the device's kernels are generated for.
-func kernelLimits(d *webgpu.Device) Limits { return d.Limits() }
+func kernelLimits(d *vulkan.Device) Limits { return d.Limits() }
 
 // runKernel runs kernel k as node n's on the device over host inputs and
 // downloads its outputs.
-func runKernel(d *webgpu.Device, n *ir.Node, k *codegen.Kernel, in []*tensor.Tensor) ([]*tensor.Tensor, error) {
+func runKernel(d *vulkan.Device, n *ir.Node, k *codegen.Kernel, in []*tensor.Tensor) ([]*tensor.Tensor, error) {
 	bufs := make([]*runtime.Buffer, len(in))
 	defer func() {
 		for _, b := range bufs {
@@ -234,7 +245,7 @@ func maxErr(got, want *tensor.Tensor, tl tol) float64 {
 	return worst
 }
 
-// TestDevice runs every test case's SPIR-V kernel on wgpu's Vulkan adapter
+// TestDevice runs every test case's SPIR-V kernel on the Vulkan device
 // (lavapipe here) and compares it with the CPU reference.
 func TestDevice(t *testing.T) {
 	g := openGPU(t)
@@ -274,7 +285,7 @@ func TestDevice(t *testing.T) {
 // TestDeviceTunings runs the matmul cases, and shapes that the vec4 tiled
 // kernels take, under every tuning of the validation (the discrete GPUs'
 // one included, which the CPU driver's device does not choose itself): the
-// translated SPIR-V of every matmul variant loads through wgpu's naga and
+// translated SPIR-V of every matmul variant runs on the Vulkan device and
 // computes what the CPU reference does, within the matmul tolerance.
 func TestDeviceTunings(t *testing.T) {
 	g := openGPU(t)

@@ -1,13 +1,9 @@
 package spirv
 
 import (
-	"fmt"
 	"slices"
-	"strings"
-	"sync"
 	"testing"
 
-	"github.com/tapml/tapml/codegen"
 	"github.com/tapml/tapml/frontend"
 	"github.com/tapml/tapml/frontend/arch"
 	"github.com/tapml/tapml/frontend/arch/llama"
@@ -15,94 +11,8 @@ import (
 	"github.com/tapml/tapml/ir"
 	"github.com/tapml/tapml/runtime"
 	"github.com/tapml/tapml/runtime/cpu"
-	"github.com/tapml/tapml/runtime/webgpu"
 	"github.com/tapml/tapml/tensor"
 )
-
-// spirvDevice runs every node as this package's SPIR-V kernel on the
-// webgpu device (LaunchKernel), the way `--target vulkan` will. Its
-// buffers are the webgpu device's, re-labelled as its own so that the
-// executor sees one device.
-type spirvDevice struct {
-	g       *webgpu.Device
-	lim     Limits
-	mu      sync.Mutex
-	kernels map[string]*codegen.Kernel // by node and input types
-	made    int
-}
-
-var _ runtime.Device = (*spirvDevice)(nil)
-
-func (d *spirvDevice) Name() string { return "spirv:" + d.g.Name() }
-
-func (d *spirvDevice) inner(b *runtime.Buffer) *runtime.Buffer {
-	c := *b
-	c.Dev = d.g
-	return &c
-}
-
-func (d *spirvDevice) outer(b *runtime.Buffer) *runtime.Buffer {
-	c := *b
-	c.Dev = d
-	return &c
-}
-
-func (d *spirvDevice) Upload(t *tensor.Tensor) (*runtime.Buffer, error) {
-	b, err := d.g.Upload(t)
-	if err != nil {
-		return nil, err
-	}
-	return d.outer(b), nil
-}
-
-func (d *spirvDevice) Download(b *runtime.Buffer) (*tensor.Tensor, error) {
-	return d.g.Download(d.inner(b))
-}
-
-func (d *spirvDevice) Launch(n *ir.Node, in []*runtime.Buffer, outs []ir.Type) ([]*runtime.Buffer, error) {
-	inner := make([]*runtime.Buffer, len(in))
-	types := make([]ir.Type, len(in))
-	var key strings.Builder
-	fmt.Fprintf(&key, "%p", n)
-	for i, b := range in {
-		inner[i] = d.inner(b)
-		types[i] = b.Type()
-		key.WriteString(types[i].String())
-	}
-	d.mu.Lock()
-	k := d.kernels[key.String()]
-	if k == nil {
-		var err error
-		if k, err = Generate(n, types, outs, Options{Limits: d.lim}); err != nil {
-			d.mu.Unlock()
-			return nil, &runtime.KernelError{Device: d.Name(), Node: n, Err: err}
-		}
-		d.kernels[key.String()] = k
-		d.made++
-	}
-	d.mu.Unlock()
-	res, err := d.g.LaunchKernel(n, k, inner)
-	if err != nil {
-		return nil, err
-	}
-	for i, r := range res {
-		if j := slices.Index(inner, r); j >= 0 {
-			res[i] = in[j] // updated in place (kv_write)
-		} else {
-			res[i] = d.outer(r)
-		}
-	}
-	return res, nil
-}
-
-func (d *spirvDevice) Sync() error            { return d.g.Sync() }
-func (d *spirvDevice) Free(b *runtime.Buffer) { d.g.Free(d.inner(b)) }
-func (d *spirvDevice) Close() error           { return nil }
-
-func newSpirvDevice(t *testing.T) *spirvDevice {
-	g := openGPU(t)
-	return &spirvDevice{g: g, lim: kernelLimits(g), kernels: map[string]*codegen.Kernel{}}
-}
 
 // greedy runs prefill on a prompt, then greedy decode steps.
 type greedy struct {
@@ -175,7 +85,8 @@ func argmaxOf(x *tensor.Tensor) int32 {
 // reference and checks that every step's logits agree within tl and the
 // tokens are the same.
 func generateBoth(t *testing.T, m *ir.Module, prompt []int32, steps int, tl tol) []int32 {
-	dev := newSpirvDevice(t)
+	dev := openGPU(t)
+	made := dev.Stats().KernelsMade
 	gpu := newGreedy(t, m, dev)
 	defer gpu.exec.Close()
 	ref := newGreedy(t, m, cpu.New())
@@ -196,7 +107,7 @@ func generateBoth(t *testing.T, m *ir.Module, prompt []int32, steps int, tl tol)
 	if !slices.Equal(gotToks, wantToks) {
 		t.Errorf("tokens differ:\n got %v\nwant %v", gotToks, wantToks)
 	}
-	t.Logf("%d kernels generated; tokens %v", dev.made, gotToks)
+	t.Logf("%d kernels generated; tokens %v", dev.Stats().KernelsMade-made, gotToks)
 	return gotToks
 }
 

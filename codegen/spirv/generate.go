@@ -17,13 +17,14 @@
 // kernel: its cache is a single read-write binding that carries input 0
 // and output 0.
 //
-// The modules use only what naga's SPIR-V front end (wgpu v0.19, which
-// reads them on the vulkan target) accepts: the Shader capability (plus
-// Float16 and subgroup capabilities where the WGSL uses the dialect's f16
-// and subgroup operations, which this naga does not take),
+// The modules keep to a conservative subset that every Vulkan 1.1 driver
+// takes: the Shader capability (plus Float16, StorageBuffer16BitAccess and
+// subgroup capabilities where the WGSL uses the dialect's f16 and subgroup
+// operations; runtime/vulkan enables those where the device has them),
 // GLSL.std.450, structured control flow in the shape glslang emits,
 // function variables instead of phi nodes, finite constants. Every kernel
-// passes `spirv-val --target-env vulkan1.1` (a test checks them all).
+// passes `spirv-val --target-env vulkan1.1` (a test checks them all), and
+// the vulkan target (runtime/vulkan) runs them.
 //
 // Options.Fault injects one of the WGSL generator's deliberate bugs (for
 // tests of the carving and migration tools; codegen/fault's table): the

@@ -97,8 +97,8 @@ func controlFlowRef(in []int32) ([]float32, []int32) {
 	return out0, out1
 }
 
-// TestControlFlow runs controlFlow's SPIR-V on the device (wgpu reads it
-// with naga, lavapipe runs it) and compares with the Go reference: exactly
+// TestControlFlow runs controlFlow's SPIR-V on the Vulkan device (lavapipe
+// here) and compares with the Go reference: exactly
 // (the float arithmetic is exact on these values).
 func TestControlFlow(t *testing.T) {
 	g := openGPU(t)

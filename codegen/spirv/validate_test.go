@@ -329,10 +329,10 @@ func TestErrors(t *testing.T) {
 	}
 }
 
-// TestNaga runs the naga CLI (a newer naga than wgpu's, when installed) on
-// every kernel: it parses the SPIR-V as wgpu does and validates the IR. It
-// skips when naga is not installed; spirv-val is the required check, and
-// the device tests load every kernel through wgpu's own naga.
+// TestNaga runs the naga CLI (when installed) on every kernel: a second
+// reader of the SPIR-V, as wgpu-based hosts would load it. It skips when
+// naga is not installed; spirv-val is the required check, and the device
+// tests run every kernel on the Vulkan device.
 func TestNaga(t *testing.T) {
 	path, err := exec.LookPath("naga")
 	if err != nil {

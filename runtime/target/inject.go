@@ -83,7 +83,7 @@ func ParseInjection(s string) (Injection, error) {
 }
 
 // FaultInjector is a device that takes test-only faults per node id
-// (*webgpu.Device, *llvm.Device).
+// (*webgpu.Device, *vulkan.Device, *llvm.Device).
 type FaultInjector interface {
 	SetFault(id int, fault string)
 }
@@ -132,6 +132,9 @@ func FaultApplies(target string, dev runtime.Device, n *ir.Node, in, out []ir.Ty
 	}
 	if tu, ok := dev.(interface{ Tuning() wgsl.Tuning }); ok {
 		opts.Tuning = tu.Tuning() // the variant the device generates (webgpu on a GPU)
+	}
+	if f, ok := dev.(interface{ Features() wgsl.Features }); ok {
+		opts.Features = f.Features() // the dialect extensions the device's kernels may use (vulkan)
 	}
 	_, err := wgsl.Generate(n, in, out, opts)
 	return err

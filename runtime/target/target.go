@@ -1,5 +1,6 @@
 // Package target opens the device a target name stands for: "cpu" (the
-// reference), "webgpu" (wgpu on Vulkan or GL), "metal" (Metal on macOS;
+// reference), "webgpu" (wgpu on Vulkan or GL), "vulkan" (tapml's own
+// Vulkan device), "metal" (Metal on macOS;
 // elsewhere Open says so), "remote:ws://HOST:PORT" (a device server started
 // with `tapmlc serve`, native or a browser page), and the targets later
 // issues add. It is the one place that knows every device package.
@@ -22,6 +23,7 @@ import (
 	"github.com/tapml/tapml/runtime/llvm"
 	"github.com/tapml/tapml/runtime/metal"
 	"github.com/tapml/tapml/runtime/remote"
+	"github.com/tapml/tapml/runtime/vulkan"
 	"github.com/tapml/tapml/runtime/webgpu"
 )
 
@@ -91,11 +93,11 @@ func Supports(target string, op ir.Op) bool {
 	return false
 }
 
-// openVulkan opens the vulkan target: the webgpu device on wgpu's Vulkan
-// backend, running codegen/spirv's kernels (codegen/wgsl's, under the
-// device's limits and tuning, translated to SPIR-V) instead of WGSL.
+// openVulkan opens the vulkan target: tapml's own Vulkan device
+// (runtime/vulkan) running codegen/spirv's kernels (codegen/wgsl's, under
+// the device's limits, tuning and features, translated to SPIR-V).
 func openVulkan() (runtime.Device, error) {
-	return webgpu.Open(webgpu.Options{Backend: "vulkan", Generate: spirv.Generate, Label: "vulkan"})
+	return vulkan.Open(vulkan.Options{Generate: spirv.Generate})
 }
 
 // openRemote connects to a device server. The URL may carry ?token=T and

@@ -88,13 +88,6 @@ type Options struct {
 	// value means wgsl.DiscreteTuning() on adapters that are not CPU
 	// drivers and the generator's defaults on CPU drivers (lavapipe).
 	Tuning wgsl.Tuning
-	// Generate, when set, replaces the WGSL generator: it makes the kernel
-	// of a node from the options the device chose (its limits, the tuning,
-	// the node's fault), as wgsl.Generate does. The vulkan target passes
-	// spirv.Generate, which translates those WGSL kernels to SPIR-V.
-	Generate func(n *ir.Node, in, out []ir.Type, opts wgsl.Options) (*codegen.Kernel, error)
-	// Label, when set, prefixes the device's name instead of "webgpu".
-	Label string
 	// Limits, where a field is set, lowers the device limit kernels are
 	// generated for (tests use it to exercise folded grids and small
 	// workgroups).
@@ -255,18 +248,14 @@ func Open(opts Options) (*Device, error) {
 	}
 	info := adapter.GetInfo()
 	cpu := info.AdapterType == wgpu.AdapterTypeCPU
-	opts.MaxBatch = defaultMaxBatch(opts.MaxBatch, cpu)
-	opts.BatchRamp = defaultBatchRamp(opts.BatchRamp, cpu)
+	opts.MaxBatch = batchDefaults.MaxBatchOr(opts.MaxBatch, cpu)
+	opts.BatchRamp = batchDefaults.RampOr(opts.BatchRamp, cpu)
 	if opts.Tuning == (wgsl.Tuning{}) && !cpu {
 		opts.Tuning = wgsl.DiscreteTuning()
 	}
-	label := "webgpu"
-	if opts.Label != "" {
-		label = opts.Label
-	}
 	d := &Device{
 		opts:     opts,
-		name:     fmt.Sprintf("%s:%s:%s", label, backendName(info.BackendType), adapterName(info)),
+		name:     fmt.Sprintf("webgpu:%s:%s", backendName(info.BackendType), adapterName(info)),
 		info:     info,
 		instance: inst,
 		adapter:  adapter,
@@ -319,26 +308,9 @@ func Open(opts Options) (*Device, error) {
 	return d, nil
 }
 
-// defaultMaxBatch is Options.MaxBatch n, or its default on the adapter's
-// type when n <= 0.
-func defaultMaxBatch(n int, cpu bool) int {
-	switch {
-	case n > 0:
-		return n
-	case cpu:
-		return devkit.DefaultMaxBatch
-	}
-	return DiscreteMaxBatch
-}
-
-// defaultBatchRamp is Options.BatchRamp n, or its default on the adapter's
-// type when n == 0: 8 on GPUs, none on CPU drivers.
-func defaultBatchRamp(n int, cpu bool) int {
-	if n == 0 && !cpu {
-		return 8
-	}
-	return n
-}
+// batchDefaults are the submission sizes on GPUs: 8 dispatches first
+// after each wait, then doubling up to DiscreteMaxBatch.
+var batchDefaults = devkit.BatchDefaults{MaxBatch: DiscreteMaxBatch, Ramp: 8}
 
 func orDefault(s, def string) string {
 	if s == "" {
@@ -424,7 +396,7 @@ func (d *Device) MaxBatch() int {
 func (d *Device) SetMaxBatch(n int) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	d.opts.MaxBatch = defaultMaxBatch(n, d.cpu)
+	d.opts.MaxBatch = batchDefaults.MaxBatchOr(n, d.cpu)
 	d.batch.Set(d.opts.MaxBatch, d.opts.BatchRamp)
 }
 
@@ -440,7 +412,7 @@ func (d *Device) BatchRamp() int {
 func (d *Device) SetBatchRamp(n int) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	d.opts.BatchRamp = defaultBatchRamp(n, d.cpu)
+	d.opts.BatchRamp = batchDefaults.RampOr(n, d.cpu)
 	d.batch.Set(d.opts.MaxBatch, d.opts.BatchRamp)
 }
 
@@ -870,11 +842,7 @@ func (d *Device) planFor(n *ir.Node, in, out []ir.Type) (*plan, error) {
 	if p, ok := d.plans[key]; ok {
 		return p, nil
 	}
-	gen := wgsl.Generate
-	if d.opts.Generate != nil {
-		gen = d.opts.Generate
-	}
-	k, err := gen(n, in, out, wgsl.Options{Limits: d.cgLimits, Tuning: d.opts.Tuning, Fault: key.Fault})
+	k, err := wgsl.Generate(n, in, out, wgsl.Options{Limits: d.cgLimits, Tuning: d.opts.Tuning, Fault: key.Fault})
 	if err != nil {
 		return nil, err
 	}
@@ -891,29 +859,19 @@ func (d *Device) planFor(n *ir.Node, in, out []ir.Type) (*plan, error) {
 	return p, nil
 }
 
-// compile creates (or finds) the pipeline of a kernel's source: WGSL
-// text, or SPIR-V words (little-endian bytes) for Language "spirv".
+// compile creates (or finds) the pipeline of a kernel's WGSL source.
 func (d *Device) compile(k *codegen.Kernel) (*pipeline, error) {
-	src := k.Language + "\x00" + string(k.Source)
+	src := string(k.Source)
 	if pp, ok := d.pipelines[src]; ok {
 		return pp, nil
 	}
-	var mod *wgpu.ShaderModule
-	var err error
-	switch k.Language {
-	case "wgsl", "":
-		mod, err = d.dev.CreateShaderModule(&wgpu.ShaderModuleDescriptor{
-			Label:          k.Name(),
-			WGSLDescriptor: &wgpu.ShaderModuleWGSLDescriptor{Code: string(k.Source)},
-		})
-	case "spirv":
-		var words []uint32
-		if words, err = spirvWords(k.Source); err == nil {
-			mod, err = d.spirvModule(words)
-		}
-	default:
-		err = fmt.Errorf("the webgpu device runs wgsl and spirv kernels, not %q", k.Language)
+	if k.Language != "wgsl" && k.Language != "" {
+		return nil, fmt.Errorf("the webgpu device runs wgsl kernels, not %q", k.Language)
 	}
+	mod, err := d.dev.CreateShaderModule(&wgpu.ShaderModuleDescriptor{
+		Label:          k.Name(),
+		WGSLDescriptor: &wgpu.ShaderModuleWGSLDescriptor{Code: src},
+	})
 	if err != nil {
 		return nil, fmt.Errorf("shader module: %w", err)
 	}
@@ -1063,11 +1021,10 @@ func (m *memo) matches(in []*runtime.Buffer, fault string) bool {
 	return true
 }
 
-// LaunchKernel runs a prebuilt kernel (WGSL, or SPIR-V as little-endian
-// words) as node n's on inputs in, like Launch does with the kernel it
-// generates: outputs are allocated from the kernel's bindings, a
-// ReadWrite binding updates its input in place. The pipeline is cached by
-// source. Carving replays and the SPIR-V generator use it.
+// LaunchKernel runs a prebuilt WGSL kernel as node n's on inputs in, like
+// Launch does with the kernel it generates: outputs are allocated from the
+// kernel's bindings, a ReadWrite binding updates its input in place. The
+// pipeline is cached by source. The device server uses it.
 func (d *Device) LaunchKernel(n *ir.Node, k *codegen.Kernel, in []*runtime.Buffer) ([]*runtime.Buffer, error) {
 	if n == nil || k == nil {
 		return nil, errors.New("webgpu: launch of a nil node or kernel")

@@ -60,3 +60,27 @@ func (b *Batch) Waited() {
 		b.next = b.ramp
 	}
 }
+
+// BatchDefaults are a GPU device's default submission sizes on GPUs
+// (Options.MaxBatch and BatchRamp of runtime/webgpu and runtime/vulkan);
+// on CPU drivers the defaults are DefaultMaxBatch and no ramp.
+type BatchDefaults struct{ MaxBatch, Ramp int }
+
+// MaxBatchOr returns n, or the default when n <= 0.
+func (b BatchDefaults) MaxBatchOr(n int, cpu bool) int {
+	switch {
+	case n > 0:
+		return n
+	case cpu:
+		return DefaultMaxBatch
+	}
+	return b.MaxBatch
+}
+
+// RampOr returns n, or the default when n == 0 (< 0 means no ramp).
+func (b BatchDefaults) RampOr(n int, cpu bool) int {
+	if n == 0 && !cpu {
+		return b.Ramp
+	}
+	return n
+}

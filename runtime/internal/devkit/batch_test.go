@@ -49,3 +49,24 @@ func TestBatch(t *testing.T) {
 		t.Error("Dropped kept the count")
 	}
 }
+
+// TestBatchDefaults: options left at zero take the GPU defaults or, on a
+// CPU driver, DefaultMaxBatch and no ramp; set options stay.
+func TestBatchDefaults(t *testing.T) {
+	d := BatchDefaults{MaxBatch: 128, Ramp: 16}
+	for _, c := range []struct {
+		n, ramp        int
+		cpu            bool
+		wantN, wantRmp int
+	}{
+		{0, 0, false, 128, 16},
+		{-1, -1, false, 128, -1},
+		{32, 4, false, 32, 4},
+		{0, 0, true, DefaultMaxBatch, 0},
+		{200, 8, true, 200, 8},
+	} {
+		if n, r := d.MaxBatchOr(c.n, c.cpu), d.RampOr(c.ramp, c.cpu); n != c.wantN || r != c.wantRmp {
+			t.Errorf("(%d, %d, cpu %v): got %d, %d; want %d, %d", c.n, c.ramp, c.cpu, n, r, c.wantN, c.wantRmp)
+		}
+	}
+}
