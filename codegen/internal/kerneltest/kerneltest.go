@@ -282,7 +282,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
     @builtin(subgroup_size) sg_size: u32, @builtin(subgroup_invocation_id) sg_id: u32) {
   let i = wid.x * 64u + li;
   let h = in0[i] * SCALE + 1.0h;
-  let v = in1[i] * h - vec4<f16>(f16(i), 0.25h, -h, 2.0h);
+  let v = in1[i] * h - vec4<f16>(f16(i % 16u), 0.25h, -h, 2.0h);
   let d = dot(v, vec4<f16>(1.0h));
   let x = f32(d) + f32(max(h, 0.0h));
   let s = subgroupAdd(x) + subgroupMax(x) + subgroupMin(x);
