@@ -3,6 +3,7 @@ package carve
 import (
 	"fmt"
 	"math"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -330,10 +331,12 @@ func FingerprintOf(t *tensor.Tensor) Fingerprint {
 }
 
 // ContentKey is the dedup key of an op call: the op, its attributes, each
-// input's and output's dtype, shape and fingerprint. Names (of values,
-// weights, layers) are not part of it, so the same computation on every
-// layer and every decode step shares one key unless its values differ in
-// nature.
+// input's and output's dtype, shape and fingerprint, and for an op routed
+// by ids (the registry's Routing: expert_matmul's expert ids) the set of
+// ids the call uses, so that calls reading different experts' weights stay
+// apart. Names (of values, weights, layers) are not part of it, so the
+// same computation on every layer and every decode step shares one key
+// unless its values differ in nature.
 func ContentKey(op string, attrs ir.Attrs, in, out []*tensor.Tensor, fps func(*tensor.Tensor) Fingerprint) string {
 	var b strings.Builder
 	b.WriteString(op)
@@ -361,5 +364,24 @@ func ContentKey(op string, attrs ir.Attrs, in, out []*tensor.Tensor, fps func(*t
 	list(in)
 	b.WriteString("->")
 	list(out)
+	if o, ok := ir.OpNamed(op); ok {
+		if i, ok := ir.LookupOp(o).Routing.Input(); ok && i < len(in) {
+			fmt.Fprintf(&b, " routed%v", distinctInts(in[i]))
+		}
+	}
 	return b.String()
+}
+
+// distinctInts returns the distinct values of an integer tensor, sorted.
+func distinctInts(t *tensor.Tensor) []int64 {
+	seen := map[int64]bool{}
+	var out []int64
+	for i := range t.NumElements() {
+		if v := int64(t.Float64At(i)); !seen[v] {
+			seen[v] = true
+			out = append(out, v)
+		}
+	}
+	slices.Sort(out)
+	return out
 }

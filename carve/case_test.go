@@ -113,4 +113,12 @@ func TestContentKey(t *testing.T) {
 	if want := "matmul{transpose_b=true}(f32[2]:e2z0 f32[2]:e2z0)->(f32[2]:e2z0)"; key("matmul", attrs, a, a, a) != want {
 		t.Errorf("key %s, want %s", key("matmul", attrs, a, a, a), want)
 	}
+	// expert_matmul calls that read other experts' weights are other cases;
+	// the order of a token's experts is not.
+	x, w, out := tensor.FromFloat32([]int{1, 2}, []float32{1, 2}), tensor.New(ir.F32, []int{4, 3, 2}), tensor.New(ir.F32, []int{1, 2, 3})
+	ids := func(e ...int32) *tensor.Tensor { return tensor.FromInt32([]int{1, 2}, e) }
+	k01, k10, k23 := key("expert_matmul", nil, x, w, ids(0, 1), out), key("expert_matmul", nil, x, w, ids(1, 0), out), key("expert_matmul", nil, x, w, ids(2, 3), out)
+	if k01 == k23 || k01 != k10 || !strings.HasSuffix(k01, " routed[0 1]") {
+		t.Errorf("routed keys: %s, %s, %s", k01, k10, k23)
+	}
 }

@@ -350,14 +350,16 @@ func (r *Recorder) Generate(tok llm.Tokenizer, prompt string, steps int, progres
 	if dec == nil || pre == nil || len(dec.Params) < 2 {
 		return nil, fmt.Errorf("module %q is not a language model: it needs functions @prefill and @decode (tokens, pos, caches...)", m.Name)
 	}
+	maxSeq, err := llm.ContextLength(m)
+	if err != nil {
+		return nil, err
+	}
 	var caches []*runtime.Buffer
-	maxSeq := 0
 	for _, p := range dec.Params[2:] {
 		if !p.Type.Shape.IsStatic() || p.Type.Shape.Rank() == 0 {
 			return nil, fmt.Errorf("module %q: cache %s of @decode must have a static shape", m.Name, p.Ref())
 		}
 		sizes := p.Type.Shape.Sizes()
-		maxSeq = sizes[0]
 		b, err := r.Exec.Upload("", tensor.New(p.Type.DType, sizes))
 		if err != nil {
 			return nil, err
@@ -369,7 +371,7 @@ func (r *Recorder) Generate(tok llm.Tokenizer, prompt string, steps int, progres
 			c.Dev.Free(c)
 		}
 	}()
-	if steps <= 0 || (maxSeq > 0 && steps > maxSeq) {
+	if steps <= 0 || steps > maxSeq {
 		steps = maxSeq
 	}
 	ids := tok.Encode(prompt, true, false)

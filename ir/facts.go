@@ -13,6 +13,7 @@ import "strconv"
 type Facts struct {
 	Effects Effects
 	InPlace InPlace
+	Routing Routing
 	Compute Compute
 	// Numerics says how results of correct implementations may differ.
 	Numerics Rule[Numerics]
@@ -78,6 +79,37 @@ func (p InPlace) String() string {
 		return "input " + strconv.Itoa(i)
 	}
 	if p == NotInPlace {
+		return "-"
+	}
+	return "undeclared"
+}
+
+// Routing says which input, if any, holds the integer ids that choose
+// which slices of a weight a call reads (expert_matmul's expert ids). Two
+// calls routed to different experts exercise different weights, so carve's
+// content key keeps them apart by the ids they use. Declare it with
+// NotRouted or RoutedBy.
+type Routing int8
+
+// NotRouted: the op reads all of its weights on every call.
+const NotRouted Routing = -1
+
+// RoutedBy says that input i holds the routing ids.
+func RoutedBy(i int) Routing { return Routing(i + 1) }
+
+// Input returns the input that holds the routing ids, if any.
+func (r Routing) Input() (int, bool) {
+	if r > 0 {
+		return int(r) - 1, true
+	}
+	return -1, false
+}
+
+func (r Routing) String() string {
+	if i, ok := r.Input(); ok {
+		return "input " + strconv.Itoa(i)
+	}
+	if r == NotRouted {
 		return "-"
 	}
 	return "undeclared"
@@ -406,13 +438,13 @@ var (
 // The common sets of facts; rows copy one and change what differs.
 var (
 	// moveFacts: ops that move, select or convert elements.
-	moveFacts = Facts{Effects: Pure, InPlace: NotInPlace, Compute: ComputeStored, Numerics: always(Exact),
+	moveFacts = Facts{Effects: Pure, InPlace: NotInPlace, Routing: NotRouted, Compute: ComputeStored, Numerics: always(Exact),
 		ChainLength: always(0), Transcendentals: always(0), SumLength: sumNone, Cost: costElements}
 	// elementwiseFacts: one elementwise op of f32 arithmetic.
-	elementwiseFacts = Facts{Effects: Pure, InPlace: NotInPlace, Compute: ComputeF32, Numerics: always(Chain),
+	elementwiseFacts = Facts{Effects: Pure, InPlace: NotInPlace, Routing: NotRouted, Compute: ComputeF32, Numerics: always(Chain),
 		ChainLength: always(1), Transcendentals: always(0), SumLength: sumNone, Cost: costElements}
 	// sumFacts: ops whose outputs sum SumLength terms.
-	sumFacts = Facts{Effects: Pure, InPlace: NotInPlace, Compute: ComputeF32, Numerics: always(Sum),
+	sumFacts = Facts{Effects: Pure, InPlace: NotInPlace, Routing: NotRouted, Compute: ComputeF32, Numerics: always(Sum),
 		ChainLength: always(0), Transcendentals: always(0), SumLength: sumNone, Cost: costElements}
 )
 
@@ -426,6 +458,7 @@ func (d *OpDef) missingFacts() []string {
 	}
 	add(d.Effects != 0, "Effects")
 	add(d.InPlace != 0, "InPlace")
+	add(d.Routing != 0, "Routing")
 	add(d.Compute != 0, "Compute")
 	add(d.Numerics.declared(), "Numerics")
 	add(d.ChainLength.declared(), "ChainLength")

@@ -13,7 +13,7 @@ func TestEveryOpDeclaresItsFacts(t *testing.T) {
 			t.Errorf("op %s does not declare %s (see ir.Facts)", d.Name, strings.Join(m, ", "))
 		}
 	}
-	want := []string{"Effects", "InPlace", "Compute", "Numerics", "ChainLength", "Transcendentals", "SumLength", "Cost"}
+	want := []string{"Effects", "InPlace", "Routing", "Compute", "Numerics", "ChainLength", "Transcendentals", "SumLength", "Cost"}
 	if got := (&OpDef{}).missingFacts(); !slices.Equal(got, want) {
 		t.Errorf("a row without facts misses %v, want %v", got, want)
 	}
@@ -21,12 +21,14 @@ func TestEveryOpDeclaresItsFacts(t *testing.T) {
 
 // The facts that used to live beside their callers, op by op.
 func TestFactsOfOps(t *testing.T) {
-	sideEffects := []Op{OpKVWrite, OpProbe}
+	inPlace := []Op{OpKVWrite, OpCausalConv1D, OpWKV, OpSelectiveScan} // each updates input 0
+	sideEffects := append([]Op{OpProbe}, inPlace...)
 	f32Compute := []Op{OpMatmul, OpRMSNorm, OpLayerNorm, OpSoftmax, OpArgmax, OpRope, OpAttention, OpFusedElementwise,
-		OpConv2D, OpConvTranspose2D, OpPool2D, OpResize, OpReduceSum, OpReduceMean, OpReduceMax}
+		OpConv2D, OpConvTranspose2D, OpPool2D, OpResize, OpReduceSum, OpReduceMean, OpReduceMax,
+		OpTopK, OpExpertMatmul, OpCausalConv1D, OpWKV, OpSelectiveScan}
 	f32Compute = append(append(f32Compute, UnaryOps...), BinaryOps...)
 	intCompute := []Op{OpArgmax}
-	transcendental := []Op{OpSoftmax, OpAttention, OpRope}
+	transcendental := []Op{OpSoftmax, OpAttention, OpRope, OpSelectiveScan}
 	// The unary and binary ops' facts follow from their rows.
 	for op, e := range elementwise {
 		if e.ints {
@@ -41,7 +43,7 @@ func TestFactsOfOps(t *testing.T) {
 			t.Errorf("%s: side effects %v", d.Name, got)
 		}
 		in, ok := d.InPlace.Input()
-		if ok != (d.Op == OpKVWrite) || ok && in != 0 {
+		if ok != slices.Contains(inPlace, d.Op) || ok && in != 0 {
 			t.Errorf("%s: updates input %d in place: %v", d.Name, in, ok)
 		}
 		if got := d.Compute != ComputeStored; got != slices.Contains(f32Compute, d.Op) {
@@ -50,7 +52,14 @@ func TestFactsOfOps(t *testing.T) {
 		if got := d.Compute == ComputeF32OrInt; got != slices.Contains(intCompute, d.Op) {
 			t.Errorf("%s: computes on integers: %v", d.Name, got)
 		}
-		if got := d.Transcendentals.Of(Call{}); got != 0 && d.Op != OpFusedElementwise && !slices.Contains(transcendental, d.Op) ||
+		if r, ok := d.Routing.Input(); ok != (d.Op == OpExpertMatmul) || ok && r != 2 {
+			t.Errorf("%s: routed by input %d: %v", d.Name, r, ok)
+		}
+		if got := d.Transcendentals.Of(Call{}); d.Op == OpWKV { // four exponentials per row
+			if got != 4 {
+				t.Errorf("%s: %d transcendentals", d.Name, got)
+			}
+		} else if got != 0 && d.Op != OpFusedElementwise && !slices.Contains(transcendental, d.Op) ||
 			got != 1 && slices.Contains(transcendental, d.Op) {
 			t.Errorf("%s: %d transcendentals", d.Name, got)
 		}
@@ -80,6 +89,12 @@ func TestCallDependentFacts(t *testing.T) {
 		{OpResize, mode("nearest"), Exact, 0, 0},
 		{OpResize, mode("linear"), Coordinate, 0, 0},
 		{OpKVWrite, nil, Exact, 0, 0},
+		{OpTopK, nil, Selects, 0, 0},
+		{OpExpertMatmul, nil, Sum, 0, 0},
+		{OpTokenShift, nil, Exact, 0, 0},
+		{OpCausalConv1D, nil, Sum, 0, 0},
+		{OpWKV, nil, Sum, 0, 4},
+		{OpSelectiveScan, nil, Sum, 0, 1},
 	} {
 		d, c := LookupOp(tc.op), Call{In: []Type{f32(4)}, Attrs: tc.attrs}
 		if got := d.Numerics.Of(c); got != tc.numerics {

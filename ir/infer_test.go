@@ -24,7 +24,7 @@ func TestInferTypes(t *testing.T) {
 		op    Op
 		in    []string
 		attrs Attrs
-		want  string // the output type, or "error: <substring>"
+		want  string // the output types (", " between several), or "error: <substring>"
 	}
 	tests := []tc{
 		// unary: the output is the input.
@@ -248,6 +248,39 @@ func TestInferTypes(t *testing.T) {
 		{OpWhere, []string{"i32[2]", "f32[2]", "f16[2]"}, nil, "error: a and b differ in dtype"},
 		{OpWhere, []string{"i32[2]", "f32[3]", "f32[3]"}, nil, "error: do not broadcast"},
 
+		// ops_moe.go
+		{OpTopK, []string{"f32[seq, 8]"}, Attrs{"k": IntAttr(2)}, "f32[seq, 2], i32[seq, 2]"},
+		{OpTopK, []string{"f32[5, 4, 3]"}, Attrs{"k": IntAttr(4), "axis": IntAttr(1)}, "f32[5, 4, 3], i32[5, 4, 3]"},
+		{OpTopK, []string{"f32[8, seq]"}, Attrs{"k": IntAttr(2)}, "error: axis 1 of x [8, seq] must be static"},
+		{OpTopK, []string{"f32[8]"}, Attrs{"k": IntAttr(9)}, "error: k = 9 must be in [1, 8]"},
+		{OpTopK, []string{"f32[8]"}, Attrs{"k": IntAttr(0)}, "error: k = 0 must be in [1, 8]"},
+		{OpTopK, []string{"i32[8]"}, Attrs{"k": IntAttr(1)}, "error: x must be float"},
+		{OpExpertMatmul, []string{"f32[seq, 32]", "f32[4, 64, 32]", "i32[seq, 2]"}, nil, "f32[seq, 2, 64]"},
+		{OpExpertMatmul, []string{"f32[seq, 2, 64]", "f32[4, 32, 64]", "i32[seq, 2]"}, nil, "f32[seq, 2, 32]"},
+		{OpExpertMatmul, []string{"f32[seq, 3, 64]", "f32[4, 32, 64]", "i32[seq, 2]"}, nil, "error: differ in k"},
+		{OpExpertMatmul, []string{"f32[1, 32]", "f32[4, 64, 32]", "i32[seq, 2]"}, nil, "error: differ in S"},
+		{OpExpertMatmul, []string{"f32[1, 31]", "f32[4, 64, 32]", "i32[1, 2]"}, nil, "error: differ in K"},
+		{OpExpertMatmul, []string{"f32[1, 32]", "f32[64, 32]", "i32[1, 2]"}, nil, "error: w must be a static [E, N, K]"},
+		{OpExpertMatmul, []string{"f32[1, 32]", "f32[4, 64, 32]", "f32[1, 2]"}, nil, "error: ids must be i32[S, k]"},
+		{OpExpertMatmul, []string{"f32[1, 32]", "f16[4, 64, 32]", "i32[1, 2]"}, nil, "error: must share a float dtype"},
+
+		// ops_recurrent.go
+		{OpTokenShift, []string{"f32[seq, 8]", "f32[1, 8]"}, nil, "f32[seq, 8]"},
+		{OpTokenShift, []string{"f32[seq, 8]", "f32[8]"}, nil, "error: prev must be f32[1, 8]"},
+		{OpCausalConv1D, []string{"f32[3, 8]", "f32[seq, 8]", "f32[8, 4]"}, nil, "f32[3, 8], f32[seq, 8]"},
+		{OpCausalConv1D, []string{"f32[0, 8]", "f32[1, 8]", "f32[8, 1]"}, nil, "f32[0, 8], f32[1, 8]"},
+		{OpCausalConv1D, []string{"f32[4, 8]", "f32[seq, 8]", "f32[8, 4]"}, nil, "error: state must be f32[3, 8]"},
+		{OpCausalConv1D, []string{"f32[3, 8]", "f32[seq, 8]", "f32[7, 4]"}, nil, "error: w must be f32[8, K]"},
+		{OpCausalConv1D, []string{"f32[3, 8]", "f32[8, seq]", "f32[8, 4]"}, nil, "error: x must be a float [S, C] with a static C"},
+		{OpWKV, []string{"f32[3, 8]", "f32[seq, 8]", "f32[seq, 8]", "f32[8]", "f32[8]"}, nil, "f32[3, 8], f32[seq, 8]"},
+		{OpWKV, []string{"f32[3, 8]", "f32[seq, 8]", "f32[1, 8]", "f32[8]", "f32[8]"}, nil, "error: v must be f32[seq, 8]"},
+		{OpWKV, []string{"f32[3, 8]", "f32[seq, 8]", "f32[seq, 8]", "f32[8]", "f32[1, 8]"}, nil, "error: u must be f32[8]"},
+		{OpWKV, []string{"f32[2, 8]", "f32[seq, 8]", "f32[seq, 8]", "f32[8]", "f32[8]"}, nil, "error: state must be f32[3, 8]"},
+		{OpSelectiveScan, []string{"f32[8, 4]", "f32[seq, 8]", "f32[seq, 8]", "f32[8, 4]", "f32[seq, 4]", "f32[seq, 4]"}, nil, "f32[8, 4], f32[seq, 8]"},
+		{OpSelectiveScan, []string{"f32[8, 4]", "f32[seq, 8]", "f32[seq, 8]", "f32[8, 4]", "f32[seq, 4]", "f32[1, 4]"}, nil, "error: Cm must be f32[seq, 4]"},
+		{OpSelectiveScan, []string{"f32[8, 4]", "f32[seq, 8]", "f32[seq, 8]", "f32[7, 4]", "f32[seq, 4]", "f32[seq, 4]"}, nil, "error: A must be f32[8, N]"},
+		{OpSelectiveScan, []string{"f32[8, 3]", "f32[seq, 8]", "f32[seq, 8]", "f32[8, 4]", "f32[seq, 4]", "f32[seq, 4]"}, nil, "error: state must be f32[8, 4]"},
+
 		// unknown ops
 		{OpNone, nil, nil, `error: unknown op "<none>"`},
 		{Op(200), nil, nil, `error: unknown op "Op(200)"`},
@@ -286,16 +319,22 @@ func TestInferTypes(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if len(out) != 1 || out[0].String() != tc.want {
+			got := make([]string, len(out))
+			for i, o := range out {
+				got[i] = o.String()
+			}
+			if strings.Join(got, ", ") != tc.want {
 				t.Fatalf("got %v, want %s", out, tc.want)
 			}
-			if err := out[0].Validate(); err != nil {
-				t.Errorf("inferred type is malformed: %v", err)
-			}
-			// The inputs are not aliased by the output.
-			for _, t0 := range in {
-				if len(t0.Shape) > 0 && len(out[0].Shape) > 0 && &t0.Shape[0] == &out[0].Shape[0] {
-					t.Error("output shape aliases an input shape")
+			for _, o := range out {
+				if err := o.Validate(); err != nil {
+					t.Errorf("inferred type is malformed: %v", err)
+				}
+				// The inputs are not aliased by the outputs.
+				for _, t0 := range in {
+					if len(t0.Shape) > 0 && len(o.Shape) > 0 && &t0.Shape[0] == &o.Shape[0] {
+						t.Error("output shape aliases an input shape")
+					}
 				}
 			}
 		})

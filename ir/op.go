@@ -22,6 +22,7 @@ const (
 	OpArgmax
 	OpAttention
 	OpCast
+	OpCausalConv1D
 	OpCompare
 	OpConcat
 	OpConstant
@@ -30,6 +31,7 @@ const (
 	OpDiv
 	OpErf
 	OpExp
+	OpExpertMatmul
 	OpFusedElementwise
 	OpGather
 	OpGelu
@@ -54,16 +56,21 @@ const (
 	OpRMSNorm
 	OpRope
 	OpRsqrt
+	OpSelectiveScan
 	OpSigmoid
 	OpSilu
 	OpSlice
 	OpSoftmax
+	OpSoftplus
 	OpSqrt
 	OpSub
 	OpTanh
+	OpTokenShift
+	OpTopK
 	OpTransfer
 	OpTranspose
 	OpWhere
+	OpWKV
 
 	numOps // the number of Ops, OpNone included
 )
@@ -75,6 +82,7 @@ var opNames = [numOps]string{
 	OpArgmax:           "argmax",
 	OpAttention:        "attention",
 	OpCast:             "cast",
+	OpCausalConv1D:     "causal_conv1d",
 	OpCompare:          "compare",
 	OpConcat:           "concat",
 	OpConstant:         "constant",
@@ -83,6 +91,7 @@ var opNames = [numOps]string{
 	OpDiv:              "div",
 	OpErf:              "erf",
 	OpExp:              "exp",
+	OpExpertMatmul:     "expert_matmul",
 	OpFusedElementwise: "fused_elementwise",
 	OpGather:           "gather",
 	OpGelu:             "gelu",
@@ -107,16 +116,21 @@ var opNames = [numOps]string{
 	OpRMSNorm:          "rms_norm",
 	OpRope:             "rope",
 	OpRsqrt:            "rsqrt",
+	OpSelectiveScan:    "selective_scan",
 	OpSigmoid:          "sigmoid",
 	OpSilu:             "silu",
 	OpSlice:            "slice",
 	OpSoftmax:          "softmax",
+	OpSoftplus:         "softplus",
 	OpSqrt:             "sqrt",
 	OpSub:              "sub",
 	OpTanh:             "tanh",
+	OpTokenShift:       "token_shift",
+	OpTopK:             "topk",
 	OpTransfer:         "transfer",
 	OpTranspose:        "transpose",
 	OpWhere:            "where",
+	OpWKV:              "wkv",
 }
 
 // opsByName maps each name back to its Op.

@@ -10,7 +10,7 @@ import (
 // must agree with it.
 
 // UnaryOps are the elementwise ops of one input. Output type = input type.
-var UnaryOps = []Op{OpNeg, OpExp, OpLog, OpSqrt, OpRsqrt, OpAbs, OpSilu, OpSigmoid, OpTanh, OpRelu, OpGelu, OpErf}
+var UnaryOps = []Op{OpNeg, OpExp, OpLog, OpSqrt, OpRsqrt, OpAbs, OpSilu, OpSigmoid, OpTanh, OpRelu, OpGelu, OpErf, OpSoftplus}
 
 // BinaryOps are the elementwise ops of two inputs with numpy broadcasting.
 var BinaryOps = []Op{OpAdd, OpSub, OpMul, OpDiv, OpPow, OpMaximum, OpMinimum}
@@ -24,25 +24,26 @@ var elementwise = map[Op]struct {
 	transcendental bool // GPUs allow a few ULP
 	costly         bool // a libm call: costs 16
 }{
-	OpNeg:     {doc: "-x", ints: true},
-	OpExp:     {doc: "e^x", transcendental: true, costly: true},
-	OpLog:     {doc: "ln x", transcendental: true, costly: true},
-	OpSqrt:    {doc: "√x", transcendental: true},
-	OpRsqrt:   {doc: "1/√x", transcendental: true},
-	OpAbs:     {doc: "|x|", ints: true},
-	OpSilu:    {doc: "x·sigmoid(x)", transcendental: true, costly: true},
-	OpSigmoid: {doc: "1/(1+e^-x)", transcendental: true, costly: true},
-	OpTanh:    {doc: "tanh x", transcendental: true, costly: true},
-	OpRelu:    {doc: "max(x, 0)", ints: true},
-	OpGelu:    {doc: "0.5·x·(1+tanh(√(2/π)·(x+0.044715·x³))) (the tanh approximation GPT-2 uses)", transcendental: true, costly: true},
-	OpErf:     {doc: "erf x = 2/√π·∫₀ˣ e^(-t²) dt (exact GELU is 0.5·x·(1+erf(x/√2)))", transcendental: true, costly: true},
-	OpAdd:     {doc: "a+b", ints: true},
-	OpSub:     {doc: "a-b", ints: true},
-	OpMul:     {doc: "a·b", ints: true},
-	OpDiv:     {doc: "a/b"},
-	OpPow:     {doc: "a^b", transcendental: true, costly: true},
-	OpMaximum: {doc: "max(a, b)", ints: true},
-	OpMinimum: {doc: "min(a, b)", ints: true},
+	OpNeg:      {doc: "-x", ints: true},
+	OpExp:      {doc: "e^x", transcendental: true, costly: true},
+	OpLog:      {doc: "ln x", transcendental: true, costly: true},
+	OpSqrt:     {doc: "√x", transcendental: true},
+	OpRsqrt:    {doc: "1/√x", transcendental: true},
+	OpAbs:      {doc: "|x|", ints: true},
+	OpSilu:     {doc: "x·sigmoid(x)", transcendental: true, costly: true},
+	OpSigmoid:  {doc: "1/(1+e^-x)", transcendental: true, costly: true},
+	OpTanh:     {doc: "tanh x", transcendental: true, costly: true},
+	OpRelu:     {doc: "max(x, 0)", ints: true},
+	OpGelu:     {doc: "0.5·x·(1+tanh(√(2/π)·(x+0.044715·x³))) (the tanh approximation GPT-2 uses)", transcendental: true, costly: true},
+	OpErf:      {doc: "erf x = 2/√π·∫₀ˣ e^(-t²) dt (exact GELU is 0.5·x·(1+erf(x/√2)))", transcendental: true, costly: true},
+	OpSoftplus: {doc: "ln(1+e^x) as log1p(e^x); x itself when x > 20 (PyTorch's softplus)", transcendental: true, costly: true},
+	OpAdd:      {doc: "a+b", ints: true},
+	OpSub:      {doc: "a-b", ints: true},
+	OpMul:      {doc: "a·b", ints: true},
+	OpDiv:      {doc: "a/b"},
+	OpPow:      {doc: "a^b", transcendental: true, costly: true},
+	OpMaximum:  {doc: "max(a, b)", ints: true},
+	OpMinimum:  {doc: "min(a, b)", ints: true},
 }
 
 // elementwiseOpFacts are the facts of one op of UnaryOps or BinaryOps.

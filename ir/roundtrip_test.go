@@ -79,6 +79,29 @@ var opCases = map[Op]func(c *opCtx){
 		c.b.Op(OpTransfer, []*Value{c.x}, Attrs{"from": StringAttr("source"), "to": StringAttr(`target "gpu:0"`)})
 		c.b.F.Nodes[len(c.b.F.Nodes)-1].Place = "target"
 	},
+	OpTopK: func(c *opCtx) { c.b.OpN(OpTopK, []*Value{c.x}, Attrs{"k": IntAttr(3), "axis": IntAttr(1)}) },
+	OpExpertMatmul: func(c *opCtx) {
+		ids := c.b.OpN(OpTopK, []*Value{c.x}, Attrs{"k": IntAttr(2)})[1]
+		w := c.b.Reshape(c.w, Shape{D(2), D(4), D(8)})
+		c.b.Op(OpExpertMatmul, []*Value{c.x, w, ids}, nil)
+	},
+	OpTokenShift: func(c *opCtx) {
+		c.b.Op(OpTokenShift, []*Value{c.x, c.b.Op(OpSlice, []*Value{c.x}, Attrs{"axis": IntAttr(0), "start": IntAttr(-1), "end": IntAttr(math.MaxInt32)})}, nil)
+	},
+	OpCausalConv1D: func(c *opCtx) {
+		st := c.b.Op(OpSlice, []*Value{c.w}, Attrs{"axis": IntAttr(0), "start": IntAttr(0), "end": IntAttr(3)})
+		w := c.b.Op(OpTranspose, []*Value{c.b.Op(OpSlice, []*Value{c.w}, Attrs{"axis": IntAttr(0), "start": IntAttr(4), "end": IntAttr(8)})}, Attrs{"perm": IntsAttr(1, 0)})
+		c.b.OpN(OpCausalConv1D, []*Value{st, c.x, w}, nil)
+	},
+	OpWKV: func(c *opCtx) {
+		st := c.b.Op(OpSlice, []*Value{c.w}, Attrs{"axis": IntAttr(0), "start": IntAttr(0), "end": IntAttr(3)})
+		c.b.OpN(OpWKV, []*Value{st, c.x, c.x, c.row, c.bias}, nil)
+	},
+	OpSelectiveScan: func(c *opCtx) {
+		a := c.b.Op(OpSlice, []*Value{c.w}, Attrs{"axis": IntAttr(1), "start": IntAttr(0), "end": IntAttr(4)})
+		bc := c.b.Op(OpSlice, []*Value{c.x}, Attrs{"axis": IntAttr(1), "start": IntAttr(0), "end": IntAttr(4)})
+		c.b.OpN(OpSelectiveScan, []*Value{a, c.x, c.x, a, bc, bc}, nil)
+	},
 	OpFusedElementwise: func(c *opCtx) {
 		c.b.Op(OpFusedElementwise, []*Value{c.x, c.row}, Attrs{"expr": StringAttr("add(mul(silu($0), $1), -0.5)")})
 	},

@@ -357,15 +357,18 @@ func TestOps(t *testing.T) {
 	if got := strings.Join(row(plain.stdout, "kv_write"), " "); got != "kv_write data yes yes yes yes yes" {
 		t.Errorf("kv_write row %q", got)
 	}
-	for _, want := range []string{"EFFECTS", "IN PLACE", "COMPUTE", "NUMERICS", "TRANSCENDENTALS", "SUM LENGTH", "COST", "SEMANTICS"} {
+	for _, want := range []string{"EFFECTS", "IN PLACE", "ROUTED BY", "COMPUTE", "NUMERICS", "TRANSCENDENTALS", "SUM LENGTH", "COST", "SEMANTICS"} {
 		if !strings.Contains(verbose.stdout, want) {
 			t.Errorf("ops -v has no column %s", want)
 		}
 	}
-	if got := strings.Join(row(verbose.stdout, "kv_write")[7:12], " "); got != "side effects input 0 stored" {
+	if got := strings.Join(row(verbose.stdout, "kv_write")[7:13], " "); got != "side effects input 0 - stored" {
 		t.Errorf("kv_write's facts: %q", got)
 	}
-	if got := strings.Join(row(verbose.stdout, "matmul")[7:12], " "); got != "pure - f32 sum 0" {
+	if got := strings.Join(row(verbose.stdout, "matmul")[7:13], " "); got != "pure - - f32 sum 0" {
 		t.Errorf("matmul's facts: %q", got)
+	}
+	if got := strings.Join(row(verbose.stdout, "expert_matmul")[7:13], " "); got != "pure - input 2 f32 sum" {
+		t.Errorf("expert_matmul's facts: %q", got)
 	}
 }

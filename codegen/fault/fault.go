@@ -98,18 +98,22 @@ var Table = []Fault{
 			"layer_norm and softmax read x[i+1] in their reductions; argmax scans from element 1 (never returning 0); " +
 			"rope rotates pair i by the angle of pair i+1; kv_write writes rows pos+1..; attention reads key row t+1; " +
 			"conv2d and conv_transpose2d read a weight one tap further; pool2d shifts its windows by one column; " +
+			"topk scans from element 1; expert_matmul reads expert id+1; token_shift reads the next element (wgsl) or " +
+			"x's own row (llvm); causal_conv1d reads tap j+1, wkv k of the next row, selective_scan B[n+1]; " +
 			"llvm also: iota, resize and reduce_* read the next element. WGSL kernels read past the end at the last " +
 			"element (and get WGSL's bounds-checked value); LLVM kernels wrap around to stay in bounds",
 		Elementwise: AllElementwise,
 		Ops: map[Generator][]ir.Op{
-			WGSL: {ir.OpArgmax, ir.OpAttention, ir.OpCast, ir.OpConcat, ir.OpConstant, ir.OpConv2D,
-				ir.OpConvTranspose2D, ir.OpFusedElementwise, ir.OpGather, ir.OpKVWrite, ir.OpLayerNorm, ir.OpMatmul,
-				ir.OpPool2D, ir.OpProbe, ir.OpReshape, ir.OpRMSNorm, ir.OpRope, ir.OpSlice, ir.OpSoftmax,
-				ir.OpTransfer, ir.OpTranspose},
-			LLVM: {ir.OpArgmax, ir.OpAttention, ir.OpCast, ir.OpConcat, ir.OpConstant, ir.OpConv2D,
-				ir.OpConvTranspose2D, ir.OpFusedElementwise, ir.OpGather, ir.OpIota, ir.OpKVWrite, ir.OpLayerNorm,
-				ir.OpMatmul, ir.OpPool2D, ir.OpProbe, ir.OpReduceMax, ir.OpReduceMean, ir.OpReduceSum, ir.OpReshape,
-				ir.OpResize, ir.OpRMSNorm, ir.OpRope, ir.OpSlice, ir.OpSoftmax, ir.OpTransfer, ir.OpTranspose},
+			WGSL: {ir.OpArgmax, ir.OpAttention, ir.OpCast, ir.OpCausalConv1D, ir.OpConcat, ir.OpConstant, ir.OpConv2D,
+				ir.OpConvTranspose2D, ir.OpExpertMatmul, ir.OpFusedElementwise, ir.OpGather, ir.OpKVWrite,
+				ir.OpLayerNorm, ir.OpMatmul, ir.OpPool2D, ir.OpProbe, ir.OpReshape, ir.OpRMSNorm, ir.OpRope,
+				ir.OpSelectiveScan, ir.OpSlice, ir.OpSoftmax, ir.OpTokenShift, ir.OpTopK, ir.OpTransfer,
+				ir.OpTranspose, ir.OpWKV},
+			LLVM: {ir.OpArgmax, ir.OpAttention, ir.OpCast, ir.OpCausalConv1D, ir.OpConcat, ir.OpConstant, ir.OpConv2D,
+				ir.OpConvTranspose2D, ir.OpExpertMatmul, ir.OpFusedElementwise, ir.OpGather, ir.OpIota, ir.OpKVWrite,
+				ir.OpLayerNorm, ir.OpMatmul, ir.OpPool2D, ir.OpProbe, ir.OpReduceMax, ir.OpReduceMean, ir.OpReduceSum,
+				ir.OpReshape, ir.OpResize, ir.OpRMSNorm, ir.OpRope, ir.OpSelectiveScan, ir.OpSlice, ir.OpSoftmax,
+				ir.OpTokenShift, ir.OpTopK, ir.OpTransfer, ir.OpTranspose, ir.OpWKV},
 		},
 	},
 	{
@@ -128,24 +132,28 @@ var Table = []Fault{
 		Name: MissingBarrier,
 		Does: "drops a workgroupBarrier() in kernels that share workgroup memory: the one after the tiles are loaded " +
 			"(tiled matmul), after the scores are written (attention), after the partial results are written, before " +
-			"each tree reduction (GEMV when it reduces across lanes, rms_norm, layer_norm, softmax, argmax). The result " +
-			"is then a data race: wrong on most devices (lavapipe too, in the tests), but it may happen to be right " +
-			"where a workgroup's invocations run in lockstep. LLVM kernels have no barriers",
+			"each tree reduction (GEMV and expert_matmul when they reduce across lanes, rms_norm, layer_norm, " +
+			"softmax, argmax). The result is then a data race: wrong on most devices (lavapipe too, in the tests), " +
+			"but it may happen to be right where a workgroup's invocations run in lockstep. LLVM kernels have no " +
+			"barriers",
 		Ops: map[Generator][]ir.Op{
-			WGSL: {ir.OpArgmax, ir.OpAttention, ir.OpLayerNorm, ir.OpMatmul, ir.OpRMSNorm, ir.OpSoftmax},
+			WGSL: {ir.OpArgmax, ir.OpAttention, ir.OpExpertMatmul, ir.OpLayerNorm, ir.OpMatmul, ir.OpRMSNorm, ir.OpSoftmax},
 		},
 	},
 	{
 		Name: F16Overflow,
 		Does: "every float intermediate whose magnitude exceeds 65504 (the largest f16) becomes ±inf, as it would in an " +
 			"f16 kernel: elementwise results (f32 only), matmul and attention accumulators, norm sums of squares, " +
-			"softmax sums, rope outputs, convolution sums and reduce_sum/reduce_mean sums; llvm also pool2d's",
+			"softmax sums, rope outputs, convolution sums and reduce_sum/reduce_mean sums, expert_matmul accumulators, " +
+			"causal_conv1d sums, wkv's outputs and state, selective_scan's state and sums; llvm also pool2d's",
 		Elementwise: AllElementwise,
 		Ops: map[Generator][]ir.Op{
-			WGSL: {ir.OpAttention, ir.OpConv2D, ir.OpConvTranspose2D, ir.OpFusedElementwise, ir.OpLayerNorm,
-				ir.OpMatmul, ir.OpReduceMean, ir.OpReduceSum, ir.OpRMSNorm, ir.OpRope, ir.OpSoftmax},
-			LLVM: {ir.OpAttention, ir.OpConv2D, ir.OpConvTranspose2D, ir.OpFusedElementwise, ir.OpLayerNorm,
-				ir.OpMatmul, ir.OpPool2D, ir.OpReduceMean, ir.OpReduceSum, ir.OpRMSNorm, ir.OpRope, ir.OpSoftmax},
+			WGSL: {ir.OpAttention, ir.OpCausalConv1D, ir.OpConv2D, ir.OpConvTranspose2D, ir.OpExpertMatmul,
+				ir.OpFusedElementwise, ir.OpLayerNorm, ir.OpMatmul, ir.OpReduceMean, ir.OpReduceSum, ir.OpRMSNorm,
+				ir.OpRope, ir.OpSelectiveScan, ir.OpSoftmax, ir.OpWKV},
+			LLVM: {ir.OpAttention, ir.OpCausalConv1D, ir.OpConv2D, ir.OpConvTranspose2D, ir.OpExpertMatmul,
+				ir.OpFusedElementwise, ir.OpLayerNorm, ir.OpMatmul, ir.OpPool2D, ir.OpReduceMean, ir.OpReduceSum,
+				ir.OpRMSNorm, ir.OpRope, ir.OpSelectiveScan, ir.OpSoftmax, ir.OpWKV},
 		},
 	},
 }

@@ -70,7 +70,7 @@ type Options struct {
 // Status codes a kernel returns.
 const (
 	StatusOK         = 0
-	StatusIDRange    = 1 // gather: an id is outside the table
+	StatusIDRange    = 1 // gather, expert_matmul: an id is outside the table or the experts
 	StatusPosRange   = 2 // kv_write, attention: rows pos..pos+S-1 do not fit the cache
 	StatusEmptyArgmx = 3 // argmax over an empty axis
 )
@@ -81,7 +81,7 @@ func StatusError(op ir.Op, status int32) error {
 	case StatusOK:
 		return nil
 	case StatusIDRange:
-		return fmt.Errorf("%s: an id is out of range of the table", op)
+		return fmt.Errorf("%s: an id is out of range of the table (or of the experts)", op)
 	case StatusPosRange:
 		return fmt.Errorf("%s: rows pos..pos+S-1 do not fit the cache (or pos is negative)", op)
 	case StatusEmptyArgmx:
@@ -293,6 +293,12 @@ func init() {
 		ir.OpConv2D:           genConv,
 		ir.OpConvTranspose2D:  genConv,
 		ir.OpResize:           genResize,
+		ir.OpTopK:             genTopK,
+		ir.OpExpertMatmul:     genExpertMatmul,
+		ir.OpTokenShift:       genTokenShift,
+		ir.OpCausalConv1D:     genCausalConv1D,
+		ir.OpWKV:              genWKV,
+		ir.OpSelectiveScan:    genSelectiveScan,
 	} {
 		generators[op] = fn
 	}

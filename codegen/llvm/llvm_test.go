@@ -78,6 +78,12 @@ func samples() []sample {
 		sample{op: ir.OpCompare, attrs: ir.Attrs{"cmp": ir.StringAttr("le")}, in: []ir.Type{f32(2, 3), f32(3)}},
 		sample{op: ir.OpCompare, attrs: ir.Attrs{"cmp": ir.StringAttr("ne")}, in: []ir.Type{i32(4), i32()}},
 		sample{op: ir.OpWhere, in: []ir.Type{i32(2, 1), f32(2, 3), f32(3)}},
+		sample{op: ir.OpTopK, attrs: ir.Attrs{"k": ir.IntAttr(2)}, in: []ir.Type{f32(3, 8)}},
+		sample{op: ir.OpExpertMatmul, in: []ir.Type{f32(2, 16), f32(4, 8, 16), ir.T(ir.I32, ir.S(2, 2))}},
+		sample{op: ir.OpTokenShift, in: []ir.Type{f32(3, 8), f32(1, 8)}},
+		sample{op: ir.OpCausalConv1D, in: []ir.Type{f32(3, 8), f32(2, 8), f32(8, 4)}},
+		sample{op: ir.OpWKV, in: []ir.Type{f32(3, 8), f32(2, 8), f32(2, 8), f32(8), f32(8)}},
+		sample{op: ir.OpSelectiveScan, in: []ir.Type{f32(8, 4), f32(2, 8), f32(2, 8), f32(8, 4), f32(2, 4), f32(2, 4)}},
 	)
 	return ss
 }
@@ -136,18 +142,21 @@ func TestKernelModel(t *testing.T) {
 			t.Errorf("%s: module lacks the target triple or data layout", s.op)
 		}
 		want := []codegen.Binding{}
-		if s.op == ir.OpKVWrite {
-			want = append(want, codegen.Binding{Index: 0, Name: "cache", Access: codegen.ReadWrite, Type: s.in[0], Input: 0, Output: 0})
-			want = append(want, codegen.Binding{Index: 1, Name: "in1", Access: codegen.Read, Type: s.in[1], Input: 1, Output: -1})
-			want = append(want, codegen.Binding{Index: 2, Name: "in2", Access: codegen.Read, Type: s.in[2], Input: 2, Output: -1})
-		} else {
-			out, _, _ := ir.InferTypes(s.op, s.in, n.Attrs)
-			for j, tp := range s.in {
-				want = append(want, codegen.Binding{Index: j, Name: fmt.Sprint("in", j), Access: codegen.Read, Type: tp, Input: j, Output: -1})
+		out, _, _ := ir.InferTypes(s.op, s.in, n.Attrs)
+		first := 0
+		if _, ok := ir.LookupOp(s.op).InPlace.Input(); ok { // input 0 and output 0: one ReadWrite binding
+			name := "state"
+			if s.op == ir.OpKVWrite {
+				name = "cache"
 			}
-			for j, tp := range out {
-				want = append(want, codegen.Binding{Index: len(s.in) + j, Name: fmt.Sprint("out", j), Access: codegen.Write, Type: tp, Input: -1, Output: j})
-			}
+			want = append(want, codegen.Binding{Index: 0, Name: name, Access: codegen.ReadWrite, Type: s.in[0], Input: 0, Output: 0})
+			first = 1
+		}
+		for j := first; j < len(s.in); j++ {
+			want = append(want, codegen.Binding{Index: len(want), Name: fmt.Sprint("in", j), Access: codegen.Read, Type: s.in[j], Input: j, Output: -1})
+		}
+		for j := first; j < len(out); j++ {
+			want = append(want, codegen.Binding{Index: len(want), Name: fmt.Sprint("out", j), Access: codegen.Write, Type: out[j], Input: -1, Output: j})
 		}
 		if fmt.Sprint(k.Bindings) != fmt.Sprint(want) {
 			t.Errorf("%s: bindings %v, want %v", s.op, k.Bindings, want)

@@ -170,7 +170,26 @@ func testCases() []testCase {
 	add(testCase{op: ir.OpProbe, in: []ir.Type{f32(5, 3)}, attrs: ir.Attrs{"tag": ir.StringAttr("x")}})
 	add(testCase{op: ir.OpTransfer, in: []ir.Type{f32(5, 3)}, attrs: ir.Attrs{"from": ir.StringAttr("source"), "to": ir.StringAttr("target")}})
 	nnCases(add)
+	llmCases(add)
 	return cs
+}
+
+// llmCases adds the cases of the mixture-of-experts and recurrent ops.
+func llmCases(add func(testCase)) {
+	neg := func(i int) float64 { return -positive(i) } // decays: RWKV's w, Mamba's A
+	add(testCase{op: ir.OpTopK, in: []ir.Type{f32(5, 8)}, attrs: ir.Attrs{"k": ir.IntAttr(2)}})
+	add(testCase{name: "topk_ties", op: ir.OpTopK, in: []ir.Type{f32(3, 4, 2)}, attrs: ir.Attrs{"k": ir.IntAttr(3), "axis": ir.IntAttr(1)},
+		fill: map[int]func(int) float64{0: func(i int) float64 { return float64(i % 3) }}})
+	experts := map[int]func(int) float64{2: func(i int) float64 { return float64((i*5 + 1) % 4) }}
+	add(testCase{op: ir.OpExpertMatmul, in: []ir.Type{f32(3, 64), f32(4, 40, 64), i32(3, 2)}, fill: experts})
+	add(testCase{op: ir.OpExpertMatmul, in: []ir.Type{f32(2, 2, 37), f32(4, 5, 37), i32(2, 2)}, fill: experts})
+	add(testCase{op: ir.OpTokenShift, in: []ir.Type{f32(5, 16), f32(1, 16)}})
+	add(testCase{op: ir.OpCausalConv1D, in: []ir.Type{f32(3, 24), f32(7, 24), f32(24, 4)}})
+	add(testCase{op: ir.OpCausalConv1D, in: []ir.Type{f32(3, 24), f32(1, 24), f32(24, 4)}})
+	add(testCase{op: ir.OpWKV, in: []ir.Type{f32(3, 16), f32(6, 16), f32(6, 16), f32(16), f32(16)},
+		fill: map[int]func(int) float64{0: func(i int) float64 { return float64(i%7) * 0.5 }, 3: neg}})
+	add(testCase{op: ir.OpSelectiveScan, in: []ir.Type{f32(16, 8), f32(5, 16), f32(5, 16), f32(16, 8), f32(5, 8), f32(5, 8)},
+		fill: map[int]func(int) float64{2: positive, 3: neg}})
 }
 
 // nnCases adds the cases of the vision and general ONNX ops, when the

@@ -121,8 +121,8 @@ func checkKernel(t *testing.T, c testCase, k *codegen.Kernel) {
 			t.Errorf("binding %d: access %s for input %d output %d", i, bd.Access, bd.Input, bd.Output)
 		}
 	}
-	if len(ins) != len(c.in) || len(outs) != 1 {
-		t.Errorf("bindings %+v do not cover %d inputs and 1 output", k.Bindings, len(c.in))
+	if nout := ir.LookupOp(c.op).Outputs; len(ins) != len(c.in) || len(outs) != nout {
+		t.Errorf("bindings %+v do not cover %d inputs and %d outputs", k.Bindings, len(c.in), nout)
 	}
 	wg := k.WorkgroupSize[0] * k.WorkgroupSize[1] * k.WorkgroupSize[2]
 	if wg < 1 || wg > 256 {

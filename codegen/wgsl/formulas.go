@@ -32,26 +32,32 @@ import (
 // computes the transcendentals as the CPU does (codegen/llvm: through
 // double) gives the CPU's bits. The i32 formulas keep tapml's integer
 // semantics: wrapping, and division by zero gives 0 (WGSL's would give a).
+//
+// softplus is PyTorch's, log1p(exp(β·x)) with β = 1, and x itself above
+// the threshold 20; β is written out so that wrong_constant changes a
+// constant that shows (a changed threshold would not: both branches agree
+// there).
 var formulas = map[ir.Op]struct{ f32, i32 string }{
-	ir.OpNeg:     {"-x", "-x"},
-	ir.OpExp:     {"exp(x)", ""},
-	ir.OpLog:     {"log(x)", ""},
-	ir.OpSqrt:    {"sqrt(x)", ""},
-	ir.OpRsqrt:   {"1.0f / sqrt(x)", ""},
-	ir.OpAbs:     {"abs(x)", "abs(x)"},
-	ir.OpSilu:    {"x * (1.0f / (1.0f + exp(-x)))", ""},
-	ir.OpSigmoid: {"1.0f / (1.0f + exp(-x))", ""},
-	ir.OpTanh:    {"tanh_(x)", ""},
-	ir.OpRelu:    {"select(x, 0.0f, x < 0.0f)", "max(x, 0i)"}, // NaN and -0 stay
-	ir.OpGelu:    {"0.5f * x * (1.0f + tanh_(0.7978845608028654f * (x + 0.044715f * x * x * x)))", ""},
-	ir.OpErf:     {"erf_(x)", ""},
-	ir.OpAdd:     {"a + b", "a + b"},
-	ir.OpSub:     {"a - b", "a - b"},
-	ir.OpMul:     {"a * b", "a * b"},
-	ir.OpDiv:     {"a / b", "select(a / b, 0i, b == 0i)"},
-	ir.OpPow:     {"pow_(a, b)", ""},
-	ir.OpMaximum: {"max(a, b)", "max(a, b)"},
-	ir.OpMinimum: {"min(a, b)", "min(a, b)"},
+	ir.OpNeg:      {"-x", "-x"},
+	ir.OpExp:      {"exp(x)", ""},
+	ir.OpLog:      {"log(x)", ""},
+	ir.OpSqrt:     {"sqrt(x)", ""},
+	ir.OpRsqrt:    {"1.0f / sqrt(x)", ""},
+	ir.OpAbs:      {"abs(x)", "abs(x)"},
+	ir.OpSilu:     {"x * (1.0f / (1.0f + exp(-x)))", ""},
+	ir.OpSigmoid:  {"1.0f / (1.0f + exp(-x))", ""},
+	ir.OpTanh:     {"tanh_(x)", ""},
+	ir.OpRelu:     {"select(x, 0.0f, x < 0.0f)", "max(x, 0i)"}, // NaN and -0 stay
+	ir.OpGelu:     {"0.5f * x * (1.0f + tanh_(0.7978845608028654f * (x + 0.044715f * x * x * x)))", ""},
+	ir.OpErf:      {"erf_(x)", ""},
+	ir.OpSoftplus: {"select(log1p_(exp(1.0f * x)), x, x > 20.0f)", ""}, // PyTorch's, β = 1 written out (see above)
+	ir.OpAdd:      {"a + b", "a + b"},
+	ir.OpSub:      {"a - b", "a - b"},
+	ir.OpMul:      {"a * b", "a * b"},
+	ir.OpDiv:      {"a / b", "select(a / b, 0i, b == 0i)"},
+	ir.OpPow:      {"pow_(a, b)", ""},
+	ir.OpMaximum:  {"max(a, b)", "max(a, b)"},
+	ir.OpMinimum:  {"min(a, b)", "min(a, b)"},
 }
 
 // helpers are the WGSL functions kernels call; a kernel declares those it
@@ -88,6 +94,12 @@ var helpers = map[string]struct{ src, libm string }{
   let q = -1.26551223f + t * (1.00002368f + t * (0.37409196f + t * (0.09678418f + t * (-0.18628806f + t * (0.27886807f + t * (-1.13520398f + t * (1.48851587f + t * (-0.82215223f + t * 0.17087277f))))))));
   let r = 1.0f - t * exp(q - a * a);
   return select(r, -r, x < 0.0f);
+}`},
+	// log1p_: ln(1+x) as ln(u)·x/(u-1) with u = 1+x rounded (Goldberg's
+	// trick: accurate where 1+x rounds); x itself when u rounds to 1.
+	"log1p_": {libm: "log1p", src: `fn log1p_(x: f32) -> f32 {
+  let u = 1.0f + x;
+  return select(log(u) * (x / (u - 1.0f)), x, u == 1.0f);
 }`},
 	// pow with C's (and Go's) special cases: WGSL's pow is undefined for
 	// a negative base.

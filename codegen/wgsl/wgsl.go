@@ -270,6 +270,12 @@ func init() {
 		ir.OpTranspose:        genTranspose,
 		ir.OpSlice:            genSlice,
 		ir.OpConcat:           genConcat,
+		ir.OpTopK:             genTopK,
+		ir.OpExpertMatmul:     genExpertMatmul,
+		ir.OpTokenShift:       genTokenShift,
+		ir.OpCausalConv1D:     genCausalConv1D,
+		ir.OpWKV:              genWKV,
+		ir.OpSelectiveScan:    genSelectiveScan,
 	} {
 		generators[op] = fn
 	}

@@ -15,6 +15,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"math"
+	"strconv"
 
 	"github.com/tapml/tapml/ir"
 )
@@ -52,6 +53,11 @@ type Decoder struct {
 	// of WeightShapes (a fused projection split at load, not copied); a
 	// weight that parts are made of is not in the module itself.
 	Parts []Part
+	// MaxSeq is the most tokens a session may hold: the KV caches' length,
+	// or for a recurrent model (whose state does not grow) the context its
+	// configuration gives. Build records it as the module's meta
+	// "max_seq", from which runtime/llm sizes a session.
+	MaxSeq int
 	// State lists what layer l carries from one call to the next: its KV
 	// cache (KVCache), a recurrent state, or nothing (or State is nil: no
 	// layer carries any). Each entry is a
@@ -184,6 +190,9 @@ func Build(name string, c Config, weights map[string]ir.WeightSource) (*ir.Modul
 	m := ir.NewModule(name)
 	m.Meta["arch"] = d.Arch
 	m.Meta["config"] = d.Config
+	if d.MaxSeq > 0 {
+		m.Meta["max_seq"] = strconv.Itoa(d.MaxSeq)
+	}
 	w, err := addWeights(m, c.WeightShapes(), d.Parts, weights)
 	if err != nil {
 		return nil, err

@@ -186,7 +186,7 @@ func (s Stack) Decoder() Decoder {
 		parts = append(parts, s.attention().Parts(s.Layer(l)+s.AttentionName+".")...)
 	}
 	return Decoder{
-		Arch: s.Arch, Config: fmt.Sprintf("%+v", s.Config), Layers: s.Layers, Parts: parts,
+		Arch: s.Arch, Config: fmt.Sprintf("%+v", s.Config), Layers: s.Layers, Parts: parts, MaxSeq: s.MaxSeq,
 		State: func(int) []State { return KVCache(s.MaxSeq, s.KVHeads, s.HeadDim) },
 		Embed: func(f *Forward) *ir.Value {
 			x := f.At(s.Embedding).Gather(f.W(s.Embedding+".weight"), f.Tokens)

@@ -33,6 +33,9 @@ type family struct {
 	config func(o jsonObject, c *Config) (arch.Config, error)
 	// tensor is the checkpoint's name of the weight canon of model m.
 	tensor func(canon string, m arch.Config, ck *Checkpoint) string
+	// stacked, when set and not nil for canon, names the checkpoint's
+	// tensors (one per expert) that stack into the weight canon.
+	stacked func(canon string, m arch.Config) []string
 	// unread reports a checkpoint tensor that the graph may leave unread
 	// (a buffer of old checkpoints, a classifier tied to the embedding).
 	unread func(name string, m arch.Config) bool
@@ -50,12 +53,17 @@ var families = []family{
 	gptneoxFamily,
 	graniteFamily,
 	llamaModel.family(),
+	mambaFamily,
 	mistralModel.family(),
+	mixtralModel.moeFamily(),
 	olmo2Family,
 	phiFamily,
 	phi3Model.family(),
 	qwen2Model.family(),
+	qwen2MoeModel.moeFamily(),
 	qwen3Model.family(),
+	qwen3MoeModel.moeFamily(),
+	rwkvFamily,
 	stablelmFamily,
 	starcoder2Family,
 }
@@ -95,8 +103,9 @@ type Config struct {
 	// EOG are the ids that end generation: eos_token_id, all of a list
 	// (generation_config.json's replaces config.json's in Load).
 	EOG []int
-	// MaxPositions is max_position_embeddings (n_positions), before
-	// MaxSeqCap.
+	// MaxPositions is max_position_embeddings (n_positions for GPT-2,
+	// context_length for RWKV), before MaxSeqCap; 0 for a model without a
+	// position limit (Mamba).
 	MaxPositions int
 	family       family
 }

@@ -1,6 +1,7 @@
 package hf
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"regexp"
@@ -15,6 +16,7 @@ import (
 type llamaVariant struct {
 	arch, modelType string
 	defPos          int64 // max_position_embeddings when config.json has none
+	defKVHeads      int64 // num_key_value_heads when config.json has none (0: num_attention_heads)
 	qkvBias         bool  // q/k/v biases (Qwen2)
 	qkNorm          bool  // per-head q and k RMSNorms (Qwen3)
 	fused           bool  // qkv_proj and gate_up_proj (Phi-3)
@@ -27,8 +29,8 @@ type llamaVariant struct {
 type windowRule int
 
 const (
-	noWindow    windowRule = iota // LLaMA: none (use_sliding_window must be false)
-	everyLayer                    // Mistral, Phi-3: sliding_window (or null) for every layer
+	noWindow    windowRule = iota // LLaMA, Qwen MoE: none (use_sliding_window must be false)
+	everyLayer                    // Mistral, Mixtral, Phi-3: sliding_window (or null) for every layer
 	qwenWindows                   // Qwen2, Qwen3: use_sliding_window, max_window_layers, layer_types
 )
 
@@ -65,6 +67,7 @@ var rotaryBuffer = regexp.MustCompile(`^model\.layers\.[0-9]+\.self_attn\.rotary
 // out (its transformers configuration class's defaults).
 type llamaDefaults struct {
 	pos, headDim int64 // headDim 0: hidden_size / num_attention_heads
+	kvHeads      int64 // 0: num_attention_heads
 	tied         bool
 }
 
@@ -78,7 +81,7 @@ func (o jsonObject) llamaBase(c *Config, def llamaDefaults) (llama.Config, error
 	get(&l.HiddenDim, "intermediate_size", -1, 1, bigDim)
 	get(&l.Layers, "num_hidden_layers", -1, 1, bigLayer)
 	get(&l.Heads, "num_attention_heads", -1, 1, bigDim)
-	get(&l.KVHeads, "num_key_value_heads", int64(l.Heads), 1, bigDim)
+	get(&l.KVHeads, "num_key_value_heads", cmp.Or(def.kvHeads, int64(l.Heads)), 1, bigDim)
 	get(&c.MaxPositions, "max_position_embeddings", def.pos, 1, bigPos)
 	get(&l.HeadSize, "head_dim", def.headDim, 0, bigDim)
 	if err != nil {
@@ -134,19 +137,15 @@ func useRope(l *llama.Config, r ropeConfig) {
 
 // llama reads the config.json of a LLaMA-like variant.
 func (o jsonObject) llama(c *Config, v llamaVariant) (arch.Config, error) {
-	l, err := o.llamaBase(c, llamaDefaults{pos: v.defPos})
+	l, err := o.llamaBase(c, llamaDefaults{pos: v.defPos, kvHeads: v.defKVHeads})
 	if err != nil {
 		return nil, err
 	}
 	if err := o.setRope(&l, c, v.rope); err != nil {
 		return nil, err
 	}
-	act, err := o.string("hidden_act", "silu")
-	if err != nil {
+	if err := o.unsupported("hidden_act", "only silu", `"silu"`); err != nil {
 		return nil, err
-	}
-	if act != "silu" {
-		return nil, o.errorf("hidden_act", "%q is not supported (only silu)", act)
 	}
 	for _, u := range []struct {
 		key, why string
@@ -172,7 +171,7 @@ func (o jsonObject) windows(l *llama.Config, rule windowRule, def int64) error {
 	var err error
 	switch rule {
 	case noWindow:
-		return o.unsupported("use_sliding_window", "sliding-window attention is not part of this architecture", "false")
+		return o.unsupported("use_sliding_window", "sliding-window attention is not implemented for this architecture", "false")
 	case everyLayer:
 		l.SlidingWindow, err = o.nullableInt("sliding_window", def)
 		return err

@@ -3,14 +3,18 @@
 // and, when present, tokenizer.json and generation_config.json. Supported
 // architectures (Architectures) are the LLaMA-like ones (llama.go: Llama,
 // Mistral, Qwen2, Qwen3 and Phi-3 through frontend/arch/llama, with Hugging
-// Face's "half" RoPE layout), Gemma 1-3 (gemma.go, frontend/arch/gemma),
+// Face's "half" RoPE layout; with mixtures of experts (moe.go) Mixtral,
+// Qwen2-MoE and Qwen3-MoE), Gemma 1-3 (gemma.go, frontend/arch/gemma),
 // GPT2LMHeadModel and GPTBigCodeForCausalLM (gpt2.go, frontend/arch/gpt2),
-// and the families assembled from arch's parts (Phi, StableLM, OLMo 2,
-// Granite, Cohere, GPT-NeoX, Falcon, StarCoder2); each is a family
-// (config.go) in a file of its own that maps config.json and the tensor
-// names onto the arch family. RoPE settings in either form transformers
-// writes are read once, in rope.go. Weights may be F32, F16 or BF16; they are memory-mapped, F32
-// ones used in place and 16-bit ones widened to f32 on first use.
+// the families assembled from arch's parts (Phi, StableLM, OLMo 2,
+// Granite, Cohere, GPT-NeoX, Falcon, StarCoder2), and the recurrent
+// RwkvForCausalLM and MambaForCausalLM (rwkv.go, mamba.go); each is a
+// family (config.go) in a file of its own that maps config.json and the
+// tensor names onto the arch family. RoPE settings in either form
+// transformers writes are read once, in rope.go. Weights may be F32, F16
+// or BF16; they are memory-mapped, F32 ones used in place and 16-bit ones
+// widened to f32 on first use (a mixture's per-expert tensors are stacked
+// on first use).
 //
 // Everything read from the folder is checked: config.json's
 // hyperparameters (unsupported features such as rope_scaling are errors
@@ -142,6 +146,19 @@ func (c *Config) Build(name string, ck *Checkpoint) (*ir.Module, error) {
 	weights := map[string]ir.WeightSource{}
 	used := map[string]bool{}
 	for _, ns := range c.Model.WeightShapes() {
+		if c.family.stacked != nil {
+			if parts := c.family.stacked(ns.Name, c.Model); parts != nil {
+				src, err := ck.Stack(parts, ns.Shape)
+				if err != nil {
+					return nil, err
+				}
+				weights[ns.Name] = src
+				for _, p := range parts {
+					used[p] = true
+				}
+				continue
+			}
+		}
 		file := c.family.tensor(ns.Name, c.Model, ck)
 		src, err := ck.Source(file, ns.Shape)
 		if err != nil {
@@ -172,6 +189,8 @@ func (c *Config) Build(name string, ck *Checkpoint) (*ir.Module, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", ck.Dir, err)
 	}
-	m.Meta["max_position_embeddings"] = fmt.Sprint(c.MaxPositions)
+	if c.MaxPositions > 0 {
+		m.Meta["max_position_embeddings"] = fmt.Sprint(c.MaxPositions)
+	}
 	return m, nil
 }

@@ -48,20 +48,22 @@ func editJSON(t *testing.T, path string, edit func(map[string]any)) {
 	}
 }
 
-// loadWant loads the folder dir: it must load when want is "", else fail
-// with an error that contains want and names the folder.
-func loadWant(t *testing.T, dir, want string) {
+// loadWant loads the folder dir: it must load when want is "" (and
+// loadWant returns the module), else fail with an error that contains want
+// and names the folder.
+func loadWant(t *testing.T, dir, want string) *ir.Module {
 	t.Helper()
-	_, _, err := Load(dir)
+	m, _, err := Load(dir)
 	if want == "" {
 		if err != nil {
 			t.Fatal(err)
 		}
-		return
+		return m
 	}
 	if err == nil || !strings.Contains(err.Error(), want) || !strings.Contains(err.Error(), dir) {
 		t.Fatalf("error %v, want one naming %s with %q", err, dir, want)
 	}
+	return nil
 }
 
 func TestLoadSmall(t *testing.T) {

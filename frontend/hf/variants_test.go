@@ -84,6 +84,25 @@ func TestConfigVariants(t *testing.T) {
 				t.Errorf("%+v", l)
 			}
 		}},
+		{"mixtral defaults", "MixtralForCausalLM", map[string]any{"num_attention_heads": 8, "head_dim": 4, "num_key_value_heads": nil}, "",
+			func(t *testing.T, c arch.Config) {
+				l := c.(llama.Config)
+				if l.KVHeads != 8 || l.RopeTheta != 1e6 || l.SlidingWindow != 0 || l.MaxSeq != MaxSeqCap ||
+					l.MoE == nil || l.MoE.Experts != 8 || l.MoE.TopK != 2 || l.MoE.Hidden != 64 || !l.MoE.NormTopK {
+					t.Errorf("%+v %+v", l, l.MoE)
+				}
+			}},
+		{"mixtral window", "MixtralForCausalLM", map[string]any{"sliding_window": 7}, "", func(t *testing.T, c arch.Config) {
+			if l := c.(llama.Config); l.SlidingWindow != 7 || l.SlidingLayers != nil {
+				t.Errorf("%+v", l)
+			}
+		}},
+		{"qwen3_moe q/k norms", "Qwen3MoeForCausalLM", nil, "", func(t *testing.T, c arch.Config) {
+			if l := c.(llama.Config); !l.QKNorm || l.QKVBias || l.MoE == nil || l.MoE.SharedHidden != 0 {
+				t.Errorf("%+v", l)
+			}
+		}},
+		{"qwen2_moe windows refused", "Qwen2MoeForCausalLM", map[string]any{"use_sliding_window": true}, "use_sliding_window: true is not supported", nil},
 		{"phi3 su", "Phi3ForCausalLM", map[string]any{"max_position_embeddings": 64, "original_max_position_embeddings": 16, "rope_theta": 1e4,
 			"rope_scaling": map[string]any{"type": "su", "short_factor": []float64{1, 1, 1, 1}, "long_factor": []float64{1, 2, 3, 4}, "original_max_position_embeddings": 8}},
 			"", func(t *testing.T, c arch.Config) {

@@ -247,6 +247,49 @@ func (c *Checkpoint) Source(name string, want []int) (ir.WeightSource, error) {
 	return nil, fmt.Errorf("%s: tensor %q has dtype %s; weights must be F32, F16 or BF16", r.shard.path, name, r.info.DType)
 }
 
+// Stack returns an f32 weight source of shape want whose slices along the
+// first axis are the tensors names, each of shape want[1:] (a mixture of
+// experts' weights, stored one tensor per expert). The stacked bytes are
+// assembled on first use.
+func (c *Checkpoint) Stack(names []string, want []int) (ir.WeightSource, error) {
+	if len(want) == 0 || want[0] != len(names) {
+		return nil, fmt.Errorf("%s: %d tensors do not stack to %v", c.Dir, len(names), want)
+	}
+	s := &stackSource{}
+	for _, n := range names {
+		src, err := c.Source(n, want[1:])
+		if err != nil {
+			return nil, err
+		}
+		s.parts = append(s.parts, src)
+	}
+	return s, nil
+}
+
+// stackSource concatenates the bytes of its parts on the first call to
+// Bytes and keeps the result.
+type stackSource struct {
+	parts []ir.WeightSource
+	once  sync.Once
+	out   []byte
+	err   error
+}
+
+// Bytes returns the parts' f32 bytes one after the other.
+func (s *stackSource) Bytes() ([]byte, error) {
+	s.once.Do(func() {
+		for _, p := range s.parts {
+			b, err := p.Bytes()
+			if err != nil {
+				s.err = err
+				return
+			}
+			s.out = append(s.out, b...)
+		}
+	})
+	return s.out, s.err
+}
+
 // convertSource converts 16-bit float data to f32 on the first call to
 // Bytes and keeps the result.
 type convertSource struct {

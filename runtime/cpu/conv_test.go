@@ -16,6 +16,12 @@ func nnSamples(r *rand.Rand) map[ir.Op]sample {
 	x4 := randF32(r, 1, 2, 5, 5)
 	s := map[ir.Op]sample{
 		ir.OpIota:            {ir.Attrs{"shape": ir.ShapeAttr(ir.S(2, 3)), "axis": ir.IntAttr(1)}, []*tensor.Tensor{tensor.ScalarInt32(4)}},
+		ir.OpTopK:            {ir.Attrs{"k": ir.IntAttr(2)}, []*tensor.Tensor{randF32(r, 3, 4)}},
+		ir.OpExpertMatmul:    {nil, []*tensor.Tensor{randF32(r, 2, 3), randF32(r, 4, 5, 3), tensor.FromInt32([]int{2, 2}, []int32{3, 0, 1, 3})}},
+		ir.OpTokenShift:      {nil, []*tensor.Tensor{randF32(r, 3, 4), randF32(r, 1, 4)}},
+		ir.OpCausalConv1D:    {nil, []*tensor.Tensor{randF32(r, 2, 4), randF32(r, 3, 4), randF32(r, 4, 3)}},
+		ir.OpWKV:             {nil, []*tensor.Tensor{randF32(r, 3, 4), randF32(r, 2, 4), randF32(r, 2, 4), randF32(r, 4), randF32(r, 4)}},
+		ir.OpSelectiveScan:   {nil, []*tensor.Tensor{randF32(r, 4, 2), randF32(r, 3, 4), randF32(r, 3, 4), randF32(r, 4, 2), randF32(r, 3, 2), randF32(r, 3, 2)}},
 		ir.OpConv2D:          {ir.Attrs{"pads": ir.IntsAttr(1, 1, 1, 1)}, []*tensor.Tensor{x4, randF32(r, 3, 2, 3, 3), randF32(r, 3)}},
 		ir.OpConvTranspose2D: {ir.Attrs{"strides": ir.IntsAttr(2, 2)}, []*tensor.Tensor{x4, randF32(r, 2, 3, 2, 2)}},
 		ir.OpPool2D:          {ir.Attrs{"kernel": ir.IntsAttr(2, 2)}, []*tensor.Tensor{x4}},

@@ -69,7 +69,7 @@ func TestEveryOpImplemented(t *testing.T) {
 			t.Errorf("op %s has no sample call in this test; add one", def.Name)
 			continue
 		}
-		launch(t, d, def.Op, c.attrs, c.in...) // checks the output type against inference
+		launchN(t, d, def.Op, c.attrs, c.in...) // checks the output types against inference
 	}
 }
 

@@ -122,6 +122,9 @@ func init() {
 		ir.OpReshape: reshapeKernel, ir.OpTranspose: transposeKernel, ir.OpSlice: sliceKernel,
 		ir.OpConcat: concatKernel, ir.OpProbe: identityKernel, ir.OpTransfer: identityKernel,
 		ir.OpFusedElementwise: fusedKernel, ir.OpCompare: compareKernel, ir.OpWhere: whereKernel,
+		ir.OpTopK: topkKernel, ir.OpExpertMatmul: expertMatmulKernel,
+		ir.OpTokenShift: tokenShiftKernel, ir.OpCausalConv1D: causalConv1DKernel, ir.OpWKV: wkvKernel,
+		ir.OpSelectiveScan: selectiveScanKernel,
 	} {
 		kernels[op] = k
 	}

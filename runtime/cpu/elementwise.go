@@ -35,6 +35,7 @@ const (
 	opRelu
 	opGelu
 	opErf
+	opSoftplus
 	opAdd
 	opSub
 	opMul
@@ -47,7 +48,8 @@ const (
 var opcodes = map[ir.Op]opcode{
 	ir.OpNeg: opNeg, ir.OpExp: opExp, ir.OpLog: opLog, ir.OpSqrt: opSqrt, ir.OpRsqrt: opRsqrt, ir.OpAbs: opAbs,
 	ir.OpSilu: opSilu, ir.OpSigmoid: opSigmoid, ir.OpTanh: opTanh, ir.OpRelu: opRelu, ir.OpGelu: opGelu, ir.OpErf: opErf,
-	ir.OpAdd: opAdd, ir.OpSub: opSub, ir.OpMul: opMul, ir.OpDiv: opDiv, ir.OpPow: opPow,
+	ir.OpSoftplus: opSoftplus,
+	ir.OpAdd:      opAdd, ir.OpSub: opSub, ir.OpMul: opMul, ir.OpDiv: opDiv, ir.OpPow: opPow,
 	ir.OpMaximum: opMax, ir.OpMinimum: opMin,
 }
 
@@ -112,6 +114,14 @@ func unaryF32(op opcode, dst, x []float32) {
 	case opErf:
 		for i, v := range x {
 			dst[i] = float32(math.Erf(float64(v)))
+		}
+	case opSoftplus: // torch: x > 20 ? x : log1p(exp(x))
+		for i, v := range x {
+			if v > 20 {
+				dst[i] = v
+			} else {
+				dst[i] = float32(math.Log1p(float64(expf(v))))
+			}
 		}
 	default:
 		panic(fmt.Sprintf("unaryF32: opcode %d", op))

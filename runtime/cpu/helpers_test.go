@@ -28,8 +28,20 @@ func node(t testing.TB, op ir.Op, attrs ir.Attrs, ins ...*tensor.Tensor) (*ir.No
 	return &ir.Node{ID: 1, Op: op, Attrs: na}, outs
 }
 
-// launch runs op on the device and returns its downloaded output.
+// launch runs an op of one output on the device and returns it.
 func launch(t testing.TB, d *Device, op ir.Op, attrs ir.Attrs, ins ...*tensor.Tensor) *tensor.Tensor {
+	t.Helper()
+	got := launchN(t, d, op, attrs, ins...)
+	if len(got) != 1 {
+		t.Fatalf("%s: %d outputs", op, len(got))
+	}
+	return got[0]
+}
+
+// launchN runs op on the device and returns its downloaded outputs, each
+// checked against its inferred type. An op that updates an input in place
+// updates ins's tensor.
+func launchN(t testing.TB, d *Device, op ir.Op, attrs ir.Attrs, ins ...*tensor.Tensor) []*tensor.Tensor {
 	t.Helper()
 	n, outs := node(t, op, attrs, ins...)
 	bufs := make([]*runtime.Buffer, len(ins))
@@ -44,15 +56,19 @@ func launch(t testing.TB, d *Device, op ir.Op, attrs ir.Attrs, ins ...*tensor.Te
 	if err != nil {
 		t.Fatalf("%s: %v", op, err)
 	}
-	if len(res) != 1 {
-		t.Fatalf("%s: %d outputs", op, len(res))
+	if len(res) != len(outs) {
+		t.Fatalf("%s: %d outputs, inferred %d", op, len(res), len(outs))
 	}
-	got, err := d.Download(res[0])
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !got.Type().Equal(outs[0]) {
-		t.Fatalf("%s: output %s, inferred %s", op, got.Type(), outs[0])
+	var got []*tensor.Tensor
+	for i, b := range res {
+		x, err := d.Download(b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !x.Type().Equal(outs[i]) {
+			t.Fatalf("%s: output %d %s, inferred %s", op, i, x.Type(), outs[i])
+		}
+		got = append(got, x)
 	}
 	return got
 }
@@ -166,6 +182,8 @@ func naiveUnary(op ir.Op, x float64) float64 {
 		return 0.5 * x * (1 + math.Tanh(math.Sqrt(2/math.Pi)*(x+0.044715*x*x*x)))
 	case ir.OpErf:
 		return math.Erf(x)
+	case ir.OpSoftplus:
+		return math.Log(1 + math.Exp(x))
 	}
 	panic("naiveUnary: " + op.String())
 }

@@ -3,6 +3,7 @@ package llm
 import (
 	"fmt"
 	"slices"
+	"strconv"
 
 	"github.com/tapml/tapml/ir"
 )
@@ -13,11 +14,33 @@ import (
 // (FitContext) and a session refuses more than this.
 const MaxCacheBytes = 16 << 30
 
-// FitContext shrinks the KV caches of a language model to n positions when
-// its context is longer, so that a run of n positions (prompt included)
-// allocates what it needs rather than the header's maximum. The types of
-// the nodes that use the caches are inferred again. n <= 0, or n at least
-// the context length, changes nothing.
+// ContextLength is the most tokens a session of the language model m can
+// hold: its meta "max_seq" (frontend/arch records it: the KV caches'
+// length, or a recurrent model's context, whose state does not grow), or
+// for a module without it the rows of its first KV cache.
+func ContextLength(m *ir.Module) (int, error) {
+	if v, ok := m.Meta["max_seq"]; ok {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 {
+			return 0, fmt.Errorf("module %q: meta max_seq %q is not a positive integer", m.Name, v)
+		}
+		return n, nil
+	}
+	if dec := m.Func("decode"); dec != nil && len(dec.Params) > 2 && dec.Params[2].Type.Shape.Rank() > 0 {
+		if d := dec.Params[2].Type.Shape[0]; d.IsStatic() {
+			return int(d.Size), nil // the KV cache's rows
+		}
+	}
+	return 0, fmt.Errorf("module %q has no meta max_seq and no KV cache to size a session by", m.Name)
+}
+
+// FitContext shrinks the context of a language model to n positions when
+// it is longer, so that a run of n positions (prompt included) allocates
+// the KV caches it needs rather than the header's maximum: the caches
+// (the parameters kv_write writes; a recurrent state keeps its shape) get
+// n rows and the meta max_seq becomes n. The types of the nodes that use
+// the caches are inferred again. n <= 0, or n at least the context
+// length, changes nothing.
 func FitContext(m *ir.Module, n int) error {
 	for _, name := range []string{"prefill", "decode"} {
 		f := m.Func(name)
@@ -27,13 +50,21 @@ func FitContext(m *ir.Module, n int) error {
 		if err := checkSignature(f); err != nil {
 			return err
 		}
-		if n <= 0 || len(f.Params) < 3 || n >= f.Params[2].Type.Shape.Sizes()[0] {
-			return nil
-		}
+	}
+	ctx, err := ContextLength(m)
+	if err != nil {
+		return err
+	}
+	if n <= 0 || n >= ctx {
+		return nil
 	}
 	for _, name := range []string{"prefill", "decode"} {
 		f := m.Func(name)
+		caches := kvCaches(f)
 		for _, p := range f.Params[2:] {
+			if !caches[p] {
+				continue
+			}
 			shape := slices.Clone(p.Type.Shape)
 			shape[0] = ir.D(int64(n))
 			p.Type = ir.T(p.Type.DType, shape)
@@ -52,5 +83,18 @@ func FitContext(m *ir.Module, n int) error {
 			}
 		}
 	}
+	m.Meta["max_seq"] = strconv.Itoa(n)
 	return ir.Verify(m)
+}
+
+// kvCaches are the parameters of f that kv_write writes: KV caches, whose
+// rows are positions.
+func kvCaches(f *ir.Function) map[*ir.Value]bool {
+	caches := map[*ir.Value]bool{}
+	for _, nd := range f.Nodes {
+		if nd.Op == ir.OpKVWrite {
+			caches[nd.Inputs[0]] = true
+		}
+	}
+	return caches
 }

@@ -1,10 +1,14 @@
 package llm
 
 import (
+	"math/rand/v2"
+	"slices"
 	"testing"
 
 	"github.com/tapml/tapml/frontend/arch"
 	"github.com/tapml/tapml/frontend/arch/llama"
+	"github.com/tapml/tapml/frontend/arch/mamba"
+	"github.com/tapml/tapml/ir"
 	"github.com/tapml/tapml/runtime"
 	"github.com/tapml/tapml/runtime/cpu"
 )
@@ -21,13 +25,7 @@ func TestFitContext(t *testing.T) {
 		if err := FitContext(m, fit); err != nil {
 			t.Fatal(err)
 		}
-		exec := runtime.NewExecutor(m, cpu.New())
-		defer exec.Close()
-		s, err := NewSession(exec)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer s.Close()
+		s := cpuSession(t, m)
 		l, err := s.Forward([]int{1, 5, 6})
 		if err != nil {
 			t.Fatal(err)
@@ -57,5 +55,43 @@ func TestFitContext(t *testing.T) {
 	}
 	if _, err := NewSession(runtime.NewExecutor(m, cpu.New())); err == nil {
 		t.Error("a session with 20 GiB of caches was allocated")
+	}
+}
+
+// A recurrent model's state does not grow with the context, so fitting
+// keeps its shapes (Mamba's conv state has ConvKernel-1 rows, more than the
+// fitted 2) and shortens only the session, through the meta max_seq.
+func TestFitContextRecurrent(t *testing.T) {
+	c := mamba.Config{Dim: 8, Inner: 16, State: 4, ConvKernel: 4, DtRank: 1, Layers: 1, Vocab: 20, NormEps: 1e-5, MaxSeq: 64}
+	r := rand.New(rand.NewPCG(1, 2))
+	m, err := arch.Build("mamba", c, arch.RandomWeights(c.WeightShapes(), func(arch.NamedShape) func() float64 {
+		return arch.Symmetric(r, 0.5)
+	}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	shapes := func() []ir.Type {
+		var ts []ir.Type
+		for _, p := range m.Func("decode").Params[2:] {
+			ts = append(ts, p.Type)
+		}
+		return ts
+	}
+	before := shapes()
+	if err := FitContext(m, 2); err != nil {
+		t.Fatal(err)
+	}
+	if after := shapes(); !slices.EqualFunc(before, after, ir.Type.Equal) {
+		t.Errorf("state %v became %v", before, after)
+	}
+	s := cpuSession(t, m)
+	if s.MaxSeq != 2 || m.Meta["max_seq"] != "2" {
+		t.Errorf("MaxSeq %d, meta max_seq %q, want 2", s.MaxSeq, m.Meta["max_seq"])
+	}
+	if _, err := s.Forward([]int{1, 2}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Forward([]int{3}); err == nil {
+		t.Error("a third token went past the fitted context of 2")
 	}
 }

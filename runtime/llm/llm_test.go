@@ -9,6 +9,7 @@ import (
 	"github.com/tapml/tapml/frontend/arch"
 	"github.com/tapml/tapml/frontend/arch/llama"
 	"github.com/tapml/tapml/frontend/tokenizer/sentencepiece"
+	"github.com/tapml/tapml/ir"
 	"github.com/tapml/tapml/runtime"
 	"github.com/tapml/tapml/runtime/cpu"
 	"github.com/tapml/tapml/tensor"
@@ -20,7 +21,15 @@ func tinySession(t *testing.T) *Session {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, err := NewSession(runtime.NewExecutor(m, cpu.New()))
+	return cpuSession(t, m)
+}
+
+// cpuSession is a session of m on the CPU reference, closed with the test.
+func cpuSession(t *testing.T, m *ir.Module) *Session {
+	t.Helper()
+	exec := runtime.NewExecutor(m, cpu.New())
+	t.Cleanup(exec.Close)
+	s, err := NewSession(exec)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -155,4 +164,68 @@ func TestUploadFailuresFreeBuffers(t *testing.T) {
 	if len(d.live) != 0 {
 		t.Errorf("a failed Forward left %d buffers live after Close, want 0", len(d.live))
 	}
+}
+
+// A session holds as many tokens as the module's meta max_seq says (a
+// recurrent model's state has no length to tell), or, without it, as many
+// as the KV caches have rows.
+func TestSessionMaxSeq(t *testing.T) {
+	kv, err := arch.Build("tiny", llama.Tiny, llama.RandomWeights(llama.Tiny, 7))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name string
+		m    *ir.Module
+		meta string // "" leaves none
+		want int
+		err  string
+	}{
+		{"meta", kv, "100", 100, ""},
+		{"KV rows", kv, "", llama.Tiny.MaxSeq, ""},
+		{"recurrent", stateModule(t, true), "33", 33, ""},
+		{"neither", stateModule(t, false), "", 0, "no meta max_seq and no KV cache"},
+		{"bad meta", kv, "lots", 0, `meta max_seq "lots" is not a positive integer`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			delete(tc.m.Meta, "max_seq")
+			if tc.meta != "" {
+				tc.m.Meta["max_seq"] = tc.meta
+			}
+			s, err := NewSession(runtime.NewExecutor(tc.m, cpu.New()))
+			if tc.err != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.err) {
+					t.Fatalf("error %v, want %q", err, tc.err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer s.Close()
+			if s.MaxSeq != tc.want {
+				t.Errorf("MaxSeq %d, want %d", s.MaxSeq, tc.want)
+			}
+		})
+	}
+}
+
+// stateModule is a module of the LLM calling convention whose layer state
+// (when state is set) is an f32[1, 8] that is not a KV cache; its logits
+// are the state itself.
+func stateModule(t *testing.T, state bool) *ir.Module {
+	t.Helper()
+	m := ir.NewModule("state")
+	for _, fn := range []string{"prefill", "decode"} {
+		b := ir.NewFunction(m, fn)
+		b.Param("tokens", ir.T(ir.I32, ir.Shape{ir.Sym("seq")}))
+		b.Param("pos", ir.T(ir.I32, nil))
+		if state {
+			st := b.Param("state.0", ir.T(ir.F32, ir.S(1, 8)))
+			b.Return(st, st)
+		} else {
+			b.Return(b.Op(ir.OpConstant, nil, ir.Attrs{"shape": ir.ShapeAttr(ir.S(1, 4)), "value": ir.FloatsAttr(0)}))
+		}
+	}
+	return m
 }

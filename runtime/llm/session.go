@@ -11,19 +11,21 @@ import (
 	"github.com/tapml/tapml/tensor"
 )
 
-// Session is one generation in progress: the position reached and the KV
-// caches, which stay on the device between steps.
+// Session is one generation in progress: the position reached and the
+// state of every layer (KV caches, or a recurrent model's state), which
+// stays on the device between steps.
 type Session struct {
 	Exec   *runtime.Executor
-	Place  string // placement whose device holds the caches ("" = default)
+	Place  string // placement whose device holds the state ("" = default)
 	Pos    int    // tokens consumed so far
-	MaxSeq int    // cache length: the most tokens a session can hold
+	MaxSeq int    // the most tokens a session can hold
 	caches []*runtime.Buffer
 }
 
 // NewSession checks that the module has the LLM calling convention
-// (prefill/decode taking tokens, pos and caches; returning logits and the
-// updated caches) and allocates zeroed caches.
+// (prefill/decode taking tokens, pos and the layers' state; returning
+// logits and the updated state) and allocates the state, zeroed. MaxSeq is
+// the module's ContextLength.
 func NewSession(exec *runtime.Executor) (*Session, error) {
 	m := exec.Module
 	dec := m.Func("decode")
@@ -38,17 +40,20 @@ func NewSession(exec *runtime.Executor) (*Session, error) {
 		return nil, err
 	}
 	s := &Session{Exec: exec}
+	var err error
 	var bytes int64
 	for _, p := range dec.Params[2:] {
 		bytes += p.Type.Bytes()
 	}
 	if bytes > MaxCacheBytes {
-		return nil, fmt.Errorf("module %q: its KV caches (%s, ...) take %d bytes, more than %d: run fewer positions (--steps)",
+		return nil, fmt.Errorf("module %q: its KV caches or state (%s, ...) take %d bytes, more than %d: run fewer positions (--steps)",
 			m.Name, dec.Params[2].Type, bytes, int64(MaxCacheBytes))
+	}
+	if s.MaxSeq, err = ContextLength(m); err != nil {
+		return nil, err
 	}
 	for _, p := range dec.Params[2:] {
 		sizes := p.Type.Shape.Sizes()
-		s.MaxSeq = sizes[0]
 		b, err := exec.Upload(s.Place, tensor.New(p.Type.DType, sizes))
 		if err != nil {
 			s.Close()
@@ -88,7 +93,7 @@ func (s *Session) Forward(tokens []int) ([]float32, error) {
 		return nil, fmt.Errorf("forward of no tokens")
 	}
 	if s.Pos+len(tokens) > s.MaxSeq {
-		return nil, fmt.Errorf("context full: %d tokens at position %d exceed the cache length %d", len(tokens), s.Pos, s.MaxSeq)
+		return nil, fmt.Errorf("context full: %d tokens at position %d exceed the context of %d", len(tokens), s.Pos, s.MaxSeq)
 	}
 	fn := "decode"
 	if len(tokens) > 1 {

@@ -312,6 +312,7 @@ func opCases() []opCase {
 	add("resize/down", ir.OpResize, resize(2, 3, "linear", "align_corners", "round_prefer_floor"), chain, randF32(r, -2, 2, 1, 2, 5, 7))
 	// With scales, align_corners divides by in·scale (7.5, 3.5), not the output size.
 	add("resize/align_scales", ir.OpResize, resize(7, 3, "linear", "align_corners", "round_prefer_floor", 1.5, 0.7), chain, randF32(r, -2, 2, 1, 2, 5, 5))
+	llmCases(add) // llm_ops_test.go
 	return cs
 }
 

@@ -61,7 +61,8 @@ func TestBadKernels(t *testing.T) {
 		{"WGSL", func(k *codegen.Kernel) { k.Language = "wgsl" }, `runs spirv kernels, not "wgsl"`},
 		{"workgroup unlike the SPIR-V's", func(k *codegen.Kernel) { k.WorkgroupSize = [3]int{4096, 1, 1} }, "its SPIR-V's LocalSize"},
 		{"workgroup over the limit", func(k *codegen.Kernel) { setLocalSize(t, k, 4096) }, "workgroup size [4096 1 1] exceeds"},
-		{"grid", func(k *codegen.Kernel) { k.Grid = [3]int{1 << 20, 1, 1} }, "grid [1048576 1 1]"},
+		// y: GPUs allow 2^31-1 workgroups along x (NVIDIA does) but 65535 along y.
+		{"grid", func(k *codegen.Kernel) { k.Grid = [3]int{1, 1 << 20, 1} }, "grid [1 1048576 1]"},
 		{"bindings out of order", func(k *codegen.Kernel) { k.Bindings[0].Index = 1 }, "binding 0 has index 1"},
 	} {
 		d.mu.Lock()

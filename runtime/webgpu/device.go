@@ -123,9 +123,10 @@ type Device struct {
 	labels []dispatched              // dispatches of the open pass, to name a failing node
 	batch  devkit.Batch              // dispatches recorded in enc, and when to submit them
 	lastCP *wgpu.ComputePipeline     // pipeline set last in the open pass
-	groups []*wgpu.BindGroup         // uncached bind groups of recorded dispatches
+	groups []*wgpu.BindGroup         // bind groups to release after submission (uncached or evicted)
 	bgs    map[bgKey]*wgpu.BindGroup // cached bind groups by layout and buffers
 	bgOf   map[*wgpu.Buffer][]bgKey  // cached bind groups that use a buffer
+	maxBGs int                       // bound of bgs: maxCachedBindGroups (tests lower it)
 	cpu    bool                      // the adapter is a CPU driver
 	lost   error                     // set when recorded work had to be dropped
 	closed bool
@@ -278,6 +279,7 @@ func Open(opts Options) (*Device, error) {
 		staging:   devkit.Pool[*wgpu.Buffer]{Limit: math.MaxInt64},
 		batch:     devkit.NewBatch(opts.MaxBatch, opts.BatchRamp),
 		bgs:       map[bgKey]*wgpu.BindGroup{},
+		maxBGs:    maxCachedBindGroups,
 		bgOf:      map[*wgpu.Buffer][]bgKey{},
 		cpu:       cpu,
 	}
@@ -429,25 +431,38 @@ func (d *Device) destroy(buf *wgpu.Buffer) {
 	buf.Release()
 }
 
-// forgetBindGroups releases the cached bind groups that bind buf (must
-// hold d.mu). wgpu keeps them alive while recorded work uses them.
+// forgetBindGroups drops the cached bind groups that bind buf (must hold
+// d.mu).
 func (d *Device) forgetBindGroups(buf *wgpu.Buffer) {
 	for _, k := range d.bgOf[buf] {
 		if bg := d.bgs[k]; bg != nil {
-			bg.Release()
+			d.retire(bg)
 			delete(d.bgs, k)
 		}
 	}
 	delete(d.bgOf, buf)
 }
 
-// clearBindGroups releases every cached bind group (must hold d.mu).
+// clearBindGroups drops every cached bind group (must hold d.mu).
 func (d *Device) clearBindGroups() {
 	for _, bg := range d.bgs {
-		bg.Release()
+		d.retire(bg)
 	}
 	d.bgs = map[bgKey]*wgpu.BindGroup{}
 	d.bgOf = map[*wgpu.Buffer][]bgKey{}
+}
+
+// retire releases a bind group the cache drops. While commands are being
+// recorded it joins the recorded dispatches' groups, released after
+// submission: an open compute pass looks its groups up only when it ends,
+// and wgpu aborts the process on a group released before that. Submitted
+// work keeps its groups alive in wgpu.
+func (d *Device) retire(bg *wgpu.BindGroup) {
+	if d.enc != nil {
+		d.groups = append(d.groups, bg)
+		return
+	}
+	bg.Release()
 }
 
 // bindGroup returns a bind group of layout over bufs, cached when it binds
@@ -473,7 +488,7 @@ func (d *Device) bindGroup(pp *pipeline, k *codegen.Kernel, bufs []*gpuBuf) (bg 
 	if err != nil || !cacheable {
 		return bg, false, err
 	}
-	if len(d.bgs) >= maxCachedBindGroups {
+	if len(d.bgs) >= d.maxBGs {
 		d.clearBindGroups()
 	}
 	d.bgs[key] = bg

@@ -7,6 +7,7 @@ import (
 
 	"github.com/tapml/tapml/codegen/wgsl"
 	"github.com/tapml/tapml/ir"
+	"github.com/tapml/tapml/runtime"
 )
 
 // TestMatmulTunings runs matmul cases that reach the vec4 tiled kernel and
@@ -97,4 +98,26 @@ func TestBindGroupCache(t *testing.T) {
 	if cached == 0 {
 		t.Errorf("no bind group cached")
 	}
+}
+
+// TestBindGroupEvictionInPass empties the bind-group cache while the open
+// compute pass still holds dispatches that set its groups (wgpu resolves
+// them when the pass ends): the evicted groups must outlive the pass, and
+// the results stay right.
+func TestBindGroupEvictionInPass(t *testing.T) {
+	testDev.mu.Lock()
+	testDev.maxBGs = 1 // every new group evicts the one before
+	testDev.mu.Unlock()
+	t.Cleanup(func() {
+		testDev.mu.Lock()
+		testDev.maxBGs = maxCachedBindGroups
+		testDev.mu.Unlock()
+	})
+	m, _ := smallModule(t)
+	want := referenceSmall(t, m)
+	got, err := callSmall(t, runtime.NewExecutor(m, testDev))
+	if err != nil {
+		t.Fatal(err)
+	}
+	compare(t, "evicted", want, got, reduction)
 }

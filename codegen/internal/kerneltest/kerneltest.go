@@ -144,6 +144,15 @@ func Cases() []Case {
 		Case{"compare_ne", ir.OpCompare, ir.Attrs{"cmp": ir.StringAttr("ne")}, []ir.Type{F32(6), F32()}},
 		Case{"where", ir.OpWhere, nil, []ir.Type{I32(5, 1), F32(3, 5, 7), F32(7)}},
 		Case{"where_i32", ir.OpWhere, nil, []ir.Type{I32(4), I32(), I32(4)}},
+		// The ops of ir/ops_moe.go and ir/ops_recurrent.go.
+		Case{"topk", ir.OpTopK, ir.Attrs{"k": ir.IntAttr(2)}, []ir.Type{F32(5, 8)}},
+		Case{"topk_axis0", ir.OpTopK, ir.Attrs{"k": ir.IntAttr(3), "axis": ir.IntAttr(0)}, []ir.Type{F32(4, 3, 2)}},
+		Case{"expert_matmul", ir.OpExpertMatmul, nil, []ir.Type{F32(3, 64), F32(4, 40, 64), I32(3, 2)}},
+		Case{"expert_matmul_pairs_odd", ir.OpExpertMatmul, nil, []ir.Type{F32(1, 2, 37), F32(8, 5, 37), I32(1, 2)}},
+		Case{"token_shift", ir.OpTokenShift, nil, []ir.Type{F32(5, 16), F32(1, 16)}},
+		Case{"causal_conv1d", ir.OpCausalConv1D, nil, []ir.Type{F32(3, 64), F32(7, 64), F32(64, 4)}},
+		Case{"wkv", ir.OpWKV, nil, []ir.Type{F32(3, 32), F32(6, 32), F32(6, 32), F32(32), F32(32)}},
+		Case{"selective_scan", ir.OpSelectiveScan, nil, []ir.Type{F32(64, 8), F32(5, 64), F32(5, 64), F32(64, 8), F32(5, 8), F32(5, 8)}},
 	)
 }
 
@@ -273,7 +282,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
     @builtin(subgroup_size) sg_size: u32, @builtin(subgroup_invocation_id) sg_id: u32) {
   let i = wid.x * 64u + li;
   let h = in0[i] * SCALE + 1.0h;
-  let v = in1[i] * h - vec4<f16>(f16(i), 0.25h, -h, 2.0h);
+  let v = in1[i] * h - vec4<f16>(f16(i % 16u), 0.25h, -h, 2.0h);
   let d = dot(v, vec4<f16>(1.0h));
   let x = f32(d) + f32(max(h, 0.0h));
   let s = subgroupAdd(x) + subgroupMax(x) + subgroupMin(x);

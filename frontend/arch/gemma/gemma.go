@@ -88,7 +88,7 @@ func (c Config) Decoder() arch.Decoder {
 	// float32 buffer holds it.
 	scale := float64(float32(math.Sqrt(float64(c.Dim))))
 	return arch.Decoder{
-		Arch: "gemma", Config: meta, Layers: c.Layers,
+		Arch: "gemma", Config: meta, Layers: c.Layers, MaxSeq: c.MaxSeq,
 		State: func(int) []arch.State { return arch.KVCache(c.MaxSeq, c.KVHeads, c.HeadDim()) },
 		Embed: func(f *arch.Forward) *ir.Value {
 			x := f.At("tok_embeddings").Gather(f.W("tok_embeddings"), f.Tokens)

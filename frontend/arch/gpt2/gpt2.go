@@ -114,7 +114,7 @@ func (c Config) Decoder() arch.Decoder {
 		parts = append(parts, c.qkv().Parts(layer(l)+"attn.")...)
 	}
 	return arch.Decoder{
-		Arch: "gpt2", Layers: c.Layers, Parts: parts,
+		Arch: "gpt2", Layers: c.Layers, Parts: parts, MaxSeq: c.MaxSeq,
 		Config: c.meta(),
 		State:  func(int) []arch.State { return arch.KVCache(c.MaxSeq, c.kvHeads(), c.HeadDim()) },
 		Embed: func(f *arch.Forward) *ir.Value {

@@ -4,10 +4,12 @@
 // or not. Qwen2 is LLaMA with q/k/v biases and RoPE on the halves of each
 // head; Llama 3.1's rope scaling is per-pair frequency factors; Mistral
 // adds a sliding window, Qwen3 a per-head RMSNorm of q and k, Phi-3 fused
-// q/k/v and gate/up projections. Every LLaMA frontend (llama2.c, GGUF,
-// Hugging Face) maps its file onto Config and the canonical weight names
-// of WeightShapes. Families whose blocks differ more (arch/gemma) build
-// on Parts: the attention and feed-forward of a layer.
+// q/k/v and gate/up projections; Mixtral, Qwen2-MoE and Qwen3-MoE a
+// mixture-of-experts feed-forward (moe.go). Every LLaMA frontend
+// (llama2.c, GGUF, Hugging Face) maps its file onto Config and the
+// canonical weight names of WeightShapes. Families whose blocks differ
+// more (arch/gemma) build on Parts: the attention and feed-forward of a
+// layer.
 package llama
 
 import (
@@ -68,6 +70,10 @@ type Config struct {
 	// their rows in that order); FusedGateUp: one for the gate and up
 	// projections (layers.N.feed_forward.w13, gate rows first). Phi-3.
 	FusedQKV, FusedGateUp bool
+	// MoE, when set, makes the feed-forward of its layers a mixture of
+	// experts (moe.go); HiddenDim is then the width of the layers it
+	// leaves dense.
+	MoE *MoE
 }
 
 // rotated is the number of dims of each head that RoPE rotates.
@@ -134,6 +140,11 @@ func (c Config) Validate() error {
 	if rows, pairs := c.MaxSeq-c.RopeScaling.OriginalMax+1, c.rotated()/2; c.RopeScaling.Type == "dynamic" && rows*pairs > maxRopeTable {
 		return fmt.Errorf("dynamic NTK needs a table of %d lengths × %d pairs, more than %d frequencies", rows, pairs, maxRopeTable)
 	}
+	if c.MoE != nil {
+		if err := c.MoE.validate(c.Layers); err != nil {
+			return err
+		}
+	}
 	if n := len(c.RopeFreqFactors); n > 0 {
 		pairs := c.rotated() / 2
 		if n != pairs {
@@ -175,10 +186,11 @@ func (c Config) WeightShapes() []arch.NamedShape {
 		if c.QKNorm {
 			ws = append(ws, arch.Named(p+"attention.q_norm", hd), arch.Named(p+"attention.k_norm", hd))
 		}
-		ws = append(ws,
-			arch.Named(p+"attention.wo", c.Dim, c.Heads*hd),
-			arch.Named(p+"ffn_norm", c.Dim),
-		)
+		ws = append(ws, arch.Named(p+"attention.wo", c.Dim, c.Heads*hd), arch.Named(p+"ffn_norm", c.Dim))
+		if c.MoE.On(l) {
+			ws = append(ws, c.MoE.weightShapes(p, c.Dim)...)
+			continue
+		}
 		if c.FusedGateUp {
 			ws = append(ws,
 				arch.Named(p+"feed_forward.w13", 2*c.HiddenDim, c.Dim),
@@ -219,7 +231,7 @@ func layer(l int) string { return Layer(l) }
 func (c Config) Decoder() arch.Decoder {
 	p := c.Parts(c.RMSNorm)
 	return arch.Decoder{
-		Arch: "llama", Config: c.Meta(), Layers: c.Layers,
+		Arch: "llama", Config: c.Meta(), Layers: c.Layers, MaxSeq: c.MaxSeq,
 		State: func(int) []arch.State { return arch.KVCache(c.MaxSeq, c.KVHeads, c.HeadDim()) },
 		Embed: func(f *arch.Forward) *ir.Value {
 			return f.At("tok_embeddings").Gather(f.W("tok_embeddings"), f.Tokens)
@@ -323,6 +335,9 @@ func (c Config) Meta() string {
 	if c.FusedQKV || c.FusedGateUp {
 		s += fmt.Sprintf(" fused_qkv=%v fused_gate_up=%v", c.FusedQKV, c.FusedGateUp)
 	}
+	if c.MoE != nil {
+		s += " " + c.MoE.meta()
+	}
 	return s
 }
 
@@ -345,7 +360,12 @@ func (p Parts) block(f *arch.Forward, l int, x *ir.Value, kv []*ir.Value) (*ir.V
 	o, kv := p.Attention(f, l, h, kv)
 	x = f.At(pre+"attention.residual").Add(x, o)
 	h = p.norm(f, pre+"ffn_norm", x)
-	d := p.FeedForward(f, l, h, ir.OpSilu)
+	var d *ir.Value
+	if p.c.MoE.On(l) {
+		d = p.c.MoE.ffn(f, pre, h)
+	} else {
+		d = p.FeedForward(f, l, h, ir.OpSilu)
+	}
 	return f.At(pre+"feed_forward.residual").Add(x, d), kv
 }
 
@@ -404,17 +424,28 @@ func (p Parts) Attention(f *arch.Forward, l int, h *ir.Value, kv []*ir.Value) (*
 // h: w2(act(w1·h) · w3·h), with the gate and up rows of one fused weight
 // when FusedGateUp.
 func (p Parts) FeedForward(f *arch.Forward, l int, h *ir.Value, act ir.Op) *ir.Value {
-	c, pre := p.c, layer(l)
-	var g, u *ir.Value
-	if c.FusedGateUp {
-		gu := f.At(pre+"feed_forward.w13").Linear(h, f.W(pre+"feed_forward.w13"))
-		g = f.Slice(gu, 1, 0, int64(c.HiddenDim))
-		u = f.Slice(gu, 1, int64(c.HiddenDim), int64(2*c.HiddenDim))
-	} else {
-		g = f.At(pre+"feed_forward.w1").Linear(h, f.W(pre+"feed_forward.w1"))
-		u = f.At(pre+"feed_forward.w3").Linear(h, f.W(pre+"feed_forward.w3"))
+	pre := layer(l) + "feed_forward."
+	if !p.c.FusedGateUp {
+		return gatedFeedForward(f, pre, h, act)
 	}
-	g = f.At(pre+"feed_forward."+act.String()).Unary(act, g)
-	g = f.At(pre+"feed_forward.gate").Mul(g, u)
-	return f.At(pre+"feed_forward.w2").Linear(g, f.W(pre+"feed_forward.w2"))
+	gu := f.At(pre+"w13").Linear(h, f.W(pre+"w13"))
+	n := int64(p.c.HiddenDim)
+	return gated(f, pre, f.Slice(gu, 1, 0, n), f.Slice(gu, 1, n, 2*n), act)
+}
+
+// gatedFeedForward is w2(act(w1·h) · w3·h) with the weights prefix+w1, w2
+// and w3, at their provenance (a dense layer's feed-forward, a shared
+// expert).
+func gatedFeedForward(f *arch.Forward, prefix string, h *ir.Value, act ir.Op) *ir.Value {
+	g := f.At(prefix+"w1").Linear(h, f.W(prefix+"w1"))
+	u := f.At(prefix+"w3").Linear(h, f.W(prefix+"w3"))
+	return gated(f, prefix, g, u, act)
+}
+
+// gated is w2(act(g) · u) of the gate and up projections g and u, with
+// the weight prefix+w2.
+func gated(f *arch.Forward, prefix string, g, u *ir.Value, act ir.Op) *ir.Value {
+	g = f.At(prefix+act.String()).Unary(act, g)
+	g = f.At(prefix+"gate").Mul(g, u)
+	return f.At(prefix+"w2").Linear(g, f.W(prefix+"w2"))
 }

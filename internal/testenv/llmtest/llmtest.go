@@ -56,6 +56,20 @@ func (r *Runner) Forward(t testing.TB, toks []int) []float32 {
 	return append([]float32(nil), logits...)
 }
 
+// Chunked feeds toks to m at once in one session, and in another as
+// toks[:first] then one token at a time; it returns RelErr of the second's
+// last logits against the first's, and where the largest difference is.
+func Chunked(t testing.TB, m *ir.Module, toks []int, first int) (float64, int) {
+	t.Helper()
+	want := NewRunner(t, m).Forward(t, toks)
+	r := NewRunner(t, m)
+	got := r.Forward(t, toks[:first])
+	for _, tok := range toks[first:] {
+		got = r.Forward(t, []int{tok})
+	}
+	return RelErr(got, Widen(want))
+}
+
 // RelErr returns max|got - want| / max|want| and the index of the largest
 // difference; a NaN in got counts as the largest (the error is NaN).
 func RelErr(got []float32, want []float64) (float64, int) {
