@@ -84,6 +84,19 @@ func (d archDims) swiglu() []tshape {
 	return []tshape{ts("ffn_gate.weight", d.F, d.D), ts("ffn_up.weight", d.F, d.D), ts("ffn_down.weight", d.D, d.F)}
 }
 
+// experts is a mixture of e experts of width w: the router and the
+// experts' stacked gate, up and down projections ([e, out, in]), and a
+// shared expert of width shared (none when 0) with its gate.
+func (d archDims) experts(e, w, shared int) []tshape {
+	out := []tshape{ts("ffn_gate_inp.weight", e, d.D), ts("ffn_gate_exps.weight", e, w, d.D),
+		ts("ffn_up_exps.weight", e, w, d.D), ts("ffn_down_exps.weight", e, d.D, w)}
+	if shared > 0 {
+		out = append(out, ts("ffn_gate_inp_shexp.weight", d.D), ts("ffn_gate_shexp.weight", shared, d.D),
+			ts("ffn_up_shexp.weight", shared, d.D), ts("ffn_down_shexp.weight", d.D, shared))
+	}
+	return out
+}
+
 // mlp is a two-layer feed-forward network, biases on both or neither.
 func (d archDims) mlp(bias bool) []tshape {
 	out := []tshape{ts("ffn_up.weight", d.F, d.D)}
@@ -254,6 +267,12 @@ func archCases(d archDims) []archCase {
 			kvs:    []wkv{str("rope.scaling.type", "linear"), f32("rope.scaling.factor", 4)},
 			global: embd(d, false, false), block: llamaBlock(d),
 			bites: []wkv{f32("rope.scaling.factor", 1)}},
+		// Mixtral: llama with experts, whose width is feed_forward_length.
+		{name: "mixtral", arch: "llama", d: d, eps: rmsEps, quantized: true,
+			kvs:    []wkv{u32("expert_count", 4), u32("expert_used_count", 2)},
+			global: embd(d, false, false),
+			block:  cat(norm("attn_norm", d.D, false), d.attn(false, false), norm("ffn_norm", d.D, false), d.experts(4, d.F, 0)),
+			bites:  []wkv{u32("expert_used_count", 1)}},
 		{name: "olmo2", arch: "olmo2", d: d, eps: rmsEps, global: embd(d, false, false),
 			block: cat(d.attn(false, false), norm("attn_q_norm", d.H*d.HD, false), norm("attn_k_norm", d.KV*d.HD, false),
 				norm("post_attention_norm", d.D, false), d.swiglu(), norm("post_ffw_norm", d.D, false))},
@@ -269,9 +288,21 @@ func archCases(d archDims) []archCase {
 				[]tshape{ts("ffn_up.weight", 2*d.F, d.D), ts("ffn_down.weight", d.D, d.F)})},
 		{name: "qwen2", arch: "qwen2", d: d, eps: rmsEps, kvs: []wkv{f32("rope.freq_base", 1e6)}, global: embd(d, false, false),
 			block: cat(norm("attn_norm", d.D, false), d.attn(true, false), norm("ffn_norm", d.D, false), d.swiglu())},
+		{name: "qwen2moe", arch: "qwen2moe", d: d, eps: rmsEps, kvs: []wkv{u32("expert_count", 4), u32("expert_used_count", 2),
+			u32("expert_feed_forward_length", 32), u32("expert_shared_feed_forward_length", 96)},
+			global: embd(d, false, false),
+			block:  cat(norm("attn_norm", d.D, false), d.attn(true, false), norm("ffn_norm", d.D, false), d.experts(4, 32, 96)),
+			bites:  []wkv{u32("expert_used_count", 1)}},
 		{name: "qwen3", arch: "qwen3", d: wide, eps: rmsEps, quantized: true, global: embd(wide, true, false),
 			block: cat(norm("attn_norm", wide.D, false), wide.attn(false, false), norm("attn_q_norm", wide.HD, false),
 				norm("attn_k_norm", wide.HD, false), norm("ffn_norm", wide.D, false), wide.swiglu())},
+		// Qwen3-MoE: experts of width feed_forward_length / expert_used_count
+		// when the file does not say.
+		{name: "qwen3moe", arch: "qwen3moe", d: wide, eps: rmsEps, quantized: true,
+			kvs:    []wkv{u32("expert_count", 8), u32("expert_used_count", 2)},
+			global: embd(wide, true, false),
+			block: cat(norm("attn_norm", wide.D, false), wide.attn(false, false), norm("attn_q_norm", wide.HD, false),
+				norm("attn_k_norm", wide.HD, false), norm("ffn_norm", wide.D, false), wide.experts(8, wide.F/2, 0))},
 		{name: "stablelm", arch: "stablelm", d: d, eps: layerEps, kvs: []wkv{u32("rope.dimension_count", uint32(d.HD/4))},
 			global: embd(d, false, true),
 			block:  cat(norm("attn_norm", d.D, true), d.attn(true, false), norm("ffn_norm", d.D, true), d.swiglu()),
@@ -403,6 +434,14 @@ func TestArchitectureErrors(t *testing.T) {
 			`gemma3.rope.scaling.type "yarn" is not supported (supported: none, linear)`},
 		{"soft cap", "gemma2", func(w *ggufWriter) { setKV(w, "gemma2.attn_logit_softcapping", TypeFloat32, float32(-1)) },
 			"metadata gemma2.attn_logit_softcapping = -1 must be positive and finite"},
+		{"experts outside a mixture family", "qwen3", func(w *ggufWriter) { setKV(w, "qwen3.expert_count", TypeUint32, uint32(4)) },
+			"qwen3.expert_count = 4: mixtures of experts are not supported for qwen3"},
+		{"a mixture family without experts", "qwen3moe", func(w *ggufWriter) {
+			dropKV(w, "qwen3moe.expert_count")
+			dropKV(w, "qwen3moe.expert_used_count")
+		}, "missing metadata qwen3moe.expert_count: qwen3moe has experts"},
+		{"more experts used than there are", "mixtral", func(w *ggufWriter) { setKV(w, "llama.expert_used_count", TypeUint32, uint32(5)) },
+			"metadata llama.expert_used_count = 5 is out of range [1, 4]"},
 		{"pattern length", "gemma3-swa-flags", func(w *ggufWriter) {
 			setKV(w, "gemma3.attention.sliding_window_pattern", TypeArray, warr{TypeBool, []any{true, true, false}})
 		}, "metadata gemma3.attention.sliding_window_pattern is [3 x bool: true true false], want 2 flags (one per layer) or a period"},

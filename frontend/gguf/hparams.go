@@ -21,6 +21,9 @@ type hparams struct {
 	// (rope.scaling.factor), 0 for none.
 	ropeLinear float64
 	tied       bool // no output.weight: the classifier is token_embd
+	// experts and expertsUsed are expert_count and expert_used_count (0
+	// without experts; Module refuses them for families without).
+	experts, expertsUsed int
 }
 
 // The two keys of the norm epsilon: RMSNorm families and LayerNorm ones.
@@ -68,10 +71,10 @@ func (f *File) hparams(arch, epsKey string) (hparams, error) {
 	if err := f.headDims(arch, &h); err != nil {
 		return h, err
 	}
-	if n, err := f.intKey(k("expert_count"), ptr(0), 0, bigDim); err != nil {
+	get(&h.experts, "expert_count", ptr(int64(0)), 0, bigDim)
+	get(&h.expertsUsed, "expert_used_count", ptr(int64(min(h.experts, 1))), min(int64(h.experts), 1), int64(h.experts))
+	if err != nil {
 		return h, err
-	} else if n > 0 {
-		return h, f.errorf("%s = %d: mixture-of-experts models are not supported", k("expert_count"), n)
 	}
 	if h.ropeLinear, err = f.ropeScaling(arch); err != nil {
 		return h, err

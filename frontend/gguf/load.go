@@ -79,6 +79,9 @@ func (f *File) Architecture() (string, error) {
 type family struct {
 	config func(f *File, arch string) (model, error)
 	names  tensorNames
+	// experts: the family builds mixtures of experts (expert_count > 0);
+	// Module refuses them for the others.
+	experts bool
 }
 
 // model is a family's reading of a file's metadata.
@@ -105,7 +108,9 @@ var families = map[string]family{
 	"phi2":       phi2Family,
 	"phi3":       phi3GGUF.family(),
 	"qwen2":      qwen2GGUF.family(),
+	"qwen2moe":   qwen2moeGGUF.family(),
 	"qwen3":      qwen3GGUF.family(),
+	"qwen3moe":   qwen3moeGGUF.family(),
 	"stablelm":   stablelmFamily,
 	"starcoder":  gpt2Family,
 	"starcoder2": starcoder2Family,
@@ -131,6 +136,11 @@ func (f *File) Module() (*ir.Module, error) {
 			return nil, f.errorf("tensor %q has type %s (ggml type %d), which tapml does not support; supported types: %s",
 				t.Name, t.Type, uint32(t.Type), supportedList())
 		}
+	}
+	if n, err := f.intKey(key(name, "expert_count"), ptr(0), 0, bigDim); err != nil {
+		return nil, err
+	} else if n > 0 && !fam.experts {
+		return nil, f.errorf("%s = %d: mixtures of experts are not supported for %s", key(name, "expert_count"), n, name)
 	}
 	md, err := fam.config(f, name)
 	if err != nil {
@@ -297,7 +307,7 @@ func (f *File) weights(family string, md model, names tensorNames) (map[string]i
 			return nil, f.errorf("missing tensor %q (for weight %s)", names.gguf(ns.Name), ns.Name)
 		}
 		used[t.Name] = true
-		if shape := t.Shape(); !slices.Equal(shape, ns.Shape) {
+		if shape := t.Shape(); !slices.Equal(squeeze(shape), squeeze(ns.Shape)) {
 			return nil, f.errorf("tensor %q (weight %s) has shape %v (GGUF dims %v), want %v", t.Name, ns.Name, shape, t.Dims, ns.Shape)
 		}
 		src, err := f.source(t)
@@ -323,6 +333,19 @@ func (f *File) weights(family string, md model, names tensorNames) (map[string]i
 		return nil, f.errorf("tensors the %s graph does not use (unsupported model variant): %s", family, strings.Join(extra, ", "))
 	}
 	return weights, nil
+}
+
+// squeeze is shape without its dims of 1: two shapes that squeeze alike
+// lay out the same elements in the same order (a [dim] tensor is a
+// [1, dim] weight).
+func squeeze(shape []int) []int {
+	var out []int
+	for _, d := range shape {
+		if d != 1 {
+			out = append(out, d)
+		}
+	}
+	return out
 }
 
 // source returns the f32 WeightSource of a tensor: the file's bytes for
