@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"testing"
 
@@ -130,6 +131,10 @@ type archCase struct {
 	global, block []tshape
 	// quantized: the case has a Q8_0 variant too.
 	quantized bool
+	// keepF32 are block tensors (after "blk.N.") stored in F32 in every
+	// variant (those llama.cpp's converter keeps in F32, and any the case
+	// explains).
+	keepF32 []string
 	// bites are edits of one ARCH.* entry each (keys without "ARCH.")
 	// that must move tapml's logits off llama.cpp's (of the unedited
 	// file) by more than the tolerance: the feature they turn off
@@ -152,7 +157,7 @@ func (c archCase) writer(seed uint64, typeOf func(shape []int) GGMLType, quantiz
 		{k("attention.head_count_kv"), TypeUint32, uint32(d.KV)},
 		{k(c.eps), TypeFloat32, float32(1e-5)},
 	}}
-	if d.HD != d.D/d.H {
+	if d.H > 0 && d.HD != d.D/d.H {
 		w.kvs = append(w.kvs, wkv{k("attention.key_length"), TypeUint32, uint32(d.HD)},
 			wkv{k("attention.value_length"), TypeUint32, uint32(d.HD)})
 	}
@@ -161,15 +166,19 @@ func (c archCase) writer(seed uint64, typeOf func(shape []int) GGMLType, quantiz
 	}
 	w.kvs = append(w.kvs, spmKVs(testVocab(d.V))...)
 	r := rand.New(rand.NewPCG(seed, 7))
-	add := func(name string, shape []int) {
-		w.tensors = append(w.tensors, randomTensor(r, name, shape, typeOf(shape), quantize))
+	add := func(name string, shape []int, typ GGMLType) {
+		w.tensors = append(w.tensors, randomTensor(r, name, shape, typ, quantize))
 	}
 	for _, t := range c.global {
-		add(t.name, t.shape)
+		add(t.name, t.shape, typeOf(t.shape))
 	}
 	for l := range d.L {
 		for _, t := range c.block {
-			add(fmt.Sprintf("blk.%d.%s", l, t.name), t.shape)
+			typ := typeOf(t.shape)
+			if slices.Contains(c.keepF32, t.name) {
+				typ = GGMLF32
+			}
+			add(fmt.Sprintf("blk.%d.%s", l, t.name), t.shape, typ)
 		}
 	}
 	return w
@@ -189,6 +198,8 @@ func archCases(d archDims) []archCase {
 	mqa.KV = 1
 	mha := d
 	mha.KV = d.H
+	ssm := d // no attention, no feed-forward network
+	ssm.F, ssm.H, ssm.KV, ssm.HD = 0, 0, 0, 0
 	embd := func(d archDims, tied, normBias bool) []tshape {
 		g := append([]tshape{ts("token_embd.weight", d.V, d.D)}, norm("output_norm", d.D, normBias)...)
 		if !tied {
@@ -267,6 +278,22 @@ func archCases(d archDims) []archCase {
 			kvs:    []wkv{str("rope.scaling.type", "linear"), f32("rope.scaling.factor", 4)},
 			global: embd(d, false, false), block: llamaBlock(d),
 			bites: []wkv{f32("rope.scaling.factor", 1)}},
+		// Mamba 1: no attention (head_count and feed_forward_length 0, as
+		// llama.cpp's converter writes them), the mixer twice as wide as
+		// the embedding (the only expansion llama.cpp builds); ssm_a holds
+		// A itself (-exp(A_log)), kept in F32 with the other small mixer
+		// tensors. ssm_out stays F32 too: with it in Q8_0, the llama.cpp
+		// under test returns NaN logits for every single-token decode (its
+		// prompt's logits are finite and agree; ours stay finite).
+		{name: "mamba", arch: "mamba", d: ssm, eps: rmsEps, quantized: true,
+			kvs: []wkv{u32("ssm.conv_kernel", 4), u32("ssm.inner_size", uint32(2*d.D)), u32("ssm.state_size", 16),
+				u32("ssm.time_step_rank", 8)},
+			global: embd(ssm, true, false),
+			block: cat(norm("attn_norm", d.D, false), []tshape{ts("ssm_in.weight", 4*d.D, d.D),
+				ts("ssm_conv1d.weight", 2*d.D, 4), ts("ssm_conv1d.bias", 2*d.D), ts("ssm_x.weight", 8+2*16, 2*d.D),
+				ts("ssm_dt.weight", 2*d.D, 8), ts("ssm_dt.bias", 2*d.D), ts("ssm_a", 2*d.D, 16), ts("ssm_d", 2*d.D),
+				ts("ssm_out.weight", d.D, 2*d.D)}),
+			keepF32: []string{"ssm_conv1d.weight", "ssm_x.weight", "ssm_dt.weight", "ssm_a", "ssm_out.weight"}},
 		// Mixtral: llama with experts, whose width is feed_forward_length.
 		{name: "mixtral", arch: "llama", d: d, eps: rmsEps, quantized: true,
 			kvs:    []wkv{u32("expert_count", 4), u32("expert_used_count", 2)},
@@ -456,6 +483,9 @@ func TestArchitectureErrors(t *testing.T) {
 		{"a second norm in some layers only", "falcon", func(w *ggufWriter) {
 			w.tensors = append(w.tensors, wtensor{"blk.1.attn_norm_2.weight", []uint64{64}, GGMLF32, make([]byte, 256)})
 		}, "tensors the falcon graph does not use (unsupported model variant): blk.1.attn_norm_2.weight"},
+		{"FalconMamba", "mamba", func(w *ggufWriter) { setKV(w, "mamba.ssm.dt_b_c_rms", TypeBool, true) },
+			"metadata mamba.ssm.dt_b_c_rms is bool true: FalconMamba's norms of the time step, B and C are not supported"},
+		{"no state size", "mamba", func(w *ggufWriter) { dropKV(w, "mamba.ssm.state_size") }, "missing metadata mamba.ssm.state_size"},
 		{"rope_freqs outside llama", "qwen3", func(w *ggufWriter) {
 			w.tensors = append(w.tensors, wtensor{ropeFreqs, []uint64{16}, GGMLF32, make([]byte, 64)})
 		}, "tensors the qwen3 graph does not use (unsupported model variant): rope_freqs.weight"},

@@ -79,25 +79,31 @@ func (f *File) hparams(arch, epsKey string) (hparams, error) {
 	if h.ropeLinear, err = f.ropeScaling(arch); err != nil {
 		return h, err
 	}
+	h.vocab, h.tied, err = f.vocab(arch, h.dim)
+	return h, err
+}
+
+// vocab reads the vocabulary size from token_embd's shape [dim, vocab]
+// (and checks vocab_size against it), and whether the classifier is the
+// token embedding: no output.weight.
+func (f *File) vocab(arch string, dim int) (int, bool, error) {
 	emb, ok := f.Tensor("token_embd.weight")
 	if !ok {
-		return h, f.errorf("missing tensor %q", "token_embd.weight")
+		return 0, false, f.errorf("missing tensor %q", "token_embd.weight")
 	}
-	if len(emb.Dims) != 2 || int64(emb.Dims[0]) != int64(h.dim) {
-		return h, f.errorf("tensor %q has GGUF dims %v, want [%d, vocab]", emb.Name, emb.Dims, h.dim)
+	if len(emb.Dims) != 2 || int64(emb.Dims[0]) != int64(dim) {
+		return 0, false, f.errorf("tensor %q has GGUF dims %v, want [%d, vocab]", emb.Name, emb.Dims, dim)
 	}
 	if emb.Dims[1] > 1<<31-1 {
-		return h, f.errorf("tensor %q has %d rows, too many for a vocabulary", emb.Name, emb.Dims[1])
+		return 0, false, f.errorf("tensor %q has %d rows, too many for a vocabulary", emb.Name, emb.Dims[1])
 	}
-	h.vocab = int(emb.Dims[1])
-	if n, err := f.intKey(k("vocab_size"), ptr(int64(h.vocab)), 1, 1<<31-1); err != nil {
-		return h, err
-	} else if n != int64(h.vocab) {
-		return h, f.errorf("%s %d differs from the %d rows of token_embd.weight", k("vocab_size"), n, h.vocab)
+	vocab := int(emb.Dims[1])
+	if n, err := f.intKey(key(arch, "vocab_size"), ptr(int64(vocab)), 1, 1<<31-1); err != nil {
+		return 0, false, err
+	} else if n != int64(vocab) {
+		return 0, false, f.errorf("%s %d differs from the %d rows of token_embd.weight", key(arch, "vocab_size"), n, vocab)
 	}
-	_, hasOutput := f.Tensor("output.weight")
-	h.tied = !hasOutput
-	return h, nil
+	return vocab, !f.has("output.weight"), nil
 }
 
 // headDims reads the width of the heads and of their rotated part:

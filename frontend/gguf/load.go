@@ -104,6 +104,7 @@ var families = map[string]family{
 	"gptneox":    gptneoxFamily,
 	"granite":    graniteFamily,
 	"llama":      llamaGGUF.family(),
+	"mamba":      mambaFamily,
 	"olmo2":      olmo2Family,
 	"phi2":       phi2Family,
 	"phi3":       phi3GGUF.family(),

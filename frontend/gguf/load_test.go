@@ -222,7 +222,7 @@ func TestLoadErrors(t *testing.T) {
 		}, `tensor "token_embd.weight" of type Q6_K: innermost dim 32 is not a multiple of the block size 256`},
 		{"unknown tensor type", func(w *ggufWriter) { tensorOf(w, "output.weight").typ = 77 }, `tensor "output.weight" has type unknown type 77 (ggml type 77)`},
 		{"architecture", func(w *ggufWriter) { setKV(w, "general.architecture", TypeString, "bloom") },
-			`architecture "bloom" is not supported (supported: command-r, falcon, gemma, gemma2, gemma3, gpt2, gptneox, granite, llama, olmo2, phi2, phi3, qwen2, qwen2moe, qwen3, qwen3moe, stablelm, starcoder, starcoder2); see "How to add an architecture" in tapml's README.md`},
+			`architecture "bloom" is not supported (supported: command-r, falcon, gemma, gemma2, gemma3, gpt2, gptneox, granite, llama, mamba, olmo2, phi2, phi3, qwen2, qwen2moe, qwen3, qwen3moe, stablelm, starcoder, starcoder2); see "How to add an architecture" in tapml's README.md`},
 		{"no architecture", func(w *ggufWriter) { dropKV(w, "general.architecture") }, "no general.architecture"},
 		{"missing tensor", func(w *ggufWriter) { dropTensor(w, "blk.2.ffn_up.weight") }, `missing tensor "blk.2.ffn_up.weight" (for weight layers.2.feed_forward.w3)`},
 		{"missing embeddings", func(w *ggufWriter) { dropTensor(w, "token_embd.weight") }, `missing tensor "token_embd.weight"`},

@@ -39,6 +39,10 @@ type Config struct {
 	MaxSeq int
 	// TiedEmbeddings: the classifier is the token embedding (no lm_head).
 	TiedEmbeddings bool
+	// StoredA: the weights hold A = -exp(A_log) itself,
+	// layers.N.mixer.A, not A_log (GGUF files: llama.cpp's converter
+	// stores A).
+	StoredA bool
 }
 
 // Validate checks that the hyperparameters describe a buildable model.
@@ -54,6 +58,14 @@ func (c Config) Validate() error {
 	return nil
 }
 
+// aName is the name of the weight of A within a layer's mixer.
+func (c Config) aName() string {
+	if c.StoredA {
+		return "A"
+	}
+	return "A_log"
+}
+
 // layer is the prefix of layer l's weight names and provenance.
 func layer(l int) string { return "layers." + strconv.Itoa(l) + "." }
 
@@ -66,7 +78,7 @@ func (c Config) WeightShapes() []arch.NamedShape {
 		p := layer(l) + "mixer."
 		ws = append(ws,
 			arch.Named(layer(l)+"norm.weight", d),
-			arch.Named(p+"A_log", in, n),
+			arch.Named(p+c.aName(), in, n),
 			arch.Named(p+"D", in),
 			arch.Named(p+"conv1d.weight", in, 1, c.ConvKernel),
 		)
@@ -101,8 +113,7 @@ func (c Config) Decoder() arch.Decoder {
 	in := int64(c.Inner)
 	return arch.Decoder{
 		Arch: "mamba", Layers: c.Layers, MaxSeq: c.MaxSeq,
-		Config: fmt.Sprintf("dim=%d inner=%d state=%d conv=%d dt_rank=%d layers=%d vocab=%d eps=%g bias=%v conv_bias=%v max_seq=%d tied=%v",
-			c.Dim, c.Inner, c.State, c.ConvKernel, c.DtRank, c.Layers, c.Vocab, c.NormEps, c.Bias, c.ConvBias, c.MaxSeq, c.TiedEmbeddings),
+		Config: c.meta(),
 		State: func(int) []arch.State {
 			return []arch.State{{Name: "conv", Type: ir.T(ir.F32, ir.S(int64(c.ConvKernel-1), in))},
 				{Name: "ssm", Type: ir.T(ir.F32, ir.S(in, int64(c.State)))}}
@@ -122,6 +133,16 @@ func (c Config) Decoder() arch.Decoder {
 			return f.At("lm_head").Linear(x, f.W(head))
 		},
 	}
+}
+
+// meta is the module's meta "config"; StoredA is recorded only when set.
+func (c Config) meta() string {
+	s := fmt.Sprintf("dim=%d inner=%d state=%d conv=%d dt_rank=%d layers=%d vocab=%d eps=%g bias=%v conv_bias=%v max_seq=%d tied=%v",
+		c.Dim, c.Inner, c.State, c.ConvKernel, c.DtRank, c.Layers, c.Vocab, c.NormEps, c.Bias, c.ConvBias, c.MaxSeq, c.TiedEmbeddings)
+	if c.StoredA {
+		s += " stored_a=true"
+	}
+	return s
 }
 
 // linear is x·wᵀ (+ the bias name.bias when bias is set), at name.
@@ -154,7 +175,10 @@ func (c Config) block(f *arch.Forward, l int, x *ir.Value, state []*ir.Value) (*
 	cm := f.At(p+"x_proj.C").Slice(sel, 1, r+n, r+2*n)
 	dt = linear(f, dt, p+"dt_proj", true)
 	dt = f.At(p+"dt_proj.softplus").Unary(ir.OpSoftplus, dt)
-	a := f.At(p+"A").Unary(ir.OpNeg, f.Unary(ir.OpExp, f.W(p+"A_log")))
+	a := f.W(p + "A")
+	if !c.StoredA {
+		a = f.At(p+"A").Unary(ir.OpNeg, f.Unary(ir.OpExp, f.W(p+"A_log")))
+	}
 	scan := f.At(p+"scan").OpN(ir.OpSelectiveScan, []*ir.Value{state[1], u, dt, a, b, cm}, nil)
 	y := f.At(p+"D").Add(scan[1], f.Mul(u, f.W(p+"D")))
 	y = f.At(p+"gate").Mul(y, f.Unary(ir.OpSilu, gate))
