@@ -26,6 +26,7 @@ const (
 	OpConstant
 	OpConv2D
 	OpConvTranspose2D
+	OpDequantize
 	OpDiv
 	OpExp
 	OpFusedElementwise
@@ -76,6 +77,7 @@ var opNames = [numOps]string{
 	OpConstant:         "constant",
 	OpConv2D:           "conv2d",
 	OpConvTranspose2D:  "conv_transpose2d",
+	OpDequantize:       "dequantize",
 	OpDiv:              "div",
 	OpExp:              "exp",
 	OpFusedElementwise: "fused_elementwise",

@@ -139,6 +139,10 @@ func genGather(g *gen) error {
 		}
 		src := g.muli(g.add(g.muli(o, dim), id), inner)
 		dst := g.muli(it, inner)
+		if table.DType != g.out[0].DType { // a table in a storage dtype: rows come out f32
+			g.gatherRow(src, dst, inner)
+			return
+		}
 		g.loop(c64(0), c64(inner), func(j value.Value) {
 			g.st(2, g.add(dst, j), g.ld(0, g.add(src, j)))
 		})

@@ -117,8 +117,9 @@ func (f *Forward) CachedAttention(prov string, q, k, v, kCache, vCache *ir.Value
 // "prefill" (tokens i32[seq]) and "decode" (tokens i32[1]), both taking
 // pos (i32[], the position of the first token) and every layer's state,
 // and returning the logits of the last token (f32[1, vocab]) and the
-// updated states. Weights are f32; weights[name] supplies the data of each
-// name of c.WeightShapes().
+// updated states. weights[name] supplies the data of each name of
+// c.WeightShapes(); a weight keeps its source's dtype (ir.SourceDType:
+// f32, f16, bf16 or a block format), see storeWeights.
 func Build(name string, c Config, weights map[string]ir.WeightSource) (*ir.Module, error) {
 	if err := c.Validate(); err != nil {
 		return nil, err
@@ -128,6 +129,7 @@ func Build(name string, c Config, weights map[string]ir.WeightSource) (*ir.Modul
 	m.Meta["arch"] = d.Arch
 	m.Meta["config"] = d.Config
 	w := map[string]*ir.Value{}
+	dtypes := map[*ir.Weight]ir.DType{}
 	for _, ns := range c.WeightShapes() {
 		src, ok := weights[ns.Name]
 		if !ok {
@@ -138,6 +140,7 @@ func Build(name string, c Config, weights map[string]ir.WeightSource) (*ir.Modul
 			s[i] = int64(d)
 		}
 		w[ns.Name] = m.AddWeight(ns.Name, ir.T(ir.F32, ir.S(s...)), src)
+		dtypes[w[ns.Name].Weight] = ir.SourceDType(src)
 	}
 	for _, fn := range []struct {
 		name string
@@ -146,6 +149,9 @@ func Build(name string, c Config, weights map[string]ir.WeightSource) (*ir.Modul
 		if err := d.build(m, fn.name, fn.seq, w); err != nil {
 			return nil, err
 		}
+	}
+	if err := storeWeights(m, dtypes); err != nil {
+		return nil, err
 	}
 	if err := ir.Verify(m); err != nil {
 		return nil, err

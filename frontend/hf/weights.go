@@ -2,23 +2,19 @@ package hf
 
 import (
 	"bytes"
-	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
-	"math"
 	"os"
 	"path/filepath"
 	"slices"
 	"sort"
 	"strings"
-	"sync"
 
 	"github.com/tapml/tapml/frontend/internal/mmap"
 	"github.com/tapml/tapml/ir"
 	"github.com/tapml/tapml/tensor/safetensors"
-	"github.com/x448/float16"
 )
 
 // File names of a Hugging Face model folder.
@@ -215,9 +211,9 @@ func (c *Checkpoint) Raw(name string) ([]byte, error) {
 	return r.shard.data[r.off : r.off+n : r.off+n], nil
 }
 
-// Source returns an f32 weight source for the tensor after checking its
-// shape against want: the mapped bytes for F32, a conversion on first use
-// for F16 and BF16. Errors name the file and the tensor.
+// Source returns the weight source of a tensor after checking its shape
+// against want: the mapped bytes, in the tensor's dtype (F32, F16 or BF16,
+// kept as they are; see arch.Build). Errors name the file and the tensor.
 func (c *Checkpoint) Source(name string, want []int) (ir.WeightSource, error) {
 	r, ok := c.tensors[name]
 	if !ok {
@@ -237,33 +233,10 @@ func (c *Checkpoint) Source(name string, want []int) (ir.WeightSource, error) {
 	switch r.info.DType {
 	case ir.F32:
 		return ir.BytesSource(raw), nil
-	case ir.F16:
-		return &convertSource{raw: raw, conv: func(h uint16) float32 { return float16.Frombits(h).Float32() }}, nil
-	case ir.BF16:
-		return &convertSource{raw: raw, conv: func(h uint16) float32 { return math.Float32frombits(uint32(h) << 16) }}, nil
+	case ir.F16, ir.BF16:
+		return ir.TypedBytes{Type: r.info.DType, Data: raw}, nil
 	}
 	return nil, fmt.Errorf("%s: tensor %q has dtype %s; weights must be F32, F16 or BF16", r.shard.path, name, r.info.DType)
-}
-
-// convertSource converts 16-bit float data to f32 on the first call to
-// Bytes and keeps the result.
-type convertSource struct {
-	raw  []byte
-	conv func(uint16) float32
-	once sync.Once
-	out  []byte
-}
-
-// Bytes returns the weight as little-endian f32.
-func (s *convertSource) Bytes() ([]byte, error) {
-	s.once.Do(func() {
-		n := len(s.raw) / 2
-		s.out = make([]byte, 4*n)
-		for i := 0; i < n; i++ {
-			binary.LittleEndian.PutUint32(s.out[4*i:], math.Float32bits(s.conv(binary.LittleEndian.Uint16(s.raw[2*i:]))))
-		}
-	})
-	return s.out, nil
 }
 
 // ParseIndex reads a model.safetensors.index.json: an object whose

@@ -153,6 +153,10 @@ type Stats struct {
 	PoolHits    int // buffers reused from the pool
 	Pipelines   int // pipelines compiled
 	KernelsMade int // kernels generated
+	// BufferBytes is the size of the storage buffers the device holds
+	// (tensors, weights and the pool; not the download staging buffers),
+	// PeakBufferBytes its largest value.
+	BufferBytes, PeakBufferBytes int64
 }
 
 // dispatched is a dispatch recorded in the open pass.
@@ -391,6 +395,13 @@ func (d *Device) Stats() Stats {
 	return d.stats
 }
 
+// BufferBytes returns the bytes of the storage buffers the device holds,
+// now and at the peak (runtime.MemoryReporter).
+func (d *Device) BufferBytes() (now, peak int64) {
+	st := d.Stats()
+	return st.BufferBytes, st.PeakBufferBytes
+}
+
 // Tuning returns the kernel tuning in use.
 func (d *Device) Tuning() wgsl.Tuning {
 	d.mu.Lock()
@@ -503,6 +514,8 @@ func (d *Device) alloc(n uint64) (*gpuBuf, error) {
 		return nil, err
 	}
 	d.stats.Allocs++
+	d.stats.BufferBytes += int64(c)
+	d.stats.PeakBufferBytes = max(d.stats.PeakBufferBytes, d.stats.BufferBytes)
 	return &gpuBuf{buf: b, size: c, refs: 1}, nil
 }
 
@@ -515,6 +528,7 @@ func (d *Device) release(g *gpuBuf) {
 	if d.pooled+int64(g.size) > d.opts.PoolBytes {
 		d.forgetBindGroups(g.buf)
 		g.buf.Release() // wgpu keeps it alive until pending work is done
+		d.stats.BufferBytes -= int64(g.size)
 		return
 	}
 	d.pool[g.size] = append(d.pool[g.size], g.buf)
@@ -600,18 +614,13 @@ func (d *Device) handle(b *runtime.Buffer) (*gpuBuf, error) {
 	return g, nil
 }
 
-func supported(dt ir.DType) bool { return dt == ir.F32 || dt == ir.I32 }
-
 // Upload copies a tensor into a new device buffer.
 func (d *Device) Upload(t *tensor.Tensor) (*runtime.Buffer, error) {
 	if t == nil {
 		return nil, errors.New("webgpu: upload of a nil tensor")
 	}
-	if !supported(t.DType) {
-		return nil, fmt.Errorf("webgpu: upload of %s: only f32 and i32 tensors are supported", t)
-	}
-	if len(t.Data) != t.NumElements()*t.DType.Size() {
-		return nil, fmt.Errorf("webgpu: upload of %s: %d bytes, the shape needs %d", t, len(t.Data), t.NumElements()*t.DType.Size())
+	if err := devkit.CheckGPUTensor(t); err != nil {
+		return nil, fmt.Errorf("webgpu: upload of %w", err)
 	}
 	d.mu.Lock()
 	defer d.mu.Unlock()

@@ -235,7 +235,8 @@ func opCases() []opCase {
 	add(opCase{name: "concat axis0", op: ir.OpConcat, attrs: ir.Attrs{"axis": ir.IntAttr(0)}, gen: ins(f32s(-1, 1, 2, 5), f32s(-1, 1, 3, 5), f32s(-1, 1, 1, 5)), tol: exact})
 	add(opCase{name: "concat axis1", op: ir.OpConcat, attrs: ir.Attrs{"axis": ir.IntAttr(-1)}, gen: ins(f32s(-1, 1, 4, 3), f32s(-1, 1, 4, 0), f32s(-1, 1, 4, 7)), tol: exact})
 	add(opCase{name: "concat i32", op: ir.OpConcat, attrs: ir.Attrs{"axis": ir.IntAttr(1)}, gen: ins(ids(0, 9, 2, 2, 3), ids(0, 9, 2, 1, 3)), tol: exact})
-	cs = append(cs, nnOpCases()...) // nn_ops_test.go
+	cs = append(cs, nnOpCases()...)     // nn_ops_test.go
+	cs = append(cs, storedOpCases()...) // stored_test.go
 	return cs
 }
 
