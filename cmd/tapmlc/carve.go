@@ -105,5 +105,6 @@ goes to stdout.`,
 	f.Uint64Var(&seed, "seed", 1, "seed of the random inputs of a model that is not a language model")
 	mi.registerInputs(f)
 	mi.registerShapes(f)
+	mi.quantize.register(f)
 	rootCmd.AddCommand(cmd)
 }

@@ -25,6 +25,7 @@ func init() {
 		injects    []string
 		th         = migrate.DefaultThresholds()
 		tgt        target.Flags
+		quantize   quantizeFlag
 	)
 	cmd := &cobra.Command{
 		Use:   "migrate [MODEL] --target T --prompt TEXT --steps N [--strategy incremental|bisect]",
@@ -57,7 +58,7 @@ identical to the reference (within the thresholds), 1 when a divergence was
 found (the culprit is printed), 2 when the migration could not run (bad
 arguments, model, device, reference run).`,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			code, err := runMigrate(args, tokPath, prompt, steps, strategy, jsonPath, htmlPath, regression, pipeline, injects, th, tgt)
+			code, err := runMigrate(args, tokPath, prompt, steps, strategy, jsonPath, htmlPath, regression, pipeline, injects, th, tgt, quantize)
 			if err != nil {
 				fmt.Fprintln(os.Stderr, "tapmlc migrate:", err)
 				os.Exit(migrate.ExitError)
@@ -87,13 +88,14 @@ arguments, model, device, reference run).`,
 	f.Float64Var(&th.MaxLogitErr, "max-logit-err", th.MaxLogitErr, "a logit error above this diverges")
 	f.Float64Var(&th.MaxKL, "max-kl", th.MaxKL, "a next-token KL divergence above this diverges")
 	tgt.Register(f)
+	quantize.register(f)
 	f.Lookup("target").DefValue = "webgpu"
 	_ = f.Set("target", "webgpu")
 	rootCmd.AddCommand(cmd)
 }
 
 func runMigrate(args []string, tokPath, prompt string, steps int, strategy, jsonPath, htmlPath, regression, pipeline string,
-	injects []string, th migrate.Thresholds, tgt target.Flags) (int, error) {
+	injects []string, th migrate.Thresholds, tgt target.Flags, quantize quantizeFlag) (int, error) {
 	if len(args) > 1 {
 		return 0, fmt.Errorf("takes at most one MODEL, got %d arguments", len(args))
 	}
@@ -122,6 +124,9 @@ func runMigrate(args []string, tokPath, prompt string, steps int, strategy, json
 		model, err = frontend.BuiltinTiny()
 	} else {
 		model, err = frontend.Load(args[0], frontend.Options{Tokenizer: tokPath})
+	}
+	if err == nil {
+		err = quantize.apply(model)
 	}
 	if err != nil {
 		return 0, err
