@@ -242,3 +242,50 @@ func unitQ6K() *Expr {
 	scale := op(I8ToF32, byteAt(add(at(192), kSub16)))
 	return fmul(fmul(half(at(208)), scale), f32(q))
 }
+
+// Leaves are a generator's values of an expression's leaves in one unit.
+type Leaves[V any] struct {
+	Block, Elem V
+	Lanes       []V // the lanes computed, in order
+	Const       func(k uint32) V
+}
+
+// Walk computes the value of e in each lane of l, with a generator's
+// values V: node gives an op's value from its arguments' values, and is
+// called once for each distinct subexpression that does not depend on
+// Lane and once per lane for the others, arguments first.
+func Walk[V any](e *Expr, l Leaves[V], node func(x *Expr, args []V) V) []V {
+	shared := map[*Expr]V{}
+	var walk func(x *Expr, lane int, perLane map[*Expr]V) V
+	walk = func(x *Expr, lane int, perLane map[*Expr]V) V {
+		switch x.Op {
+		case Const:
+			return l.Const(x.K)
+		case Block:
+			return l.Block
+		case Elem:
+			return l.Elem
+		case Lane:
+			return l.Lanes[lane]
+		}
+		memo := shared
+		if x.DependsOnLane() {
+			memo = perLane
+		}
+		if v, ok := memo[x]; ok {
+			return v
+		}
+		args := make([]V, len(x.Args))
+		for i, a := range x.Args {
+			args[i] = walk(a, lane, perLane)
+		}
+		v := node(x, args)
+		memo[x] = v
+		return v
+	}
+	out := make([]V, len(l.Lanes))
+	for i := range out {
+		out[i] = walk(e, i, map[*Expr]V{})
+	}
+	return out
+}

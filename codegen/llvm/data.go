@@ -94,7 +94,8 @@ func genConstant(g *gen) error {
 
 // genCopy copies its input (reshape, probe, transfer). An item is an element.
 func genCopy(g *gen) error {
-	if g.in[0].DType != g.out[0].DType {
+	convert := g.in[0].DType != g.out[0].DType // dequantize of f16 or bf16
+	if convert && !(g.op == ir.OpDequantize && g.in[0].DType.IsFloat()) {
 		return fmt.Errorf("output is %s, input %s", g.out[0].DType, g.in[0].DType)
 	}
 	g.bindAll()
@@ -106,7 +107,11 @@ func genCopy(g *gen) error {
 		if shift {
 			at = g.wrapNext(i, n)
 		}
-		g.st(1, i, g.ld(0, at))
+		if convert {
+			g.stF(1, i, g.ldF(0, at))
+		} else {
+			g.st(1, i, g.ld(0, at))
+		}
 	})
 	g.finish()
 	return nil

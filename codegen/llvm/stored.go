@@ -8,7 +8,6 @@ import (
 	"github.com/llir/llvm/ir/value"
 
 	"github.com/tapml/tapml/codegen/dequant"
-	"github.com/tapml/tapml/ir"
 )
 
 // Kernels that read a weight in a storage dtype (the inputs the
@@ -27,27 +26,20 @@ func (g *gen) unit(b int, el value.Value) [4]value.Value {
 	elems, bytes := dt.Block()
 	blk := g.muli(g.divi(el, int64(elems)), int64(bytes))
 	j := g.remi(el, int64(elems))
-	p := &unitPrinter{g: g, base: g.ptr[b], blk: blk, j: j, shared: map[*dequant.Expr]value.Value{}}
-	var out [4]value.Value
-	for l := range out {
-		p.lane, p.perLane = c64(int64(l)), map[*dequant.Expr]value.Value{}
-		out[l] = p.print(dequant.Unit(dt))
-	}
-	return out
+	lanes := []value.Value{c64(0), c64(1), c64(2), c64(3)}
+	konst := func(k uint32) value.Value { return c64(int64(k)) }
+	p := unitPrinter{g: g, base: g.ptr[b]}
+	return [4]value.Value(dequant.Walk(dequant.Unit(dt), dequant.Leaves[value.Value]{Block: blk, Elem: j, Lanes: lanes, Const: konst}, p.node))
 }
 
-// unitPrinter emits a dequant expression as LLVM instructions.
+// unitPrinter emits the ops of a dequant expression as LLVM instructions.
 type unitPrinter struct {
-	g       *gen
-	base    value.Value // i8* of the binding
-	blk, j  value.Value
-	lane    value.Value
-	shared  map[*dequant.Expr]value.Value
-	perLane map[*dequant.Expr]value.Value
+	g    *gen
+	base value.Value // i8* of the binding
 }
 
 // load loads a t at byte offset off (i64) of the binding, unaligned.
-func (p *unitPrinter) load(t types.Type, off value.Value) value.Value {
+func (p unitPrinter) load(t types.Type, off value.Value) value.Value {
 	g := p.g
 	at := g.cur.NewGetElementPtr(types.I8, p.base, off)
 	at.InBounds = true
@@ -56,92 +48,47 @@ func (p *unitPrinter) load(t types.Type, off value.Value) value.Value {
 	return ld
 }
 
-func (p *unitPrinter) print(e *dequant.Expr) value.Value {
+// node emits op e over its arguments' values.
+func (p unitPrinter) node(e *dequant.Expr, a []value.Value) value.Value {
 	g := p.g
-	switch e.Op {
-	case dequant.Const:
-		return c64(int64(e.K))
-	case dequant.Block:
-		return p.blk
-	case dequant.Elem:
-		return p.j
-	case dequant.Lane:
-		return p.lane
+	binary := map[dequant.Op]func(x, y value.Value) value.Value{
+		dequant.Add: g.add, dequant.Sub: g.sub, dequant.Mul: g.mul,
+		dequant.FMul: g.fmul, dequant.FAdd: g.fadd, dequant.FSub: g.fsub,
+		dequant.Shl: func(x, y value.Value) value.Value { return g.cur.NewShl(x, y) },
+		dequant.Shr: func(x, y value.Value) value.Value { return g.cur.NewLShr(x, y) },
+		dequant.And: func(x, y value.Value) value.Value { return g.cur.NewAnd(x, y) },
+		dequant.Or:  func(x, y value.Value) value.Value { return g.cur.NewOr(x, y) },
 	}
-	memo := p.shared
-	if e.DependsOnLane() {
-		memo = p.perLane
-	}
-	if v, ok := memo[e]; ok {
-		return v
-	}
-	a := make([]value.Value, len(e.Args))
-	for i, x := range e.Args {
-		a[i] = p.print(x)
-	}
-	var v value.Value
 	switch e.Op {
 	case dequant.Word:
-		v = g.cur.NewZExt(p.load(types.I32, a[0]), types.I64)
+		return g.cur.NewZExt(p.load(types.I32, a[0]), types.I64)
 	case dequant.Byte:
-		v = g.cur.NewZExt(p.load(types.I8, a[0]), types.I64)
+		return g.cur.NewZExt(p.load(types.I8, a[0]), types.I64)
 	case dequant.Half:
-		v = g.cur.NewFPExt(g.cur.NewBitCast(p.load(types.I16, a[0]), types.Half), types.Float)
-	case dequant.Add:
-		v = g.add(a[0], a[1])
-	case dequant.Sub:
-		v = g.sub(a[0], a[1])
-	case dequant.Mul:
-		v = g.mul(a[0], a[1])
-	case dequant.Shl:
-		v = g.cur.NewShl(a[0], a[1])
-	case dequant.Shr:
-		v = g.cur.NewLShr(a[0], a[1])
-	case dequant.And:
-		v = g.cur.NewAnd(a[0], a[1])
-	case dequant.Or:
-		v = g.cur.NewOr(a[0], a[1])
+		return g.cur.NewFPExt(g.cur.NewBitCast(p.load(types.I16, a[0]), types.Half), types.Float)
 	case dequant.Select:
-		v = g.sel(g.icmp(enum.IPredULT, a[0], c64(4)), a[1], a[2])
+		return g.sel(g.icmp(enum.IPredULT, a[0], c64(4)), a[1], a[2])
 	case dequant.ToF32:
-		v = g.cur.NewSIToFP(a[0], types.Float)
+		return g.cur.NewSIToFP(a[0], types.Float)
 	case dequant.I8ToF32:
-		v = g.cur.NewSIToFP(g.cur.NewTrunc(a[0], types.I8), types.Float)
-	case dequant.FMul:
-		v = g.fmul(a[0], a[1])
-	case dequant.FAdd:
-		v = g.fadd(a[0], a[1])
-	case dequant.FSub:
-		v = g.fsub(a[0], a[1])
-	default:
+		return g.cur.NewSIToFP(g.cur.NewTrunc(a[0], types.I8), types.Float)
+	}
+	f, ok := binary[e.Op]
+	if !ok {
 		panic(fmt.Sprintf("llvm: dequant op %d", e.Op))
 	}
-	memo[e] = v
-	return v
+	return f(a[0], a[1])
 }
 
 // genDequantize decodes a tensor in a storage dtype to f32 (an f32 input
 // is copied): an item is a unit of a block format, an element otherwise.
 func genDequantize(g *gen) error {
-	dt := g.in[0].DType
-	if dt == ir.F32 {
-		return genCopy(g)
+	if !g.in[0].DType.IsBlock() {
+		return genCopy(g) // f32, or f16/bf16 widened
 	}
 	g.bindAll()
 	n := numel(g.in[0])
 	shift := g.faultOnce(FaultWrongIndex)
-	if !dt.IsBlock() {
-		g.setItems(n)
-		g.loop(g.lo, g.hi, func(i value.Value) {
-			at := i
-			if shift {
-				at = g.wrapNext(i, n)
-			}
-			g.stF(1, i, g.ldF(0, at))
-		})
-		g.finish()
-		return nil
-	}
 	g.setItems(n / 4)
 	g.loop(g.lo, g.hi, func(u value.Value) {
 		at := u

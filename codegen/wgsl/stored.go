@@ -106,14 +106,9 @@ func (g *gen) units(s stored, el string, lanes []string, ind string) []string {
 	g.p("%slet %s = (%s / %du) * %du;", ind, blk, el, elems, bytes)
 	j := g.fresh("j")
 	g.p("%slet %s = %s %% %du;", ind, j, el, elems)
-	p := &unitPrinter{g: g, s: s, blk: blk, j: j, ind: ind, align: blockAlign(bytes), shared: map[*dequant.Expr]string{}}
-	e := dequant.Unit(s.dt)
-	out := make([]string, len(lanes))
-	for i, l := range lanes {
-		p.lane, p.perLane = l, map[*dequant.Expr]string{}
-		out[i] = p.print(e)
-	}
-	return out
+	p := &unitPrinter{g: g, s: s, ind: ind, align: blockAlign(bytes)}
+	u32 := func(k uint32) string { return strconv.FormatUint(uint64(k), 10) + "u" }
+	return dequant.Walk(dequant.Unit(s.dt), dequant.Leaves[string]{Block: blk, Elem: j, Lanes: lanes, Const: u32}, p.node)
 }
 
 // blockAlign is the alignment (1, 2 or 4) of every block's offset.
@@ -132,16 +127,12 @@ func (g *gen) fresh(base string) string {
 	return base + strconv.Itoa(g.locals)
 }
 
-// unitPrinter prints a dequant expression as WGSL lets.
+// unitPrinter prints the ops of a dequant expression as WGSL lets.
 type unitPrinter struct {
-	g       *gen
-	s       stored
-	blk, j  string
-	lane    string
-	ind     string
-	align   int // alignment of the block offset
-	shared  map[*dequant.Expr]string
-	perLane map[*dequant.Expr]string
+	g     *gen
+	s     stored
+	ind   string
+	align int // alignment of the block offset
 }
 
 // alignOf is the largest of 1, 2, 4 that always divides integer e.
@@ -167,29 +158,15 @@ func (p *unitPrinter) alignOf(e *dequant.Expr) int {
 	return 1
 }
 
-// print returns the WGSL of e: a literal, a name, or a let it emits.
-func (p *unitPrinter) print(e *dequant.Expr) string {
-	switch e.Op {
-	case dequant.Const:
-		return strconv.FormatUint(uint64(e.K), 10) + "u"
-	case dequant.Block:
-		return p.blk
-	case dequant.Elem:
-		return p.j
-	case dequant.Lane:
-		return p.lane
-	}
-	memo := p.shared
-	if e.DependsOnLane() {
-		memo = p.perLane
-	}
-	if v, ok := memo[e]; ok {
-		return v
-	}
-	a := make([]string, len(e.Args))
-	for i, x := range e.Args {
-		a[i] = p.print(x)
-	}
+// infix are the ops printed as WGSL operators (integer or float, by their
+// operands).
+var infix = map[dequant.Op]string{
+	dequant.Add: "+", dequant.Sub: "-", dequant.Mul: "*", dequant.Shl: "<<", dequant.Shr: ">>",
+	dequant.And: "&", dequant.Or: "|", dequant.FMul: "*", dequant.FAdd: "+", dequant.FSub: "-",
+}
+
+// node emits a let of op e over its arguments' names and returns its name.
+func (p *unitPrinter) node(e *dequant.Expr, a []string) string {
 	buf := p.s.name
 	var x string
 	switch e.Op {
@@ -207,38 +184,20 @@ func (p *unitPrinter) print(e *dequant.Expr) string {
 	case dequant.Half:
 		o := p.let(a[0])
 		x = fmt.Sprintf("half_to_f32((%s[%s >> 2u] >> ((%s & 2u) * 8u)) & 0xffffu)", buf, o, o)
-	case dequant.Add:
-		x = a[0] + " + " + a[1]
-	case dequant.Sub:
-		x = a[0] + " - " + a[1]
-	case dequant.Mul:
-		x = a[0] + " * " + a[1]
-	case dequant.Shl:
-		x = a[0] + " << " + a[1]
-	case dequant.Shr:
-		x = a[0] + " >> " + a[1]
-	case dequant.And:
-		x = a[0] + " & " + a[1]
-	case dequant.Or:
-		x = a[0] + " | " + a[1]
 	case dequant.Select:
 		x = fmt.Sprintf("select(%s, %s, %s < 4u)", a[2], a[1], a[0])
 	case dequant.ToF32:
 		x = fmt.Sprintf("f32(bitcast<i32>(%s))", a[0])
 	case dequant.I8ToF32:
 		x = fmt.Sprintf("f32(bitcast<i32>(%s << 24u) >> 24u)", a[0])
-	case dequant.FMul:
-		x = a[0] + " * " + a[1]
-	case dequant.FAdd:
-		x = a[0] + " + " + a[1]
-	case dequant.FSub:
-		x = a[0] + " - " + a[1]
 	default:
-		panic(fmt.Sprintf("wgsl: dequant op %d", e.Op))
+		op, ok := infix[e.Op]
+		if !ok {
+			panic(fmt.Sprintf("wgsl: dequant op %d", e.Op))
+		}
+		x = a[0] + " " + op + " " + a[1]
 	}
-	v := p.let(x)
-	memo[e] = v
-	return v
+	return p.let(x)
 }
 
 // let emits `let NAME = x;` and returns NAME.

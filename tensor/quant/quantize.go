@@ -91,75 +91,79 @@ func inverse(d float32) float32 {
 	return 1 / d
 }
 
-// Q4_0: d = the element of largest magnitude / -8; q = min(15, trunc(x/d + 8.5)).
-func encodeQ4_0(x []float32, b []byte) {
-	m, _ := absMax(x)
-	d := m / -8
-	id := inverse(d)
-	putHalf(b, d)
+// packNibbles stores 32 levels as ggml's 16 bytes of nibbles (byte j holds
+// level j low and level j+16 high) and returns their fifth bits (bit j is
+// level j's bit 4), which the 5-bit formats store apart.
+func packNibbles(q *[32]byte, qs []byte) (fifth uint32) {
 	for j := 0; j < 16; j++ {
-		q0 := min(15, int8(float32(x[j]*id)+8.5))
-		q1 := min(15, int8(float32(x[j+16]*id)+8.5))
-		b[2+j] = byte(q0) | byte(q1)<<4
+		qs[j] = q[j]&0xf | (q[j+16]&0xf)<<4
+		fifth |= uint32(q[j]>>4)<<j | uint32(q[j+16]>>4)<<(j+16)
 	}
+	return fifth
 }
 
-// minMax returns the block's smallest and largest values.
-func minMax(x []float32) (lo, hi float32) {
-	lo, hi = math.MaxFloat32, -math.MaxFloat32
+// symmetricLevels are Q4_0's and Q5_0's levels of a block: d = the
+// element of largest magnitude / -half (half is 8 or 16), level
+// min(2·half - 1, trunc(x/d + half + 0.5)).
+func symmetricLevels(x []float32, half float32) (d float32, q [32]byte) {
+	m, _ := absMax(x)
+	d = m / -half
+	id := inverse(d)
+	for j, v := range x {
+		q[j] = byte(min(int8(2*half-1), int8(float32(v*id)+(half+0.5))))
+	}
+	return d, q
+}
+
+// minLevels are Q4_1's and Q5_1's levels of a block: d = (max - min) /
+// top, level trunc((x - min)/d + 0.5), at most top when clamp (ggml clamps
+// Q4_1's, not Q5_1's).
+func minLevels(x []float32, top float32, clamp bool) (d, lo float32, q [32]byte) {
+	lo, hi := float32(math.MaxFloat32), float32(-math.MaxFloat32)
 	for _, v := range x {
 		lo, hi = min(lo, v), max(hi, v)
 	}
-	return lo, hi
+	d = (hi - lo) / top
+	id := inverse(d)
+	for j, v := range x {
+		l := float32(float32(v-lo)*id) + 0.5
+		if clamp {
+			q[j] = byte(min(int8(top), int8(l)))
+		} else {
+			q[j] = uint8(l)
+		}
+	}
+	return d, lo, q
 }
 
-// Q4_1: d = (max - min)/15, m = min; q = min(15, trunc((x - min)/d + 0.5)).
+// Q4_0: f16 d, then the nibbles of symmetric levels.
+func encodeQ4_0(x []float32, b []byte) {
+	d, q := symmetricLevels(x, 8)
+	putHalf(b, d)
+	packNibbles(&q, b[2:18])
+}
+
+// Q4_1: f16 d and min, then the nibbles of levels above min.
 func encodeQ4_1(x []float32, b []byte) {
-	lo, hi := minMax(x)
-	d := (hi - lo) / 15
-	id := inverse(d)
+	d, lo, q := minLevels(x, 15, true)
 	putHalf(b, d)
 	putHalf(b[2:], lo)
-	for j := 0; j < 16; j++ {
-		q0 := min(15, int8(float32(float32(x[j]-lo)*id)+0.5))
-		q1 := min(15, int8(float32(float32(x[j+16]-lo)*id)+0.5))
-		b[4+j] = byte(q0) | byte(q1)<<4
-	}
+	packNibbles(&q, b[4:20])
 }
 
-// Q5_0: as Q4_0 with 5 bits: d = max / -16, q = min(31, trunc(x/d + 16.5)).
+// Q5_0: f16 d, the fifth bits, then the nibbles of symmetric levels.
 func encodeQ5_0(x []float32, b []byte) {
-	m, _ := absMax(x)
-	d := m / -16
-	id := inverse(d)
+	d, q := symmetricLevels(x, 16)
 	putHalf(b, d)
-	var qh uint32
-	for j := 0; j < 16; j++ {
-		q0 := byte(min(31, int8(float32(x[j]*id)+16.5)))
-		q1 := byte(min(31, int8(float32(x[j+16]*id)+16.5)))
-		b[6+j] = q0&0xf | (q1&0xf)<<4
-		qh |= uint32(q0>>4) << j
-		qh |= uint32(q1>>4) << (j + 16)
-	}
-	binary.LittleEndian.PutUint32(b[2:], qh)
+	binary.LittleEndian.PutUint32(b[2:], packNibbles(&q, b[6:22]))
 }
 
-// Q5_1: as Q4_1 with 5 bits (ggml takes no min with 31 here).
+// Q5_1: f16 d and min, the fifth bits, then the nibbles.
 func encodeQ5_1(x []float32, b []byte) {
-	lo, hi := minMax(x)
-	d := (hi - lo) / 31
-	id := inverse(d)
+	d, lo, q := minLevels(x, 31, false)
 	putHalf(b, d)
 	putHalf(b[2:], lo)
-	var qh uint32
-	for j := 0; j < 16; j++ {
-		q0 := uint8(float32(float32(x[j]-lo)*id) + 0.5)
-		q1 := uint8(float32(float32(x[j+16]-lo)*id) + 0.5)
-		b[8+j] = q0&0xf | (q1&0xf)<<4
-		qh |= uint32(q0>>4) << j
-		qh |= uint32(q1>>4) << (j + 16)
-	}
-	binary.LittleEndian.PutUint32(b[4:], qh)
+	binary.LittleEndian.PutUint32(b[4:], packNibbles(&q, b[8:24]))
 }
 
 // Q8_0: d = max|x|/127; q = round(x/d), halves away from zero (roundf).

@@ -5,10 +5,8 @@ import (
 	"testing"
 
 	"github.com/tapml/tapml/frontend/arch"
+	"github.com/tapml/tapml/internal/testenv/llmtest"
 	"github.com/tapml/tapml/ir"
-	"github.com/tapml/tapml/runtime"
-	"github.com/tapml/tapml/runtime/cpu"
-	"github.com/tapml/tapml/runtime/llm"
 	"github.com/tapml/tapml/tensor"
 	"github.com/tapml/tapml/tensor/quant"
 )
@@ -98,21 +96,9 @@ func testStoredWeights(t *testing.T, emb ir.DType) {
 		t.Fatal(err)
 	}
 	logits := func(m *ir.Module) []float32 {
-		exec := runtime.NewExecutor(m, cpu.New())
-		defer exec.Close()
-		s, err := llm.NewSession(exec)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer s.Close()
-		if _, err := s.Forward([]int{1, 72, 101, 108}); err != nil {
-			t.Fatal(err)
-		}
-		out, err := s.Forward([]int{111})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return out
+		r := llmtest.NewRunner(t, m)
+		r.Forward(t, []int{1, 72, 101, 108})
+		return r.Forward(t, []int{111})
 	}
 	got, want := logits(m), logits(ref)
 	for i := range want {
