@@ -21,7 +21,7 @@ func init() {
 			w := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', 0)
 			fmt.Fprintf(w, "OP\tKIND\t%s", strings.ToUpper(strings.Join(target.Names, "\t")))
 			if verbose {
-				fmt.Fprint(w, "\tEFFECTS\tIN PLACE\tCOMPUTE\tNUMERICS\tCHAIN\tTRANSCENDENTALS\tSUM LENGTH\tCOST\tSEMANTICS")
+				fmt.Fprint(w, "\tEFFECTS\tIN PLACE\tCOMPUTE\tNUMERICS\tCHAIN\tTRANSCENDENTALS\tSUM LENGTH\tCOST\tSTORED INPUT\tSEMANTICS")
 			}
 			fmt.Fprintln(w)
 			missing := 0
@@ -36,8 +36,8 @@ func init() {
 					fmt.Fprintf(w, "\t%s", mark)
 				}
 				if verbose {
-					fmt.Fprintf(w, "\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s", d.Effects, d.InPlace, d.Compute, d.Numerics.Doc,
-						d.ChainLength.Doc, d.Transcendentals.Doc, d.SumLength.Doc, d.Cost.Doc, d.Doc)
+					fmt.Fprintf(w, "\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s", d.Effects, d.InPlace, d.Compute, d.Numerics.Doc,
+						d.ChainLength.Doc, d.Transcendentals.Doc, d.SumLength.Doc, d.Cost.Doc, d.Storage.Doc, d.Doc)
 				}
 				fmt.Fprintln(w)
 			}
