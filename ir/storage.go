@@ -31,11 +31,7 @@ func (s StoredInput) String() string {
 	if s.Input < 0 {
 		return "-"
 	}
-	names := make([]string, len(s.DTypes))
-	for i, d := range s.DTypes {
-		names[i] = d.String()
-	}
-	return "input " + strconv.Itoa(s.Input) + ": " + strings.Join(names, ", ")
+	return "input " + strconv.Itoa(s.Input) + ": " + dtypeList(s.DTypes)
 }
 
 var (
