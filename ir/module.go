@@ -140,6 +140,21 @@ func (f *Function) Param(name string) *Value {
 	return nil
 }
 
+// ValueNames returns the names of f's parameters and node outputs (for
+// picking names that are not taken).
+func (f *Function) ValueNames() map[string]bool {
+	names := map[string]bool{}
+	for _, p := range f.Params {
+		names[p.Name] = true
+	}
+	for _, n := range f.Nodes {
+		for _, o := range n.Outputs {
+			names[o.Name] = true
+		}
+	}
+	return names
+}
+
 // Uses maps each value to the nodes that read it, in order.
 func (f *Function) Uses() map[*Value][]*Node {
 	uses := map[*Value][]*Node{}

@@ -35,15 +35,7 @@ func storeWeights(m *ir.Module) error {
 
 // storeIn rewrites the nodes of f for the stored weights.
 func storeIn(m *ir.Module, f *ir.Function) error {
-	names := map[string]bool{}
-	for _, p := range f.Params {
-		names[p.Name] = true
-	}
-	for _, n := range f.Nodes {
-		for _, o := range n.Outputs {
-			names[o.Name] = true
-		}
-	}
+	names := f.ValueNames()
 	// dequantize returns the f32 value of w in f, made by a node appended
 	// to nodes before w's first reader that needs it.
 	dequantized := map[*ir.Weight]*ir.Value{}
