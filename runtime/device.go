@@ -67,6 +67,12 @@ type WeightUploader interface {
 	UploadWeight(name string, t *tensor.Tensor) (*Buffer, error)
 }
 
+// MemoryReporter is implemented by devices that know the device memory
+// their buffers take: now and at the peak so far.
+type MemoryReporter interface {
+	BufferBytes() (now, peak int64)
+}
+
 // KernelError is a failure to build or run the kernel of one IR node.
 type KernelError struct {
 	Device string

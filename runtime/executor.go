@@ -109,6 +109,21 @@ func (e *Executor) WeightBuffer(w *ir.Weight, d Device) (*Buffer, error) {
 	return b, nil
 }
 
+// WeightBytes returns the bytes of the weights uploaded to device d, in
+// all and by dtype (the storage dtypes they keep: a quantized weight
+// counts its blocks).
+func (e *Executor) WeightBytes(d Device) (total int64, byDType map[ir.DType]int64) {
+	byDType = map[ir.DType]int64{}
+	for k, b := range e.weights {
+		if k.dev == d {
+			n := b.Type().Bytes()
+			total += n
+			byDType[b.DType] += n
+		}
+	}
+	return total, byDType
+}
+
 // Close frees the uploaded weights (devices are closed by their owners).
 func (e *Executor) Close() {
 	for k, b := range e.weights {

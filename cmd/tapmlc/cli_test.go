@@ -357,7 +357,8 @@ func TestOps(t *testing.T) {
 	if got := strings.Join(row(plain.stdout, "kv_write"), " "); got != "kv_write data yes yes yes yes yes" {
 		t.Errorf("kv_write row %q", got)
 	}
-	for _, want := range []string{"EFFECTS", "IN PLACE", "ROUTED BY", "COMPUTE", "NUMERICS", "TRANSCENDENTALS", "SUM LENGTH", "COST", "SEMANTICS"} {
+	for _, want := range []string{"EFFECTS", "IN PLACE", "ROUTED BY", "COMPUTE", "NUMERICS", "TRANSCENDENTALS", "SUM LENGTH", "COST", "STORED INPUT", "SEMANTICS",
+		"with transpose_b and f32 a: input 1 (b) in f16, bf16, q4_0"} {
 		if !strings.Contains(verbose.stdout, want) {
 			t.Errorf("ops -v has no column %s", want)
 		}

@@ -26,6 +26,7 @@ func init() {
 		tgt         target.Flags
 		mi          modelInputs
 		outDir      string
+		verbose     bool
 	)
 	cmd := &cobra.Command{
 		Use:   "run [MODEL]",
@@ -98,8 +99,14 @@ byte-level tokenizer is used, so the command works with nothing downloaded.`,
 			if err != nil {
 				return err
 			}
-			_, err = out.WriteString("\n")
-			return err
+			if _, err := out.WriteString("\n"); err != nil {
+				return err
+			}
+			if verbose {
+				out.Flush()
+				reportMemory(os.Stderr, exec, dev)
+			}
+			return nil
 		},
 	}
 	f := cmd.Flags()
@@ -109,9 +116,11 @@ byte-level tokenizer is used, so the command works with nothing downloaded.`,
 	f.Float64Var(&temperature, "temperature", 1.0, "sampling temperature; 0 is greedy (argmax)")
 	f.Float64Var(&topP, "top-p", 0.9, "nucleus sampling threshold (used when temperature > 0)")
 	f.Uint64Var(&seed, "seed", 1, "random seed for sampling (a language model) or of the random inputs (any other model)")
+	f.BoolVarP(&verbose, "verbose", "v", false, "after generating, print the weight bytes on the device (by storage dtype) and its buffer memory, when it reports it, on stderr")
 	f.StringVar(&outDir, "output", "", "folder to write each output of a model that is not a language model to, as NAME.npy")
 	mi.registerInputs(f)
 	mi.registerShapes(f)
+	mi.quantize.register(f)
 	tgt.Register(f)
 	rootCmd.AddCommand(cmd)
 }

@@ -249,7 +249,7 @@ func randomTensor(r *rand.Rand, name string, shape []int, typ GGMLType, quantize
 			vals[i] = float32((2*r.Float64() - 1) / math.Sqrt(float64(shape[len(shape)-1])) * 2)
 		}
 	}
-	if _, quantized := quantFormats[typ]; quantized {
+	if typ.quantized() {
 		return wtensor{name, dims, typ, quantize(typ, vals)}
 	}
 	return wtensor{name, dims, typ, encode(typ, vals)}

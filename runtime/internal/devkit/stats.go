@@ -8,4 +8,7 @@ type Stats struct {
 	PoolHits    int // buffers reused from the pool
 	Pipelines   int // pipelines compiled
 	KernelsMade int // kernels generated
+	// BufferBytes is the size of the buffers an Allocator holds (in use
+	// and pooled), PeakBufferBytes its largest value so far.
+	BufferBytes, PeakBufferBytes int64
 }
