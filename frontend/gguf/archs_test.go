@@ -377,8 +377,8 @@ func archVariants(c archCase) []struct {
 
 // TestArchitecturesAgainstLlamaCpp compares, for every case, tapml's
 // logits on the CPU reference with llama.cpp's for each variant of the
-// file, the F32 file's on webgpu, vulkan and llvm too, and checks that
-// each bite moves them off.
+// file, the F32 and Q8_0 files' on webgpu, vulkan and llvm too, and
+// checks that each bite moves them off.
 func TestArchitecturesAgainstLlamaCpp(t *testing.T) {
 	prompt, decode := []int{1, 17, 250, 3, 99, 42, 7}, []int{5, 150, 1}
 	for _, c := range archCases(smallArch) {
@@ -391,9 +391,11 @@ func TestArchitecturesAgainstLlamaCpp(t *testing.T) {
 					if err != nil {
 						t.Fatal(err)
 					}
-					targets := targettest.Local[:1]
-					if v.name == "F32" {
-						targets = targettest.Local
+					// F32 and Q8_0 on every target (Q8_0 reaches the
+					// kernels as it is stored); F16 on the CPU reference.
+					targets := targettest.Local
+					if v.name == "F16" {
+						targets = targettest.Local[:1]
 					}
 					for _, target := range targets {
 						t.Run(target, func(t *testing.T) {
