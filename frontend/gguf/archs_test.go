@@ -135,6 +135,10 @@ type archCase struct {
 	// variant (those llama.cpp's converter keeps in F32, and any the case
 	// explains).
 	keepF32 []string
+	// negative are block tensors among keepF32 whose values are made
+	// negative (-|x|), as Mamba's A = -exp(A_log) is: a positive A grows
+	// the state without bound.
+	negative []string
 	// bites are edits of one ARCH.* entry each (keys without "ARCH.")
 	// that must move tapml's logits off llama.cpp's (of the unedited
 	// file) by more than the tolerance: the feature they turn off
@@ -179,6 +183,12 @@ func (c archCase) writer(seed uint64, typeOf func(shape []int) GGMLType, quantiz
 				typ = GGMLF32
 			}
 			add(fmt.Sprintf("blk.%d.%s", l, t.name), t.shape, typ)
+			if slices.Contains(c.negative, t.name) {
+				data := w.tensors[len(w.tensors)-1].data
+				for i := 3; i < len(data); i += 4 {
+					data[i] |= 0x80 // an F32's sign bit (little-endian)
+				}
+			}
 		}
 	}
 	return w
@@ -281,10 +291,8 @@ func archCases(d archDims) []archCase {
 		// Mamba 1: no attention (head_count and feed_forward_length 0, as
 		// llama.cpp's converter writes them), the mixer twice as wide as
 		// the embedding (the only expansion llama.cpp builds); ssm_a holds
-		// A itself (-exp(A_log)), kept in F32 with the other small mixer
-		// tensors. ssm_out stays F32 too: with it in Q8_0, the llama.cpp
-		// under test returns NaN logits for every single-token decode (its
-		// prompt's logits are finite and agree; ours stay finite).
+		// A itself (-exp(A_log), negative), kept in F32 with the other
+		// small mixer tensors.
 		{name: "mamba", arch: "mamba", d: ssm, eps: rmsEps, quantized: true,
 			kvs: []wkv{u32("ssm.conv_kernel", 4), u32("ssm.inner_size", uint32(2*d.D)), u32("ssm.state_size", 16),
 				u32("ssm.time_step_rank", 8)},
@@ -293,7 +301,7 @@ func archCases(d archDims) []archCase {
 				ts("ssm_conv1d.weight", 2*d.D, 4), ts("ssm_conv1d.bias", 2*d.D), ts("ssm_x.weight", 8+2*16, 2*d.D),
 				ts("ssm_dt.weight", 2*d.D, 8), ts("ssm_dt.bias", 2*d.D), ts("ssm_a", 2*d.D, 16), ts("ssm_d", 2*d.D),
 				ts("ssm_out.weight", d.D, 2*d.D)}),
-			keepF32: []string{"ssm_conv1d.weight", "ssm_x.weight", "ssm_dt.weight", "ssm_a", "ssm_out.weight"}},
+			keepF32: []string{"ssm_conv1d.weight", "ssm_x.weight", "ssm_dt.weight", "ssm_a"}, negative: []string{"ssm_a"}},
 		// Mixtral: llama with experts, whose width is feed_forward_length.
 		{name: "mixtral", arch: "llama", d: d, eps: rmsEps, quantized: true,
 			kvs:    []wkv{u32("expert_count", 4), u32("expert_used_count", 2)},
