@@ -1,10 +1,13 @@
 package vulkan
 
 import (
+	"fmt"
 	"math/rand/v2"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/tapml/tapml/ir"
+	"github.com/tapml/tapml/tensor"
 )
 
 // TestArenaFirstFit follows a sequence of allocations and frees through
@@ -121,5 +124,24 @@ func TestArenaRandom(t *testing.T) {
 		if a.used(i) != 0 {
 			t.Errorf("block %d: %d bytes used", i, a.used(i))
 		}
+	}
+}
+
+// Weights take their bytes plus less than one block of device memory: 100
+// weights of 1 MiB took 192 MiB of doubling blocks (64 + 128) and take 128
+// MiB of fixed ones.
+func TestWeightBlocksDoNotDouble(t *testing.T) {
+	d := openTest(t, Options{})
+	const n, size = 100, 1 << 20
+	w := tensor.New(ir.F32, []int{size / 4})
+	for i := range n {
+		b, err := d.UploadWeight(fmt.Sprint("w", i), w)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer d.Free(b)
+	}
+	if got, limit := d.Stats().BlockBytes, uint64(n*size+firstBlock); got >= limit {
+		t.Errorf("%d weights of %d bytes took %d bytes of blocks; want less than %d (their bytes and one block)", n, size, got, limit)
 	}
 }
