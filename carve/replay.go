@@ -477,7 +477,11 @@ func (b *Bundle) tolerance(c *Case, o *Overrides) (Tolerance, error) {
 			return Tolerance{}, fmt.Errorf("case %s: %w", c.ID, err)
 		}
 		op, _ := ir.OpNamed(c.Op) // known: DecodeAttrs checked it
-		tol = o.Policy.For(op, attrs, in, out)
+		compute, err := c.ComputeDType()
+		if err != nil {
+			return Tolerance{}, err
+		}
+		tol = o.Policy.ForCompute(op, attrs, in, out, compute)
 	}
 	return o.Apply(c, tol), nil
 }

@@ -55,6 +55,11 @@ type Options struct {
 	Policy carve.Policy
 	// Pipeline compiles the model (nil: passes.Default()).
 	Pipeline *passes.Pipeline
+	// Compute is the target's compute dtype: f32 (zero) or f16. Under f16
+	// the CPU reference (when Source is nil) emulates f16 storage
+	// (cpu.Options.Round16), so that the reference and mixed placements
+	// round where the target does, and carved cases get the f16 policy.
+	Compute ir.DType
 	// Target names the target ("webgpu") in reports, in legalize's messages
 	// and for fault injection.
 	Target string
@@ -72,7 +77,8 @@ type Options struct {
 	SourceSupports func(op ir.Op) bool
 	// Thresholds define divergence of a language model (zero:
 	// DefaultThresholds; for bit-exact logits use
-	// math.SmallestNonzeroFloat64).
+	// math.SmallestNonzeroFloat64). Under f16 compute MaxLogitErr is at
+	// least 8 f16 ulps of the largest reference logit (f16LogitErr).
 	Thresholds Thresholds
 	// MaxRuns bounds the mixed runs of one localisation (0: 64).
 	MaxRuns int
@@ -137,7 +143,7 @@ func New(model *ir.Module, tok llm.Tokenizer, dev runtime.Device, o Options) (*D
 		return nil, err
 	}
 	if d.Source == nil {
-		d.Source, d.ownSource = cpu.New(), true
+		d.Source, d.ownSource = cpu.NewWith(cpu.Options{Round16: o.Compute == ir.F16}), true
 	}
 	for _, f := range cm.Funcs {
 		for _, n := range f.Nodes {
@@ -226,6 +232,9 @@ func (d *Driver) runReference() error {
 		return fmt.Errorf("reference run on %s: %w", d.Opts.Reference, err)
 	}
 	d.ref = ref
+	if d.Opts.Compute == ir.F16 {
+		d.Opts.Thresholds.MaxLogitErr = max(d.Opts.Thresholds.MaxLogitErr, f16LogitErr(ref.Logits))
+	}
 	for i, outs := range ref.Outputs {
 		f := refMod.Func(ref.Funcs[i])
 		tols := make([]carve.Tolerance, len(outs))
@@ -235,6 +244,29 @@ func (d *Driver) runReference() error {
 		d.tols = append(d.tols, tols)
 	}
 	return nil
+}
+
+// f16LogitErr is the logit error f16 compute allows: 8 f16 ulps of the
+// largest reference logit. Under f16 compute the logits are stored as f16,
+// so they are known to one ulp (2^(e-10) for |x| in [2^e, 2^(e+1))), and
+// an ulp flip of an activation upstream (each op may round its output to
+// the other neighbour, carve.Policy.ForCompute) moves them by a few ulps;
+// 8 leaves room for a few such flips. (The KL threshold, on the
+// probabilities, is unchanged: f16 noise must not move them.)
+func f16LogitErr(logits [][]float32) float64 {
+	m := 0.0
+	for _, row := range logits {
+		for _, v := range row {
+			if a := math.Abs(float64(v)); a > m && !math.IsInf(a, 0) {
+				m = a
+			}
+		}
+	}
+	if m == 0 {
+		return 0
+	}
+	_, e := math.Frexp(m) // m in [2^(e-1), 2^e)
+	return 8 * math.Ldexp(1, e-1-10)
 }
 
 // checkSource checks that the reference has a kernel for every node it

@@ -7,13 +7,17 @@ import (
 )
 
 // precisionFlags are --compute and --accumulate, which run, carve, compile
-// and migrate share.
+// and migrate share (carve, which runs only the reference, takes
+// --compute alone).
 type precisionFlags struct{ p runtime.Precision }
 
-func (pf *precisionFlags) register(f *pflag.FlagSet) {
+func (pf *precisionFlags) register(f *pflag.FlagSet, accumulate bool) {
 	pf.p = runtime.F32
 	f.Var(dtypeValue{&pf.p.Compute}, "compute", "dtype of activations and the KV cache on the target: f32 or f16 (f16 storage, f32 arithmetic; "+
 		"vulkan where the device has shaderFloat16, cpu as the reference's emulation of it; other targets say so and compute in f32)")
+	if !accumulate {
+		return
+	}
 	f.Var(dtypeValue{&pf.p.Accumulate}, "accumulate", "dtype of attention's score and softmax-sum accumulators on the target: f32 or f16 "+
 		"(f16 is what a careless port does; it overflows where a score passes 65504)")
 }

@@ -123,7 +123,7 @@ byte-level tokenizer is used, so the command works with nothing downloaded.`,
 	mi.registerInputs(f)
 	mi.registerShapes(f)
 	mi.quantize.register(f)
-	prec.register(f)
+	prec.register(f, true)
 	tgt.Register(f)
 	rootCmd.AddCommand(cmd)
 }

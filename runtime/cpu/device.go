@@ -105,9 +105,8 @@ func (d *Device) Upload(t *tensor.Tensor) (*runtime.Buffer, error) {
 	if err := devkit.CheckTensor(t); err != nil {
 		return nil, fmt.Errorf("cpu: upload: %w", err)
 	}
-	if d.round16 && t.DType == ir.F32 && !roundedTo16(t) {
-		t = t.Clone() // the caller's tensor (a mapped weight) stays as it is
-		roundTo16(t)
+	if d.round16 {
+		t = Round16(t) // a copy: the caller's tensor (a mapped weight) stays as it is
 	}
 	return d.wrap(t), nil
 }

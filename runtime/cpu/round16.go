@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"math"
 
+	"github.com/tapml/tapml/ir"
 	"github.com/tapml/tapml/tensor"
 	"github.com/x448/float16"
 )
@@ -22,6 +23,18 @@ func roundTo16(t *tensor.Tensor) {
 			binary.LittleEndian.PutUint32(t.Data[i:], r)
 		}
 	}
+}
+
+// Round16 returns an f32 tensor with its values rounded to f16 (t itself
+// when they are f16 values already, or t is not f32; else a rounded copy,
+// leaving t as it was): the values an f16 target holds of it.
+func Round16(t *tensor.Tensor) *tensor.Tensor {
+	if t.DType != ir.F32 || roundedTo16(t) {
+		return t
+	}
+	t = t.Clone()
+	roundTo16(t)
+	return t
 }
 
 // roundedTo16 reports whether every value of an f32 tensor is an f16
