@@ -41,7 +41,7 @@ import (
 // size and SHA-256, the number of cases, the cases themselves (see Case)
 // and, last, an end marker.
 const (
-	FormatName    = "tapml-carve-bundle"
+	FormatName = "tapml-carve-bundle"
 	// FormatVersion is the version Write writes; Open reads it and every
 	// older one. 2 added injected_faults, input_sets and a case's set; 3
 	// weights in their storage dtypes (f16, bf16, ggml's block formats under

@@ -106,7 +106,7 @@ type Recorder struct {
 	Policy  Policy
 	Compute ir.DType // f32 or f16 (the reference emulates f16 storage)
 	Exec    *runtime.Executor
-	Stats  Stats
+	Stats   Stats
 
 	// Set is the input set in progress (see SetInfo), recorded in cases.
 	Set int

@@ -1,8 +1,8 @@
 package carve
 
 import (
-	"errors"
 	"bytes"
+	"errors"
 	"fmt"
 	"math"
 	"regexp"
