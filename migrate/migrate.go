@@ -77,8 +77,9 @@ type Options struct {
 	SourceSupports func(op ir.Op) bool
 	// Thresholds define divergence of a language model (zero:
 	// DefaultThresholds; for bit-exact logits use
-	// math.SmallestNonzeroFloat64). Under f16 compute MaxLogitErr is at
-	// least 8 f16 ulps of the largest reference logit (f16LogitErr).
+	// math.SmallestNonzeroFloat64). Under f16 compute they are at least
+	// the f16 thresholds (Thresholds.f16: 8 f16 ulps of the largest
+	// reference logit, and the KL that logit error allows).
 	Thresholds Thresholds
 	// MaxRuns bounds the mixed runs of one localisation (0: 64).
 	MaxRuns int
@@ -233,7 +234,7 @@ func (d *Driver) runReference() error {
 	}
 	d.ref = ref
 	if d.Opts.Compute == ir.F16 {
-		d.Opts.Thresholds.MaxLogitErr = max(d.Opts.Thresholds.MaxLogitErr, f16LogitErr(ref.Logits))
+		d.Opts.Thresholds = d.Opts.Thresholds.f16(ref.Logits)
 	}
 	for i, outs := range ref.Outputs {
 		f := refMod.Func(ref.Funcs[i])
@@ -246,13 +247,26 @@ func (d *Driver) runReference() error {
 	return nil
 }
 
-// f16LogitErr is the logit error f16 compute allows: 8 f16 ulps of the
-// largest reference logit. Under f16 compute the logits are stored as f16,
-// so they are known to one ulp (2^(e-10) for |x| in [2^e, 2^(e+1))), and
-// an ulp flip of an activation upstream (each op may round its output to
-// the other neighbour, carve.Policy.ForCompute) moves them by a few ulps;
-// 8 leaves room for a few such flips. (The KL threshold, on the
-// probabilities, is unchanged: f16 noise must not move them.)
+// f16 returns the thresholds of f16 compute, at least th's:
+//
+//   - logit error: 8 f16 ulps of the largest reference logit. The logits
+//     are stored as f16, so they are known to one ulp (2^(e-10) for |x| in
+//     [2^e, 2^(e+1))), and an ulp flip of an activation upstream (each op
+//     may round its output to the other neighbour, carve.Policy.ForCompute)
+//     moves them by a few ulps; 8 leaves room for a few such flips.
+//   - KL: L²/2 for that logit error L. Logits moved by δ (|δ| <= L) change
+//     the next-token distribution by KL ≈ Var_p(δ)/2 to second order, and
+//     a variance is at most the largest square: KL <= L²/2.
+//
+// Tokens must still match.
+func (th Thresholds) f16(logits [][]float32) Thresholds {
+	l := f16LogitErr(logits)
+	th.MaxLogitErr = max(th.MaxLogitErr, l)
+	th.MaxKL = max(th.MaxKL, l*l/2)
+	return th
+}
+
+// f16LogitErr is 8 f16 ulps of the largest finite |logit|.
 func f16LogitErr(logits [][]float32) float64 {
 	m := 0.0
 	for _, row := range logits {

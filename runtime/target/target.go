@@ -85,6 +85,9 @@ func Open(target, backend string) (runtime.Device, error) {
 	return nil, fmt.Errorf("unknown target %q (known: %s)", target, strings.Join(Names, ", "))
 }
 
+// WebGPUNoF16 says why the webgpu target computes in f32.
+const WebGPUNoF16 = "this wgpu's WGSL compiler (naga) rejects `enable f16;` (runtime/webgpu's TestNoF16 measures it)"
+
 // OpenPrecision opens the device named by target at precision p where the
 // target has it, and returns the precision it runs at. f16 compute runs
 // on vulkan where the device has shaderFloat16 and 16-bit storage, and on
@@ -114,7 +117,7 @@ func OpenPrecision(target, backend string, p runtime.Precision, note io.Writer) 
 	case target == "cpu":
 		return fallback("the reference emulates f16 storage, not f16 accumulation")
 	case target == "webgpu":
-		return fallback("this wgpu's WGSL compiler (naga) rejects `enable f16;` (runtime/webgpu's TestNoF16 measures it)")
+		return fallback(WebGPUNoF16)
 	case IsRemote(target):
 		return fallback("remote devices run the naga subset of WGSL, without f16")
 	}
