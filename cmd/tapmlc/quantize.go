@@ -62,9 +62,9 @@ func dtypeName(dt ir.DType) string {
 func mib(n int64) string { return fmt.Sprintf("%.2f MiB", float64(n)/(1<<20)) }
 
 // reportMemory writes, for run -v, the weight bytes uploaded to the
-// device (by storage dtype) and the device's buffer memory when it
-// reports it.
-func reportMemory(w io.Writer, exec *runtime.Executor, dev runtime.Device) {
+// device (by storage dtype; under f16 compute f32 weights take half) and
+// the device's buffer memory when it reports it.
+func reportMemory(w io.Writer, exec *runtime.Executor, dev runtime.Device, p runtime.Precision) {
 	total, by := exec.WeightBytes(dev)
 	var parts []string
 	dts := make([]ir.DType, 0, len(by))
@@ -73,6 +73,11 @@ func reportMemory(w io.Writer, exec *runtime.Executor, dev runtime.Device) {
 	}
 	slices.Sort(dts)
 	for _, dt := range dts {
+		if dt == ir.F32 && p.Half() && dev.Name() != "cpu" { // the reference emulates f16 in f32 memory
+			total -= by[dt] / 2
+			parts = append(parts, fmt.Sprintf("f32 %s held as f16 (--compute f16): %s", mib(by[dt]), mib(by[dt]/2)))
+			continue
+		}
 		parts = append(parts, fmt.Sprintf("%s %s", dt, mib(by[dt])))
 	}
 	fmt.Fprintf(w, "weights on %s: %s (%d bytes; %s)\n", dev.Name(), mib(total), total, strings.Join(parts, ", "))

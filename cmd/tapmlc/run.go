@@ -106,7 +106,7 @@ byte-level tokenizer is used, so the command works with nothing downloaded.`,
 			}
 			if verbose {
 				out.Flush()
-				reportMemory(os.Stderr, exec, dev)
+				reportMemory(os.Stderr, exec, dev, tgt.Precision)
 			}
 			return nil
 		},
