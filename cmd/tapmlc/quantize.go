@@ -20,7 +20,7 @@ type quantizeFlag struct{ name string }
 
 func (q *quantizeFlag) register(f *pflag.FlagSet) {
 	f.StringVar(&q.name, "quantize", "", "store the model's matrices as Q4_0, Q8_0 or Q4_K (ggml's block formats, quantized bit for bit as ggml does) or F16; "+
-		"MLC's q4f16_1 and q4f32_1 (Q4_0 weights), q0f16 (F16) and q0f32 (as stored) name only the weights here (compute stays f32)")
+		"MLC's q4f16_1 and q4f32_1 (Q4_0 weights), q0f16 (F16) and q0f32 (as stored) name only the weights here (add --compute f16 for f16 compute)")
 }
 
 // apply re-encodes the model's weights as --quantize says and reports
@@ -34,7 +34,7 @@ func (q *quantizeFlag) apply(model *frontend.Model) error {
 		return fmt.Errorf("--quantize: %w", err)
 	}
 	if choice.Compute == "f16" {
-		fmt.Fprintf(os.Stderr, "--quantize %s: its weights are %s; compute stays f32\n", choice.Name, dtypeName(choice.Weights))
+		fmt.Fprintf(os.Stderr, "--quantize %s: its weights are %s; its f16 compute is --compute f16\n", choice.Name, dtypeName(choice.Weights))
 	}
 	if choice.Weights == ir.Invalid {
 		return nil
