@@ -67,11 +67,15 @@ func TestOpenErrors(t *testing.T) {
 		{"newer version", func(t *testing.T, dir string) {
 			m := bytes.Replace(manifest, []byte("\nversion: 4\n"), []byte("\nversion: 5\nnew_field: x\n"), 1)
 			os.WriteFile(filepath.Join(dir, ManifestFile), m, 0o644)
-		}, []string{"manifest.yaml: bundle format version 4 is newer than this tapml reads (3)"}},
+		}, []string{"manifest.yaml: bundle format version 5 is newer than this tapml reads (4)"}},
 		{"fractional version", func(t *testing.T, dir string) {
 			m := bytes.Replace(manifest, []byte("\nversion: 4\n"), []byte("\nversion: 2.5\n"), 1)
 			os.WriteFile(filepath.Join(dir, ManifestFile), m, 0o644)
 		}, []string{"manifest.yaml: format version 2.5 is not a whole number"}},
+		{"unknown compute dtype", func(t *testing.T, dir string) {
+			m := bytes.Replace(manifest, []byte("\n    tolerance:"), []byte("\n    compute: f8\n    tolerance:"), 1)
+			os.WriteFile(filepath.Join(dir, ManifestFile), m, 0o644)
+		}, []string{"manifest.yaml: case c0001: compute dtype \"f8\" (want f32 or f16)"}},
 		{"NaN tolerance", func(t *testing.T, dir string) {
 			m := bytes.Replace(manifest, []byte("\n      atol: "), []byte("\n      atol: .nan\n      #"), 1)
 			os.WriteFile(filepath.Join(dir, ManifestFile), m, 0o644)
