@@ -10,10 +10,11 @@ import (
 // f16 compute (Options.Compute = ir.F16) stores every float tensor a
 // kernel binds as f16 while the kernel computes in f32: the generators
 // write their kernels once, over f32 buffers, and bind declares each float
-// buffer as array<f16> (or vecN<f16>) instead; kernel then rewrites every
-// access to such a buffer: a load x[i] becomes f32(x[i]) (vecN<f32>(x[i])),
-// a store x[i] = v becomes x[i] = f16(v), and x[i] op= v becomes
-// x[i] = f16(f32(x[i]) op (v)). So arithmetic, workgroup memory and
+// buffer as array<f16> (or vecN<f16>) instead; Generate then rewrites
+// every access to such a buffer: a load x[i] becomes f32(x[i]), a store
+// x[i] = v becomes x[i] = f16(v), and x[i] op= v becomes
+// x[i] = f16(f32(x[i]) op (v)); vectors convert component by component
+// (the dialect converts scalars only). So arithmetic, workgroup memory and
 // accumulators stay f32 (the accumulation the policy asks for), each
 // output is rounded to f16 once, when it is stored — what the CPU
 // reference's f16 emulation does to each op's output — and there is no

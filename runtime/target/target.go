@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"strings"
 
 	"github.com/spf13/pflag"
@@ -112,14 +113,19 @@ func OpenPrecision(target, backend string, p runtime.Precision, note io.Writer) 
 			return fallback(err.Error())
 		}
 		return dev, p, err
-	case target == "cpu" && p.Accumulate == ir.F32:
-		return cpu.NewWith(cpu.Options{Round16: true}), p, nil
 	case target == "cpu":
-		return fallback("the reference emulates f16 storage, not f16 accumulation")
+		if p.Accumulate != ir.F32 {
+			fmt.Fprintf(note, "cpu: the reference emulates f16 storage, not f16 accumulation; accumulating in f32\n")
+			p.Accumulate = ir.F32
+		}
+		return cpu.NewWith(cpu.Options{Round16: p.Half()}), p, nil
 	case target == "webgpu":
 		return fallback(WebGPUNoF16)
 	case IsRemote(target):
 		return fallback("remote devices run the naga subset of WGSL, without f16")
+	case !slices.Contains(Names, target):
+		dev, err := Open(target, backend) // its error names the known targets
+		return dev, p, err
 	}
 	return fallback("f16 compute is implemented for the vulkan target only")
 }
