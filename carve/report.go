@@ -35,6 +35,11 @@ type Result struct {
 	// In, Got and Want are a failing case's inputs (those that are not
 	// weights), outputs and the reference's outputs (ReplayOptions.Keep).
 	In, Got, Want []*tensor.Tensor
+	// Truth compares the outputs of a case carved under f16 compute with
+	// the f32 truth (the reference without its f16 emulation, on the same
+	// inputs), under the same tolerance; nil for f32 cases. The case
+	// passes only when both comparisons do.
+	Truth *Metrics
 }
 
 // Passed reports whether the case ran and every element was in tolerance.
@@ -172,6 +177,9 @@ func (r *Report) WriteTable(w io.Writer) error {
 			if k, g := x.errorGrid(); g.Marked > 0 {
 				fmt.Fprintf(w, "%s %s: output %d out of tolerance at %s\n", x.Case.ID, x.Case.Op, k, g)
 			}
+		}
+		if x.Truth != nil && !x.Truth.Pass() {
+			fmt.Fprintf(w, "%s %s: against the f32 truth: max abs %s, max rel %s, out of tolerance\n", x.Case.ID, x.Case.Op, fmtNum(x.Truth.MaxAbs), fmtNum(x.Truth.MaxRel))
 		}
 	}
 	if r.Timed() {
