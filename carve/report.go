@@ -283,6 +283,8 @@ type jsonResult struct {
 	KernelNS   int64          `json:"kernel_ns,omitempty"`
 	Variation  *jsonVariation `json:"variation,omitempty"`
 	Where      string         `json:"where,omitempty"`
+	Compute    string         `json:"compute,omitempty"` // f16: carved under f16 compute
+	Truth      *jsonTruth     `json:"truth,omitempty"`   // f16 cases: against the f32 truth
 }
 
 type jsonVariation struct {
@@ -305,6 +307,13 @@ type jsonReport struct {
 	Results []jsonResult  `json:"results"`
 	Faults  []FaultResult `json:"injected_faults,omitempty"`
 	Times   []OpTime      `json:"kernel_time,omitempty"`
+}
+
+// jsonTruth is an f16 case's comparison with the f32 truth.
+type jsonTruth struct {
+	MaxAbs num  `json:"max_abs"`
+	MaxRel num  `json:"max_rel"`
+	Pass   bool `json:"pass"`
 }
 
 // WriteJSON writes the report as JSON.
@@ -331,6 +340,10 @@ func (r *Report) WriteJSON(w io.Writer) error {
 		}
 		if _, g := x.errorGrid(); g.Marked > 0 {
 			j.Where = g.String()
+		}
+		j.Compute = c.Compute
+		if t := x.Truth; t != nil {
+			j.Truth = &jsonTruth{MaxAbs: num(t.MaxAbs), MaxRel: num(t.MaxRel), Pass: t.Pass()}
 		}
 		jr.Results = append(jr.Results, j)
 	}
