@@ -41,12 +41,14 @@ import (
 // size and SHA-256, the number of cases, the cases themselves (see Case)
 // and, last, an end marker.
 const (
-	FormatName    = "tapml-carve-bundle"
+	FormatName = "tapml-carve-bundle"
 	// FormatVersion is the version Write writes; Open reads it and every
 	// older one. 2 added injected_faults, input_sets and a case's set; 3
 	// weights in their storage dtypes (f16, bf16, ggml's block formats under
-	// ggml's names in weights.safetensors, as in module.tir and the cases).
-	FormatVersion = 3
+	// ggml's names in weights.safetensors, as in module.tir and the cases);
+	// 4 each case's compute dtype (compute: f16 for cases carved under f16
+	// compute).
+	FormatVersion = 4
 
 	ManifestFile = "manifest.yaml"
 	TensorsFile  = "tensors.safetensors"
@@ -145,6 +147,9 @@ func (rec *Recording) writeFiles(dir string) (int64, error) {
 	var entries []safetensors.Entry
 	names := map[*tensor.Tensor]string{}
 	weights := map[string]*ir.Weight{}
+	// A weight's data as the cases read it, where the recording has it
+	// (under f16 compute, f32 weights rounded to f16), else its source's.
+	wdata := map[string]*tensor.Tensor{}
 	var weightNames []string
 	for _, c := range rec.Cases {
 		for _, ops := range [][]Operand{c.Inputs, c.Outputs} {
@@ -158,6 +163,9 @@ func (rec *Recording) writeFiles(dir string) (int64, error) {
 						}
 						weights[o.Weight] = w
 						weightNames = append(weightNames, o.Weight)
+					}
+					if o.t != nil {
+						wdata[o.Weight] = o.t
 					}
 					continue
 				}
@@ -185,7 +193,11 @@ func (rec *Recording) writeFiles(dir string) (int64, error) {
 		if w.Source == nil {
 			return 0, fmt.Errorf("weight @%s has no data attached", n)
 		}
-		wentries = append(wentries, safetensors.Entry{Name: n, DType: w.Type.DType, Shape: w.Type.Shape.Sizes(), Data: w.Source.Bytes})
+		data := w.Source.Bytes
+		if t := wdata[n]; t != nil {
+			data = func() ([]byte, error) { return t.Data, nil }
+		}
+		wentries = append(wentries, safetensors.Entry{Name: n, DType: w.Type.DType, Shape: w.Type.Shape.Sizes(), Data: data})
 	}
 	if err := safetensors.Write(filepath.Join(dir, WeightsFile), wentries, meta); err != nil {
 		return 0, err
@@ -390,6 +402,9 @@ func ParseManifest(path string, data []byte) (*Manifest, error) {
 		if err := c.Tolerance.Check(); err != nil {
 			return nil, fmt.Errorf("%s: case %s: %v", path, c.ID, err)
 		}
+		if _, err := c.ComputeDType(); err != nil {
+			return nil, fmt.Errorf("%s: %v", path, err)
+		}
 		ids[c.ID] = true
 	}
 	return m, nil
@@ -566,4 +581,25 @@ func (b *Bundle) Tensors(c *Case) (in, out []*tensor.Tensor, err error) {
 		out = append(out, t)
 	}
 	return in, out, nil
+}
+
+// Compute is the compute dtype of the bundle's cases, which `tapmlc test`
+// replays them at: f32, or f16 when they were carved under f16 compute.
+// A bundle mixing both is refused (no tapml writes one).
+func (b *Bundle) Compute() (ir.DType, error) {
+	dt := ir.Invalid
+	for _, c := range b.Manifest.Cases {
+		cd, err := c.ComputeDType()
+		if err != nil {
+			return ir.Invalid, fmt.Errorf("%s: %w", b.Dir, err)
+		}
+		if dt != ir.Invalid && cd != dt {
+			return ir.Invalid, fmt.Errorf("%s: cases carved under both %s and %s compute; replay needs one", b.Dir, dt, cd)
+		}
+		dt = cd
+	}
+	if dt == ir.Invalid {
+		dt = ir.F32
+	}
+	return dt, nil
 }

@@ -65,13 +65,17 @@ func TestOpenErrors(t *testing.T) {
 			os.WriteFile(filepath.Join(dir, ManifestFile), append(bytes.Clone(manifest[:cut+1]), "end: end of manifest\n"...), 0o644)
 		}, []string{"manifest.yaml: case c0275", "outputs"}},
 		{"newer version", func(t *testing.T, dir string) {
-			m := bytes.Replace(manifest, []byte("\nversion: 3\n"), []byte("\nversion: 4\nnew_field: x\n"), 1)
+			m := bytes.Replace(manifest, []byte("\nversion: 4\n"), []byte("\nversion: 5\nnew_field: x\n"), 1)
 			os.WriteFile(filepath.Join(dir, ManifestFile), m, 0o644)
-		}, []string{"manifest.yaml: bundle format version 4 is newer than this tapml reads (3)"}},
+		}, []string{"manifest.yaml: bundle format version 5 is newer than this tapml reads (4)"}},
 		{"fractional version", func(t *testing.T, dir string) {
-			m := bytes.Replace(manifest, []byte("\nversion: 3\n"), []byte("\nversion: 2.5\n"), 1)
+			m := bytes.Replace(manifest, []byte("\nversion: 4\n"), []byte("\nversion: 2.5\n"), 1)
 			os.WriteFile(filepath.Join(dir, ManifestFile), m, 0o644)
 		}, []string{"manifest.yaml: format version 2.5 is not a whole number"}},
+		{"unknown compute dtype", func(t *testing.T, dir string) {
+			m := bytes.Replace(manifest, []byte("\n    tolerance:"), []byte("\n    compute: f8\n    tolerance:"), 1)
+			os.WriteFile(filepath.Join(dir, ManifestFile), m, 0o644)
+		}, []string{"manifest.yaml: case c0001: compute dtype \"f8\" (want f32 or f16)"}},
 		{"NaN tolerance", func(t *testing.T, dir string) {
 			m := bytes.Replace(manifest, []byte("\n      atol: "), []byte("\n      atol: .nan\n      #"), 1)
 			os.WriteFile(filepath.Join(dir, ManifestFile), m, 0o644)
@@ -165,11 +169,11 @@ func TestOpenOlderVersions(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, v := range []string{"1", "2"} {
+	for _, v := range []string{"1", "2", "3"} {
 		dir := copyDir(t, good)
-		m := bytes.Replace(manifest, []byte("\nversion: 3\n"), []byte("\nversion: "+v+"\n"), 1)
+		m := bytes.Replace(manifest, []byte("\nversion: 4\n"), []byte("\nversion: "+v+"\n"), 1)
 		if bytes.Equal(m, manifest) {
-			t.Fatal("the manifest has no version 3 line")
+			t.Fatal("the manifest has no version 4 line")
 		}
 		if err := os.WriteFile(filepath.Join(dir, ManifestFile), m, 0o644); err != nil {
 			t.Fatal(err)

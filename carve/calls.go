@@ -323,11 +323,12 @@ type CallOptions struct {
 	Inputs    map[string]Input
 	InputSets []InputSet
 	Seed      uint64
-	// Keep, Pipeline, Probe and Policy are as in Options.
+	// Keep, Pipeline, Probe, Policy and Compute are as in Options.
 	Keep     int
 	Pipeline *passes.Pipeline
 	Probe    passes.Options
 	Policy   Policy
+	Compute  ir.DType
 	// Progress, when set, is called after each call with the calls done
 	// and the calls to make.
 	Progress func(done, total int)
@@ -356,7 +357,7 @@ func CarveCalls(m *ir.Module, o CallOptions) (*Recording, error) {
 	if err != nil {
 		return nil, err
 	}
-	r := NewRecorder(pm, o.Keep, o.Policy, true)
+	r := NewRecorderAt(pm, o.Keep, o.Policy, true, o.Compute)
 	defer r.Close()
 	rng := NewRand(o.Seed)
 	rec := &Recording{Module: pm, Model: m.Name, Keep: r.Keep, Pipeline: names, Seed: o.Seed}

@@ -43,6 +43,22 @@ type Case struct {
 	Key       string    `yaml:"key"`
 	Seen      int       `yaml:"seen"`
 	Tolerance Tolerance `yaml:"tolerance"`
+	// Compute is the compute dtype the case was carved under: "" (f32) or
+	// "f16", whose inputs and outputs are the reference's f16 emulation
+	// (cpu.Options.Round16) and whose tolerance is the f16 one (Policy.For
+	// with Compute). `tapmlc test` replays it at that precision.
+	Compute string `yaml:"compute,omitempty"`
+}
+
+// ComputeDType is the case's compute dtype (f32 when none is recorded).
+func (c *Case) ComputeDType() (ir.DType, error) {
+	switch c.Compute {
+	case "", "f32":
+		return ir.F32, nil
+	case "f16":
+		return ir.F16, nil
+	}
+	return ir.Invalid, fmt.Errorf("case %s: compute dtype %q (want f32 or f16)", c.ID, c.Compute)
 }
 
 // Operand is one input or output of a case.

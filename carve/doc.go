@@ -13,7 +13,10 @@
 // and a coarse Fingerprint of every input and output: the binary exponent
 // of the largest magnitude, NaN/Inf presence, the share of zeros); the
 // first Keep calls of each key become cases. Each case gets a tolerance
-// from the Policy (see Policy for the formulas and why).
+// from the Policy (see Policy for the formulas and why). Under f16 compute
+// (Options.Compute) the reference emulates f16 storage, the cases record
+// compute f16 and get Policy.ForCompute's tolerance, and replay judges
+// them against the recorded outputs and the f32 truth.
 //
 // Several input sets carve together (Options.Prompts, CallOptions.
 // InputSets): their calls share one deduplication, so a value that only
@@ -51,7 +54,8 @@
 // its inputs and outputs (IR value name, dtype, shape, and the tensor or
 // weight that holds the data), the IR node id, its text line and
 // provenance, the function and step of the run it came from, its content
-// key with the number of calls that shared it, and its tolerance.
+// key with the number of calls that shared it, its tolerance and its
+// compute dtype (f16, or nothing for f32).
 //
 // Open reads a bundle and checks everything before any case runs: the
 // format version (a newer one is refused by name), the manifest's

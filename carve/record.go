@@ -32,6 +32,11 @@ type Options struct {
 	Probe    passes.Options
 	// Policy derives each case's tolerance (zero: DefaultPolicy).
 	Policy Policy
+	// Compute is the compute dtype the cases are carved for: f32 (zero) or
+	// f16, under which the reference emulates f16 storage
+	// (cpu.Options.Round16) and each case records compute f16 and the f16
+	// tolerance (Policy.ForCompute).
+	Compute ir.DType
 	// Progress, when set, is called after each call of the model with the
 	// positions processed and Steps.
 	Progress func(done, total int)
@@ -96,11 +101,12 @@ func Compile(m *ir.Module, pipe *passes.Pipeline, probe bool, probeOpts passes.O
 // deduplicated by content key as they come; the first Keep of each key
 // are kept.
 type Recorder struct {
-	Module *ir.Module
-	Keep   int
-	Policy Policy
-	Exec   *runtime.Executor
-	Stats  Stats
+	Module  *ir.Module
+	Keep    int
+	Policy  Policy
+	Compute ir.DType // f32 or f16 (the reference emulates f16 storage)
+	Exec    *runtime.Executor
+	Stats   Stats
 
 	// Set is the input set in progress (see SetInfo), recorded in cases.
 	Set int
@@ -125,6 +131,15 @@ type keyInfo struct {
 // reference device. With record false it only runs m (no snapshots, no
 // hooks): the plain run.
 func NewRecorder(m *ir.Module, keep int, policy Policy, record bool) *Recorder {
+	return NewRecorderAt(m, keep, policy, record, ir.F32)
+}
+
+// NewRecorderAt is NewRecorder for compute dtype compute (f32, or f16: the
+// reference then emulates f16 storage, cpu.Options.Round16).
+func NewRecorderAt(m *ir.Module, keep int, policy Policy, record bool, compute ir.DType) *Recorder {
+	if compute == ir.Invalid {
+		compute = ir.F32
+	}
 	if keep <= 0 {
 		keep = 1
 	}
@@ -132,7 +147,8 @@ func NewRecorder(m *ir.Module, keep int, policy Policy, record bool) *Recorder {
 		policy = DefaultPolicy()
 	}
 	r := &Recorder{
-		Module: m, Keep: keep, Policy: policy, Exec: runtime.NewExecutor(m, cpu.New()), record: record,
+		Module: m, Keep: keep, Policy: policy, Compute: compute, record: record,
+		Exec:    runtime.NewExecutor(m, cpu.NewWith(cpu.Options{Round16: compute == ir.F16})),
 		weights: map[*ir.Weight]*tensor.Tensor{}, fps: map[*tensor.Tensor]Fingerprint{}, wfps: map[*tensor.Tensor]Fingerprint{}, keys: map[string]*keyInfo{},
 	}
 	if record {
@@ -243,6 +259,12 @@ func (r *Recorder) weight(w *ir.Weight) (*tensor.Tensor, error) {
 	if err != nil {
 		return nil, fmt.Errorf("weight @%s: %w", w.Name, err)
 	}
+	if r.Compute == ir.F16 {
+		// The values an f16 target holds (and the emulating reference
+		// read), so that a target that falls back to f32 replays the
+		// case on the same inputs.
+		t = cpu.Round16(t)
+	}
 	r.weights[w] = t
 	return t, nil
 }
@@ -303,7 +325,10 @@ func (r *Recorder) recordNode(f *ir.Function, n *ir.Node, env map[string]int64, 
 		Op: n.Op.String(), Kind: string(n.Def().Kind), Attrs: EncodeAttrs(attrs),
 		Node: n.ID, NodeText: ir.NodeText(n), Prov: n.Prov,
 		Func: f.Name, Step: step, Pos: pos, Set: r.Set, Key: key, Seen: ki.seen,
-		Tolerance: r.Policy.For(n.Op, attrs, ins, outs),
+		Tolerance: r.Policy.ForCompute(n.Op, attrs, ins, outs, r.Compute),
+	}
+	if r.Compute != ir.F32 {
+		c.Compute = r.Compute.String()
 	}
 	for i, v := range n.Inputs {
 		op := Operand{Name: v.Ref(), DType: ins[i].DType.String(), Shape: append([]int{}, ins[i].Shape...), t: ins[i]}
@@ -490,7 +515,7 @@ func Carve(m *ir.Module, tok llm.Tokenizer, o Options) (*Recording, error) {
 	if err != nil {
 		return nil, err
 	}
-	r := NewRecorder(pm, o.Keep, o.Policy, true)
+	r := NewRecorderAt(pm, o.Keep, o.Policy, true, o.Compute)
 	defer r.Close()
 	prompts := o.Prompts
 	if len(prompts) == 0 {

@@ -1,8 +1,8 @@
 package carve
 
 import (
-	"errors"
 	"bytes"
+	"errors"
 	"fmt"
 	"math"
 	"regexp"
@@ -11,6 +11,7 @@ import (
 
 	"github.com/tapml/tapml/ir"
 	"github.com/tapml/tapml/runtime"
+	"github.com/tapml/tapml/runtime/cpu"
 	"github.com/tapml/tapml/tensor"
 )
 
@@ -289,6 +290,12 @@ func (b *Bundle) ReplayWith(dev runtime.Device, c *Case, tol Tolerance, o Replay
 		}
 	}
 	res.Pass = res.Metrics.Pass()
+	if c.Compute == "f16" && o.Reference == nil {
+		if res.Truth, err = truth(m, args, got, tol); err != nil {
+			return fail(fmt.Errorf("the f32 truth: %w", err))
+		}
+		res.Pass = res.Pass && res.Truth.Pass()
+	}
 	if o.Repeat > 1 {
 		if res.Variation, err = repeatRuns(run, got, o.Repeat); err != nil {
 			return fail(err)
@@ -305,6 +312,33 @@ func (b *Bundle) ReplayWith(dev runtime.Device, c *Case, tol Tolerance, o Replay
 	}
 	res.Duration = time.Since(start)
 	return res
+}
+
+// truth compares the outputs got of a case carved under f16 compute with
+// the f32 truth: the case's op on the CPU reference without f16 emulation,
+// from the same (f16-valued) inputs. The case's tolerance bounds that
+// distance too: correct f16 code stores the f32 result rounded to f16
+// (at most u·|x| away, u = 2^-11) after f32 arithmetic that differs from
+// the reference's by the f32 rule, within rtol_f32 + 2u
+// (Policy.ForCompute).
+func truth(m *ir.Module, args, got []*tensor.Tensor, tol Tolerance) (*Metrics, error) {
+	want, err := Run(cpu.New(), m, args)
+	if err != nil {
+		return nil, err
+	}
+	var all Metrics
+	for i := range want {
+		mt, err := Compare(got[i], want[i], tol)
+		if err != nil {
+			return nil, fmt.Errorf("output %d: %w", i, err)
+		}
+		if i == 0 {
+			all = mt
+		} else {
+			all = all.merge(mt)
+		}
+	}
+	return &all, nil
 }
 
 // Variation is what repeated runs of a case changed: a kernel with a race
@@ -477,7 +511,11 @@ func (b *Bundle) tolerance(c *Case, o *Overrides) (Tolerance, error) {
 			return Tolerance{}, fmt.Errorf("case %s: %w", c.ID, err)
 		}
 		op, _ := ir.OpNamed(c.Op) // known: DecodeAttrs checked it
-		tol = o.Policy.For(op, attrs, in, out)
+		compute, err := c.ComputeDType()
+		if err != nil {
+			return Tolerance{}, err
+		}
+		tol = o.Policy.ForCompute(op, attrs, in, out, compute)
 	}
 	return o.Apply(c, tol), nil
 }

@@ -35,6 +35,11 @@ type Result struct {
 	// In, Got and Want are a failing case's inputs (those that are not
 	// weights), outputs and the reference's outputs (ReplayOptions.Keep).
 	In, Got, Want []*tensor.Tensor
+	// Truth compares the outputs of a case carved under f16 compute with
+	// the f32 truth (the reference without its f16 emulation, on the same
+	// inputs), under the same tolerance; nil for f32 cases. The case
+	// passes only when both comparisons do.
+	Truth *Metrics
 }
 
 // Passed reports whether the case ran and every element was in tolerance.
@@ -173,6 +178,9 @@ func (r *Report) WriteTable(w io.Writer) error {
 				fmt.Fprintf(w, "%s %s: output %d out of tolerance at %s\n", x.Case.ID, x.Case.Op, k, g)
 			}
 		}
+		if x.Truth != nil && !x.Truth.Pass() {
+			fmt.Fprintf(w, "%s %s: against the f32 truth: max abs %s, max rel %s, out of tolerance\n", x.Case.ID, x.Case.Op, fmtNum(x.Truth.MaxAbs), fmtNum(x.Truth.MaxRel))
+		}
 	}
 	if r.Timed() {
 		fmt.Fprintf(w, "kernel time on %s (warm, per case: launch and wait, inputs on the device), by op:\n", r.Target)
@@ -275,6 +283,8 @@ type jsonResult struct {
 	KernelNS   int64          `json:"kernel_ns,omitempty"`
 	Variation  *jsonVariation `json:"variation,omitempty"`
 	Where      string         `json:"where,omitempty"`
+	Compute    string         `json:"compute,omitempty"` // f16: carved under f16 compute
+	Truth      *jsonTruth     `json:"truth,omitempty"`   // f16 cases: against the f32 truth
 }
 
 type jsonVariation struct {
@@ -297,6 +307,13 @@ type jsonReport struct {
 	Results []jsonResult  `json:"results"`
 	Faults  []FaultResult `json:"injected_faults,omitempty"`
 	Times   []OpTime      `json:"kernel_time,omitempty"`
+}
+
+// jsonTruth is an f16 case's comparison with the f32 truth.
+type jsonTruth struct {
+	MaxAbs num  `json:"max_abs"`
+	MaxRel num  `json:"max_rel"`
+	Pass   bool `json:"pass"`
 }
 
 // WriteJSON writes the report as JSON.
@@ -323,6 +340,10 @@ func (r *Report) WriteJSON(w io.Writer) error {
 		}
 		if _, g := x.errorGrid(); g.Marked > 0 {
 			j.Where = g.String()
+		}
+		j.Compute = c.Compute
+		if t := x.Truth; t != nil {
+			j.Truth = &jsonTruth{MaxAbs: num(t.MaxAbs), MaxRel: num(t.MaxRel), Pass: t.Pass()}
 		}
 		jr.Results = append(jr.Results, j)
 	}

@@ -137,6 +137,41 @@ func DefaultPolicy() Policy {
 	return Policy{Elementwise: 4, Transcendental: 16, Reduction: 8, Contraction: 8}
 }
 
+// ForCompute returns the tolerance of a call carved under compute dtype
+// compute: For's for f32. Under f16 compute the case's inputs are f16
+// values (the reference's f16 emulation made them) and its reference
+// outputs are the op computed in f32 from them and rounded once to f16,
+// which is what correct f16 code (f16 storage, f32 arithmetic and
+// accumulation) computes too, up to two things: its f32 arithmetic may
+// differ from the reference's by For's f32 tolerance (the sum order of a
+// K-term reduction: Contraction·sqrt(K)·eps32), and that difference may
+// carry the value across an f16 rounding boundary, changing the rounded
+// output by one f16 ulp, at most 2u·|x| with u = 2^-11 the unit roundoff
+// of f16 (the ulp of x in [2^e, 2^(e+1)) is 2^(e-10) <= 2u·|x|). So
+//
+//	rtol = rtol_f32 + 2u,  atol = atol_f32 + 2u·S
+//
+// and exact ops stay exact (they move or decode the same f16 values, or
+// select among them). The f16 term does not grow with K: accumulation is
+// f32. (Accumulating in f16, --accumulate f16, errs by about
+// sqrt(K)·u·S in a K-term sum, and overflows beyond 65504: the policy
+// does not allow it, so the carved cases find it.)
+func (p Policy) ForCompute(op ir.Op, attrs ir.Attrs, in, out []*tensor.Tensor, compute ir.DType) Tolerance {
+	t := p.For(op, attrs, in, out)
+	if compute != ir.F16 || t.Exact() || len(out) == 0 || out[0].DType != ir.F32 {
+		return t
+	}
+	const u = 0x1p-11
+	scale := 0.0
+	for _, o := range out {
+		scale = math.Max(scale, maxFinite(o))
+	}
+	t.RTol += 2 * u
+	t.ATol += 2 * u * scale
+	t.Rule += fmt.Sprintf("; f16 compute: + one f16 ulp, rtol + 2u = %.3g, atol + 2u·S (u = 2^-11)", t.RTol)
+	return t
+}
+
 // For returns the tolerance of a call of op with attrs on inputs in whose
 // reference outputs are out. The op's facts (ir.Facts: its numerics, chain
 // length, transcendentals and sum length) select and parametrize the

@@ -103,6 +103,44 @@ func TestPolicyFormulas(t *testing.T) {
 	}
 }
 
+// TestPolicyF16Compute checks the f16 compute rule: the f32 rule plus one
+// f16 ulp (2u, u = 2^-11) relative and 2u·S absolute; exact ops stay
+// exact, and f32 compute is For's.
+func TestPolicyF16Compute(t *testing.T) {
+	p := DefaultPolicy()
+	const eps, u = 0x1p-23, 0x1p-11
+	mm := func() (ir.Attrs, []*tensor.Tensor) {
+		a, _ := ir.LookupOp(ir.OpMatmul).NormalizeAttrs(ir.Attrs{"transpose_b": ir.BoolAttr(true)})
+		return a, []*tensor.Tensor{filled([]int{3, 64}, 1), filled([]int{16, 64}, 1)}
+	}
+	attrs, in := mm()
+	out := []*tensor.Tensor{filled([]int{3, 16}, 2)}
+	tests := []struct {
+		name       string
+		op         ir.Op
+		in         []*tensor.Tensor
+		attrs      ir.Attrs
+		compute    ir.DType
+		rtol, atol float64
+	}{
+		{"matmul K=64, f16", ir.OpMatmul, in, attrs, ir.F16, 8*8*eps + 2*u, (8*8*eps + 2*u) * 2},
+		{"matmul K=64, f32", ir.OpMatmul, in, attrs, ir.F32, 8 * 8 * eps, 8 * 8 * eps * 2},
+		{"reshape stays exact", ir.OpReshape, []*tensor.Tensor{filled([]int{48}, 2)}, ir.Attrs{"shape": ir.IntsAttr(3, 16)}, ir.F16, 0, 0},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			got := p.ForCompute(tc.op, tc.attrs, tc.in, out, tc.compute)
+			want := Tolerance{ATol: tc.atol, RTol: tc.rtol}
+			if diff := cmp.Diff(want, got, cmpopts.IgnoreFields(Tolerance{}, "Rule"), cmpopts.EquateApprox(1e-12, 0)); diff != "" {
+				t.Errorf("tolerance (-want +got):\n%s\nrule: %s", diff, got.Rule)
+			}
+			if tc.compute == ir.F16 && tc.rtol > 0 && !strings.Contains(got.Rule, "f16 compute: + one f16 ulp") {
+				t.Errorf("rule %q does not state the f16 term", got.Rule)
+			}
+		})
+	}
+}
+
 func TestEps(t *testing.T) {
 	if Eps(ir.F32) != float64(math.Nextafter32(1, 2)-1) || Eps(ir.F16) != 1.0/1024 || Eps(ir.BF16) != 1.0/128 || Eps(ir.I32) != 0 {
 		t.Error("Eps")

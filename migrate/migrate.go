@@ -55,6 +55,11 @@ type Options struct {
 	Policy carve.Policy
 	// Pipeline compiles the model (nil: passes.Default()).
 	Pipeline *passes.Pipeline
+	// Compute is the target's compute dtype: f32 (zero) or f16. Under f16
+	// the CPU reference (when Source is nil) emulates f16 storage
+	// (cpu.Options.Round16), so that the reference and mixed placements
+	// round where the target does, and carved cases get the f16 policy.
+	Compute ir.DType
 	// Target names the target ("webgpu") in reports, in legalize's messages
 	// and for fault injection.
 	Target string
@@ -72,7 +77,9 @@ type Options struct {
 	SourceSupports func(op ir.Op) bool
 	// Thresholds define divergence of a language model (zero:
 	// DefaultThresholds; for bit-exact logits use
-	// math.SmallestNonzeroFloat64).
+	// math.SmallestNonzeroFloat64). Under f16 compute they are at least
+	// the f16 thresholds (Thresholds.f16: 8 f16 ulps of the largest
+	// reference logit, and the KL that logit error allows).
 	Thresholds Thresholds
 	// MaxRuns bounds the mixed runs of one localisation (0: 64).
 	MaxRuns int
@@ -137,7 +144,7 @@ func New(model *ir.Module, tok llm.Tokenizer, dev runtime.Device, o Options) (*D
 		return nil, err
 	}
 	if d.Source == nil {
-		d.Source, d.ownSource = cpu.New(), true
+		d.Source, d.ownSource = cpu.NewWith(cpu.Options{Round16: o.Compute == ir.F16}), true
 	}
 	for _, f := range cm.Funcs {
 		for _, n := range f.Nodes {
@@ -226,6 +233,9 @@ func (d *Driver) runReference() error {
 		return fmt.Errorf("reference run on %s: %w", d.Opts.Reference, err)
 	}
 	d.ref = ref
+	if d.Opts.Compute == ir.F16 {
+		d.Opts.Thresholds = d.Opts.Thresholds.f16(ref.Logits)
+	}
 	for i, outs := range ref.Outputs {
 		f := refMod.Func(ref.Funcs[i])
 		tols := make([]carve.Tolerance, len(outs))
@@ -235,6 +245,42 @@ func (d *Driver) runReference() error {
 		d.tols = append(d.tols, tols)
 	}
 	return nil
+}
+
+// f16 returns the thresholds of f16 compute, at least th's:
+//
+//   - logit error: 8 f16 ulps of the largest reference logit. The logits
+//     are stored as f16, so they are known to one ulp (2^(e-10) for |x| in
+//     [2^e, 2^(e+1))), and an ulp flip of an activation upstream (each op
+//     may round its output to the other neighbour, carve.Policy.ForCompute)
+//     moves them by a few ulps; 8 leaves room for a few such flips.
+//   - KL: L²/2 for that logit error L. Logits moved by δ (|δ| <= L) change
+//     the next-token distribution by KL ≈ Var_p(δ)/2 to second order, and
+//     a variance is at most the largest square: KL <= L²/2.
+//
+// Tokens must still match.
+func (th Thresholds) f16(logits [][]float32) Thresholds {
+	l := f16LogitErr(logits)
+	th.MaxLogitErr = max(th.MaxLogitErr, l)
+	th.MaxKL = max(th.MaxKL, l*l/2)
+	return th
+}
+
+// f16LogitErr is 8 f16 ulps of the largest finite |logit|.
+func f16LogitErr(logits [][]float32) float64 {
+	m := 0.0
+	for _, row := range logits {
+		for _, v := range row {
+			if a := math.Abs(float64(v)); a > m && !math.IsInf(a, 0) {
+				m = a
+			}
+		}
+	}
+	if m == 0 {
+		return 0
+	}
+	_, e := math.Frexp(m) // m in [2^(e-1), 2^e)
+	return 8 * math.Ldexp(1, e-1-10)
 }
 
 // checkSource checks that the reference has a kernel for every node it

@@ -389,6 +389,9 @@ func (s Suspect) writeText(b *strings.Builder, role string) {
 		cond = "condition accumulated/input " + fmtNum(s.Condition)
 	}
 	fmt.Fprintf(b, "  amplification accumulated/isolated %s, %s: %s\n", fmtNum(s.Amplification), cond, s.Verdict)
+	if s.Range.Left() {
+		fmt.Fprintf(b, "  f16 range: %s\n", s.Range)
+	}
 }
 
 func errNote(s string) string {
@@ -485,19 +488,20 @@ func toJSONError(e Error) jsonError {
 }
 
 type jsonSuspect struct {
-	Node          int       `json:"node"`
-	Op            string    `json:"op"`
-	Prov          string    `json:"prov"`
-	Func          string    `json:"func"`
-	NodeText      string    `json:"node_text"`
-	Fault         string    `json:"injected_fault,omitempty"`
-	Isolated      jsonError `json:"isolated"`
-	Accumulated   jsonError `json:"accumulated"`
-	InputRel      num       `json:"input_rel_err"`
-	Amplification num       `json:"amplification"`
-	Condition     num       `json:"condition"`
-	Verdict       string    `json:"verdict"`
-	Cases         []string  `json:"cases"`
+	Node          int        `json:"node"`
+	Op            string     `json:"op"`
+	Prov          string     `json:"prov"`
+	Func          string     `json:"func"`
+	NodeText      string     `json:"node_text"`
+	Fault         string     `json:"injected_fault,omitempty"`
+	Isolated      jsonError  `json:"isolated"`
+	Accumulated   jsonError  `json:"accumulated"`
+	InputRel      num        `json:"input_rel_err"`
+	Amplification num        `json:"amplification"`
+	Condition     num        `json:"condition"`
+	Verdict       string     `json:"verdict"`
+	Cases         []string   `json:"cases"`
+	F16Range      *jsonRange `json:"f16_range,omitempty"` // when a value left f16's range
 }
 
 type jsonLocalisation struct {
@@ -568,7 +572,8 @@ func (r *Report) WriteJSON(w io.Writer) error {
 	for _, s := range r.Culprits {
 		jr.Culprits = append(jr.Culprits, jsonSuspect{Node: s.Node, Op: s.Op, Prov: s.Prov, Func: s.Func, NodeText: s.NodeText, Fault: s.Fault,
 			Isolated: toJSONError(s.Isolated), Accumulated: toJSONError(s.Accumulated), InputRel: num(s.InputRel),
-			Amplification: num(s.Amplification), Condition: num(s.Condition), Verdict: s.Verdict, Cases: s.Cases})
+			Amplification: num(s.Amplification), Condition: num(s.Condition), Verdict: s.Verdict, Cases: s.Cases,
+			F16Range: toJSONRange(s.Range)})
 	}
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")

@@ -116,6 +116,9 @@ type Suspect struct {
 	// or VerdictAccumulated (see classify).
 	Verdict string
 	Cases   []string // ids of its carved cases (in the suspects' recording)
+	// Range says whether its values stayed within f16's range, and which
+	// left it (the report shows it under f16 compute, or when one did).
+	Range Range
 }
 
 // maxSuspects bounds the nodes of a culprit set that are analysed.
@@ -192,7 +195,7 @@ func (d *Driver) carveSuspects(set []*ir.Node) (*suspectCarving, error) {
 	if err := sameNodes(pm, set); err != nil {
 		return nil, err
 	}
-	rec := carve.NewRecorder(pm, math.MaxInt32, d.Opts.Policy, true)
+	rec := carve.NewRecorderAt(pm, math.MaxInt32, d.Opts.Policy, true, d.Opts.Compute)
 	gen, err := d.work.record(rec)
 	rec.Close()
 	if err != nil {
@@ -344,7 +347,8 @@ func (d *Driver) measureAccumulated(divergent []int, sus []Suspect) error {
 			s.Accumulated.fail(fmt.Errorf("call %d did not run in the diverging placement", key[1]))
 			continue
 		}
-		tol := d.Opts.Policy.For(n.Op, n.Attrs, want.in, want.out)
+		s.Range.add(s.Op, want, got)
+		tol := d.Opts.Policy.ForCompute(n.Op, n.Attrs, want.in, want.out, d.Opts.Compute)
 		for j := range want.out {
 			if j >= len(got.out) {
 				break

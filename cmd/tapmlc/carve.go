@@ -22,6 +22,7 @@ func init() {
 		pipeline string
 		seed     uint64
 		mi       modelInputs
+		prec     precisionFlags
 	)
 	cmd := &cobra.Command{
 		Use:   "carve [MODEL] (--prompt TEXT | --prompts FILE) --steps N | [--input NAME=FILE] [--inputs DIR] [--input-shape NAME=D0,D1,...] [--seed N]) -o tests/",
@@ -83,7 +84,7 @@ goes to stdout.`,
 				if err := llm.FitContext(model.Module, steps); err != nil {
 					return err
 				}
-				opts := carve.Options{Prompt: prompt, Steps: steps, Keep: keep, Pipeline: pipe, Progress: carve.ProgressBar(os.Stderr, "carving")}
+				opts := carve.Options{Prompt: prompt, Steps: steps, Keep: keep, Pipeline: pipe, Compute: prec.p.Compute, Progress: carve.ProgressBar(os.Stderr, "carving")}
 				if prompts != "" {
 					if cmd.Flags().Changed("prompt") {
 						return fmt.Errorf("give --prompt or --prompts, not both")
@@ -99,7 +100,7 @@ goes to stdout.`,
 				if err := languageFlagsUnset(cmd, model, "prompt", "prompts", "steps", "tokenizer"); err != nil {
 					return err
 				}
-				opts := carve.CallOptions{Inputs: given, InputSets: mi.sets, Seed: seed, Keep: keep, Pipeline: pipe, Progress: carve.ProgressBar(os.Stderr, "carving")}
+				opts := carve.CallOptions{Inputs: given, InputSets: mi.sets, Seed: seed, Keep: keep, Pipeline: pipe, Compute: prec.p.Compute, Progress: carve.ProgressBar(os.Stderr, "carving")}
 				if rec, err = carve.CarveCalls(model.Module, opts); err != nil {
 					return err
 				}
@@ -137,6 +138,7 @@ goes to stdout.`,
 	mi.registerSets(f)
 	mi.registerShapes(f)
 	mi.quantize.register(f)
+	prec.register(f, false)
 	rootCmd.AddCommand(cmd)
 }
 

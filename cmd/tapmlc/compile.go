@@ -14,20 +14,24 @@ import (
 	"github.com/tapml/tapml/frontend/tokenizer/sentencepiece"
 	"github.com/tapml/tapml/ir"
 	"github.com/tapml/tapml/passes"
+	"github.com/tapml/tapml/runtime"
 	"github.com/tapml/tapml/runtime/target"
 )
 
 // kernelEmitter returns the ahead-of-time kernel generator of a target, or
-// nil for targets that need none (cpu).
-func kernelEmitter(t string) artifact.KernelEmitter {
+// nil for targets that need none (cpu). Metal kernels take precision p
+// (Metal has half); webgpu's are f32 (naga rejects f16).
+func kernelEmitter(t string, p runtime.Precision) artifact.KernelEmitter {
 	switch t {
 	case "webgpu":
 		return &artifact.StaticEmitter{Ext: "wgsl", Generate: func(n *ir.Node, in, out []ir.Type) (*codegen.Kernel, error) {
 			return wgsl.Generate(n, in, out, wgsl.Options{Limits: wgsl.DefaultLimits()})
 		}}
 	case "metal": // .metal files; prefill kernels (symbolic seq) are generated at run time
+		o := msl.Options{Limits: msl.DefaultLimits(), Compute: p.Compute, Accumulate: p.Accumulate}
+		o.Features.F16 = p.Compute == ir.F16 || p.Accumulate == ir.F16
 		return &artifact.StaticEmitter{Ext: "metal", Generate: func(n *ir.Node, in, out []ir.Type) (*codegen.Kernel, error) {
-			return msl.Generate(n, in, out, msl.Options{Limits: msl.DefaultLimits()})
+			return msl.Generate(n, in, out, o)
 		}}
 	}
 	return nil
@@ -38,6 +42,7 @@ func init() {
 		tgt, pipeline, out, printAfter, tokPath string
 		probe, timePasses, stats                bool
 		mi                                      modelInputs
+		prec                                    precisionFlags
 	)
 	cmd := &cobra.Command{
 		Use:   "compile [MODEL] --target T [--pipeline p.yaml] [--probe] -o build/",
@@ -82,6 +87,15 @@ compiled.`,
 			if model.Tokenizer != nil && tok == nil {
 				fmt.Fprintf(os.Stderr, "note: the model's %T tokenizer is not stored in the build; run it with --tokenizer\n", model.Tokenizer)
 			}
+			if prec.p.Normal() != runtime.F32 {
+				switch tgt {
+				case "metal":
+				case "webgpu":
+					fmt.Fprintf(os.Stderr, "webgpu: %s; the kernels compute in f32\n", target.WebGPUNoF16)
+				default:
+					fmt.Fprintf(os.Stderr, "note: a %s build keeps no precision; run it with --compute %s\n", tgt, prec.p.Compute)
+				}
+			}
 			t := tgt
 			rep, man, err := artifact.Compile(model.Module, artifact.CompileOptions{
 				Target:     tgt,
@@ -90,7 +104,7 @@ compiled.`,
 				Probe:      probe,
 				Out:        out,
 				Source:     source,
-				Kernels:    kernelEmitter(tgt),
+				Kernels:    kernelEmitter(tgt, prec.p),
 				Tokenizer:  tok,
 				PrintAfter: printAfter,
 				PrintTo:    os.Stderr,
@@ -123,5 +137,6 @@ compiled.`,
 	f.StringVar(&tokPath, "tokenizer", "", "tokenizer file for formats that don't carry one (llama2.c tok*.bin); stored in the build")
 	mi.registerShapes(f)
 	mi.quantize.register(f)
+	prec.register(f, true)
 	rootCmd.AddCommand(cmd)
 }

@@ -31,6 +31,7 @@ type migrateFlags struct {
 	th                         migrate.Thresholds
 	tgt                        target.Flags
 	mi                         modelInputs
+	prec                       precisionFlags
 }
 
 func init() {
@@ -125,6 +126,7 @@ migration could not run (bad arguments, model, device, reference run);
 	fl.mi.registerShapes(f)
 	fl.tgt.Register(f)
 	fl.mi.quantize.register(f)
+	fl.prec.register(f, true)
 	f.Lookup("target").DefValue = "webgpu"
 	_ = f.Set("target", "webgpu")
 	rootCmd.AddCommand(cmd)
@@ -176,11 +178,13 @@ func runMigrate(cmd *cobra.Command, args []string, fl *migrateFlags) (int, error
 			return 0, err
 		}
 	}
+	fl.tgt.Precision = fl.prec.p
 	dev, err := fl.tgt.Open()
 	if err != nil {
 		return 0, err
 	}
 	defer dev.Close()
+	opts.Compute = fl.tgt.Precision.Compute // as the target runs it
 	if fl.reference != "cpu" {
 		ref, err := openReference(fl.reference, fl.tgt)
 		if err != nil {
@@ -223,9 +227,11 @@ func registerInject(f *pflag.FlagSet, injects *[]string) {
 	f.StringArrayVar(injects, "inject", nil, "plant a test-only fault: op=KIND,fault=NAME or node=ID,fault=NAME ("+strings.Join(fault.InjectableTargets(), ", ")+" targets; repeatable)")
 }
 
-// openReference opens the device of --reference.
+// openReference opens the device of --reference, at the target's compute
+// dtype (f32 accumulation: the reference's).
 func openReference(name string, tgt target.Flags) (runtime.Device, error) {
-	ref, err := target.Open(name, tgt.Backend)
+	p := runtime.Precision{Compute: tgt.Precision.Compute}
+	ref, _, err := target.OpenPrecision(name, tgt.Backend, p, os.Stderr)
 	if err != nil {
 		return nil, fmt.Errorf("--reference %s: %w", name, err)
 	}

@@ -185,7 +185,7 @@ func TestQuantizeOnLoad(t *testing.T) {
 	args := []string{"run", filepath.Join(dir, "stories260K.bin"), "--tokenizer", filepath.Join(dir, "tok512.bin"),
 		"--steps", "64", "--temperature", "0", "--quantize", "q4f16_1"}
 	ref := tapmlc(t, append(args, "--target", "cpu")...)
-	if ref.code != 0 || !strings.Contains(ref.stderr, "weights to q4_0") || !strings.Contains(ref.stderr, "compute stays f32") {
+	if ref.code != 0 || !strings.Contains(ref.stderr, "weights to q4_0") || !strings.Contains(ref.stderr, "its f16 compute is --compute f16") {
 		t.Fatalf("cpu: exit %d: %s", ref.code, ref.stderr)
 	}
 	if plain := golden(t, "stories260K_greedy.golden"); ref.stdout == plain[:min(len(plain), len(ref.stdout))] {

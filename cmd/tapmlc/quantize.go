@@ -20,7 +20,7 @@ type quantizeFlag struct{ name string }
 
 func (q *quantizeFlag) register(f *pflag.FlagSet) {
 	f.StringVar(&q.name, "quantize", "", "store the model's matrices as Q4_0, Q8_0 or Q4_K (ggml's block formats, quantized bit for bit as ggml does) or F16; "+
-		"MLC's q4f16_1 and q4f32_1 (Q4_0 weights), q0f16 (F16) and q0f32 (as stored) name only the weights here (compute stays f32)")
+		"MLC's q4f16_1 and q4f32_1 (Q4_0 weights), q0f16 (F16) and q0f32 (as stored) name only the weights here (add --compute f16 for f16 compute)")
 }
 
 // apply re-encodes the model's weights as --quantize says and reports
@@ -34,7 +34,7 @@ func (q *quantizeFlag) apply(model *frontend.Model) error {
 		return fmt.Errorf("--quantize: %w", err)
 	}
 	if choice.Compute == "f16" {
-		fmt.Fprintf(os.Stderr, "--quantize %s: its weights are %s; compute stays f32\n", choice.Name, dtypeName(choice.Weights))
+		fmt.Fprintf(os.Stderr, "--quantize %s: its weights are %s; its f16 compute is --compute f16\n", choice.Name, dtypeName(choice.Weights))
 	}
 	if choice.Weights == ir.Invalid {
 		return nil
@@ -62,9 +62,9 @@ func dtypeName(dt ir.DType) string {
 func mib(n int64) string { return fmt.Sprintf("%.2f MiB", float64(n)/(1<<20)) }
 
 // reportMemory writes, for run -v, the weight bytes uploaded to the
-// device (by storage dtype) and the device's buffer memory when it
-// reports it.
-func reportMemory(w io.Writer, exec *runtime.Executor, dev runtime.Device) {
+// device (by storage dtype; under f16 compute f32 weights take half) and
+// the device's buffer memory when it reports it.
+func reportMemory(w io.Writer, exec *runtime.Executor, dev runtime.Device, p runtime.Precision) {
 	total, by := exec.WeightBytes(dev)
 	var parts []string
 	dts := make([]ir.DType, 0, len(by))
@@ -73,6 +73,11 @@ func reportMemory(w io.Writer, exec *runtime.Executor, dev runtime.Device) {
 	}
 	slices.Sort(dts)
 	for _, dt := range dts {
+		if dt == ir.F32 && p.Half() && dev.Name() != "cpu" { // the reference emulates f16 in f32 memory
+			total -= by[dt] / 2
+			parts = append(parts, fmt.Sprintf("f32 %s held as f16 (--compute f16): %s", mib(by[dt]), mib(by[dt]/2)))
+			continue
+		}
 		parts = append(parts, fmt.Sprintf("%s %s", dt, mib(by[dt])))
 	}
 	fmt.Fprintf(w, "weights on %s: %s (%d bytes; %s)\n", dev.Name(), mib(total), total, strings.Join(parts, ", "))

@@ -24,6 +24,7 @@ func init() {
 		topP        float64
 		seed        uint64
 		tgt         target.Flags
+		prec        precisionFlags
 		mi          modelInputs
 		outDir      string
 		verbose     bool
@@ -59,6 +60,7 @@ byte-level tokenizer is used, so the command works with nothing downloaded.`,
 				return err
 			}
 			buildTarget(cmd, model, &tgt)
+			tgt.Precision = prec.p
 			if !carve.IsLanguageModel(model.Module) {
 				if err := languageFlagsUnset(cmd, model, "prompt", "steps", "temperature", "top-p", "tokenizer"); err != nil {
 					return err
@@ -104,7 +106,7 @@ byte-level tokenizer is used, so the command works with nothing downloaded.`,
 			}
 			if verbose {
 				out.Flush()
-				reportMemory(os.Stderr, exec, dev)
+				reportMemory(os.Stderr, exec, dev, tgt.Precision)
 			}
 			return nil
 		},
@@ -121,6 +123,7 @@ byte-level tokenizer is used, so the command works with nothing downloaded.`,
 	mi.registerInputs(f)
 	mi.registerShapes(f)
 	mi.quantize.register(f)
+	prec.register(f, true)
 	tgt.Register(f)
 	rootCmd.AddCommand(cmd)
 }

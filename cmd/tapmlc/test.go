@@ -129,6 +129,10 @@ func runTest(bundle string, fl *testFlags) (int, error) {
 		return 0, err
 	}
 	defer b.Close()
+	// Cases replay at the compute dtype they were carved under.
+	if fl.tgt.Precision.Compute, err = b.Compute(); err != nil {
+		return 0, err
+	}
 	dev, err := fl.tgt.Open()
 	if errors.Is(err, metal.ErrUnsupported) {
 		return testPassed, checkMetal(b, opts)

@@ -8,6 +8,7 @@ import (
 
 	"github.com/tapml/tapml/codegen/fault"
 	"github.com/tapml/tapml/codegen/internal/kerneltest"
+	"github.com/tapml/tapml/codegen/wgsl"
 	"github.com/tapml/tapml/ir"
 )
 
@@ -51,6 +52,15 @@ func TestSyntaxCheck(t *testing.T) {
 				add(fmt.Sprintf("%s (tuning %d)", c.Name, i), k.Source)
 			}
 		}
+		half := Options{Features: wgsl.Features{F16: true}, Compute: ir.F16}
+		if c.Op == ir.OpAttention {
+			half.Accumulate = ir.F16
+		}
+		k, err := generate(t, c, half)
+		if err != nil {
+			t.Fatalf("%s, f16 compute: %v", c.Name, err)
+		}
+		add(c.Name+" (f16 compute)", k.Source)
 		for _, f := range fault.Of(fault.WGSL) {
 			if k, err := generate(t, c, Options{Fault: f}); err == nil {
 				add(c.Name+"+"+f, k.Source)

@@ -118,6 +118,9 @@ type Options struct {
 	// Fault, when set, injects a deliberate bug into the kernel. It is for
 	// tests only; the WGSL generator's faults (codegen/fault's table).
 	Fault string
+	// Compute and Accumulate are the WGSL generator's precision options
+	// (f16 storage of float tensors, f16 accumulators).
+	Compute, Accumulate ir.DType
 }
 
 // Supports reports whether op has an MSL kernel: whether it has a WGSL one.
@@ -134,7 +137,8 @@ func Generate(n *ir.Node, in, out []ir.Type, opts Options) (*codegen.Kernel, err
 		return nil, fmt.Errorf("msl: node %s: %w", n, err)
 	}
 	lim := opts.Limits.withDefaults()
-	k, err := wgsl.Generate(n, in, out, wgsl.Options{Limits: lim.wgsl(), Tuning: opts.Tuning, Features: opts.Features, Fault: opts.Fault})
+	k, err := wgsl.Generate(n, in, out, wgsl.Options{Limits: lim.wgsl(), Tuning: opts.Tuning, Features: opts.Features, Fault: opts.Fault,
+		Compute: opts.Compute, Accumulate: opts.Accumulate})
 	if err != nil {
 		return nil, fmt.Errorf("msl: %w", err)
 	}

@@ -186,28 +186,7 @@ func (c testCase) fullNode(t testing.TB) (*ir.Node, []ir.Type) {
 
 // reference runs a node on the CPU reference device.
 func reference(n *ir.Node, outs []ir.Type, in []*tensor.Tensor) ([]*tensor.Tensor, error) {
-	d := cpu.New()
-	bufs := make([]*runtime.Buffer, len(in))
-	for i, x := range in {
-		b, err := d.Upload(x.Clone())
-		if err != nil {
-			return nil, err
-		}
-		bufs[i] = b
-	}
-	res, err := d.Launch(n, bufs, outs)
-	if err != nil {
-		return nil, err
-	}
-	var got []*tensor.Tensor
-	for _, b := range res {
-		x, err := d.Download(b)
-		if err != nil {
-			return nil, err
-		}
-		got = append(got, x)
-	}
-	return got, nil
+	return launchOn(cpu.New(), n, outs, in)
 }
 
 // compare reports the first elements that differ beyond tol.
@@ -469,4 +448,69 @@ func TestGatherOutOfRange(t *testing.T) {
 			t.Fatalf("got %v, want NaN row, row 2, NaN row", v)
 		}
 	}
+}
+
+// TestDeviceF16 runs every test case on a Vulkan device under f16 compute
+// (f16 buffers, f32 arithmetic: wgsl's Options.Compute) and compares it
+// with the CPU reference emulating that (cpu.Options.Round16): the same
+// f16-rounded inputs, each output rounded to f16 once. Tolerance: the f32
+// one plus one f16 ulp relative (2^-10): the two sides' f32 results differ
+// within the f32 tolerance, which can move a value across an f16 rounding
+// boundary, and no further. Exact kernels stay exact.
+func TestDeviceF16(t *testing.T) {
+	g, err := vulkan.Open(vulkan.Options{Generate: Generate, Compute: ir.F16, PipelineCacheDir: "-"})
+	if err != nil {
+		t.Fatalf("vulkan with f16 compute: %v (lavapipe has shaderFloat16)", err)
+	}
+	defer g.Close()
+	r := rand.New(rand.NewPCG(3, 4))
+	for _, c := range testCases() {
+		t.Run(c.name, func(t *testing.T) {
+			n, outs := c.fullNode(t)
+			in := c.inputs(r)
+			want, err := launchOn(cpu.NewWith(cpu.Options{Round16: true}), n, outs, in)
+			if err != nil {
+				t.Fatalf("reference: %v", err)
+			}
+			got, err := launchOn(g, n, outs, in)
+			if err != nil {
+				t.Fatalf("run: %v", err)
+			}
+			tl := c.tolerance()
+			if tl != exact {
+				tl.Rel += 0x1p-10
+			}
+			for i := range want {
+				if err := compare(got[i], want[i], tl); err != nil {
+					t.Errorf("output %d: %v", i, err)
+				}
+			}
+		})
+	}
+}
+
+// launchOn runs node n on device d over host inputs and downloads its
+// outputs.
+func launchOn(d runtime.Device, n *ir.Node, outs []ir.Type, in []*tensor.Tensor) ([]*tensor.Tensor, error) {
+	bufs := make([]*runtime.Buffer, len(in))
+	for i, x := range in {
+		b, err := d.Upload(x.Clone())
+		if err != nil {
+			return nil, err
+		}
+		bufs[i] = b
+	}
+	res, err := d.Launch(n, bufs, outs)
+	if err != nil {
+		return nil, err
+	}
+	var got []*tensor.Tensor
+	for _, b := range res {
+		x, err := d.Download(b)
+		if err != nil {
+			return nil, err
+		}
+		got = append(got, x)
+	}
+	return got, nil
 }

@@ -179,6 +179,23 @@ func TestValidate(t *testing.T) {
 			}
 		}
 	}
+	// f16 compute: every float buffer f16 (each generator's kernel, under
+	// each tuning), and attention accumulating in f16.
+	half := Options{Features: wgsl.Features{F16: true}, Compute: ir.F16}
+	for _, c := range kerneltest.Cases() {
+		for i, tu := range tunings {
+			o := half
+			o.Tuning = tu
+			if c.Op == ir.OpAttention {
+				o.Accumulate = ir.F16
+			}
+			k, err := Generate(c.Node(t), c.In, nil, o)
+			if err != nil {
+				t.Fatalf("%s, f16 compute: %v", c.Name, err)
+			}
+			add(fmt.Sprintf("%s (tuning %d, f16 compute)", c.Name, i), k)
+		}
+	}
 	applied := map[string]int{}
 	for _, c := range testCases() {
 		for _, f := range fault.Of(fault.WGSL) {

@@ -221,14 +221,23 @@ func genAttention(g *gen) (*codegen.Kernel, error) {
 	g.p("    let cn = min(CH, len - c0);")
 	g.p("    for (var t = li; t < cn; t += WG) {")
 	g.p("      let kb = ((%s) * KH + kvh) * DH;", krow)
-	g.p("      var dot = 0.0f;")
-	g.p("      for (var d = 0u; d < DH; d++) { dot = %s; }", g.ov("dot + qs[d] * in1[kb + d]"))
+	score := "dot"
+	if acc := g.accType(); acc == "f32" {
+		g.p("      var dot = 0.0f;")
+		g.p("      for (var d = 0u; d < DH; d++) { dot = %s; }", g.ov("dot + qs[d] * in1[kb + d]"))
+	} else {
+		// Options.Accumulate: the dot product in f16, as a careless port
+		// writes it; it overflows where a score passes 65504.
+		g.p("      var dot = %s(0.0f);", acc)
+		g.p("      for (var d = 0u; d < DH; d++) { dot = dot + %s(qs[d]) * %s(in1[kb + d]); }", acc, acc)
+		score = "f32(dot)"
+	}
 	if c := g.attrs.Float("softcap"); c > 0 {
 		// Soft-capping as transformers computes it: cap·tanh(score/cap).
 		g.useHelper("tanh_")
-		g.p("      sc[t] = tanh_(dot * SCALE / %s) * %s;", f32Lit(c), f32Lit(c))
+		g.p("      sc[t] = tanh_(%s * SCALE / %s) * %s;", score, f32Lit(c), f32Lit(c))
 	} else {
-		g.p("      sc[t] = dot * SCALE;")
+		g.p("      sc[t] = %s * SCALE;", score)
 	}
 	g.p("    }")
 	g.barrier(true)
@@ -242,9 +251,15 @@ func genAttention(g *gen) (*codegen.Kernel, error) {
 	g.p("    }")
 	g.p("    let mnew = max(m, red[0]);")
 	g.p("    workgroupBarrier();")
-	g.p("    var ps = 0.0f;")
-	g.p("    for (var t = li; t < cn; t += WG) { let e = exp(sc[t] - mnew); sc[t] = e; ps = ps + e; }")
-	g.p("    red[li] = ps;")
+	if acc := g.accType(); acc == "f32" {
+		g.p("    var ps = 0.0f;")
+		g.p("    for (var t = li; t < cn; t += WG) { let e = exp(sc[t] - mnew); sc[t] = e; ps = ps + e; }")
+		g.p("    red[li] = ps;")
+	} else {
+		g.p("    var ps = %s(0.0f);", acc)
+		g.p("    for (var t = li; t < cn; t += WG) { let e = exp(sc[t] - mnew); sc[t] = e; ps = ps + %s(e); }", acc)
+		g.p("    red[li] = f32(ps);")
+	}
 	g.p("    workgroupBarrier();")
 	g.p("    for (var s_ = WG / 2u; s_ > 0u; s_ = s_ >> 1u) {")
 	g.p("      if (li < s_) { red[li] = red[li] + red[li + s_]; }")

@@ -120,6 +120,35 @@ type Options struct {
 	// Fault, when set, injects a deliberate bug into the kernel. It is for
 	// tests only; codegen/fault has the names and what each does.
 	Fault string
+	// Compute is the dtype float tensors are stored in: f32 (ir.F32, or
+	// zero) or f16 (ir.F16, which needs Features.F16): every float buffer
+	// is then f16 and kernels convert on load and store, computing in f32
+	// (half.go).
+	Compute ir.DType
+	// Accumulate is the dtype of the accumulators that kernels honouring
+	// it keep (attention's scores and softmax sum): f32 (zero) by default;
+	// f16 (needs Features.F16) is what a careless f16 port does, and
+	// overflows where scores pass 65504.
+	Accumulate ir.DType
+}
+
+// checkPrecision checks Compute and Accumulate against the features.
+func (o Options) checkPrecision() error {
+	for _, p := range []struct {
+		what string
+		dt   ir.DType
+	}{{"compute", o.Compute}, {"accumulate", o.Accumulate}} {
+		switch p.dt {
+		case ir.Invalid, ir.F32:
+		case ir.F16:
+			if !o.Features.F16 {
+				return fmt.Errorf("%s dtype f16 needs the f16 feature, which the target lacks", p.what)
+			}
+		default:
+			return fmt.Errorf("%s dtype %s: only f32 and f16 are supported", p.what, p.dt)
+		}
+	}
+	return nil
 }
 
 // Features are the extensions of tapml's WGSL dialect beyond what naga
@@ -174,6 +203,9 @@ func Generate(n *ir.Node, in, out []ir.Type, opts Options) (*codegen.Kernel, err
 			return fail(err)
 		}
 	}
+	if err := opts.checkPrecision(); err != nil {
+		return fail(err)
+	}
 	if n.Inputs != nil && len(in) != len(n.Inputs) {
 		return fail(fmt.Errorf("%d input types for %d inputs", len(in), len(n.Inputs)))
 	}
@@ -212,10 +244,18 @@ func Generate(n *ir.Node, in, out []ir.Type, opts Options) (*codegen.Kernel, err
 			return fail(fmt.Errorf("%s has more than 2^32-1 elements (kernels index with u32)", what))
 		}
 	}
-	g := &gen{node: n, op: n.Op, attrs: attrs, in: in, out: out, lim: opts.Limits.withDefaults(), tune: opts.Tuning, fault: opts.Fault}
+	g := &gen{node: n, op: n.Op, attrs: attrs, in: in, out: out, lim: opts.Limits.withDefaults(), tune: opts.Tuning, fault: opts.Fault,
+		half: opts.Compute == ir.F16, accumulate: opts.Accumulate}
 	k, err := genFn(g)
 	if err != nil {
 		return fail(err)
+	}
+	if len(g.halfs) > 0 {
+		src, err := halfStorage(string(k.Source), g.halfs)
+		if err != nil {
+			return fail(err)
+		}
+		k.Source = []byte(src)
 	}
 	if g.fault != "" && !g.faultApplied {
 		return fail(fmt.Errorf("fault %q does not apply to op %s", g.fault, n.Op))
@@ -296,6 +336,10 @@ type gen struct {
 	fault        string
 	faultApplied bool
 
+	half       bool              // float buffers are f16 (Options.Compute)
+	halfs      map[string]string // the buffers declared f16: name to the f32 element type written
+	accumulate ir.DType          // Options.Accumulate
+
 	src      strings.Builder
 	bindings []codegen.Binding
 	helpers  []string // names of helper functions to declare
@@ -331,6 +375,13 @@ func (g *gen) bind(name string, access codegen.Access, t ir.Type, elem string, i
 	mode := "read"
 	if access != codegen.Read {
 		mode = "read_write"
+	}
+	if h := halfElem(elem); g.half && h != "" {
+		if g.halfs == nil {
+			g.halfs = map[string]string{}
+		}
+		g.halfs[name] = elem
+		elem = h
 	}
 	g.p("@group(0) @binding(%d) var<storage, %s> %s: array<%s>;", idx, mode, name, elem)
 	g.bindings = append(g.bindings, codegen.Binding{Index: idx, Name: name, Access: access, Type: t, Input: input, Output: output})

@@ -25,6 +25,30 @@ type Device struct {
 	// their f32 decoding once an op that computes in f32 has read them
 	// (nil until then): a stored weight is decoded once, not per call.
 	weights map[*tensor.Tensor]*tensor.Tensor
+
+	// round16 emulates a target that stores f32 tensors as f16
+	// (Options.Round16).
+	round16 bool
+}
+
+// Options configure the CPU reference.
+type Options struct {
+	// Round16 emulates f16 compute as the GPU targets do it (f16 storage,
+	// f32 arithmetic inside each op): every f32 tensor uploaded (inputs,
+	// f32 weights) and every f32 output of an op is rounded to the nearest
+	// f16 (ties to even; beyond 65504 to infinity), while each op still
+	// computes in f32 from the rounded values. So a case can be judged
+	// against what correct f16 code gives, not only against the f32
+	// truth. Stored weights (f16, bf16, block formats) are decoded exactly
+	// as always.
+	Round16 bool
+}
+
+// NewWith returns a CPU reference device with options o.
+func NewWith(o Options) *Device {
+	d := New()
+	d.round16 = o.Round16
+	return d
 }
 
 var (
@@ -80,6 +104,9 @@ func (d *Device) Upload(t *tensor.Tensor) (*runtime.Buffer, error) {
 	}
 	if err := devkit.CheckTensor(t); err != nil {
 		return nil, fmt.Errorf("cpu: upload: %w", err)
+	}
+	if d.round16 {
+		t = Round16(t) // a copy: the caller's tensor (a mapped weight) stays as it is
 	}
 	return d.wrap(t), nil
 }
@@ -253,6 +280,9 @@ func (d *Device) launch(n *ir.Node, in []*runtime.Buffer, outs []ir.Type) (res [
 	}
 	res = make([]*runtime.Buffer, len(ts))
 	for i, t := range ts {
+		if d.round16 && t.DType == ir.F32 {
+			roundTo16(t)
+		}
 		if i < len(outs) && outs[i].Shape.IsStatic() && !hasType(t, outs[i]) {
 			return nil, fmt.Errorf("output %d is %s, the caller expects %s", i, t.Type(), outs[i])
 		}

@@ -8,8 +8,11 @@ package target
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io"
 	"os"
+	"slices"
 	"strings"
 
 	"github.com/spf13/pflag"
@@ -30,10 +33,13 @@ import (
 // Names lists the targets in the order `tapmlc ops` shows them.
 var Names = []string{"cpu", "webgpu", "vulkan", "metal", "llvm"}
 
-// Flags are the command-line flags that choose a target.
+// Flags are the command-line flags that choose a target. Precision is set
+// by the commands that take --compute and --accumulate; Open replaces it
+// with the precision the device runs at.
 type Flags struct {
-	Target  string
-	Backend string
+	Target    string
+	Backend   string
+	Precision runtime.Precision
 }
 
 // Register adds --target and --backend to a flag set.
@@ -44,8 +50,15 @@ func (t *Flags) Register(f *pflag.FlagSet) {
 	f.StringVar(&t.Backend, "backend", "vulkan", "graphics API of the webgpu target: vulkan or gl")
 }
 
-// Open opens the device of the chosen target.
-func (t *Flags) Open() (runtime.Device, error) { return Open(t.Target, t.Backend) }
+// Open opens the device of the chosen target at the chosen precision
+// where it has it; where not, it says so on stderr and opens it at f32.
+func (t *Flags) Open() (runtime.Device, error) {
+	dev, p, err := OpenPrecision(t.Target, t.Backend, t.Precision, os.Stderr)
+	if err == nil {
+		t.Precision = p
+	}
+	return dev, err
+}
 
 // RemotePrefix starts the name of a remote target: remote:ws://HOST:PORT.
 const RemotePrefix = "remote:"
@@ -71,6 +84,50 @@ func Open(target, backend string) (runtime.Device, error) {
 		return llvm.New()
 	}
 	return nil, fmt.Errorf("unknown target %q (known: %s)", target, strings.Join(Names, ", "))
+}
+
+// WebGPUNoF16 says why the webgpu target computes in f32.
+const WebGPUNoF16 = "this wgpu's WGSL compiler (naga) rejects `enable f16;` (runtime/webgpu's TestNoF16 measures it)"
+
+// OpenPrecision opens the device named by target at precision p where the
+// target has it, and returns the precision it runs at. f16 compute runs
+// on vulkan where the device has shaderFloat16 and 16-bit storage, and on
+// cpu as the reference's emulation (cpu.Options.Round16); elsewhere a line
+// on note says why not and the device computes in f32 (not an error: the
+// same command runs everywhere).
+func OpenPrecision(target, backend string, p runtime.Precision, note io.Writer) (runtime.Device, runtime.Precision, error) {
+	p = p.Normal()
+	if p == runtime.F32 {
+		dev, err := Open(target, backend)
+		return dev, p, err
+	}
+	fallback := func(why string) (runtime.Device, runtime.Precision, error) {
+		fmt.Fprintf(note, "%s: %s; computing in f32\n", target, why)
+		dev, err := Open(target, backend)
+		return dev, runtime.F32, err
+	}
+	switch {
+	case target == "vulkan":
+		dev, err := vulkan.Open(vulkan.Options{Generate: spirv.Generate, Compute: p.Compute, Accumulate: p.Accumulate})
+		if errors.Is(err, vulkan.ErrNoF16) {
+			return fallback(err.Error())
+		}
+		return dev, p, err
+	case target == "cpu":
+		if p.Accumulate != ir.F32 {
+			fmt.Fprintf(note, "cpu: the reference emulates f16 storage, not f16 accumulation; accumulating in f32\n")
+			p.Accumulate = ir.F32
+		}
+		return cpu.NewWith(cpu.Options{Round16: p.Half()}), p, nil
+	case target == "webgpu":
+		return fallback(WebGPUNoF16)
+	case IsRemote(target):
+		return fallback("remote devices run the naga subset of WGSL, without f16")
+	case !slices.Contains(Names, target):
+		dev, err := Open(target, backend) // its error names the known targets
+		return dev, p, err
+	}
+	return fallback("f16 compute is implemented for the vulkan target only")
 }
 
 // Supports reports whether target has a kernel for op.

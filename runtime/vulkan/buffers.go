@@ -119,11 +119,15 @@ func (d *Device) upload(t *tensor.Tensor, weight bool) (*runtime.Buffer, error) 
 	if err := d.usable(); err != nil {
 		return nil, err
 	}
-	g, fresh, err := d.alloc(uint64(len(t.Data)), weight)
+	data := t.Data
+	if d.half(t.DType) {
+		data = toHalf(t.Data)
+	}
+	g, fresh, err := d.alloc(uint64(len(data)), weight)
 	if err != nil {
 		return nil, fmt.Errorf("vulkan: upload of %s: %w", t, err)
 	}
-	if err := d.write(g, t.Data, fresh); err != nil {
+	if err := d.write(g, data, fresh); err != nil {
 		d.release(g)
 		return nil, fmt.Errorf("vulkan: upload of %s: %w", t, err)
 	}
@@ -206,11 +210,18 @@ func (d *Device) Download(b *runtime.Buffer) (*tensor.Tensor, error) {
 		return nil, err
 	}
 	t := tensor.New(b.DType, b.Shape)
-	if uint64(len(t.Data)) > g.Size {
+	raw := t.Data
+	if d.half(b.DType) {
+		raw = make([]byte, len(t.Data)/2)
+	}
+	if uint64(len(raw)) > g.Size {
 		return nil, fmt.Errorf("vulkan: download of %s: the buffer holds %d bytes", b, g.Size)
 	}
-	if err := d.read(g, t.Data); err != nil {
+	if err := d.read(g, raw); err != nil {
 		return nil, fmt.Errorf("vulkan: download of %s: %w", b, err)
+	}
+	if d.half(b.DType) {
+		fromHalf(raw, t.Data)
 	}
 	return t, nil
 }

@@ -86,6 +86,15 @@ type Options struct {
 	// NoF16 and NoSubgroups keep the dialect's f16 and subgroup
 	// operations off even where the device has them.
 	NoF16, NoSubgroups bool
+	// Compute is the dtype float tensors live in on the device: f32 (zero)
+	// or f16, which Open refuses (ErrNoF16) on a device without f16.
+	// Under f16 every f32 tensor (activations, the KV cache, f32 weights)
+	// is stored as f16: uploads round to f16 (to nearest even), downloads
+	// widen, kernels compute in f32 (codegen/wgsl's Options.Compute).
+	Compute ir.DType
+	// Accumulate is the kernels' accumulator dtype where they honour it
+	// (wgsl.Options.Accumulate): f32 (zero) or f16.
+	Accumulate ir.DType
 	// Faults maps node ids to a fault of codegen/wgsl injected into that
 	// node's kernel. For tests of the carving and migration tools only.
 	Faults map[int]string
@@ -114,6 +123,10 @@ type Options struct {
 	// decode took 2-4x the wall time of the same work polled).
 	Wait WaitMode
 }
+
+// ErrNoF16 is Open's error when f16 compute is asked of a device without
+// shaderFloat16 and 16-bit storage buffers (or with Options.NoF16).
+var ErrNoF16 = errors.New("f16 compute needs shaderFloat16 and 16-bit storage buffers, which the device lacks")
 
 // WaitMode is how the host waits for the device (Options.Wait).
 type WaitMode int
@@ -258,6 +271,9 @@ func open(x ctx, opts Options) (*Device, error) {
 	}
 	if opts.NoSubgroups {
 		f.subgroupOps, f.subgroupTypes = 0, false
+	}
+	if (opts.Compute == ir.F16 || opts.Accumulate == ir.F16) && !f.f16 {
+		return nil, fmt.Errorf("vulkan: %s: %w", p.Name, ErrNoF16)
 	}
 	if err := x.createDevice(idx, &p, f); err != nil {
 		return nil, fmt.Errorf("vulkan: %s: %w", p.Name, err)

@@ -50,7 +50,8 @@ func (d *Device) planFor(n *ir.Node, in, out []ir.Type) (*plan, error) {
 	if d.opts.Generate == nil {
 		return nil, errors.New("the device has no kernel generator (Options.Generate)")
 	}
-	k, err := d.opts.Generate(n, in, out, wgsl.Options{Limits: d.cgLimits, Tuning: d.opts.Tuning, Features: d.wfeats, Fault: key.Fault})
+	k, err := d.opts.Generate(n, in, out, wgsl.Options{Limits: d.cgLimits, Tuning: d.opts.Tuning, Features: d.wfeats, Fault: key.Fault,
+		Compute: d.opts.Compute, Accumulate: d.opts.Accumulate})
 	if err != nil {
 		return nil, err
 	}
@@ -174,7 +175,7 @@ func (d *Device) launch(n *ir.Node, in []*runtime.Buffer, outs []ir.Type) ([]*ru
 		if err != nil {
 			return nil, err
 		}
-		if want.Bytes() > int64(hs[0].Size) {
+		if d.storedBytes(want) > int64(hs[0].Size) {
 			return nil, fmt.Errorf("reshape to %s of a buffer of %d bytes", want, hs[0].Size)
 		}
 		d.memos[n] = newLaunchMemo(in, fault, nil, want)
@@ -241,7 +242,7 @@ func (d *Device) dispatch(pl *plan, in []*runtime.Buffer, hs []*vbuf) ([]*runtim
 				return fail(fmt.Errorf("kernel binding %d writes input %d, a weight", i, b.Input))
 			}
 		} else {
-			g, _, err := d.alloc(uint64(b.Type.Bytes()), false)
+			g, _, err := d.alloc(uint64(d.storedBytes(b.Type)), false)
 			if err != nil {
 				return fail(fmt.Errorf("output %d: %w", b.Output, err))
 			}
