@@ -108,3 +108,51 @@ func TestFitWeightsOnGPUTargets(t *testing.T) {
 		t.Errorf("unsplit model on the capped device: %v, want a buffer size error", err)
 	}
 }
+
+// The split does not raise device memory: on webgpu the weights take the
+// same bytes split or not, and the device's peak buffer memory (weights,
+// KV caches, activations, the pool) of the split run stays within that of
+// the unsplit run plus 5%: the shards' size classes may round up where the
+// whole tensors' did not (at most 1/8 of each, but mostly less), and each
+// split reader adds small per-shard activations (ids, masks, partial
+// logits of a 259-entry vocabulary).
+func TestFitWeightsKeepsMemory(t *testing.T) {
+	run := func(capped bool) (weights, peak int64) {
+		if capped {
+			t.Setenv(runtime.MaxBufferEnv, splitCap)
+		}
+		dev, err := Open("webgpu", "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer dev.Close()
+		m := tinyModel(t)
+		if _, err := FitWeights(m, dev); err != nil {
+			t.Fatal(err)
+		}
+		exec := runtime.NewExecutor(m, dev)
+		defer exec.Close()
+		sess, err := llm.NewSession(exec)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer sess.Close()
+		for _, toks := range splitFeed {
+			if _, err := sess.Forward(toks); err != nil {
+				t.Fatal(err)
+			}
+		}
+		weights, _ = exec.WeightBytes(dev)
+		_, peak = dev.(runtime.MemoryReporter).BufferBytes()
+		return weights, peak
+	}
+	w0, p0 := run(false)
+	w1, p1 := run(true)
+	t.Logf("weights %d -> %d bytes, peak device memory %d -> %d bytes", w0, w1, p0, p1)
+	if w1 != w0 {
+		t.Errorf("split weights take %d bytes on the device, unsplit %d", w1, w0)
+	}
+	if float64(p1) > 1.05*float64(p0) {
+		t.Errorf("peak device memory %d bytes split, %d unsplit: more than 5%% above", p1, p0)
+	}
+}
