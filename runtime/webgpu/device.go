@@ -256,6 +256,12 @@ func Open(opts Options) (*Device, error) {
 		inst.Release()
 		return nil, err
 	}
+	// The buffer limits wgpu enforces are the device's, read back: should
+	// a request not take (a measurement on an H200 met 256 MiB buffers
+	// where the adapter offers more), the weights are split to those.
+	if got := dev.GetLimits().Limits; got.MaxBufferSize > 0 && got.MaxStorageBufferBindingSize > 0 {
+		limits.MaxBufferSize, limits.MaxStorageBufferBindingSize = got.MaxBufferSize, got.MaxStorageBufferBindingSize
+	}
 	info := adapter.GetInfo()
 	cpu := info.AdapterType == wgpu.AdapterTypeCPU
 	opts.MaxBatch = batchDefaults.MaxBatchOr(opts.MaxBatch, cpu)
