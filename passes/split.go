@@ -270,27 +270,34 @@ func (e *emitter) matmul(n *ir.Node, shards []shard) {
 // rows; where picks, for each id, the row of the shard that holds it. The
 // first shard's ids are not clamped below and the last's not above, so an
 // id out of the table's range still fails at run time as gather's does.
+// Clamping selects (where) rather than chaining integer min and max, so
+// that fusion finds no integer chain to fuse.
 func (e *emitter) gather(n *ir.Node, shards []shard) {
 	ids := n.Inputs[1]
 	if ids.Type.DType != ir.I32 {
 		ids = e.op(ir.OpCast, []*ir.Value{ids}, ir.Attrs{"to": ir.DTypeAttr(ir.I32)}, nil)
 	}
-	// The mask of a shard, ids' shape with a 1 for each dim of a row, so
-	// that it broadcasts over the rows.
+	// The mask of a shard has ids' shape with a 1 for each dim of a row,
+	// so that it broadcasts over the rows.
 	maskShape := ids.Type.Shape.Clone()
 	for range n.Inputs[0].Type.Shape.Rank() - 1 {
 		maskShape = append(maskShape, ir.D(1))
+	}
+	cmp := func(c string, x int64) *ir.Value {
+		return e.op(ir.OpCompare, []*ir.Value{ids, e.scalar(x)}, ir.Attrs{"cmp": ir.StringAttr(c)}, nil)
 	}
 	var acc *ir.Value
 	for i, s := range shards {
 		last := i == len(shards)-1
 		local := ids
+		var below *ir.Value // ids before the shard's first row
 		if i > 0 {
+			below = cmp("lt", s.lo)
 			local = e.op(ir.OpSub, []*ir.Value{ids, e.scalar(s.lo)}, nil, nil)
-			local = e.op(ir.OpMaximum, []*ir.Value{local, e.scalar(0)}, nil, nil)
+			local = e.op(ir.OpWhere, []*ir.Value{below, e.scalar(0), local}, nil, nil)
 		}
 		if !last {
-			local = e.op(ir.OpMinimum, []*ir.Value{local, e.scalar(s.hi - s.lo - 1)}, nil, nil)
+			local = e.op(ir.OpWhere, []*ir.Value{cmp("ge", s.hi), e.scalar(s.hi - s.lo - 1), local}, nil, nil)
 		}
 		rows := e.op(ir.OpGather, []*ir.Value{s.w.Value(), local}, n.Attrs, nil)
 		if i == 0 {
@@ -303,8 +310,7 @@ func (e *emitter) gather(n *ir.Node, shards []shard) {
 		if last {
 			into = n.Output()
 		}
-		in := e.op(ir.OpCompare, []*ir.Value{ids, e.scalar(s.lo)}, ir.Attrs{"cmp": ir.StringAttr("ge")}, nil)
-		in = e.op(ir.OpReshape, []*ir.Value{in}, ir.Attrs{"shape": ir.ShapeAttr(maskShape)}, nil)
-		acc = e.op(ir.OpWhere, []*ir.Value{in, rows, acc}, nil, into)
+		mask := e.op(ir.OpReshape, []*ir.Value{below}, ir.Attrs{"shape": ir.ShapeAttr(maskShape)}, nil)
+		acc = e.op(ir.OpWhere, []*ir.Value{mask, acc, rows}, nil, into)
 	}
 }

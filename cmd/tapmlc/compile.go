@@ -82,6 +82,19 @@ compiled.`,
 			if model.Tokenizer != nil && tok == nil {
 				fmt.Fprintf(os.Stderr, "note: the model's %T tokenizer is not stored in the build; run it with --tokenizer\n", model.Tokenizer)
 			}
+			limit, err := target.CompileLimit(tgt)
+			if err != nil {
+				return err
+			}
+			if limit > 0 {
+				st, err := passes.SplitWeights(model.Module, limit)
+				if err != nil {
+					return fmt.Errorf("%s: %w", model.Path, err)
+				}
+				if st.Weights > 0 {
+					fmt.Fprintf(os.Stderr, "split %d weights over %d bytes (the %s target's buffer limit) into %d shards\n", st.Weights, limit, tgt, st.Shards)
+				}
+			}
 			t := tgt
 			rep, man, err := artifact.Compile(model.Module, artifact.CompileOptions{
 				Target:     tgt,

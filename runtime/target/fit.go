@@ -73,3 +73,25 @@ func (f Fit) String() string {
 	}
 	return s
 }
+
+// CompileLimit is the largest weight kept whole when compiling for a GPU
+// target without its device at hand: 128 MiB, WebGPU's default
+// maxStorageBufferBindingSize (the most a page gets without asking) and
+// Vulkan's guaranteed minimum of maxStorageBufferRange (2^27), within
+// Metal's buffer length on every Apple GPU; lowered by $TAPML_MAX_BUFFER.
+// The CPU targets have no limit (0).
+func CompileLimit(target string) (int64, error) {
+	capBytes, err := runtime.MaxBufferCap()
+	if err != nil {
+		return 0, err
+	}
+	switch target {
+	case "cpu", "llvm":
+		return 0, nil
+	}
+	limit := uint64(128 << 20)
+	if capBytes > 0 {
+		limit = min(limit, capBytes)
+	}
+	return int64(devkit.LargestFitting(limit)), nil
+}
