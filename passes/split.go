@@ -208,6 +208,8 @@ type emitter struct {
 	base  string
 	nodes []*ir.Node
 	err   error
+
+	scalars map[int64]*ir.Value
 }
 
 // op appends a node of op and returns its output; into, when set, becomes
@@ -239,9 +241,17 @@ func (e *emitter) op(op ir.Op, in []*ir.Value, attrs ir.Attrs, into *ir.Value) *
 // invalid stands for the output of a node not made after an error.
 var invalid = &ir.Value{Name: "invalid", Type: ir.T(ir.Invalid, nil)}
 
-// scalar is a constant i32 of one value.
+// scalar is a constant i32 of one value, made once per replaced node.
 func (e *emitter) scalar(x int64) *ir.Value {
-	return e.op(ir.OpConstant, nil, ir.Attrs{"dtype": ir.DTypeAttr(ir.I32), "value": ir.FloatsAttr(float64(x))}, nil)
+	if v, ok := e.scalars[x]; ok {
+		return v
+	}
+	v := e.op(ir.OpConstant, nil, ir.Attrs{"dtype": ir.DTypeAttr(ir.I32), "value": ir.FloatsAttr(float64(x))}, nil)
+	if e.scalars == nil {
+		e.scalars = map[int64]*ir.Value{}
+	}
+	e.scalars[x] = v
+	return v
 }
 
 // matmul: x × shardᵀ per shard, joined along the last axis.

@@ -56,7 +56,7 @@ func ParseBytes(s string) (uint64, error) {
 		}
 	}
 	n, err := strconv.ParseUint(num, 10, 64)
-	if err != nil || n == 0 || n > (1<<62)/mult {
+	if err != nil || n == 0 || n > (1<<62-1)/mult {
 		return 0, fmt.Errorf("%q is not a byte count (a positive whole number, optionally followed by KiB, MiB or GiB, below 2^62 bytes)", s)
 	}
 	return n * mult, nil
