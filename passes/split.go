@@ -55,7 +55,7 @@ func SplitWeights(m *ir.Module, maxBytes int64) (SplitStats, error) {
 		if err := checkReaders(m, w, maxBytes); err != nil {
 			return st, err
 		}
-		shards, err := shardWeight(w, maxBytes)
+		shards, err := shardWeight(m, w, maxBytes)
 		if err != nil {
 			return st, err
 		}
@@ -122,7 +122,7 @@ func splittable(n *ir.Node, i int) bool {
 
 // shardWeight cuts w into the fewest shards of at most maxBytes, of equal
 // row counts but for the last.
-func shardWeight(w *ir.Weight, maxBytes int64) ([]shard, error) {
+func shardWeight(m *ir.Module, w *ir.Weight, maxBytes int64) ([]shard, error) {
 	rows := w.Type.Shape[0].Size
 	rowBytes := w.Type.Bytes() / rows
 	if rowBytes > maxBytes {
@@ -138,6 +138,9 @@ func shardWeight(w *ir.Weight, maxBytes int64) ([]shard, error) {
 		s := w.Type.Shape.Clone()
 		s[0] = ir.D(hi - lo)
 		name := w.Name + ".rows" + strconv.FormatInt(lo, 10)
+		for m.Weight(name) != nil { // a name the model already uses
+			name += "_"
+		}
 		src := rowView{of: w.Source, off: lo * rowBytes, n: (hi - lo) * rowBytes, dt: w.Type.DType}
 		out = append(out, shard{w: &ir.Weight{Name: name, Type: ir.T(w.Type.DType, s), Source: src}, lo: lo, hi: hi})
 	}
