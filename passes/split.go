@@ -154,11 +154,22 @@ type rowView struct {
 	dt     ir.DType
 }
 
+// RangeSource is a WeightSource that reads part of its bytes without the
+// rest (a weight in a file: artifact's build folders), so that a shard
+// costs its own bytes only.
+type RangeSource interface {
+	ir.WeightSource
+	BytesAt(off, n int64) ([]byte, error)
+}
+
 func (r rowView) DType() ir.DType { return r.dt }
 
 func (r rowView) Bytes() ([]byte, error) {
 	if r.of == nil {
 		return nil, fmt.Errorf("the split weight has no data attached")
+	}
+	if rs, ok := r.of.(RangeSource); ok {
+		return rs.BytesAt(r.off, r.n)
 	}
 	b, err := r.of.Bytes()
 	if err != nil {

@@ -1,6 +1,8 @@
 package passes_test
 
 import (
+	"bytes"
+	"fmt"
 	"strings"
 	"testing"
 	"unsafe"
@@ -223,4 +225,41 @@ func callF32(t *testing.T, m *ir.Module, ids []int32, x []float32) [][]float32 {
 		t.Fatal(err)
 	}
 	return out
+}
+
+// rangeOnly is a source that serves byte ranges and refuses whole reads.
+type rangeOnly struct{ data []byte }
+
+func (r rangeOnly) Bytes() ([]byte, error) { return nil, fmt.Errorf("read whole") }
+func (r rangeOnly) BytesAt(off, n int64) ([]byte, error) {
+	return append([]byte(nil), r.data[off:off+n]...), nil
+}
+
+// A shard of a weight whose source reads ranges (a build folder's file)
+// reads its own bytes only.
+func TestSplitWeightsReadsRanges(t *testing.T) {
+	m, err := ir.Parse("r.tir", `module "r" {
+  weight @e : f32[4, 2]
+  func @f(%ids: i32[1]) -> (%0) {
+    %0 = gather(@e, %ids) : f32[1, 2] #1
+    return %0
+  }
+}`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	data := make([]byte, 32)
+	for i := range data {
+		data[i] = byte(i)
+	}
+	m.Weights[0].Source = rangeOnly{data}
+	if _, err := passes.SplitWeights(m, 16); err != nil {
+		t.Fatal(err)
+	}
+	for i, w := range m.Weights {
+		b, err := w.Source.Bytes()
+		if err != nil || !bytes.Equal(b, data[16*i:16*i+16]) {
+			t.Errorf("shard @%s: %v, %v; want bytes %d..%d", w.Name, b, err, 16*i, 16*i+15)
+		}
+	}
 }

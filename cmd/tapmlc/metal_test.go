@@ -40,6 +40,14 @@ func TestCompileMetalSplit(t *testing.T) {
 	if got.code != 0 || got.stdout != want.stdout {
 		t.Errorf("the split build: exit %d\ngot  %q\nwant %q\n%s", got.code, got.stdout, want.stdout, got.stderr)
 	}
+	// Under 8 KiB on webgpu the build's shards (read from its weights file
+	// by range) are split again at run time.
+	t.Setenv(runtime.MaxBufferEnv, "8KiB")
+	args[len(args)-1] = "webgpu"
+	got = tapmlc(t, append([]string{"run", out, "-v"}, args...)...)
+	if got.code != 0 || got.stdout != want.stdout || !strings.Contains(got.stderr, "; split ") {
+		t.Errorf("the split build on webgpu under 8 KiB: exit %d\ngot  %q\nwant %q\n%s", got.code, got.stdout, want.stdout, got.stderr)
+	}
 }
 
 // compileMetal compiles stories260K for metal and checks the build's
