@@ -87,7 +87,7 @@ func weightBytes(m *ir.Module) int64 {
 // shards than one concat takes (a tree of concats), with ids at every
 // shard's edges; shards are views of the weight's bytes, not copies.
 func TestSplitWeightsShards(t *testing.T) {
-	m, err := ir.Parse("s.tir", `module "s" {
+	m := mustParse(t, `module "s" {
   weight @e : f32[20, 4]
   func @f(%ids: i32[6], %x: f32[2, 4]) -> (%0, %1) {
     %0 = gather(@e, %ids) : f32[6, 4] #1 loc("embed")
@@ -95,9 +95,6 @@ func TestSplitWeightsShards(t *testing.T) {
     return %0, %1
   }
 }`)
-	if err != nil {
-		t.Fatal(err)
-	}
 	table := make([]float32, 80)
 	for i := range table {
 		table[i] = float32(i)
@@ -238,16 +235,13 @@ func (r rangeOnly) BytesAt(off, n int64) ([]byte, error) {
 // A shard of a weight whose source reads ranges (a build folder's file)
 // reads its own bytes only.
 func TestSplitWeightsReadsRanges(t *testing.T) {
-	m, err := ir.Parse("r.tir", `module "r" {
+	m := mustParse(t, `module "r" {
   weight @e : f32[4, 2]
   func @f(%ids: i32[1]) -> (%0) {
     %0 = gather(@e, %ids) : f32[1, 2] #1
     return %0
   }
 }`)
-	if err != nil {
-		t.Fatal(err)
-	}
 	data := make([]byte, 32)
 	for i := range data {
 		data[i] = byte(i)
@@ -262,4 +256,13 @@ func TestSplitWeightsReadsRanges(t *testing.T) {
 			t.Errorf("shard @%s: %v, %v; want bytes %d..%d", w.Name, b, err, 16*i, 16*i+15)
 		}
 	}
+}
+
+func mustParse(t *testing.T, src string) *ir.Module {
+	t.Helper()
+	m, err := ir.Parse(t.Name()+".tir", src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
 }
