@@ -578,15 +578,22 @@ type fileSource struct {
 	offset, size int64
 }
 
-func (s *fileSource) Bytes() ([]byte, error) {
+func (s *fileSource) Bytes() ([]byte, error) { return s.BytesAt(0, s.size) }
+
+// BytesAt reads bytes off..off+n-1 of the weight alone (a shard of a weight
+// split to fit a device: passes.RangeSource).
+func (s *fileSource) BytesAt(off, n int64) ([]byte, error) {
+	if off < 0 || n < 0 || off+n > s.size {
+		return nil, fmt.Errorf("%s: bytes %d..%d of a weight of %d bytes", s.path, off, off+n-1, s.size)
+	}
 	f, err := os.Open(s.path)
 	if err != nil {
 		return nil, err
 	}
 	defer f.Close()
-	buf := make([]byte, s.size)
-	if _, err := f.ReadAt(buf, s.offset); err != nil {
-		return nil, fmt.Errorf("%s: reading %d bytes at %d: %w", s.path, s.size, s.offset, err)
+	buf := make([]byte, n)
+	if _, err := f.ReadAt(buf, s.offset+off); err != nil {
+		return nil, fmt.Errorf("%s: reading %d bytes at %d: %w", s.path, n, s.offset+off, err)
 	}
 	return buf, nil
 }

@@ -134,6 +134,17 @@ var registry = []*Pass{
 		Run: quantizePass,
 	},
 	{
+		Name: "split_weights",
+		Doc: "cuts every weight larger than max_bytes along its outer dim into shards that fit a device's buffer and binding limits, " +
+			"rewriting its readers: gather's table (axis 0) as a gather per shard selected by id range, matmul's transposed weight as a matmul per shard concatenated along the last axis",
+		Options: []OptionSpec{
+			{Name: "max_bytes", Kind: OptInt, Default: int64(0), Doc: "the largest weight in bytes a device holds in one buffer; 0 splits nothing (tapmlc sets it from the device's limits)", Check: nonNegative},
+		},
+		Run:         splitPass,
+		Requires:    []string{"shapes"},
+		Invalidates: []string{"legalized"},
+	},
+	{
 		Name: "dce",
 		Doc: "removes nodes whose outputs are unused and that have no side effect (kv_write and probe are kept), " +
 			"and weights no function reads",

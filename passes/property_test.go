@@ -62,12 +62,8 @@ func runErr(m *ir.Module, setup func(*runtime.Executor)) ([][]float32, error) {
 		return nil, err
 	}
 	defer sess.Close()
-	vocab := 1
-	for _, w := range m.Weights {
-		if w.Name == "tok_embeddings" {
-			vocab = int(w.Type.Shape[0].Size)
-		}
-	}
+	logits := m.Func("decode").Results[0].Type.Shape // [..., vocab]; the table may be split
+	vocab := int(logits[len(logits)-1].Size)
 	var out [][]float32
 	feed := [][]int{{1, 5 % vocab, 9 % vocab, 13 % vocab}, {2 % vocab}, {7 % vocab}, {11 % vocab}}
 	for _, toks := range feed {

@@ -96,6 +96,19 @@ compiled.`,
 					fmt.Fprintf(os.Stderr, "note: a %s build keeps no precision; run it with --compute %s\n", tgt, prec.p.Compute)
 				}
 			}
+			limit, err := target.CompileLimit(tgt)
+			if err != nil {
+				return err
+			}
+			if limit > 0 {
+				st, err := passes.SplitWeights(model.Module, limit)
+				if err != nil {
+					return fmt.Errorf("%s: %w", model.Path, err)
+				}
+				if st.Weights > 0 {
+					fmt.Fprintf(os.Stderr, "split %d weights over %d bytes (the %s target's buffer limit) into %d shards\n", st.Weights, limit, tgt, st.Shards)
+				}
+			}
 			t := tgt
 			rep, man, err := artifact.Compile(model.Module, artifact.CompileOptions{
 				Target:     tgt,

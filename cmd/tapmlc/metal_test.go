@@ -1,6 +1,7 @@
 package main
 
 import (
+	"os"
 	"path/filepath"
 	goruntime "runtime"
 	"strings"
@@ -8,6 +9,7 @@ import (
 
 	"github.com/tapml/tapml/artifact"
 	"github.com/tapml/tapml/codegen/msl"
+	"github.com/tapml/tapml/runtime"
 )
 
 // TestCompileMetal compiles stories260K for the metal target: the build
@@ -16,11 +18,50 @@ import (
 // passing the MSL syntax check, and `run --target metal` says where the
 // target runs.
 func TestCompileMetal(t *testing.T) {
+	compileMetal(t)
+	if goruntime.GOOS != "darwin" {
+		r := tapmlc(t, "run", "--target", "metal", "--steps", "3")
+		if r.code == 0 || !strings.Contains(r.stderr, "the metal target runs on macOS; use compile --target metal to emit kernels") {
+			t.Errorf("run --target metal off macOS: exit %d, stderr %q", r.code, r.stderr)
+		}
+	}
+}
+
+// Under a 16 KiB buffer limit ($TAPML_MAX_BUFFER) compile splits the
+// weights, the kernels of the split's nodes pass the syntax check too, and
+// the build runs to the model's own text.
+func TestCompileMetalSplit(t *testing.T) {
+	t.Setenv(runtime.MaxBufferEnv, "16KiB")
+	out := compileMetal(t)
+	dir := models(t)
+	args := []string{"--prompt", "Once upon a time", "--steps", "40", "--temperature", "0", "--target", "cpu"}
+	want := tapmlc(t, append([]string{"run", filepath.Join(dir, "stories260K.bin"), "--tokenizer", filepath.Join(dir, "tok512.bin")}, args...)...)
+	got := tapmlc(t, append([]string{"run", out}, args...)...)
+	if got.code != 0 || got.stdout != want.stdout {
+		t.Errorf("the split build: exit %d\ngot  %q\nwant %q\n%s", got.code, got.stdout, want.stdout, got.stderr)
+	}
+	// Under 8 KiB on webgpu the build's shards (read from its weights file
+	// by range) are split again at run time.
+	t.Setenv(runtime.MaxBufferEnv, "8KiB")
+	args[len(args)-1] = "webgpu"
+	got = tapmlc(t, append([]string{"run", out, "-v"}, args...)...)
+	if got.code != 0 || got.stdout != want.stdout || !strings.Contains(got.stderr, "; split ") {
+		t.Errorf("the split build on webgpu under 8 KiB: exit %d\ngot  %q\nwant %q\n%s", got.code, got.stdout, want.stdout, got.stderr)
+	}
+}
+
+// compileMetal compiles stories260K for metal and checks the build's
+// kernels; it returns the build folder.
+func compileMetal(t *testing.T) string {
+	t.Helper()
 	dir := models(t)
 	out := filepath.Join(t.TempDir(), "build")
 	r := tapmlc(t, "compile", filepath.Join(dir, "stories260K.bin"), "--tokenizer", filepath.Join(dir, "tok512.bin"), "--target", "metal", "-o", out)
 	if r.code != 0 {
 		t.Fatalf("compile: exit %d: %s", r.code, r.stderr)
+	}
+	if split := strings.Contains(r.stderr, "split 16 weights over 16384 bytes"); split != (os.Getenv(runtime.MaxBufferEnv) != "") {
+		t.Errorf("compile with $%s=%q: stderr %q", runtime.MaxBufferEnv, os.Getenv(runtime.MaxBufferEnv), r.stderr)
 	}
 	man, err := artifact.ReadManifest(out)
 	if err != nil {
@@ -56,11 +97,5 @@ func TestCompileMetal(t *testing.T) {
 		}
 	}
 	t.Logf("%d kernels (%v) pass the syntax check", len(srcs), funcs)
-
-	if goruntime.GOOS != "darwin" {
-		r = tapmlc(t, "run", "--target", "metal", "--steps", "3")
-		if r.code == 0 || !strings.Contains(r.stderr, "the metal target runs on macOS; use compile --target metal to emit kernels") {
-			t.Errorf("run --target metal off macOS: exit %d, stderr %q", r.code, r.stderr)
-		}
-	}
+	return out
 }

@@ -185,12 +185,20 @@ func runMigrate(cmd *cobra.Command, args []string, fl *migrateFlags) (int, error
 	}
 	defer dev.Close()
 	opts.Compute = fl.tgt.Precision.Compute // as the target runs it
+	// Weights over the device's buffer limits are split before the
+	// pipeline places nodes, so that both sides run the same nodes.
+	if _, err := target.FitWeights(model.Module, dev); err != nil {
+		return 0, fmt.Errorf("%s: %w", model.Path, err)
+	}
 	if fl.reference != "cpu" {
 		ref, err := openReference(fl.reference, fl.tgt)
 		if err != nil {
 			return 0, err
 		}
 		defer ref.Close()
+		if _, err := target.FitWeights(model.Module, ref); err != nil {
+			return 0, fmt.Errorf("%s: --reference %s: %w", model.Path, fl.reference, err)
+		}
 		name := fl.reference
 		opts.Source, opts.SourceSupports = ref, func(op ir.Op) bool { return target.Supports(name, op) }
 	}

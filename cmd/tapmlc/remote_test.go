@@ -18,6 +18,7 @@ import (
 
 	"github.com/tapml/tapml/frontend/gguf"
 	"github.com/tapml/tapml/internal/testenv"
+	"github.com/tapml/tapml/runtime"
 )
 
 // Remote targets: `tapmlc serve` runs as a separate process (the built
@@ -155,6 +156,29 @@ func TestRemoteServe(t *testing.T) {
 	}
 }
 
+// A device server whose buffers are capped at 16 KiB ($TAPML_MAX_BUFFER:
+// its wgpu device is asked for no more) reports the limits, and the host
+// splits stories260K's weights to fit them: the greedy text is the CPU's.
+// 64 steps keep the KV caches at 8 KiB.
+func TestRemoteSmallBuffers(t *testing.T) {
+	s := serve(t, []string{runtime.MaxBufferEnv + "=16KiB"})
+	checkSplitRun(t, s.url)
+}
+
+// checkSplitRun runs stories260K on a remote device whose buffers are
+// capped at 16 KiB and on the CPU: the texts must be the same.
+func checkSplitRun(t *testing.T, url string) {
+	t.Helper()
+	dir := models(t)
+	args := []string{"run", filepath.Join(dir, "stories260K.bin"), "--tokenizer", filepath.Join(dir, "tok512.bin"),
+		"--steps", "64", "--temperature", "0", "--prompt", "Once upon a time"}
+	want := tapmlc(t, append(args, "--target", "cpu")...)
+	got := tapmlc(t, append(args, "-v", "--target", "remote:"+url)...)
+	if got.code != 0 || got.stdout != want.stdout || !strings.Contains(got.stderr, "max buffer 16384 bytes, max storage binding 16384 bytes; split ") {
+		t.Errorf("on remote:%s with 16 KiB buffers: exit %d\ngot  %q\nwant %q\n%s", url, got.code, got.stdout, want.stdout, got.stderr)
+	}
+}
+
 // A wrong or missing token is refused, with a clear message on both sides.
 func TestRemoteToken(t *testing.T) {
 	s := serve(t, []string{"TAPML_TOKEN="}, "--token", "s3cret")
@@ -248,13 +272,7 @@ func TestBrowserDevice(t *testing.T) {
 			t.Logf("page log:\n%s", pageLog())
 		}
 	}()
-	pctx, pcancel := context.WithTimeout(ctx, 2*time.Minute)
-	defer pcancel()
-	st, err := chromedp.Run(pctx, chromedp.Poll[string](`globalThis.tapmlStatus === "attached" || globalThis.tapmlStatus.startsWith("error") || globalThis.tapmlStatus.startsWith("refused") ? globalThis.tapmlStatus : false`,
-		chromedp.WithPollingInterval(100*time.Millisecond), chromedp.WithPollingTimeout(2*time.Minute)))
-	if err != nil || st != "attached" {
-		t.Fatalf("the page did not attach: status %q, %v", st, err)
-	}
+	waitAttached(t, ctx)
 	if log := s.stderr(); !strings.Contains(log, "attached: browser:") {
 		t.Errorf("the server did not log the page: %s", log)
 	}
@@ -272,12 +290,39 @@ func TestBrowserDevice(t *testing.T) {
 	}
 }
 
+// waitAttached waits until the page has attached to its server.
+func waitAttached(t *testing.T, ctx context.Context) {
+	t.Helper()
+	pctx, pcancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer pcancel()
+	st, err := chromedp.Run(pctx, chromedp.Poll[string](`globalThis.tapmlStatus === "attached" || globalThis.tapmlStatus.startsWith("error") || globalThis.tapmlStatus.startsWith("refused") ? globalThis.tapmlStatus : false`,
+		chromedp.WithPollingInterval(100*time.Millisecond), chromedp.WithPollingTimeout(2*time.Minute)))
+	if err != nil || st != "attached" {
+		t.Fatalf("the page did not attach: status %q, %v", st, err)
+	}
+}
+
+// A page opened with ?max_buffer=16KiB asks its browser for 16 KiB
+// buffers and bindings, as a constrained browser would give; the host
+// splits the weights to fit and prints the CPU's text.
+func TestBrowserSmallBuffers(t *testing.T) {
+	s := serve(t, nil, "--browser", "--cache-dir", filepath.Join(os.TempDir(), "tapml-browser-test-cache"))
+	waitAttached(t, openPageQuery(t, s, true, "?max_buffer=16KiB"))
+	checkSplitRun(t, s.url)
+}
+
 // openPage opens the page of a `tapmlc serve --browser` server in headless
 // Chromium, with WebGPU enabled (--enable-unsafe-webgpu) or as Chromium
 // ships on Linux, without it.
 func openPage(t *testing.T, s *server, webGPU bool) context.Context {
 	t.Helper()
-	page := "http" + strings.TrimPrefix(s.url, "ws") + "/"
+	return openPageQuery(t, s, webGPU, "")
+}
+
+// openPageQuery opens the page with a query (?max_buffer=16KiB).
+func openPageQuery(t *testing.T, s *server, webGPU bool, query string) context.Context {
+	t.Helper()
+	page := "http" + strings.TrimPrefix(s.url, "ws") + "/" + query
 	opts := []chromedp.ExecAllocatorOption{
 		chromedp.ExecPath(testenv.Tool(t, "chromium")),
 		chromedp.Flag("headless", "new"),

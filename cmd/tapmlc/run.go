@@ -82,6 +82,13 @@ byte-level tokenizer is used, so the command works with nothing downloaded.`,
 				return err
 			}
 			defer dev.Close()
+			fit, err := target.FitWeights(model.Module, dev)
+			if err != nil {
+				return fmt.Errorf("%s: %w", model.Path, err)
+			}
+			if verbose {
+				fmt.Fprintln(os.Stderr, fit)
+			}
 			exec := runtime.NewExecutor(model.Module, dev)
 			defer exec.Close()
 			sess, err := llm.NewSession(exec)
@@ -118,7 +125,7 @@ byte-level tokenizer is used, so the command works with nothing downloaded.`,
 	f.Float64Var(&temperature, "temperature", 1.0, "sampling temperature; 0 is greedy (argmax)")
 	f.Float64Var(&topP, "top-p", 0.9, "nucleus sampling threshold (used when temperature > 0)")
 	f.Uint64Var(&seed, "seed", 1, "random seed for sampling (a language model) or of the random inputs (any other model)")
-	f.BoolVarP(&verbose, "verbose", "v", false, "after generating, print the weight bytes on the device (by storage dtype) and its buffer memory, when it reports it, on stderr")
+	f.BoolVarP(&verbose, "verbose", "v", false, "print the device's buffer limits and the weights split to fit them, and after generating the weight bytes on the device (by storage dtype) and its buffer memory, when it reports it, on stderr")
 	f.StringVar(&outDir, "output", "", "folder to write each output of a model that is not a language model to, as NAME.npy")
 	mi.registerInputs(f)
 	mi.registerShapes(f)
@@ -158,6 +165,9 @@ func runCalls(model *frontend.Model, given map[string]carve.Input, seed uint64, 
 		return err
 	}
 	defer dev.Close()
+	if _, err := target.FitWeights(m, dev); err != nil {
+		return fmt.Errorf("%s: %w", model.Path, err)
+	}
 	exec := runtime.NewExecutor(m, dev)
 	defer exec.Close()
 	if outDir != "" {

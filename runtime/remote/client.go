@@ -315,6 +315,21 @@ func (d *Device) Info() proto.DeviceInfo { return d.info }
 // Limits are the limits kernels are generated for.
 func (d *Device) Limits() wgsl.Limits { return d.lim }
 
+// BufferLimits are the buffer and binding limits the device reported (a
+// server's device or a browser's; both pool buffers by size class, bound
+// whole).
+func (d *Device) BufferLimits() runtime.BufferLimits {
+	l := runtime.BufferLimits{MaxBuffer: d.info.Limits.MaxBufferSize, MaxBinding: d.info.Limits.MaxStorageBufferBindingSize}
+	tight := l.MaxBuffer
+	if tight == 0 || (l.MaxBinding > 0 && l.MaxBinding < tight) {
+		tight = l.MaxBinding
+	}
+	if tight > 0 {
+		l.MaxTensor = int64(devkit.LargestFitting(tight))
+	}
+	return l
+}
+
 // Stats returns counters of the connection.
 func (d *Device) Stats() Stats {
 	d.mu.Lock()

@@ -13,6 +13,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/tapml/tapml/runtime"
 	"github.com/tapml/tapml/runtime/remote/device"
 	"github.com/tapml/tapml/runtime/remote/proto"
 	"github.com/tapml/tapml/runtime/webgpu"
@@ -414,7 +415,11 @@ type NativeWorkerOptions struct {
 // Failing to open the device is reported to the server as an Error frame.
 func RunNativeWorker(o NativeWorkerOptions) error {
 	requests, replies := WorkerPipes()
-	dev, err := webgpu.Open(webgpu.Options{Backend: o.Backend})
+	capBytes, err := runtime.MaxBufferCap()
+	var dev *webgpu.Device
+	if err == nil {
+		dev, err = webgpu.Open(webgpu.Options{Backend: o.Backend, MaxBufferBytes: capBytes})
+	}
 	if err != nil {
 		writeWorkerFrame(replies, proto.Encode(0, proto.Errorf(proto.CodeUnavailable, "%v", err)))
 		return err

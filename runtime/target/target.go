@@ -75,7 +75,11 @@ func Open(target, backend string) (runtime.Device, error) {
 	case "cpu":
 		return cpu.New(), nil
 	case "webgpu":
-		return webgpu.Open(webgpu.Options{Backend: backend})
+		capBytes, err := runtime.MaxBufferCap()
+		if err != nil {
+			return nil, err
+		}
+		return webgpu.Open(webgpu.Options{Backend: backend, MaxBufferBytes: capBytes})
 	case "vulkan":
 		return openVulkan()
 	case "metal": // macOS only; elsewhere metal.ErrUnsupported

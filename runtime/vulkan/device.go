@@ -373,6 +373,16 @@ func (d *Device) Info() Info {
 // Limits returns the device limits kernels are generated for.
 func (d *Device) Limits() wgsl.Limits { return d.cgLimits }
 
+// BufferLimits returns the device's binding limit (maxStorageBufferRange;
+// a tensor larger than a memory block gets a block of its own, so buffers
+// have no limit of their own here). A tensor's range is its size rounded
+// up to the offset alignment, at most 256 bytes (Vulkan's bound on
+// minStorageBufferOffsetAlignment).
+func (d *Device) BufferLimits() runtime.BufferLimits {
+	r := d.phys.MaxStorageRange
+	return runtime.BufferLimits{MaxBinding: r, MaxTensor: int64(r / 256 * 256)}
+}
+
 // Features returns the dialect extensions kernels may use on the device.
 func (d *Device) Features() wgsl.Features { return d.wfeats }
 

@@ -92,6 +92,10 @@ type Options struct {
 	// generated for (tests use it to exercise folded grids and small
 	// workgroups).
 	Limits wgsl.Limits
+	// MaxBufferBytes, when > 0, lowers the max buffer size and max storage
+	// binding size the device is asked for (wgpu then enforces them), as a
+	// constrained browser would ($TAPML_MAX_BUFFER; tests).
+	MaxBufferBytes uint64
 }
 
 // Device is a WebGPU device. Its methods are safe for concurrent use (they
@@ -236,8 +240,14 @@ func Open(opts Options) (*Device, error) {
 		inst.Release()
 		return nil, fmt.Errorf("webgpu: no %s adapter: %v (is a driver installed? apt-get install -y mesa-vulkan-drivers libvulkan1)", orDefault(opts.Backend, "vulkan"), err)
 	}
+	// The adapter's own limits, not WebGPU's defaults: the buffer limits
+	// especially (256 MiB per buffer, 128 MiB per binding by default).
 	limits := adapter.GetLimits().Limits
 	limits.MaxPushConstantSize = 0 // the binding reads garbage here
+	if c := opts.MaxBufferBytes; c > 0 {
+		limits.MaxBufferSize = min(limits.MaxBufferSize, c)
+		limits.MaxStorageBufferBindingSize = min(limits.MaxStorageBufferBindingSize, c)
+	}
 	unc := newUncaptured()
 	dev, err := requestDevice(adapter, limits, unc)
 	if err != nil {
@@ -245,6 +255,12 @@ func Open(opts Options) (*Device, error) {
 		adapter.Release()
 		inst.Release()
 		return nil, err
+	}
+	// The buffer limits wgpu enforces are the device's, read back: should
+	// a request not take (a measurement on an H200 met 256 MiB buffers
+	// where the adapter offers more), the weights are split to those.
+	if got := dev.GetLimits().Limits; got.MaxBufferSize > 0 && got.MaxStorageBufferBindingSize > 0 {
+		limits.MaxBufferSize, limits.MaxStorageBufferBindingSize = got.MaxBufferSize, got.MaxStorageBufferBindingSize
 	}
 	info := adapter.GetInfo()
 	cpu := info.AdapterType == wgpu.AdapterTypeCPU
@@ -357,6 +373,14 @@ func (d *Device) Name() string { return d.name }
 
 // Limits returns the device limits kernels are generated for.
 func (d *Device) Limits() wgsl.Limits { return d.cgLimits }
+
+// BufferLimits returns the device's buffer and binding limits. A tensor
+// lives in a pooled buffer of its size class, bound whole.
+func (d *Device) BufferLimits() runtime.BufferLimits {
+	l := runtime.BufferLimits{MaxBuffer: d.limits.MaxBufferSize, MaxBinding: d.limits.MaxStorageBufferBindingSize}
+	l.MaxTensor = int64(devkit.LargestFitting(min(l.MaxBuffer, l.MaxBinding)))
+	return l
+}
 
 // Stats returns counters of the device's work so far.
 func (d *Device) Stats() Stats {

@@ -67,3 +67,17 @@ func (p *Pool[B]) Drain(destroy func(B)) {
 
 // Bytes returns the bytes of the buffers kept.
 func (p *Pool[B]) Bytes() int64 { return p.bytes }
+
+// LargestFitting returns the largest byte count whose size class is at
+// most limit (0 when none is): the largest tensor a device whose buffers
+// and bindings are limited to limit bytes can hold.
+func LargestFitting(limit uint64) uint64 {
+	if limit < 16 {
+		return 0
+	}
+	if limit <= 64<<10 {
+		return 1 << (bits.Len64(limit) - 1)
+	}
+	step := uint64(1) << (bits.Len64(limit) - 4)
+	return limit / step * step // a multiple of its own class's step is its own class
+}

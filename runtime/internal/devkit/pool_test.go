@@ -59,3 +59,22 @@ func TestPool(t *testing.T) {
 		t.Error("a drained pool gave a buffer")
 	}
 }
+
+// LargestFitting(l) is the largest n with SizeClass(n) <= l: n fits and
+// n+1 does not, for limits around every boundary kind (powers of two,
+// eighths, WebGPU's defaults, odd values).
+func TestLargestFitting(t *testing.T) {
+	limits := []uint64{16, 17, 100, 64 << 10, 64<<10 + 1, 65537, 128 << 20, 256 << 20, 2147483647, 134217728 - 1, 1 << 40, 3_000_000_007}
+	for l := uint64(16); l < 1<<20; l = l*5/4 + 3 {
+		limits = append(limits, l)
+	}
+	for _, l := range limits {
+		n := LargestFitting(l)
+		if SizeClass(n) > l || SizeClass(n+1) <= l {
+			t.Errorf("LargestFitting(%d) = %d: class %d, class of %d is %d", l, n, SizeClass(n), n+1, SizeClass(n+1))
+		}
+	}
+	if LargestFitting(15) != 0 {
+		t.Errorf("LargestFitting(15) = %d, want 0", LargestFitting(15))
+	}
+}

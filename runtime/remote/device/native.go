@@ -26,6 +26,7 @@ type native struct {
 func Native(d *webgpu.Device) Backend {
 	a := d.Adapter()
 	l := d.Limits()
+	bl := d.BufferLimits()
 	name := d.Name()
 	parts := strings.SplitN(name, ":", 3)
 	backend := "webgpu"
@@ -45,6 +46,8 @@ func Native(d *webgpu.Device) Backend {
 			MaxWorkgroupStorageSize:         uint32(l.MaxWorkgroupStorageSize),
 			MaxWorkgroupsPerDimension:       uint32(l.MaxWorkgroupsPerDimension),
 			MaxStorageBuffersPerShaderStage: uint32(l.MaxStorageBuffersPerShaderStage),
+			MaxBufferSize:                   bl.MaxBuffer,
+			MaxStorageBufferBindingSize:     bl.MaxBinding,
 		},
 	}}
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/cogentcore/webgpu/wgpu"
 	"github.com/tapml/tapml/codegen"
 	"github.com/tapml/tapml/ir"
+	"github.com/tapml/tapml/runtime"
 	"github.com/tapml/tapml/runtime/internal/devkit"
 	"github.com/tapml/tapml/runtime/remote/device"
 	"github.com/tapml/tapml/runtime/remote/proto"
@@ -112,7 +113,14 @@ func openGPU() (*gpu, error) {
 		MaxBufferSize:                   lim64("maxBufferSize"),
 		MaxStorageBufferBindingSize:     lim64("maxStorageBufferBindingSize"),
 	}
-	// Ask for the adapter's own compute limits (the defaults are lower).
+	// The page's ?max_buffer=BYTES (64MiB, say) lowers the buffer limits
+	// asked for, as a more constrained browser would give ($TAPML_MAX_BUFFER
+	// of native devices); hosts split larger weights to fit.
+	if err := capBuffers(&l); err != nil {
+		return nil, err
+	}
+	// Ask for the adapter's own limits (the defaults are lower: 256 MiB per
+	// buffer, 128 MiB per binding, and smaller workgroups).
 	required := map[string]any{
 		"maxComputeInvocationsPerWorkgroup": l.MaxInvocationsPerWorkgroup,
 		"maxComputeWorkgroupSizeX":          l.MaxWorkgroupSizeX,
@@ -497,4 +505,20 @@ func (g *gpu) Free(b device.Buffer) {
 	if jb, ok := b.(*jbuf); ok && jb.Live() {
 		g.bufs.Free(jb)
 	}
+}
+
+// capBuffers lowers l's buffer and binding limits to the page's
+// ?max_buffer= when it has one.
+func capBuffers(l *proto.Limits) error {
+	q := js.Global().Get("URLSearchParams").New(js.Global().Get("location").Get("search")).Call("get", "max_buffer")
+	if q.Type() != js.TypeString {
+		return nil
+	}
+	c, err := runtime.ParseBytes(q.String())
+	if err != nil {
+		return fmt.Errorf("the page's max_buffer: %w", err)
+	}
+	l.MaxBufferSize = min(l.MaxBufferSize, c)
+	l.MaxStorageBufferBindingSize = min(l.MaxStorageBufferBindingSize, c)
+	return nil
 }
