@@ -80,6 +80,7 @@ byte-level tokenizer is used, so the command works with nothing downloaded.`,
 			}
 			defer dev.Close()
 			exec := runtime.NewExecutor(model.Module, dev)
+			exec.Capture = true // decode steps replay where the device records them
 			defer exec.Close()
 			sess, err := llm.NewSession(exec)
 			if err != nil {

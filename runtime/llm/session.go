@@ -4,6 +4,7 @@
 package llm
 
 import (
+	"errors"
 	"fmt"
 
 	"github.com/tapml/tapml/ir"
@@ -20,6 +21,15 @@ type Session struct {
 	Pos    int    // tokens consumed so far
 	MaxSeq int    // the most tokens a session can hold
 	caches []*runtime.Buffer
+	// step holds a decode step's token and position where the device can
+	// overwrite buffers (runtime.Writer): every step then calls decode on
+	// the same buffers, which the executor can capture and replay.
+	step *stepArgs
+}
+
+type stepArgs struct {
+	w        runtime.Writer
+	tok, pos *runtime.Buffer
 }
 
 // NewSession checks that the module has the LLM calling convention
@@ -103,19 +113,29 @@ func (s *Session) Forward(tokens []int) ([]float32, error) {
 	for i, t := range tokens {
 		ids[i] = int32(t)
 	}
-	tok, err := s.Exec.Upload(s.Place, tensor.FromInt32([]int{len(ids)}, ids))
-	if err != nil {
-		return nil, err
+	tokT, posT := tensor.FromInt32([]int{len(ids)}, ids), tensor.ScalarInt32(int32(s.Pos))
+	var tok, pos *runtime.Buffer
+	var err error
+	if fn == "decode" && s.step != nil {
+		tok, pos = s.step.tok, s.step.pos
+		err = errors.Join(s.step.w.Write(tok, tokT), s.step.w.Write(pos, posT))
+	} else {
+		tok, pos, err = s.upload(tokT, posT)
+		if err == nil && fn == "decode" {
+			if w, ok := tok.Dev.(runtime.Writer); ok {
+				s.step = &stepArgs{w: w, tok: tok, pos: pos}
+			}
+		}
 	}
-	pos, err := s.Exec.Upload(s.Place, tensor.ScalarInt32(int32(s.Pos)))
 	if err != nil {
-		tok.Dev.Free(tok)
 		return nil, err
 	}
 	args := append([]*runtime.Buffer{tok, pos}, s.caches...)
 	out, err := s.Exec.Call(fn, args...)
-	tok.Dev.Free(tok)
-	pos.Dev.Free(pos)
+	if s.step == nil || tok != s.step.tok {
+		tok.Dev.Free(tok)
+		pos.Dev.Free(pos)
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -138,10 +158,29 @@ func (s *Session) Forward(tokens []int) ([]float32, error) {
 	return logits.Float32s(), nil
 }
 
+// upload uploads a call's token and position.
+func (s *Session) upload(tok, pos *tensor.Tensor) (*runtime.Buffer, *runtime.Buffer, error) {
+	tb, err := s.Exec.Upload(s.Place, tok)
+	if err != nil {
+		return nil, nil, err
+	}
+	pb, err := s.Exec.Upload(s.Place, pos)
+	if err != nil {
+		tb.Dev.Free(tb)
+		return nil, nil, err
+	}
+	return tb, pb, nil
+}
+
 // Close frees the caches.
 func (s *Session) Close() {
 	for _, c := range s.caches {
 		c.Dev.Free(c)
 	}
 	s.caches = nil
+	if s.step != nil {
+		s.step.tok.Dev.Free(s.step.tok)
+		s.step.pos.Dev.Free(s.step.pos)
+		s.step = nil
+	}
 }

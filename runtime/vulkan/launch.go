@@ -273,7 +273,8 @@ func (d *Device) dispatch(pl *plan, in []*runtime.Buffer, hs []*vbuf) ([]*runtim
 	}
 	d.command(dispatchOp(pl.p, set, k.Grid), d.reads, d.writes)
 	d.stats.Dispatches++
-	if d.batch.Add() {
+	// A call being captured is submitted whole, when it is replayed.
+	if d.batch.Add() && d.capturing == nil {
 		if err := d.submit(); err != nil {
 			return fail(err) // nothing ran: the outputs are unused
 		}
