@@ -134,14 +134,13 @@ func Generate(s *Session, tok Tokenizer, prompt string, steps int, sampler *Samp
 	if len(ids) > steps {
 		return nil, nil
 	}
-	logits, err := s.Forward(ids)
+	next, err := s.Next(ids, sampler)
 	if err != nil {
 		return nil, err
 	}
 	var out []int
 	prev := ids[len(ids)-1]
 	for {
-		next := sampler.Sample(logits)
 		if tok.IsEOG(next) {
 			break
 		}
@@ -153,7 +152,7 @@ func Generate(s *Session, tok Tokenizer, prompt string, steps int, sampler *Samp
 		if s.Pos >= steps {
 			break
 		}
-		if logits, err = s.Forward([]int{next}); err != nil {
+		if next, err = s.Next([]int{next}, sampler); err != nil {
 			return out, err
 		}
 	}

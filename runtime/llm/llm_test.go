@@ -229,3 +229,31 @@ func stateModule(t *testing.T, state bool) *ir.Module {
 	}
 	return m
 }
+
+// Next picks what the sampler picks from Forward's logits: a greedy
+// sampler through an argmax on the device (the same id as Argmax on the
+// host), a sampling one from the downloaded logits; the argmax executor
+// is made again when the logits' type changes (a prefill's, then a decode
+// step's, here the same).
+func TestNext(t *testing.T) {
+	ref, s := tinySession(t), tinySession(t)
+	for _, temp := range []float64{0, 0.8} {
+		a, b := NewSampler(temp, 0.9, 5), NewSampler(temp, 0.9, 5)
+		tokens := []int{1, 2, 3}
+		for step := 0; step < 5; step++ {
+			logits, err := ref.Forward(tokens)
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := a.Sample(logits)
+			got, err := s.Next(tokens, b)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got != want {
+				t.Fatalf("temperature %g, step %d: Next gave %d, Forward and Sample %d", temp, step, got, want)
+			}
+			tokens = []int{got}
+		}
+	}
+}

@@ -25,6 +25,8 @@ type Session struct {
 	// overwrite buffers (runtime.Writer): every step then calls decode on
 	// the same buffers, which the executor can capture and replay.
 	step *stepArgs
+	// argmax runs greedy sampling's argmax on the device (Next).
+	argmax *runtime.Executor
 }
 
 type stepArgs struct {
@@ -99,6 +101,79 @@ func checkSignature(f *ir.Function) error {
 // the next token. Several tokens go through prefill in one call; one token
 // goes through decode.
 func (s *Session) Forward(tokens []int) ([]float32, error) {
+	out, err := s.forward(tokens)
+	if err != nil {
+		return nil, err
+	}
+	return downloadLogits(out)
+}
+
+// Next feeds tokens like Forward and returns the next token as sampler
+// picks it. A greedy sampler's argmax runs on the device that computed the
+// logits, so that a step downloads one id rather than the vocabulary's
+// logits.
+func (s *Session) Next(tokens []int, sampler *Sampler) (int, error) {
+	out, err := s.forward(tokens)
+	if err != nil {
+		return 0, err
+	}
+	if sampler.Temperature > 0 {
+		logits, err := downloadLogits(out)
+		if err != nil {
+			return 0, err
+		}
+		return sampler.Sample(logits), nil
+	}
+	defer out.Dev.Free(out)
+	if s.argmax == nil || s.argmax.Device("") != out.Dev || !s.argmax.Module.Func("argmax").Params[0].Type.Equal(out.Type()) {
+		if s.argmax != nil {
+			s.argmax.Close()
+		}
+		if s.argmax, err = argmaxExecutor(out); err != nil {
+			return 0, err
+		}
+	}
+	res, err := s.argmax.Call("argmax", out)
+	if err != nil {
+		return 0, err
+	}
+	id, err := runtime.Download(res[0])
+	res[0].Dev.Free(res[0])
+	if err != nil {
+		return 0, err
+	}
+	return int(id.Int32s()[0]), nil
+}
+
+// argmaxExecutor runs the argmax of logits like out's (a row of the
+// vocabulary) on out's device.
+func argmaxExecutor(out *runtime.Buffer) (*runtime.Executor, error) {
+	m := ir.NewModule("argmax")
+	b := ir.NewFunction(m, "argmax")
+	x := b.Param("logits", out.Type())
+	b.Return(b.Op(ir.OpArgmax, []*ir.Value{x}, ir.Attrs{"axis": ir.IntAttr(-1)}))
+	if err := b.Err(); err != nil {
+		return nil, fmt.Errorf("argmax of logits %s: %w", out.Type(), err)
+	}
+	return runtime.NewExecutor(m, out.Dev), nil
+}
+
+// downloadLogits downloads and frees the logits of a call, as f32.
+func downloadLogits(out *runtime.Buffer) ([]float32, error) {
+	logits, err := runtime.Download(out)
+	out.Dev.Free(out)
+	if err != nil {
+		return nil, err
+	}
+	if logits.DType != ir.F32 {
+		logits = logits.Convert(ir.F32)
+	}
+	return logits.Float32s(), nil
+}
+
+// forward runs prefill or decode on tokens and returns the logits'
+// buffer.
+func (s *Session) forward(tokens []int) (*runtime.Buffer, error) {
 	if len(tokens) == 0 {
 		return nil, fmt.Errorf("forward of no tokens")
 	}
@@ -146,16 +221,8 @@ func (s *Session) Forward(tokens []int) ([]float32, error) {
 			s.caches[i] = c
 		}
 	}
-	logits, err := runtime.Download(out[0])
-	out[0].Dev.Free(out[0])
-	if err != nil {
-		return nil, err
-	}
 	s.Pos += len(tokens)
-	if logits.DType != ir.F32 {
-		logits = logits.Convert(ir.F32)
-	}
-	return logits.Float32s(), nil
+	return out[0], nil
 }
 
 // upload uploads a call's token and position.
@@ -178,6 +245,10 @@ func (s *Session) Close() {
 		c.Dev.Free(c)
 	}
 	s.caches = nil
+	if s.argmax != nil {
+		s.argmax.Close()
+		s.argmax = nil
+	}
 	if s.step != nil {
 		s.step.tok.Dev.Free(s.step.tok)
 		s.step.pos.Dev.Free(s.step.pos)
