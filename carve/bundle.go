@@ -42,7 +42,11 @@ import (
 // and, last, an end marker.
 const (
 	FormatName    = "tapml-carve-bundle"
-	FormatVersion = 2 // 2 added injected_faults, input_sets and a case's set
+	// FormatVersion is the version Write writes; Open reads it and every
+	// older one. 2 added injected_faults, input_sets and a case's set; 3
+	// weights in their storage dtypes (f16, bf16, ggml's block formats under
+	// ggml's names in weights.safetensors, as in module.tir and the cases).
+	FormatVersion = 3
 
 	ManifestFile = "manifest.yaml"
 	TensorsFile  = "tensors.safetensors"

@@ -65,11 +65,11 @@ func TestOpenErrors(t *testing.T) {
 			os.WriteFile(filepath.Join(dir, ManifestFile), append(bytes.Clone(manifest[:cut+1]), "end: end of manifest\n"...), 0o644)
 		}, []string{"manifest.yaml: case c0275", "outputs"}},
 		{"newer version", func(t *testing.T, dir string) {
-			m := bytes.Replace(manifest, []byte("\nversion: 2\n"), []byte("\nversion: 3\nnew_field: x\n"), 1)
+			m := bytes.Replace(manifest, []byte("\nversion: 3\n"), []byte("\nversion: 4\nnew_field: x\n"), 1)
 			os.WriteFile(filepath.Join(dir, ManifestFile), m, 0o644)
-		}, []string{"manifest.yaml: bundle format version 3 is newer than this tapml reads (2)"}},
+		}, []string{"manifest.yaml: bundle format version 4 is newer than this tapml reads (3)"}},
 		{"fractional version", func(t *testing.T, dir string) {
-			m := bytes.Replace(manifest, []byte("\nversion: 2\n"), []byte("\nversion: 2.5\n"), 1)
+			m := bytes.Replace(manifest, []byte("\nversion: 3\n"), []byte("\nversion: 2.5\n"), 1)
 			os.WriteFile(filepath.Join(dir, ManifestFile), m, 0o644)
 		}, []string{"manifest.yaml: format version 2.5 is not a whole number"}},
 		{"NaN tolerance", func(t *testing.T, dir string) {
@@ -153,6 +153,36 @@ func TestOpenErrors(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestOpenOlderVersions: a bundle of an older format version (its cases
+// use nothing the version lacks: f32 weights, no input sets or faults)
+// opens with all its cases.
+func TestOpenOlderVersions(t *testing.T) {
+	good, rec := carvedStories(t)
+	manifest, err := os.ReadFile(filepath.Join(good, ManifestFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, v := range []string{"1", "2"} {
+		dir := copyDir(t, good)
+		m := bytes.Replace(manifest, []byte("\nversion: 3\n"), []byte("\nversion: "+v+"\n"), 1)
+		if bytes.Equal(m, manifest) {
+			t.Fatal("the manifest has no version 3 line")
+		}
+		if err := os.WriteFile(filepath.Join(dir, ManifestFile), m, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		b, err := Open(dir)
+		if err != nil {
+			t.Errorf("version %s: %v", v, err)
+			continue
+		}
+		if len(b.Manifest.Cases) != len(rec.Cases) {
+			t.Errorf("version %s: %d cases, want %d", v, len(b.Manifest.Cases), len(rec.Cases))
+		}
+		b.Close()
 	}
 }
 

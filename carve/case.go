@@ -262,6 +262,9 @@ func (f Fingerprint) String() string {
 
 // FingerprintOf summarizes t's values.
 func FingerprintOf(t *tensor.Tensor) Fingerprint {
+	if t.DType.IsBlock() {
+		t = t.Convert(ir.F32) // a weight's values are its decoded ones
+	}
 	n := t.NumElements()
 	var maxAbs float64
 	zeros := 0

@@ -34,6 +34,10 @@ type Facts struct {
 	// Cost estimates the scalar operations of a call (a multiply-add counts
 	// once; a transcendental function 16).
 	Cost Rule[int64]
+	// Storage is the input that may hold a weight in a storage dtype (f16,
+	// bf16, a block format), which the op's kernels dequantize in
+	// registers (storage.go).
+	Storage Rule[StoredInput]
 }
 
 // Effects says whether an op does more than compute its outputs.
@@ -439,13 +443,13 @@ var (
 var (
 	// moveFacts: ops that move, select or convert elements.
 	moveFacts = Facts{Effects: Pure, InPlace: NotInPlace, Routing: NotRouted, Compute: ComputeStored, Numerics: always(Exact),
-		ChainLength: always(0), Transcendentals: always(0), SumLength: sumNone, Cost: costElements}
+		ChainLength: always(0), Transcendentals: always(0), SumLength: sumNone, Cost: costElements, Storage: noStorage}
 	// elementwiseFacts: one elementwise op of f32 arithmetic.
 	elementwiseFacts = Facts{Effects: Pure, InPlace: NotInPlace, Routing: NotRouted, Compute: ComputeF32, Numerics: always(Chain),
-		ChainLength: always(1), Transcendentals: always(0), SumLength: sumNone, Cost: costElements}
+		ChainLength: always(1), Transcendentals: always(0), SumLength: sumNone, Cost: costElements, Storage: noStorage}
 	// sumFacts: ops whose outputs sum SumLength terms.
 	sumFacts = Facts{Effects: Pure, InPlace: NotInPlace, Routing: NotRouted, Compute: ComputeF32, Numerics: always(Sum),
-		ChainLength: always(0), Transcendentals: always(0), SumLength: sumNone, Cost: costElements}
+		ChainLength: always(0), Transcendentals: always(0), SumLength: sumNone, Cost: costElements, Storage: noStorage}
 )
 
 // missingFacts names the facts d does not declare.
@@ -465,6 +469,7 @@ func (d *OpDef) missingFacts() []string {
 	add(d.Transcendentals.declared(), "Transcendentals")
 	add(d.SumLength.declared(), "SumLength")
 	add(d.Cost.declared(), "Cost")
+	add(d.Storage.declared(), "Storage")
 	return m
 }
 

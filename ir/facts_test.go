@@ -13,7 +13,7 @@ func TestEveryOpDeclaresItsFacts(t *testing.T) {
 			t.Errorf("op %s does not declare %s (see ir.Facts)", d.Name, strings.Join(m, ", "))
 		}
 	}
-	want := []string{"Effects", "InPlace", "Routing", "Compute", "Numerics", "ChainLength", "Transcendentals", "SumLength", "Cost"}
+	want := []string{"Effects", "InPlace", "Routing", "Compute", "Numerics", "ChainLength", "Transcendentals", "SumLength", "Cost", "Storage"}
 	if got := (&OpDef{}).missingFacts(); !slices.Equal(got, want) {
 		t.Errorf("a row without facts misses %v, want %v", got, want)
 	}

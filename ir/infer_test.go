@@ -82,6 +82,25 @@ func TestInferTypes(t *testing.T) {
 		{OpGather, []string{"f32[]", "i32[1]"}, nil, "error: axis 0 out of range for rank 0"},
 		{OpGather, []string{"f32[4]", "i32[1]"}, Attrs{"axis": IntAttr(math.MinInt64)}, "error: out of range for rank 1"},
 
+		// storage dtypes: an accepted input reads as f32, a block format elsewhere is an error
+		{OpDequantize, []string{"q4_0[4, 32]"}, nil, "f32[4, 32]"},
+		{OpDequantize, []string{"bf16[seq, 3]"}, nil, "f32[seq, 3]"},
+		{OpDequantize, []string{"f32[3]"}, nil, "f32[3]"},
+		{OpDequantize, []string{"i32[3]"}, nil, "error: x must be f32 or a storage dtype (f16, bf16, q4_0, q4_1, q5_0, q5_1, q8_0, q2_k, q3_k, q4_k, q5_k, q6_k), got i32"},
+		{OpMatmul, []string{"f32[seq, 32]", "q4_0[4, 32]"}, Attrs{"transpose_b": BoolAttr(true)}, "f32[seq, 4]"},
+		{OpMatmul, []string{"f32[1, 256]", "q6_k[3, 256]"}, Attrs{"transpose_b": BoolAttr(true)}, "f32[1, 3]"},
+		{OpMatmul, []string{"f32[2, 8]", "f16[4, 8]"}, Attrs{"transpose_b": BoolAttr(true)}, "f32[2, 4]"},
+		{OpMatmul, []string{"f16[2, 8]", "f16[4, 8]"}, Attrs{"transpose_b": BoolAttr(true)}, "f16[2, 4]"},
+		{OpMatmul, []string{"f32[2, 32]", "q8_0[32, 32]"}, nil, "error: op matmul: input 1 is q8_0[32, 32], which the op does not read (its stored input: -); dequantize it first"},
+		{OpMatmul, []string{"q8_0[2, 32]", "f32[4, 32]"}, Attrs{"transpose_b": BoolAttr(true)}, "error: input 0 is q8_0[2, 32], which the op does not read (its stored input: -)"},
+		{OpGather, []string{"q4_k[16, 256]", "i32[seq]"}, nil, "f32[seq, 256]"},
+		{OpGather, []string{"f16[16, 8]", "i32[seq]"}, nil, "f32[seq, 8]"},
+		{OpGather, []string{"f16[16, 8]", "i32[seq]"}, Attrs{"axis": IntAttr(1)}, "f16[16, seq]"},
+		{OpGather, []string{"q4_k[16, 256]", "i32[seq]"}, Attrs{"axis": IntAttr(1)}, "error: input 0 is q4_k[16, 256], which the op does not read (its stored input: -)"},
+		{OpRMSNorm, []string{"f32[seq, 32]", "q8_0[32]"}, nil, "error: input 1 is q8_0[32], which the op does not read"},
+		{OpAdd, []string{"f32[32]", "q8_0[32]"}, nil, "error: input 1 is q8_0[32], which the op does not read"},
+		{OpCast, []string{"f32[seq]"}, Attrs{"to": DTypeAttr(Q4_0)}, "error: attribute \"to\": dtype q4_0 is a block format of stored weights, not an element type"},
+
 		// matmul
 		{OpMatmul, []string{"f32[seq, 8]", "f32[8, 4]"}, nil, "f32[seq, 4]"},
 		{OpMatmul, []string{"f32[seq, 8]", "f32[4, 8]"}, Attrs{"transpose_b": BoolAttr(true)}, "f32[seq, 4]"},

@@ -36,11 +36,39 @@ type WeightSource interface {
 	Bytes() ([]byte, error)
 }
 
-// BytesSource is a WeightSource over bytes already in memory.
+// BytesSource is a WeightSource over f32 bytes already in memory.
 type BytesSource []byte
 
 // Bytes returns the bytes themselves.
 func (b BytesSource) Bytes() ([]byte, error) { return b, nil }
+
+// TypedSource is a WeightSource that holds its bytes in a dtype of its
+// own (a frontend's f16 or block-format tensor); a source without DType
+// holds f32.
+type TypedSource interface {
+	WeightSource
+	DType() DType
+}
+
+// SourceDType returns the dtype of src's bytes.
+func SourceDType(src WeightSource) DType {
+	if ts, ok := src.(TypedSource); ok {
+		return ts.DType()
+	}
+	return F32
+}
+
+// TypedBytes is a TypedSource over bytes in memory.
+type TypedBytes struct {
+	Type DType
+	Data []byte
+}
+
+// Bytes returns the bytes themselves.
+func (b TypedBytes) Bytes() ([]byte, error) { return b.Data, nil }
+
+// DType returns the dtype of the bytes.
+func (b TypedBytes) DType() DType { return b.Type }
 
 // Weight is a named constant tensor of a module. Its data lives outside the
 // IR, behind Source; the text form shows only its name and type.
@@ -110,6 +138,21 @@ func (f *Function) Param(name string) *Value {
 		}
 	}
 	return nil
+}
+
+// ValueNames returns the names of f's parameters and node outputs (for
+// picking names that are not taken).
+func (f *Function) ValueNames() map[string]bool {
+	names := map[string]bool{}
+	for _, p := range f.Params {
+		names[p.Name] = true
+	}
+	for _, n := range f.Nodes {
+		for _, o := range n.Outputs {
+			names[o.Name] = true
+		}
+	}
+	return names
 }
 
 // Uses maps each value to the nodes that read it, in order.

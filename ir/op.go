@@ -28,6 +28,7 @@ const (
 	OpConstant
 	OpConv2D
 	OpConvTranspose2D
+	OpDequantize
 	OpDiv
 	OpErf
 	OpExp
@@ -88,6 +89,7 @@ var opNames = [numOps]string{
 	OpConstant:         "constant",
 	OpConv2D:           "conv2d",
 	OpConvTranspose2D:  "conv_transpose2d",
+	OpDequantize:       "dequantize",
 	OpDiv:              "div",
 	OpErf:              "erf",
 	OpExp:              "exp",

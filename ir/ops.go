@@ -90,6 +90,11 @@ func init() {
 	attention.SumLength, attention.Transcendentals, attention.Cost = sumAttention, attentionTranscendentals, costAttention
 	rope := elementwiseFacts // sin and cos of an angle that grows with the position
 	rope.Numerics, rope.Transcendentals, rope.Cost = always(Angle), always(1), costTranscendental
+	matmul.Storage = storageMatmul
+	gather := moveFacts
+	gather.Storage = storageGather
+	dequantize := moveFacts // exact: every product of a scale and a quantized integer fits f32's 24 bits, one add rounds
+	dequantize.Storage = storageDequantize
 	fused := elementwiseFacts
 	fused.ChainLength, fused.Transcendentals, fused.Cost = fusedChainLength, fusedTranscendentals, costTranscendental
 	register(&OpDef{Op: OpConstant, Kind: KindData, Outputs: 1,
@@ -108,7 +113,11 @@ func init() {
 		Doc: "embedding lookup: out = table indexed by integer ids along axis; " +
 			"shape table[:axis] + ids + table[axis+1:]. An id out of range is a run-time error",
 		Attrs: []AttrSpec{{Name: "axis", Kind: AttrInt, Default: ptr(IntAttr(0))}},
-		Infer: inferGather, Facts: moveFacts})
+		Infer: inferGather, Facts: gather})
+	register(&OpDef{Op: OpDequantize, Kind: KindData, MinInputs: 1, MaxInputs: 1, Outputs: 1,
+		Doc: "a weight in a storage dtype (f16, bf16, a ggml block format) as f32, decoded as ggml's " +
+			"dequantize_row_* does (the same products and sums in the same order); an f32 input is returned as is",
+		Infer: inferDequantize, Facts: dequantize})
 	register(&OpDef{Op: OpMatmul, Kind: KindContraction, MinInputs: 2, MaxInputs: 2, Outputs: 1,
 		Doc: "a[..., M, K] × b[..., K, N] -> [..., M, N]; with transpose_b, b is [..., N, K] " +
 			"(weights stored out×in). Leading dims broadcast. Accumulates in f32",
@@ -264,6 +273,13 @@ func inferGather(in []Type, a Attrs) ([]Type, error) {
 	s = append(s, ids.Shape...)
 	s = append(s, table.Shape[ax+1:]...)
 	return []Type{T(table.DType, s)}, nil
+}
+
+func inferDequantize(in []Type, _ Attrs) ([]Type, error) {
+	if in[0].DType != F32 { // a storage dtype reads as f32 (Storage)
+		return nil, fmt.Errorf("x must be f32 or a storage dtype (%s), got %s", dtypeList(StorageDTypes), in[0].DType)
+	}
+	return []Type{T(F32, in[0].Shape.Clone())}, nil
 }
 
 func inferMatmul(in []Type, a Attrs) ([]Type, error) {

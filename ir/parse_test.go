@@ -57,6 +57,8 @@ func TestParseErrors(t *testing.T) {
 		{"dim too large for int64", `module "m" { weight @w : f32[99999999999999999999] }`, "1:30: bad dim 99999999999999999999"},
 		{"float dim", `module "m" { weight @w : f32[2.5] }`, "1:30: bad dim 2.5"},
 		{"type too large", `module "m" { weight @w : f32[4611686018427387904, 4] }`, "1:26: type f32[4611686018427387904, 4]: too large (its size in bytes overflows int64)"},
+		{"block format not whole blocks", `module "m" { weight @w : q4_0[3, 40] }`, "1:26: type q4_0[3, 40]: a q4_0 tensor's last dim must be a static multiple of its block size 32"},
+		{"block format of rank 0", `module "m" { weight @w : q6_k[] }`, "1:26: type q6_k[]: a q6_k tensor's last dim must be a static multiple of its block size 256"},
 		{"symbol named inf", `module "m" { weight @w : f32[inf] }`, `1:26: type f32[inf]: symbol "inf" is not an identifier ([A-Za-z_][A-Za-z0-9_.]*, not inf or nan)`},
 		{"unclosed shape", `module "m" { weight @w : f32[4 }`, `1:32: expected ',', found "}"`},
 		{"string dim", `module "m" { weight @w : f32["n"] }`, `1:30: expected a dim (a size or a symbol), found "n"`},

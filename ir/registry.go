@@ -133,13 +133,17 @@ func (d *OpDef) NormalizeAttrs(a Attrs) (Attrs, error) {
 }
 
 // checkAttrValue rejects values the text form cannot hold or that no op can
-// use: invalid dtypes, and shapes with bad symbols, sizes below -1 (reshape
-// uses -1) or a static product that overflows int64.
+// use: invalid dtypes, block formats (no op converts to one: weights come
+// quantized), and shapes with bad symbols, sizes below -1 (reshape uses
+// -1) or a static product that overflows int64.
 func checkAttrValue(v Attr) error {
 	switch v.Kind {
 	case AttrDType:
 		if v.DType == Invalid || int(v.DType) >= len(dtypeNames) {
 			return fmt.Errorf("invalid dtype %s", v.DType)
+		}
+		if v.DType.IsBlock() {
+			return fmt.Errorf("dtype %s is a block format of stored weights, not an element type", v.DType)
 		}
 	case AttrShape:
 		for _, dim := range v.Shape {
@@ -183,7 +187,11 @@ func InferTypes(op Op, in []Type, a Attrs) ([]Type, Attrs, error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	out, err := d.Infer(in, na)
+	read, err := d.readTypes(in, na)
+	if err != nil {
+		return nil, nil, fmt.Errorf("op %s: %w", d.Name, err)
+	}
+	out, err := d.Infer(read, na)
 	if err != nil {
 		return nil, nil, fmt.Errorf("op %s: %w", d.Name, err)
 	}

@@ -19,6 +19,9 @@ type opCtx struct {
 	row    *Value // @"norm w" f32[8]
 	bias   *Value // @bias f32[8]
 	freqs  *Value // @"rope freqs" f32[3, 1]
+	q40    *Value // @wq.q4_0 q4_0[4, 32]: a weight in a block format
+	q8emb  *Value // @emb.q8_0 q8_0[16, 32]
+	half   *Value // @wk.f16 f16[4, 8]
 	x      *Value // f32[seq, 8]
 	q      *Value // f32[seq, 2, 4]
 	k      *Value // f32[seq, 1, 4]
@@ -37,8 +40,12 @@ var opCases = map[Op]func(c *opCtx){
 	OpGather: func(c *opCtx) {
 		c.b.Op(OpGather, []*Value{c.emb, c.tokens}, Attrs{"axis": IntAttr(1)})
 	},
+	OpDequantize: func(c *opCtx) { c.b.Op(OpDequantize, []*Value{c.q40}, nil) },
 	OpMatmul: func(c *opCtx) {
 		c.b.Op(OpMatmul, []*Value{c.x, c.w}, Attrs{"transpose_b": BoolAttr(true)})
+		c.b.Op(OpMatmul, []*Value{c.x, c.half}, Attrs{"transpose_b": BoolAttr(true)})
+		rows := c.b.Op(OpGather, []*Value{c.q8emb, c.tokens}, nil)
+		c.b.Op(OpMatmul, []*Value{rows, c.q40}, Attrs{"transpose_b": BoolAttr(true)})
 		c.b.Op(OpMatmul, []*Value{c.q, c.b.Op(OpTranspose, []*Value{c.q}, Attrs{"perm": IntsAttr(0, 2, 1)})}, nil)
 	},
 	OpRMSNorm: func(c *opCtx) {
@@ -131,6 +138,9 @@ func allOpsModule(t testing.TB) *Module {
 	c.bias = m.AddWeight("bias", T(F32, S(8)), nil)
 	c.freqs = m.AddWeight("rope freqs", T(F32, S(3, 1)), nil)
 	m.AddWeight("scalar", T(BF16, Shape{}), nil)
+	c.q40 = m.AddWeight("wq.q4_0", T(Q4_0, S(4, 32)), nil)
+	c.q8emb = m.AddWeight("emb.q8_0", T(Q8_0, S(16, 32)), nil)
+	c.half = m.AddWeight("wk.f16", T(F16, S(4, 8)), nil)
 
 	b := NewFunction(m, "prefill")
 	c.b = b

@@ -179,8 +179,16 @@ func (t Type) Validate() error {
 			return fmt.Errorf("type %s: %v", t, err)
 		}
 	}
-	if _, ok := staticProduct(t.Shape, int64(t.DType.Size())); !ok {
+	// (A block's bytes per element is an upper bound of its share.)
+	elems, unit := t.DType.Block()
+	if _, ok := staticProduct(t.Shape, int64(unit)); !ok {
 		return fmt.Errorf("type %s: too large (its size in bytes overflows int64)", t)
+	}
+	if elems > 1 {
+		r := t.Shape.Rank()
+		if r == 0 || !t.Shape[r-1].IsStatic() || t.Shape[r-1].Size%int64(elems) != 0 {
+			return fmt.Errorf("type %s: a %s tensor's last dim must be a static multiple of its block size %d", t, t.DType, elems)
+		}
 	}
 	return nil
 }
@@ -207,13 +215,14 @@ func (t Type) String() string { return t.DType.String() + t.Shape.String() }
 // Equal reports whether two types are identical.
 func (t Type) Equal(u Type) bool { return t.DType == u.DType && t.Shape.Equal(u.Shape) }
 
-// Bytes is the size of a tensor of this type, or -1 when it is symbolic.
+// Bytes is the size of a tensor of this type, or -1 when it is symbolic
+// (or, for a block format, not whole blocks).
 func (t Type) Bytes() int64 {
 	n := t.Shape.NumElements()
 	if n < 0 {
 		return -1
 	}
-	return n * int64(t.DType.Size())
+	return t.DType.Bytes(n)
 }
 
 // BroadcastShapes returns the numpy-style broadcast of a and b. A symbolic dim

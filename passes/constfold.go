@@ -79,7 +79,10 @@ func constantFolding(m *ir.Module, o Options) error {
 
 func foldable(n *ir.Node, foldWeights bool, maxBytes int64) bool {
 	d := n.Def()
-	if d == nil || d.Kind == ir.KindMeta || d.Effects == ir.SideEffects || n.Op == ir.OpConstant || len(n.Inputs) == 0 || len(n.Outputs) != 1 {
+	// dequantize keeps a weight in its storage dtype on the device (a
+	// folded one would be the f32 weight).
+	if d == nil || d.Kind == ir.KindMeta || d.Effects == ir.SideEffects || n.Op == ir.OpConstant || n.Op == ir.OpDequantize ||
+		len(n.Inputs) == 0 || len(n.Outputs) != 1 {
 		return false
 	}
 	for _, in := range n.Inputs {

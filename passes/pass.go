@@ -125,6 +125,15 @@ var registry = []*Pass{
 		Invalidates: []string{"legalized"},
 	},
 	{
+		Name: "quantize",
+		Doc: "re-encodes the 2-D weights that only matmul's transposed input and gather's table read " +
+			"in a ggml block format (bit for bit as ggml's quantize_row_*_ref) or f16; norm scales and biases keep theirs",
+		Options: []OptionSpec{
+			{Name: "type", Kind: OptString, Default: "Q4_0", Enum: quantizationEnum(), Doc: "Q4_0, Q8_0, Q4_K, F16, or an MLC name (q4f16_1, q4f32_1, q0f16, q0f32; only their weights are mapped)"},
+		},
+		Run: quantizePass,
+	},
+	{
 		Name: "dce",
 		Doc: "removes nodes whose outputs are unused and that have no side effect (kv_write and probe are kept), " +
 			"and weights no function reads",

@@ -22,7 +22,7 @@ func TestPipelineErrors(t *testing.T) {
 		msg        string // the whole message after "p.yaml:LINE: "
 	}{
 		{"unknown pass", "passes:\n  - shape_inference\n  - fusoin\n", 3,
-			`unknown pass "fusoin" (did you mean "fusion"?); passes: shape_inference, canonicalize, constant_folding, dce, fusion, probe, partition, legalize`},
+			`unknown pass "fusoin" (did you mean "fusion"?); passes: shape_inference, canonicalize, constant_folding, quantize, dce, fusion, probe, partition, legalize`},
 		{"unknown option", "passes:\n  - shape_inference\n  - fusion:\n      max_input: 3\n", 4,
 			`pass fusion has no option "max_input" (did you mean "max_inputs"?); its options: max_inputs, max_depth, allow_broadcast`},
 		{"option of a pass without options", "passes:\n  - dce:\n      weights: false\n      aggressive: true\n", 4,

@@ -73,16 +73,7 @@ func resultSet(f *ir.Function) map[*ir.Value]bool {
 type namer struct{ used map[string]bool }
 
 func newNamer(f *ir.Function) *namer {
-	nm := &namer{used: map[string]bool{}}
-	for _, p := range f.Params {
-		nm.used[p.Name] = true
-	}
-	for _, n := range f.Nodes {
-		for _, o := range n.Outputs {
-			nm.used[o.Name] = true
-		}
-	}
-	return nm
+	return &namer{used: f.ValueNames()}
 }
 
 // fresh returns base+suffix, or base+suffix+"."+k for the first free k.

@@ -7,6 +7,7 @@ package runtime
 import (
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/tapml/tapml/ir"
 	"github.com/tapml/tapml/tensor"
@@ -60,6 +61,13 @@ type Preparer interface {
 	Prepare(m *ir.Module, f *ir.Function, nodes []*ir.Node) error
 }
 
+// KernelCompiler is implemented by devices that make kernels as they run:
+// the time spent generating and compiling them so far (which tapmlc run
+// reports, as llama.cpp reports its load time).
+type KernelCompiler interface {
+	CompileTime() time.Duration
+}
+
 // WeightUploader is implemented by devices that keep weights apart from
 // other tensors (a remote device caches them by content hash, so that a
 // weight crosses the network once). The executor uploads weights through
@@ -110,6 +118,12 @@ type Capture interface {
 
 // ErrStale is Capture.Replay's error when the recording can no longer run.
 var ErrStale = errors.New("the recorded work uses objects the device has dropped")
+
+// MemoryReporter is implemented by devices that know the device memory
+// their buffers take: now and at the peak so far.
+type MemoryReporter interface {
+	BufferBytes() (now, peak int64)
+}
 
 // KernelError is a failure to build or run the kernel of one IR node.
 type KernelError struct {

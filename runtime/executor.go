@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/tapml/tapml/ir"
 	"github.com/tapml/tapml/tensor"
@@ -109,6 +110,31 @@ func (e *Executor) Prepare(fn string) error {
 	return nil
 }
 
+// UploadWeights uploads the weights that the nodes of the functions read
+// to those nodes' devices now rather than on the first call, so that a
+// first call's time is the call's own.
+func (e *Executor) UploadWeights(fns ...string) error {
+	for _, fn := range fns {
+		f := e.Module.Func(fn)
+		if f == nil {
+			return fmt.Errorf("module %q has no function @%s", e.Module.Name, fn)
+		}
+		for _, n := range f.Nodes {
+			if n.Op == ir.OpProbe || n.Op == ir.OpTransfer {
+				continue // they move values between devices; a call places those
+			}
+			for _, v := range n.Inputs {
+				if v.IsWeight() {
+					if _, err := e.WeightBuffer(v.Weight, e.Device(n.Place)); err != nil {
+						return err
+					}
+				}
+			}
+		}
+	}
+	return nil
+}
+
 // WeightBuffer returns weight w on device d, uploading it the first time.
 func (e *Executor) WeightBuffer(w *ir.Weight, d Device) (*Buffer, error) {
 	k := weightKey{w, d}
@@ -137,6 +163,35 @@ func (e *Executor) WeightBuffer(w *ir.Weight, d Device) (*Buffer, error) {
 	}
 	e.weights[k] = b
 	return b, nil
+}
+
+// WeightBytes returns the bytes of the weights uploaded to device d, in
+// all and by dtype (the storage dtypes they keep: a quantized weight
+// counts its blocks).
+func (e *Executor) WeightBytes(d Device) (total int64, byDType map[ir.DType]int64) {
+	byDType = map[ir.DType]int64{}
+	for k, b := range e.weights {
+		if k.dev == d {
+			n := b.Type().Bytes()
+			total += n
+			byDType[b.DType] += n
+		}
+	}
+	return total, byDType
+}
+
+// CompileTime returns the time the executor's devices have spent making
+// kernels so far, summed over those that report it (KernelCompiler).
+func (e *Executor) CompileTime() time.Duration {
+	var total time.Duration
+	seen := map[Device]bool{}
+	for _, d := range e.devices {
+		if kc, ok := d.(KernelCompiler); ok && !seen[d] {
+			seen[d] = true
+			total += kc.CompileTime()
+		}
+	}
+	return total
 }
 
 // Close frees the uploaded weights and recorded calls (devices are closed

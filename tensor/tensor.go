@@ -9,11 +9,13 @@ import (
 	"unsafe"
 
 	"github.com/tapml/tapml/ir"
+	"github.com/tapml/tapml/tensor/quant"
 	"github.com/x448/float16"
 )
 
 // Tensor is a dense row-major tensor in host memory. Data holds the
-// elements little-endian in DType; it is 4-byte aligned when the tensor was
+// elements little-endian in DType (for a block format, the blocks of each
+// row of the last dim in turn); it is 4-byte aligned when the tensor was
 // made by this package, so Float32s and Int32s view it without copying.
 type Tensor struct {
 	DType ir.DType
@@ -39,9 +41,19 @@ func alignedBytes(n int) []byte {
 	return unsafe.Slice((*byte)(unsafe.Pointer(&words[0])), n)
 }
 
-// New returns a zero tensor.
+// ByteSize is the size in bytes of a tensor of dtype dt and shape, or -1
+// when a block format's shape is not whole blocks.
+func ByteSize(dt ir.DType, shape []int) int {
+	return int(dt.Bytes(int64(NumElements(shape))))
+}
+
+// New returns a zero tensor. A block format's shape must be whole blocks.
 func New(dt ir.DType, shape []int) *Tensor {
-	return &Tensor{DType: dt, Shape: append([]int{}, shape...), Data: alignedBytes(NumElements(shape) * dt.Size())}
+	n := ByteSize(dt, shape)
+	if n < 0 {
+		panic(fmt.Sprintf("tensor: %s%v is not whole blocks", dt, shape))
+	}
+	return &Tensor{DType: dt, Shape: append([]int{}, shape...), Data: alignedBytes(n)}
 }
 
 // FromFloat32 returns an f32 tensor holding a copy of data.
@@ -70,7 +82,10 @@ func ScalarInt32(v int32) *Tensor { return FromInt32(nil, []int32{v}) }
 // FromBytes wraps raw little-endian element bytes, copying them only when
 // they are not aligned for typed access. It checks the length.
 func FromBytes(dt ir.DType, shape []int, data []byte) (*Tensor, error) {
-	want := NumElements(shape) * dt.Size()
+	want := ByteSize(dt, shape)
+	if want < 0 {
+		return nil, fmt.Errorf("tensor %s%v: the last dim is not whole blocks of the format", dt, shape)
+	}
 	if len(data) != want {
 		return nil, fmt.Errorf("tensor %s%v needs %d bytes, got %d", dt, shape, want, len(data))
 	}
@@ -185,17 +200,18 @@ func F32ToBF16(f float32) uint16 {
 	return uint16((b + 0x7fff + (b>>16)&1) >> 16)
 }
 
-// Convert returns t converted to dtype dt (a copy, even when dt is t's dtype).
+// Convert returns t converted to dtype dt (a copy, even when dt is t's
+// dtype). A tensor in a block format converts only to f32: it is decoded
+// exactly as ggml decodes it (tensor/quant).
 func (t *Tensor) Convert(dt ir.DType) *Tensor {
 	if dt == t.DType {
 		return t.Clone()
 	}
 	out := New(dt, t.Shape)
 	n := t.NumElements()
-	if t.DType == ir.F16 && dt == ir.F32 {
-		dst := out.Float32s()
-		for i := 0; i < n; i++ {
-			dst[i] = float16.Frombits(binary.LittleEndian.Uint16(t.Data[2*i:])).Float32()
+	if dt == ir.F32 && quant.Decodes(t.DType) {
+		if err := quant.Dequantize(t.DType, t.Data, out.Float32s()); err != nil {
+			panic("tensor: " + err.Error()) // t's size was checked when it was made
 		}
 		return out
 	}

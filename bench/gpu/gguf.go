@@ -4,8 +4,8 @@ import (
 	"flag"
 	"fmt"
 
-	"github.com/tapml/tapml/frontend/gguf"
 	"github.com/tapml/tapml/frontend/arch/llama"
+	"github.com/tapml/tapml/frontend/gguf"
 )
 
 // Shapes of public models, for GGUF files with random weights that tapml
@@ -28,17 +28,18 @@ func withStyle(c llama.Config) llama.Config {
 func ggufCmd(args []string) error {
 	fs := flag.NewFlagSet("gguf", flag.ExitOnError)
 	shape := fs.String("shape", "tinyllama", "model shape: tinyllama, llama32-1b, stories15M")
-	typ := fs.String("type", "F32", "matrix type: F32 or F16")
+	typ := fs.String("type", "F32", "matrix type: F32, F16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0 or Q4_K")
 	out := fs.String("o", "", "the file to write")
 	fs.Parse(args)
 	c, ok := ggufShapes[*shape]
 	if !ok {
 		return fmt.Errorf("unknown shape %q (tinyllama, llama32-1b, stories15M)", *shape)
 	}
-	types := map[string]gguf.GGMLType{"F32": gguf.GGMLF32, "F16": gguf.GGMLF16}
+	types := map[string]gguf.GGMLType{"F32": gguf.GGMLF32, "F16": gguf.GGMLF16, "Q4_0": gguf.GGMLQ4_0, "Q4_1": gguf.GGMLQ4_1,
+		"Q5_0": gguf.GGMLQ5_0, "Q5_1": gguf.GGMLQ5_1, "Q8_0": gguf.GGMLQ8_0, "Q4_K": gguf.GGMLQ4_K}
 	t, ok := types[*typ]
 	if !ok {
-		return fmt.Errorf("unknown type %q (F32, F16)", *typ)
+		return fmt.Errorf("unknown type %q (F32, F16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q4_K)", *typ)
 	}
 	if *out == "" {
 		return fmt.Errorf("-o is required")

@@ -38,6 +38,7 @@ import (
 	"github.com/tapml/tapml/frontend/arch/llama"
 	"github.com/tapml/tapml/frontend/hf"
 	"github.com/tapml/tapml/ir"
+	"github.com/tapml/tapml/passes"
 	"github.com/tapml/tapml/runtime"
 	"github.com/tapml/tapml/runtime/llm"
 	"github.com/tapml/tapml/runtime/vulkan"
@@ -201,7 +202,15 @@ func runCmd(args []string) error {
 	cpuprofile := fs.String("cpuprofile", "", "write a CPU profile of one decode session of the last model (device defaults) here")
 	targetName := fs.String("target", "webgpu", "the target whose kernels to measure: webgpu (WGSL) or vulkan (SPIR-V)")
 	onlyDefaults := fs.Bool("defaults", false, "measure the device's default tuning only (no variants)")
+	quantize := fs.String("quantize", "", "store the models' matrices as Q4_0, Q8_0, Q4_K or F16 (tapmlc's --quantize; the native side keeps f32, so its tokens may differ)")
 	fs.Parse(args)
+	var q passes.Quantization
+	if *quantize != "" {
+		var err error
+		if q, err = passes.ParseQuantization(*quantize); err != nil {
+			return err
+		}
+	}
 	if *hfDir == "" {
 		*hfDir = filepath.Join(*out, "hf")
 	}
@@ -347,7 +356,7 @@ func runCmd(args []string) error {
 		if mi == len(names)-1 {
 			prof = *cpuprofile
 		}
-		r, err := measureModel(dev, name, c, filepath.Join(*hfDir, name), *out, p, d, configs, prof)
+		r, err := measureModel(dev, name, c, q.Weights, filepath.Join(*hfDir, name), *out, p, d, configs, prof)
 		if err != nil {
 			return fmt.Errorf("%s: %w", name, err)
 		}
@@ -546,12 +555,19 @@ func measureMatmul(dev gpuDevice, s MatmulShape, in *matmulInputs) (v Variant) {
 
 // measureModel builds a model of shape c with random weights, writes it as
 // a Hugging Face folder, and times sessions under each configuration.
-func measureModel(dev gpuDevice, name string, c llama.Config, hfDir, out string, p, d int, configs []llmConfig, cpuprofile string) (*LLMResult, error) {
+func measureModel(dev gpuDevice, name string, c llama.Config, quantize ir.DType, hfDir, out string, p, d int, configs []llmConfig, cpuprofile string) (*LLMResult, error) {
 	logf("%s: building (random weights)", name)
 	weights := randomWeights(c)
 	m, err := arch.Build(name, c, weights)
 	if err != nil {
 		return nil, err
+	}
+	if quantize != ir.Invalid {
+		st, err := passes.Quantize(m, quantize)
+		if err != nil {
+			return nil, err
+		}
+		logf("%s: %d matrices quantized to %s, %.0f MB -> %.0f MB", name, st.Weights, quantize, float64(st.BytesBefore)/1e6, float64(st.BytesAfter)/1e6)
 	}
 	logf("%s: writing the Hugging Face folder %s", name, hfDir)
 	if err := os.MkdirAll(hfDir, 0o755); err != nil {
@@ -568,19 +584,16 @@ func measureModel(dev gpuDevice, name string, c llama.Config, hfDir, out string,
 	// row), the classifier in full (tied or not), and the KV cache up to
 	// the mean position.
 	var wb float64
-	for _, ns := range c.WeightShapes() {
-		n := 1
-		for _, x := range ns.Shape {
-			n *= x
-		}
-		if ns.Name == "tok_embeddings" {
+	for _, w := range m.Weights {
+		n := float64(w.Type.Bytes()) // in its storage dtype
+		if w.Name == "tok_embeddings" {
 			if c.TiedEmbeddings {
-				wb += float64(n) * 4
+				wb += n
 			}
-			wb += float64(c.Dim) * 4
+			wb += n / float64(c.Vocab)
 			continue
 		}
-		wb += float64(n) * 4
+		wb += n
 	}
 	r.WeightBytes = wb
 	r.KVBytes = 2 * float64(c.Layers) * (float64(p) + float64(d)/2) * float64(c.KVHeads*c.HeadDim()) * 4

@@ -136,6 +136,7 @@ goes to stdout.`,
 	mi.registerInputs(f)
 	mi.registerSets(f)
 	mi.registerShapes(f)
+	mi.quantize.register(f)
 	rootCmd.AddCommand(cmd)
 }
 

@@ -122,5 +122,6 @@ compiled.`,
 	f.BoolVar(&stats, "stats", false, "print the node count of every op before and after the pipeline to stderr")
 	f.StringVar(&tokPath, "tokenizer", "", "tokenizer file for formats that don't carry one (llama2.c tok*.bin); stored in the build")
 	mi.registerShapes(f)
+	mi.quantize.register(f)
 	rootCmd.AddCommand(cmd)
 }

@@ -285,7 +285,7 @@ func fileAttacks(t *testing.T, tmp string) []attack {
 		attack{"10 header sizes", "migrate of seq_len 2^21, --steps 4", []string{"migrate", bigSeq, "--tokenizer", tok, "--steps", "4", "--target", "cpu"}, 0, "", nil},
 		// 11. Small.
 		attack{"11 small", "ONNX graph without outputs", []string{"run", noOutputs}, 1, "noout.onnx: the graph has no outputs", nil},
-		attack{"11 small", "manifest version 2.5", []string{"test", damaged("v15-bundle", replace("\nversion: 2\n", "\nversion: 2.5\n")), "--target", "cpu"}, 2, "format version 2.5 is not a whole number", nil},
+		attack{"11 small", "manifest version 2.5", []string{"test", damaged("v15-bundle", replace("\nversion: 3\n", "\nversion: 2.5\n")), "--target", "cpu"}, 2, "format version 2.5 is not a whole number", nil},
 		attack{"11 small", "10 MB pass name", []string{"compile", "--pipeline", longName, "-o", filepath.Join(tmp, "b4")}, 1, "long.yaml: 10485773 bytes, more than the 1048576", nil},
 	)
 	return out

@@ -31,7 +31,8 @@ const inputHelp = "values of a model input, NAME=FILE (repeatable; NAME= may be 
 	"NAME=@uniform, @text (an [N,C,H,W] page of text-like marks, for text detectors) or @zeros generate them. " +
 	"Inputs not given are seeded random values (uniform in [-1, 1), floats; zeros, integers)"
 
-// modelInputs holds the --input-shape, --input and --inputs flags.
+// modelInputs holds the --input-shape, --input and --inputs flags, and
+// --quantize.
 type modelInputs struct {
 	shapes    []string
 	inputs    []string
@@ -39,6 +40,7 @@ type modelInputs struct {
 	setsDir   string
 	sets      []carve.InputSet          // read from setsDir by loadModel
 	fixed     map[string]*tensor.Tensor // --input NAME=VALUE: fixed at import
+	quantize  quantizeFlag
 }
 
 func (m *modelInputs) registerShapes(f *pflag.FlagSet) {
@@ -138,9 +140,18 @@ func (m *modelInputs) inputMap() (map[string]carve.Input, error) {
 }
 
 // loadModel loads MODEL (args[0]; none: the built-in tiny model) with the
-// shapes of --input-shape and of shaped --input files, and returns it with
-// the parsed --input values.
+// shapes of --input-shape and of shaped --input files, quantized as
+// --quantize says, and returns it with the parsed --input values.
 func loadModel(args []string, tokPath string, mi *modelInputs) (*frontend.Model, map[string]carve.Input, error) {
+	model, given, err := loadModelAsStored(args, tokPath, mi)
+	if err == nil {
+		err = mi.quantize.apply(model)
+	}
+	return model, given, err
+}
+
+// loadModelAsStored is loadModel without --quantize.
+func loadModelAsStored(args []string, tokPath string, mi *modelInputs) (*frontend.Model, map[string]carve.Input, error) {
 	shapes, err := mi.shapeMap()
 	if err != nil {
 		return nil, nil, err

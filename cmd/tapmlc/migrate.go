@@ -9,8 +9,8 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 	"github.com/tapml/tapml/carve"
-	"github.com/tapml/tapml/ir"
 	"github.com/tapml/tapml/codegen/fault"
+	"github.com/tapml/tapml/ir"
 	"github.com/tapml/tapml/migrate"
 	"github.com/tapml/tapml/passes"
 	"github.com/tapml/tapml/runtime"
@@ -124,6 +124,7 @@ migration could not run (bad arguments, model, device, reference run);
 	fl.mi.registerInputs(f)
 	fl.mi.registerShapes(f)
 	fl.tgt.Register(f)
+	fl.mi.quantize.register(f)
 	f.Lookup("target").DefValue = "webgpu"
 	_ = f.Set("target", "webgpu")
 	rootCmd.AddCommand(cmd)

@@ -29,7 +29,7 @@ how (what it becomes in the IR).`,
 			w := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', 0)
 			fmt.Fprintf(w, "OP\tKIND\t%s", strings.ToUpper(strings.Join(target.Names, "\t")))
 			if verbose {
-				fmt.Fprint(w, "\tEFFECTS\tIN PLACE\tROUTED BY\tCOMPUTE\tNUMERICS\tCHAIN\tTRANSCENDENTALS\tSUM LENGTH\tCOST\tSEMANTICS")
+				fmt.Fprint(w, "\tEFFECTS\tIN PLACE\tROUTED BY\tCOMPUTE\tNUMERICS\tCHAIN\tTRANSCENDENTALS\tSUM LENGTH\tCOST\tSTORED INPUT\tSEMANTICS")
 			}
 			fmt.Fprintln(w)
 			missing := 0
@@ -44,8 +44,8 @@ how (what it becomes in the IR).`,
 					fmt.Fprintf(w, "\t%s", mark)
 				}
 				if verbose {
-					fmt.Fprintf(w, "\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s", d.Effects, d.InPlace, d.Routing, d.Compute, d.Numerics.Doc,
-						d.ChainLength.Doc, d.Transcendentals.Doc, d.SumLength.Doc, d.Cost.Doc, d.Doc)
+					fmt.Fprintf(w, "\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s", d.Effects, d.InPlace, d.Routing, d.Compute, d.Numerics.Doc,
+						d.ChainLength.Doc, d.Transcendentals.Doc, d.SumLength.Doc, d.Cost.Doc, d.Storage.Doc, d.Doc)
 				}
 				fmt.Fprintln(w)
 			}

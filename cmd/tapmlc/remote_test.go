@@ -16,6 +16,7 @@ import (
 
 	"github.com/chromedp/chromedp"
 
+	"github.com/tapml/tapml/frontend/gguf"
 	"github.com/tapml/tapml/internal/testenv"
 )
 
@@ -258,6 +259,14 @@ func TestBrowserDevice(t *testing.T) {
 		t.Errorf("the server did not log the page: %s", log)
 	}
 	checkRemote(t, s.url)
+	// A Q4_0 model's blocks cross to the page as they are; Chrome's Tint
+	// compiles the kernels that decode them.
+	q := storiesGGUF(t, gguf.GGMLQ4_0)
+	args := []string{"run", q, "--steps", "16", "--temperature", "0", "--prompt", "w260 w261"}
+	want := tapmlc(t, append(args, "--target", "cpu")...)
+	if got := tapmlc(t, append(args, "--target", "remote:"+s.url)...); got.code != 0 || got.stdout != want.stdout {
+		t.Errorf("Q4_0 on the page: exit %d\ngot  %q\nwant %q\n%s", got.code, got.stdout, want.stdout, got.stderr)
+	}
 	if st, err := chromedp.Run(ctx, chromedp.Evaluate[string](`globalThis.tapmlStatus`)); err != nil || st != "attached" {
 		t.Errorf("after the runs the page says %q (%v)", st, err)
 	}

@@ -3,8 +3,10 @@ package main
 import (
 	"bufio"
 	"fmt"
+	"io"
 	"os"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 	"github.com/tapml/tapml/carve"
@@ -26,6 +28,7 @@ func init() {
 		tgt         target.Flags
 		mi          modelInputs
 		outDir      string
+		verbose     bool
 	)
 	cmd := &cobra.Command{
 		Use:   "run [MODEL]",
@@ -82,6 +85,12 @@ byte-level tokenizer is used, so the command works with nothing downloaded.`,
 			exec := runtime.NewExecutor(model.Module, dev)
 			exec.Capture = true // decode steps replay where the device records them
 			defer exec.Close()
+			// Weights go up first, so that the prompt's time is the prompt's.
+			start := time.Now()
+			if err := exec.UploadWeights("prefill", "decode"); err != nil {
+				return err
+			}
+			upload := time.Since(start)
 			sess, err := llm.NewSession(exec)
 			if err != nil {
 				return err
@@ -99,8 +108,16 @@ byte-level tokenizer is used, so the command works with nothing downloaded.`,
 			if err != nil {
 				return err
 			}
-			_, err = out.WriteString("\n")
-			return err
+			if _, err := out.WriteString("\n"); err != nil {
+				return err
+			}
+			out.Flush()
+			reportSpeed(os.Stderr, upload, sess.Stats)
+			if verbose {
+				out.Flush()
+				reportMemory(os.Stderr, exec, dev)
+			}
+			return nil
 		},
 	}
 	f := cmd.Flags()
@@ -110,12 +127,34 @@ byte-level tokenizer is used, so the command works with nothing downloaded.`,
 	f.Float64Var(&temperature, "temperature", 1.0, "sampling temperature; 0 is greedy (argmax)")
 	f.Float64Var(&topP, "top-p", 0.9, "nucleus sampling threshold (used when temperature > 0)")
 	f.Uint64Var(&seed, "seed", 1, "random seed for sampling (a language model) or of the random inputs (any other model)")
+	f.BoolVarP(&verbose, "verbose", "v", false, "after generating, print the weight bytes on the device (by storage dtype) and its buffer memory, when it reports it, on stderr")
 	f.StringVar(&outDir, "output", "", "folder to write each output of a model that is not a language model to, as NAME.npy")
 	mi.registerInputs(f)
 	mi.registerShapes(f)
+	mi.quantize.register(f)
 	tgt.Register(f)
 	rootCmd.AddCommand(cmd)
 }
+
+// reportSpeed prints what llama.cpp and llama2.c print after the text: the
+// time the weights took to upload, the prompt's and the decode steps'
+// tokens per second, and the part of those times spent compiling kernels
+// (a process's first calls of each shape compile them).
+func reportSpeed(w io.Writer, upload time.Duration, st llm.Stats) {
+	fmt.Fprintf(w, "tapmlc: weights uploaded in %.1f ms\n", ms(upload))
+	phase := func(name string, n int, took, compile time.Duration) {
+		fmt.Fprintf(w, "tapmlc: %s: %d tokens in %.1f ms, %.2f tokens/s (%.1f ms of it compiling kernels)\n",
+			name, n, ms(took), llm.TokensPerSecond(n, took), ms(compile))
+	}
+	phase("prompt", st.PromptTokens, st.PromptTime, st.PromptCompile)
+	if st.DecodeTokens > 0 {
+		phase("decode", st.DecodeTokens, st.DecodeTime, st.DecodeCompile)
+		fmt.Fprintf(w, "tapmlc: decode without compiling kernels: %.2f tokens/s\n", llm.TokensPerSecond(st.DecodeTokens, st.DecodeTime-st.DecodeCompile))
+	}
+	fmt.Fprintf(w, "tapmlc: kernels compiled in %.1f ms\n", ms(st.PromptCompile+st.DecodeCompile))
+}
+
+func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
 
 // buildTarget runs a build folder on the target it was compiled for unless
 // --target says otherwise, and says which on stderr.

@@ -94,7 +94,8 @@ var Table = []Fault{
 		Name: WrongIndex,
 		Does: "an off-by-one in an index: elementwise ops, fused_elementwise, cast and copies (reshape, probe, transfer), " +
 			"transpose, slice and concat read the source element after the right one; constant shifts its values by " +
-			"one (with more than one value); gather reads the row of id+1; matmul reads b one k further; rms_norm, " +
+			"one (with more than one value); gather reads the row of id+1; dequantize decodes the next element (of a block " +
+			"format, the next unit of four); matmul reads b one k further; rms_norm, " +
 			"layer_norm and softmax read x[i+1] in their reductions; argmax scans from element 1 (never returning 0); " +
 			"rope rotates pair i by the angle of pair i+1; kv_write writes rows pos+1..; attention reads key row t+1; " +
 			"conv2d and conv_transpose2d read a weight one tap further; pool2d shifts its windows by one column; " +
@@ -105,12 +106,12 @@ var Table = []Fault{
 		Elementwise: AllElementwise,
 		Ops: map[Generator][]ir.Op{
 			WGSL: {ir.OpArgmax, ir.OpAttention, ir.OpCast, ir.OpCausalConv1D, ir.OpConcat, ir.OpConstant, ir.OpConv2D,
-				ir.OpConvTranspose2D, ir.OpExpertMatmul, ir.OpFusedElementwise, ir.OpGather, ir.OpKVWrite,
+				ir.OpConvTranspose2D, ir.OpDequantize, ir.OpExpertMatmul, ir.OpFusedElementwise, ir.OpGather, ir.OpKVWrite,
 				ir.OpLayerNorm, ir.OpMatmul, ir.OpPool2D, ir.OpProbe, ir.OpReshape, ir.OpRMSNorm, ir.OpRope,
 				ir.OpSelectiveScan, ir.OpSlice, ir.OpSoftmax, ir.OpTokenShift, ir.OpTopK, ir.OpTransfer,
 				ir.OpTranspose, ir.OpWKV},
 			LLVM: {ir.OpArgmax, ir.OpAttention, ir.OpCast, ir.OpCausalConv1D, ir.OpConcat, ir.OpConstant, ir.OpConv2D,
-				ir.OpConvTranspose2D, ir.OpExpertMatmul, ir.OpFusedElementwise, ir.OpGather, ir.OpIota, ir.OpKVWrite,
+				ir.OpConvTranspose2D, ir.OpDequantize, ir.OpExpertMatmul, ir.OpFusedElementwise, ir.OpGather, ir.OpIota, ir.OpKVWrite,
 				ir.OpLayerNorm, ir.OpMatmul, ir.OpPool2D, ir.OpProbe, ir.OpReduceMax, ir.OpReduceMean, ir.OpReduceSum,
 				ir.OpReshape, ir.OpResize, ir.OpRMSNorm, ir.OpRope, ir.OpSelectiveScan, ir.OpSlice, ir.OpSoftmax,
 				ir.OpTokenShift, ir.OpTopK, ir.OpTransfer, ir.OpTranspose, ir.OpWKV},

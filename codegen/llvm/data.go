@@ -94,7 +94,8 @@ func genConstant(g *gen) error {
 
 // genCopy copies its input (reshape, probe, transfer). An item is an element.
 func genCopy(g *gen) error {
-	if g.in[0].DType != g.out[0].DType {
+	convert := g.in[0].DType != g.out[0].DType // dequantize of f16 or bf16
+	if convert && !(g.op == ir.OpDequantize && g.in[0].DType.IsFloat()) {
 		return fmt.Errorf("output is %s, input %s", g.out[0].DType, g.in[0].DType)
 	}
 	g.bindAll()
@@ -106,7 +107,11 @@ func genCopy(g *gen) error {
 		if shift {
 			at = g.wrapNext(i, n)
 		}
-		g.st(1, i, g.ld(0, at))
+		if convert {
+			g.stF(1, i, g.ldF(0, at))
+		} else {
+			g.st(1, i, g.ld(0, at))
+		}
 	})
 	g.finish()
 	return nil
@@ -139,6 +144,10 @@ func genGather(g *gen) error {
 		}
 		src := g.muli(g.add(g.muli(o, dim), id), inner)
 		dst := g.muli(it, inner)
+		if table.DType != g.out[0].DType { // a table in a storage dtype: rows come out f32
+			g.gatherRow(src, dst, inner)
+			return
+		}
 		g.loop(c64(0), c64(inner), func(j value.Value) {
 			g.st(2, g.add(dst, j), g.ld(0, g.add(src, j)))
 		})

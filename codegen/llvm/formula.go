@@ -31,7 +31,8 @@ import (
 //     rounded to f32, as runtime/cpu computes them with Go's math; sqrt is
 //     llvm.sqrt.f32 (correctly rounded).
 //   - an i32 formula computes on the kernel's integer type (i32, or i64 for
-//     i64 tensors) with WGSL's semantics: +, -, * and negation wrap; a
+//     i64 tensors) with WGSL's semantics: +, -, * and negation wrap; the
+//     bitwise & | ^ of sign-extended values are the i32 results extended; a
 //     division by zero gives the dividend and a remainder by zero 0; MIN / -1
 //     is MIN (the divisor becomes 1 in those cases, where LLVM's would be
 //     undefined).
@@ -174,6 +175,12 @@ func (g *gen) intBinary(op string, x, y value.Value) (value.Value, error) {
 		return g.cur.NewSub(x, y), nil
 	case "*":
 		return g.cur.NewMul(x, y), nil
+	case "&":
+		return g.cur.NewAnd(x, y), nil
+	case "|":
+		return g.cur.NewOr(x, y), nil
+	case "^":
+		return g.cur.NewXor(x, y), nil
 	case "/", "%":
 		// WGSL's results where LLVM's are undefined: the divisor becomes 1
 		// when it is 0 (x / 0 = x, x % 0 = 0) or when MIN is divided by -1

@@ -84,6 +84,7 @@ func TestFormulaSemantics(t *testing.T) {
 		{src: "n / m", want: func(_, _ float32, n, m int64, bits int) any { return div(n, m, bits, false) }},
 		{src: "n % m", want: func(_, _ float32, n, m int64, bits int) any { return div(n, m, bits, true) }},
 		{src: "n * m + -n - 3i", want: func(_, _ float32, n, m int64, bits int) any { return wrap(n*m-n-3, bits) }},
+		{src: "(n & m) | (n ^ -m)", want: func(_, _ float32, n, m int64, bits int) any { return wrap((n&m)|(n^-m), bits) }},
 		{src: "abs(n)", want: func(_, _ float32, n, _ int64, bits int) any { return wrap(max(n, -n), bits) }},
 		{src: "max(n, m) - min(n, 2)", want: func(_, _ float32, n, m int64, bits int) any { return wrap(max(n, m)-min(n, 2), bits) }},
 		{src: "select(n / m, 0i, m == 0i)", want: func(_, _ float32, n, m int64, bits int) any {

@@ -117,6 +117,9 @@ func elemType(dt ir.DType) types.Type {
 	case ir.Bool:
 		return types.I8
 	}
+	if dt.IsBlock() {
+		return types.I8 // bytes of blocks, decoded by unit
+	}
 	panic("llvm: no element type for " + dt.String())
 }
 

@@ -197,7 +197,7 @@ func (b *Module) Add(n *ir.Node, in, out []ir.Type, opts Options) (*codegen.Kern
 		if !t.Shape.IsStatic() {
 			return fail(fmt.Errorf("input %d has a symbolic shape %s; kernels need concrete shapes", i, t.Shape))
 		}
-		if t.DType.Size() == 0 {
+		if t.DType.Size() == 0 && !t.DType.IsBlock() {
 			return fail(fmt.Errorf("input %d has invalid dtype %s", i, t.DType))
 		}
 	}
@@ -271,6 +271,7 @@ func init() {
 		ir.OpCast:             genCast,
 		ir.OpConstant:         genConstant,
 		ir.OpGather:           genGather,
+		ir.OpDequantize:       genDequantize,
 		ir.OpMatmul:           genMatmul,
 		ir.OpRMSNorm:          genNorm,
 		ir.OpLayerNorm:        genNorm,

@@ -30,9 +30,9 @@ const (
 
 func genMatmul(g *gen) error {
 	a, b, o := g.in[0], g.in[1], g.out[0]
-	for _, t := range []ir.Type{a, b, o} {
-		if !t.DType.IsFloat() {
-			return fmt.Errorf("matmul computes on f32, f16 and bf16, got %s", t.DType)
+	for i, t := range []ir.Type{a, b, o} {
+		if !t.DType.IsFloat() && !(i == 1 && t.DType.IsBlock() && g.attrs.Bool("transpose_b")) {
+			return fmt.Errorf("matmul computes on f32, f16 and bf16 (b may be a block format with transpose_b), got %s", t.DType)
 		}
 	}
 	g.bindAll()
@@ -87,7 +87,12 @@ func genMatmul(g *gen) error {
 					for r := range aRows {
 						aRows[r] = g.add(aOff, g.muli(g.addi(m0, int64(r)), k))
 					}
-					acc := g.dotTile(aRows, bRows, k, shift)
+					var acc []value.Value
+					if b.DType.IsBlock() {
+						acc = g.dotTileUnits(aRows, bRows, k, shift)
+					} else {
+						acc = g.dotTile(aRows, bRows, k, shift)
+					}
 					for r := range aRows {
 						for c := range bRows {
 							at := g.add(g.add(oOff, g.muli(g.addi(m0, int64(r)), n)), g.addi(n0, int64(c)))

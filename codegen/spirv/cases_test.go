@@ -98,6 +98,20 @@ func testCases() []testCase {
 	add(testCase{op: ir.OpGather, in: []ir.Type{i32(6, 2), i32(2, 2)}, fill: map[int]func(int) float64{1: ids(6)}})
 
 	tb := ir.Attrs{"transpose_b": ir.BoolAttr(true)}
+	// Weights in storage dtypes: decoded bit for bit (dequantize), and
+	// read by gather and every matmul kernel.
+	st := func(dt ir.DType, dims ...int64) ir.Type { return ir.T(dt, ir.S(dims...)) }
+	for _, dt := range ir.StorageDTypes {
+		e, _ := dt.Block()
+		add(testCase{op: ir.OpDequantize, in: []ir.Type{st(dt, 3, int64(max(e, 8)))}})
+	}
+	add(testCase{op: ir.OpGather, in: []ir.Type{st(ir.Q4_0, 10, 64), i32(3)}, fill: map[int]func(int) float64{1: ids(10)}})
+	add(testCase{op: ir.OpGather, in: []ir.Type{st(ir.F16, 9, 6), i32(4)}, fill: map[int]func(int) float64{1: ids(9)}})
+	add(testCase{op: ir.OpMatmul, in: []ir.Type{f32(1, 512), st(ir.Q4_K, 30, 512)}, attrs: tb})
+	add(testCase{op: ir.OpMatmul, in: []ir.Type{f32(1, 256), st(ir.Q6_K, 9, 256)}, attrs: tb})
+	add(testCase{op: ir.OpMatmul, in: []ir.Type{f32(1, 37), st(ir.F16, 20, 37)}, attrs: tb})
+	add(testCase{op: ir.OpMatmul, in: []ir.Type{f32(17, 64), st(ir.Q4_0, 9, 64)}, attrs: tb})
+	add(testCase{op: ir.OpMatmul, in: []ir.Type{f32(40, 64), st(ir.Q8_0, 36, 64)}, attrs: tb})
 	add(testCase{op: ir.OpMatmul, in: []ir.Type{f32(3, 5), f32(5, 7)}})
 	add(testCase{op: ir.OpMatmul, in: []ir.Type{f32(1, 64), f32(100, 64)}, attrs: tb})
 	add(testCase{op: ir.OpMatmul, in: []ir.Type{f32(17, 33), f32(9, 33)}, attrs: tb})

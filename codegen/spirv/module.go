@@ -92,6 +92,8 @@ const (
 	opShiftRightLogical        = 194
 	opShiftRightArithmetic     = 195
 	opShiftLeftLogical         = 196
+	opBitwiseOr                = 197
+	opBitwiseXor               = 198
 	opBitwiseAnd               = 199
 	opControlBarrier           = 224
 	opLoopMerge                = 246

@@ -434,6 +434,7 @@ var arithOps = map[string][3]uint32{
 	"<=": {opFOrdLessThanEqual, opSLessThanEqual, opULessThanEqual}, ">=": {opFOrdGreaterThanEqual, opSGreaterThanEqual, opUGreaterThanEqual},
 	"==": {opFOrdEqual, opIEqual, opIEqual}, "!=": {opFUnordNotEqual, opINotEqual, opINotEqual},
 	"<<": {0, opShiftLeftLogical, opShiftLeftLogical}, ">>": {0, opShiftRightArithmetic, opShiftRightLogical},
+	"&": {0, opBitwiseAnd, opBitwiseAnd}, "|": {0, opBitwiseOr, opBitwiseOr}, "^": {0, opBitwiseXor, opBitwiseXor},
 }
 
 // arith applies a binary operator (not && or ||) to x (of type xt) and y

@@ -363,6 +363,9 @@ func genConcat(g *gen) (*codegen.Kernel, error) {
 // gives NaN (f32 tables) or 0 (i32 tables): the GPU cannot raise the
 // run-time error the op defines.
 func genGather(g *gen) (*codegen.Kernel, error) {
+	if isStored(g.in[0].DType) {
+		return gatherStored(g)
+	}
 	g.bindAll()
 	table := sizes(g.in[0])
 	axis := ir.NormAxis(g.attrs.Int("axis"), len(table))

@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/tapml/tapml/codegen"
+	"github.com/tapml/tapml/ir"
 )
 
 // matmul kernels. Three variants, chosen by shape:
@@ -58,8 +59,10 @@ func (g *gen) batchOffsets(s mmShape, div int) {
 
 func genMatmul(g *gen) (*codegen.Kernel, error) {
 	s := g.mmShape()
-	if g.in[0].DType != g.in[1].DType || g.in[0].DType.String() != "f32" {
-		return nil, fmt.Errorf("matmul needs f32 inputs, got %s and %s", g.in[0], g.in[1])
+	// b may be a weight in a storage dtype (the registry's Storage: with
+	// transpose_b), decoded in registers as the kernels read it.
+	if g.in[0].DType != ir.F32 || g.in[1].DType != ir.F32 && !(s.transpose && isStored(g.in[1].DType)) {
+		return nil, fmt.Errorf("matmul needs f32 inputs (b may be stored with transpose_b), got %s and %s", g.in[0], g.in[1])
 	}
 	nb := prod(s.batch)
 	if s.m == 1 && s.transpose {
@@ -111,7 +114,12 @@ func (g *gen) gemvT(s mmShape, nb int) (*codegen.Kernel, error) {
 		elem = "vec4<f32>"
 	}
 	g.bind("in0", codegen.Read, g.in[0], elem, 0, -1)
-	g.bind("in1", codegen.Read, g.in[1], elem, 1, -1)
+	sb, isStoredB := stored{}, isStored(g.in[1].DType)
+	if isStoredB {
+		sb = g.bindStored("in1", 1)
+	} else {
+		g.bind("in1", codegen.Read, g.in[1], elem, 1, -1)
+	}
 	g.bind("out0", codegen.Write, g.out[0], "f32", -1, 0)
 	g.f16Helper()
 	g.p("const N: u32 = %du;", s.n)
@@ -136,10 +144,19 @@ func (g *gen) gemvT(s mmShape, nb int) (*codegen.Kernel, error) {
 		bk = "k + 1u"
 	}
 	term := func(k string) string {
-		if vec {
-			return fmt.Sprintf("dot(in0[ab + %s], in1[bb + n * KU + %s])", k, strings.ReplaceAll(bk, "k", k))
+		kb := strings.ReplaceAll(bk, "k", k)
+		switch {
+		case isStoredB && vec:
+			// Adjacent lanes decode adjacent units: whole words of the
+			// packed row, coalesced.
+			u := fmt.Sprintf("min(%s, KU - 1u)", kb)
+			return fmt.Sprintf("dot(in0[ab + %s], %s)", k, g.unit4(sb, fmt.Sprintf("bb * %du + (n * KU + %s) * 4u", div, u), "    "))
+		case isStoredB:
+			return fmt.Sprintf("in0[ab + %s] * %s", k, g.elem(sb, fmt.Sprintf("bb + n * KU + min(%s, KU - 1u)", kb), "    "))
+		case vec:
+			return fmt.Sprintf("dot(in0[ab + %s], in1[bb + n * KU + %s])", k, kb)
 		}
-		return fmt.Sprintf("in0[ab + %s] * in1[bb + n * KU + %s]", k, strings.ReplaceAll(bk, "k", k))
+		return fmt.Sprintf("in0[ab + %s] * in1[bb + n * KU + %s]", k, kb)
 	}
 	unroll := 1
 	if g.fault == "" && (g.tune.GEMVUnroll == 2 || g.tune.GEMVUnroll == 4) {
@@ -157,7 +174,9 @@ func (g *gen) gemvT(s mmShape, nb int) (*codegen.Kernel, error) {
 			g.p("    acc%d = acc%d + %s;", j, j, term(fmt.Sprintf("(k + %du * L)", j)))
 		}
 		g.p("  }")
-		g.p("  for (; k < KU; k += L) { acc = acc + %s; }", term("k"))
+		g.p("  for (; k < KU; k += L) {")
+		g.p("    acc = acc + %s;", term("k"))
+		g.p("  }")
 		if unroll == 2 {
 			g.p("  acc = acc + acc1;")
 		} else {
@@ -247,7 +266,14 @@ func (g *gen) tiled(s mmShape, nb int) (*codegen.Kernel, error) {
 	if s.n == 0 || s.m == 0 || nb == 0 {
 		grid = [3]int{0, 1, 1}
 	}
-	g.bindAll()
+	sb, isStoredB := stored{}, isStored(g.in[1].DType)
+	if isStoredB {
+		g.bind("in0", codegen.Read, g.in[0], "f32", 0, -1)
+		sb = g.bindStored("in1", 1)
+		g.bind("out0", codegen.Write, g.out[0], "f32", -1, 0)
+	} else {
+		g.bindAll()
+	}
 	g.f16Helper()
 	g.p("const M: u32 = %du;", s.m)
 	g.p("const N: u32 = %du;", s.n)
@@ -283,7 +309,13 @@ func (g *gen) tiled(s mmShape, nb int) (*codegen.Kernel, error) {
 	if s.transpose {
 		g.p("      let nn = e / BK; let kk = e %% BK; let gn = n0 + nn; let gk = k0 + kk;")
 		g.p("      var v = 0.0f;")
-		g.p("      if (gn < N && gk < K) { v = in1[bb + gn * K + gk%s]; }", bk)
+		if isStoredB {
+			g.p("      if (gn < N && gk < K) {")
+			g.p("        v = %s;", g.elem(sb, fmt.Sprintf("bb + gn * K + min(gk%s, K - 1u)", bk), "        "))
+			g.p("      }")
+		} else {
+			g.p("      if (gn < N && gk < K) { v = in1[bb + gn * K + gk%s]; }", bk)
+		}
 	} else {
 		g.p("      let kk = e / BN; let nn = e %% BN; let gn = n0 + nn; let gk = k0 + kk;")
 		g.p("      var v = 0.0f;")
@@ -451,7 +483,12 @@ func (g *gen) tiledVec(s mmShape, nb int, v vecTile) (*codegen.Kernel, error) {
 		bufs = 2
 	}
 	g.bind("in0", codegen.Read, g.in[0], "vec4<f32>", 0, -1)
-	g.bind("in1", codegen.Read, g.in[1], "vec4<f32>", 1, -1)
+	sb, isStoredB := stored{}, isStored(g.in[1].DType)
+	if isStoredB {
+		sb = g.bindStored("in1", 1)
+	} else {
+		g.bind("in1", codegen.Read, g.in[1], "vec4<f32>", 1, -1)
+	}
 	g.bind("out0", codegen.Write, g.out[0], "vec4<f32>", -1, 0)
 	g.p("// vec4 tiled matmul %dx%dx%d/%dx%d prefetch=%v double=%v", v.bm, v.bn, v.bk, v.tm, v.tn, v.prefetch, v.double)
 	g.p("const M: u32 = %du;", s.m)
@@ -494,7 +531,14 @@ func (g *gen) tiledVec(s mmShape, nb int, v vecTile) (*codegen.Kernel, error) {
 			g.p("      ra%d = vec4<f32>(0.0f); if (gm < M && gk < KV) { ra%d = in0[ab + gm * KV + gk]; } }", e, e)
 		}
 		for e := 0; e < lb; e++ {
-			if s.transpose {
+			if s.transpose && isStoredB {
+				g.p("    { let gn = n0 + bn%d; let gk = %s / 4u + bk%d;", e, k0, e)
+				g.p("      rb%d = vec4<f32>(0.0f);", e)
+				g.p("      if (gn < N && gk < KV) {")
+				g.p("        rb%d = %s;", e, g.unit4(sb, "bb * 4u + (gn * KV + gk) * 4u", "        "))
+				g.p("      }")
+				g.p("    }")
+			} else if s.transpose {
 				g.p("    { let gn = n0 + bn%d; let gk = %s / 4u + bk%d;", e, k0, e)
 				g.p("      rb%d = vec4<f32>(0.0f); if (gn < N && gk < KV) { rb%d = in1[bb + gn * KV + gk]; } }", e, e)
 			} else {

@@ -199,13 +199,14 @@ func Generate(n *ir.Node, in, out []ir.Type, opts Options) (*codegen.Kernel, err
 			return fail(fmt.Errorf("output %d is given as %s, the inputs give %s", i, out[i], want[i]))
 		}
 	}
+	st := def.Storage.Of(ir.Call{In: in, Attrs: attrs})
 	for i, t := range append(append([]ir.Type{}, in...), out...) {
 		what := fmt.Sprintf("input %d", i)
 		if i >= len(in) {
 			what = fmt.Sprintf("output %d", i-len(in))
 		}
-		if t.DType != ir.F32 && t.DType != ir.I32 {
-			return fail(fmt.Errorf("%s is %s; WGSL kernels support f32 and i32 tensors", what, t))
+		if t.DType != ir.F32 && t.DType != ir.I32 && !(i < len(in) && st.Accepts(i, t.DType)) {
+			return fail(fmt.Errorf("%s is %s; WGSL kernels support f32 and i32 tensors, and the storage dtypes an op reads (%s)", what, t, st))
 		}
 		if t.Shape.NumElements() > math.MaxUint32 {
 			return fail(fmt.Errorf("%s has more than 2^32-1 elements (kernels index with u32)", what))
@@ -256,6 +257,7 @@ func init() {
 		ir.OpConstant:         genConstant,
 		ir.OpCast:             genCast,
 		ir.OpGather:           genGather,
+		ir.OpDequantize:       genDequantize,
 		ir.OpMatmul:           genMatmul,
 		ir.OpRMSNorm:          genNorm,
 		ir.OpLayerNorm:        genNorm,
@@ -297,6 +299,7 @@ type gen struct {
 	src      strings.Builder
 	bindings []codegen.Binding
 	helpers  []string // names of helper functions to declare
+	locals   int      // names given by fresh
 }
 
 // faultIs reports whether the kernel should inject fault f, and records that

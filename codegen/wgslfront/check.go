@@ -616,7 +616,7 @@ func binaryType(pos Pos, op string, x, y *Type) *Type {
 		s = tBool
 	case "+", "-", "*", "/":
 		ok = ok && s.Kind != Bool && (!vec || s.Float() && (x.Eq(y) || x.Scalar() || y.Scalar()))
-	case "%":
+	case "%", "&", "|", "^":
 		ok = ok && s.Integer() && !vec
 	default:
 		ok = false
@@ -851,6 +851,12 @@ func ConstValue(e *Expr) (int64, bool) {
 				return 0, false
 			}
 			v = x / y
+		case "&":
+			v = x & y
+		case "|":
+			v = x | y
+		case "^":
+			v = x ^ y
 		default:
 			return 0, false
 		}

@@ -38,7 +38,7 @@ const (
 
 // puncts are the operators and punctuation of the dialect, longest first.
 var puncts = strings.Fields(`-> && || == != <= >= << >> += -= *= /= %= ++ --
-	+ - * / % < > = ! ( ) [ ] { } , ; : . @`)
+	+ - * / % < > = ! & | ^ ( ) [ ] { } , ; : . @`)
 
 // lexer splits source into tokens on demand (the parser holds one at a
 // time, so memory stays proportional to the tree, not to the tokens).
@@ -548,9 +548,15 @@ func (p *parser) simple() *Stmt {
 }
 
 // Expressions, by WGSL's precedence (which is C's for the operators of the
-// dialect).
+// dialect). WGSL gives the bitwise operators no precedence against the
+// others: an operand of &, | or ^ that is another binary operation must be
+// in parentheses, unless it is a chain of the same operator (a & b & c),
+// and so must a bitwise operation that is an operand of another operator.
+// C's levels for them then parse every valid module as WGSL does.
 
-var binaryLevels = [][]string{{"||"}, {"&&"}, {"==", "!="}, {"<", ">", "<=", ">="}, {"<<", ">>"}, {"+", "-"}, {"*", "/", "%"}}
+var binaryLevels = [][]string{{"||"}, {"&&"}, {"|"}, {"^"}, {"&"}, {"==", "!="}, {"<", ">", "<=", ">="}, {"<<", ">>"}, {"+", "-"}, {"*", "/", "%"}}
+
+func isBitwise(op string) bool { return op == "&" || op == "|" || op == "^" }
 
 func (p *parser) expr() *Expr {
 	p.enter()
@@ -569,7 +575,13 @@ func (p *parser) binary(level int) *Expr {
 			return x
 		}
 		p.next()
-		x = p.node(&Expr{Kind: ExprBinary, Text: t.text, Args: []*Expr{x, p.binary(level + 1)}, Pos: t.pos})
+		y := p.binary(level + 1)
+		for _, a := range []*Expr{x, y} {
+			if a.Kind == ExprBinary && a.Text != t.text && (isBitwise(a.Text) || isBitwise(t.text)) {
+				failf(a.Pos, "WGSL needs parentheses around %s as an operand of %s", a.Text, t.text)
+			}
+		}
+		x = p.node(&Expr{Kind: ExprBinary, Text: t.text, Args: []*Expr{x, y}, Pos: t.pos})
 	}
 }
 

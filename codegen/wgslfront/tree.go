@@ -29,7 +29,9 @@
 //     of those.
 //   - Expressions: literals with suffix (i, u, f, h) or abstract integers
 //     (which take their context's type and are evaluated), unary - and !,
-//     the operators + - * / (% on integers), comparisons, && ||, << >>, conversions
+//     the operators + - * / (% on integers), & | ^ on integer scalars (an
+//     operand that is another binary operation in parentheses, as WGSL
+//     requires), comparisons, && ||, << >>, conversions
 //     i32(), u32(), f32(), f16(), vector constructors, bitcast<f32|i32>(u32),
 //     indexing, vector components .x .y .z .w, the builtins abs, max, min,
 //     clamp, select, exp, exp2, log, log2, sqrt, inverseSqrt, floor, ceil,

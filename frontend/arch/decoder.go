@@ -96,11 +96,14 @@ type Part struct {
 	Lo, Hi   int
 }
 
-// rowsSource is bytes [off, off+n) of another weight's bytes: a view.
+// rowsSource is bytes [off, off+n) of another weight's bytes: a view, in
+// that weight's dtype.
 type rowsSource struct {
 	of     ir.WeightSource
 	off, n int
 }
+
+func (r rowsSource) DType() ir.DType { return ir.SourceDType(r.of) }
 
 func (r rowsSource) Bytes() ([]byte, error) {
 	b, err := r.of.Bytes()
@@ -180,8 +183,9 @@ func (f *Forward) Rope(prov string, x *ir.Value, r Rope) *ir.Value {
 // "prefill" (tokens i32[seq]) and "decode" (tokens i32[1]), both taking
 // pos (i32[], the position of the first token) and every layer's state,
 // and returning the logits of the last token (f32[1, vocab]) and the
-// updated states. Weights are f32; weights[name] supplies the data of each
-// name of c.WeightShapes().
+// updated states. weights[name] supplies the data of each name of
+// c.WeightShapes(); a weight keeps its source's dtype (ir.SourceDType:
+// f32, f16, bf16 or a block format), see storeWeights.
 func Build(name string, c Config, weights map[string]ir.WeightSource) (*ir.Module, error) {
 	if err := c.Validate(); err != nil {
 		return nil, err
@@ -210,6 +214,9 @@ func Build(name string, c Config, weights map[string]ir.WeightSource) (*ir.Modul
 		if err := d.build(m, fn.name, fn.seq, w); err != nil {
 			return nil, err
 		}
+	}
+	if err := storeWeights(m); err != nil {
+		return nil, err
 	}
 	if err := ir.Verify(m); err != nil {
 		return nil, err
@@ -243,9 +250,14 @@ func addWeights(m *ir.Module, ws []NamedShape, parts []Part, weights map[string]
 		if !ok || len(of) == 0 || p.Lo < 0 || p.Lo >= p.Hi || p.Hi > of[0] {
 			return nil, fmt.Errorf("part %q: rows %d..%d of %q %v", p.Name, p.Lo, p.Hi-1, p.Of, of)
 		}
-		row := 4 // bytes
+		rowElems := 1
 		for _, d := range of[1:] {
-			row *= d
+			rowElems *= d
+		}
+		dt := ir.SourceDType(weights[p.Of])
+		row := int(dt.Bytes(int64(rowElems)))
+		if row < 0 {
+			return nil, fmt.Errorf("part %q: the rows of %q %v are not whole blocks of its %s", p.Name, p.Of, of, dt)
 		}
 		shape := append([]int{p.Hi - p.Lo}, of[1:]...)
 		w[p.Name] = m.AddWeight(p.Name, f32(shape), rowsSource{of: weights[p.Of], off: p.Lo * row, n: (p.Hi - p.Lo) * row})

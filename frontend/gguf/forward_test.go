@@ -74,7 +74,7 @@ func refTensor(t *testing.T, f *File, name string, rows, cols int) [][]float64 {
 		t.Fatal(err)
 	}
 	flat := make([]float64, rows*cols)
-	if _, quantized := quantFormats[ti.Type]; quantized {
+	if ti.Type.quantized() {
 		for i, v := range ggmlDequantize(t, ti.Type, raw) {
 			flat[i] = float64(v)
 		}

@@ -68,8 +68,8 @@ func fuzzSeedQwen2BPE() []byte {
 		}
 		return GGMLQ8_0
 	}), quantize: func(typ GGMLType, vals []float32) []byte {
-		q := quantFormats[typ]
-		b := make([]byte, len(vals)/q.elems*q.bytes)
+		elems, bytes := typ.blockLayout()
+		b := make([]byte, len(vals)/elems*bytes)
 		for i := range b {
 			b[i] = byte(r.Uint32())
 		}

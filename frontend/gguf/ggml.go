@@ -1,9 +1,9 @@
 package gguf
 
 import (
-	"encoding/binary"
 	"fmt"
-	"math"
+
+	"github.com/tapml/tapml/ir"
 )
 
 // GGMLType is the element type of a tensor (ggml's enum ggml_type).
@@ -64,13 +64,27 @@ func (t GGMLType) String() string {
 	return fmt.Sprintf("unknown type %d", uint32(t))
 }
 
+// irTypes are the ggml types a model's weights may have, as the IR dtypes
+// they keep from the file to the device.
+var irTypes = map[GGMLType]ir.DType{
+	GGMLF32: ir.F32, GGMLF16: ir.F16, GGMLBF16: ir.BF16,
+	GGMLQ4_0: ir.Q4_0, GGMLQ4_1: ir.Q4_1, GGMLQ5_0: ir.Q5_0, GGMLQ5_1: ir.Q5_1, GGMLQ8_0: ir.Q8_0,
+	GGMLQ2_K: ir.Q2_K, GGMLQ3_K: ir.Q3_K, GGMLQ4_K: ir.Q4_K, GGMLQ5_K: ir.Q5_K, GGMLQ6_K: ir.Q6_K,
+}
+
+// quantTypes are the block-quantized types tapml loads, in ggml's order.
+var quantTypes = []GGMLType{GGMLQ4_0, GGMLQ4_1, GGMLQ5_0, GGMLQ5_1, GGMLQ8_0, GGMLQ2_K, GGMLQ3_K, GGMLQ4_K, GGMLQ5_K, GGMLQ6_K}
+
+// quantized reports whether t is a block-quantized type tapml loads.
+func (t GGMLType) quantized() bool { return irTypes[t].IsBlock() }
+
 // blockLayout returns the elements per block and bytes per block of the
 // types whose layout this package knows (plain element types and the
-// quantized types it decodes); 0, 0 for the others, whose data bounds are
+// quantized types it loads); 0, 0 for the others, whose data bounds are
 // then not checked at parse time.
 func (t GGMLType) blockLayout() (elems, bytes int) {
-	if q, ok := quantFormats[t]; ok {
-		return q.elems, q.bytes
+	if dt, ok := irTypes[t]; ok {
+		return dt.Block()
 	}
 	switch t {
 	case GGMLF32, GGMLI32:
@@ -85,7 +99,7 @@ func (t GGMLType) blockLayout() (elems, bytes int) {
 	return 0, 0
 }
 
-// supportedTypes are the tensor types Load converts to f32 weights.
+// supportedTypes are the tensor types Load reads.
 var supportedTypes = append([]GGMLType{GGMLF32, GGMLF16, GGMLBF16}, quantTypes...)
 
 func supported(t GGMLType) bool {
@@ -106,41 +120,4 @@ func supportedList() string {
 		s += fmt.Sprintf("%s (%d)", t, uint32(t))
 	}
 	return s
-}
-
-// F16ToF32 converts an IEEE 754 half-precision value to float32 exactly
-// (every half is representable as a float32), subnormals, infinities and
-// NaNs included.
-func F16ToF32(h uint16) float32 {
-	sign := uint32(h>>15) << 31
-	exp := uint32(h>>10) & 0x1f
-	mant := uint32(h) & 0x3ff
-	switch {
-	case exp == 0x1f: // inf or NaN; keep the payload
-		return math.Float32frombits(sign | 0xff<<23 | mant<<13)
-	case exp != 0: // normal: rebias 15 -> 127
-		return math.Float32frombits(sign | (exp+127-15)<<23 | mant<<13)
-	case mant == 0:
-		return math.Float32frombits(sign)
-	}
-	// Subnormal half: mant · 2^-24; normalise it for float32.
-	e := uint32(127 - 15 + 1)
-	for mant&0x400 == 0 {
-		mant <<= 1
-		e--
-	}
-	return math.Float32frombits(sign | e<<23 | (mant&0x3ff)<<13)
-}
-
-// BF16ToF32 converts a bfloat16 value to float32 exactly.
-func BF16ToF32(h uint16) float32 { return math.Float32frombits(uint32(h) << 16) }
-
-// toF32 converts little-endian 16-bit elements to little-endian float32s.
-func toF32(src []byte, conv func(uint16) float32) []byte {
-	n := len(src) / 2
-	dst := make([]byte, 4*n)
-	for i := 0; i < n; i++ {
-		binary.LittleEndian.PutUint32(dst[4*i:], math.Float32bits(conv(binary.LittleEndian.Uint16(src[2*i:]))))
-	}
-	return dst
 }

@@ -10,7 +10,6 @@ import (
 	"unsafe"
 
 	"github.com/google/go-cmp/cmp"
-	"github.com/x448/float16"
 
 	"github.com/tapml/tapml/internal/testenv"
 )
@@ -97,29 +96,6 @@ func TestRealFile(t *testing.T) {
 	st, _ := os.Stat(f.Path)
 	if end := f.DataOffset + int64(last.Offset) + last.Size; end > st.Size() || st.Size()-end >= f.Alignment {
 		t.Errorf("last tensor ends at %d, file is %d bytes", end, st.Size())
-	}
-}
-
-// TestF16Exhaustive checks F16ToF32 on all 65536 halves against
-// x448/float16, and BF16ToF32 on a few known values.
-func TestF16Exhaustive(t *testing.T) {
-	for h := 0; h < 1<<16; h++ {
-		got := F16ToF32(uint16(h))
-		want := float16.Frombits(uint16(h)).Float32()
-		if math.IsNaN(float64(want)) {
-			if !math.IsNaN(float64(got)) {
-				t.Fatalf("F16ToF32(%#04x) = %v, want NaN", h, got)
-			}
-			continue
-		}
-		if math.Float32bits(got) != math.Float32bits(want) {
-			t.Fatalf("F16ToF32(%#04x) = %v (%#08x), want %v (%#08x)", h, got, math.Float32bits(got), want, math.Float32bits(want))
-		}
-	}
-	for h, want := range map[uint16]float32{0x3f80: 1, 0xc000: -2, 0x0000: 0, 0x4049: 3.140625, 0x7f80: float32(math.Inf(1))} {
-		if got := BF16ToF32(h); got != want {
-			t.Errorf("BF16ToF32(%#04x) = %v, want %v", h, got, want)
-		}
 	}
 }
 

@@ -133,8 +133,10 @@ func TestLogitsAgainstLlamaCpp(t *testing.T) {
 		})
 	}
 	// WriteLlama's files (what the GPU benchmarks give llama.cpp) load in
-	// llama.cpp with its synthetic vocabulary and compute the same model.
-	for _, typ := range []GGMLType{GGMLF32, GGMLF16} {
+	// llama.cpp with its synthetic vocabulary and compute the same model;
+	// quantized ones hold tensor/quant's blocks, which are ggml's own.
+	for typ, tol := range map[GGMLType]float64{GGMLF32: llamaCppTolFloat, GGMLF16: llamaCppTolFloat,
+		GGMLQ4_0: llamaCppTolQuantized, GGMLQ8_0: llamaCppTolQuantized, GGMLQ4_K: llamaCppTolQuantized} {
 		t.Run("WriteLlama-"+typ.String(), func(t *testing.T) {
 			c := c
 			c.Vocab = 300
@@ -142,7 +144,7 @@ func TestLogitsAgainstLlamaCpp(t *testing.T) {
 			if err := WriteLlama(p, c, llama.RandomWeights(c, 3), typ); err != nil {
 				t.Fatal(err)
 			}
-			check(t, p, []int{1, 17, 250, 3, 99}, []int{5, 150, 1}, llamaCppTolFloat)
+			check(t, p, []int{1, 17, 250, 3, 99}, []int{5, 150, 1}, tol)
 		})
 	}
 	// Llama 3.1's rope scaling: per-pair frequency divisors in a

@@ -9,7 +9,6 @@ import (
 	"sort"
 	"strconv"
 	"strings"
-	"sync"
 
 	"github.com/tapml/tapml/frontend/arch"
 	"github.com/tapml/tapml/frontend/tokenizer"
@@ -24,8 +23,8 @@ const MaxSeqCap = 4096
 
 // Load memory-maps a GGUF file and returns the module of its model and
 // its embedded tokenizer (nil when the file carries none). The mapping
-// stays for the life of the process: F32 weights are slices of it, and
-// F16/BF16 and quantized weights are converted to f32 on their first use.
+// stays for the life of the process: weights are slices of it, in their
+// file's type (F16, BF16 and quantized ones are not widened).
 func Load(path string) (*ir.Module, tokenizer.Model, error) {
 	f, err := Open(path)
 	if err != nil {
@@ -97,8 +96,8 @@ var families = map[string]family{
 
 // Module builds the IR of the file's model. Architectures "llama" and
 // "qwen2" are supported, with tensors of types F32, F16, BF16 or the
-// quantized types Q4_0, Q4_1, Q5_0, Q5_1, Q8_0 and Q2_K to Q6_K (widened
-// to f32).
+// quantized types Q4_0, Q4_1, Q5_0, Q5_1, Q8_0 and Q2_K to Q6_K (kept
+// as they are: see arch.Build).
 func (f *File) Module() (*ir.Module, error) {
 	name, err := f.Architecture()
 	if err != nil {
@@ -281,41 +280,23 @@ func (f *File) weights(family string, md model, names tensorNames) (map[string]i
 	return weights, nil
 }
 
-// source returns the f32 WeightSource of a tensor: the file's bytes for
-// F32, a lazy conversion for F16, BF16 and the quantized types.
+// source returns the WeightSource of a tensor: the file's bytes, in the
+// IR dtype of its ggml type (f16, bf16 and the block formats are kept as
+// they are; the ops that read them dequantize in registers).
 func (f *File) source(t *TensorInfo) (ir.WeightSource, error) {
+	dt, ok := irTypes[t.Type]
+	if !ok {
+		return nil, f.errorf("tensor %q has type %s (ggml type %d), which tapml does not support; supported types: %s",
+			t.Name, t.Type, uint32(t.Type), supportedList())
+	}
 	raw, err := f.TensorData(t)
 	if err != nil {
 		return nil, err
 	}
-	switch t.Type {
-	case GGMLF32:
+	if dt == ir.F32 {
 		return ir.BytesSource(raw), nil
-	case GGMLF16:
-		return &convertSource{raw: raw, conv: func(b []byte) []byte { return toF32(b, F16ToF32) }}, nil
-	case GGMLBF16:
-		return &convertSource{raw: raw, conv: func(b []byte) []byte { return toF32(b, BF16ToF32) }}, nil
 	}
-	if q, ok := quantFormats[t.Type]; ok {
-		return &convertSource{raw: raw, conv: func(b []byte) []byte { return dequantize(q, b) }}, nil
-	}
-	return nil, f.errorf("tensor %q has type %s (ggml type %d), which tapml does not support; supported types: %s",
-		t.Name, t.Type, uint32(t.Type), supportedList())
-}
-
-// convertSource converts a tensor's data to f32 on the first call to
-// Bytes and keeps the result.
-type convertSource struct {
-	raw  []byte
-	conv func([]byte) []byte
-	once sync.Once
-	out  []byte
-}
-
-// Bytes returns the weight as little-endian f32.
-func (s *convertSource) Bytes() ([]byte, error) {
-	s.once.Do(func() { s.out = s.conv(s.raw) })
-	return s.out, nil
+	return ir.TypedBytes{Type: dt, Data: raw}, nil
 }
 
 // Tokenizer returns the file's embedded tokenizer, or nil when it has

@@ -2,21 +2,17 @@ package gguf
 
 import (
 	"bytes"
-	"encoding/binary"
 	"strings"
 	"testing"
-	"unsafe"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/tapml/tapml/frontend/tokenizer/sentencepiece"
 	"github.com/tapml/tapml/internal/testenv"
 	"github.com/tapml/tapml/ir"
-	"github.com/x448/float16"
 )
 
-// TestLoadTiny loads the real tiny Llama-2 file: config, weights, lazy F16
-// conversion checked against bytes decoded independently, and the
-// embedded tokenizer.
+// TestLoadTiny loads the real tiny Llama-2 file: config, weights (the
+// file's bytes in the file's types) and the embedded tokenizer.
 func TestLoadTiny(t *testing.T) {
 	path := testenv.Model(t, tinyGGUF)
 	m, tok, err := Load(path)
@@ -42,62 +38,36 @@ func TestLoadTiny(t *testing.T) {
 		names = append(names, w.Name+" "+w.Type.String())
 	}
 	wantW := []string{
-		"tok_embeddings f32[32000, 8]",
-		"layers.0.attention_norm f32[8]", "layers.0.attention.wq f32[8, 8]", "layers.0.attention.wk f32[8, 8]",
-		"layers.0.attention.wv f32[8, 8]", "layers.0.attention.wo f32[8, 8]", "layers.0.ffn_norm f32[8]",
-		"layers.0.feed_forward.w1 f32[32, 8]", "layers.0.feed_forward.w2 f32[8, 32]", "layers.0.feed_forward.w3 f32[32, 8]",
-		"norm f32[8]", "output f32[32000, 8]",
+		"tok_embeddings f16[32000, 8]",
+		"layers.0.attention_norm f32[8]", "layers.0.attention.wq f16[8, 8]", "layers.0.attention.wk f16[8, 8]",
+		"layers.0.attention.wv f16[8, 8]", "layers.0.attention.wo f16[8, 8]", "layers.0.ffn_norm f32[8]",
+		"layers.0.feed_forward.w1 f16[32, 8]", "layers.0.feed_forward.w2 f16[8, 32]", "layers.0.feed_forward.w3 f16[32, 8]",
+		"norm f32[8]", "output f16[32000, 8]",
 	}
 	if d := cmp.Diff(wantW, names); d != "" {
 		t.Errorf("weights (-want +got):\n%s", d)
 	}
 
-	// F16 weights: converted on the first Bytes call, then cached; each
-	// value equals x448/float16's decoding of the file's bytes.
+	// Weights are the file's bytes in the file's types, not copies and
+	// not widened: F16 tensors stay f16 up to the kernels that read them.
 	f, err := Open(path)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	for _, tc := range []struct{ canon, gguf string }{
-		{"tok_embeddings", "token_embd.weight"}, {"layers.0.feed_forward.w2", "blk.0.ffn_down.weight"}, {"output", "output.weight"},
-	} {
-		src, ok := m.Weight(tc.canon).Source.(*convertSource)
-		if !ok {
-			t.Fatalf("%s: source is %T, want a lazy conversion", tc.canon, m.Weight(tc.canon).Source)
-		}
-		if src.out != nil {
-			t.Errorf("%s converted before its first use", tc.canon)
-		}
-		got, err := src.Bytes()
+	for _, w := range m.Weights {
+		ti, _ := f.Tensor(families["llama"].names.gguf(w.Name))
+		raw, _ := f.TensorData(ti)
+		got, err := w.Source.Bytes()
 		if err != nil {
 			t.Fatal(err)
 		}
-		again, _ := src.Bytes()
-		if &again[0] != &got[0] {
-			t.Errorf("%s: second Bytes call converted again", tc.canon)
+		if !bytes.Equal(got, raw) {
+			t.Errorf("%s: %d bytes, not the file's %d", w.Name, len(got), len(raw))
 		}
-		ti, _ := f.Tensor(tc.gguf)
-		raw, _ := f.TensorData(ti)
-		if len(got) != 2*len(raw) {
-			t.Fatalf("%s: %d bytes, want %d", tc.canon, len(got), 2*len(raw))
+		if want := irTypes[ti.Type]; ir.SourceDType(w.Source) != want || w.Type.DType != want {
+			t.Errorf("%s: source holds %s and the weight is %s, want the file's %s (%s)", w.Name, ir.SourceDType(w.Source), w.Type, want, ti.Type)
 		}
-		for i := 0; i < len(raw)/2; i++ {
-			want := float16.Frombits(binary.LittleEndian.Uint16(raw[2*i:])).Float32()
-			if g := binary.LittleEndian.Uint32(got[4*i:]); g != mathFloat32bits(want) {
-				t.Fatalf("%s element %d: %#08x, want %#08x (%v)", tc.canon, i, g, mathFloat32bits(want), want)
-			}
-		}
-	}
-	// F32 weights are the file's bytes, not a copy.
-	if _, ok := m.Weight("norm").Source.(ir.BytesSource); !ok {
-		t.Errorf("norm: source is %T, want the mapped bytes", m.Weight("norm").Source)
-	}
-	normBytes, _ := m.Weight("norm").Source.Bytes()
-	ti, _ := f.Tensor("output_norm.weight")
-	raw, _ := f.TensorData(ti)
-	if !bytes.Equal(normBytes, raw) {
-		t.Errorf("norm bytes differ from the file's")
 	}
 
 	// The embedded Llama-2 tokenizer.
@@ -118,8 +88,6 @@ func TestLoadTiny(t *testing.T) {
 		t.Errorf("pieces = %q", got)
 	}
 }
-
-func mathFloat32bits(f float32) uint32 { return *(*uint32)(unsafe.Pointer(&f)) }
 
 // Helpers that edit a synthetic file's writer.
 

@@ -8,10 +8,12 @@ import (
 	"math/rand/v2"
 	"os/exec"
 	"path/filepath"
-	goruntime "runtime"
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/tapml/tapml/ir"
+	"github.com/tapml/tapml/tensor/quant"
 )
 
 // ggmlRun runs the harness: mode quant or dequant, of type typ, on in.
@@ -86,37 +88,38 @@ func sameBits(a, b float32) bool {
 }
 
 // TestDequantizeMatchesGGML decodes blocks that ggml quantized, and blocks
-// of random bytes, and requires ggml's dequantized values bit for bit: the
-// decoders repeat ggml's arithmetic in the same order, so any difference
-// is a layout or formula mistake, not rounding.
+// of random bytes, with tensor/quant (the CPU reference's decoder) and
+// requires ggml's dequantized values bit for bit: the decoders repeat
+// ggml's arithmetic in the same order, so any difference is a layout or
+// formula mistake, not rounding.
 func TestDequantizeMatchesGGML(t *testing.T) {
 	const n = 4 * 1024 // 16 super-blocks, 128 small blocks
 	for _, typ := range quantTypes {
 		t.Run(typ.String(), func(t *testing.T) {
-			q := quantFormats[typ]
+			dt := irTypes[typ]
+			elems, bytes := dt.Block()
 			vals := testValues(n, uint64(typ))
 			quantized := ggmlQuantize(t, typ, vals)
-			if want := n / q.elems * q.bytes; len(quantized) != want {
-				t.Fatalf("ggml wrote %d bytes for %d values, want %d (block layout %d elements in %d bytes)", len(quantized), n, want, q.elems, q.bytes)
+			if want := n / elems * bytes; len(quantized) != want {
+				t.Fatalf("ggml wrote %d bytes for %d values, want %d (block layout %d elements in %d bytes)", len(quantized), n, want, elems, bytes)
 			}
 			r := rand.New(rand.NewPCG(uint64(typ), 11))
-			random := make([]byte, 64*q.bytes)
+			random := make([]byte, 64*bytes)
 			for i := range random {
 				random[i] = byte(r.Uint32())
 			}
 			for what, blocks := range map[string][]byte{"ggml-quantized": quantized, "random-bytes": random} {
 				want := ggmlDequantize(t, typ, blocks)
-				got := dequantize(q, blocks)
-				if len(got) != 4*len(want) {
-					t.Fatalf("%s: %d values, ggml %d", what, len(got)/4, len(want))
+				got := dequantize(t, dt, blocks)
+				if len(got) != len(want) {
+					t.Fatalf("%s: %d values, ggml %d", what, len(got), len(want))
 				}
 				bad := 0
 				for i, w := range want {
-					g := math.Float32frombits(binary.LittleEndian.Uint32(got[4*i:]))
-					if !sameBits(g, w) {
+					if g := got[i]; !sameBits(g, w) {
 						if bad++; bad <= 5 {
 							t.Errorf("%s: element %d (block %d, index %d): got %g (%#08x), ggml %g (%#08x)",
-								what, i, i/q.elems, i%q.elems, g, math.Float32bits(g), w, math.Float32bits(w))
+								what, i, i/elems, i%elems, g, math.Float32bits(g), w, math.Float32bits(w))
 						}
 					}
 				}
@@ -132,26 +135,25 @@ func TestDequantizeMatchesGGML(t *testing.T) {
 			// clamping of the symmetric formats' extreme level. The K-types
 			// also round their sub-scales to 6 bits, so allow 4 steps
 			// (Q2_K's 2-bit values: 8).
-			got := dequantize(q, quantized)
+			got := dequantize(t, dt, quantized)
 			bits := map[GGMLType]int{GGMLQ4_0: 4, GGMLQ4_1: 4, GGMLQ5_0: 5, GGMLQ5_1: 5, GGMLQ8_0: 8,
 				GGMLQ2_K: 2, GGMLQ3_K: 3, GGMLQ4_K: 4, GGMLQ5_K: 5, GGMLQ6_K: 6}[typ]
 			steps := 1.0
-			if q.elems == superBlock {
+			if elems == 256 {
 				steps = 4
 				if typ == GGMLQ2_K {
 					steps = 8
 				}
 			}
-			for b := 0; b < n/q.elems; b++ {
-				block := vals[b*q.elems : (b+1)*q.elems]
+			for b := 0; b < n/elems; b++ {
+				block := vals[b*elems : (b+1)*elems]
 				// The symmetric formats span ±max|x| even when a block is
 				// one-sided, so the range is taken as 2·max|x|.
 				rng := 2 * math.Max(-float64(slices.Min(block)), float64(slices.Max(block)))
 				tol := steps*rng/float64(int(1)<<bits-1) + 1e-6
 				for i, v := range block {
-					g := math.Float32frombits(binary.LittleEndian.Uint32(got[4*(b*q.elems+i):]))
-					if d := math.Abs(float64(g) - float64(v)); d > tol {
-						t.Fatalf("block %d element %d: %g decodes to %g, off by %g > %g", b, i, v, g, d, tol)
+					if d := math.Abs(float64(got[b*elems+i]) - float64(v)); d > tol {
+						t.Fatalf("block %d element %d: %g decodes to %g, off by %g > %g", b, i, v, got[b*elems+i], d, tol)
 					}
 				}
 			}
@@ -159,23 +161,55 @@ func TestDequantizeMatchesGGML(t *testing.T) {
 	}
 }
 
-// TestDequantizeParallel: a tensor large enough to be split across
-// goroutines (into uneven parts) decodes to the same bytes as one pass.
-func TestDequantizeParallel(t *testing.T) {
-	defer goruntime.GOMAXPROCS(goruntime.GOMAXPROCS(4))
-	for _, typ := range []GGMLType{GGMLQ4_0, GGMLQ6_K} {
-		q := quantFormats[typ]
-		blocks := 3*4096 + 5
-		raw := make([]byte, blocks*q.bytes)
-		r := rand.New(rand.NewPCG(7, 8))
-		for i := range raw {
-			raw[i] = byte(r.Uint32())
+// dequantize decodes blocks of dt with tensor/quant.
+func dequantize(t testing.TB, dt ir.DType, blocks []byte) []float32 {
+	t.Helper()
+	elems, bytes := dt.Block()
+	out := make([]float32, len(blocks)/bytes*elems)
+	if err := quant.Dequantize(dt, blocks, out); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// TestQuantizeMatchesGGML: tensor/quant's encoders (tapmlc --quantize)
+// write ggml's quantize_row_*_ref blocks byte for byte, on values with the
+// shapes real weights take and the corner cases testValues adds (zero and
+// constant blocks, an outlier, one-signed runs), and on every float
+// pattern of small integers, where ties in rounding are common.
+func TestQuantizeMatchesGGML(t *testing.T) {
+	const n = 4 * 1024
+	ties := make([]float32, n)
+	for i := range ties {
+		ties[i] = float32(i%17-8) * 0.5
+	}
+	for _, dt := range quant.Encodes {
+		var typ GGMLType
+		for g, d := range irTypes {
+			if d == dt {
+				typ = g
+			}
 		}
-		serial := make([]byte, 4*blocks*q.elems)
-		decodeBlocks(q, raw, serial, 0, blocks)
-		if !bytes.Equal(dequantize(q, raw), serial) {
-			t.Errorf("%s: the parallel decode differs from the serial one", typ)
-		}
+		t.Run(dt.String(), func(t *testing.T) {
+			for what, vals := range map[string][]float32{"weights": testValues(n, uint64(typ)+100), "ties": ties} {
+				want := ggmlQuantize(t, typ, vals)
+				got, err := quant.Quantize(dt, vals)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if len(got) != len(want) {
+					t.Fatalf("%s: %d bytes, ggml %d", what, len(got), len(want))
+				}
+				_, bytes := dt.Block()
+				for i := range want {
+					if got[i] != want[i] {
+						b := i / bytes
+						t.Fatalf("%s: block %d byte %d is %#02x, ggml %#02x\ngot  % x\nggml % x", what, b, i%bytes, got[i], want[i],
+							got[b*bytes:(b+1)*bytes], want[b*bytes:(b+1)*bytes])
+					}
+				}
+			}
+		})
 	}
 }
 
@@ -293,52 +327,4 @@ func matrices(typeOf func(string) GGMLType) func(string) GGMLType {
 		}
 		return typeOf(n)
 	}
-}
-
-// BenchmarkDequantize measures decoding a 4096×4096 matrix of each type
-// (the throughput that bounds how long a quantized model takes to load),
-// on one goroutine and as Load does it (split across GOMAXPROCS).
-func BenchmarkDequantize(b *testing.B) {
-	const n = 4096 * 4096
-	for _, typ := range quantTypes {
-		q := quantFormats[typ]
-		raw := make([]byte, n/q.elems*q.bytes)
-		r := rand.New(rand.NewPCG(1, 2))
-		for i := range raw {
-			raw[i] = byte(r.Uint32())
-		}
-		for i := 0; i < len(raw); i += q.bytes { // finite f16 scales: no NaN or inf paths
-			for _, off := range scaleOffsets(typ) {
-				binary.LittleEndian.PutUint16(raw[i+off:], 0x2c00) // 0.0625
-			}
-		}
-		b.Run(typ.String()+"/serial", func(b *testing.B) {
-			b.SetBytes(4 * n)
-			for b.Loop() {
-				out := make([]byte, 4*n) // as dequantize allocates its result
-				decodeBlocks(q, raw, out, 0, len(raw)/q.bytes)
-			}
-		})
-		b.Run(typ.String()+"/parallel", func(b *testing.B) {
-			b.SetBytes(4 * n)
-			for b.Loop() {
-				dequantize(q, raw)
-			}
-		})
-	}
-}
-
-// scaleOffsets returns the byte offsets of a block's f16 scales.
-func scaleOffsets(typ GGMLType) []int {
-	switch typ {
-	case GGMLQ4_1, GGMLQ5_1, GGMLQ4_K, GGMLQ5_K:
-		return []int{0, 2}
-	case GGMLQ2_K:
-		return []int{80, 82}
-	case GGMLQ3_K:
-		return []int{108}
-	case GGMLQ6_K:
-		return []int{208}
-	}
-	return []int{0}
 }

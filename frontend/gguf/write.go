@@ -6,10 +6,13 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"slices"
 
 	"github.com/tapml/tapml/frontend/arch/llama"
 	"github.com/tapml/tapml/internal/atomicfile"
 	"github.com/tapml/tapml/ir"
+	"github.com/tapml/tapml/tensor"
+	"github.com/tapml/tapml/tensor/quant"
 	"github.com/x448/float16"
 )
 
@@ -178,10 +181,18 @@ func (c *countingWriter) Write(p []byte) (int, error) {
 	return n, err
 }
 
+// fileTypes are general.file_type (llama.cpp's llama_ftype) of a file whose
+// matrices are all of one type.
+var fileTypes = map[GGMLType]uint32{GGMLF32: 0, GGMLF16: 1, GGMLQ4_0: 2, GGMLQ4_1: 3, GGMLQ8_0: 7, GGMLQ5_0: 8, GGMLQ5_1: 9, GGMLQ4_K: 14}
+
 // WriteLlama writes a LLaMA model (architecture "llama": c and weights
 // under frontend/llama's canonical names, f32 bytes) as a GGUF file that
-// both tapml and llama.cpp load: matrices stored as typ (F32 or F16; norm
-// weights stay F32, as llama.cpp's converter does), and a synthetic
+// both tapml and llama.cpp load: matrices stored as typ (F32, F16, or a
+// block format tensor/quant encodes, bit for bit as ggml's
+// quantize_row_*_ref: every matrix whose rows are whole blocks, the
+// embedding and the classifier included, as llama-quantize --pure does;
+// the others and the norm weights stay F32, as llama.cpp's converter
+// keeps norms), and a synthetic
 // SentencePiece vocabulary of c.Vocab pieces (<unk>, <s>, </s>, the 256
 // byte tokens, then made-up words), since llama.cpp needs one. GGUF LLaMA
 // files rotate interleaved pairs, so c.RopeStyle must be "interleaved".
@@ -192,8 +203,9 @@ func WriteLlama(path string, c llama.Config, weights map[string]ir.WeightSource,
 	if c.RopeStyle != "interleaved" {
 		return fmt.Errorf("gguf writer: rope style %q: a GGUF llama file rotates interleaved pairs", c.RopeStyle)
 	}
-	if typ != GGMLF32 && typ != GGMLF16 {
-		return fmt.Errorf("gguf writer: matrices of type %s cannot be written (F32, F16)", typ)
+	dt := irTypes[typ]
+	if _, ok := fileTypes[typ]; !ok || dt.IsBlock() && !slices.Contains(quant.Encodes, dt) {
+		return fmt.Errorf("gguf writer: matrices of type %s cannot be written (F32, F16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q4_K)", typ)
 	}
 	if c.Vocab < 3+256 {
 		return fmt.Errorf("gguf writer: vocabulary of %d is smaller than the %d special and byte tokens", c.Vocab, 3+256)
@@ -201,7 +213,7 @@ func WriteLlama(path string, c llama.Config, weights map[string]ir.WeightSource,
 	var w Writer
 	w.String("general.architecture", "llama")
 	w.String("general.name", "tapml synthetic")
-	w.Uint32("general.file_type", map[GGMLType]uint32{GGMLF32: 0, GGMLF16: 1}[typ])
+	w.Uint32("general.file_type", fileTypes[typ])
 	w.Uint32("llama.context_length", uint32(c.MaxSeq))
 	w.Uint32("llama.embedding_length", uint32(c.Dim))
 	w.Uint32("llama.block_count", uint32(c.Layers))
@@ -229,8 +241,19 @@ func WriteLlama(path string, c llama.Config, weights map[string]ir.WeightSource,
 			return fmt.Errorf("gguf writer: weight %s: %w", ns.Name, err)
 		}
 		t := GGMLF32
-		if len(ns.Shape) > 1 && typ == GGMLF16 {
+		switch {
+		case len(ns.Shape) == 1:
+		case typ == GGMLF16:
 			t, b = GGMLF16, f32ToF16(b)
+		case dt.IsBlock() && ir.T(dt, ir.S(int64(ns.Shape[0]), int64(ns.Shape[1]))).Validate() == nil:
+			f, err := tensor.FromBytes(ir.F32, ns.Shape, b)
+			if err != nil {
+				return fmt.Errorf("gguf writer: weight %s: %w", ns.Name, err)
+			}
+			if b, err = quant.Quantize(dt, f.Float32s()); err != nil {
+				return fmt.Errorf("gguf writer: weight %s%v: %w", ns.Name, ns.Shape, err)
+			}
+			t = typ
 		}
 		w.Tensor(llamaNames.gguf(ns.Name), t, ns.Shape, b)
 	}

@@ -234,7 +234,7 @@ func (lf llamaFile) writer() *ggufWriter {
 			}
 		}
 		var data []byte
-		if _, quantized := quantFormats[typ]; quantized {
+		if typ.quantized() {
 			data = lf.quantize(typ, vals)
 		} else {
 			data = encode(typ, vals)

@@ -78,11 +78,24 @@ func TestLoadSmall(t *testing.T) {
 	if !Sniff(dir) || Sniff(t.TempDir()) {
 		t.Errorf("Sniff")
 	}
-	// F16 weights widen lazily to f32.
+	// F16 weights stay f16: the matmuls read them as they are, the norms
+	// through a dequantize node.
 	w := m.Weight("layers.0.attention.wq")
 	b, err := w.Source.Bytes()
-	if err != nil || len(b) != 4*16*16 || w.Type.DType != ir.F32 {
+	if err != nil || len(b) != 2*16*16 || w.Type.DType != ir.F16 {
 		t.Errorf("wq: %d bytes, %s, %v", len(b), w.Type, err)
+	}
+	deq := 0
+	for _, n := range m.Func("decode").Nodes {
+		if n.Op == ir.OpDequantize {
+			deq++
+			if u := n.Inputs[0]; !u.IsWeight() || u.Type.Shape.Rank() != 1 {
+				t.Errorf("%s dequantizes %s, want a norm's 1-D weight", n, u.Ref())
+			}
+		}
+	}
+	if want := 2*smallLlama.Layers + 1; deq != want {
+		t.Errorf("decode has %d dequantize nodes, want one per norm weight (%d)", deq, want)
 	}
 }
 

@@ -2,12 +2,10 @@ package hf
 
 import (
 	"bytes"
-	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
-	"math"
 	"os"
 	"path/filepath"
 	"slices"
@@ -18,7 +16,6 @@ import (
 	"github.com/tapml/tapml/frontend/internal/mmap"
 	"github.com/tapml/tapml/ir"
 	"github.com/tapml/tapml/tensor/safetensors"
-	"github.com/x448/float16"
 )
 
 // File names of a Hugging Face model folder.
@@ -217,9 +214,9 @@ func (c *Checkpoint) Raw(name string) ([]byte, error) {
 	return r.shard.data[r.off : r.off+n : r.off+n], nil
 }
 
-// Source returns an f32 weight source for the tensor after checking its
-// shape against want: the mapped bytes for F32, a conversion on first use
-// for F16 and BF16. Errors name the file and the tensor.
+// Source returns the weight source of a tensor after checking its shape
+// against want: the mapped bytes, in the tensor's dtype (F32, F16 or BF16,
+// kept as they are; see arch.Build). Errors name the file and the tensor.
 func (c *Checkpoint) Source(name string, want []int) (ir.WeightSource, error) {
 	r, ok := c.tensors[name]
 	if !ok {
@@ -239,27 +236,30 @@ func (c *Checkpoint) Source(name string, want []int) (ir.WeightSource, error) {
 	switch r.info.DType {
 	case ir.F32:
 		return ir.BytesSource(raw), nil
-	case ir.F16:
-		return &convertSource{raw: raw, conv: func(h uint16) float32 { return float16.Frombits(h).Float32() }}, nil
-	case ir.BF16:
-		return &convertSource{raw: raw, conv: func(h uint16) float32 { return math.Float32frombits(uint32(h) << 16) }}, nil
+	case ir.F16, ir.BF16:
+		return ir.TypedBytes{Type: r.info.DType, Data: raw}, nil
 	}
 	return nil, fmt.Errorf("%s: tensor %q has dtype %s; weights must be F32, F16 or BF16", r.shard.path, name, r.info.DType)
 }
 
-// Stack returns an f32 weight source of shape want whose slices along the
-// first axis are the tensors names, each of shape want[1:] (a mixture of
-// experts' weights, stored one tensor per expert). The stacked bytes are
-// assembled on first use.
+// Stack returns a weight source of shape want whose slices along the
+// first axis are the tensors names, each of shape want[1:] and all of one
+// dtype, which the stack keeps (a mixture of experts' weights, stored one
+// tensor per expert). The stacked bytes are assembled on first use.
 func (c *Checkpoint) Stack(names []string, want []int) (ir.WeightSource, error) {
 	if len(want) == 0 || want[0] != len(names) {
 		return nil, fmt.Errorf("%s: %d tensors do not stack to %v", c.Dir, len(names), want)
 	}
 	s := &stackSource{}
-	for _, n := range names {
+	for i, n := range names {
 		src, err := c.Source(n, want[1:])
 		if err != nil {
 			return nil, err
+		}
+		if dt := ir.SourceDType(src); i == 0 {
+			s.dtype = dt
+		} else if dt != s.dtype {
+			return nil, fmt.Errorf("%s: tensor %q is %s but %q is %s; the tensors of a stack must share a dtype", c.Dir, n, dt, names[0], s.dtype)
 		}
 		s.parts = append(s.parts, src)
 	}
@@ -270,12 +270,16 @@ func (c *Checkpoint) Stack(names []string, want []int) (ir.WeightSource, error) 
 // Bytes and keeps the result.
 type stackSource struct {
 	parts []ir.WeightSource
+	dtype ir.DType
 	once  sync.Once
 	out   []byte
 	err   error
 }
 
-// Bytes returns the parts' f32 bytes one after the other.
+// DType returns the parts' dtype.
+func (s *stackSource) DType() ir.DType { return s.dtype }
+
+// Bytes returns the parts' bytes one after the other.
 func (s *stackSource) Bytes() ([]byte, error) {
 	s.once.Do(func() {
 		for _, p := range s.parts {
@@ -288,27 +292,6 @@ func (s *stackSource) Bytes() ([]byte, error) {
 		}
 	})
 	return s.out, s.err
-}
-
-// convertSource converts 16-bit float data to f32 on the first call to
-// Bytes and keeps the result.
-type convertSource struct {
-	raw  []byte
-	conv func(uint16) float32
-	once sync.Once
-	out  []byte
-}
-
-// Bytes returns the weight as little-endian f32.
-func (s *convertSource) Bytes() ([]byte, error) {
-	s.once.Do(func() {
-		n := len(s.raw) / 2
-		s.out = make([]byte, 4*n)
-		for i := 0; i < n; i++ {
-			binary.LittleEndian.PutUint32(s.out[4*i:], math.Float32bits(s.conv(binary.LittleEndian.Uint16(s.raw[2*i:]))))
-		}
-	})
-	return s.out, nil
 }
 
 // ParseIndex reads a model.safetensors.index.json: an object whose

@@ -389,15 +389,7 @@ func (im *importer) graph(g *onnxpb.GraphProto) error {
 // "output0"; a name another value already has, or a value returned twice,
 // keeps its own.
 func nameResults(f *ir.Function, results []*ir.Value, outs []*onnxpb.ValueInfoProto) {
-	taken := map[string]bool{}
-	for _, p := range f.Params {
-		taken[p.Name] = true
-	}
-	for _, n := range f.Nodes {
-		for _, o := range n.Outputs {
-			taken[o.Name] = true
-		}
-	}
+	taken := f.ValueNames()
 	renamed := map[*ir.Value]bool{}
 	for i, r := range results {
 		name := outs[i].GetName()

@@ -791,7 +791,7 @@ func sliceOp(im *importer, n *onnxpb.NodeProto, in []*val) ([]*val, error) {
 			for k := st; k > en; k += step {
 				idx = append(idx, k)
 			}
-			y, err = im.op(ir.OpGather, ir.Attrs{"axis": ir.IntAttr(int64(ax))}, y, &val{c: i64Tensor([]int{len(idx)}, idx)})
+			y, err = im.gather(ax, y, &val{c: i64Tensor([]int{len(idx)}, idx)})
 		}
 		if err != nil {
 			return nil, err
@@ -912,7 +912,18 @@ func gather(im *importer, n *onnxpb.NodeProto, in []*val) ([]*val, error) {
 	} else if !idx.dtype().IsInt() {
 		return nil, fmt.Errorf("indices are %s", idx.dtype())
 	}
-	return one(im.op(ir.OpGather, ir.Attrs{"axis": ir.IntAttr(int64(ax))}, x, idx))
+	return one(im.gather(ax, x, idx))
+}
+
+// gather is ONNX's Gather: its output has the data's dtype, also where
+// tapml's gather reads an f16 or bf16 table as f32 (a storage dtype),
+// which a cast then rounds back exactly.
+func (im *importer) gather(ax int, x, idx *val) (*val, error) {
+	y, err := im.op(ir.OpGather, ir.Attrs{"axis": ir.IntAttr(int64(ax))}, x, idx)
+	if err != nil || y.dtype() == x.dtype() {
+		return y, err
+	}
+	return im.op(ir.OpCast, ir.Attrs{"to": ir.DTypeAttr(x.dtype())}, y)
 }
 
 func constantOp(im *importer, n *onnxpb.NodeProto, in []*val) ([]*val, error) {

@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/tapml/tapml/internal/testenv/storedtest"
 	"github.com/tapml/tapml/ir"
 	"github.com/tapml/tapml/runtime"
 	"github.com/tapml/tapml/tensor"
@@ -24,6 +25,7 @@ func samples() map[ir.Op]sample {
 		ir.OpConstant:         {ir.Attrs{"shape": ir.ShapeAttr(ir.S(2)), "value": ir.FloatsAttr(1)}, nil},
 		ir.OpCast:             {ir.Attrs{"to": ir.DTypeAttr(ir.I32)}, []*tensor.Tensor{x}},
 		ir.OpGather:           {nil, []*tensor.Tensor{x, tensor.FromInt32([]int{2}, []int32{1, 0})}},
+		ir.OpDequantize:       {nil, []*tensor.Tensor{storedtest.Tensor(r, ir.Q8_0, 2, 32)}},
 		ir.OpMatmul:           {nil, []*tensor.Tensor{x, randF32(r, 3, 4)}},
 		ir.OpRMSNorm:          {nil, []*tensor.Tensor{x, randF32(r, 3)}},
 		ir.OpLayerNorm:        {nil, []*tensor.Tensor{x, randF32(r, 3), randF32(r, 3)}},

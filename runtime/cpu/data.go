@@ -5,6 +5,7 @@ import (
 
 	"github.com/tapml/tapml/ir"
 	"github.com/tapml/tapml/tensor"
+	"github.com/tapml/tapml/tensor/quant"
 )
 
 // Data ops: they move elements without arithmetic and work on every dtype
@@ -106,6 +107,10 @@ func gatherKernel(_ *Device, c *call) ([]*tensor.Tensor, error) {
 	}
 	ax := ax1(table.Shape, c.attrs.Int("axis"))
 	shape := append(append(append([]int{}, table.Shape[:ax]...), ids.Shape...), table.Shape[ax+1:]...)
+	st := ir.LookupOp(ir.OpGather).Storage.Of(ir.Call{In: []ir.Type{table.Type(), ids.Type()}, Attrs: c.attrs})
+	if st.Accepts(0, table.DType) {
+		return gatherDecoded(table, idx, outer, dim, inner, shape)
+	}
 	out := tensor.New(table.DType, shape)
 	row := inner * table.DType.Size()
 	for o := 0; o < outer; o++ {
@@ -116,6 +121,36 @@ func gatherKernel(_ *Device, c *call) ([]*tensor.Tensor, error) {
 		}
 	}
 	return []*tensor.Tensor{out}, nil
+}
+
+// gatherDecoded gathers rows of inner elements (whole blocks: the axis is
+// not the last) from a table in a storage dtype, decoded to f32.
+func gatherDecoded(table *tensor.Tensor, idx []int, outer, dim, inner int, shape []int) ([]*tensor.Tensor, error) {
+	row := int(table.DType.Bytes(int64(inner)))
+	out := tensor.New(ir.F32, shape)
+	dst := out.Float32s()
+	for o := 0; o < outer; o++ {
+		for i, id := range idx {
+			src := table.Data[(o*dim+id)*row:][:row]
+			if err := quant.Dequantize(table.DType, src, dst[(o*len(idx)+i)*inner:][:inner]); err != nil {
+				return nil, err
+			}
+		}
+	}
+	return []*tensor.Tensor{out}, nil
+}
+
+// dequantizeKernel decodes a tensor in a storage dtype to f32 exactly (an
+// f32 tensor is returned as it is).
+func dequantizeKernel(d *Device, c *call) ([]*tensor.Tensor, error) {
+	x := c.in[0]
+	if x.DType == ir.F32 {
+		return []*tensor.Tensor{x}, nil
+	}
+	if !quant.Decodes(x.DType) {
+		return nil, fmt.Errorf("cannot dequantize %s", x.DType)
+	}
+	return []*tensor.Tensor{d.widened(x)}, nil
 }
 
 // ax1 maps a valid (already checked) possibly negative axis into [0, rank).

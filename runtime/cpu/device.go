@@ -21,16 +21,52 @@ type Device struct {
 
 	mu    sync.Mutex
 	exprs map[string]*program // compiled fused_elementwise expressions
+	// weights are the tensors uploaded as weights (immutable), mapped to
+	// their f32 decoding once an op that computes in f32 has read them
+	// (nil until then): a stored weight is decoded once, not per call.
+	weights map[*tensor.Tensor]*tensor.Tensor
 }
 
 var (
-	_ runtime.Device   = (*Device)(nil)
-	_ runtime.Preparer = (*Device)(nil)
+	_ runtime.Device         = (*Device)(nil)
+	_ runtime.Preparer       = (*Device)(nil)
+	_ runtime.WeightUploader = (*Device)(nil)
 )
 
 // New returns a CPU device that uses up to GOMAXPROCS goroutines.
 func New() *Device {
-	return &Device{workers: max(1, goruntime.GOMAXPROCS(0)), exprs: map[string]*program{}}
+	return &Device{workers: max(1, goruntime.GOMAXPROCS(0)), exprs: map[string]*program{}, weights: map[*tensor.Tensor]*tensor.Tensor{}}
+}
+
+// UploadWeight wraps a weight as Upload does and remembers that it never
+// changes, so that its f32 decoding (of an f16, bf16 or block-format
+// weight) is computed once and kept until the buffer is freed.
+func (d *Device) UploadWeight(_ string, t *tensor.Tensor) (*runtime.Buffer, error) {
+	b, err := d.Upload(t)
+	if err != nil {
+		return nil, err
+	}
+	d.mu.Lock()
+	d.weights[t] = nil
+	d.mu.Unlock()
+	return b, nil
+}
+
+// widened returns t as f32: its cached decoding when t is a weight.
+func (d *Device) widened(t *tensor.Tensor) *tensor.Tensor {
+	d.mu.Lock()
+	w, isWeight := d.weights[t]
+	d.mu.Unlock()
+	if w != nil {
+		return w
+	}
+	w = t.Convert(ir.F32)
+	if isWeight {
+		d.mu.Lock()
+		d.weights[t] = w
+		d.mu.Unlock()
+	}
+	return w
 }
 
 // Name returns "cpu".
@@ -68,11 +104,18 @@ func Tensor(b *runtime.Buffer) (*tensor.Tensor, error) { return handle(b) }
 // Sync does nothing: Launch finishes its work before it returns.
 func (d *Device) Sync() error { return nil }
 
-// Free drops the buffer's reference to its tensor.
+// Free drops the buffer's reference to its tensor (and a weight's f32
+// decoding).
 func (d *Device) Free(b *runtime.Buffer) {
-	if b != nil {
-		b.Handle = nil
+	if b == nil {
+		return
 	}
+	if t, ok := b.Handle.(*tensor.Tensor); ok {
+		d.mu.Lock()
+		delete(d.weights, t)
+		d.mu.Unlock()
+	}
+	b.Handle = nil
 }
 
 // Close does nothing; the device holds no resources.
@@ -115,7 +158,7 @@ func init() {
 		kernels[op] = binaryKernel
 	}
 	for op, k := range map[ir.Op]kernel{
-		ir.OpConstant: constantKernel, ir.OpCast: castKernel, ir.OpGather: gatherKernel,
+		ir.OpConstant: constantKernel, ir.OpCast: castKernel, ir.OpGather: gatherKernel, ir.OpDequantize: dequantizeKernel,
 		ir.OpMatmul: matmulKernel, ir.OpRMSNorm: rmsNormKernel, ir.OpLayerNorm: layerNormKernel,
 		ir.OpSoftmax: softmaxKernel, ir.OpArgmax: argmaxKernel, ir.OpRope: ropeKernel,
 		ir.OpKVWrite: kvWriteKernel, ir.OpAttention: attentionKernel,
@@ -239,25 +282,38 @@ func hasType(t *tensor.Tensor, want ir.Type) bool {
 }
 
 // run calls k, widening the f16/bf16 inputs of ops that compute in f32
-// (the registry's Compute) and narrowing float outputs back to the
-// expected dtype.
+// (the registry's Compute), and the inputs in a storage dtype that the op
+// reads (its Storage fact: decoded exactly as ggml does), and narrowing
+// float outputs back to the expected dtype (that of the first widened
+// input that is not stored, when the caller gives none).
 func (d *Device) run(k kernel, c *call) ([]*tensor.Tensor, error) {
-	if ir.LookupOp(c.op).Compute == ir.ComputeStored {
+	def := ir.LookupOp(c.op)
+	if def.Compute == ir.ComputeStored {
 		return k(d, c)
 	}
-	var narrow ir.DType
-	wide := c.in
+	types := make([]ir.Type, len(c.in))
 	for i, t := range c.in {
-		if t.DType == ir.F16 || t.DType == ir.BF16 {
+		types[i] = t.Type()
+	}
+	st := def.Storage.Of(ir.Call{In: types, Attrs: c.attrs})
+	narrow, widen := ir.Invalid, false
+	wide := append([]*tensor.Tensor{}, c.in...)
+	for i, t := range c.in {
+		switch {
+		case st.Accepts(i, t.DType):
+			wide[i], widen = d.widened(t), true
+		case t.DType == ir.F16 || t.DType == ir.BF16:
+			wide[i], widen = d.widened(t), true
 			if narrow == ir.Invalid {
 				narrow = t.DType
-				wide = append([]*tensor.Tensor{}, c.in...)
 			}
-			wide[i] = t.Convert(ir.F32)
 		}
 	}
-	if narrow == ir.Invalid {
+	if !widen {
 		return k(d, c)
+	}
+	if narrow == ir.Invalid {
+		narrow = ir.F32
 	}
 	wc := *c
 	wc.in = wide

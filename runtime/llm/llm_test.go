@@ -256,4 +256,9 @@ func TestNext(t *testing.T) {
 			tokens = []int{got}
 		}
 	}
+	// Stats counts the first call as the prompt, every later one (the
+	// second temperature's three tokens too) as decoding.
+	if st := s.Stats; st.PromptTokens != 3 || st.DecodeTokens != 4+3+4 || st.PromptTime <= 0 || st.DecodeTime <= 0 {
+		t.Errorf("Stats %+v, want 3 prompt tokens and 11 decoded, both timed", st)
+	}
 }

@@ -6,6 +6,7 @@ package llm
 import (
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/tapml/tapml/ir"
 	"github.com/tapml/tapml/runtime"
@@ -27,6 +28,46 @@ type Session struct {
 	step *stepArgs
 	// argmax runs greedy sampling's argmax on the device (Next).
 	argmax *runtime.Executor
+	// Stats is what the session's calls took so far.
+	Stats Stats
+}
+
+// Stats times a session's calls (Forward, Next), each until its result is
+// on the host, as llama.cpp and llama2.c time theirs: the first call (the
+// prompt) apart from the later ones (decode steps). Compile is the part of
+// each time that the devices spent making kernels (runtime.KernelCompiler):
+// a process's first session compiles them on its first calls.
+type Stats struct {
+	PromptTokens, DecodeTokens   int
+	PromptTime, DecodeTime       time.Duration
+	PromptCompile, DecodeCompile time.Duration
+}
+
+// TokensPerSecond returns the rate of n tokens in d (0 when d is 0).
+func TokensPerSecond(n int, d time.Duration) float64 {
+	if d <= 0 {
+		return 0
+	}
+	return float64(n) / d.Seconds()
+}
+
+// timed runs call, a call of the session on n tokens, and adds its time
+// to s.Stats.
+func (s *Session) timed(n int, call func() error) error {
+	first := s.Pos == 0
+	compile0, start := s.Exec.CompileTime(), time.Now()
+	err := call()
+	took, compile := time.Since(start), s.Exec.CompileTime()-compile0
+	if err != nil {
+		return err
+	}
+	st := &s.Stats
+	if first {
+		st.PromptTokens, st.PromptTime, st.PromptCompile = st.PromptTokens+n, st.PromptTime+took, st.PromptCompile+compile
+	} else {
+		st.DecodeTokens, st.DecodeTime, st.DecodeCompile = st.DecodeTokens+n, st.DecodeTime+took, st.DecodeCompile+compile
+	}
+	return nil
 }
 
 type stepArgs struct {
@@ -101,11 +142,16 @@ func checkSignature(f *ir.Function) error {
 // the next token. Several tokens go through prefill in one call; one token
 // goes through decode.
 func (s *Session) Forward(tokens []int) ([]float32, error) {
-	out, err := s.forward(tokens)
-	if err != nil {
-		return nil, err
-	}
-	return downloadLogits(out)
+	var logits []float32
+	err := s.timed(len(tokens), func() error {
+		out, err := s.forward(tokens)
+		if err != nil {
+			return err
+		}
+		logits, err = downloadLogits(out)
+		return err
+	})
+	return logits, err
 }
 
 // Next feeds tokens like Forward and returns the next token as sampler
@@ -113,6 +159,16 @@ func (s *Session) Forward(tokens []int) ([]float32, error) {
 // logits, so that a step downloads one id rather than the vocabulary's
 // logits.
 func (s *Session) Next(tokens []int, sampler *Sampler) (int, error) {
+	var next int
+	err := s.timed(len(tokens), func() error {
+		var err error
+		next, err = s.next(tokens, sampler)
+		return err
+	})
+	return next, err
+}
+
+func (s *Session) next(tokens []int, sampler *Sampler) (int, error) {
 	out, err := s.forward(tokens)
 	if err != nil {
 		return 0, err

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	cg "github.com/tapml/tapml/codegen/llvm"
+	"github.com/tapml/tapml/internal/testenv/storedtest"
 	"github.com/tapml/tapml/ir"
 	"github.com/tapml/tapml/runtime"
 	"github.com/tapml/tapml/runtime/cpu"
@@ -179,6 +180,19 @@ func opCases() []opCase {
 
 	tb := ir.Attrs{"transpose_b": ir.BoolAttr(true)}
 	add("matmul/gemv_32000x288", ir.OpMatmul, tb, mmTol, randF32(r, -1, 1, 1, 288), randF32(r, -0.06, 0.06, 32000, 288))
+	// Weights in storage dtypes: decoded exactly (dequantize and gather
+	// give the reference's bits), read by the matmuls in registers.
+	for _, dt := range ir.StorageDTypes {
+		e, _ := dt.Block()
+		k := 2 * max(e, 32)
+		add("dequantize/"+dt.String(), ir.OpDequantize, nil, exact, storedtest.Tensor(r, dt, 3, k))
+		add("matmul/gemv_"+dt.String(), ir.OpMatmul, tb, mmTol, randF32(r, -1, 1, 1, k), storedtest.Tensor(r, dt, 7, k))
+	}
+	add("matmul/5x64*9x64T_q4_0", ir.OpMatmul, tb, mmTol, randF32(r, -1, 1, 5, 64), storedtest.Tensor(r, ir.Q4_0, 9, 64))
+	add("matmul/2x3x256*3x256T_q5_k", ir.OpMatmul, tb, mmTol, randF32(r, -1, 1, 2, 3, 256), storedtest.Tensor(r, ir.Q5_K, 3, 256))
+	add("matmul/4x37*6x37T_f16", ir.OpMatmul, tb, mmTol, randF32(r, -1, 1, 4, 37), storedtest.Tensor(r, ir.F16, 6, 37))
+	add("gather/q8_0", ir.OpGather, nil, exact, storedtest.Tensor(r, ir.Q8_0, 11, 64), randI32(r, 0, 11, 4))
+	add("gather/bf16", ir.OpGather, nil, exact, storedtest.Tensor(r, ir.BF16, 11, 6), randI32(r, 0, 11, 2, 2))
 	add("matmul/5x33*17x33T", ir.OpMatmul, tb, mmTol, randF32(r, -1, 1, 5, 33), randF32(r, -1, 1, 17, 33))
 	add("matmul/3x50*10x50T", ir.OpMatmul, tb, mmTol, randF32(r, -1, 1, 3, 50), randF32(r, -1, 1, 10, 50))
 	add("matmul/2x3x7*3x7T", ir.OpMatmul, tb, mmTol, randF32(r, -1, 1, 2, 3, 7), randF32(r, -1, 1, 3, 7))

@@ -181,8 +181,6 @@ func (d *Device) SetFault(id int, fault string) {
 	d.faults.Set(id, fault)
 }
 
-func supported(dt ir.DType) bool { return dt == ir.F32 || dt == ir.I32 }
-
 func (d *Device) usable() error {
 	if d.closed {
 		return errors.New("metal: device is closed")
@@ -195,11 +193,8 @@ func (d *Device) Upload(t *tensor.Tensor) (*runtime.Buffer, error) {
 	if t == nil {
 		return nil, errors.New("metal: upload of a nil tensor")
 	}
-	if !supported(t.DType) {
-		return nil, fmt.Errorf("metal: upload of %s: only f32 and i32 tensors are supported", t)
-	}
-	if len(t.Data) != t.NumElements()*t.DType.Size() {
-		return nil, fmt.Errorf("metal: upload of %s: %d bytes, the shape needs %d", t, len(t.Data), t.NumElements()*t.DType.Size())
+	if err := devkit.CheckGPUTensor(t); err != nil {
+		return nil, fmt.Errorf("metal: upload of %w", err)
 	}
 	d.mu.Lock()
 	defer d.mu.Unlock()

@@ -171,8 +171,15 @@ func TestUploadDownload(t *testing.T) {
 	if err != nil || gi.Int32s()[0] != -7 {
 		t.Errorf("i32 scalar: %v %v", gi, err)
 	}
-	if _, err := d.Upload(tensor.New(ir.F16, []int{2})); err == nil {
-		t.Error("f16 upload accepted")
+	if _, err := d.Upload(tensor.New(ir.I64, []int{2})); err == nil {
+		t.Error("i64 upload accepted")
+	}
+	q := tensor.New(ir.Q4_0, []int{1, 32}) // a weight's blocks, as they are
+	for i := range q.Data {
+		q.Data[i] = byte(3 * i)
+	}
+	if g, err := d.Download(upload(t, d, q)); err != nil || !slices.Equal(g.Data, q.Data) {
+		t.Errorf("q4_0 blocks do not round trip: %v", err)
 	}
 	empty := upload(t, d, tensor.New(ir.F32, []int{0}))
 	if g, err := d.Download(empty); err != nil || len(g.Data) != 0 {

@@ -571,16 +571,6 @@ func (d *Device) newBuf() uint32 {
 	return d.nextBuf
 }
 
-func wireDType(dt ir.DType) (proto.DType, bool) {
-	switch dt {
-	case ir.F32:
-		return proto.F32, true
-	case ir.I32:
-		return proto.I32, true
-	}
-	return 0, false
-}
-
 func wireShape(s []int) []uint32 {
 	out := make([]uint32, len(s))
 	for i, x := range s {
@@ -593,9 +583,12 @@ func (d *Device) checkTensor(t *tensor.Tensor) (proto.DType, error) {
 	if t == nil {
 		return 0, fmt.Errorf("remote device %s: upload of a nil tensor", d.url)
 	}
-	dt, ok := wireDType(t.DType)
+	if err := devkit.CheckGPUTensor(t); err != nil {
+		return 0, fmt.Errorf("remote device %s: upload of %w", d.url, err)
+	}
+	dt, ok := proto.FromIR(t.DType)
 	if !ok {
-		return 0, fmt.Errorf("remote device %s: upload of %s: only f32 and i32 tensors are supported", d.url, t)
+		return 0, fmt.Errorf("remote device %s: upload of %s: the protocol has no dtype %s", d.url, t, t.DType)
 	}
 	for _, x := range t.Shape {
 		if x < 0 || x > proto.MaxDim {
@@ -604,9 +597,6 @@ func (d *Device) checkTensor(t *tensor.Tensor) (proto.DType, error) {
 	}
 	if len(t.Shape) > proto.MaxRank {
 		return 0, fmt.Errorf("remote device %s: upload of %s: rank above %d", d.url, t, proto.MaxRank)
-	}
-	if len(t.Data) != t.NumElements()*t.DType.Size() {
-		return 0, fmt.Errorf("remote device %s: upload of %s: %d bytes, the shape needs %d", d.url, t, len(t.Data), t.NumElements()*t.DType.Size())
 	}
 	return dt, nil
 }
@@ -785,7 +775,7 @@ func (d *Device) Close() error {
 }
 
 func wireBinding(b codegen.Binding) (proto.Binding, error) {
-	dt, ok := wireDType(b.Type.DType)
+	dt, ok := proto.FromIR(b.Type.DType)
 	if !ok || !b.Type.Shape.IsStatic() {
 		return proto.Binding{}, fmt.Errorf("binding %d is %s", b.Index, b.Type)
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"math"
 	"net/http"
 	"net/http/httptest"
@@ -174,7 +175,7 @@ func TestSessionsGetZeroedBuffers(t *testing.T) {
 		h := rawDial(t, url)
 		hello(h)
 		h.must(proto.Encode(2, &proto.Upload{Buf: 1, DType: proto.F32, Shape: []uint32{512}, Data: secret}), proto.TOK)
-		h.must(proto.Encode(3, kernel(1, "b[id.x] = a[id.x];")), proto.TOK)                      // a copy
+		h.must(proto.Encode(3, kernel(1, "b[id.x] = a[id.x];")), proto.TOK)                        // a copy
 		h.must(proto.Encode(4, kernel(2, "if (a[0] == 12345.0f) { b[id.x] = 1.0f; }")), proto.TOK) // writes nothing here
 		if round == 0 {
 			// The earlier host: copies its secret into several buffers
@@ -307,7 +308,7 @@ func TestHostDistrustsServer(t *testing.T) {
 		}
 	})
 	srv := httptestServer(t, fake)
-	if _, err := DialOptions(context.Background(), srv, Options{}); err == nil || !strings.Contains(err.Error(), "protocol version mismatch: the server speaks version 2, this host 1") {
+	if _, err := DialOptions(context.Background(), srv, Options{}); err == nil || !strings.Contains(err.Error(), fmt.Sprintf("protocol version mismatch: the server speaks version %d, this host %d", proto.Version+1, proto.Version)) {
 		t.Errorf("another version: %v", err)
 	}
 	mu.Lock()

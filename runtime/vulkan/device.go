@@ -209,8 +209,9 @@ type Stats struct {
 }
 
 var (
-	_ runtime.Device   = (*Device)(nil)
-	_ runtime.Preparer = (*Device)(nil)
+	_ runtime.Device         = (*Device)(nil)
+	_ runtime.Preparer       = (*Device)(nil)
+	_ runtime.MemoryReporter = (*Device)(nil)
 )
 
 // Open opens a Vulkan device: the loader, an instance, the physical device
@@ -375,6 +376,18 @@ func (d *Device) Stats() Stats {
 	s := d.stats
 	s.InUse = d.tensors.inUse + d.weights.inUse
 	return s
+}
+
+// CompileTime returns the time spent making kernels so far
+// (runtime.KernelCompiler).
+func (d *Device) CompileTime() time.Duration { return d.Stats().CompileTime }
+
+// BufferBytes returns the device memory that holds the device's tensors
+// and weights: its memory blocks, which it keeps until Close, so the
+// amount now is the peak (runtime.MemoryReporter).
+func (d *Device) BufferBytes() (now, peak int64) {
+	st := d.Stats()
+	return int64(st.BlockBytes), int64(st.BlockBytes)
 }
 
 // Tuning returns the kernel tuning in use.

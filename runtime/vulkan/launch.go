@@ -3,6 +3,7 @@ package vulkan
 import (
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/tapml/tapml/codegen"
 	"github.com/tapml/tapml/codegen/wgsl"
@@ -50,6 +51,8 @@ func (d *Device) planFor(n *ir.Node, in, out []ir.Type) (*plan, error) {
 	if d.opts.Generate == nil {
 		return nil, errors.New("the device has no kernel generator (Options.Generate)")
 	}
+	start := time.Now()
+	defer func() { d.stats.CompileTime += time.Since(start) }()
 	k, err := d.opts.Generate(n, in, out, wgsl.Options{Limits: d.cgLimits, Tuning: d.opts.Tuning, Features: d.wfeats, Fault: key.Fault})
 	if err != nil {
 		return nil, err

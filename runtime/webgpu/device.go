@@ -365,6 +365,17 @@ func (d *Device) Stats() Stats {
 	return d.stats
 }
 
+// CompileTime returns the time spent making kernels so far
+// (runtime.KernelCompiler).
+func (d *Device) CompileTime() time.Duration { return d.Stats().CompileTime }
+
+// BufferBytes returns the bytes of the storage buffers the device holds,
+// now and at the peak (runtime.MemoryReporter).
+func (d *Device) BufferBytes() (now, peak int64) {
+	st := d.Stats()
+	return st.BufferBytes, st.PeakBufferBytes
+}
+
 // Tuning returns the kernel tuning in use.
 func (d *Device) Tuning() wgsl.Tuning {
 	d.mu.Lock()
@@ -504,18 +515,13 @@ func (d *Device) bindGroup(pp *pipeline, k *codegen.Kernel, bufs []*gpuBuf) (bg 
 	return bg, true, nil
 }
 
-func supported(dt ir.DType) bool { return dt == ir.F32 || dt == ir.I32 }
-
 // Upload copies a tensor into a new device buffer.
 func (d *Device) Upload(t *tensor.Tensor) (*runtime.Buffer, error) {
 	if t == nil {
 		return nil, errors.New("webgpu: upload of a nil tensor")
 	}
-	if !supported(t.DType) {
-		return nil, fmt.Errorf("webgpu: upload of %s: only f32 and i32 tensors are supported", t)
-	}
-	if len(t.Data) != t.NumElements()*t.DType.Size() {
-		return nil, fmt.Errorf("webgpu: upload of %s: %d bytes, the shape needs %d", t, len(t.Data), t.NumElements()*t.DType.Size())
+	if err := devkit.CheckGPUTensor(t); err != nil {
+		return nil, fmt.Errorf("webgpu: upload of %w", err)
 	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
@@ -842,6 +848,8 @@ func (d *Device) planFor(n *ir.Node, in, out []ir.Type) (*plan, error) {
 	if p, ok := d.plans[key]; ok {
 		return p, nil
 	}
+	start := time.Now()
+	defer func() { d.stats.CompileTime += time.Since(start) }()
 	k, err := wgsl.Generate(n, in, out, wgsl.Options{Limits: d.cgLimits, Tuning: d.opts.Tuning, Fault: key.Fault})
 	if err != nil {
 		return nil, err

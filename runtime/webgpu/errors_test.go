@@ -1,6 +1,7 @@
 package webgpu
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"strconv"
@@ -211,8 +212,25 @@ func TestFreedBufferIsAnError(t *testing.T) {
 	if _, err := testDev.Launch(n, []*runtime.Buffer{b}, outs); err == nil {
 		t.Error("launch on a freed buffer succeeded")
 	}
-	if _, err := testDev.Upload(tensor.New(ir.F16, []int{2})); err == nil {
-		t.Error("upload of f16 succeeded")
+	// i64 tensors have no kernels; f16 and block formats are weights'
+	// storage dtypes, uploaded as their bytes.
+	if _, err := testDev.Upload(tensor.New(ir.I64, []int{2})); err == nil || !strings.Contains(err.Error(), "only f32 and i32 tensors, and weights in f16, bf16, q4_0") {
+		t.Errorf("upload of i64: %v", err)
+	}
+	for _, dt := range []ir.DType{ir.F16, ir.Q4_K} {
+		e, _ := dt.Block()
+		x := tensor.New(dt, []int{2, e})
+		for i := range x.Data {
+			x.Data[i] = byte(i)
+		}
+		b, err := testDev.Upload(x)
+		if err != nil {
+			t.Fatalf("upload of %s: %v", x, err)
+		}
+		if got, err := testDev.Download(b); err != nil || !bytes.Equal(got.Data, x.Data) {
+			t.Errorf("%s: the bytes do not round trip (%v)", x, err)
+		}
+		testDev.Free(b)
 	}
 }
 

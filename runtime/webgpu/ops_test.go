@@ -259,8 +259,9 @@ func opCases() []opCase {
 	add(opCase{name: "compare lt scalar", op: ir.OpCompare, attrs: cmp("lt"), gen: ins(f32s(-1, 1, 9), f32s(-1, 1)), tol: exact})
 	add(opCase{name: "where", op: ir.OpWhere, gen: ins(ids(0, 2, 5, 1), f32s(-1, 1, 3, 5, 7), f32s(-1, 1, 7)), tol: exact})
 	add(opCase{name: "where i32", op: ir.OpWhere, gen: ins(ids(-1, 2, 4), ids(0, 9, 4), ids(0, 9)), tol: exact})
-	cs = append(cs, nnOpCases()...)  // nn_ops_test.go
-	cs = append(cs, llmOpCases()...) // llm_ops_test.go
+	cs = append(cs, nnOpCases()...)     // nn_ops_test.go
+	cs = append(cs, llmOpCases()...)    // llm_ops_test.go
+	cs = append(cs, storedOpCases()...) // stored_test.go
 	return cs
 }
 

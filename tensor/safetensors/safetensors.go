@@ -5,8 +5,10 @@
 // data section, in which the tensors lie back to back.
 //
 // Reading validates every field: known dtypes (F32, F16, BF16, I32, I64,
-// BOOL), non-negative shapes whose element count times the dtype size is the
-// tensor's byte length, offsets inside the data section, tensors contiguous
+// BOOL, and, as tapml's extension for weights kept quantized, ggml's block
+// formats by their ggml names Q4_0 ... Q6_K: the logical shape, whose last
+// dim is whole blocks, and ggml's blocks as the data), non-negative shapes
+// whose element count in the dtype's bytes is the tensor's byte length, offsets inside the data section, tensors contiguous
 // and non-overlapping and covering the whole data section. Errors name the
 // file and the tensor. Reading is lazy: Open reads the header only; Tensor
 // reads one tensor. Write is atomic (a temporary file beside the target,
@@ -40,7 +42,9 @@ const metadataKey = "__metadata__"
 var dtypeNames = []struct {
 	name string
 	dt   ir.DType
-}{{"F32", ir.F32}, {"F16", ir.F16}, {"BF16", ir.BF16}, {"I32", ir.I32}, {"I64", ir.I64}, {"BOOL", ir.Bool}}
+}{{"F32", ir.F32}, {"F16", ir.F16}, {"BF16", ir.BF16}, {"I32", ir.I32}, {"I64", ir.I64}, {"BOOL", ir.Bool},
+	{"Q4_0", ir.Q4_0}, {"Q4_1", ir.Q4_1}, {"Q5_0", ir.Q5_0}, {"Q5_1", ir.Q5_1}, {"Q8_0", ir.Q8_0},
+	{"Q2_K", ir.Q2_K}, {"Q3_K", ir.Q3_K}, {"Q4_K", ir.Q4_K}, {"Q5_K", ir.Q5_K}, {"Q6_K", ir.Q6_K}}
 
 // DTypeName returns the safetensors name of a dtype ("F32", ...).
 func DTypeName(dt ir.DType) (string, bool) {
@@ -289,7 +293,11 @@ func checkEntry(name string, e rawEntry, dataLen int64) (Info, error) {
 	if info.Shape == nil {
 		info.Shape = []int{}
 	}
-	hi, size := bits.Mul64(elems, uint64(dt.Size()))
+	blockElems, blockBytes := dt.Block()
+	if blockElems > 1 && (len(info.Shape) == 0 || info.Shape[len(info.Shape)-1]%blockElems != 0) {
+		return info, fmt.Errorf("shape %v: a %s tensor's last dim must be whole blocks of %d", *e.Shape, *e.Dtype, blockElems)
+	}
+	hi, size := bits.Mul64(elems/uint64(blockElems), uint64(blockBytes))
 	if hi != 0 || size > math.MaxInt64 {
 		return info, fmt.Errorf("shape %v is too large", *e.Shape)
 	}
@@ -497,12 +505,14 @@ func Encode(w io.Writer, entries []Entry, meta map[string]string) error {
 		if !ok {
 			return fmt.Errorf("safetensors: tensor %q: dtype %s cannot be stored (supported: %s)", e.Name, e.DType, supportedNames())
 		}
-		size := int64(e.DType.Size())
 		for _, d := range e.Shape {
 			if d < 0 {
 				return fmt.Errorf("safetensors: tensor %q: negative dim in shape %v", e.Name, e.Shape)
 			}
-			size *= int64(d)
+		}
+		size := int64(tensor.ByteSize(e.DType, e.Shape))
+		if size < 0 {
+			return fmt.Errorf("safetensors: tensor %q: %s%v is not whole blocks", e.Name, e.DType, e.Shape)
 		}
 		sizes[i] = size
 		shape := e.Shape

@@ -16,7 +16,7 @@ import (
 
 func sample() ([]string, map[string]*tensor.Tensor) {
 	ts := map[string]*tensor.Tensor{}
-	names := []string{"f32", "f16", "bf16", "i32", "i64", "bool", "scalar", "empty", "layers.0.attention.wq"}
+	names := []string{"f32", "f16", "bf16", "i32", "i64", "bool", "scalar", "empty", "layers.0.attention.wq", "q4_0", "q6_k"}
 	mk := func(dt ir.DType, shape []int) *tensor.Tensor {
 		t := tensor.New(dt, shape)
 		for i := 0; i < t.NumElements(); i++ {
@@ -33,6 +33,13 @@ func sample() ([]string, map[string]*tensor.Tensor) {
 	ts["scalar"] = mk(ir.F32, []int{})
 	ts["empty"] = mk(ir.F32, []int{0, 4})
 	ts["layers.0.attention.wq"] = mk(ir.F32, []int{4, 4})
+	for name, dt := range map[string]ir.DType{"q4_0": ir.Q4_0, "q6_k": ir.Q6_K} { // blocks of any bytes
+		e, _ := dt.Block()
+		ts[name] = tensor.New(dt, []int{2, e})
+		for i := range ts[name].Data {
+			ts[name].Data[i] = byte(i * 7)
+		}
+	}
 	return names, ts
 }
 
@@ -132,7 +139,11 @@ func TestReadErrors(t *testing.T) {
 		{"not an object", build(`[1]`, nil), "bad.safetensors: header is not a JSON object"},
 		{"bad json", build(`{"a":`, nil), "bad.safetensors: tensor \"a\": header JSON: EOF"},
 		{"unknown dtype", build(`{"a":{"dtype":"F64","shape":[1],"data_offsets":[0,8]}}`, make([]byte, 8)),
-			`bad.safetensors: tensor "a": unsupported dtype "F64" (supported: F32, F16, BF16, I32, I64, BOOL)`},
+			`bad.safetensors: tensor "a": unsupported dtype "F64" (supported: F32, F16, BF16, I32, I64, BOOL, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K)`},
+		{"block format not whole blocks", build(`{"a":{"dtype":"Q4_0","shape":[2,16],"data_offsets":[0,18]}}`, make([]byte, 18)),
+			`bad.safetensors: tensor "a": shape [2 16]: a Q4_0 tensor's last dim must be whole blocks of 32`},
+		{"block format size", build(`{"a":{"dtype":"Q8_0","shape":[2,32],"data_offsets":[0,64]}}`, make([]byte, 64)),
+			`bad.safetensors: tensor "a": data_offsets [0 64] hold 64 bytes, but Q8_0[2 32] takes 68`},
 		{"size mismatch", build(`{"a":{"dtype":"F32","shape":[3],"data_offsets":[0,8]}}`, make([]byte, 8)),
 			`bad.safetensors: tensor "a": data_offsets [0 8] hold 8 bytes, but F32[3] takes 12`},
 		{"negative dim", build(`{"a":{"dtype":"F32","shape":[-2],"data_offsets":[0,8]}}`, make([]byte, 8)),

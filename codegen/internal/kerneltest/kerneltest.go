@@ -56,6 +56,7 @@ func Cases() []Case {
 	for _, op := range []ir.Op{ir.OpAdd, ir.OpSub, ir.OpMul, ir.OpDiv, ir.OpMaximum, ir.OpMinimum} {
 		cs = append(cs, Case{op.String() + "_i32", op, nil, []ir.Type{I32(4, 3), I32(3)}})
 	}
+	cs = append(cs, StoredCases()...)
 	pos := I32()
 	tr := ir.Attrs{"transpose_b": ir.BoolAttr(true)}
 	ints := ir.IntsAttr

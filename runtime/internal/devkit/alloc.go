@@ -37,7 +37,8 @@ type Allocator[B comparable] struct {
 	Destroy func(B)
 	// MaxSize, when > 0, is the largest buffer the device makes.
 	MaxSize uint64
-	// Stats, when set, counts Allocs and PoolHits.
+	// Stats, when set, counts Allocs and PoolHits, and the bytes of the
+	// buffers made and not yet destroyed.
 	Stats *Stats
 	// TrackLive makes Close destroy the buffers still in use too (their
 	// users then find them freed), for devices that must release every
@@ -80,8 +81,23 @@ func (a *Allocator[B]) create(n, c uint64) (*Buf[B], error) {
 	}
 	if a.Stats != nil {
 		a.Stats.Allocs++
+		a.Stats.BufferBytes += int64(c)
+		a.Stats.PeakBufferBytes = max(a.Stats.PeakBufferBytes, a.Stats.BufferBytes)
 	}
 	return a.track(NewBuf(b, c)), nil
+}
+
+// destroy destroys b, a buffer of size bytes.
+func (a *Allocator[B]) destroy(b B, size uint64) {
+	a.Destroy(b)
+	a.uncount(int64(size))
+}
+
+// uncount takes n destroyed bytes off Stats.BufferBytes.
+func (a *Allocator[B]) uncount(n int64) {
+	if a.Stats != nil {
+		a.Stats.BufferBytes -= n
+	}
 }
 
 func (a *Allocator[B]) track(g *Buf[B]) *Buf[B] {
@@ -104,7 +120,7 @@ func (a *Allocator[B]) Free(g *Buf[B]) {
 		delete(a.live, g)
 	}
 	if a.closed || !a.Pool.Put(g.Size, g.B) {
-		a.Destroy(g.B)
+		a.destroy(g.B, g.Size)
 	}
 }
 
@@ -114,13 +130,17 @@ func (a *Allocator[B]) Free(g *Buf[B]) {
 func (a *Allocator[B]) Discard(g *Buf[B]) {
 	g.refs = 0
 	delete(a.live, g)
-	a.Destroy(g.B)
+	a.destroy(g.B, g.Size)
 }
 
 // Drain destroys the pooled buffers, so that the next buffers are newly
 // made (a device server calls it between host sessions: WebGPU zeroes new
 // buffers, so no session reads what another left).
-func (a *Allocator[B]) Drain() { a.Pool.Drain(a.Destroy) }
+func (a *Allocator[B]) Drain() {
+	n := a.Pool.Bytes()
+	a.Pool.Drain(a.Destroy)
+	a.uncount(n)
+}
 
 // Close drains the pool and, with TrackLive, destroys the buffers in use
 // (their users find them freed); buffers freed later are destroyed, not
@@ -128,7 +148,7 @@ func (a *Allocator[B]) Drain() { a.Pool.Drain(a.Destroy) }
 func (a *Allocator[B]) Close() {
 	a.Drain()
 	for g := range a.live {
-		a.Destroy(g.B)
+		a.destroy(g.B, g.Size)
 		g.refs = 0
 	}
 	a.live = nil

@@ -121,3 +121,43 @@ func TestAllocatorClose(t *testing.T) {
 		}
 	}
 }
+
+// Stats.BufferBytes follows the bytes of the buffers that exist through
+// every way one is made or destroyed, and PeakBufferBytes their maximum.
+func TestAllocatorBufferBytes(t *testing.T) {
+	for _, track := range []bool{false, true} {
+		var d device
+		var st Stats
+		a := d.allocator(256, track, &st)
+		var peak int64
+		check := func(step string) {
+			t.Helper()
+			var n int64
+			for _, size := range d.exist {
+				n += int64(size)
+			}
+			peak = max(peak, n)
+			if st.BufferBytes != n || st.PeakBufferBytes != peak {
+				t.Errorf("track %v, after %s: BufferBytes %d, peak %d; the device holds %d, at most %d",
+					track, step, st.BufferBytes, st.PeakBufferBytes, n, peak)
+			}
+		}
+		g, _ := a.Alloc(100)
+		big, _ := a.Alloc(1000)
+		n, _ := a.New(16)
+		held, _ := a.Alloc(16)
+		check("allocations")
+		a.Free(g) // pooled
+		check("a pooled free")
+		a.Free(big) // over the pool's limit: destroyed
+		check("a free over the limit")
+		a.Discard(n)
+		check("a discard")
+		a.Drain()
+		check("a drain")
+		a.Close()
+		check("close")
+		a.Free(held)
+		check("a free after close")
+	}
+}

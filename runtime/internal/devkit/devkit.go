@@ -2,6 +2,7 @@ package devkit
 
 import (
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -23,23 +24,48 @@ func TypeSig(ts []ir.Type) string {
 	return b.String()
 }
 
-// CheckTensor checks that t's data holds exactly its elements, so kernels
-// can index it without bounds failures.
+// CheckTensor checks that t's data holds exactly its elements (for a
+// block format, its blocks), so kernels can index it without bounds
+// failures.
 func CheckTensor(t *tensor.Tensor) error {
-	if t.DType.Size() == 0 {
+	if t.DType.Size() == 0 && !t.DType.IsBlock() {
 		return fmt.Errorf("tensor has invalid dtype %s", t.DType)
 	}
-	n := 1
 	for _, s := range t.Shape {
 		if s < 0 {
 			return fmt.Errorf("tensor %s has a negative dim", t)
 		}
-		n *= s
 	}
-	if len(t.Data) != n*t.DType.Size() {
-		return fmt.Errorf("tensor %s holds %d bytes, its shape needs %d", t, len(t.Data), n*t.DType.Size())
+	n := tensor.ByteSize(t.DType, t.Shape)
+	if n < 0 {
+		return fmt.Errorf("tensor %s: its last dim is not whole blocks of %s", t, t.DType)
+	}
+	if len(t.Data) != n {
+		return fmt.Errorf("tensor %s holds %d bytes, its shape needs %d", t, len(t.Data), n)
 	}
 	return nil
+}
+
+// CheckGPUTensor checks a tensor uploaded to a GPU device (webgpu, metal,
+// remote): f32 and i32 tensors, and the storage dtypes weights keep (f16,
+// bf16, block formats: raw bytes that kernels decode), of exactly their
+// size.
+func CheckGPUTensor(t *tensor.Tensor) error {
+	if t.DType != ir.F32 && t.DType != ir.I32 && !slices.Contains(ir.StorageDTypes, t.DType) {
+		return fmt.Errorf("%s: only f32 and i32 tensors, and weights in %s, are supported", t, strings.Join(dtypeNames(ir.StorageDTypes), ", "))
+	}
+	if err := CheckTensor(t); err != nil {
+		return fmt.Errorf("%s: %w", t, err)
+	}
+	return nil
+}
+
+func dtypeNames(ds []ir.DType) []string {
+	s := make([]string, len(ds))
+	for i, d := range ds {
+		s[i] = d.String()
+	}
+	return s
 }
 
 // StaticInputs returns the declared input types of n and whether they and

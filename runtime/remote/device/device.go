@@ -373,13 +373,6 @@ func shapeInts(s []uint32) []int {
 	return out
 }
 
-func irDType(d proto.DType) ir.DType {
-	if d == proto.I32 {
-		return ir.I32
-	}
-	return ir.F32
-}
-
 func (s *Session) upload(m *proto.Upload) *proto.Error {
 	total, err := proto.Bytes(m.DType, m.Shape)
 	if err != nil {
@@ -440,7 +433,7 @@ func (s *Session) upload(m *proto.Upload) *proto.Error {
 			return nil
 		}
 	}
-	h, err := s.c.be.Upload(irDType(up.dt), shapeInts(up.shape), up.data)
+	h, err := s.c.be.Upload(up.dt.IR(), shapeInts(up.shape), up.data)
 	if err != nil {
 		s.c.unreserve(total)
 		delete(s.bufs, m.Buf)
@@ -575,7 +568,7 @@ func (s *Session) compile(m *proto.Compile) *proto.Error {
 		}
 		acc := [...]codegen.Access{codegen.Read, codegen.Write, codegen.ReadWrite}[b.Access]
 		k.Bindings = append(k.Bindings, codegen.Binding{Index: i, Name: fmt.Sprintf("b%d", i), Access: acc,
-			Type: ir.T(irDType(b.DType), shape), Input: int(b.Input), Output: int(b.Output)})
+			Type: ir.T(b.DType.IR(), shape), Input: int(b.Input), Output: int(b.Output)})
 	}
 	if err := devkit.CheckLayout(k); err != nil {
 		return fail("%v", err)

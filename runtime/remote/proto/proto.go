@@ -72,10 +72,12 @@ import (
 	"strings"
 	"unicode"
 	"unicode/utf8"
+
+	"github.com/tapml/tapml/ir"
 )
 
 // Version is the protocol version; both sides must speak the same.
-const Version = 1
+const Version = 2
 
 // Limits of frames and fields.
 const (
@@ -147,7 +149,9 @@ const (
 	CodeLost        Code = 9 // the device was lost (its worker process died): the session is over
 )
 
-// DType is an element type on the wire.
+// DType is an element type on the wire: f32 and i32 tensors, and the
+// storage dtypes of weights (f16, bf16, ggml's block formats), whose bytes
+// cross as they are and kernels decode.
 type DType uint8
 
 const (
@@ -155,32 +159,40 @@ const (
 	I32 DType = 2
 )
 
-// Size is the element size in bytes (0 for an unknown dtype).
-func (d DType) Size() int {
-	switch d {
-	case F32, I32:
-		return 4
+// wireTypes are the IR dtype of each wire dtype.
+var wireTypes = map[DType]ir.DType{F32: ir.F32, I32: ir.I32, 3: ir.F16, 4: ir.BF16,
+	5: ir.Q4_0, 6: ir.Q4_1, 7: ir.Q5_0, 8: ir.Q5_1, 9: ir.Q8_0, 10: ir.Q2_K, 11: ir.Q3_K, 12: ir.Q4_K, 13: ir.Q5_K, 14: ir.Q6_K}
+
+// IR returns the IR dtype of d (ir.Invalid for an unknown one).
+func (d DType) IR() ir.DType { return wireTypes[d] }
+
+// FromIR returns the wire dtype of an IR dtype, if it has one.
+func FromIR(dt ir.DType) (DType, bool) {
+	for w, t := range wireTypes {
+		if t == dt {
+			return w, true
+		}
 	}
-	return 0
+	return 0, false
 }
 
 func (d DType) String() string {
-	switch d {
-	case F32:
-		return "f32"
-	case I32:
-		return "i32"
+	if t, ok := wireTypes[d]; ok {
+		return t.String()
 	}
 	return fmt.Sprintf("dtype(%d)", uint8(d))
 }
 
 // Bytes is the byte size of a tensor of dtype d and shape s, or an error
-// when the dtype is unknown or the size exceeds MaxTensor.
+// when the dtype is unknown, a block format's last dim is not whole
+// blocks, or the size exceeds MaxTensor.
 func Bytes(d DType, s []uint32) (int64, error) {
-	if d.Size() == 0 {
+	dt, ok := wireTypes[d]
+	if !ok {
 		return 0, fmt.Errorf("unknown dtype %d", uint8(d))
 	}
-	n := int64(d.Size())
+	elems, unit := dt.Block()
+	n := int64(unit) // an upper bound of the bytes per element, until the end
 	for _, x := range s {
 		if x > MaxDim {
 			return 0, fmt.Errorf("dimension %d exceeds %d", x, MaxDim)
@@ -189,6 +201,12 @@ func Bytes(d DType, s []uint32) (int64, error) {
 			return 0, fmt.Errorf("tensor %s%v exceeds %d bytes", d, s, int64(MaxTensor))
 		}
 		n *= int64(x)
+	}
+	if elems > 1 {
+		if len(s) == 0 || s[len(s)-1]%uint32(elems) != 0 {
+			return 0, fmt.Errorf("tensor %s%v: the last dim is not whole blocks of %d", d, s, elems)
+		}
+		n /= int64(elems)
 	}
 	return n, nil
 }
@@ -617,7 +635,7 @@ func (d *decoder) hash(what string) (h [32]byte) {
 
 func (d *decoder) dtype(what string) DType {
 	t := DType(d.u8(what))
-	if d.err == nil && t.Size() == 0 {
+	if d.err == nil && t.IR() == ir.Invalid {
 		d.fail("%s: unknown dtype %d", what, uint8(t))
 	}
 	return t

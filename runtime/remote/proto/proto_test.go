@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/tapml/tapml/ir"
 )
 
 func samples() []Msg {
@@ -74,7 +75,9 @@ func TestMalformed(t *testing.T) {
 		{"lying length", cat(hdr(THello), u32(1), u32(100), []byte("abc")), "cannot fit"},
 		{"query count", cat(hdr(TQuery), u32(MaxQuery+1)), "exceeds the limit"},
 		{"rank", cat(hdr(TUpload), u32(1), []byte{0}, make([]byte, 32), []byte{byte(F32), 9}), "rank 9"},
-		{"dtype", cat(hdr(TUpload), u32(1), []byte{0}, make([]byte, 32), []byte{7}), "unknown dtype"},
+		{"dtype", cat(hdr(TUpload), u32(1), []byte{0}, make([]byte, 32), []byte{77}), "unknown dtype"},
+		{"partial block", cat(hdr(TUpload), u32(1), []byte{0}, make([]byte, 32), []byte{byte(q40), 1}, u32(40),
+			binary.LittleEndian.AppendUint64(nil, 0), u32(0)), "not whole blocks of 32"},
 		{"upload past end", cat(hdr(TUpload), u32(1), []byte{0}, make([]byte, 32), []byte{byte(F32), 1}, u32(1),
 			binary.LittleEndian.AppendUint64(nil, 0), u32(8), make([]byte, 8)), "exceed the tensor"},
 		{"tensor too large", cat(hdr(TUpload), u32(1), []byte{0}, make([]byte, 32), []byte{byte(F32), 3},
@@ -148,5 +151,29 @@ func TestPrintable(t *testing.T) {
 		if got := Printable(tc.in); got != tc.want {
 			t.Errorf("Printable(%q) = %q, want %q", tc.in, got, tc.want)
 		}
+	}
+}
+
+// q40 is the wire dtype of ir.Q4_0.
+var q40, _ = FromIR(ir.Q4_0)
+
+// Every storage dtype crosses the wire with its block layout: a tensor's
+// bytes are ir's count for it, and the dtype maps back.
+func TestStorageDTypes(t *testing.T) {
+	for _, dt := range append([]ir.DType{ir.F32, ir.I32}, ir.StorageDTypes...) {
+		w, ok := FromIR(dt)
+		if !ok || w.IR() != dt || w.String() != dt.String() {
+			t.Errorf("%s: wire dtype %v (%v) maps back to %s", dt, w, ok, w.IR())
+			continue
+		}
+		e, _ := dt.Block()
+		shape := []uint32{3, uint32(2 * e)}
+		got, err := Bytes(w, shape)
+		if want := ir.T(dt, ir.S(3, int64(2*e))).Bytes(); err != nil || got != want {
+			t.Errorf("%s%v: %d bytes (%v), want %d", dt, shape, got, err, want)
+		}
+	}
+	if _, ok := FromIR(ir.I64); ok {
+		t.Error("i64 has a wire dtype")
 	}
 }

@@ -1,78 +1,104 @@
-package gguf
+// Package quant decodes and encodes ggml's block formats (ir.Q4_0 ...
+// ir.Q6_K) and the 16-bit floats weights are stored in: the CPU
+// reference's meaning of a weight that keeps its storage dtype. Decoding
+// repeats ggml's dequantize_row_* arithmetic in the same order, so the f32
+// values are bit for bit the ones those routines compute; encoding repeats
+// ggml's quantize_row_*_ref, so its blocks are bit for bit ggml's
+// (frontend/gguf's tests compare both against ggml's own library).
+//
+// GPU and native kernels decode the same formats in their own code
+// (codegen); this package is the oracle they are judged against.
+package quant
 
 import (
 	"encoding/binary"
+	"fmt"
 	"math"
 	goruntime "runtime"
 	"sync"
+
+	"github.com/tapml/tapml/ir"
 )
 
-// ggml's block-quantized tensor types. A tensor of such a type is a row of
-// blocks, each holding a fixed number of elements (32, or 256 for the
-// "K" super-blocks) as small integers plus one or a few f16 scales. tapml
-// widens them to f32 when a weight is first used; the arithmetic of each
-// decoder follows ggml's dequantize_row_* in the same order, so the f32
-// weights are bit for bit the ones those reference routines compute (the
-// tests compare against ggml's own library).
-
-// quantFormat is the block layout of a quantized type and its decoder.
-type quantFormat struct {
-	elems, bytes int
-	decode       func(block []byte, out []float32) // len(block) == bytes, len(out) == elems
+// decoders decode one block (len(block) is the format's bytes per block,
+// len(out) its elements per block; ir.DType.Block gives both).
+var decoders = map[ir.DType]func(block []byte, out []float32){
+	ir.Q4_0: decodeQ4_0, ir.Q4_1: decodeQ4_1, ir.Q5_0: decodeQ5_0, ir.Q5_1: decodeQ5_1, ir.Q8_0: decodeQ8_0,
+	ir.Q2_K: decodeQ2K, ir.Q3_K: decodeQ3K, ir.Q4_K: decodeQ4K, ir.Q5_K: decodeQ5K, ir.Q6_K: decodeQ6K,
+	ir.F16:  func(b []byte, out []float32) { out[0] = F16ToF32(binary.LittleEndian.Uint16(b)) },
+	ir.BF16: func(b []byte, out []float32) { out[0] = BF16ToF32(binary.LittleEndian.Uint16(b)) },
 }
 
-// quantTypes are the quantized types tapml decodes, in ggml's order.
-var quantTypes = []GGMLType{GGMLQ4_0, GGMLQ4_1, GGMLQ5_0, GGMLQ5_1, GGMLQ8_0, GGMLQ2_K, GGMLQ3_K, GGMLQ4_K, GGMLQ5_K, GGMLQ6_K}
+// Decodes reports whether Dequantize decodes dt: f16, bf16 and every
+// block format.
+func Decodes(dt ir.DType) bool { return decoders[dt] != nil }
 
-// superBlock is the element count of a K-quant super-block (ggml's QK_K).
-const superBlock = 256
-
-var quantFormats = map[GGMLType]quantFormat{
-	GGMLQ4_0: {32, 18, decodeQ4_0},
-	GGMLQ4_1: {32, 20, decodeQ4_1},
-	GGMLQ5_0: {32, 22, decodeQ5_0},
-	GGMLQ5_1: {32, 24, decodeQ5_1},
-	GGMLQ8_0: {32, 34, decodeQ8_0},
-	GGMLQ2_K: {superBlock, 84, decodeQ2K},
-	GGMLQ3_K: {superBlock, 110, decodeQ3K},
-	GGMLQ4_K: {superBlock, 144, decodeQ4K},
-	GGMLQ5_K: {superBlock, 176, decodeQ5K},
-	GGMLQ6_K: {superBlock, 210, decodeQ6K},
-}
-
-// dequantize decodes the blocks of raw (a whole number of them) into
-// little-endian f32 bytes. Large tensors are split across GOMAXPROCS
-// goroutines: decoding runs at well under memory speed on one core (see
-// BenchmarkDequantize), and a 7B model has billions of elements.
-func dequantize(q quantFormat, raw []byte) []byte {
-	blocks := len(raw) / q.bytes
-	out := make([]byte, 4*blocks*q.elems)
-	const minBlocks = 4096 // per goroutine: 128K elements (32-blocks) to 1M (K-quants)
-	workers := min(goruntime.GOMAXPROCS(0), blocks/minBlocks)
+// Dequantize decodes raw, the bytes of len(out) elements of dtype dt, into
+// out. Large tensors are split across GOMAXPROCS goroutines: decoding runs
+// well under memory speed on one core, and a 7B model has billions of
+// elements.
+func Dequantize(dt ir.DType, raw []byte, out []float32) error {
+	dec := decoders[dt]
+	if dec == nil {
+		return fmt.Errorf("quant: cannot decode %s", dt)
+	}
+	elems, bytes := dt.Block()
+	want := dt.Bytes(int64(len(out)))
+	if want < 0 {
+		return fmt.Errorf("quant: %d elements are not whole blocks of %d for %s", len(out), elems, dt)
+	}
+	if want != int64(len(raw)) {
+		return fmt.Errorf("quant: %d elements of %s need %d bytes, got %d", len(out), dt, want, len(raw))
+	}
+	blocks := len(out) / elems
+	const minElems = 128 << 10 // per goroutine
+	workers := min(goruntime.GOMAXPROCS(0), len(out)/minElems)
 	if workers <= 1 {
-		decodeBlocks(q, raw, out, 0, blocks)
-		return out
+		decodeBlocks(dec, elems, bytes, raw, out, 0, blocks)
+		return nil
 	}
 	var wg sync.WaitGroup
 	for w := range workers {
 		b0, b1 := blocks*w/workers, blocks*(w+1)/workers
-		wg.Go(func() { decodeBlocks(q, raw, out, b0, b1) })
+		wg.Go(func() { decodeBlocks(dec, elems, bytes, raw, out, b0, b1) })
 	}
 	wg.Wait()
-	return out
+	return nil
 }
 
 // decodeBlocks decodes blocks [b0, b1) of raw into their place in out.
-func decodeBlocks(q quantFormat, raw, out []byte, b0, b1 int) {
-	vals := make([]float32, q.elems)
+func decodeBlocks(dec func([]byte, []float32), elems, bytes int, raw []byte, out []float32, b0, b1 int) {
 	for b := b0; b < b1; b++ {
-		q.decode(raw[b*q.bytes:(b+1)*q.bytes], vals)
-		dst := out[4*b*q.elems:]
-		for i, v := range vals {
-			binary.LittleEndian.PutUint32(dst[4*i:], math.Float32bits(v))
-		}
+		dec(raw[b*bytes:(b+1)*bytes], out[b*elems:(b+1)*elems])
 	}
 }
+
+// F16ToF32 converts an IEEE 754 half-precision value to float32 exactly
+// (every half is representable as a float32), subnormals, infinities and
+// NaNs included.
+func F16ToF32(h uint16) float32 {
+	sign := uint32(h>>15) << 31
+	exp := uint32(h>>10) & 0x1f
+	mant := uint32(h) & 0x3ff
+	switch {
+	case exp == 0x1f: // inf or NaN; keep the payload
+		return math.Float32frombits(sign | 0xff<<23 | mant<<13)
+	case exp != 0: // normal: rebias 15 -> 127
+		return math.Float32frombits(sign | (exp+127-15)<<23 | mant<<13)
+	case mant == 0:
+		return math.Float32frombits(sign)
+	}
+	// Subnormal half: mant · 2^-24; normalise it for float32.
+	e := uint32(127 - 15 + 1)
+	for mant&0x400 == 0 {
+		mant <<= 1
+		e--
+	}
+	return math.Float32frombits(sign | e<<23 | (mant&0x3ff)<<13)
+}
+
+// BF16ToF32 converts a bfloat16 value to float32 exactly.
+func BF16ToF32(h uint16) float32 { return math.Float32frombits(uint32(h) << 16) }
 
 // half reads the f16 at b[0:2].
 func half(b []byte) float32 { return F16ToF32(binary.LittleEndian.Uint16(b)) }
