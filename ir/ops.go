@@ -118,9 +118,10 @@ func init() {
 		Doc: "a weight in a storage dtype (f16, bf16, a ggml block format) as f32, decoded as ggml's " +
 			"dequantize_row_* does (the same products and sums in the same order); an f32 input is returned as is",
 		Infer: inferDequantize, Facts: dequantize})
-	register(&OpDef{Op: OpMatmul, Kind: KindContraction, MinInputs: 2, MaxInputs: 2, Outputs: 1,
+	register(&OpDef{Op: OpMatmul, Kind: KindContraction, MinInputs: 2, MaxInputs: 3, Outputs: 1,
 		Doc: "a[..., M, K] × b[..., K, N] -> [..., M, N]; with transpose_b, b is [..., N, K] " +
-			"(weights stored out×in). Leading dims broadcast. Accumulates in f32",
+			"(weights stored out×in). Leading dims broadcast. Accumulates in f32; an optional c " +
+			"of the output's type is added to the sum (a residual add fused in)",
 		Attrs: []AttrSpec{{Name: "transpose_b", Kind: AttrBool, Default: ptr(BoolAttr(false))}},
 		Infer: inferMatmul, Facts: matmul})
 	register(&OpDef{Op: OpRMSNorm, Kind: KindReduction, MinInputs: 2, MaxInputs: 2, Outputs: 1,
@@ -303,7 +304,11 @@ func inferMatmul(in []Type, a Attrs) ([]Type, error) {
 	if err != nil {
 		return nil, fmt.Errorf("batch dims: %w", err)
 	}
-	return []Type{T(x.DType, append(batch, m, n))}, nil
+	out := T(x.DType, append(batch, m, n))
+	if len(in) > 2 && !in[2].Equal(out) {
+		return nil, fmt.Errorf("the addend c must have the output's type %s, got %s", out, in[2])
+	}
+	return []Type{out}, nil
 }
 
 func inferNorm(in []Type, _ Attrs) ([]Type, error) {

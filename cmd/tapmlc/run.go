@@ -9,8 +9,10 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/tapml/tapml/artifact"
 	"github.com/tapml/tapml/carve"
 	"github.com/tapml/tapml/frontend"
+	"github.com/tapml/tapml/ir"
 	"github.com/tapml/tapml/runtime"
 	"github.com/tapml/tapml/runtime/llm"
 	"github.com/tapml/tapml/runtime/target"
@@ -82,6 +84,12 @@ byte-level tokenizer is used, so the command works with nothing downloaded.`,
 				return err
 			}
 			defer dev.Close()
+			if model.Target == "" { // a build folder is lowered already
+				t := tgt.Target
+				if model.Module, err = artifact.Lower(model.Module, t, func(op ir.Op) bool { return target.Supports(t, op) }); err != nil {
+					return err
+				}
+			}
 			exec := runtime.NewExecutor(model.Module, dev)
 			exec.Capture = true // decode steps replay where the device records them
 			defer exec.Close()

@@ -35,6 +35,9 @@ func genMatmul(g *gen) error {
 			return fmt.Errorf("matmul computes on f32, f16 and bf16 (b may be a block format with transpose_b), got %s", t.DType)
 		}
 	}
+	if len(g.in) > 2 && (o.DType != ir.F32 || !g.in[2].Equal(o)) {
+		return fmt.Errorf("matmul's addend c must be the f32 output's type %s, got %s", o, g.in[2])
+	}
 	g.bindAll()
 	as, bs, os := sizes(a), sizes(b), sizes(o)
 	ra, rb, ro := len(as), len(bs), len(os)
@@ -96,7 +99,7 @@ func genMatmul(g *gen) error {
 					for r := range aRows {
 						for c := range bRows {
 							at := g.add(g.add(oOff, g.muli(g.addi(m0, int64(r)), n)), g.addi(n0, int64(c)))
-							g.stF(2, at, acc[r*len(bRows)+c])
+							g.stOut(at, acc[r*len(bRows)+c])
 						}
 					}
 				}
@@ -155,12 +158,13 @@ func genMatmul(g *gen) error {
 					p := g.fmulFast(g.ldF(0, g.add(aRow, kk)), g.ldF(1, g.add(g.add(bOff, g.muli(bk, n)), j)))
 					return []value.Value{g.ov(g.faddFast(acc[0], p))}
 				})
-				g.stF(2, g.add(oRow, j), acc[0])
+				g.stOut(g.add(oRow, j), acc[0])
 			})
 			return
 		}
+		ob := g.outBinding(0)
 		g.loop(n0, n1, func(j value.Value) {
-			g.stF(2, g.add(oRow, j), cf(0))
+			g.stF(ob, g.add(oRow, j), cf(0))
 		})
 		g.loop(c64(0), c64(k), func(kk value.Value) {
 			av := g.ldF(0, g.add(aRow, kk))
@@ -171,10 +175,16 @@ func genMatmul(g *gen) error {
 			bRow := g.add(bOff, g.muli(bk, n))
 			g.loop(n0, n1, func(j value.Value) {
 				at := g.add(oRow, j)
-				s := g.faddFast(g.ldF(2, at), g.fmulFast(av, g.ldF(1, g.add(bRow, j))))
-				g.stF(2, at, g.ov(s))
+				s := g.faddFast(g.ldF(ob, at), g.fmulFast(av, g.ldF(1, g.add(bRow, j))))
+				g.stF(ob, at, g.ov(s))
 			})
 		})
+		if len(g.in) > 2 {
+			g.loop(n0, n1, func(j value.Value) {
+				at := g.add(oRow, j)
+				g.stOut(at, g.ldF(ob, at))
+			})
+		}
 	})
 	g.finish()
 	return nil
@@ -314,12 +324,26 @@ func (g *gen) vecTile(aOff, bOff, oOff, m0, n0 value.Value, rows, nv, ns, k, n i
 		oRow := g.add(g.add(oOff, g.muli(g.addi(m0, r), n)), n0)
 		for j := int64(0); j < per; j++ {
 			if j < nv {
-				vstore(2, g.addi(oRow, j*vecW), acc[r*per+j])
+				at, v := g.addi(oRow, j*vecW), acc[r*per+j]
+				if len(g.in) > 2 {
+					v = g.fadd(v, vload(2, at))
+				}
+				vstore(g.outBinding(0), at, v)
 			} else {
-				g.stF(2, g.addi(oRow, nv*vecW+j-nv), acc[r*per+j])
+				g.stOut(g.addi(oRow, nv*vecW+j-nv), acc[r*per+j])
 			}
 		}
 	}
+}
+
+// stOut stores v, an element of matmul's product, at idx of the output,
+// plus the addend's element idx when the node has one (a residual add fused
+// into the product, passes/residual.go): one f32 add, as the add op.
+func (g *gen) stOut(idx, v value.Value) {
+	if len(g.in) > 2 {
+		v = g.fadd(v, g.ldF(2, idx))
+	}
+	g.stF(g.outBinding(0), idx, v)
 }
 
 // dotTile emits one k loop computing the dot products of every row of a

@@ -120,6 +120,7 @@ func (g *gen) gemvT(s mmShape, nb int) (*codegen.Kernel, error) {
 	} else {
 		g.bind("in1", codegen.Read, g.in[1], elem, 1, -1)
 	}
+	g.bindAddend("f32")
 	g.bind("out0", codegen.Write, g.out[0], "f32", -1, 0)
 	g.f16Helper()
 	g.p("const N: u32 = %du;", s.n)
@@ -196,7 +197,7 @@ func (g *gen) gemvT(s mmShape, nb int) (*codegen.Kernel, error) {
 		g.p("  }")
 		g.p("  acc = red[li];")
 	}
-	g.p("  if (valid && lane == 0u) { out0[wid.z * N + n] = acc; }")
+	g.p("  if (valid && lane == 0u) { out0[wid.z * N + n] = %s; }", g.addend("acc", "wid.z * N + n"))
 	g.p("}")
 	return g.kernel([3]int{wg, 1, 1}, grid), nil
 }
@@ -218,6 +219,7 @@ func (g *gen) gemvN(s mmShape, nb int) (*codegen.Kernel, error) {
 	}
 	g.bind("in0", codegen.Read, g.in[0], "f32", 0, -1)
 	g.bind("in1", codegen.Read, g.in[1], elem, 1, -1)
+	g.bindAddend(elem)
 	g.bind("out0", codegen.Write, g.out[0], elem, -1, 0)
 	g.f16Helper()
 	g.p("const NU: u32 = %du; // N in units of %s", nu, elem)
@@ -235,9 +237,27 @@ func (g *gen) gemvN(s mmShape, nb int) (*codegen.Kernel, error) {
 	g.p("  for (var k = 0u; k < K; k++) {")
 	g.p("    acc = %s;", g.ov(fmt.Sprintf("acc + in0[ab + k] * in1[bu + (%s) * NU + n]", row)))
 	g.p("  }")
-	g.p("  out0[wid.z * NU + n] = acc;")
+	g.p("  out0[wid.z * NU + n] = %s;", g.addend("acc", "wid.z * NU + n"))
 	g.p("}")
 	return g.kernel([3]int{wg, 1, 1}, grid), nil
+}
+
+// bindAddend binds matmul's optional third input c (a residual add fused
+// into the product, passes/residual.go) as an array of elem, laid out as
+// the output.
+func (g *gen) bindAddend(elem string) {
+	if len(g.in) > 2 {
+		g.bind("in2", codegen.Read, g.in[2], elem, 2, -1)
+	}
+}
+
+// addend returns v plus element idx of matmul's third input when it has
+// one (the output's element idx), else v.
+func (g *gen) addend(v, idx string) string {
+	if len(g.in) > 2 {
+		return fmt.Sprintf("%s + in2[%s]", v, idx)
+	}
+	return v
 }
 
 // tile is the blocking of the tiled matmul.
@@ -270,6 +290,7 @@ func (g *gen) tiled(s mmShape, nb int) (*codegen.Kernel, error) {
 	if isStoredB {
 		g.bind("in0", codegen.Read, g.in[0], "f32", 0, -1)
 		sb = g.bindStored("in1", 1)
+		g.bindAddend("f32")
 		g.bind("out0", codegen.Write, g.out[0], "f32", -1, 0)
 	} else {
 		g.bindAll()
@@ -343,7 +364,8 @@ func (g *gen) tiled(s mmShape, nb int) (*codegen.Kernel, error) {
 	for i := 0; i < t.tm; i++ {
 		g.p("  let gm%d = m0 + ty + %du;", i, i*wgy)
 		for j := 0; j < t.tn; j++ {
-			g.p("  if (gm%d < M && n0 + tx + %du < N) { out0[ob + gm%d * N + n0 + tx + %du] = acc%d_%d; }", i, j*wgx, i, j*wgx, i, j)
+			idx := fmt.Sprintf("ob + gm%d * N + n0 + tx + %du", i, j*wgx)
+			g.p("  if (gm%d < M && n0 + tx + %du < N) { out0[%s] = %s; }", i, j*wgx, idx, g.addend(fmt.Sprintf("acc%d_%d", i, j), idx))
 		}
 	}
 	g.p("}")
@@ -489,6 +511,7 @@ func (g *gen) tiledVec(s mmShape, nb int, v vecTile) (*codegen.Kernel, error) {
 	} else {
 		g.bind("in1", codegen.Read, g.in[1], "vec4<f32>", 1, -1)
 	}
+	g.bindAddend("vec4<f32>")
 	g.bind("out0", codegen.Write, g.out[0], "vec4<f32>", -1, 0)
 	g.p("// vec4 tiled matmul %dx%dx%d/%dx%d prefetch=%v double=%v", v.bm, v.bn, v.bk, v.tm, v.tn, v.prefetch, v.double)
 	g.p("const M: u32 = %du;", s.m)
@@ -623,7 +646,7 @@ func (g *gen) tiledVec(s mmShape, nb int, v vecTile) (*codegen.Kernel, error) {
 			i := r*4 + q
 			g.p("  { let gm = m0 + (%du + ty) * 4u + %du;", r*wy, q)
 			for c := 0; c < v.tn/4; c++ {
-				g.p("    { let gn = n0 / 4u + %du + tx; if (gm < M && gn < NV) { out0[ob + gm * NV + gn] = c%d_%d; } }", c*wx, i, c)
+				g.p("    { let gn = n0 / 4u + %du + tx; if (gm < M && gn < NV) { out0[ob + gm * NV + gn] = %s; } }", c*wx, g.addend(fmt.Sprintf("c%d_%d", i, c), "ob + gm * NV + gn"))
 			}
 			g.p("  }")
 		}

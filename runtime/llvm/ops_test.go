@@ -198,6 +198,13 @@ func opCases() []opCase {
 	add("matmul/2x3x7*3x7T", ir.OpMatmul, tb, mmTol, randF32(r, -1, 1, 2, 3, 7), randF32(r, -1, 1, 3, 7))
 	add("matmul/3x7x20*20x9", ir.OpMatmul, nil, mmTol, randF32(r, -1, 1, 3, 7, 20), randF32(r, -1, 1, 20, 9))
 	add("matmul/4x16*16x70", ir.OpMatmul, nil, mmTol, randF32(r, -1, 1, 4, 16), randF32(r, -1, 1, 16, 70))
+	// A residual add fused in (the addend c, passes/residual.go), in every
+	// kernel: transposed GEMV and tiles (f32 and stored), the vector
+	// tiles, the in-place accumulation (f16 inputs).
+	add("matmul/addend_gemv_T", ir.OpMatmul, tb, mmTol, randF32(r, -1, 1, 1, 40), randF32(r, -1, 1, 9, 40), randF32(r, -1, 1, 1, 9))
+	add("matmul/addend_5x64*9x64T_q4_0", ir.OpMatmul, tb, mmTol, randF32(r, -1, 1, 5, 64), storedtest.Tensor(r, ir.Q4_0, 9, 64), randF32(r, -1, 1, 5, 9))
+	add("matmul/addend_4x16*16x70", ir.OpMatmul, nil, mmTol, randF32(r, -1, 1, 4, 16), randF32(r, -1, 1, 16, 70), randF32(r, -1, 1, 4, 70))
+	add("matmul/addend_bcast", ir.OpMatmul, nil, mmTol, randF32(r, -1, 1, 2, 1, 4, 8), randF32(r, -1, 1, 3, 8, 5), randF32(r, -1, 1, 2, 3, 4, 5))
 	add("matmul/gemv_1x40*40x100", ir.OpMatmul, nil, mmTol, randF32(r, -1, 1, 1, 40), randF32(r, -1, 1, 40, 100))
 	add("matmul/6x5*5x19", ir.OpMatmul, nil, mmTol, randF32(r, -1, 1, 6, 5), randF32(r, -1, 1, 5, 19))
 	add("matmul/2x9*9x7", ir.OpMatmul, nil, mmTol, randF32(r, -1, 1, 2, 9), randF32(r, -1, 1, 9, 7))
