@@ -56,23 +56,27 @@ func tapmlCmd(args []string) error {
 	decode := fs.Int("decode", 64, "decode steps")
 	sessions := fs.Int("sessions", 3, "generations: the first cold, the rest warm")
 	fs.Parse(args)
-	if *model == "" || *prefill < 1 || *decode < 1 || *sessions < 1 {
+	return measureTapml(os.Stdout, *tgt, *model, *prefill, *decode, *sessions)
+}
+
+// measureTapml is tapmlCmd, writing to w.
+func measureTapml(w io.Writer, tgt, model string, prefill, decode, sessions int) error {
+	if model == "" || prefill < 1 || decode < 1 || sessions < 1 {
 		return fmt.Errorf("tapml: -model is required; -prefill, -decode and -sessions must be positive")
 	}
-	m, err := frontend.Load(*model, frontend.Options{})
+	m, err := frontend.Load(model, frontend.Options{})
 	if err != nil {
 		return err
 	}
-	if err := llm.FitContext(m.Module, *prefill+*decode+16); err != nil {
+	if err := llm.FitContext(m.Module, prefill+decode+16); err != nil {
 		return err
 	}
-	dev, err := target.Open(*tgt, "")
+	dev, err := target.Open(tgt, "")
 	if err != nil {
 		return err
 	}
 	defer dev.Close()
-	t := *tgt
-	lowered, err := artifact.Lower(m.Module, t, func(op ir.Op) bool { return target.Supports(t, op) })
+	lowered, err := artifact.Lower(m.Module, tgt, func(op ir.Op) bool { return target.Supports(tgt, op) })
 	if err != nil {
 		return err
 	}
@@ -83,16 +87,16 @@ func tapmlCmd(args []string) error {
 	if err := exec.UploadWeights("prefill", "decode"); err != nil {
 		return err
 	}
-	logf("%s on %s: weights uploaded in %s", *model, dev.Name(), time.Since(start).Round(time.Millisecond))
+	logf("%s on %s: weights uploaded in %s", model, dev.Name(), time.Since(start).Round(time.Millisecond))
 	logits := lowered.Func("decode").Results[0].Type.Shape
 	vocab := logits[logits.Rank()-1]
 	if !vocab.IsStatic() {
-		return fmt.Errorf("%s: the logits' last dim is not static", *model)
+		return fmt.Errorf("%s: the logits' last dim is not static", model)
 	}
-	prompt := peerPrompt(*prefill, int(vocab.Size))
-	enc := json.NewEncoder(os.Stdout)
-	for range *sessions {
-		st, err := generate(exec, prompt, *decode)
+	prompt := peerPrompt(prefill, int(vocab.Size))
+	enc := json.NewEncoder(w)
+	for range sessions {
+		st, err := generate(exec, prompt, decode)
 		if err != nil {
 			return err
 		}
@@ -358,16 +362,20 @@ func (t peerTable) write(w io.Writer, withPeer bool) {
 			p("%s", line)
 		}
 	}
+	var notes []string
 	for _, r := range t.Rows {
 		if r.Peer.Err != "" {
-			p("")
-			p("- %s, %s: %s", r.File, t.Peer, r.Peer.Err)
+			notes = append(notes, fmt.Sprintf("- %s, %s: %s", r.File, t.Peer, r.Peer.Err))
 		}
 		for _, tg := range t.Targets {
 			if e := r.Tapml[tg].Err; e != "" {
-				p("- %s, tapml %s: %s", r.File, tg, e)
+				notes = append(notes, fmt.Sprintf("- %s, tapml %s: %s", r.File, tg, e))
 			}
 		}
+	}
+	if len(notes) > 0 {
+		p("")
+		p("%s", strings.Join(notes, "\n"))
 	}
 }
 
