@@ -199,11 +199,7 @@ func generate(exec *runtime.Executor, n, steps int) (llm.Stats, error) {
 	for i := range prompt {
 		prompt[i] = 1 + i%7
 	}
-	greedy := llm.NewSampler(0, 0, 1)
-	next, err := s.Next(prompt, greedy)
-	for i := 0; err == nil && i < steps; i++ {
-		next, err = s.Next([]int{next}, greedy)
-	}
+	_, err = s.Continue(prompt, steps, llm.NewSampler(0, 0, 1))
 	return s.Stats, err
 }
 

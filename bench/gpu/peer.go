@@ -121,11 +121,7 @@ func generate(exec *runtime.Executor, prompt []int, steps int) (llm.Stats, error
 		return llm.Stats{}, err
 	}
 	defer s.Close()
-	greedy := llm.NewSampler(0, 0, 1)
-	next, err := s.Next(prompt, greedy)
-	for i := 0; err == nil && i < steps; i++ {
-		next, err = s.Next([]int{next}, greedy)
-	}
+	_, err = s.Continue(prompt, steps, llm.NewSampler(0, 0, 1))
 	return s.Stats, err
 }
 

@@ -158,3 +158,17 @@ func Generate(s *Session, tok Tokenizer, prompt string, steps int, sampler *Samp
 	}
 	return out, nil
 }
+
+// Continue feeds prompt, then steps tokens, each the one sampler picks
+// after the last (as Generate does, without a tokenizer or end tokens),
+// and returns the steps+1 ids sampled. Benchmarks drive sessions with it.
+func (s *Session) Continue(prompt []int, steps int, sampler *Sampler) ([]int, error) {
+	next, err := s.Next(prompt, sampler)
+	ids := []int{next}
+	for i := 0; err == nil && i < steps; i++ {
+		if next, err = s.Next([]int{next}, sampler); err == nil {
+			ids = append(ids, next)
+		}
+	}
+	return ids, err
+}

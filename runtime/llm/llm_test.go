@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/google/go-cmp/cmp"
 	"github.com/tapml/tapml/frontend/arch"
 	"github.com/tapml/tapml/frontend/arch/llama"
 	"github.com/tapml/tapml/frontend/tokenizer/sentencepiece"
@@ -260,5 +261,28 @@ func TestNext(t *testing.T) {
 	// second temperature's three tokens too) as decoding.
 	if st := s.Stats; st.PromptTokens != 3 || st.DecodeTokens != 4+3+4 || st.PromptTime <= 0 || st.DecodeTime <= 0 {
 		t.Errorf("Stats %+v, want 3 prompt tokens and 11 decoded, both timed", st)
+	}
+}
+
+// Continue returns the prompt's next token and one more per step, each
+// what Next gives after the last.
+func TestContinue(t *testing.T) {
+	ref, s := tinySession(t), tinySession(t)
+	greedy := NewSampler(0, 0, 1)
+	got, err := s.Continue([]int{1, 2, 3}, 4, greedy)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []int{}
+	next, err := ref.Next([]int{1, 2, 3}, greedy)
+	for i := 0; err == nil && i < 5; i++ {
+		want = append(want, next)
+		next, err = ref.Next([]int{next}, greedy)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("ids (-Next +Continue):\n%s", diff)
 	}
 }

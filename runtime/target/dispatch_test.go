@@ -53,15 +53,12 @@ func TestDecodeDispatches(t *testing.T) {
 			t.Fatal(err)
 		}
 		greedy := llm.NewSampler(0, 0, 1)
-		next, err := s.Next([]int{1, 2, 3}, greedy)
-		for i := 0; err == nil && i < 2; i++ { // kernels compiled
-			next, err = s.Next([]int{next}, greedy)
-		}
+		ids, err := s.Continue([]int{1, 2, 3}, 2, greedy) // kernels compiled
 		if err != nil {
 			t.Fatal(err)
 		}
 		before := vk.Stats().Dispatches
-		if _, err := s.Next([]int{next}, greedy); err != nil {
+		if _, err := s.Next(ids[len(ids)-1:], greedy); err != nil {
 			t.Fatal(err)
 		}
 		if got := vk.Stats().Dispatches - before; got != tc.want {
