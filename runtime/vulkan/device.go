@@ -211,6 +211,7 @@ type Stats struct {
 var (
 	_ runtime.Device         = (*Device)(nil)
 	_ runtime.Preparer       = (*Device)(nil)
+	_ runtime.KernelCompiler = (*Device)(nil)
 	_ runtime.MemoryReporter = (*Device)(nil)
 )
 

@@ -183,7 +183,10 @@ type plan struct {
 type gpuBuf = devkit.Buf[*wgpu.Buffer]
 
 var _ runtime.Device = (*Device)(nil)
-var _ runtime.Preparer = (*Device)(nil)
+var (
+	_ runtime.Preparer       = (*Device)(nil)
+	_ runtime.KernelCompiler = (*Device)(nil)
+)
 
 const bufUsage = wgpu.BufferUsageStorage | wgpu.BufferUsageCopySrc | wgpu.BufferUsageCopyDst
 
