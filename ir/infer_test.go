@@ -106,6 +106,9 @@ func TestInferTypes(t *testing.T) {
 		{OpMatmul, []string{"f32[seq, 8]", "f32[4, 8]"}, Attrs{"transpose_b": BoolAttr(true)}, "f32[seq, 4]"},
 		{OpMatmul, []string{"f32[2, k]", "f32[k, 3]"}, nil, "f32[2, 3]"},
 		{OpMatmul, []string{"f32[2, 1, 3, 4]", "f32[5, 4, 6]"}, nil, "f32[2, 5, 3, 6]"},
+		// The addend c (a residual add fused in) has the output's type.
+		{OpMatmul, []string{"f32[seq, 32]", "q4_0[4, 32]", "f32[seq, 4]"}, Attrs{"transpose_b": BoolAttr(true)}, "f32[seq, 4]"},
+		{OpMatmul, []string{"f32[2, 8]", "f32[8, 4]", "f32[4]"}, nil, "error: the addend c must have the output's type f32[2, 4], got f32[4]"},
 		{OpMatmul, []string{"f32[seq, 8]", "f32[4, 8]"}, nil, "error: inner dims differ: [seq, 8] × [4, 8] (transpose_b=false): 8 vs 4"},
 		{OpMatmul, []string{"f32[8]", "f32[8, 4]"}, nil, "error: inputs must have rank >= 2, got [8] and [8, 4]"},
 		{OpMatmul, []string{"f32[2, 8]", "f16[8, 4]"}, nil, "error: inputs must share a float dtype, got f32 and f16"},
