@@ -369,7 +369,7 @@ var (
 	costElements       = Rule[int64]{Doc: "elements in and out", Of: elements}
 	costTranscendental = Rule[int64]{Doc: "16·elements in and out", Of: func(c Call) int64 { return 16 * elements(c) }}
 	costMatmul         = Rule[int64]{Doc: "out·K", Of: func(c Call) int64 {
-		if len(c.In) == 2 && len(c.Out) == 1 && c.In[0].Shape.Rank() >= 2 {
+		if len(c.In) >= 2 && len(c.Out) == 1 && c.In[0].Shape.Rank() >= 2 {
 			return c.Out[0].Shape.NumElements() * c.In[0].Shape[c.In[0].Shape.Rank()-1].Size
 		}
 		return elements(c)

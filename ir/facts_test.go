@@ -159,6 +159,7 @@ func TestCost(t *testing.T) {
 		{OpSqrt, nil, []Type{f32(10)}, []Type{f32(10)}, 20},
 		{OpExp, nil, []Type{f32(10)}, []Type{f32(10)}, 16 * 20},
 		{OpMatmul, nil, []Type{f32(5, 7), f32(7, 3)}, []Type{f32(5, 3)}, 15 * 7},
+		{OpMatmul, nil, []Type{f32(5, 7), f32(7, 3), f32(5, 3)}, []Type{f32(5, 3)}, 15 * 7}, // with the addend c
 		{OpAttention, nil, []Type{f32(2, 4, 8), f32(32, 2, 8), f32(32, 2, 8), T(I32, nil)}, []Type{f32(2, 4, 8)}, 2 * 64 * 32},
 		{OpConv2D, nil, []Type{f32(1, 3, 8, 8), f32(16, 3, 3, 3)}, []Type{f32(1, 16, 6, 6)}, 16 * 36 * 27},
 		{OpConvTranspose2D, nil, []Type{f32(1, 8, 5, 5), f32(8, 4, 2, 2)}, []Type{f32(1, 4, 10, 10)}, 200 * 16},
