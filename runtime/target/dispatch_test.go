@@ -4,8 +4,10 @@ import (
 	"testing"
 
 	"github.com/tapml/tapml/artifact"
+	"github.com/tapml/tapml/codegen/spirv"
 	"github.com/tapml/tapml/frontend/arch"
 	"github.com/tapml/tapml/frontend/arch/llama"
+	"github.com/tapml/tapml/internal/testenv/webgputest"
 	"github.com/tapml/tapml/ir"
 	"github.com/tapml/tapml/runtime"
 	"github.com/tapml/tapml/runtime/llm"
@@ -13,7 +15,7 @@ import (
 )
 
 // TestDecodeDispatches counts the kernels one greedy decode step of the
-// tiny LLaMA launches on the vulkan target, as tapmlc run drives it
+// tiny LLaMA launches on the vulkan and webgpu targets, as tapmlc run drives it
 // (Session.Next), before and after the passes that run applies
 // (artifact.Lower). The counts are exact: a change to them is a change to
 // the work of every decode step, and should be deliberate.
@@ -22,16 +24,12 @@ func TestDecodeDispatches(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	lowered, err := artifact.Lower(m, "vulkan", func(op ir.Op) bool { return Supports("vulkan", op) })
+	vk, err := vulkan.Open(vulkan.Options{Generate: spirv.Generate, PipelineCacheDir: "-"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	dev, err := Open("vulkan", "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer dev.Close()
-	vk := dev.(*vulkan.Device)
+	defer vk.Close()
+	wg := webgputest.Device(t)
 	// Per layer of the model as built: 2 rms_norm, 7 matmul (q, k, v, o,
 	// gate, up, down), 2 rope, 2 kv_write, attention, silu, mul and 2
 	// residual adds (18); then the embedding gather, the slice of the last
@@ -39,32 +37,45 @@ func TestDecodeDispatches(t *testing.T) {
 	// reshapes are views. Lowered: the slice, whole in a decode step, is
 	// gone (canonicalize), silu·mul is one fused_elementwise and each
 	// residual add is its matmul's addend (15 a layer).
-	for _, tc := range []struct {
-		name string
-		m    *ir.Module
-		want int
+	for _, dev := range []struct {
+		target     string
+		d          runtime.Device
+		dispatches func() int
 	}{
-		{"as built", m, 2*18 + 4 + 1},
-		{"lowered", lowered, 2*15 + 3 + 1},
+		{"vulkan", vk, func() int { return vk.Stats().Dispatches }},
+		{"webgpu", wg, func() int { return wg.Stats().Dispatches }},
 	} {
-		exec := runtime.NewExecutor(tc.m, dev)
-		s, err := llm.NewSession(exec)
+		lowered, err := artifact.Lower(m, dev.target, func(op ir.Op) bool { return Supports(dev.target, op) })
 		if err != nil {
 			t.Fatal(err)
 		}
-		greedy := llm.NewSampler(0, 0, 1)
-		ids, err := s.Continue([]int{1, 2, 3}, 2, greedy) // kernels compiled
-		if err != nil {
-			t.Fatal(err)
+		for _, tc := range []struct {
+			name string
+			m    *ir.Module
+			want int
+		}{
+			{"as built", m, 2*18 + 4 + 1},
+			{"lowered", lowered, 2*15 + 3 + 1},
+		} {
+			exec := runtime.NewExecutor(tc.m, dev.d)
+			s, err := llm.NewSession(exec)
+			if err != nil {
+				t.Fatal(err)
+			}
+			greedy := llm.NewSampler(0, 0, 1)
+			ids, err := s.Continue([]int{1, 2, 3}, 2, greedy) // kernels compiled
+			if err != nil {
+				t.Fatal(err)
+			}
+			before := dev.dispatches()
+			if _, err := s.Next(ids[len(ids)-1:], greedy); err != nil {
+				t.Fatal(err)
+			}
+			if got := dev.dispatches() - before; got != tc.want {
+				t.Errorf("%s, %s: %d dispatches a decode step, want %d", dev.target, tc.name, got, tc.want)
+			}
+			s.Close()
+			exec.Close()
 		}
-		before := vk.Stats().Dispatches
-		if _, err := s.Next(ids[len(ids)-1:], greedy); err != nil {
-			t.Fatal(err)
-		}
-		if got := vk.Stats().Dispatches - before; got != tc.want {
-			t.Errorf("%s: %d dispatches a decode step, want %d", tc.name, got, tc.want)
-		}
-		s.Close()
-		exec.Close()
 	}
 }
