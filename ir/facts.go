@@ -374,6 +374,13 @@ var (
 		}
 		return elements(c)
 	}}
+	// costNormMatmul: the product's out·K and the norm's 2 passes over x.
+	costNormMatmul = Rule[int64]{Doc: "out·K + 2·|x|", Of: func(c Call) int64 {
+		if len(c.In) == 3 && len(c.Out) == 1 && c.In[0].Shape.Rank() >= 1 {
+			return c.Out[0].Shape.NumElements()*int64(lastDim(c.In[0])) + 2*c.In[0].Shape.NumElements()
+		}
+		return elements(c)
+	}}
 	// costAttention: q·k and p·v over up to T rows for every (row, head).
 	costAttention = Rule[int64]{Doc: "2·|q|·T", Of: func(c Call) int64 {
 		if len(c.In) == 4 && c.In[1].Shape.Rank() > 0 {

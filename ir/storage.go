@@ -57,6 +57,15 @@ var (
 			return StoredInput{Input: -1}
 		}}
 	storageDequantize = always(StoredInput{Input: 0, DTypes: StorageDTypes})
+	// storageNormMatmul: w, stored out×in like matmul's transposed b, when
+	// x is f32.
+	storageNormMatmul = Rule[StoredInput]{Doc: "with f32 x: input 2 (w) in " + dtypeList(StorageDTypes),
+		Of: func(c Call) StoredInput {
+			if len(c.In) == 3 && c.In[0].DType == F32 {
+				return StoredInput{Input: 2, DTypes: StorageDTypes}
+			}
+			return StoredInput{Input: -1}
+		}}
 )
 
 func dtypeList(ds []DType) string {

@@ -119,6 +119,12 @@ func testCases() []testCase {
 	add(testCase{op: ir.OpMatmul, in: []ir.Type{f32(2, 1, 4, 8), f32(3, 8, 5)}})
 	add(testCase{op: ir.OpMatmul, in: []ir.Type{f32(64, 64), f32(64, 64)}})
 	add(testCase{op: ir.OpMatmul, in: []ir.Type{f32(3, 33), f32(50, 33)}, attrs: tb})
+	// A norm fused into the products that read it (passes/norm.go): vec4
+	// and scalar rows, several rows, stored weights.
+	add(testCase{op: ir.OpRMSNormMatmul, in: []ir.Type{f32(1, 64), f32(64), f32(100, 64)}})
+	add(testCase{op: ir.OpRMSNormMatmul, in: []ir.Type{f32(3, 37), f32(37), f32(20, 37)}})
+	add(testCase{op: ir.OpRMSNormMatmul, in: []ir.Type{f32(1, 64), f32(64), st(ir.Q4_0, 9, 64)}})
+	add(testCase{op: ir.OpRMSNormMatmul, in: []ir.Type{f32(2, 256), f32(256), st(ir.Q6_K, 5, 256)}})
 	// A residual add fused in (the addend c, passes/residual.go), in every
 	// kernel: GEMV with and without transpose_b (vec4 and scalar), the
 	// scalar and vec4 tiles, a stored weight, batch dims.

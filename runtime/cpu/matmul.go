@@ -43,6 +43,16 @@ func matmulKernel(d *Device, c *call) ([]*tensor.Tensor, error) {
 	return res, nil
 }
 
+// rmsNormMatmulKernel computes matmul(rms_norm(x, g), w) with transpose_b:
+// the two kernels in turn, so its bits are theirs.
+func rmsNormMatmulKernel(d *Device, c *call) ([]*tensor.Tensor, error) {
+	y, err := rmsNormKernel(d, &call{op: ir.OpRMSNorm, attrs: c.attrs, in: c.in[:2]})
+	if err != nil {
+		return nil, err
+	}
+	return product(d, &call{op: ir.OpMatmul, attrs: ir.Attrs{"transpose_b": ir.BoolAttr(true)}, in: []*tensor.Tensor{y[0], c.in[2]}})
+}
+
 // product computes a × b, matmul's product.
 func product(d *Device, c *call) ([]*tensor.Tensor, error) {
 	a, b := c.in[0], c.in[1]

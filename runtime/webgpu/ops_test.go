@@ -165,6 +165,8 @@ func opCases() []opCase {
 	mm("prefill 260K", true, []int{13, 64}, []int{172, 64})
 	mm("tiled odd", true, []int{67, 45}, []int{33, 45})
 	mm("tiled odd not transposed", false, []int{67, 45}, []int{45, 33})
+	add(opCase{name: "rms_norm_matmul 15M", op: ir.OpRMSNormMatmul, gen: ins(f32s(-1, 1, 1, 288), f32s(-1, 1, 288), f32s(-1, 1, 768, 288)), tol: mmTol(288)})
+	add(opCase{name: "rms_norm_matmul rows odd K", op: ir.OpRMSNormMatmul, gen: ins(f32s(-1, 1, 3, 37), f32s(-1, 1, 37), f32s(-1, 1, 19, 37)), tol: mmTol(37)})
 	mm("gemv", true, []int{1, 288}, []int{768, 288}, []int{1, 768})
 	mm("gemv not transposed", false, []int{1, 37}, []int{37, 20}, []int{1, 20})
 	mm("tiled", true, []int{67, 45}, []int{33, 45}, []int{67, 33})
