@@ -65,6 +65,22 @@ func LoadPipeline(opts CompileOptions) (*passes.Pipeline, error) {
 	return p, nil
 }
 
+// Lower returns a copy of m after the default pipeline, legalized for
+// target: what a build folder for target holds, without writing one.
+// tapmlc run runs a model through it, so that its speed is a build's
+// (fusion: fewer kernels per step).
+func Lower(m *ir.Module, target string, supports func(ir.Op) bool) (*ir.Module, error) {
+	p, err := LoadPipeline(CompileOptions{Target: target, Supports: supports})
+	if err != nil {
+		return nil, err
+	}
+	lowered := m.Clone()
+	if _, err := p.Run(lowered, passes.RunConfig{}); err != nil {
+		return nil, err
+	}
+	return lowered, nil
+}
+
 // Compile runs the pipeline on a copy of m (m is not changed) and writes
 // the build folder opts.Out. The report has the per-pass times and node
 // counts (--time-passes, --stats).

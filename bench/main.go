@@ -1,7 +1,10 @@
 // Command bench measures tapml's targets side by side in one run and prints
 // a table: prefill and decode tokens/s of LLaMA models, and the GFLOP/s of
 // the matmul kernel. Ratios are against the CPU reference measured in the
-// same run; absolute numbers on shared machines are noisy.
+// same run; absolute numbers on shared machines are noisy. A model runs as
+// tapmlc run runs it (lowered by the default pipeline, decode steps
+// replayed, greedy argmax on the device): cold is the first generation of
+// the process (kernels compiled during it), warm the second.
 //
 //	go run ./bench [-targets cpu,webgpu] [-models stories260K,stories15M] [-matmul 512,1024,4096]
 package main
@@ -17,6 +20,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/tapml/tapml/artifact"
 	"github.com/tapml/tapml/frontend"
 	"github.com/tapml/tapml/frontend/arch"
 	"github.com/tapml/tapml/frontend/arch/llama"
@@ -65,7 +69,7 @@ func run(targets, models []string, prefill, decode int, sizes []string, backend 
 	}
 	fmt.Printf("tapml bench %s, %s/%s, %d CPUs\n\n", time.Now().Format("2006-01-02 15:04"), goruntime.GOOS, goruntime.GOARCH, goruntime.NumCPU())
 	w := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(w, "model\ttarget\tdevice\tprefill tok/s\tdecode tok/s\tdecode vs cpu\t")
+	fmt.Fprintln(w, "model\ttarget\tdevice\tprefill tok/s\tdecode tok/s\tcold prefill\tcold decode\tdecode vs cpu\t")
 	for _, name := range models {
 		m, err := loadModel(name)
 		if err != nil {
@@ -73,25 +77,26 @@ func run(targets, models []string, prefill, decode int, sizes []string, backend 
 		}
 		// Every target first, so that the ratios do not depend on where
 		// cpu is in the list.
-		pres, decs := make([]float64, len(targets)), make([]float64, len(targets))
+		warm, cold := make([]llm.Stats, len(targets)), make([]llm.Stats, len(targets))
 		var cpuDecode float64
 		for i, t := range targets {
-			pre, dec, err := measureLLM(m, devices[t], prefill, decode)
+			var err error
+			cold[i], warm[i], err = measureLLM(m, t, devices[t], prefill, decode)
 			if err != nil {
 				return fmt.Errorf("%s on %s: %w", name, t, err)
 			}
-			pres[i], decs[i] = pre, dec
 			if t == "cpu" {
-				cpuDecode = dec
+				cpuDecode = decodeRate(warm[i])
 			}
 			fmt.Fprintf(os.Stderr, "bench: %s on %s done\n", name, t)
 		}
 		for i, t := range targets {
 			ratio := "-"
 			if cpuDecode > 0 {
-				ratio = fmt.Sprintf("%.2fx", decs[i]/cpuDecode)
+				ratio = fmt.Sprintf("%.2fx", decodeRate(warm[i])/cpuDecode)
 			}
-			fmt.Fprintf(w, "%s\t%s\t%s\t%.1f\t%.1f\t%s\t\n", name, t, devices[t].Name(), pres[i], decs[i], ratio)
+			fmt.Fprintf(w, "%s\t%s\t%s\t%.1f\t%.1f\t%.1f\t%.1f\t%s\t\n", name, t, devices[t].Name(),
+				prefillRate(warm[i]), decodeRate(warm[i]), prefillRate(cold[i]), decodeRate(cold[i]), ratio)
 		}
 	}
 	if len(sizes) == 0 {
@@ -162,51 +167,44 @@ func sharedModels() string {
 	}
 }
 
-// measureLLM times one prefill of n tokens and then decode steps; it
-// returns tokens per second of each.
-func measureLLM(m *ir.Module, dev runtime.Device, prefill, decode int) (float64, float64, error) {
-	exec := runtime.NewExecutor(m, dev)
+// measureLLM runs two generations of a prompt of prefill tokens and decode
+// greedy steps on target's device, as tapmlc run does: the first (cold)
+// compiles the kernels, the second (warm) finds them.
+func measureLLM(m *ir.Module, tgt string, dev runtime.Device, prefill, decode int) (cold, warm llm.Stats, err error) {
+	lowered, err := artifact.Lower(m, tgt, func(op ir.Op) bool { return target.Supports(tgt, op) })
+	if err != nil {
+		return cold, warm, err
+	}
+	exec := runtime.NewExecutor(lowered, dev)
+	exec.Capture = true
 	defer exec.Close()
-	// A warm-up session of the same shapes compiles kernels and uploads weights.
-	if err := session(exec, prefill, 2, nil, nil); err != nil {
-		return 0, 0, err
+	if err := exec.UploadWeights("prefill", "decode"); err != nil {
+		return cold, warm, err
 	}
-	var pre, dec time.Duration
-	if err := session(exec, prefill, decode, &pre, &dec); err != nil {
-		return 0, 0, err
+	if cold, err = generate(exec, prefill, decode); err != nil {
+		return cold, warm, err
 	}
-	return float64(prefill) / pre.Seconds(), float64(decode) / dec.Seconds(), nil
+	warm, err = generate(exec, prefill, decode)
+	return cold, warm, err
 }
 
-func session(exec *runtime.Executor, prefill, decode int, pre, dec *time.Duration) error {
+// generate feeds a prompt of n tokens and steps greedy decode steps.
+func generate(exec *runtime.Executor, n, steps int) (llm.Stats, error) {
 	s, err := llm.NewSession(exec)
 	if err != nil {
-		return err
+		return llm.Stats{}, err
 	}
 	defer s.Close()
-	prompt := make([]int, prefill)
+	prompt := make([]int, n)
 	for i := range prompt {
 		prompt[i] = 1 + i%7
 	}
-	start := time.Now()
-	logits, err := s.Forward(prompt)
-	if err != nil {
-		return err
-	}
-	if pre != nil {
-		*pre = time.Since(start)
-	}
-	start = time.Now()
-	for i := 0; i < decode; i++ {
-		if logits, err = s.Forward([]int{llm.Argmax(logits)}); err != nil {
-			return err
-		}
-	}
-	if dec != nil {
-		*dec = time.Since(start)
-	}
-	return nil
+	_, err = s.Continue(prompt, steps, llm.NewSampler(0, 0, 1))
+	return s.Stats, err
 }
+
+func prefillRate(st llm.Stats) float64 { return llm.TokensPerSecond(st.PromptTokens, st.PromptTime) }
+func decodeRate(st llm.Stats) float64  { return llm.TokensPerSecond(st.DecodeTokens, st.DecodeTime) }
 
 // measureMatmul times an n×n×n f32 matmul node on dev (after a warm-up)
 // and returns GFLOP/s.

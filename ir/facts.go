@@ -369,8 +369,15 @@ var (
 	costElements       = Rule[int64]{Doc: "elements in and out", Of: elements}
 	costTranscendental = Rule[int64]{Doc: "16·elements in and out", Of: func(c Call) int64 { return 16 * elements(c) }}
 	costMatmul         = Rule[int64]{Doc: "out·K", Of: func(c Call) int64 {
-		if len(c.In) == 2 && len(c.Out) == 1 && c.In[0].Shape.Rank() >= 2 {
+		if len(c.In) >= 2 && len(c.Out) == 1 && c.In[0].Shape.Rank() >= 2 {
 			return c.Out[0].Shape.NumElements() * c.In[0].Shape[c.In[0].Shape.Rank()-1].Size
+		}
+		return elements(c)
+	}}
+	// costNormMatmul: the product's out·K and the norm's 2 passes over x.
+	costNormMatmul = Rule[int64]{Doc: "out·K + 2·|x|", Of: func(c Call) int64 {
+		if len(c.In) == 3 && len(c.Out) == 1 && c.In[0].Shape.Rank() >= 1 {
+			return c.Out[0].Shape.NumElements()*int64(lastDim(c.In[0])) + 2*c.In[0].Shape.NumElements()
 		}
 		return elements(c)
 	}}

@@ -55,6 +55,7 @@ const (
 	OpReshape
 	OpResize
 	OpRMSNorm
+	OpRMSNormMatmul
 	OpRope
 	OpRsqrt
 	OpSelectiveScan
@@ -116,6 +117,7 @@ var opNames = [numOps]string{
 	OpReshape:          "reshape",
 	OpResize:           "resize",
 	OpRMSNorm:          "rms_norm",
+	OpRMSNormMatmul:    "rms_norm_matmul",
 	OpRope:             "rope",
 	OpRsqrt:            "rsqrt",
 	OpSelectiveScan:    "selective_scan",

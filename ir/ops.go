@@ -91,6 +91,8 @@ func init() {
 	rope := elementwiseFacts // sin and cos of an angle that grows with the position
 	rope.Numerics, rope.Transcendentals, rope.Cost = always(Angle), always(1), costTranscendental
 	matmul.Storage = storageMatmul
+	normMatmul := matmul
+	normMatmul.Storage, normMatmul.Cost = storageNormMatmul, costNormMatmul
 	gather := moveFacts
 	gather.Storage = storageGather
 	dequantize := moveFacts // exact: every product of a scale and a quantized integer fits f32's 24 bits, one add rounds
@@ -118,15 +120,21 @@ func init() {
 		Doc: "a weight in a storage dtype (f16, bf16, a ggml block format) as f32, decoded as ggml's " +
 			"dequantize_row_* does (the same products and sums in the same order); an f32 input is returned as is",
 		Infer: inferDequantize, Facts: dequantize})
-	register(&OpDef{Op: OpMatmul, Kind: KindContraction, MinInputs: 2, MaxInputs: 2, Outputs: 1,
+	register(&OpDef{Op: OpMatmul, Kind: KindContraction, MinInputs: 2, MaxInputs: 3, Outputs: 1,
 		Doc: "a[..., M, K] × b[..., K, N] -> [..., M, N]; with transpose_b, b is [..., N, K] " +
-			"(weights stored out×in). Leading dims broadcast. Accumulates in f32",
+			"(weights stored out×in). Leading dims broadcast. Accumulates in f32; an optional c " +
+			"of the output's type is added to the sum (a residual add fused in)",
 		Attrs: []AttrSpec{{Name: "transpose_b", Kind: AttrBool, Default: ptr(BoolAttr(false))}},
 		Infer: inferMatmul, Facts: matmul})
 	register(&OpDef{Op: OpRMSNorm, Kind: KindReduction, MinInputs: 2, MaxInputs: 2, Outputs: 1,
 		Doc:   "x[..., D], w[D]: x / sqrt(mean(x²) + eps) · w over the last axis",
 		Attrs: []AttrSpec{{Name: "eps", Kind: AttrFloat, Default: ptr(FloatAttr(1e-5))}},
 		Infer: inferNorm, Facts: norm})
+	register(&OpDef{Op: OpRMSNormMatmul, Kind: KindContraction, MinInputs: 3, MaxInputs: 3, Outputs: 1,
+		Doc: "x[..., K], g[K], w[N, K] -> [..., N]: matmul(rms_norm(x, g), w) with transpose_b, each normalized " +
+			"element rounded as rms_norm rounds it (passes/norm.go fuses a norm into the products that read it)",
+		Attrs: []AttrSpec{{Name: "eps", Kind: AttrFloat, Default: ptr(FloatAttr(1e-5))}},
+		Infer: inferRMSNormMatmul, Facts: normMatmul})
 	register(&OpDef{Op: OpLayerNorm, Kind: KindReduction, MinInputs: 2, MaxInputs: 3, Outputs: 1,
 		Doc:   "x[..., D], w[D], optional b[D]: (x - mean) / sqrt(var + eps) · w (+ b) over the last axis",
 		Attrs: []AttrSpec{{Name: "eps", Kind: AttrFloat, Default: ptr(FloatAttr(1e-5))}},
@@ -303,7 +311,26 @@ func inferMatmul(in []Type, a Attrs) ([]Type, error) {
 	if err != nil {
 		return nil, fmt.Errorf("batch dims: %w", err)
 	}
-	return []Type{T(x.DType, append(batch, m, n))}, nil
+	out := T(x.DType, append(batch, m, n))
+	if len(in) > 2 && !in[2].Equal(out) {
+		return nil, fmt.Errorf("the addend c must have the output's type %s, got %s", out, in[2])
+	}
+	return []Type{out}, nil
+}
+
+func inferRMSNormMatmul(in []Type, a Attrs) ([]Type, error) {
+	if _, err := inferNorm(in[:2], a); err != nil {
+		return nil, err
+	}
+	x, w := in[0], in[2]
+	if x.Shape.Rank() < 2 {
+		return nil, fmt.Errorf("x must have rank >= 2 (rows of K), got %s", x)
+	}
+	k := x.Shape[x.Shape.Rank()-1]
+	if w.DType != x.DType || w.Shape.Rank() != 2 || w.Shape[1] != k {
+		return nil, fmt.Errorf("w must be %s[N, %s] (out×in), got %s", x.DType, k, w)
+	}
+	return []Type{T(x.DType, append(x.Shape[:x.Shape.Rank()-1].Clone(), w.Shape[0]))}, nil
 }
 
 func inferNorm(in []Type, _ Attrs) ([]Type, error) {

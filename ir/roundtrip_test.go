@@ -51,6 +51,10 @@ var opCases = map[Op]func(c *opCtx){
 	OpRMSNorm: func(c *opCtx) {
 		c.b.Op(OpRMSNorm, []*Value{c.x, c.row}, Attrs{"eps": FloatAttr(1e-300)})
 	},
+	OpRMSNormMatmul: func(c *opCtx) {
+		c.b.Op(OpRMSNormMatmul, []*Value{c.x, c.row, c.w}, Attrs{"eps": FloatAttr(1e-6)})
+		c.b.Op(OpRMSNormMatmul, []*Value{c.x, c.row, c.half}, nil)
+	},
 	OpLayerNorm: func(c *opCtx) {
 		c.b.Op(OpLayerNorm, []*Value{c.x, c.row, c.bias}, Attrs{"eps": FloatAttr(0.25)})
 	},

@@ -40,7 +40,7 @@ var (
 	// f32; its blocks then run along K, the dot products' axis.
 	storageMatmul = Rule[StoredInput]{Doc: "with transpose_b and f32 a: input 1 (b) in " + dtypeList(StorageDTypes),
 		Of: func(c Call) StoredInput {
-			if c.Attrs.Bool("transpose_b") && len(c.In) == 2 && c.In[0].DType == F32 {
+			if c.Attrs.Bool("transpose_b") && len(c.In) >= 2 && c.In[0].DType == F32 {
 				return StoredInput{Input: 1, DTypes: StorageDTypes}
 			}
 			return StoredInput{Input: -1}
@@ -57,6 +57,15 @@ var (
 			return StoredInput{Input: -1}
 		}}
 	storageDequantize = always(StoredInput{Input: 0, DTypes: StorageDTypes})
+	// storageNormMatmul: w, stored out×in like matmul's transposed b, when
+	// x is f32.
+	storageNormMatmul = Rule[StoredInput]{Doc: "with f32 x: input 2 (w) in " + dtypeList(StorageDTypes),
+		Of: func(c Call) StoredInput {
+			if len(c.In) == 3 && c.In[0].DType == F32 {
+				return StoredInput{Input: 2, DTypes: StorageDTypes}
+			}
+			return StoredInput{Input: -1}
+		}}
 )
 
 func dtypeList(ds []DType) string {

@@ -74,7 +74,7 @@ func TestIncrementalOrder(t *testing.T) {
 		}
 		prev = p.OnTarget
 	}
-	want := []string{"gather", "kv_write", "reshape", "slice", "add", "fused_elementwise", "rope", "rms_norm", "attention", "matmul"}
+	want := []string{"gather", "kv_write", "reshape", "slice", "fused_elementwise", "rope", "rms_norm", "attention", "matmul", "rms_norm_matmul"}
 	if diff := cmp.Diff(want, labels); diff != "" {
 		t.Errorf("incremental order (-want +got):\n%s", diff)
 	}
@@ -146,16 +146,21 @@ func itoa(i int) string { return strconv.Itoa(i) }
 func TestLocaliseWindow(t *testing.T) {
 	dev := newFake()
 	d := newTinyDriver(t, dev, Options{})
-	a := nodeAt(t, d, "decode", ir.OpAdd, 0.55)
-	var b *ir.Node
-	for _, n := range d.Nodes() {
-		if n.Op == ir.OpAdd && d.Func(n.ID) == "decode" && n.ID > a.ID+4 {
-			b = n
-			break
+	// Two residual adds, each folded into its matmul (the addend c): they
+	// carry the residual stream, so their perturbations add up.
+	var a, b *ir.Node
+	for _, n := range d.Nodes()[len(d.Nodes())*55/100:] {
+		if n.Op == ir.OpMatmul && len(n.Inputs) == 3 && d.Func(n.ID) == "decode" && (a == nil || n.ID > a.ID+4) {
+			if a == nil {
+				a = n
+			} else {
+				b = n
+				break
+			}
 		}
 	}
 	if b == nil {
-		t.Fatal("no second add")
+		t.Fatal("no two residual matmuls in @decode")
 	}
 	dev.perturb = map[int]float64{a.ID: 0.02, b.ID: 0.02}
 	one := func(n *ir.Node) Point {
@@ -408,7 +413,9 @@ func TestHTML(t *testing.T) {
 		t.Fatal(err)
 	}
 	h := b.String()
-	for _, want := range []string{"<svg", "migration curve", "nodes on the target", "#" + itoa(bad.ID), bad.Prov, "kernel bug", "diverges"} {
+	// html/template writes a fused node's '+' as "&#43;".
+	prov := strings.ReplaceAll(bad.Prov, "+", "&#43;")
+	for _, want := range []string{"<svg", "migration curve", "nodes on the target", "#" + itoa(bad.ID), prov, "kernel bug", "diverges"} {
 		if !strings.Contains(h, want) {
 			t.Errorf("HTML report lacks %q", want)
 		}

@@ -171,6 +171,22 @@ var registry = []*Pass{
 		Invalidates: []string{"legalized"},
 	},
 	{
+		Name: "fuse_residual",
+		Doc: "folds the add of a residual connection into the matmul whose result it adds (matmul's addend c) " +
+			"when that result has no other reader and the types match; provenances are joined with '+'",
+		Run:         fuseResidual,
+		Requires:    []string{"shapes"},
+		Invalidates: []string{"legalized"},
+	},
+	{
+		Name: "fuse_norm",
+		Doc: "folds an rms_norm whose rows are one token into the transposed matmuls that read it " +
+			"(rms_norm_matmul nodes) when they are its only readers; provenances are joined with '+'",
+		Run:         fuseNorm,
+		Requires:    []string{"shapes"},
+		Invalidates: []string{"legalized"},
+	},
+	{
 		Name: "probe",
 		Doc: "inserts a probe node after every selected op output (all non-meta ops by default); the probe's tag is " +
 			"\"n<id>:<output>\" and consumers read the probe's output, so it sits in the data path",

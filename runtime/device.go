@@ -5,7 +5,9 @@
 package runtime
 
 import (
+	"errors"
 	"fmt"
+	"time"
 
 	"github.com/tapml/tapml/ir"
 	"github.com/tapml/tapml/tensor"
@@ -59,6 +61,13 @@ type Preparer interface {
 	Prepare(m *ir.Module, f *ir.Function, nodes []*ir.Node) error
 }
 
+// KernelCompiler is implemented by devices that make kernels as they run:
+// the time spent generating and compiling them so far (which tapmlc run
+// reports, as llama.cpp reports its load time).
+type KernelCompiler interface {
+	CompileTime() time.Duration
+}
+
 // WeightUploader is implemented by devices that keep weights apart from
 // other tensors (a remote device caches them by content hash, so that a
 // weight crosses the network once). The executor uploads weights through
@@ -66,6 +75,49 @@ type Preparer interface {
 type WeightUploader interface {
 	UploadWeight(name string, t *tensor.Tensor) (*Buffer, error)
 }
+
+// Writer is implemented by devices that can overwrite a buffer they hold.
+// A session writes each decode step's token and position into the same
+// buffers, so that a captured step (Capturer) replays on them.
+type Writer interface {
+	// Write copies t, of b's dtype and size, into b: after the work
+	// launched before it reads or writes b, before the work launched
+	// after it.
+	Write(b *Buffer, t *tensor.Tensor) error
+}
+
+// Capturer is implemented by devices that can record the work of a call
+// once and replay it, so that later calls on the same buffers skip the
+// host's walk of the graph (as CUDA graphs do, and llama.cpp's Vulkan
+// backend with its recorded command buffers). The Executor drives it
+// (Executor.Capture).
+type Capturer interface {
+	// BeginCapture starts recording a call on args: the launches until
+	// EndCapture are the capture's work. Buffers freed meanwhile stay
+	// allocated, owned by the capture, so that a replay never writes
+	// memory given to something else.
+	BeginCapture(args []*Buffer) error
+	// EndCapture stops recording. results are the call's results that are
+	// not arguments; the capture keeps them. It returns nil (and no
+	// error) when what was recorded cannot be replayed: the device copied
+	// data or submitted work in between.
+	EndCapture(results []*Buffer) (Capture, error)
+}
+
+// Capture is recorded work of a call (Capturer).
+type Capture interface {
+	// Replay launches the recorded work again on args, which must be the
+	// buffers it was recorded on, and returns new buffers sharing the
+	// recorded results' memory (freeing them leaves the capture's): the
+	// next replay overwrites them. ErrStale means the device dropped
+	// something the recording uses; record again.
+	Replay(args []*Buffer) ([]*Buffer, error)
+	// Release frees what the capture holds.
+	Release()
+}
+
+// ErrStale is Capture.Replay's error when the recording can no longer run.
+var ErrStale = errors.New("the recorded work uses objects the device has dropped")
 
 // MemoryReporter is implemented by devices that know the device memory
 // their buffers take: now and at the peak so far.

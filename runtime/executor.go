@@ -1,7 +1,11 @@
 package runtime
 
 import (
+	"errors"
 	"fmt"
+	"slices"
+	"strings"
+	"time"
 
 	"github.com/tapml/tapml/ir"
 	"github.com/tapml/tapml/tensor"
@@ -23,8 +27,35 @@ type Executor struct {
 	// inputs and outputs (before any of them is freed).
 	OnNode func(n *ir.Node, in, out []*Buffer) error
 
-	plans map[planKey]*plan
+	// Capture lets Call record a call on a device that implements
+	// Capturer and replay it without walking the graph: when a function is
+	// called on the same argument buffers as its previous call (the decode
+	// steps of a session, whose token, position and caches stay in the
+	// same buffers), that call is recorded and later ones replay it. Only
+	// calls that run wholly on one device, with no hooks, are captured.
+	// The results of a replayed call share the capture's memory: the next
+	// call of the function on the same buffers overwrites them.
+	Capture bool
+
+	plans    map[planKey]*plan
+	captures map[string]*captured // by function and argument buffers
+	lastCall map[*ir.Function]string
+	capDevs  map[*ir.Function]Device // the device that can capture each function's calls, nil if none
+	capTick  uint64
 }
+
+// captured is a recorded call: which results are arguments (argIndex >=
+// 0), and the recording, whose replay gives the others in order.
+type captured struct {
+	rec      Capture
+	args     []*Buffer // held, so that no other buffer takes their addresses (the key)
+	argIndex []int
+	used     uint64
+}
+
+// maxCaptures bounds the recorded calls an executor keeps (each holds its
+// intermediates' memory).
+const maxCaptures = 4
 
 type weightKey struct {
 	w   *ir.Weight
@@ -79,6 +110,31 @@ func (e *Executor) Prepare(fn string) error {
 	return nil
 }
 
+// UploadWeights uploads the weights that the nodes of the functions read
+// to those nodes' devices now rather than on the first call, so that a
+// first call's time is the call's own.
+func (e *Executor) UploadWeights(fns ...string) error {
+	for _, fn := range fns {
+		f := e.Module.Func(fn)
+		if f == nil {
+			return fmt.Errorf("module %q has no function @%s", e.Module.Name, fn)
+		}
+		for _, n := range f.Nodes {
+			if n.Op == ir.OpProbe || n.Op == ir.OpTransfer {
+				continue // they move values between devices; a call places those
+			}
+			for _, v := range n.Inputs {
+				if v.IsWeight() {
+					if _, err := e.WeightBuffer(v.Weight, e.Device(n.Place)); err != nil {
+						return err
+					}
+				}
+			}
+		}
+	}
+	return nil
+}
+
 // WeightBuffer returns weight w on device d, uploading it the first time.
 func (e *Executor) WeightBuffer(w *ir.Weight, d Device) (*Buffer, error) {
 	k := weightKey{w, d}
@@ -124,8 +180,28 @@ func (e *Executor) WeightBytes(d Device) (total int64, byDType map[ir.DType]int6
 	return total, byDType
 }
 
-// Close frees the uploaded weights (devices are closed by their owners).
+// CompileTime returns the time the executor's devices have spent making
+// kernels so far, summed over those that report it (KernelCompiler).
+func (e *Executor) CompileTime() time.Duration {
+	var total time.Duration
+	seen := map[Device]bool{}
+	for _, d := range e.devices {
+		if kc, ok := d.(KernelCompiler); ok && !seen[d] {
+			seen[d] = true
+			total += kc.CompileTime()
+		}
+	}
+	return total
+}
+
+// Close frees the uploaded weights and recorded calls (devices are closed
+// by their owners).
 func (e *Executor) Close() {
+	for k, c := range e.captures {
+		c.rec.Release()
+		delete(e.captures, k)
+	}
+	e.lastCall = nil
 	for k, b := range e.weights {
 		k.dev.Free(b)
 	}
@@ -231,6 +307,17 @@ func (e *Executor) Call(fn string, args ...*Buffer) (results []*Buffer, err erro
 	if err != nil {
 		return nil, err
 	}
+	var capDev Capturer
+	if e.Capture {
+		var key string
+		var done bool
+		if capDev, key, results, done, err = e.replayOrCapture(f, args); done {
+			return results, err
+		}
+		if capDev != nil {
+			defer func() { results, err = e.endCapture(capDev, key, args, results, err) }()
+		}
+	}
 	c := e.newCall(f, p, args)
 	defer func() {
 		if err != nil {
@@ -253,6 +340,120 @@ func (e *Executor) Call(fn string, args ...*Buffer) (results []*Buffer, err erro
 		c.releaseDead(n, i)
 	}
 	return c.results()
+}
+
+// replayOrCapture replays the recording of a call of f on args when there
+// is one (done); otherwise it starts recording this call when the previous
+// call of f was on the same buffers, returning the device and the key.
+func (e *Executor) replayOrCapture(f *ir.Function, args []*Buffer) (Capturer, string, []*Buffer, bool, error) {
+	dev := e.captureDevice(f)
+	if dev == nil || e.OnNode != nil || e.OnProbe != nil {
+		return nil, "", nil, false, nil
+	}
+	d := dev.(Capturer)
+	var kb strings.Builder
+	kb.WriteString(f.Name)
+	for _, a := range args {
+		if a.Dev != dev {
+			return nil, "", nil, false, nil
+		}
+		fmt.Fprintf(&kb, " %p", a)
+	}
+	key := kb.String()
+	if c := e.captures[key]; c != nil {
+		res, err := c.rec.Replay(args)
+		if err == nil {
+			e.capTick++
+			c.used = e.capTick
+			results := make([]*Buffer, len(c.argIndex))
+			for i, j := range c.argIndex {
+				if j >= 0 {
+					results[i] = args[j]
+				} else {
+					results[i], res = res[0], res[1:]
+				}
+			}
+			return nil, "", results, true, nil
+		}
+		c.rec.Release()
+		delete(e.captures, key)
+		if !errors.Is(err, ErrStale) {
+			return nil, "", nil, true, err
+		}
+		// Stale: walk the graph, recording again.
+	} else if e.lastCall[f] != key {
+		if e.lastCall == nil {
+			e.lastCall = map[*ir.Function]string{}
+		}
+		e.lastCall[f] = key
+		return nil, "", nil, false, nil
+	}
+	if err := d.BeginCapture(args); err != nil {
+		return nil, "", nil, true, err
+	}
+	return d, key, nil, false, nil
+}
+
+// endCapture ends the recording of a call that returned results (or
+// failed with err) and keeps it.
+func (e *Executor) endCapture(d Capturer, key string, args, results []*Buffer, err error) ([]*Buffer, error) {
+	c := &captured{args: slices.Clone(args), argIndex: make([]int, len(results))}
+	var own []*Buffer
+	for i, r := range results {
+		c.argIndex[i] = slices.Index(args, r)
+		if c.argIndex[i] < 0 {
+			own = append(own, r)
+		}
+	}
+	rec, cerr := d.EndCapture(own)
+	if err != nil || cerr != nil || rec == nil {
+		if rec != nil {
+			rec.Release()
+		}
+		return results, errors.Join(err, cerr)
+	}
+	if len(e.captures) >= maxCaptures {
+		var oldest string
+		for k, o := range e.captures {
+			if oldest == "" || o.used < e.captures[oldest].used {
+				oldest = k
+			}
+		}
+		e.captures[oldest].rec.Release()
+		delete(e.captures, oldest)
+	}
+	if e.captures == nil {
+		e.captures = map[string]*captured{}
+	}
+	e.capTick++
+	c.rec, c.used = rec, e.capTick
+	e.captures[key] = c
+	return results, nil
+}
+
+// captureDevice returns the device that runs every node of f when it can
+// capture calls (a Capturer), else nil.
+func (e *Executor) captureDevice(f *ir.Function) Device {
+	if d, ok := e.capDevs[f]; ok {
+		return d
+	}
+	var dev Device
+	for _, n := range f.Nodes {
+		d := e.Device(n.Place)
+		if n.Op == ir.OpTransfer || (dev != nil && d != dev) {
+			dev = nil
+			break
+		}
+		dev = d
+	}
+	if _, ok := dev.(Capturer); !ok {
+		dev = nil
+	}
+	if e.capDevs == nil {
+		e.capDevs = map[*ir.Function]Device{}
+	}
+	e.capDevs[f] = dev
+	return dev
 }
 
 // call is the state of one Executor.Call: the buffer of every value, the

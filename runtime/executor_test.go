@@ -345,3 +345,29 @@ func TestProbeOfWeightKeepsWeight(t *testing.T) {
 		}
 	}
 }
+
+// UploadWeights puts every weight the functions read on the device before
+// any call, so a first call uploads nothing more; an unknown function is an
+// error naming it.
+func TestUploadWeights(t *testing.T) {
+	m, err := arch.Build("tiny", llama.Tiny, llama.RandomWeights(llama.Tiny, 3))
+	if err != nil {
+		t.Fatal(err)
+	}
+	dev := newCounting(t, "dev")
+	exec := runtime.NewExecutor(m, dev)
+	defer exec.Close()
+	if err := exec.UploadWeights("prefill", "decode"); err != nil {
+		t.Fatal(err)
+	}
+	var want int64
+	for _, w := range m.Weights {
+		want += w.Type.Bytes()
+	}
+	if got, _ := exec.WeightBytes(dev); got != want {
+		t.Errorf("%d weight bytes on the device after UploadWeights, want all %d", got, want)
+	}
+	if err := exec.UploadWeights("nope"); err == nil || !strings.Contains(err.Error(), "@nope") {
+		t.Errorf("UploadWeights of an unknown function: %v, want an error naming @nope", err)
+	}
+}

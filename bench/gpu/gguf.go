@@ -23,6 +23,7 @@ var ggufShapes = map[string]llama.Config{
 	// soft-capping or sandwich norms): a test of the vocabulary split.
 	"gemma2-2b-vocab": {Dim: 2304, HiddenDim: 9216, Layers: 26, Heads: 8, KVHeads: 4, Vocab: 256000, MaxSeq: 2048,
 		NormEps: 1e-6, RopeTheta: 10000, RopeStyle: "interleaved", TiedEmbeddings: true},
+	"tiny": withStyle(llama.Tiny), // for tests
 }
 
 func withStyle(c llama.Config) llama.Config {
@@ -33,13 +34,13 @@ func withStyle(c llama.Config) llama.Config {
 // ggufCmd writes a GGUF file of a named shape with bench's random weights.
 func ggufCmd(args []string) error {
 	fs := flag.NewFlagSet("gguf", flag.ExitOnError)
-	shape := fs.String("shape", "tinyllama", "model shape: tinyllama, llama32-1b, gemma2-2b-vocab, stories15M")
+	shape := fs.String("shape", "tinyllama", "model shape: tinyllama, llama32-1b, gemma2-2b-vocab, stories15M, tiny")
 	typ := fs.String("type", "F32", "matrix type: F32, F16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0 or Q4_K")
 	out := fs.String("o", "", "the file to write")
 	fs.Parse(args)
 	c, ok := ggufShapes[*shape]
 	if !ok {
-		return fmt.Errorf("unknown shape %q (tinyllama, llama32-1b, gemma2-2b-vocab, stories15M)", *shape)
+		return fmt.Errorf("unknown shape %q (tinyllama, llama32-1b, gemma2-2b-vocab, stories15M, tiny)", *shape)
 	}
 	types := map[string]gguf.GGMLType{"F32": gguf.GGMLF32, "F16": gguf.GGMLF16, "Q4_0": gguf.GGMLQ4_0, "Q4_1": gguf.GGMLQ4_1,
 		"Q5_0": gguf.GGMLQ5_0, "Q5_1": gguf.GGMLQ5_1, "Q8_0": gguf.GGMLQ8_0, "Q4_K": gguf.GGMLQ4_K}

@@ -6,6 +6,8 @@
 //	benchgpu run -out DIR -hf DIR [-quick] [-target vulkan] [-defaults]  # ours: DIR/ours.json, HF folders of the same weights
 //	benchgpu table -ours F -native F [-smi F]                           # the table, markdown, on stdout
 //	benchgpu gguf -shape tinyllama -type F16 -o F                        # a GGUF file of that shape, random weights
+//	benchgpu peer -files A.gguf,B.gguf [-llamabench BIN -backends DIR]    # tapml's targets against llama.cpp: issue 16's table
+//	benchgpu tapml -target vulkan -model F                                # one target, as tapmlc run drives it (peer runs it)
 //
 // "run" measures f32 matmul GFLOP/s of every candidate kernel tuning
 // (wgsl.MatmulTiles, GEMV unrolls), picks the best, then times prefill and
@@ -48,7 +50,7 @@ import (
 
 func main() {
 	if len(os.Args) < 2 {
-		fmt.Fprintln(os.Stderr, "usage: benchgpu run|table|gguf [flags]")
+		fmt.Fprintln(os.Stderr, "usage: benchgpu run|table|gguf|peer|tapml [flags]")
 		os.Exit(2)
 	}
 	var err error
@@ -59,8 +61,12 @@ func main() {
 		err = tableCmd(os.Args[2:])
 	case "gguf":
 		err = ggufCmd(os.Args[2:])
+	case "peer":
+		err = peerCmd(os.Args[2:])
+	case "tapml":
+		err = tapmlCmd(os.Args[2:])
 	default:
-		err = fmt.Errorf("unknown command %q (run, table, gguf)", os.Args[1])
+		err = fmt.Errorf("unknown command %q (run, table, gguf, peer, tapml)", os.Args[1])
 	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "benchgpu:", err)

@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -371,5 +372,31 @@ func TestOps(t *testing.T) {
 	}
 	if got := strings.Join(row(verbose.stdout, "expert_matmul")[7:13], " "); got != "pure - input 2 f32 sum" {
 		t.Errorf("expert_matmul's facts: %q", got)
+	}
+}
+
+// run reports its speed on stderr after the text, as llama.cpp does: the
+// prompt (BOS, ' ', 'a', 'b': 4 tokens of the built-in byte tokenizer) and
+// the decode steps (the rest of the 10 positions, fewer if an end token
+// comes), and the time spent compiling kernels: none on the CPU reference,
+// which makes none, some on vulkan, whose first calls make them.
+func TestRunReportsSpeed(t *testing.T) {
+	speed := regexp.MustCompile(`tapmlc: prompt: 4 tokens in [0-9.]+ ms, [0-9.]+ tokens/s \([0-9.]+ ms of it compiling kernels\)
+tapmlc: decode: ([1-6]) tokens in [0-9.]+ ms, [0-9.]+ tokens/s \([0-9.]+ ms of it compiling kernels\)
+tapmlc: decode without compiling kernels: [0-9.]+ tokens/s
+tapmlc: kernels compiled in ([0-9.]+) ms
+`)
+	for _, target := range []string{"cpu", "vulkan"} {
+		r := tapmlc(t, "run", "--prompt", "ab", "--steps", "10", "--temperature", "0", "--target", target)
+		if r.code != 0 {
+			t.Fatalf("%s: exit %d: %s", target, r.code, r.stderr)
+		}
+		m := speed.FindStringSubmatch(r.stderr)
+		if m == nil {
+			t.Fatalf("%s: stderr has no speed report:\n%s", target, r.stderr)
+		}
+		if compiled := m[2] != "0.0"; compiled != (target == "vulkan") {
+			t.Errorf("%s: kernels compiled in %s ms", target, m[2])
+		}
 	}
 }

@@ -3,12 +3,16 @@ package main
 import (
 	"bufio"
 	"fmt"
+	"io"
 	"os"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/tapml/tapml/artifact"
 	"github.com/tapml/tapml/carve"
 	"github.com/tapml/tapml/frontend"
+	"github.com/tapml/tapml/ir"
 	"github.com/tapml/tapml/runtime"
 	"github.com/tapml/tapml/runtime/llm"
 	"github.com/tapml/tapml/runtime/target"
@@ -82,6 +86,7 @@ byte-level tokenizer is used, so the command works with nothing downloaded.`,
 				return err
 			}
 			defer dev.Close()
+			// Split before lowering: fusion would hide the readers the split rewrites.
 			fit, err := target.FitWeights(model.Module, dev)
 			if err != nil {
 				return fmt.Errorf("%s: %w", model.Path, err)
@@ -89,8 +94,21 @@ byte-level tokenizer is used, so the command works with nothing downloaded.`,
 			if verbose {
 				fmt.Fprintln(os.Stderr, fit)
 			}
+			if model.Target == "" { // a build folder is lowered already
+				t := tgt.Target
+				if model.Module, err = artifact.Lower(model.Module, t, func(op ir.Op) bool { return target.Supports(t, op) }); err != nil {
+					return err
+				}
+			}
 			exec := runtime.NewExecutor(model.Module, dev)
+			exec.Capture = true // decode steps replay where the device records them
 			defer exec.Close()
+			// Weights go up first, so that the prompt's time is the prompt's.
+			start := time.Now()
+			if err := exec.UploadWeights("prefill", "decode"); err != nil {
+				return err
+			}
+			upload := time.Since(start)
 			sess, err := llm.NewSession(exec)
 			if err != nil {
 				return err
@@ -111,6 +129,8 @@ byte-level tokenizer is used, so the command works with nothing downloaded.`,
 			if _, err := out.WriteString("\n"); err != nil {
 				return err
 			}
+			out.Flush()
+			reportSpeed(os.Stderr, upload, sess.Stats)
 			if verbose {
 				out.Flush()
 				reportMemory(os.Stderr, exec, dev, tgt.Precision)
@@ -134,6 +154,26 @@ byte-level tokenizer is used, so the command works with nothing downloaded.`,
 	tgt.Register(f)
 	rootCmd.AddCommand(cmd)
 }
+
+// reportSpeed prints what llama.cpp and llama2.c print after the text: the
+// time the weights took to upload, the prompt's and the decode steps'
+// tokens per second, and the part of those times spent compiling kernels
+// (a process's first calls of each shape compile them).
+func reportSpeed(w io.Writer, upload time.Duration, st llm.Stats) {
+	fmt.Fprintf(w, "tapmlc: weights uploaded in %.1f ms\n", ms(upload))
+	phase := func(name string, n int, took, compile time.Duration) {
+		fmt.Fprintf(w, "tapmlc: %s: %d tokens in %.1f ms, %.2f tokens/s (%.1f ms of it compiling kernels)\n",
+			name, n, ms(took), llm.TokensPerSecond(n, took), ms(compile))
+	}
+	phase("prompt", st.PromptTokens, st.PromptTime, st.PromptCompile)
+	if st.DecodeTokens > 0 {
+		phase("decode", st.DecodeTokens, st.DecodeTime, st.DecodeCompile)
+		fmt.Fprintf(w, "tapmlc: decode without compiling kernels: %.2f tokens/s\n", llm.TokensPerSecond(st.DecodeTokens, st.DecodeTime-st.DecodeCompile))
+	}
+	fmt.Fprintf(w, "tapmlc: kernels compiled in %.1f ms\n", ms(st.PromptCompile+st.DecodeCompile))
+}
+
+func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
 
 // buildTarget runs a build folder on the target it was compiled for unless
 // --target says otherwise, and says which on stderr.

@@ -107,14 +107,14 @@ var Table = []Fault{
 		Ops: map[Generator][]ir.Op{
 			WGSL: {ir.OpArgmax, ir.OpAttention, ir.OpCast, ir.OpCausalConv1D, ir.OpConcat, ir.OpConstant, ir.OpConv2D,
 				ir.OpConvTranspose2D, ir.OpDequantize, ir.OpExpertMatmul, ir.OpFusedElementwise, ir.OpGather, ir.OpKVWrite,
-				ir.OpLayerNorm, ir.OpMatmul, ir.OpPool2D, ir.OpProbe, ir.OpReshape, ir.OpRMSNorm, ir.OpRope,
-				ir.OpSelectiveScan, ir.OpSlice, ir.OpSoftmax, ir.OpTokenShift, ir.OpTopK, ir.OpTransfer,
+				ir.OpLayerNorm, ir.OpMatmul, ir.OpPool2D, ir.OpProbe, ir.OpReshape, ir.OpRMSNorm, ir.OpRMSNormMatmul,
+				ir.OpRope, ir.OpSelectiveScan, ir.OpSlice, ir.OpSoftmax, ir.OpTokenShift, ir.OpTopK, ir.OpTransfer,
 				ir.OpTranspose, ir.OpWKV},
 			LLVM: {ir.OpArgmax, ir.OpAttention, ir.OpCast, ir.OpCausalConv1D, ir.OpConcat, ir.OpConstant, ir.OpConv2D,
 				ir.OpConvTranspose2D, ir.OpDequantize, ir.OpExpertMatmul, ir.OpFusedElementwise, ir.OpGather, ir.OpIota, ir.OpKVWrite,
 				ir.OpLayerNorm, ir.OpMatmul, ir.OpPool2D, ir.OpProbe, ir.OpReduceMax, ir.OpReduceMean, ir.OpReduceSum,
-				ir.OpReshape, ir.OpResize, ir.OpRMSNorm, ir.OpRope, ir.OpSelectiveScan, ir.OpSlice, ir.OpSoftmax,
-				ir.OpTokenShift, ir.OpTopK, ir.OpTransfer, ir.OpTranspose, ir.OpWKV},
+				ir.OpReshape, ir.OpResize, ir.OpRMSNorm, ir.OpRMSNormMatmul, ir.OpRope, ir.OpSelectiveScan, ir.OpSlice,
+				ir.OpSoftmax, ir.OpTokenShift, ir.OpTopK, ir.OpTransfer, ir.OpTranspose, ir.OpWKV},
 		},
 	},
 	{
@@ -138,7 +138,8 @@ var Table = []Fault{
 			"but it may happen to be right where a workgroup's invocations run in lockstep. LLVM kernels have no " +
 			"barriers",
 		Ops: map[Generator][]ir.Op{
-			WGSL: {ir.OpArgmax, ir.OpAttention, ir.OpExpertMatmul, ir.OpLayerNorm, ir.OpMatmul, ir.OpRMSNorm, ir.OpSoftmax},
+			WGSL: {ir.OpArgmax, ir.OpAttention, ir.OpExpertMatmul, ir.OpLayerNorm, ir.OpMatmul, ir.OpRMSNorm, ir.OpRMSNormMatmul,
+				ir.OpSoftmax},
 		},
 	},
 	{
@@ -151,10 +152,10 @@ var Table = []Fault{
 		Ops: map[Generator][]ir.Op{
 			WGSL: {ir.OpAttention, ir.OpCausalConv1D, ir.OpConv2D, ir.OpConvTranspose2D, ir.OpExpertMatmul,
 				ir.OpFusedElementwise, ir.OpLayerNorm, ir.OpMatmul, ir.OpReduceMean, ir.OpReduceSum, ir.OpRMSNorm,
-				ir.OpRope, ir.OpSelectiveScan, ir.OpSoftmax, ir.OpWKV},
+				ir.OpRMSNormMatmul, ir.OpRope, ir.OpSelectiveScan, ir.OpSoftmax, ir.OpWKV},
 			LLVM: {ir.OpAttention, ir.OpCausalConv1D, ir.OpConv2D, ir.OpConvTranspose2D, ir.OpExpertMatmul,
 				ir.OpFusedElementwise, ir.OpLayerNorm, ir.OpMatmul, ir.OpPool2D, ir.OpReduceMean, ir.OpReduceSum,
-				ir.OpRMSNorm, ir.OpRope, ir.OpSelectiveScan, ir.OpSoftmax, ir.OpWKV},
+				ir.OpRMSNorm, ir.OpRMSNormMatmul, ir.OpRope, ir.OpSelectiveScan, ir.OpSoftmax, ir.OpWKV},
 		},
 	},
 }

@@ -274,6 +274,7 @@ func init() {
 		ir.OpDequantize:       genDequantize,
 		ir.OpMatmul:           genMatmul,
 		ir.OpRMSNorm:          genNorm,
+		ir.OpRMSNormMatmul:    genRMSNormMatmul,
 		ir.OpLayerNorm:        genNorm,
 		ir.OpSoftmax:          genSoftmax,
 		ir.OpArgmax:           genArgmax,

@@ -35,6 +35,9 @@ func genMatmul(g *gen) error {
 			return fmt.Errorf("matmul computes on f32, f16 and bf16 (b may be a block format with transpose_b), got %s", t.DType)
 		}
 	}
+	if len(g.in) > 2 && (o.DType != ir.F32 || !g.in[2].Equal(o)) {
+		return fmt.Errorf("matmul's addend c must be the f32 output's type %s, got %s", o, g.in[2])
+	}
 	g.bindAll()
 	as, bs, os := sizes(a), sizes(b), sizes(o)
 	ra, rb, ro := len(as), len(bs), len(os)
@@ -87,16 +90,11 @@ func genMatmul(g *gen) error {
 					for r := range aRows {
 						aRows[r] = g.add(aOff, g.muli(g.addi(m0, int64(r)), k))
 					}
-					var acc []value.Value
-					if b.DType.IsBlock() {
-						acc = g.dotTileUnits(aRows, bRows, k, shift)
-					} else {
-						acc = g.dotTile(aRows, bRows, k, shift)
-					}
+					acc := g.dotTiles(b.DType, aRows, bRows, k, shift, g.plainA, 1)
 					for r := range aRows {
 						for c := range bRows {
 							at := g.add(g.add(oOff, g.muli(g.addi(m0, int64(r)), n)), g.addi(n0, int64(c)))
-							g.stF(2, at, acc[r*len(bRows)+c])
+							g.stOut(at, acc[r*len(bRows)+c])
 						}
 					}
 				}
@@ -155,12 +153,13 @@ func genMatmul(g *gen) error {
 					p := g.fmulFast(g.ldF(0, g.add(aRow, kk)), g.ldF(1, g.add(g.add(bOff, g.muli(bk, n)), j)))
 					return []value.Value{g.ov(g.faddFast(acc[0], p))}
 				})
-				g.stF(2, g.add(oRow, j), acc[0])
+				g.stOut(g.add(oRow, j), acc[0])
 			})
 			return
 		}
+		ob := g.outBinding(0)
 		g.loop(n0, n1, func(j value.Value) {
-			g.stF(2, g.add(oRow, j), cf(0))
+			g.stF(ob, g.add(oRow, j), cf(0))
 		})
 		g.loop(c64(0), c64(k), func(kk value.Value) {
 			av := g.ldF(0, g.add(aRow, kk))
@@ -171,10 +170,16 @@ func genMatmul(g *gen) error {
 			bRow := g.add(bOff, g.muli(bk, n))
 			g.loop(n0, n1, func(j value.Value) {
 				at := g.add(oRow, j)
-				s := g.faddFast(g.ldF(2, at), g.fmulFast(av, g.ldF(1, g.add(bRow, j))))
-				g.stF(2, at, g.ov(s))
+				s := g.faddFast(g.ldF(ob, at), g.fmulFast(av, g.ldF(1, g.add(bRow, j))))
+				g.stF(ob, at, g.ov(s))
 			})
 		})
+		if len(g.in) > 2 {
+			g.loop(n0, n1, func(j value.Value) {
+				at := g.add(oRow, j)
+				g.stOut(at, g.ldF(ob, at))
+			})
+		}
 	})
 	g.finish()
 	return nil
@@ -314,18 +319,49 @@ func (g *gen) vecTile(aOff, bOff, oOff, m0, n0 value.Value, rows, nv, ns, k, n i
 		oRow := g.add(g.add(oOff, g.muli(g.addi(m0, r), n)), n0)
 		for j := int64(0); j < per; j++ {
 			if j < nv {
-				vstore(2, g.addi(oRow, j*vecW), acc[r*per+j])
+				at, v := g.addi(oRow, j*vecW), acc[r*per+j]
+				if len(g.in) > 2 {
+					v = g.fadd(v, vload(2, at))
+				}
+				vstore(g.outBinding(0), at, v)
 			} else {
-				g.stF(2, g.addi(oRow, nv*vecW+j-nv), acc[r*per+j])
+				g.stOut(g.addi(oRow, nv*vecW+j-nv), acc[r*per+j])
 			}
 		}
 	}
 }
 
+// stOut stores v, an element of matmul's product, at idx of the output,
+// plus the addend's element idx when the node has one (a residual add fused
+// into the product, passes/residual.go): one f32 add, as the add op.
+func (g *gen) stOut(idx, v value.Value) {
+	if len(g.in) > 2 {
+		v = g.fadd(v, g.ldF(2, idx))
+	}
+	g.stF(g.outBinding(0), idx, v)
+}
+
+// aLoader loads element kk of the row of a at element offset off, as the
+// product reads it.
+type aLoader func(off, kk value.Value) value.Value
+
+// plainA reads a as it is, from binding 0.
+func (g *gen) plainA(off, kk value.Value) value.Value { return g.ldF(0, g.add(off, kk)) }
+
+// dotTiles is dotTile, or dotTileUnits when b (binding bb) is in a block
+// format.
+func (g *gen) dotTiles(bt ir.DType, aRows, bRows []value.Value, k int64, shift bool, a aLoader, bb int) []value.Value {
+	if bt.IsBlock() {
+		return g.dotTileUnits(aRows, bRows, k, shift, a, bb)
+	}
+	return g.dotTile(aRows, bRows, k, shift, a, bb)
+}
+
 // dotTile emits one k loop computing the dot products of every row of a
-// (element offsets aRows) with every row of b (offsets bRows), each of
-// length k, and returns them row-major (a row, then b row).
-func (g *gen) dotTile(aRows, bRows []value.Value, k int64, shift bool) []value.Value {
+// (element offsets aRows, read through a) with every row of b (binding bb,
+// offsets bRows), each of length k, and returns them row-major (a row,
+// then b row).
+func (g *gen) dotTile(aRows, bRows []value.Value, k int64, shift bool, a aLoader, bb int) []value.Value {
 	init := make([]value.Value, len(aRows)*len(bRows))
 	for i := range init {
 		init[i] = cf(0)
@@ -337,11 +373,11 @@ func (g *gen) dotTile(aRows, bRows []value.Value, k int64, shift bool) []value.V
 		}
 		av := make([]value.Value, len(aRows))
 		for r, off := range aRows {
-			av[r] = g.ldF(0, g.add(off, kk))
+			av[r] = a(off, kk)
 		}
 		next := make([]value.Value, len(acc))
 		for c, off := range bRows {
-			bv := g.ldF(1, g.add(off, bk))
+			bv := g.ldF(bb, g.add(off, bk))
 			for r := range aRows {
 				i := r*len(bRows) + c
 				next[i] = g.ov(g.faddFast(acc[i], g.fmulFast(av[r], bv)))
@@ -365,4 +401,70 @@ func batchStrides(out, in []int) []int64 {
 		acc *= int64(in[j])
 	}
 	return st
+}
+
+// genRMSNormMatmul emits rms_norm_matmul: matmul(rms_norm(x, g), w) with
+// transpose_b. An item is a chunk of chunkN output columns of one row: it
+// computes the row's reciprocal RMS as rms_norm does (Σx² in order, /K,
+// +eps, 1/sqrt), then dot products in tiles of tileN columns whose a is
+// g·(inv·x), each element rounded as rms_norm rounds it.
+func genRMSNormMatmul(g *gen) error {
+	x, gw, w := g.in[0], g.in[1], g.in[2]
+	if x.DType != ir.F32 || gw.DType != ir.F32 || !w.DType.IsFloat() && !w.DType.IsBlock() {
+		return fmt.Errorf("rms_norm_matmul needs f32 x and g (w may be stored), got %s, %s and %s", x, gw, w)
+	}
+	g.bindAll()
+	xs := sizes(x)
+	k, n := int64(xs[len(xs)-1]), int64(sizes(w)[0])
+	rows := int64(prod(xs[:len(xs)-1]))
+	shift := g.faultOnce(FaultWrongIndex)
+	if rows == 0 || n == 0 {
+		g.setItems(0)
+		g.finish()
+		return nil
+	}
+	eps := float32(g.attrs.Float("eps"))
+	chunks := (n + chunkN - 1) / chunkN
+	g.setItems(rows * chunks)
+	ob := g.outBinding(0)
+	g.loop(g.lo, g.hi, func(it value.Value) {
+		row, c := g.divi(it, chunks), g.remi(it, chunks)
+		xOff := g.muli(row, k)
+		ss := g.loopAcc(c64(0), c64(k), []value.Value{cf(0)}, func(j value.Value, acc []value.Value) []value.Value {
+			v := g.ldF(0, g.add(xOff, j))
+			return []value.Value{g.ov(g.fadd(acc[0], g.fmul(v, v)))}
+		})[0]
+		inv := g.fdiv(cf(1), g.sqrtf(g.fadd(g.fdiv(ss, cf(float32(k))), cf(eps))))
+		normed := func(off, kk value.Value) value.Value {
+			return g.fmul(g.ldF(1, kk), g.fmul(inv, g.ldF(0, g.add(off, kk))))
+		}
+		n0 := g.muli(c, chunkN)
+		cols := func(first value.Value, width int64) {
+			bRows := make([]value.Value, width)
+			for j := range bRows {
+				bRows[j] = g.muli(g.addi(first, int64(j)), k)
+			}
+			acc := g.dotTiles(w.DType, []value.Value{xOff}, bRows, k, shift, normed, 2)
+			for j := range bRows {
+				g.stF(ob, g.add(g.muli(row, n), g.addi(first, int64(j))), acc[j])
+			}
+		}
+		// whole tiles of the chunk (every chunk but the last is whole),
+		// then the columns past the last whole tile
+		end := g.sel(g.icmp(enum.IPredSLT, g.addi(n0, chunkN), c64(n)), g.addi(n0, chunkN), c64(n))
+		g.loop(c64(0), g.divi(g.sub(end, n0), tileN), func(t value.Value) {
+			cols(g.add(n0, g.muli(t, tileN)), tileN)
+		})
+		if rem := n % tileN; rem > 0 {
+			last := g.icmp(enum.IPredEQ, c, c64(chunks-1))
+			lb, join := g.block(), g.block()
+			g.cur.NewCondBr(last, lb, join)
+			g.cur = lb
+			cols(c64(n-rem), rem)
+			g.cur.NewBr(join)
+			g.cur = join
+		}
+	})
+	g.finish()
+	return nil
 }

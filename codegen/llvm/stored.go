@@ -122,7 +122,7 @@ func (g *gen) gatherRow(src, dst value.Value, inner int64) {
 
 // dotTileUnits is dotTile for a block-format b: each unit of every b row
 // is decoded once and multiplied into the accumulators of every a row.
-func (g *gen) dotTileUnits(aRows, bRows []value.Value, k int64, shift bool) []value.Value {
+func (g *gen) dotTileUnits(aRows, bRows []value.Value, k int64, shift bool, a aLoader, bb int) []value.Value {
 	init := make([]value.Value, len(aRows)*len(bRows))
 	for i := range init {
 		init[i] = cf(0)
@@ -137,13 +137,13 @@ func (g *gen) dotTileUnits(aRows, bRows []value.Value, k int64, shift bool) []va
 		for _, off := range aRows {
 			var x [4]value.Value
 			for l := range x {
-				x[l] = g.ldF(0, g.add(off, g.addi(g.muli(u, 4), int64(l))))
+				x[l] = a(off, g.addi(g.muli(u, 4), int64(l)))
 			}
 			av = append(av, x)
 		}
 		next := append([]value.Value{}, acc...)
 		for c, off := range bRows {
-			bv := g.unit(1, g.add(off, g.muli(bu, 4)))
+			bv := g.unit(bb, g.add(off, g.muli(bu, 4)))
 			for r := range aRows {
 				i := r*len(bRows) + c
 				for l := range bv {

@@ -119,6 +119,27 @@ func testCases() []testCase {
 	add(testCase{op: ir.OpMatmul, in: []ir.Type{f32(2, 1, 4, 8), f32(3, 8, 5)}})
 	add(testCase{op: ir.OpMatmul, in: []ir.Type{f32(64, 64), f32(64, 64)}})
 	add(testCase{op: ir.OpMatmul, in: []ir.Type{f32(3, 33), f32(50, 33)}, attrs: tb})
+	// A norm fused into the products that read it (passes/norm.go): vec4
+	// and scalar rows, several rows, stored weights.
+	add(testCase{op: ir.OpRMSNormMatmul, in: []ir.Type{f32(1, 64), f32(64), f32(100, 64)}})
+	add(testCase{op: ir.OpRMSNormMatmul, in: []ir.Type{f32(3, 37), f32(37), f32(20, 37)}})
+	add(testCase{op: ir.OpRMSNormMatmul, in: []ir.Type{f32(1, 64), f32(64), st(ir.Q4_0, 9, 64)}})
+	add(testCase{op: ir.OpRMSNormMatmul, in: []ir.Type{f32(2, 256), f32(256), st(ir.Q6_K, 5, 256)}})
+	// A residual add fused in (the addend c, passes/residual.go), in every
+	// kernel: GEMV with and without transpose_b (vec4 and scalar), the
+	// scalar and vec4 tiles, a stored weight, batch dims.
+	for _, in := range [][]ir.Type{
+		{f32(1, 64), f32(100, 64), f32(1, 100)}, {f32(1, 64), st(ir.Q4_0, 9, 64), f32(1, 9)},
+		{f32(1, 37), f32(37, 20), f32(1, 20)}, {f32(1, 37), f32(37, 19), f32(1, 19)},
+		{f32(67, 45), f32(33, 45), f32(67, 33)}, {f32(17, 64), st(ir.Q4_0, 9, 64), f32(17, 9)},
+		{f32(64, 64), f32(64, 64), f32(64, 64)}, {f32(2, 1, 4, 8), f32(3, 8, 5), f32(2, 3, 4, 5)},
+	} {
+		var attrs ir.Attrs
+		if in[2].Shape[in[2].Shape.Rank()-1] != in[1].Shape[in[1].Shape.Rank()-1] {
+			attrs = tb
+		}
+		add(testCase{op: ir.OpMatmul, in: in, attrs: attrs})
+	}
 	add(testCase{op: ir.OpMatmul, in: []ir.Type{f32(2, 1, 40), f32(2, 7, 40)}, attrs: tb})
 	add(testCase{name: "matmul_gemv_lanes1", op: ir.OpMatmul, in: []ir.Type{f32(1, 64), f32(100, 64)}, attrs: tb, tune: wgsl.Tuning{GEMVLanes: 1}})
 	add(testCase{op: ir.OpMatmul, in: []ir.Type{f32(70, 33), f32(33, 90)}})

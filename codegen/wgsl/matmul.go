@@ -113,19 +113,30 @@ func (g *gen) gemvT(s mmShape, nb int) (*codegen.Kernel, error) {
 	if vec {
 		elem = "vec4<f32>"
 	}
+	// rms_norm_matmul (x, g, w) normalizes a's row first: its weight is
+	// input 2, and every invocation takes part in the row's sum of
+	// squares.
+	norm := g.op == ir.OpRMSNormMatmul
+	bi := 1
 	g.bind("in0", codegen.Read, g.in[0], elem, 0, -1)
-	sb, isStoredB := stored{}, isStored(g.in[1].DType)
-	if isStoredB {
-		sb = g.bindStored("in1", 1)
-	} else {
+	if norm {
 		g.bind("in1", codegen.Read, g.in[1], elem, 1, -1)
+		bi = 2
 	}
+	bName := "in" + strconv.Itoa(bi)
+	sb, isStoredB := stored{}, isStored(g.in[bi].DType)
+	if isStoredB {
+		sb = g.bindStored(bName, bi)
+	} else {
+		g.bind(bName, codegen.Read, g.in[bi], elem, bi, -1)
+	}
+	g.bindAddend("f32")
 	g.bind("out0", codegen.Write, g.out[0], "f32", -1, 0)
 	g.f16Helper()
 	g.p("const N: u32 = %du;", s.n)
 	g.p("const KU: u32 = %du; // K in units of %s", units, elem)
 	g.p("const L: u32 = %du; // lanes per output", l)
-	if l > 1 {
+	if l > 1 || norm {
 		g.p("var<workgroup> red: array<f32, %d>;", wg)
 	}
 	g.entry([3]int{wg, 1, 1})
@@ -134,6 +145,11 @@ func (g *gen) gemvT(s mmShape, nb int) (*codegen.Kernel, error) {
 		div = 4
 	}
 	g.batchOffsets(s, div)
+	a := func(k string) string { return fmt.Sprintf("in0[ab + %s]", k) }
+	if norm {
+		g.normPrologue(wg, s.k, vec)
+		a = func(k string) string { return fmt.Sprintf("(in1[%s] * (inv * in0[ab + %s]))", k, k) }
+	}
 	g.p("  let lane = li %% L;")
 	g.p("  let n_ = %s * %du + li / L;", gid, r)
 	g.p("  let valid = n_ < N;")
@@ -150,13 +166,13 @@ func (g *gen) gemvT(s mmShape, nb int) (*codegen.Kernel, error) {
 			// Adjacent lanes decode adjacent units: whole words of the
 			// packed row, coalesced.
 			u := fmt.Sprintf("min(%s, KU - 1u)", kb)
-			return fmt.Sprintf("dot(in0[ab + %s], %s)", k, g.unit4(sb, fmt.Sprintf("bb * %du + (n * KU + %s) * 4u", div, u), "    "))
+			return fmt.Sprintf("dot(%s, %s)", a(k), g.unit4(sb, fmt.Sprintf("bb * %du + (n * KU + %s) * 4u", div, u), "    "))
 		case isStoredB:
-			return fmt.Sprintf("in0[ab + %s] * %s", k, g.elem(sb, fmt.Sprintf("bb + n * KU + min(%s, KU - 1u)", kb), "    "))
+			return fmt.Sprintf("%s * %s", a(k), g.elem(sb, fmt.Sprintf("bb + n * KU + min(%s, KU - 1u)", kb), "    "))
 		case vec:
-			return fmt.Sprintf("dot(in0[ab + %s], in1[bb + n * KU + %s])", k, kb)
+			return fmt.Sprintf("dot(%s, %s[bb + n * KU + %s])", a(k), bName, kb)
 		}
-		return fmt.Sprintf("in0[ab + %s] * in1[bb + n * KU + %s]", k, kb)
+		return fmt.Sprintf("%s * %s[bb + n * KU + %s]", a(k), bName, kb)
 	}
 	unroll := 1
 	if g.fault == "" && (g.tune.GEMVUnroll == 2 || g.tune.GEMVUnroll == 4) {
@@ -196,7 +212,7 @@ func (g *gen) gemvT(s mmShape, nb int) (*codegen.Kernel, error) {
 		g.p("  }")
 		g.p("  acc = red[li];")
 	}
-	g.p("  if (valid && lane == 0u) { out0[wid.z * N + n] = acc; }")
+	g.p("  if (valid && lane == 0u) { out0[wid.z * N + n] = %s; }", g.addend("acc", "wid.z * N + n"))
 	g.p("}")
 	return g.kernel([3]int{wg, 1, 1}, grid), nil
 }
@@ -218,6 +234,7 @@ func (g *gen) gemvN(s mmShape, nb int) (*codegen.Kernel, error) {
 	}
 	g.bind("in0", codegen.Read, g.in[0], "f32", 0, -1)
 	g.bind("in1", codegen.Read, g.in[1], elem, 1, -1)
+	g.bindAddend(elem)
 	g.bind("out0", codegen.Write, g.out[0], elem, -1, 0)
 	g.f16Helper()
 	g.p("const NU: u32 = %du; // N in units of %s", nu, elem)
@@ -235,9 +252,62 @@ func (g *gen) gemvN(s mmShape, nb int) (*codegen.Kernel, error) {
 	g.p("  for (var k = 0u; k < K; k++) {")
 	g.p("    acc = %s;", g.ov(fmt.Sprintf("acc + in0[ab + k] * in1[bu + (%s) * NU + n]", row)))
 	g.p("  }")
-	g.p("  out0[wid.z * NU + n] = acc;")
+	g.p("  out0[wid.z * NU + n] = %s;", g.addend("acc", "wid.z * NU + n"))
 	g.p("}")
 	return g.kernel([3]int{wg, 1, 1}, grid), nil
+}
+
+// normPrologue emits inv, the reciprocal RMS of the workgroup's row of x
+// (in0 at ab, k elements), as rms_norm computes it: every invocation sums
+// the squares of a strided part, a tree in red combines them. It ends
+// with a barrier, so red is free again.
+func (g *gen) normPrologue(wg, k int, vec bool) {
+	eps := g.attrs.Float("eps")
+	g.p("  var ss = 0.0f;")
+	if vec {
+		g.p("  for (var j = li; j < KU; j += %du) { let v = in0[ab + j]; ss = ss + dot(v, v); }", wg)
+	} else {
+		g.p("  for (var j = li; j < KU; j += %du) { let v = in0[ab + j]; ss = ss + v * v; }", wg)
+	}
+	g.p("  red[li] = ss;")
+	g.treeReduce(wg, sum)
+	g.p("  let inv = 1.0f / sqrt(red[0] / %s + %s);", f32Lit(float64(k)), f32Lit(eps))
+	g.p("  workgroupBarrier();")
+}
+
+// genRMSNormMatmul generates rms_norm_matmul: matmul's GEMV with
+// transpose_b, one row of x per wid.z, each workgroup normalizing its row
+// first. The pass that makes the op (passes/norm.go) fuses only rows that
+// are one token (a decode step), where the products are GEMVs anyway.
+func genRMSNormMatmul(g *gen) (*codegen.Kernel, error) {
+	if g.in[0].DType != ir.F32 || g.in[1].DType != ir.F32 || g.in[2].DType != ir.F32 && !isStored(g.in[2].DType) {
+		return nil, fmt.Errorf("rms_norm_matmul needs f32 x and g (w may be stored), got %s, %s and %s", g.in[0], g.in[1], g.in[2])
+	}
+	x, w := sizes(g.in[0]), sizes(g.in[2])
+	rows := prod(x[:len(x)-1])
+	s := mmShape{m: 1, k: x[len(x)-1], n: w[0], batch: []int{rows}, aB: []int{rows}, transpose: true}
+	return g.gemvT(s, rows)
+}
+
+// bindAddend binds matmul's optional third input c (a residual add fused
+// into the product, passes/residual.go) as an array of elem, laid out as
+// the output.
+func (g *gen) bindAddend(elem string) {
+	if g.hasAddend() {
+		g.bind("in2", codegen.Read, g.in[2], elem, 2, -1)
+	}
+}
+
+// hasAddend reports whether the node is a matmul with the addend c.
+func (g *gen) hasAddend() bool { return g.op == ir.OpMatmul && len(g.in) > 2 }
+
+// addend returns v plus element idx of matmul's third input when it has
+// one (the output's element idx), else v.
+func (g *gen) addend(v, idx string) string {
+	if g.hasAddend() {
+		return fmt.Sprintf("%s + in2[%s]", v, idx)
+	}
+	return v
 }
 
 // tile is the blocking of the tiled matmul.
@@ -270,6 +340,7 @@ func (g *gen) tiled(s mmShape, nb int) (*codegen.Kernel, error) {
 	if isStoredB {
 		g.bind("in0", codegen.Read, g.in[0], "f32", 0, -1)
 		sb = g.bindStored("in1", 1)
+		g.bindAddend("f32")
 		g.bind("out0", codegen.Write, g.out[0], "f32", -1, 0)
 	} else {
 		g.bindAll()
@@ -343,7 +414,8 @@ func (g *gen) tiled(s mmShape, nb int) (*codegen.Kernel, error) {
 	for i := 0; i < t.tm; i++ {
 		g.p("  let gm%d = m0 + ty + %du;", i, i*wgy)
 		for j := 0; j < t.tn; j++ {
-			g.p("  if (gm%d < M && n0 + tx + %du < N) { out0[ob + gm%d * N + n0 + tx + %du] = acc%d_%d; }", i, j*wgx, i, j*wgx, i, j)
+			idx := fmt.Sprintf("ob + gm%d * N + n0 + tx + %du", i, j*wgx)
+			g.p("  if (gm%d < M && n0 + tx + %du < N) { out0[%s] = %s; }", i, j*wgx, idx, g.addend(fmt.Sprintf("acc%d_%d", i, j), idx))
 		}
 	}
 	g.p("}")
@@ -489,6 +561,7 @@ func (g *gen) tiledVec(s mmShape, nb int, v vecTile) (*codegen.Kernel, error) {
 	} else {
 		g.bind("in1", codegen.Read, g.in[1], "vec4<f32>", 1, -1)
 	}
+	g.bindAddend("vec4<f32>")
 	g.bind("out0", codegen.Write, g.out[0], "vec4<f32>", -1, 0)
 	g.p("// vec4 tiled matmul %dx%dx%d/%dx%d prefetch=%v double=%v", v.bm, v.bn, v.bk, v.tm, v.tn, v.prefetch, v.double)
 	g.p("const M: u32 = %du;", s.m)
@@ -623,7 +696,7 @@ func (g *gen) tiledVec(s mmShape, nb int, v vecTile) (*codegen.Kernel, error) {
 			i := r*4 + q
 			g.p("  { let gm = m0 + (%du + ty) * 4u + %du;", r*wy, q)
 			for c := 0; c < v.tn/4; c++ {
-				g.p("    { let gn = n0 / 4u + %du + tx; if (gm < M && gn < NV) { out0[ob + gm * NV + gn] = c%d_%d; } }", c*wx, i, c)
+				g.p("    { let gn = n0 / 4u + %du + tx; if (gm < M && gn < NV) { out0[ob + gm * NV + gn] = %s; } }", c*wx, g.addend(fmt.Sprintf("c%d_%d", i, c), "ob + gm * NV + gn"))
 			}
 			g.p("  }")
 		}

@@ -2,6 +2,7 @@ package cpu
 
 import (
 	"fmt"
+	"slices"
 	"unsafe"
 
 	"github.com/tapml/tapml/ir"
@@ -25,6 +26,35 @@ import (
 // almost always are): the bits then do not depend on where the allocator
 // put b either.
 func matmulKernel(d *Device, c *call) ([]*tensor.Tensor, error) {
+	res, err := product(d, c)
+	if err != nil || len(c.in) < 3 {
+		return res, err
+	}
+	// The optional addend: the residual add that passes/residual.go fuses
+	// in, one f32 add per element as the add op does.
+	out, add := res[0], c.in[2]
+	if add.DType != ir.F32 || !slices.Equal(add.Shape, out.Shape) {
+		return nil, fmt.Errorf("the addend c is %s%v; it must be the output's f32%v", add.DType, add.Shape, out.Shape)
+	}
+	o, x := out.Float32s(), add.Float32s()
+	for i := range o {
+		o[i] += x[i]
+	}
+	return res, nil
+}
+
+// rmsNormMatmulKernel computes matmul(rms_norm(x, g), w) with transpose_b:
+// the two kernels in turn, so its bits are theirs.
+func rmsNormMatmulKernel(d *Device, c *call) ([]*tensor.Tensor, error) {
+	y, err := rmsNormKernel(d, &call{op: ir.OpRMSNorm, attrs: c.attrs, in: c.in[:2]})
+	if err != nil {
+		return nil, err
+	}
+	return product(d, &call{op: ir.OpMatmul, attrs: ir.Attrs{"transpose_b": ir.BoolAttr(true)}, in: []*tensor.Tensor{y[0], c.in[2]}})
+}
+
+// product computes a × b, matmul's product.
+func product(d *Device, c *call) ([]*tensor.Tensor, error) {
 	a, b := c.in[0], c.in[1]
 	if a.DType != ir.F32 || b.DType != ir.F32 {
 		return nil, fmt.Errorf("inputs are %s and %s; matmul computes on f32, f16 and bf16", a.DType, b.DType)

@@ -134,14 +134,13 @@ func Generate(s *Session, tok Tokenizer, prompt string, steps int, sampler *Samp
 	if len(ids) > steps {
 		return nil, nil
 	}
-	logits, err := s.Forward(ids)
+	next, err := s.Next(ids, sampler)
 	if err != nil {
 		return nil, err
 	}
 	var out []int
 	prev := ids[len(ids)-1]
 	for {
-		next := sampler.Sample(logits)
 		if tok.IsEOG(next) {
 			break
 		}
@@ -153,9 +152,23 @@ func Generate(s *Session, tok Tokenizer, prompt string, steps int, sampler *Samp
 		if s.Pos >= steps {
 			break
 		}
-		if logits, err = s.Forward([]int{next}); err != nil {
+		if next, err = s.Next([]int{next}, sampler); err != nil {
 			return out, err
 		}
 	}
 	return out, nil
+}
+
+// Continue feeds prompt, then steps tokens, each the one sampler picks
+// after the last (as Generate does, without a tokenizer or end tokens),
+// and returns the steps+1 ids sampled. Benchmarks drive sessions with it.
+func (s *Session) Continue(prompt []int, steps int, sampler *Sampler) ([]int, error) {
+	next, err := s.Next(prompt, sampler)
+	ids := []int{next}
+	for i := 0; err == nil && i < steps; i++ {
+		if next, err = s.Next([]int{next}, sampler); err == nil {
+			ids = append(ids, next)
+		}
+	}
+	return ids, err
 }

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/google/go-cmp/cmp"
 	"github.com/tapml/tapml/frontend/arch"
 	"github.com/tapml/tapml/frontend/arch/llama"
 	"github.com/tapml/tapml/frontend/tokenizer/sentencepiece"
@@ -228,4 +229,60 @@ func stateModule(t *testing.T, state bool) *ir.Module {
 		}
 	}
 	return m
+}
+
+// Next picks what the sampler picks from Forward's logits: a greedy
+// sampler through an argmax on the device (the same id as Argmax on the
+// host), a sampling one from the downloaded logits; the argmax executor
+// is made again when the logits' type changes (a prefill's, then a decode
+// step's, here the same).
+func TestNext(t *testing.T) {
+	ref, s := tinySession(t), tinySession(t)
+	for _, temp := range []float64{0, 0.8} {
+		a, b := NewSampler(temp, 0.9, 5), NewSampler(temp, 0.9, 5)
+		tokens := []int{1, 2, 3}
+		for step := 0; step < 5; step++ {
+			logits, err := ref.Forward(tokens)
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := a.Sample(logits)
+			got, err := s.Next(tokens, b)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got != want {
+				t.Fatalf("temperature %g, step %d: Next gave %d, Forward and Sample %d", temp, step, got, want)
+			}
+			tokens = []int{got}
+		}
+	}
+	// Stats counts the first call as the prompt, every later one (the
+	// second temperature's three tokens too) as decoding.
+	if st := s.Stats; st.PromptTokens != 3 || st.DecodeTokens != 4+3+4 || st.PromptTime <= 0 || st.DecodeTime <= 0 {
+		t.Errorf("Stats %+v, want 3 prompt tokens and 11 decoded, both timed", st)
+	}
+}
+
+// Continue returns the prompt's next token and one more per step, each
+// what Next gives after the last.
+func TestContinue(t *testing.T) {
+	ref, s := tinySession(t), tinySession(t)
+	greedy := NewSampler(0, 0, 1)
+	got, err := s.Continue([]int{1, 2, 3}, 4, greedy)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []int{}
+	next, err := ref.Next([]int{1, 2, 3}, greedy)
+	for i := 0; err == nil && i < 5; i++ {
+		want = append(want, next)
+		next, err = ref.Next([]int{next}, greedy)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("ids (-Next +Continue):\n%s", diff)
+	}
 }

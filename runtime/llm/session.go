@@ -4,7 +4,9 @@
 package llm
 
 import (
+	"errors"
 	"fmt"
+	"time"
 
 	"github.com/tapml/tapml/ir"
 	"github.com/tapml/tapml/runtime"
@@ -20,6 +22,57 @@ type Session struct {
 	Pos    int    // tokens consumed so far
 	MaxSeq int    // the most tokens a session can hold
 	caches []*runtime.Buffer
+	// step holds a decode step's token and position where the device can
+	// overwrite buffers (runtime.Writer): every step then calls decode on
+	// the same buffers, which the executor can capture and replay.
+	step *stepArgs
+	// argmax runs greedy sampling's argmax on the device (Next).
+	argmax *runtime.Executor
+	// Stats is what the session's calls took so far.
+	Stats Stats
+}
+
+// Stats times a session's calls (Forward, Next), each until its result is
+// on the host, as llama.cpp and llama2.c time theirs: the first call (the
+// prompt) apart from the later ones (decode steps). Compile is the part of
+// each time that the devices spent making kernels (runtime.KernelCompiler):
+// a process's first session compiles them on its first calls.
+type Stats struct {
+	PromptTokens, DecodeTokens   int
+	PromptTime, DecodeTime       time.Duration
+	PromptCompile, DecodeCompile time.Duration
+}
+
+// TokensPerSecond returns the rate of n tokens in d (0 when d is 0).
+func TokensPerSecond(n int, d time.Duration) float64 {
+	if d <= 0 {
+		return 0
+	}
+	return float64(n) / d.Seconds()
+}
+
+// timed runs call, a call of the session on n tokens, and adds its time
+// to s.Stats.
+func (s *Session) timed(n int, call func() error) error {
+	first := s.Pos == 0
+	compile0, start := s.Exec.CompileTime(), time.Now()
+	err := call()
+	took, compile := time.Since(start), s.Exec.CompileTime()-compile0
+	if err != nil {
+		return err
+	}
+	st := &s.Stats
+	if first {
+		st.PromptTokens, st.PromptTime, st.PromptCompile = st.PromptTokens+n, st.PromptTime+took, st.PromptCompile+compile
+	} else {
+		st.DecodeTokens, st.DecodeTime, st.DecodeCompile = st.DecodeTokens+n, st.DecodeTime+took, st.DecodeCompile+compile
+	}
+	return nil
+}
+
+type stepArgs struct {
+	w        runtime.Writer
+	tok, pos *runtime.Buffer
 }
 
 // NewSession checks that the module has the LLM calling convention
@@ -89,6 +142,94 @@ func checkSignature(f *ir.Function) error {
 // the next token. Several tokens go through prefill in one call; one token
 // goes through decode.
 func (s *Session) Forward(tokens []int) ([]float32, error) {
+	var logits []float32
+	err := s.timed(len(tokens), func() error {
+		out, err := s.forward(tokens)
+		if err != nil {
+			return err
+		}
+		logits, err = downloadLogits(out)
+		return err
+	})
+	return logits, err
+}
+
+// Next feeds tokens like Forward and returns the next token as sampler
+// picks it. A greedy sampler's argmax runs on the device that computed the
+// logits, so that a step downloads one id rather than the vocabulary's
+// logits.
+func (s *Session) Next(tokens []int, sampler *Sampler) (int, error) {
+	var next int
+	err := s.timed(len(tokens), func() error {
+		var err error
+		next, err = s.next(tokens, sampler)
+		return err
+	})
+	return next, err
+}
+
+func (s *Session) next(tokens []int, sampler *Sampler) (int, error) {
+	out, err := s.forward(tokens)
+	if err != nil {
+		return 0, err
+	}
+	if sampler.Temperature > 0 {
+		logits, err := downloadLogits(out)
+		if err != nil {
+			return 0, err
+		}
+		return sampler.Sample(logits), nil
+	}
+	defer out.Dev.Free(out)
+	if s.argmax == nil || s.argmax.Device("") != out.Dev || !s.argmax.Module.Func("argmax").Params[0].Type.Equal(out.Type()) {
+		if s.argmax != nil {
+			s.argmax.Close()
+		}
+		if s.argmax, err = argmaxExecutor(out); err != nil {
+			return 0, err
+		}
+	}
+	res, err := s.argmax.Call("argmax", out)
+	if err != nil {
+		return 0, err
+	}
+	id, err := runtime.Download(res[0])
+	res[0].Dev.Free(res[0])
+	if err != nil {
+		return 0, err
+	}
+	return int(id.Int32s()[0]), nil
+}
+
+// argmaxExecutor runs the argmax of logits like out's (a row of the
+// vocabulary) on out's device.
+func argmaxExecutor(out *runtime.Buffer) (*runtime.Executor, error) {
+	m := ir.NewModule("argmax")
+	b := ir.NewFunction(m, "argmax")
+	x := b.Param("logits", out.Type())
+	b.Return(b.Op(ir.OpArgmax, []*ir.Value{x}, ir.Attrs{"axis": ir.IntAttr(-1)}))
+	if err := b.Err(); err != nil {
+		return nil, fmt.Errorf("argmax of logits %s: %w", out.Type(), err)
+	}
+	return runtime.NewExecutor(m, out.Dev), nil
+}
+
+// downloadLogits downloads and frees the logits of a call, as f32.
+func downloadLogits(out *runtime.Buffer) ([]float32, error) {
+	logits, err := runtime.Download(out)
+	out.Dev.Free(out)
+	if err != nil {
+		return nil, err
+	}
+	if logits.DType != ir.F32 {
+		logits = logits.Convert(ir.F32)
+	}
+	return logits.Float32s(), nil
+}
+
+// forward runs prefill or decode on tokens and returns the logits'
+// buffer.
+func (s *Session) forward(tokens []int) (*runtime.Buffer, error) {
 	if len(tokens) == 0 {
 		return nil, fmt.Errorf("forward of no tokens")
 	}
@@ -103,19 +244,29 @@ func (s *Session) Forward(tokens []int) ([]float32, error) {
 	for i, t := range tokens {
 		ids[i] = int32(t)
 	}
-	tok, err := s.Exec.Upload(s.Place, tensor.FromInt32([]int{len(ids)}, ids))
-	if err != nil {
-		return nil, err
+	tokT, posT := tensor.FromInt32([]int{len(ids)}, ids), tensor.ScalarInt32(int32(s.Pos))
+	var tok, pos *runtime.Buffer
+	var err error
+	if fn == "decode" && s.step != nil {
+		tok, pos = s.step.tok, s.step.pos
+		err = errors.Join(s.step.w.Write(tok, tokT), s.step.w.Write(pos, posT))
+	} else {
+		tok, pos, err = s.upload(tokT, posT)
+		if err == nil && fn == "decode" {
+			if w, ok := tok.Dev.(runtime.Writer); ok {
+				s.step = &stepArgs{w: w, tok: tok, pos: pos}
+			}
+		}
 	}
-	pos, err := s.Exec.Upload(s.Place, tensor.ScalarInt32(int32(s.Pos)))
 	if err != nil {
-		tok.Dev.Free(tok)
 		return nil, err
 	}
 	args := append([]*runtime.Buffer{tok, pos}, s.caches...)
 	out, err := s.Exec.Call(fn, args...)
-	tok.Dev.Free(tok)
-	pos.Dev.Free(pos)
+	if s.step == nil || tok != s.step.tok {
+		tok.Dev.Free(tok)
+		pos.Dev.Free(pos)
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -126,16 +277,22 @@ func (s *Session) Forward(tokens []int) ([]float32, error) {
 			s.caches[i] = c
 		}
 	}
-	logits, err := runtime.Download(out[0])
-	out[0].Dev.Free(out[0])
-	if err != nil {
-		return nil, err
-	}
 	s.Pos += len(tokens)
-	if logits.DType != ir.F32 {
-		logits = logits.Convert(ir.F32)
+	return out[0], nil
+}
+
+// upload uploads a call's token and position.
+func (s *Session) upload(tok, pos *tensor.Tensor) (*runtime.Buffer, *runtime.Buffer, error) {
+	tb, err := s.Exec.Upload(s.Place, tok)
+	if err != nil {
+		return nil, nil, err
 	}
-	return logits.Float32s(), nil
+	pb, err := s.Exec.Upload(s.Place, pos)
+	if err != nil {
+		tb.Dev.Free(tb)
+		return nil, nil, err
+	}
+	return tb, pb, nil
 }
 
 // Close frees the caches.
@@ -144,4 +301,13 @@ func (s *Session) Close() {
 		c.Dev.Free(c)
 	}
 	s.caches = nil
+	if s.argmax != nil {
+		s.argmax.Close()
+		s.argmax = nil
+	}
+	if s.step != nil {
+		s.step.tok.Dev.Free(s.step.tok)
+		s.step.pos.Dev.Free(s.step.pos)
+		s.step = nil
+	}
 }

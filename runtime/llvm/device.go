@@ -40,6 +40,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 	"unsafe"
 
 	"github.com/ebitengine/purego"
@@ -75,6 +76,8 @@ type Options struct {
 // Stats counts a device's work.
 type Stats struct {
 	KernelsMade int // kernels generated
+	// CompileTime is the time spent generating and compiling modules.
+	CompileTime time.Duration
 	Modules     int // modules built (compiled or found in the cache)
 	Compiles    int // clang runs that produced a shared object
 	CacheHits   int // modules loaded from the disk cache
@@ -167,6 +170,10 @@ func (d *Device) Stats() Stats {
 	defer d.mu.Unlock()
 	return d.stats
 }
+
+// CompileTime returns the time spent making kernels so far
+// (runtime.KernelCompiler).
+func (d *Device) CompileTime() time.Duration { return d.Stats().CompileTime }
 
 // SetFault injects a codegen/llvm fault into the kernel of node id (""
 // removes it). For tests only.
@@ -376,6 +383,8 @@ func (d *Device) build(nodes []*ir.Node, ins, outs [][]ir.Type, must *ir.Node, s
 	if len(nodes) == 0 {
 		return nil
 	}
+	start := time.Now()
+	defer func() { d.stats.CompileTime += time.Since(start) }()
 	mod := cg.NewModule(cg.Options{})
 	type added struct {
 		n       *ir.Node

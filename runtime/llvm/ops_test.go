@@ -45,10 +45,16 @@ type tol struct {
 }
 
 var (
-	exact   = tol{}
-	libm    = tol{atol: 1e-37, rtol: 2.5e-7}
-	chain   = tol{atol: 1e-6, rtol: 2e-6}
-	mmTol   = tol{bound: matmulBound}
+	exact = tol{}
+	libm  = tol{atol: 1e-37, rtol: 2.5e-7}
+	chain = tol{atol: 1e-6, rtol: 2e-6}
+	mmTol = tol{bound: matmulBound}
+	// normMmTol: rms_norm_matmul's kernel normalizes x as rms_norm does
+	// (the same f32 operations in the same order, so the same bits), then
+	// takes matmul's bound on the normalized rows.
+	normMmTol = tol{bound: func(c opCase) []float64 {
+		return matmulBound(opCase{attrs: ir.Attrs{"transpose_b": ir.BoolAttr(true)}, in: []*tensor.Tensor{rmsNormRows(c.in[0], c.in[1], c.attrs), c.in[2]}})
+	}}
 	convTol = tol{bound: convBound}
 )
 
@@ -198,6 +204,19 @@ func opCases() []opCase {
 	add("matmul/2x3x7*3x7T", ir.OpMatmul, tb, mmTol, randF32(r, -1, 1, 2, 3, 7), randF32(r, -1, 1, 3, 7))
 	add("matmul/3x7x20*20x9", ir.OpMatmul, nil, mmTol, randF32(r, -1, 1, 3, 7, 20), randF32(r, -1, 1, 20, 9))
 	add("matmul/4x16*16x70", ir.OpMatmul, nil, mmTol, randF32(r, -1, 1, 4, 16), randF32(r, -1, 1, 16, 70))
+	// A norm fused into the products that read it (passes/norm.go): one
+	// row and several, chunks and a last partial tile, stored weights.
+	add("rms_norm_matmul/1x40*9x40T", ir.OpRMSNormMatmul, nil, normMmTol, randF32(r, -1, 1, 1, 40), randF32(r, -1, 1, 40), randF32(r, -1, 1, 9, 40))
+	add("rms_norm_matmul/3x2x24*70x24T", ir.OpRMSNormMatmul, nil, normMmTol, randF32(r, -1, 1, 3, 2, 24), randF32(r, -1, 1, 24), randF32(r, -1, 1, 70, 24))
+	add("rms_norm_matmul/q4_0", ir.OpRMSNormMatmul, nil, normMmTol, randF32(r, -1, 1, 2, 64), randF32(r, -1, 1, 64), storedtest.Tensor(r, ir.Q4_0, 9, 64))
+	add("rms_norm_matmul/f16", ir.OpRMSNormMatmul, nil, normMmTol, randF32(r, -1, 1, 1, 37), randF32(r, -1, 1, 37), storedtest.Tensor(r, ir.F16, 6, 37))
+	// A residual add fused in (the addend c, passes/residual.go), in every
+	// kernel: transposed GEMV and tiles (f32 and stored), the vector
+	// tiles, the in-place accumulation (f16 inputs).
+	add("matmul/addend_gemv_T", ir.OpMatmul, tb, mmTol, randF32(r, -1, 1, 1, 40), randF32(r, -1, 1, 9, 40), randF32(r, -1, 1, 1, 9))
+	add("matmul/addend_5x64*9x64T_q4_0", ir.OpMatmul, tb, mmTol, randF32(r, -1, 1, 5, 64), storedtest.Tensor(r, ir.Q4_0, 9, 64), randF32(r, -1, 1, 5, 9))
+	add("matmul/addend_4x16*16x70", ir.OpMatmul, nil, mmTol, randF32(r, -1, 1, 4, 16), randF32(r, -1, 1, 16, 70), randF32(r, -1, 1, 4, 70))
+	add("matmul/addend_bcast", ir.OpMatmul, nil, mmTol, randF32(r, -1, 1, 2, 1, 4, 8), randF32(r, -1, 1, 3, 8, 5), randF32(r, -1, 1, 2, 3, 4, 5))
 	add("matmul/gemv_1x40*40x100", ir.OpMatmul, nil, mmTol, randF32(r, -1, 1, 1, 40), randF32(r, -1, 1, 40, 100))
 	add("matmul/6x5*5x19", ir.OpMatmul, nil, mmTol, randF32(r, -1, 1, 6, 5), randF32(r, -1, 1, 5, 19))
 	add("matmul/2x9*9x7", ir.OpMatmul, nil, mmTol, randF32(r, -1, 1, 2, 9), randF32(r, -1, 1, 9, 7))
@@ -427,6 +446,29 @@ func compare(got, want *tensor.Tensor, tl tol, c opCase) error {
 		return fmt.Errorf("%d of %d elements differ; first: %s", bad, want.NumElements(), first)
 	}
 	return nil
+}
+
+// rmsNormRows is rms_norm of x's rows by g, in the CPU reference's f32
+// operations and order.
+func rmsNormRows(x, g *tensor.Tensor, attrs ir.Attrs) *tensor.Tensor {
+	eps := float32(1e-5) // the op's default
+	if a, ok := attrs["eps"]; ok {
+		eps = float32(a.Float)
+	}
+	out := tensor.New(ir.F32, x.Shape)
+	xs, gs, os := x.Float32s(), g.Float32s(), out.Float32s()
+	k := len(gs)
+	for r := 0; r < len(xs)/k; r++ {
+		var ss float32
+		for _, v := range xs[r*k : (r+1)*k] {
+			ss += float32(v * v) // rounded before the add, as the reference
+		}
+		inv := 1 / float32(math.Sqrt(float64(ss/float32(k)+eps)))
+		for j := range k {
+			os[r*k+j] = gs[j] * (inv * xs[r*k+j])
+		}
+	}
+	return out
 }
 
 // matmulBound returns 2·K·2^-24·Σ_k|a_k·b_k| (+ a denormal floor) for every

@@ -33,6 +33,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"time"
 	"unsafe"
 
 	"github.com/tapml/tapml/codegen"
@@ -173,6 +174,10 @@ func (d *Device) Stats() Stats {
 	return d.stats
 }
 
+// CompileTime returns the time spent making kernels so far
+// (runtime.KernelCompiler).
+func (d *Device) CompileTime() time.Duration { return d.Stats().CompileTime }
+
 // SetFault injects a codegen/msl fault into the kernel of node id (""
 // removes it). For tests only.
 func (d *Device) SetFault(id int, fault string) {
@@ -312,6 +317,8 @@ func (d *Device) planFor(n *ir.Node, in, out []ir.Type) (*plan, error) {
 	if p, ok := d.plans[key]; ok {
 		return p, nil
 	}
+	start := time.Now()
+	defer func() { d.stats.CompileTime += time.Since(start) }()
 	k, err := msl.Generate(n, in, out, msl.Options{Limits: d.limits, Fault: key.Fault})
 	if err != nil {
 		return nil, err

@@ -261,6 +261,10 @@ func (d *Device) Free(b *runtime.Buffer) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if g := devkit.Take[vrange](d, b); g != nil && !d.closed && g.Drop() {
+		if d.capturing != nil {
+			d.capturing.pinned = append(d.capturing.pinned, g)
+			return
+		}
 		d.release(g)
 	}
 }

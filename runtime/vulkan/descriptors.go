@@ -52,6 +52,7 @@ func (d *Device) descriptorSet(p *vkPipeline, bufs []*vbuf) (C.uint64_t, error) 
 		}
 		d.replays.clear()
 		c.destroy(d.x)
+		d.gen++ // recorded calls name the sets
 	}
 	c.bufs, c.offs, c.ranges = c.bufs[:0], c.offs[:0], c.ranges[:0]
 	for _, g := range bufs {

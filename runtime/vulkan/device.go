@@ -191,6 +191,12 @@ type Device struct {
 	serial   uint64 // of the last submission
 	done     uint64 // every submission up to it has finished
 
+	// capturing is the call being recorded (capture.go); gen changes
+	// when recordings become stale (descriptor sets freed, kernels
+	// changed).
+	capturing *capture
+	gen       uint64
+
 	lost   error // set when recorded work had to be dropped
 	closed bool
 	stats  Stats
@@ -204,17 +210,21 @@ type Device struct {
 // what is this device's own.
 type Stats struct {
 	devkit.Stats
-	Barriers   int    // barriers between dependent commands
-	Recorded   int    // command buffers recorded
-	Replayed   int    // submissions of a command buffer recorded before
-	BlockBytes uint64 // bytes of device memory allocated
-	InUse      uint64 // bytes of live tensors and weights
-	Staged     uint64 // bytes that went through the staging buffer
+	Barriers int // barriers between dependent commands
+	Recorded int // command buffers recorded
+	Replayed int // submissions of a command buffer recorded before
+	// CallsRecorded and CallsReplayed count captured calls
+	// (runtime.Capturer) and their replays.
+	CallsRecorded, CallsReplayed int
+	BlockBytes                   uint64 // bytes of device memory allocated
+	InUse                        uint64 // bytes of live tensors and weights
+	Staged                       uint64 // bytes that went through the staging buffer
 }
 
 var (
 	_ runtime.Device         = (*Device)(nil)
 	_ runtime.Preparer       = (*Device)(nil)
+	_ runtime.KernelCompiler = (*Device)(nil)
 	_ runtime.MemoryReporter = (*Device)(nil)
 )
 
@@ -395,6 +405,10 @@ func (d *Device) Stats() Stats {
 	return s
 }
 
+// CompileTime returns the time spent making kernels so far
+// (runtime.KernelCompiler).
+func (d *Device) CompileTime() time.Duration { return d.Stats().CompileTime }
+
 // BufferBytes returns the device memory that holds the device's tensors
 // and weights: its memory blocks, which it keeps until Close, so the
 // amount now is the peak (runtime.MemoryReporter).
@@ -416,6 +430,7 @@ func (d *Device) SetTuning(t wgsl.Tuning) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	d.opts.Tuning = t
+	d.gen++
 	d.plans = map[devkit.PlanKey]*plan{}
 	d.memos = map[*ir.Node]*launchMemo{}
 }
@@ -473,6 +488,7 @@ func (d *Device) SetFault(id int, fault string) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	d.faults.Set(id, fault)
+	d.gen++
 }
 
 // usable reports an error when the device is closed or lost recorded work.

@@ -3,6 +3,7 @@ package vulkan
 import (
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/tapml/tapml/codegen"
 	"github.com/tapml/tapml/codegen/wgsl"
@@ -50,6 +51,8 @@ func (d *Device) planFor(n *ir.Node, in, out []ir.Type) (*plan, error) {
 	if d.opts.Generate == nil {
 		return nil, errors.New("the device has no kernel generator (Options.Generate)")
 	}
+	start := time.Now()
+	defer func() { d.stats.CompileTime += time.Since(start) }()
 	k, err := d.opts.Generate(n, in, out, wgsl.Options{Limits: d.cgLimits, Tuning: d.opts.Tuning, Features: d.wfeats, Fault: key.Fault,
 		Compute: d.opts.Compute, Accumulate: d.opts.Accumulate})
 	if err != nil {
@@ -274,7 +277,8 @@ func (d *Device) dispatch(pl *plan, in []*runtime.Buffer, hs []*vbuf) ([]*runtim
 	}
 	d.command(dispatchOp(pl.p, set, k.Grid), d.reads, d.writes)
 	d.stats.Dispatches++
-	if d.batch.Add() {
+	// A call being captured is submitted whole, when it is replayed.
+	if d.batch.Add() && d.capturing == nil {
 		if err := d.submit(); err != nil {
 			return fail(err) // nothing ran: the outputs are unused
 		}

@@ -24,6 +24,9 @@ type submission struct {
 // memory that commands since the last barrier wrote or read (must hold
 // d.mu).
 func (d *Device) command(op C.tvk_op, reads, writes []access) {
+	if d.capturing != nil && op.kind != C.TVK_OP_DISPATCH {
+		d.capturing.broken = true // data the recording cannot carry
+	}
 	if d.haz.conflicts(reads, writes) {
 		d.ops = append(d.ops, barrierOp())
 		d.haz.clear()
@@ -60,6 +63,9 @@ func (d *Device) submit() error {
 }
 
 func (d *Device) submitOps() error {
+	if d.capturing != nil {
+		d.capturing.broken = true
+	}
 	if err := d.reap(); err != nil {
 		return err
 	}

@@ -187,7 +187,10 @@ type plan struct {
 type gpuBuf = devkit.Buf[*wgpu.Buffer]
 
 var _ runtime.Device = (*Device)(nil)
-var _ runtime.Preparer = (*Device)(nil)
+var (
+	_ runtime.Preparer       = (*Device)(nil)
+	_ runtime.KernelCompiler = (*Device)(nil)
+)
 
 const bufUsage = wgpu.BufferUsageStorage | wgpu.BufferUsageCopySrc | wgpu.BufferUsageCopyDst
 
@@ -388,6 +391,10 @@ func (d *Device) Stats() Stats {
 	defer d.mu.Unlock()
 	return d.stats
 }
+
+// CompileTime returns the time spent making kernels so far
+// (runtime.KernelCompiler).
+func (d *Device) CompileTime() time.Duration { return d.Stats().CompileTime }
 
 // BufferBytes returns the bytes of the storage buffers the device holds,
 // now and at the peak (runtime.MemoryReporter).
@@ -868,6 +875,8 @@ func (d *Device) planFor(n *ir.Node, in, out []ir.Type) (*plan, error) {
 	if p, ok := d.plans[key]; ok {
 		return p, nil
 	}
+	start := time.Now()
+	defer func() { d.stats.CompileTime += time.Since(start) }()
 	k, err := wgsl.Generate(n, in, out, wgsl.Options{Limits: d.cgLimits, Tuning: d.opts.Tuning, Fault: key.Fault})
 	if err != nil {
 		return nil, err

@@ -143,9 +143,16 @@ func opCases() []opCase {
 	add(opCase{name: "gather 15M", op: ir.OpGather, gen: ins(f32s(-1, 1, 32000, 288), ids(0, 32000, 3)), tol: exact})
 	add(opCase{name: "gather axis1", op: ir.OpGather, attrs: ir.Attrs{"axis": ir.IntAttr(1)}, gen: ins(f32s(-1, 1, 3, 10, 4), ids(0, 10, 2, 3)), tol: exact})
 
-	mm := func(name string, tb bool, a, b []int) {
+	// mm adds a matmul case; c, when given, is the shape of the addend (a
+	// residual add fused in, passes/residual.go).
+	mm := func(name string, tb bool, a, b []int, c ...[]int) {
 		k := a[len(a)-1]
-		add(opCase{name: "matmul " + name, op: ir.OpMatmul, attrs: ir.Attrs{"transpose_b": ir.BoolAttr(tb)}, gen: ins(f32s(-1, 1, a...), f32s(-1, 1, b...)), tol: mmTol(k)})
+		gens := []func(*rand.Rand) *tensor.Tensor{f32s(-1, 1, a...), f32s(-1, 1, b...)}
+		for _, c := range c {
+			name = "+c " + name
+			gens = append(gens, f32s(-1, 1, c...))
+		}
+		add(opCase{name: "matmul " + name, op: ir.OpMatmul, attrs: ir.Attrs{"transpose_b": ir.BoolAttr(tb)}, gen: ins(gens...), tol: mmTol(k)})
 	}
 	mm("gemv 15M classifier", true, []int{1, 288}, []int{32000, 288})
 	mm("gemv 15M w1", true, []int{1, 288}, []int{768, 288})
@@ -158,6 +165,12 @@ func opCases() []opCase {
 	mm("prefill 260K", true, []int{13, 64}, []int{172, 64})
 	mm("tiled odd", true, []int{67, 45}, []int{33, 45})
 	mm("tiled odd not transposed", false, []int{67, 45}, []int{45, 33})
+	add(opCase{name: "rms_norm_matmul 15M", op: ir.OpRMSNormMatmul, gen: ins(f32s(-1, 1, 1, 288), f32s(-1, 1, 288), f32s(-1, 1, 768, 288)), tol: mmTol(288)})
+	add(opCase{name: "rms_norm_matmul rows odd K", op: ir.OpRMSNormMatmul, gen: ins(f32s(-1, 1, 3, 37), f32s(-1, 1, 37), f32s(-1, 1, 19, 37)), tol: mmTol(37)})
+	mm("gemv", true, []int{1, 288}, []int{768, 288}, []int{1, 768})
+	mm("gemv not transposed", false, []int{1, 37}, []int{37, 20}, []int{1, 20})
+	mm("tiled", true, []int{67, 45}, []int{33, 45}, []int{67, 33})
+	mm("tiled vec4", false, []int{64, 64}, []int{64, 64}, []int{64, 64})
 	mm("tiled 128", false, []int{128, 128}, []int{128, 128})
 	mm("batched broadcast", false, []int{3, 1, 5, 9}, []int{2, 9, 6})
 	mm("batched gemv", true, []int{4, 1, 16}, []int{4, 10, 16})

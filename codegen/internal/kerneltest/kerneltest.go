@@ -88,8 +88,15 @@ func Cases() []Case {
 		// Shapes the vec4 tiled kernels take when a tuning selects them.
 		Case{"tiled_vec", ir.OpMatmul, nil, []ir.Type{F32(2, 64, 96), F32(96, 128)}},
 		Case{"tiled_vec_t", ir.OpMatmul, tr, []ir.Type{F32(130, 64), F32(36, 64)}},
+		// With the addend c (a residual add fused in): each kernel variant.
+		Case{"gemv_t_addend", ir.OpMatmul, tr, []ir.Type{F32(1, 288), F32(320, 288), F32(1, 320)}},
+		Case{"gemv_n_addend", ir.OpMatmul, nil, []ir.Type{F32(1, 37), F32(37, 20), F32(1, 20)}},
+		Case{"tiled_addend", ir.OpMatmul, tr, []ir.Type{F32(2, 67, 45), F32(33, 45), F32(2, 67, 33)}},
+		Case{"tiled_vec_addend", ir.OpMatmul, nil, []ir.Type{F32(2, 64, 96), F32(96, 128), F32(2, 64, 128)}},
 		Case{"rms_norm", ir.OpRMSNorm, nil, []ir.Type{F32(5, 288), F32(288)}},
 		Case{"rms_norm_small", ir.OpRMSNorm, nil, []ir.Type{F32(3), F32(3)}},
+		Case{"rms_norm_matmul", ir.OpRMSNormMatmul, nil, []ir.Type{F32(1, 288), F32(288), F32(320, 288)}},
+		Case{"rms_norm_matmul_rows", ir.OpRMSNormMatmul, nil, []ir.Type{F32(2, 3, 37), F32(37), F32(20, 37)}},
 		Case{"layer_norm", ir.OpLayerNorm, nil, []ir.Type{F32(5, 288), F32(288), F32(288)}},
 		Case{"layer_norm_no_bias", ir.OpLayerNorm, nil, []ir.Type{F32(3, 40), F32(40)}},
 		Case{"softmax", ir.OpSoftmax, ir.Attrs{"axis": ir.IntAttr(1)}, []ir.Type{F32(6, 5, 7)}},

@@ -1,0 +1,132 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"flag"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/tapml/tapml/frontend/gguf"
+)
+
+var update = flag.Bool("update", false, "rewrite testdata/")
+
+// llamabench's run lines become runs, in order; anything else is skipped.
+func TestParseLlamaRuns(t *testing.T) {
+	for _, tc := range []struct {
+		name, out string
+		want      []peerRun
+	}{
+		{"two runs", "......\nrun 1 prefill_tok_s 4267.0 decode_tok_s 205.0 decode_median_tok_s 155.4 tokens 11713,24354\n" +
+			"run 2 prefill_tok_s 10292.2 decode_tok_s 468.4 decode_median_tok_s 475.0 tokens 11713,24354\n",
+			[]peerRun{{PrefillTokS: 4267, DecodeTokS: 205}, {PrefillTokS: 10292.2, DecodeTokS: 468.4}}},
+		{"no runs", "llamabench: llama.cpp cannot load x.gguf\n", nil},
+		{"a cut line", "run 1 prefill_tok_s 12.5 decode_tok_s\n", nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := parseLlamaRuns(strings.NewReader(tc.out))
+			if diff := cmp.Diff(tc.want, got.Runs); diff != "" {
+				t.Errorf("runs (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func FuzzParseLlamaRuns(f *testing.F) {
+	f.Add("run 1 prefill_tok_s 4267.0 decode_tok_s 205.0 decode_median_tok_s 155.4 tokens 1,2\n")
+	f.Add("run 9 prefill_tok_s 1e400 decode_tok_s 0.\n")
+	f.Fuzz(func(t *testing.T, out string) {
+		for _, r := range parseLlamaRuns(strings.NewReader(out)).Runs {
+			if r.PrefillTokS < 0 || r.DecodeTokS < 0 {
+				t.Errorf("a negative rate from %q", out)
+			}
+		}
+	})
+}
+
+// Warm is the median run after the first by decode rate, with the
+// range; cold the first.
+func TestWarmCold(t *testing.T) {
+	r := peerResult{Runs: []peerRun{{PrefillTokS: 1, DecodeTokS: 1}, {PrefillTokS: 5, DecodeTokS: 30}, {PrefillTokS: 6, DecodeTokS: 10}, {PrefillTokS: 7, DecodeTokS: 20}}}
+	if c, ok := r.cold(); !ok || c.DecodeTokS != 1 {
+		t.Errorf("cold %+v, %v; want the first run", c, ok)
+	}
+	med, lo, hi, ok := r.warm()
+	if !ok || med.PrefillTokS != 7 || lo != 10 || hi != 30 {
+		t.Errorf("warm %+v in %g-%g (%v); want the run decoding 20 tok/s, in 10-30", med, lo, hi, ok)
+	}
+	if _, _, _, ok := (peerResult{Runs: r.Runs[:1]}).warm(); ok {
+		t.Error("one run has a warm figure")
+	}
+}
+
+// The table of issue 16, from fixed figures: warm and cold rows per file,
+// ratios to the peer, a failed target named under the table.
+func TestPeerTable(t *testing.T) {
+	tab := peerTable{Peer: "llama.cpp Vulkan", Targets: []string{"vulkan", "webgpu"}, Prefill: 128, Decode: 64, Date: "2026-12-03 10:00 UTC"}
+	runs := func(rs ...peerRun) peerResult { return peerResult{Runs: rs} }
+	tab.Rows = []peerRow{
+		{File: "tinyllama-f32.gguf",
+			Peer: runs(peerRun{PrefillTokS: 4267, DecodeTokS: 205}, peerRun{PrefillTokS: 10292.2, DecodeTokS: 468.4}, peerRun{PrefillTokS: 10100, DecodeTokS: 470}),
+			Tapml: map[string]peerResult{
+				"vulkan": runs(peerRun{Device: "vulkan:NVIDIA H200", PrefillTokS: 900, DecodeTokS: 200, CompileMS: 812.5}, peerRun{PrefillTokS: 5580, DecodeTokS: 283.3}, peerRun{PrefillTokS: 5554, DecodeTokS: 304}),
+				"webgpu": {Err: "benchgpu tapml -target webgpu: exit status 1"},
+			}},
+	}
+	var b bytes.Buffer
+	tab.write(&b, true)
+	golden := filepath.Join("testdata", "peer.md")
+	if *update {
+		os.WriteFile(golden, b.Bytes(), 0o644)
+	}
+	want, err := os.ReadFile(golden)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(string(want), b.String()); diff != "" {
+		t.Errorf("table (-want +got):\n%s", diff)
+	}
+}
+
+// tapml's side runs here on lavapipe: a tiny GGUF file through the vulkan
+// target as tapmlc run drives it, one JSON line per session, the first
+// compiling kernels, the second finding them.
+func TestMeasureTapml(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "tiny-q4_0.gguf")
+	if err := gguf.WriteLlama(file, ggufShapes["tiny"], randomWeights(ggufShapes["tiny"]), gguf.GGMLQ4_0); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("XDG_CACHE_HOME", t.TempDir())
+	var out bytes.Buffer
+	if err := measureTapml(&out, "vulkan", file, 8, 4, 2); err != nil {
+		t.Fatal(err)
+	}
+	var runs []peerRun
+	dec := json.NewDecoder(&out)
+	for dec.More() {
+		var r peerRun
+		if err := dec.Decode(&r); err != nil {
+			t.Fatal(err)
+		}
+		runs = append(runs, r)
+	}
+	if len(runs) != 2 {
+		t.Fatalf("%d sessions reported, want 2:\n%s", len(runs), out.String())
+	}
+	for i, r := range runs {
+		if r.PrefillTokS <= 0 || r.DecodeTokS <= 0 || !strings.HasPrefix(r.Device, "vulkan:") {
+			t.Errorf("session %d: %+v", i, r)
+		}
+	}
+	// A warm session makes only its argmax's kernel again (a new node).
+	if runs[0].CompileMS <= 0 || runs[1].CompileMS > runs[0].CompileMS/10 {
+		t.Errorf("kernel compilation %g ms cold, %g ms warm; want some, then next to none", runs[0].CompileMS, runs[1].CompileMS)
+	}
+	if err := measureTapml(&out, "vulkan", file, 0, 4, 2); err == nil {
+		t.Error("a prompt of 0 tokens was measured")
+	}
+}
