@@ -9,8 +9,12 @@ import (
 
 // fusable reports whether a node is an elementwise op fusion can express in
 // a fused_elementwise expression (not cast, rope: they are not in the expr
-// language).
+// language) on floats (expressions compute in floats, and the GPU
+// generators have no integer form: an id shifted and clamped stays apart).
 func fusable(n *ir.Node) bool {
+	if len(n.Outputs) != 1 || !n.Output().Type.DType.IsFloat() {
+		return false
+	}
 	return n.Op == ir.OpFusedElementwise || slices.Contains(ir.UnaryOps, n.Op) || slices.Contains(ir.BinaryOps, n.Op)
 }
 
