@@ -2,6 +2,7 @@ package passes
 
 import (
 	"fmt"
+	"slices"
 	"strconv"
 
 	"github.com/tapml/tapml/ir"
@@ -100,7 +101,7 @@ func checkReaders(m *ir.Module, w *ir.Weight, maxBytes int64) error {
 					continue
 				}
 				if !splittable(n, i) {
-					return fmt.Errorf("weight @%s (%s, %d bytes) exceeds the device's buffer limit of %d bytes, and node %s reads it as input %d, which split_weights cannot shard (it shards gather's table along axis 0 and matmul's transposed weight)",
+					return fmt.Errorf("weight @%s (%s, %d bytes) exceeds the device's buffer limit of %d bytes, and node %s reads it as input %d, which split_weights cannot shard (it shards gather's table along axis 0 and the [N, K] weight of matmul and rms_norm_matmul)",
 						w.Name, w.Type, w.Type.Bytes(), maxBytes, n, i)
 				}
 			}
@@ -116,6 +117,8 @@ func splittable(n *ir.Node, i int) bool {
 		return i == 0 && n.Attrs.Int("axis") == 0 && n.Inputs[0].Type.Shape.Rank() >= 2
 	case ir.OpMatmul:
 		return i == 1 && n.Attrs.Bool("transpose_b") && n.Inputs[1].Type.Shape.Rank() == 2
+	case ir.OpRMSNormMatmul: // fuse_norm's: x, the norm's scale, the [N, K] weight
+		return i == 2 && n.Inputs[2].Type.Shape.Rank() == 2
 	}
 	return false
 }
@@ -201,7 +204,9 @@ func rewriteReaders(m *ir.Module, f *ir.Function, w *ir.Weight, shards []shard) 
 		case ir.OpGather:
 			e.gather(n, shards)
 		case ir.OpMatmul:
-			e.matmul(n, shards)
+			e.matmul(n, 1, shards)
+		case ir.OpRMSNormMatmul:
+			e.matmul(n, 2, shards)
 		}
 		if e.err != nil {
 			return 0, funcErr(f, "splitting @%s for node %s: %v", w.Name, n, e.err)
@@ -268,13 +273,20 @@ func (e *emitter) scalar(x int64) *ir.Value {
 	return v
 }
 
-// matmul: x × shardᵀ per shard, joined along the last axis.
-func (e *emitter) matmul(n *ir.Node, shards []shard) {
+// matmul: n (a matmul or rms_norm_matmul, whose input w is the [N, K]
+// weight) per shard of the weight, joined along the last axis.
+func (e *emitter) matmul(n *ir.Node, w int, shards []shard) {
+	axis := int64(n.Output().Type.Shape.Rank() - 1)
 	parts := make([]*ir.Value, len(shards))
 	for i, s := range shards {
-		parts[i] = e.op(ir.OpMatmul, []*ir.Value{n.Inputs[0], s.w.Value()}, n.Attrs, nil)
+		in := slices.Clone(n.Inputs)
+		in[w] = s.w.Value()
+		if n.Op == ir.OpMatmul && len(in) == 3 { // fuse_residual's addend: the shard's columns of it
+			in[2] = e.op(ir.OpSlice, []*ir.Value{in[2]}, ir.Attrs{"axis": ir.IntAttr(axis), "start": ir.IntAttr(s.lo),
+				"end": ir.IntAttr(s.hi), "step": ir.IntAttr(1)}, nil)
+		}
+		parts[i] = e.op(n.Op, in, n.Attrs, nil)
 	}
-	axis := int64(n.Output().Type.Shape.Rank() - 1)
 	for len(parts) > maxConcatInputs {
 		var next []*ir.Value
 		for i := 0; i < len(parts); i += maxConcatInputs {

@@ -22,10 +22,19 @@ import (
 // and a shard's matmul computes each output element with the same f32 dot
 // product over K (the split is along N, never K). Models: the tiny LLaMA
 // (tied classifier, whose f32 FFN matrices split too), the same quantized
-// to Q4_0 and Q8_0 (shards cut on whole rows of blocks), and the shared
-// model files.
+// to Q4_0 and Q8_0 (shards cut on whole rows of blocks), the same lowered
+// by the default pipeline (a build folder split again for a smaller
+// device: fuse_norm's rms_norm_matmul and fuse_residual's matmul with an
+// addend split too), and the shared model files.
 func TestSplitWeightsKeepsLogits(t *testing.T) {
 	models := propertyModels(t)
+	models["tiny-lowered"] = func() (*ir.Module, error) {
+		m, err := arch.Build("tiny", llama.Tiny, llama.RandomWeights(llama.Tiny, 7))
+		if err == nil {
+			_, err = defaultPipeline(t).Run(m, passes.RunConfig{})
+		}
+		return m, err
+	}
 	for _, q := range []ir.DType{ir.Q4_0, ir.Q8_0} {
 		models["tiny-"+q.String()] = func() (*ir.Module, error) {
 			m, err := arch.Build("tiny", llama.Tiny, llama.RandomWeights(llama.Tiny, 7))

@@ -38,6 +38,7 @@ var fixturesBuilt = map[string]bool{
 	"gpt_neox":             true,
 	"granite":              true,
 	"llama":                true,
+	"llama_bos_config":     true,
 	"llama_rope_dynamic":   true,
 	"llama_rope_linear":    true,
 	"llama_rope_llama3":    true,
