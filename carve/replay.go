@@ -224,6 +224,11 @@ type ReplayOptions struct {
 	// Keep keeps the got and want tensors of a failing case in its
 	// result (for dumps and the HTML report's got-vs-want views).
 	Keep bool
+	// Fit, when set, rewrites a case's module for a device before it runs
+	// there (tapmlc test splits weights over the device's buffer limits:
+	// a case of the classifier of a large vocabulary runs as shards, as
+	// the model does on that device).
+	Fit func(m *ir.Module, dev runtime.Device) error
 }
 
 // Replay runs case c alone on dev and compares its outputs with the
@@ -260,6 +265,16 @@ func (b *Bundle) ReplayWith(dev runtime.Device, c *Case, tol Tolerance, o Replay
 		return fail(err)
 	}
 	args := caseArgs(c, ins)
+	if o.Fit != nil {
+		for _, d := range []runtime.Device{dev, o.Reference} {
+			if d == nil {
+				continue
+			}
+			if err := o.Fit(m, d); err != nil {
+				return fail(err)
+			}
+		}
+	}
 	if o.Reference != nil {
 		res.Reference = o.Reference.Name()
 		if want, err = Run(o.Reference, m, args); err != nil {

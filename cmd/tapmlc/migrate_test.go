@@ -123,3 +123,23 @@ func TestMigrateBuiltinCPU(t *testing.T) {
 		t.Errorf("exit %d\n%s%s", r.code, r.stdout, r.stderr)
 	}
 }
+
+// A bundle carved on the CPU replays on a device whose buffers are smaller
+// than the model's weights: each case's weights are split for it as the
+// model's are (the embedding and classifier of stories260K, 32 KiB each,
+// and the FFN matrices are over 16 KiB), and every case passes.
+func TestTestSplitWeights(t *testing.T) {
+	dir := models(t)
+	bundle := filepath.Join(t.TempDir(), "tests")
+	r := tapmlc(t, "carve", filepath.Join(dir, "stories260K.bin"), "--tokenizer", filepath.Join(dir, "tok512.bin"),
+		"--prompt", "Once upon a time", "--steps", "6", "-o", bundle)
+	if r.code != 0 {
+		t.Fatalf("carve: exit %d\n%s", r.code, r.stderr)
+	}
+	t.Setenv(runtime.MaxBufferEnv, "16KiB")
+	for _, tgt := range []string{"webgpu", "vulkan"} {
+		if r := tapmlc(t, "test", bundle, "--target", tgt); r.code != 0 || !strings.Contains(r.stdout, " 0 failed") {
+			t.Errorf("%s: exit %d\n%s%s", tgt, r.code, r.stdout, r.stderr)
+		}
+	}
+}

@@ -99,7 +99,8 @@ device); 3 injected faults never fired (nothing was tested).`,
 
 func runTest(bundle string, fl *testFlags) (int, error) {
 	opts := carve.TestOptions{Target: fl.tgt.Target, Progress: carve.ProgressBar(os.Stderr, "testing"),
-		Replay: carve.ReplayOptions{Repeat: fl.repeat, Time: fl.time, Keep: fl.dump != "" || fl.htmlPath != ""}}
+		Replay: carve.ReplayOptions{Repeat: fl.repeat, Time: fl.time, Keep: fl.dump != "" || fl.htmlPath != "",
+			Fit: func(m *ir.Module, dev runtime.Device) error { _, err := target.FitWeights(m, dev); return err }}}
 	if fl.repeat < 1 {
 		return 0, fmt.Errorf("--repeat %d: want 1 or more runs", fl.repeat)
 	}
