@@ -97,7 +97,8 @@ const WebGPUNoF16 = "this wgpu's WGSL compiler (naga) rejects `enable f16;` (run
 // OpenPrecision opens the device named by target at precision p where the
 // target has it, and returns the precision it runs at. f16 compute runs
 // on vulkan where the device has shaderFloat16 and 16-bit storage, and on
-// cpu as the reference's emulation (cpu.Options.Round16); elsewhere a line
+// cpu as the reference's emulation (cpu.Options.Round16); elsewhere
+// (webgpu, llvm, remote: whether or not its device has shader-f16) a line
 // on note says why not and the device computes in f32 (not an error: the
 // same command runs everywhere).
 func OpenPrecision(target, backend string, p runtime.Precision, note io.Writer) (runtime.Device, runtime.Precision, error) {
