@@ -199,8 +199,18 @@ func TestRemoteToken(t *testing.T) {
 			t.Errorf("the error shows the token: %s", r.stderr)
 		}
 	}
-	if r := tapmlc(t, runArgs("remote:"+s.url+"?token=s3cret")...); r.code != 0 || r.stdout == "" {
-		t.Errorf("the right token: exit %d: %s", r.code, r.stderr)
+	// With the right token, and --compute f16: a native server's device
+	// has no shader-f16, so the run says so in one line (naming the device,
+	// not the token) and prints the CPU's f32 text.
+	want := tapmlc(t, runArgs("cpu")...)
+	r := tapmlc(t, append(runArgs("remote:"+s.url+"?token=s3cret"), "--compute", "f16")...)
+	note := "remote(" + s.url + "):webgpu"
+	if r.code != 0 || r.stdout != want.stdout {
+		t.Errorf("the right token, --compute f16: exit %d\ngot  %q\nwant %q\n%s", r.code, r.stdout, want.stdout, r.stderr)
+	}
+	if !strings.Contains(r.stderr, note) || !strings.Contains(r.stderr, "has no shader-f16") ||
+		!strings.Contains(r.stderr, "computing in f32") || strings.Contains(r.stderr, "s3cret") {
+		t.Errorf("--compute f16 on a native server: stderr %q, want a note that %s has no shader-f16 (and no token)", r.stderr, note)
 	}
 	cmd := exec.Command(binary_, runArgs("remote:"+s.url)...)
 	cmd.Env = append(os.Environ(), "TAPML_TOKEN=s3cret")
@@ -285,8 +295,34 @@ func TestBrowserDevice(t *testing.T) {
 	if got := tapmlc(t, append(args, "--target", "remote:"+s.url)...); got.code != 0 || got.stdout != want.stdout {
 		t.Errorf("Q4_0 on the page: exit %d\ngot  %q\nwant %q\n%s", got.code, got.stdout, want.stdout, got.stderr)
 	}
+	checkBrowserF16(t, ctx, s.url, args, want.stdout)
 	if st, err := chromedp.Run(ctx, chromedp.Evaluate[string](`globalThis.tapmlStatus`)); err != nil || st != "attached" {
 		t.Errorf("after the runs the page says %q (%v)", st, err)
+	}
+}
+
+// checkBrowserF16 runs args with --compute f16 on the page. The page asks
+// its browser for shader-f16 where the adapter offers it and the host
+// reads it from the handshake: the run's note says whether the device has
+// it, as the page's adapter does (Chromium's SwiftShader has not), and
+// the run computes in f32, printing want (the CPU's f32 text).
+func checkBrowserF16(t *testing.T, ctx context.Context, url string, args []string, want string) {
+	t.Helper()
+	has, err := chromedp.Run(ctx, chromedp.Evaluate[bool](`navigator.gpu.requestAdapter().then(a => a.features.has("shader-f16"))`, chromedp.EvalAwaitPromise))
+	if err != nil {
+		t.Fatalf("asking the page's adapter for shader-f16: %v", err)
+	}
+	t.Logf("the page's adapter offers shader-f16: %v", has)
+	note := "has no shader-f16"
+	if has {
+		note = "has shader-f16, but remote f16 compute is not implemented yet"
+	}
+	r := tapmlc(t, append(args, "--target", "remote:"+url, "--compute", "f16")...)
+	if r.code != 0 || r.stdout != want {
+		t.Errorf("--compute f16 on the page: exit %d\ngot  %q\nwant %q\n%s", r.code, r.stdout, want, r.stderr)
+	}
+	if !strings.Contains(r.stderr, "remote("+url+"):browser:") || !strings.Contains(r.stderr, note) || !strings.Contains(r.stderr, "computing in f32") {
+		t.Errorf("--compute f16 on the page: stderr %q, want a note that the page's device %s", r.stderr, note)
 	}
 }
 

@@ -312,6 +312,10 @@ func (d *Device) Name() string { return d.name }
 // Info is the device's description from the handshake.
 func (d *Device) Info() proto.DeviceInfo { return d.info }
 
+// ShaderF16 reports whether the device was created with shader-f16 (it
+// compiles `enable f16;`).
+func (d *Device) ShaderF16() bool { return d.info.Has(proto.FeatureShaderF16) }
+
 // Limits are the limits kernels are generated for.
 func (d *Device) Limits() wgsl.Limits { return d.lim }
 

@@ -26,6 +26,7 @@ import (
 	"github.com/tapml/tapml/runtime/llvm"
 	"github.com/tapml/tapml/runtime/metal"
 	"github.com/tapml/tapml/runtime/remote"
+	"github.com/tapml/tapml/runtime/remote/proto"
 	"github.com/tapml/tapml/runtime/vulkan"
 	"github.com/tapml/tapml/runtime/webgpu"
 )
@@ -96,7 +97,8 @@ const WebGPUNoF16 = "this wgpu's WGSL compiler (naga) rejects `enable f16;` (run
 // OpenPrecision opens the device named by target at precision p where the
 // target has it, and returns the precision it runs at. f16 compute runs
 // on vulkan where the device has shaderFloat16 and 16-bit storage, and on
-// cpu as the reference's emulation (cpu.Options.Round16); elsewhere a line
+// cpu as the reference's emulation (cpu.Options.Round16); elsewhere
+// (webgpu, llvm, remote: whether or not its device has shader-f16) a line
 // on note says why not and the device computes in f32 (not an error: the
 // same command runs everywhere).
 func OpenPrecision(target, backend string, p runtime.Precision, note io.Writer) (runtime.Device, runtime.Precision, error) {
@@ -126,12 +128,31 @@ func OpenPrecision(target, backend string, p runtime.Precision, note io.Writer) 
 	case target == "webgpu":
 		return fallback(WebGPUNoF16)
 	case IsRemote(target):
-		return fallback("remote devices run the naga subset of WGSL, without f16")
+		dev, err := Open(target, backend)
+		if err != nil {
+			return nil, p, err
+		}
+		// The device's name, not target: the URL may hold a token.
+		fmt.Fprintf(note, "%s: %s; computing in f32\n", dev.Name(), remoteNoF16(dev.(*remote.Device)))
+		return dev, runtime.F32, nil
 	case !slices.Contains(Names, target):
 		dev, err := Open(target, backend) // its error names the known targets
 		return dev, p, err
 	}
 	return fallback("f16 compute is implemented for the vulkan target only")
+}
+
+// remoteNoF16 says why a remote device computes in f32. The page asks its
+// browser for shader-f16 and lists it when it has it (Chromium's
+// SwiftShader, the browser of this project's tests, has not); a native
+// server never lists it, its naga rejecting f16. Where it is listed, the
+// host would still have to store f32 tensors as f16 over the protocol,
+// which it does not yet.
+func remoteNoF16(d *remote.Device) string {
+	if d.ShaderF16() {
+		return "the device has " + proto.FeatureShaderF16 + ", but remote f16 compute is not implemented yet"
+	}
+	return "the device has no " + proto.FeatureShaderF16 + " (a native server never has; a browser page has it where its adapter does)"
 }
 
 // Supports reports whether target has a kernel for op.

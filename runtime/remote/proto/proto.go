@@ -69,6 +69,7 @@ import (
 	"errors"
 	"fmt"
 	"hash"
+	"slices"
 	"strings"
 	"unicode"
 	"unicode/utf8"
@@ -231,8 +232,16 @@ type DeviceInfo struct {
 	Adapter     string
 	Description string // driver or browser details
 	Limits      Limits
-	Features    []string
+	Features    []string // WebGPU features the device was created with
 }
+
+// FeatureShaderF16 is WebGPU's feature for f16 in shaders (`enable f16;`).
+// A device lists it among its Features only when it was created with it,
+// so that a host may send it f16 kernels.
+const FeatureShaderF16 = "shader-f16"
+
+// Has reports whether the device was created with a feature.
+func (i DeviceInfo) Has(feature string) bool { return slices.Contains(i.Features, feature) }
 
 // Msg is one message.
 type Msg interface {

@@ -177,3 +177,21 @@ func TestStorageDTypes(t *testing.T) {
 		t.Error("i64 has a wire dtype")
 	}
 }
+
+// A host reads shader-f16 from the handshake: Has matches whole feature
+// names only.
+func TestDeviceInfoHas(t *testing.T) {
+	for _, tc := range []struct {
+		features []string
+		want     bool
+	}{
+		{nil, false},
+		{[]string{"subgroups", "timestamp-query"}, false},
+		{[]string{"shader-f16-extra", "shader"}, false},
+		{[]string{"subgroups", FeatureShaderF16}, true},
+	} {
+		if got := (DeviceInfo{Features: tc.features}).Has(FeatureShaderF16); got != tc.want {
+			t.Errorf("features %q: Has(%q) = %v, want %v", tc.features, FeatureShaderF16, got, tc.want)
+		}
+	}
+}

@@ -132,12 +132,20 @@ func openGPU() (*gpu, error) {
 		"maxBufferSize":                     float64(l.MaxBufferSize),
 		"maxStorageBufferBindingSize":       float64(l.MaxStorageBufferBindingSize),
 	}
-	dj, err := await(adapter.Call("requestDevice", map[string]any{"requiredLimits": required}))
+	want := map[string]any{"requiredLimits": required}
+	// With shader-f16 the device compiles `enable f16;`, so that a host may
+	// send it f16 kernels (--compute f16). Ask for it where the adapter has
+	// it (Chromium's SwiftShader has not).
+	if adapter.Get("features").Call("has", proto.FeatureShaderF16).Bool() {
+		want["requiredFeatures"] = []any{proto.FeatureShaderF16}
+	}
+	dj, err := await(adapter.Call("requestDevice", want))
 	if err != nil || !dj.Truthy() {
 		return nil, fmt.Errorf("no WebGPU device: %v", err)
 	}
+	// The device's features (not the adapter's): what it was created with.
 	var features []string
-	arr := js.Global().Get("Array").Call("from", adapter.Get("features"))
+	arr := js.Global().Get("Array").Call("from", dj.Get("features"))
 	for i := 0; i < arr.Length() && len(features) < proto.MaxFeatures; i++ {
 		features = append(features, arr.Index(i).String())
 	}
