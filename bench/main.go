@@ -171,7 +171,7 @@ func sharedModels() string {
 // greedy steps on target's device, as tapmlc run does: the first (cold)
 // compiles the kernels, the second (warm) finds them.
 func measureLLM(m *ir.Module, tgt string, dev runtime.Device, prefill, decode int) (cold, warm llm.Stats, err error) {
-	lowered, err := artifact.Lower(m, tgt, func(op ir.Op) bool { return target.Supports(tgt, op) })
+	lowered, _, err := artifact.ForDevice(m.Clone(), dev, tgt, false) // a clone: m serves every target
 	if err != nil {
 		return cold, warm, err
 	}

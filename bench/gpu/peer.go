@@ -18,7 +18,6 @@ import (
 
 	"github.com/tapml/tapml/artifact"
 	"github.com/tapml/tapml/frontend"
-	"github.com/tapml/tapml/ir"
 	"github.com/tapml/tapml/runtime"
 	"github.com/tapml/tapml/runtime/llm"
 	"github.com/tapml/tapml/runtime/target"
@@ -76,7 +75,7 @@ func measureTapml(w io.Writer, tgt, model string, prefill, decode, sessions int)
 		return err
 	}
 	defer dev.Close()
-	lowered, err := artifact.Lower(m.Module, tgt, func(op ir.Op) bool { return target.Supports(tgt, op) })
+	lowered, _, err := artifact.ForDevice(m.Module, dev, tgt, false)
 	if err != nil {
 		return err
 	}

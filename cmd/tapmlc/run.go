@@ -12,7 +12,6 @@ import (
 	"github.com/tapml/tapml/artifact"
 	"github.com/tapml/tapml/carve"
 	"github.com/tapml/tapml/frontend"
-	"github.com/tapml/tapml/ir"
 	"github.com/tapml/tapml/runtime"
 	"github.com/tapml/tapml/runtime/llm"
 	"github.com/tapml/tapml/runtime/target"
@@ -86,19 +85,13 @@ byte-level tokenizer is used, so the command works with nothing downloaded.`,
 				return err
 			}
 			defer dev.Close()
-			// Split before lowering: fusion would hide the readers the split rewrites.
-			fit, err := target.FitWeights(model.Module, dev)
+			mod, fit, err := artifact.ForDevice(model.Module, dev, tgt.Target, model.Target != "")
 			if err != nil {
 				return fmt.Errorf("%s: %w", model.Path, err)
 			}
+			model.Module = mod
 			if verbose {
 				fmt.Fprintln(os.Stderr, fit)
-			}
-			if model.Target == "" { // a build folder is lowered already
-				t := tgt.Target
-				if model.Module, err = artifact.Lower(model.Module, t, func(op ir.Op) bool { return target.Supports(t, op) }); err != nil {
-					return err
-				}
 			}
 			exec := runtime.NewExecutor(model.Module, dev)
 			exec.Capture = true // decode steps replay where the device records them
