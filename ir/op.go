@@ -56,6 +56,7 @@ const (
 	OpResize
 	OpRMSNorm
 	OpRMSNormMatmul
+	OpRMSNormSwiGLU
 	OpRope
 	OpRsqrt
 	OpSelectiveScan
@@ -118,6 +119,7 @@ var opNames = [numOps]string{
 	OpResize:           "resize",
 	OpRMSNorm:          "rms_norm",
 	OpRMSNormMatmul:    "rms_norm_matmul",
+	OpRMSNormSwiGLU:    "rms_norm_swiglu",
 	OpRope:             "rope",
 	OpRsqrt:            "rsqrt",
 	OpSelectiveScan:    "selective_scan",
