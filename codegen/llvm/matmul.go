@@ -1,6 +1,7 @@
 package llvm
 
 import (
+	"cmp"
 	"fmt"
 
 	"github.com/llir/llvm/ir/constant"
@@ -408,11 +409,19 @@ func batchStrides(out, in []int) []int64 {
 // computes the row's reciprocal RMS as rms_norm does (Σx² in order, /K,
 // +eps, 1/sqrt), then dot products in tiles of tileN columns whose a is
 // g·(inv·x), each element rounded as rms_norm rounds it.
+//
+// rms_norm_swiglu (x, g, wg, wu) is the same kernel with a second weight:
+// each tile's gate and up products meet in the fused_elementwise
+// mul(silu($0), $1) that it replaces, through the same formulas.
 func genRMSNormMatmul(g *gen) error {
 	x, gw, w := g.in[0], g.in[1], g.in[2]
-	if x.DType != ir.F32 || gw.DType != ir.F32 || !w.DType.IsFloat() && !w.DType.IsBlock() {
-		return fmt.Errorf("rms_norm_matmul needs f32 x and g (w may be stored), got %s, %s and %s", x, gw, w)
+	for _, w := range g.in[2:] {
+		if x.DType != ir.F32 || gw.DType != ir.F32 || !w.DType.IsFloat() && !w.DType.IsBlock() {
+			return fmt.Errorf("%s needs f32 x and g (the weights may be stored), got %s, %s and %s", g.op, x, gw, w)
+		}
 	}
+	swiglu := g.op == ir.OpRMSNormSwiGLU
+	var genErr error
 	g.bindAll()
 	xs := sizes(x)
 	k, n := int64(xs[len(xs)-1]), int64(sizes(w)[0])
@@ -445,6 +454,16 @@ func genRMSNormMatmul(g *gen) error {
 				bRows[j] = g.muli(g.addi(first, int64(j)), k)
 			}
 			acc := g.dotTiles(w.DType, []value.Value{xOff}, bRows, k, shift, normed, 2)
+			if swiglu {
+				up := g.dotTiles(g.in[3].DType, []value.Value{xOff}, bRows, k, shift, normed, 3)
+				for j := range acc {
+					s, err := g.opOn(ir.OpSilu, acc[j])
+					if err == nil {
+						acc[j], err = g.opOn(ir.OpMul, s, up[j])
+					}
+					genErr = cmp.Or(genErr, err)
+				}
+			}
 			for j := range bRows {
 				g.stF(ob, g.add(g.muli(row, n), g.addi(first, int64(j))), acc[j])
 			}
@@ -465,6 +484,9 @@ func genRMSNormMatmul(g *gen) error {
 			g.cur = join
 		}
 	})
+	if genErr != nil {
+		return genErr
+	}
 	g.finish()
 	return nil
 }

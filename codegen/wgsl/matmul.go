@@ -115,20 +115,28 @@ func (g *gen) gemvT(s mmShape, nb int) (*codegen.Kernel, error) {
 	}
 	// rms_norm_matmul (x, g, w) normalizes a's row first: its weight is
 	// input 2, and every invocation takes part in the row's sum of
-	// squares.
-	norm := g.op == ir.OpRMSNormMatmul
-	bi := 1
+	// squares. rms_norm_swiglu (x, g, wg, wu) does too and takes two
+	// products of the row, gate and up, for silu(gate)·up.
+	swiglu := g.op == ir.OpRMSNormSwiGLU
+	norm := g.op == ir.OpRMSNormMatmul || swiglu
 	g.bind("in0", codegen.Read, g.in[0], elem, 0, -1)
+	first := 1
 	if norm {
 		g.bind("in1", codegen.Read, g.in[1], elem, 1, -1)
-		bi = 2
+		first = 2
 	}
-	bName := "in" + strconv.Itoa(bi)
-	sb, isStoredB := stored{}, isStored(g.in[bi].DType)
-	if isStoredB {
-		sb = g.bindStored(bName, bi)
-	} else {
-		g.bind(bName, codegen.Read, g.in[bi], elem, bi, -1)
+	var ws []gemvWeight
+	for i := first; i < len(g.in) && (i == first || swiglu); i++ {
+		w := gemvWeight{name: "in" + strconv.Itoa(i), acc: "acc", stored: isStored(g.in[i].DType)}
+		if len(ws) > 0 {
+			w.acc = "uacc"
+		}
+		if w.stored {
+			w.sb = g.bindStored(w.name, i)
+		} else {
+			g.bind(w.name, codegen.Read, g.in[i], elem, i, -1)
+		}
+		ws = append(ws, w)
 	}
 	g.bindAddend("f32")
 	g.bind("out0", codegen.Write, g.out[0], "f32", -1, 0)
@@ -154,25 +162,27 @@ func (g *gen) gemvT(s mmShape, nb int) (*codegen.Kernel, error) {
 	g.p("  let n_ = %s * %du + li / L;", gid, r)
 	g.p("  let valid = n_ < N;")
 	g.p("  let n = min(n_, N - 1u);")
-	g.p("  var acc = 0.0f;")
+	for _, w := range ws {
+		g.p("  var %s = 0.0f;", w.acc)
+	}
 	bk := "k"
 	if g.faultIs(FaultWrongIndex) {
 		bk = "k + 1u"
 	}
-	term := func(k string) string {
+	term := func(w gemvWeight, k string) string {
 		kb := strings.ReplaceAll(bk, "k", k)
 		switch {
-		case isStoredB && vec:
+		case w.stored && vec:
 			// Adjacent lanes decode adjacent units: whole words of the
 			// packed row, coalesced.
 			u := fmt.Sprintf("min(%s, KU - 1u)", kb)
-			return fmt.Sprintf("dot(%s, %s)", a(k), g.unit4(sb, fmt.Sprintf("bb * %du + (n * KU + %s) * 4u", div, u), "    "))
-		case isStoredB:
-			return fmt.Sprintf("%s * %s", a(k), g.elem(sb, fmt.Sprintf("bb + n * KU + min(%s, KU - 1u)", kb), "    "))
+			return fmt.Sprintf("dot(%s, %s)", a(k), g.unit4(w.sb, fmt.Sprintf("bb * %du + (n * KU + %s) * 4u", div, u), "    "))
+		case w.stored:
+			return fmt.Sprintf("%s * %s", a(k), g.elem(w.sb, fmt.Sprintf("bb + n * KU + min(%s, KU - 1u)", kb), "    "))
 		case vec:
-			return fmt.Sprintf("dot(%s, %s[bb + n * KU + %s])", a(k), bName, kb)
+			return fmt.Sprintf("dot(%s, %s[bb + n * KU + %s])", a(k), w.name, kb)
 		}
-		return fmt.Sprintf("%s * %s[bb + n * KU + %s]", a(k), bName, kb)
+		return fmt.Sprintf("%s * %s[bb + n * KU + %s]", a(k), w.name, kb)
 	}
 	unroll := 1
 	if g.fault == "" && (g.tune.GEMVUnroll == 2 || g.tune.GEMVUnroll == 4) {
@@ -180,39 +190,62 @@ func (g *gen) gemvT(s mmShape, nb int) (*codegen.Kernel, error) {
 	}
 	if unroll > 1 {
 		// Independent partial sums: unroll loads in flight per lane.
-		for j := 1; j < unroll; j++ {
-			g.p("  var acc%d = 0.0f;", j)
+		for _, w := range ws {
+			for j := 1; j < unroll; j++ {
+				g.p("  var %s%d = 0.0f;", w.acc, j)
+			}
 		}
 		g.p("  var k = lane;")
 		g.p("  for (; k + %du * L < KU; k += %du * L) {", unroll-1, unroll)
-		g.p("    acc = acc + %s;", term("k"))
-		for j := 1; j < unroll; j++ {
-			g.p("    acc%d = acc%d + %s;", j, j, term(fmt.Sprintf("(k + %du * L)", j)))
+		for _, w := range ws {
+			g.p("    %s = %s + %s;", w.acc, w.acc, term(w, "k"))
+			for j := 1; j < unroll; j++ {
+				g.p("    %s%d = %s%d + %s;", w.acc, j, w.acc, j, term(w, fmt.Sprintf("(k + %du * L)", j)))
+			}
 		}
 		g.p("  }")
 		g.p("  for (; k < KU; k += L) {")
-		g.p("    acc = acc + %s;", term("k"))
+		for _, w := range ws {
+			g.p("    %s = %s + %s;", w.acc, w.acc, term(w, "k"))
+		}
 		g.p("  }")
-		if unroll == 2 {
-			g.p("  acc = acc + acc1;")
-		} else {
-			g.p("  acc = (acc + acc1) + (acc2 + acc3);")
+		for _, w := range ws {
+			if unroll == 2 {
+				g.p("  %s = %s + %s1;", w.acc, w.acc, w.acc)
+			} else {
+				g.p("  %[1]s = (%[1]s + %[1]s1) + (%[1]s2 + %[1]s3);", w.acc)
+			}
 		}
 	} else {
 		g.p("  for (var k = lane; k < KU; k += L) {")
-		g.p("    acc = %s;", g.ov("acc + "+term("k")))
+		for _, w := range ws {
+			g.p("    %s = %s;", w.acc, g.ov(w.acc+" + "+term(w, "k")))
+		}
 		g.p("  }")
 	}
 	if l > 1 {
-		g.p("  red[li] = acc;")
-		g.barrier(true)
-		g.p("  for (var s_ = L / 2u; s_ > 0u; s_ = s_ >> 1u) {")
-		g.p("    if (lane < s_) { red[li] = red[li] + red[li + s_]; }")
-		g.p("    workgroupBarrier();")
-		g.p("  }")
-		g.p("  acc = red[li];")
+		// One tree per product: each invocation reads back only its own
+		// slot of red before the next tree writes it.
+		for _, w := range ws {
+			g.p("  red[li] = %s;", w.acc)
+			g.barrier(true)
+			g.p("  for (var s_ = L / 2u; s_ > 0u; s_ = s_ >> 1u) {")
+			g.p("    if (lane < s_) { red[li] = red[li] + red[li + s_]; }")
+			g.p("    workgroupBarrier();")
+			g.p("  }")
+			g.p("  %s = red[li];", w.acc)
+		}
 	}
-	g.p("  if (valid && lane == 0u) { out0[wid.z * N + n] = %s; }", g.addend("acc", "wid.z * N + n"))
+	res := g.addend("acc", "wid.z * N + n")
+	if swiglu {
+		// The fused_elementwise mul(silu($0), $1) this op replaces, with
+		// the same formulas.
+		g.p("  let x = acc;")
+		g.p("  let a = %s;", formulas[ir.OpSilu].f32)
+		g.p("  let b = uacc;")
+		res = formulas[ir.OpMul].f32
+	}
+	g.p("  if (valid && lane == 0u) { out0[wid.z * N + n] = %s; }", res)
 	g.p("}")
 	return g.kernel([3]int{wg, 1, 1}, grid), nil
 }
@@ -287,6 +320,28 @@ func genRMSNormMatmul(g *gen) (*codegen.Kernel, error) {
 	rows := prod(x[:len(x)-1])
 	s := mmShape{m: 1, k: x[len(x)-1], n: w[0], batch: []int{rows}, aB: []int{rows}, transpose: true}
 	return g.gemvT(s, rows)
+}
+
+// genRMSNormSwiGLU generates rms_norm_swiglu: rms_norm_matmul's GEMV
+// with two weights, gate and up, whose products meet in silu(gate)·up.
+func genRMSNormSwiGLU(g *gen) (*codegen.Kernel, error) {
+	for _, w := range g.in[2:] {
+		if g.in[0].DType != ir.F32 || g.in[1].DType != ir.F32 || w.DType != ir.F32 && !isStored(w.DType) {
+			return nil, fmt.Errorf("rms_norm_swiglu needs f32 x and g (the weights may be stored), got %s, %s and %s", g.in[0], g.in[1], w)
+		}
+	}
+	x, w := sizes(g.in[0]), sizes(g.in[2])
+	rows := prod(x[:len(x)-1])
+	s := mmShape{m: 1, k: x[len(x)-1], n: w[0], batch: []int{rows}, aB: []int{rows}, transpose: true}
+	return g.gemvT(s, rows)
+}
+
+// gemvWeight is one weight a GEMV multiplies its row by: its binding's
+// name, how it is stored, and the WGSL variable its sums go to.
+type gemvWeight struct {
+	name, acc string
+	stored    bool
+	sb        stored
 }
 
 // bindAddend binds matmul's optional third input c (a residual add fused

@@ -301,6 +301,7 @@ func init() {
 		ir.OpMatmul:           genMatmul,
 		ir.OpRMSNorm:          genNorm,
 		ir.OpRMSNormMatmul:    genRMSNormMatmul,
+		ir.OpRMSNormSwiGLU:    genRMSNormSwiGLU,
 		ir.OpLayerNorm:        genNorm,
 		ir.OpSoftmax:          genSoftmax,
 		ir.OpArgmax:           genArgmax,
