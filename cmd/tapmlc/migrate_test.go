@@ -21,7 +21,7 @@ func TestMigrateStories260KIdentical(t *testing.T) {
 	if r.code != 0 {
 		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", r.code, r.stdout, r.stderr)
 	}
-	if !strings.Contains(r.stdout, "result: identical: with all 186 candidate nodes on webgpu") {
+	if !strings.Contains(r.stdout, "result: identical: with all 176 candidate nodes on webgpu") {
 		t.Errorf("stdout:\n%s", r.stdout)
 	}
 	var j struct {
