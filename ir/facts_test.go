@@ -23,7 +23,7 @@ func TestEveryOpDeclaresItsFacts(t *testing.T) {
 func TestFactsOfOps(t *testing.T) {
 	inPlace := []Op{OpKVWrite, OpCausalConv1D, OpWKV, OpSelectiveScan} // each updates input 0
 	sideEffects := append([]Op{OpProbe}, inPlace...)
-	f32Compute := []Op{OpMatmul, OpRMSNorm, OpRMSNormMatmul, OpRMSNormSwiGLU, OpLayerNorm, OpSoftmax, OpArgmax, OpRope, OpAttention, OpFusedElementwise,
+	f32Compute := []Op{OpMatmul, OpRMSNorm, OpRMSNormMatmul, OpRMSNormSwiGLU, OpRMSNormQKV, OpLayerNorm, OpSoftmax, OpArgmax, OpRope, OpAttention, OpFusedElementwise,
 		OpConv2D, OpConvTranspose2D, OpPool2D, OpResize, OpReduceSum, OpReduceMean, OpReduceMax,
 		OpTopK, OpExpertMatmul, OpCausalConv1D, OpWKV, OpSelectiveScan}
 	f32Compute = append(append(f32Compute, UnaryOps...), BinaryOps...)

@@ -127,6 +127,8 @@ func TestInferTypes(t *testing.T) {
 		{OpRMSNormSwiGLU, []string{"f32[1, 32]", "f32[32]", "q4_0[6, 32]", "q8_0[6, 32]"}, nil, "f32[1, 6]"},
 		{OpRMSNormSwiGLU, []string{"f32[1, 8]", "f32[8]", "f32[5, 8]", "f32[4, 8]"}, nil, "error: wu must be f32[5, 8] like wg, got f32[4, 8]"},
 		{OpRMSNormSwiGLU, []string{"f32[1, 8]", "f32[8]", "f32[8, 5]", "f32[8, 5]"}, nil, "error: w must be f32[N, 8] (out×in), got f32[8, 5]"},
+		{OpRMSNormQKV, []string{"f32[1, 32]", "f32[32]", "f32[8, 32]", "q8_0[4, 32]", "f16[4, 32]"}, nil, "f32[1, 8], f32[1, 4], f32[1, 4]"},
+		{OpRMSNormQKV, []string{"f32[1, 8]", "f32[8]", "f32[8, 8]", "f32[4, 8]", "f32[4, 9]"}, nil, "error: w must be f32[N, 8] (out×in), got f32[4, 9]"},
 		{OpRMSNorm, []string{"f32[]", "f32[1]"}, nil, "error: x must be a float tensor of rank >= 1, got f32[]"},
 		{OpRMSNorm, []string{"i32[4]", "i32[4]"}, nil, "error: x must be a float tensor"},
 		{OpLayerNorm, []string{"f32[seq, 8]", "f32[8]", "f32[8]"}, nil, "f32[seq, 8]"},

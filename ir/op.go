@@ -56,6 +56,7 @@ const (
 	OpResize
 	OpRMSNorm
 	OpRMSNormMatmul
+	OpRMSNormQKV
 	OpRMSNormSwiGLU
 	OpRope
 	OpRsqrt
@@ -119,6 +120,7 @@ var opNames = [numOps]string{
 	OpResize:           "resize",
 	OpRMSNorm:          "rms_norm",
 	OpRMSNormMatmul:    "rms_norm_matmul",
+	OpRMSNormQKV:       "rms_norm_qkv",
 	OpRMSNormSwiGLU:    "rms_norm_swiglu",
 	OpRope:             "rope",
 	OpRsqrt:            "rsqrt",

@@ -95,6 +95,8 @@ func init() {
 	normMatmul.Storage, normMatmul.Cost = storageNormMatmul, costNormMatmul
 	normSwiGLU := normMatmul // silu and mul on the output: one transcendental an element
 	normSwiGLU.Storage, normSwiGLU.Cost, normSwiGLU.Transcendentals = storageNormSwiGLU, costNormSwiGLU, always(1)
+	normQKV := normMatmul
+	normQKV.Storage, normQKV.Cost = storageNormQKV, costNormQKV
 	gather := moveFacts
 	gather.Storage = storageGather
 	dequantize := moveFacts // exact: every product of a scale and a quantized integer fits f32's 24 bits, one add rounds
@@ -143,6 +145,11 @@ func init() {
 			"and silu·mul)",
 		Attrs: []AttrSpec{{Name: "eps", Kind: AttrFloat, Default: ptr(FloatAttr(1e-5))}},
 		Infer: inferRMSNormSwiGLU, Facts: normSwiGLU})
+	register(&OpDef{Op: OpRMSNormQKV, Kind: KindContraction, MinInputs: 5, MaxInputs: 5, Outputs: 3,
+		Doc: "x[..., K], g[K], wq[Nq, K], wk[Nk, K], wv[Nv, K] -> [..., Nq], [..., Nk], [..., Nv]: the three " +
+			"rms_norm_matmul of one row and norm (passes/qkv.go fuses a decode step's q, k and v)",
+		Attrs: []AttrSpec{{Name: "eps", Kind: AttrFloat, Default: ptr(FloatAttr(1e-5))}},
+		Infer: inferRMSNormQKV, Facts: normQKV})
 	register(&OpDef{Op: OpLayerNorm, Kind: KindReduction, MinInputs: 2, MaxInputs: 3, Outputs: 1,
 		Doc:   "x[..., D], w[D], optional b[D]: (x - mean) / sqrt(var + eps) · w (+ b) over the last axis",
 		Attrs: []AttrSpec{{Name: "eps", Kind: AttrFloat, Default: ptr(FloatAttr(1e-5))}},
@@ -354,6 +361,18 @@ func inferRMSNormSwiGLU(in []Type, a Attrs) ([]Type, error) {
 		return nil, fmt.Errorf("wu must be %s like wg, got %s", in[2], in[3])
 	}
 	return out, nil
+}
+
+func inferRMSNormQKV(in []Type, a Attrs) ([]Type, error) {
+	var outs []Type
+	for _, w := range in[2:] {
+		out, err := inferRMSNormMatmul([]Type{in[0], in[1], w}, a)
+		if err != nil {
+			return nil, err
+		}
+		outs = append(outs, out[0])
+	}
+	return outs, nil
 }
 
 func inferNorm(in []Type, _ Attrs) ([]Type, error) {

@@ -75,6 +75,14 @@ var (
 			}
 			return StoredInput{Input: -1}
 		}}
+	// storageNormQKV: the three weights, stored out×in, when x is f32.
+	storageNormQKV = Rule[StoredInput]{Doc: "with f32 x: inputs 2, 3 and 4 (wq, wk, wv) in " + dtypeList(StorageDTypes),
+		Of: func(c Call) StoredInput {
+			if len(c.In) == 5 && c.In[0].DType == F32 {
+				return StoredInput{Input: 2, More: []int{3, 4}, DTypes: StorageDTypes}
+			}
+			return StoredInput{Input: -1}
+		}}
 	// storageNormSwiGLU: both weights, stored out×in, when x is f32.
 	storageNormSwiGLU = Rule[StoredInput]{Doc: "with f32 x: inputs 2 and 3 (wg, wu) in " + dtypeList(StorageDTypes),
 		Of: func(c Call) StoredInput {

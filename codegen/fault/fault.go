@@ -107,13 +107,13 @@ var Table = []Fault{
 		Ops: map[Generator][]ir.Op{
 			WGSL: {ir.OpArgmax, ir.OpAttention, ir.OpCast, ir.OpCausalConv1D, ir.OpConcat, ir.OpConstant, ir.OpConv2D,
 				ir.OpConvTranspose2D, ir.OpDequantize, ir.OpExpertMatmul, ir.OpFusedElementwise, ir.OpGather, ir.OpKVWrite,
-				ir.OpLayerNorm, ir.OpMatmul, ir.OpPool2D, ir.OpProbe, ir.OpReshape, ir.OpRMSNorm, ir.OpRMSNormMatmul, ir.OpRMSNormSwiGLU,
+				ir.OpLayerNorm, ir.OpMatmul, ir.OpPool2D, ir.OpProbe, ir.OpReshape, ir.OpRMSNorm, ir.OpRMSNormMatmul, ir.OpRMSNormQKV, ir.OpRMSNormSwiGLU,
 				ir.OpRope, ir.OpSelectiveScan, ir.OpSlice, ir.OpSoftmax, ir.OpTokenShift, ir.OpTopK, ir.OpTransfer,
 				ir.OpTranspose, ir.OpWKV},
 			LLVM: {ir.OpArgmax, ir.OpAttention, ir.OpCast, ir.OpCausalConv1D, ir.OpConcat, ir.OpConstant, ir.OpConv2D,
 				ir.OpConvTranspose2D, ir.OpDequantize, ir.OpExpertMatmul, ir.OpFusedElementwise, ir.OpGather, ir.OpIota, ir.OpKVWrite,
 				ir.OpLayerNorm, ir.OpMatmul, ir.OpPool2D, ir.OpProbe, ir.OpReduceMax, ir.OpReduceMean, ir.OpReduceSum,
-				ir.OpReshape, ir.OpResize, ir.OpRMSNorm, ir.OpRMSNormMatmul, ir.OpRMSNormSwiGLU, ir.OpRope, ir.OpSelectiveScan, ir.OpSlice,
+				ir.OpReshape, ir.OpResize, ir.OpRMSNorm, ir.OpRMSNormMatmul, ir.OpRMSNormQKV, ir.OpRMSNormSwiGLU, ir.OpRope, ir.OpSelectiveScan, ir.OpSlice,
 				ir.OpSoftmax, ir.OpTokenShift, ir.OpTopK, ir.OpTransfer, ir.OpTranspose, ir.OpWKV},
 		},
 	},
@@ -140,7 +140,7 @@ var Table = []Fault{
 			"but it may happen to be right where a workgroup's invocations run in lockstep. LLVM kernels have no " +
 			"barriers",
 		Ops: map[Generator][]ir.Op{
-			WGSL: {ir.OpArgmax, ir.OpAttention, ir.OpExpertMatmul, ir.OpLayerNorm, ir.OpMatmul, ir.OpRMSNorm, ir.OpRMSNormMatmul, ir.OpRMSNormSwiGLU,
+			WGSL: {ir.OpArgmax, ir.OpAttention, ir.OpExpertMatmul, ir.OpLayerNorm, ir.OpMatmul, ir.OpRMSNorm, ir.OpRMSNormMatmul, ir.OpRMSNormQKV, ir.OpRMSNormSwiGLU,
 				ir.OpSoftmax},
 		},
 	},
@@ -154,10 +154,10 @@ var Table = []Fault{
 		Ops: map[Generator][]ir.Op{
 			WGSL: {ir.OpAttention, ir.OpCausalConv1D, ir.OpConv2D, ir.OpConvTranspose2D, ir.OpExpertMatmul,
 				ir.OpFusedElementwise, ir.OpLayerNorm, ir.OpMatmul, ir.OpReduceMean, ir.OpReduceSum, ir.OpRMSNorm,
-				ir.OpRMSNormMatmul, ir.OpRMSNormSwiGLU, ir.OpRope, ir.OpSelectiveScan, ir.OpSoftmax, ir.OpWKV},
+				ir.OpRMSNormMatmul, ir.OpRMSNormQKV, ir.OpRMSNormSwiGLU, ir.OpRope, ir.OpSelectiveScan, ir.OpSoftmax, ir.OpWKV},
 			LLVM: {ir.OpAttention, ir.OpCausalConv1D, ir.OpConv2D, ir.OpConvTranspose2D, ir.OpExpertMatmul,
 				ir.OpFusedElementwise, ir.OpLayerNorm, ir.OpMatmul, ir.OpPool2D, ir.OpReduceMean, ir.OpReduceSum,
-				ir.OpRMSNorm, ir.OpRMSNormMatmul, ir.OpRMSNormSwiGLU, ir.OpRope, ir.OpSelectiveScan, ir.OpSoftmax, ir.OpWKV},
+				ir.OpRMSNorm, ir.OpRMSNormMatmul, ir.OpRMSNormQKV, ir.OpRMSNormSwiGLU, ir.OpRope, ir.OpSelectiveScan, ir.OpSoftmax, ir.OpWKV},
 		},
 	},
 }

@@ -59,6 +59,7 @@ func samples() []sample {
 		sample{op: ir.OpRMSNorm, in: []ir.Type{f32(2, 8), f32(8)}},
 		sample{op: ir.OpRMSNormMatmul, in: []ir.Type{f32(2, 8), f32(8), f32(5, 8)}},
 		sample{op: ir.OpRMSNormSwiGLU, in: []ir.Type{f32(2, 8), f32(8), f32(5, 8), f32(5, 8)}},
+		sample{op: ir.OpRMSNormQKV, in: []ir.Type{f32(2, 8), f32(8), f32(5, 8), f32(3, 8), f32(3, 8)}},
 		sample{op: ir.OpLayerNorm, in: []ir.Type{f32(2, 8), f32(8), f32(8)}},
 		sample{op: ir.OpSoftmax, in: []ir.Type{f32(2, 8)}},
 		sample{op: ir.OpArgmax, in: []ir.Type{f32(2, 8)}},

@@ -117,8 +117,12 @@ func (g *gen) gemvT(s mmShape, nb int) (*codegen.Kernel, error) {
 	// input 2, and every invocation takes part in the row's sum of
 	// squares. rms_norm_swiglu (x, g, wg, wu) does too and takes two
 	// products of the row, gate and up, for silu(gate)·up.
-	swiglu := g.op == ir.OpRMSNormSwiGLU
-	norm := g.op == ir.OpRMSNormMatmul || swiglu
+	// rms_norm_qkv (x, g, wq, wk, wv) computes the columns of its three
+	// products as one range of N = Nq + Nk + Nv: each invocation's column
+	// falls in one segment (seg), whose weight it reads and whose output it
+	// writes.
+	swiglu, qkv := g.op == ir.OpRMSNormSwiGLU, g.op == ir.OpRMSNormQKV
+	norm := g.op == ir.OpRMSNormMatmul || swiglu || qkv
 	g.bind("in0", codegen.Read, g.in[0], elem, 0, -1)
 	first := 1
 	if norm {
@@ -126,9 +130,9 @@ func (g *gen) gemvT(s mmShape, nb int) (*codegen.Kernel, error) {
 		first = 2
 	}
 	var ws []gemvWeight
-	for i := first; i < len(g.in) && (i == first || swiglu); i++ {
+	for i := first; i < len(g.in) && (i == first || swiglu || qkv); i++ {
 		w := gemvWeight{name: "in" + strconv.Itoa(i), acc: "acc", stored: isStored(g.in[i].DType)}
-		if len(ws) > 0 {
+		if swiglu && len(ws) > 0 {
 			w.acc = "uacc"
 		}
 		if w.stored {
@@ -139,9 +143,15 @@ func (g *gen) gemvT(s mmShape, nb int) (*codegen.Kernel, error) {
 		ws = append(ws, w)
 	}
 	g.bindAddend("f32")
-	g.bind("out0", codegen.Write, g.out[0], "f32", -1, 0)
+	for j := range g.out {
+		g.bind("out"+strconv.Itoa(j), codegen.Write, g.out[j], "f32", -1, j)
+	}
 	g.f16Helper()
 	g.p("const N: u32 = %du;", s.n)
+	if qkv {
+		g.p("const N0: u32 = %du;", sizes(g.in[2])[0])
+		g.p("const N1: u32 = %du;", sizes(g.in[3])[0])
+	}
 	g.p("const KU: u32 = %du; // K in units of %s", units, elem)
 	g.p("const L: u32 = %du; // lanes per output", l)
 	if l > 1 || norm {
@@ -161,9 +171,17 @@ func (g *gen) gemvT(s mmShape, nb int) (*codegen.Kernel, error) {
 	g.p("  let lane = li %% L;")
 	g.p("  let n_ = %s * %du + li / L;", gid, r)
 	g.p("  let valid = n_ < N;")
-	g.p("  let n = min(n_, N - 1u);")
-	for _, w := range ws {
-		g.p("  var %s = 0.0f;", w.acc)
+	if qkv {
+		g.p("  let nc = min(n_, N - 1u);")
+		g.p("  let seg = select(select(2u, 1u, nc < N0 + N1), 0u, nc < N0);")
+		g.p("  let n = nc - select(select(N0 + N1, N0, seg == 1u), 0u, seg == 0u);")
+	} else {
+		g.p("  let n = min(n_, N - 1u);")
+	}
+	for i, w := range ws {
+		if i == 0 || w.acc != ws[0].acc { // rms_norm_qkv's weights share one
+			g.p("  var %s = 0.0f;", w.acc)
+		}
 	}
 	bk := "k"
 	if g.faultIs(FaultWrongIndex) {
@@ -188,45 +206,30 @@ func (g *gen) gemvT(s mmShape, nb int) (*codegen.Kernel, error) {
 	if g.fault == "" && (g.tune.GEMVUnroll == 2 || g.tune.GEMVUnroll == 4) {
 		unroll = g.tune.GEMVUnroll
 	}
-	if unroll > 1 {
-		// Independent partial sums: unroll loads in flight per lane.
-		for _, w := range ws {
-			for j := 1; j < unroll; j++ {
-				g.p("  var %s%d = 0.0f;", w.acc, j)
+	if qkv {
+		for j, w := range ws {
+			switch j {
+			case 0:
+				g.p("  if (seg == 0u) {")
+			case len(ws) - 1:
+				g.p("  } else {")
+			default:
+				g.p("  } else if (seg == %du) {", j)
 			}
-		}
-		g.p("  var k = lane;")
-		g.p("  for (; k + %du * L < KU; k += %du * L) {", unroll-1, unroll)
-		for _, w := range ws {
-			g.p("    %s = %s + %s;", w.acc, w.acc, term(w, "k"))
-			for j := 1; j < unroll; j++ {
-				g.p("    %s%d = %s%d + %s;", w.acc, j, w.acc, j, term(w, fmt.Sprintf("(k + %du * L)", j)))
-			}
+			g.gemvSums([]gemvWeight{w}, unroll, term)
 		}
 		g.p("  }")
-		g.p("  for (; k < KU; k += L) {")
-		for _, w := range ws {
-			g.p("    %s = %s + %s;", w.acc, w.acc, term(w, "k"))
-		}
-		g.p("  }")
-		for _, w := range ws {
-			if unroll == 2 {
-				g.p("  %s = %s + %s1;", w.acc, w.acc, w.acc)
-			} else {
-				g.p("  %[1]s = (%[1]s + %[1]s1) + (%[1]s2 + %[1]s3);", w.acc)
-			}
-		}
 	} else {
-		g.p("  for (var k = lane; k < KU; k += L) {")
-		for _, w := range ws {
-			g.p("    %s = %s;", w.acc, g.ov(w.acc+" + "+term(w, "k")))
-		}
-		g.p("  }")
+		g.gemvSums(ws, unroll, term)
 	}
 	if l > 1 {
 		// One tree per product: each invocation reads back only its own
 		// slot of red before the next tree writes it.
-		for _, w := range ws {
+		sums := ws
+		if qkv {
+			sums = ws[:1]
+		}
+		for _, w := range sums {
 			g.p("  red[li] = %s;", w.acc)
 			g.barrier(true)
 			g.p("  for (var s_ = L / 2u; s_ > 0u; s_ = s_ >> 1u) {")
@@ -245,7 +248,15 @@ func (g *gen) gemvT(s mmShape, nb int) (*codegen.Kernel, error) {
 		g.p("  let b = uacc;")
 		res = formulas[ir.OpMul].f32
 	}
-	g.p("  if (valid && lane == 0u) { out0[wid.z * N + n] = %s; }", res)
+	if qkv {
+		g.p("  if (valid && lane == 0u) {")
+		g.p("    if (seg == 0u) { out0[wid.z * N0 + n] = acc; }")
+		g.p("    else if (seg == 1u) { out1[wid.z * N1 + n] = acc; }")
+		g.p("    else { out2[wid.z * (N - N0 - N1) + n] = acc; }")
+		g.p("  }")
+	} else {
+		g.p("  if (valid && lane == 0u) { out0[wid.z * N + n] = %s; }", res)
+	}
 	g.p("}")
 	return g.kernel([3]int{wg, 1, 1}, grid), nil
 }
@@ -322,17 +333,64 @@ func genRMSNormMatmul(g *gen) (*codegen.Kernel, error) {
 	return g.gemvT(s, rows)
 }
 
-// genRMSNormSwiGLU generates rms_norm_swiglu: rms_norm_matmul's GEMV
-// with two weights, gate and up, whose products meet in silu(gate)·up.
-func genRMSNormSwiGLU(g *gen) (*codegen.Kernel, error) {
+// gemvSums emits the k loop of a transposed GEMV: each lane adds its
+// units' terms (term(w, k)) of every weight in ws to the weight's
+// accumulator, with unroll independent partial sums when unroll > 1.
+func (g *gen) gemvSums(ws []gemvWeight, unroll int, term func(gemvWeight, string) string) {
+	if unroll > 1 {
+		// Independent partial sums: unroll loads in flight per lane.
+		for _, w := range ws {
+			for j := 1; j < unroll; j++ {
+				g.p("  var %s%d = 0.0f;", w.acc, j)
+			}
+		}
+		g.p("  var k = lane;")
+		g.p("  for (; k + %du * L < KU; k += %du * L) {", unroll-1, unroll)
+		for _, w := range ws {
+			g.p("    %s = %s + %s;", w.acc, w.acc, term(w, "k"))
+			for j := 1; j < unroll; j++ {
+				g.p("    %s%d = %s%d + %s;", w.acc, j, w.acc, j, term(w, fmt.Sprintf("(k + %du * L)", j)))
+			}
+		}
+		g.p("  }")
+		g.p("  for (; k < KU; k += L) {")
+		for _, w := range ws {
+			g.p("    %s = %s + %s;", w.acc, w.acc, term(w, "k"))
+		}
+		g.p("  }")
+		for _, w := range ws {
+			if unroll == 2 {
+				g.p("  %s = %s + %s1;", w.acc, w.acc, w.acc)
+			} else {
+				g.p("  %[1]s = (%[1]s + %[1]s1) + (%[1]s2 + %[1]s3);", w.acc)
+			}
+		}
+	} else {
+		g.p("  for (var k = lane; k < KU; k += L) {")
+		for _, w := range ws {
+			g.p("    %s = %s;", w.acc, g.ov(w.acc+" + "+term(w, "k")))
+		}
+		g.p("  }")
+	}
+}
+
+// genNormProducts generates rms_norm_swiglu (rms_norm_matmul's GEMV with
+// two weights, gate and up, whose products meet in silu(gate)·up) and
+// rms_norm_qkv (the GEMV over its three weights' columns in turn).
+func genNormProducts(g *gen) (*codegen.Kernel, error) {
+	n := 0
 	for _, w := range g.in[2:] {
 		if g.in[0].DType != ir.F32 || g.in[1].DType != ir.F32 || w.DType != ir.F32 && !isStored(w.DType) {
-			return nil, fmt.Errorf("rms_norm_swiglu needs f32 x and g (the weights may be stored), got %s, %s and %s", g.in[0], g.in[1], w)
+			return nil, fmt.Errorf("%s needs f32 x and g (the weights may be stored), got %s, %s and %s", g.op, g.in[0], g.in[1], w)
 		}
+		n += sizes(w)[0]
 	}
-	x, w := sizes(g.in[0]), sizes(g.in[2])
+	if g.op == ir.OpRMSNormSwiGLU {
+		n = sizes(g.in[2])[0]
+	}
+	x := sizes(g.in[0])
 	rows := prod(x[:len(x)-1])
-	s := mmShape{m: 1, k: x[len(x)-1], n: w[0], batch: []int{rows}, aB: []int{rows}, transpose: true}
+	s := mmShape{m: 1, k: x[len(x)-1], n: n, batch: []int{rows}, aB: []int{rows}, transpose: true}
 	return g.gemvT(s, rows)
 }
 

@@ -58,7 +58,24 @@ var (
 	// swigluTol: rms_norm_swiglu's gate and up products each within
 	// matmul's bound of the reference, carried through silu(gate)·up.
 	swigluTol = tol{bound: swigluBound}
-	convTol   = tol{bound: convBound}
+	// qkvTol: rms_norm_qkv's outputs are rms_norm_matmul's of each weight;
+	// its cases give the three weights one shape, and every output takes
+	// the largest of the three normMmTol bounds at each element (a bound
+	// on each).
+	qkvTol = tol{bound: func(c opCase) []float64 {
+		var out []float64
+		for _, w := range c.in[2:] {
+			b := normMmTol.bound(opCase{attrs: c.attrs, in: []*tensor.Tensor{c.in[0], c.in[1], w}})
+			if out == nil {
+				out = b
+			}
+			for i := range out {
+				out[i] = max(out[i], b[i])
+			}
+		}
+		return out
+	}}
+	convTol = tol{bound: convBound}
 )
 
 type opCase struct {
@@ -218,6 +235,11 @@ func opCases() []opCase {
 	add("rms_norm_swiglu/1x40", ir.OpRMSNormSwiGLU, nil, swigluTol, randF32(r, -1, 1, 1, 40), randF32(r, -1, 1, 40), randF32(r, -1, 1, 9, 40), randF32(r, -1, 1, 9, 40))
 	add("rms_norm_swiglu/3x2x24", ir.OpRMSNormSwiGLU, nil, swigluTol, randF32(r, -1, 1, 3, 2, 24), randF32(r, -1, 1, 24), randF32(r, -1, 1, 70, 24), randF32(r, -1, 1, 70, 24))
 	add("rms_norm_swiglu/q4_0+f16", ir.OpRMSNormSwiGLU, nil, swigluTol, randF32(r, -1, 1, 2, 64), randF32(r, -1, 1, 64), storedtest.Tensor(r, ir.Q4_0, 9, 64), storedtest.Tensor(r, ir.F16, 9, 64))
+	// q, k and v of one norm (passes/qkv.go): one row and several, chunks
+	// and a last partial tile, stored weights of three formats.
+	add("rms_norm_qkv/1x40", ir.OpRMSNormQKV, nil, qkvTol, randF32(r, -1, 1, 1, 40), randF32(r, -1, 1, 40), randF32(r, -1, 1, 9, 40), randF32(r, -1, 1, 9, 40), randF32(r, -1, 1, 9, 40))
+	add("rms_norm_qkv/3x2x24", ir.OpRMSNormQKV, nil, qkvTol, randF32(r, -1, 1, 3, 2, 24), randF32(r, -1, 1, 24), randF32(r, -1, 1, 70, 24), randF32(r, -1, 1, 70, 24), randF32(r, -1, 1, 70, 24))
+	add("rms_norm_qkv/q4_0+f16+q8_0", ir.OpRMSNormQKV, nil, qkvTol, randF32(r, -1, 1, 2, 64), randF32(r, -1, 1, 64), storedtest.Tensor(r, ir.Q4_0, 9, 64), storedtest.Tensor(r, ir.F16, 9, 64), storedtest.Tensor(r, ir.Q8_0, 9, 64))
 	// A residual add fused in (the addend c, passes/residual.go), in every
 	// kernel: transposed GEMV and tiles (f32 and stored), the vector
 	// tiles, the in-place accumulation (f16 inputs).

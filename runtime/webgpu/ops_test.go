@@ -179,6 +179,8 @@ func opCases() []opCase {
 	add(opCase{name: "rms_norm_matmul rows odd K", op: ir.OpRMSNormMatmul, gen: ins(f32s(-1, 1, 3, 37), f32s(-1, 1, 37), f32s(-1, 1, 19, 37)), tol: mmTol(37)})
 	add(opCase{name: "rms_norm_swiglu 15M", op: ir.OpRMSNormSwiGLU, gen: ins(f32s(-1, 1, 1, 288), f32s(-1, 1, 288), f32s(-1, 1, 768, 288), f32s(-1, 1, 768, 288)), tol: swigluTol(288)})
 	add(opCase{name: "rms_norm_swiglu rows odd K", op: ir.OpRMSNormSwiGLU, gen: ins(f32s(-1, 1, 3, 37), f32s(-1, 1, 37), f32s(-1, 1, 19, 37), f32s(-1, 1, 19, 37)), tol: swigluTol(37)})
+	add(opCase{name: "rms_norm_qkv 15M", op: ir.OpRMSNormQKV, gen: ins(f32s(-1, 1, 1, 288), f32s(-1, 1, 288), f32s(-1, 1, 288, 288), f32s(-1, 1, 96, 288), f32s(-1, 1, 96, 288)), tol: mmTol(288)})
+	add(opCase{name: "rms_norm_qkv rows odd K", op: ir.OpRMSNormQKV, gen: ins(f32s(-1, 1, 3, 37), f32s(-1, 1, 37), f32s(-1, 1, 19, 37), f32s(-1, 1, 5, 37), f32s(-1, 1, 7, 37)), tol: mmTol(37)})
 	mm("gemv", true, []int{1, 288}, []int{768, 288}, []int{1, 768})
 	mm("gemv not transposed", false, []int{1, 37}, []int{37, 20}, []int{1, 20})
 	mm("tiled", true, []int{67, 45}, []int{33, 45}, []int{67, 33})

@@ -99,6 +99,8 @@ func Cases() []Case {
 		Case{"rms_norm_matmul_rows", ir.OpRMSNormMatmul, nil, []ir.Type{F32(2, 3, 37), F32(37), F32(20, 37)}},
 		Case{"rms_norm_swiglu", ir.OpRMSNormSwiGLU, nil, []ir.Type{F32(1, 288), F32(288), F32(320, 288), F32(320, 288)}},
 		Case{"rms_norm_swiglu_rows", ir.OpRMSNormSwiGLU, nil, []ir.Type{F32(2, 3, 37), F32(37), F32(20, 37), F32(20, 37)}},
+		Case{"rms_norm_qkv", ir.OpRMSNormQKV, nil, []ir.Type{F32(1, 288), F32(288), F32(288, 288), F32(96, 288), F32(96, 288)}},
+		Case{"rms_norm_qkv_rows", ir.OpRMSNormQKV, nil, []ir.Type{F32(2, 3, 37), F32(37), F32(20, 37), F32(7, 37), F32(7, 37)}},
 		Case{"layer_norm", ir.OpLayerNorm, nil, []ir.Type{F32(5, 288), F32(288), F32(288)}},
 		Case{"layer_norm_no_bias", ir.OpLayerNorm, nil, []ir.Type{F32(3, 40), F32(40)}},
 		Case{"softmax", ir.OpSoftmax, ir.Attrs{"axis": ir.IntAttr(1)}, []ir.Type{F32(6, 5, 7)}},
