@@ -6,7 +6,9 @@ import "github.com/tapml/tapml/ir"
 // eps on one placement (fuse_norm's q, k and v of a decode step) into one
 // rms_norm_qkv node with their three outputs: one kernel instead of three.
 // A group of any other size is left alone (after fuse_swiglu, a decode
-// step's attention norm has exactly its q, k and v). The first product
+// step's attention norm has exactly its q, k and v), and so is a product
+// whose weight is computed by a node (the fused node takes the first
+// product's place, which may come before that node). The first product
 // becomes the fused node, keeping its id; each output keeps its value, so
 // readers follow; the provenances are joined with '+', so a carved case of
 // the node names every op it covers.
@@ -18,20 +20,14 @@ func fuseQKV(m *ir.Module, _ Options) error {
 			place string
 		}
 		groups := map[key][]*ir.Node{}
-		var order []key
 		for _, n := range f.Nodes {
-			if n.Op != ir.OpRMSNormMatmul {
-				continue
+			if n.Op == ir.OpRMSNormMatmul && n.Inputs[2].Def == nil {
+				k := key{n.Inputs[0], n.Inputs[1], eps(n), n.Place}
+				groups[k] = append(groups[k], n)
 			}
-			k := key{n.Inputs[0], n.Inputs[1], eps(n), n.Place}
-			if groups[k] == nil {
-				order = append(order, k)
-			}
-			groups[k] = append(groups[k], n)
 		}
 		dead := map[*ir.Node]bool{}
-		for _, k := range order {
-			g := groups[k]
+		for k, g := range groups {
 			if len(g) != 3 {
 				continue
 			}
