@@ -49,14 +49,14 @@ func TestMigrateStories260KIdentical(t *testing.T) {
 }
 
 // Under a 16 KiB buffer limit the weights are split before the migration
-// places nodes (416 candidates where the unsplit model has 186), and the
+// places nodes (406 candidates where the unsplit model has 166), and the
 // split model still migrates with identical tokens.
 func TestMigrateSplitWeights(t *testing.T) {
 	t.Setenv(runtime.MaxBufferEnv, "16KiB")
 	dir := models(t)
 	r := tapmlc(t, "migrate", filepath.Join(dir, "stories260K.bin"), "--tokenizer", filepath.Join(dir, "tok512.bin"),
 		"--target", "webgpu", "--prompt", "Once upon a time", "--steps", "6")
-	if r.code != 0 || !strings.Contains(r.stdout, "result: identical: with all 416 candidate nodes on webgpu") {
+	if r.code != 0 || !strings.Contains(r.stdout, "result: identical: with all 406 candidate nodes on webgpu") {
 		t.Errorf("exit %d\nstdout:\n%s\nstderr:\n%s", r.code, r.stdout, r.stderr)
 	}
 }
