@@ -82,10 +82,10 @@ func TestRoundTrip(t *testing.T) {
 	if diff := cmp.Diff([]string{ModelFile, WeightsFile}, paths); diff != "" {
 		t.Errorf("files (-want +got):\n%s", diff)
 	}
-	if lman.Format != FormatVersion || lman.Target != "cpu" || lman.Probed || len(lman.Pipeline) != 9 || lman.Model.Name != "tiny" {
+	if lman.Format != FormatVersion || lman.Target != "cpu" || lman.Probed || len(lman.Pipeline) != 11 || lman.Model.Name != "tiny" {
 		t.Errorf("manifest: %+v", lman)
 	}
-	if lm.Meta["target"] != "cpu" || countOp(lm, ir.OpFusedElementwise) != 4 {
+	if lm.Meta["target"] != "cpu" || countOp(lm, ir.OpFusedElementwise) != 2 || countOp(lm, ir.OpRMSNormSwiGLU) != 2 {
 		t.Errorf("loaded module is not the lowered one:\n%.400s", ir.Text(lm))
 	}
 	// Same CPU outputs as the original model (the default pipeline is exact

@@ -38,8 +38,8 @@ func TestWGSLKernels(t *testing.T) {
 			t.Errorf("kernel %s: language %s, source:\n%.200s", k.File, k.Language, src)
 		}
 	}
-	if !ops["fused_elementwise"] || !ops["matmul"] {
-		t.Errorf("kernel ops %v lack fused_elementwise or matmul", ops)
+	if !ops["rms_norm_swiglu"] || !ops["matmul"] {
+		t.Errorf("kernel ops %v lack rms_norm_swiglu (fused by the pipeline) or matmul", ops)
 	}
 	if _, _, err := Load(dir); err != nil {
 		t.Fatal(err)

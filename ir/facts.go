@@ -381,6 +381,24 @@ var (
 		}
 		return elements(c)
 	}}
+	// costNormSwiGLU: two products of out·K each, the norm's 2 passes over
+	// x, and a transcendental's 16 (costTranscendental) per output's silu.
+	costNormSwiGLU = Rule[int64]{Doc: "2·out·K + 2·|x| + 16·out", Of: func(c Call) int64 {
+		if len(c.In) == 4 && len(c.Out) == 1 && c.In[0].Shape.Rank() >= 1 {
+			out := c.Out[0].Shape.NumElements()
+			return 2*out*int64(lastDim(c.In[0])) + 2*c.In[0].Shape.NumElements() + 16*out
+		}
+		return elements(c)
+	}}
+	// costNormQKV: each product's out·K and the norm's 2 passes over x.
+	costNormQKV = Rule[int64]{Doc: "Σ out·K + 2·|x|", Of: func(c Call) int64 {
+		if len(c.In) == 5 && len(c.Out) == 3 && c.In[0].Shape.Rank() >= 1 {
+			k := int64(lastDim(c.In[0]))
+			return (c.Out[0].Shape.NumElements()+c.Out[1].Shape.NumElements()+c.Out[2].Shape.NumElements())*k +
+				2*c.In[0].Shape.NumElements()
+		}
+		return elements(c)
+	}}
 	// costAttention: q·k and p·v over up to T rows for every (row, head).
 	costAttention = Rule[int64]{Doc: "2·|q|·T", Of: func(c Call) int64 {
 		if len(c.In) == 4 && c.In[1].Shape.Rank() > 0 {

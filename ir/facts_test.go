@@ -23,12 +23,12 @@ func TestEveryOpDeclaresItsFacts(t *testing.T) {
 func TestFactsOfOps(t *testing.T) {
 	inPlace := []Op{OpKVWrite, OpCausalConv1D, OpWKV, OpSelectiveScan} // each updates input 0
 	sideEffects := append([]Op{OpProbe}, inPlace...)
-	f32Compute := []Op{OpMatmul, OpRMSNorm, OpRMSNormMatmul, OpLayerNorm, OpSoftmax, OpArgmax, OpRope, OpAttention, OpFusedElementwise,
+	f32Compute := []Op{OpMatmul, OpRMSNorm, OpRMSNormMatmul, OpRMSNormSwiGLU, OpRMSNormQKV, OpLayerNorm, OpSoftmax, OpArgmax, OpRope, OpAttention, OpFusedElementwise,
 		OpConv2D, OpConvTranspose2D, OpPool2D, OpResize, OpReduceSum, OpReduceMean, OpReduceMax,
 		OpTopK, OpExpertMatmul, OpCausalConv1D, OpWKV, OpSelectiveScan}
 	f32Compute = append(append(f32Compute, UnaryOps...), BinaryOps...)
 	intCompute := []Op{OpArgmax}
-	transcendental := []Op{OpSoftmax, OpAttention, OpRope, OpSelectiveScan}
+	transcendental := []Op{OpSoftmax, OpAttention, OpRope, OpSelectiveScan, OpRMSNormSwiGLU}
 	// The unary and binary ops' facts follow from their rows.
 	for op, e := range elementwise {
 		if e.ints {
@@ -161,6 +161,7 @@ func TestCost(t *testing.T) {
 		{OpMatmul, nil, []Type{f32(5, 7), f32(7, 3)}, []Type{f32(5, 3)}, 15 * 7},
 		{OpMatmul, nil, []Type{f32(5, 7), f32(7, 3), f32(5, 3)}, []Type{f32(5, 3)}, 15 * 7}, // with the addend c
 		{OpRMSNormMatmul, nil, []Type{f32(2, 7), f32(7), f32(3, 7)}, []Type{f32(2, 3)}, 6*7 + 2*14},
+		{OpRMSNormSwiGLU, nil, []Type{f32(2, 7), f32(7), f32(3, 7), f32(3, 7)}, []Type{f32(2, 3)}, 2*6*7 + 2*14 + 16*6},
 		{OpAttention, nil, []Type{f32(2, 4, 8), f32(32, 2, 8), f32(32, 2, 8), T(I32, nil)}, []Type{f32(2, 4, 8)}, 2 * 64 * 32},
 		{OpConv2D, nil, []Type{f32(1, 3, 8, 8), f32(16, 3, 3, 3)}, []Type{f32(1, 16, 6, 6)}, 16 * 36 * 27},
 		{OpConvTranspose2D, nil, []Type{f32(1, 8, 5, 5), f32(8, 4, 2, 2)}, []Type{f32(1, 4, 10, 10)}, 200 * 16},

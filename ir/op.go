@@ -56,6 +56,8 @@ const (
 	OpResize
 	OpRMSNorm
 	OpRMSNormMatmul
+	OpRMSNormQKV
+	OpRMSNormSwiGLU
 	OpRope
 	OpRsqrt
 	OpSelectiveScan
@@ -118,6 +120,8 @@ var opNames = [numOps]string{
 	OpResize:           "resize",
 	OpRMSNorm:          "rms_norm",
 	OpRMSNormMatmul:    "rms_norm_matmul",
+	OpRMSNormQKV:       "rms_norm_qkv",
+	OpRMSNormSwiGLU:    "rms_norm_swiglu",
 	OpRope:             "rope",
 	OpRsqrt:            "rsqrt",
 	OpSelectiveScan:    "selective_scan",

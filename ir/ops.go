@@ -93,6 +93,10 @@ func init() {
 	matmul.Storage = storageMatmul
 	normMatmul := matmul
 	normMatmul.Storage, normMatmul.Cost = storageNormMatmul, costNormMatmul
+	normSwiGLU := normMatmul // silu and mul on the output: one transcendental an element
+	normSwiGLU.Storage, normSwiGLU.Cost, normSwiGLU.Transcendentals = storageNormSwiGLU, costNormSwiGLU, always(1)
+	normQKV := normMatmul
+	normQKV.Storage, normQKV.Cost = storageNormQKV, costNormQKV
 	gather := moveFacts
 	gather.Storage = storageGather
 	dequantize := moveFacts // exact: every product of a scale and a quantized integer fits f32's 24 bits, one add rounds
@@ -135,6 +139,17 @@ func init() {
 			"element rounded as rms_norm rounds it (passes/norm.go fuses a norm into the products that read it)",
 		Attrs: []AttrSpec{{Name: "eps", Kind: AttrFloat, Default: ptr(FloatAttr(1e-5))}},
 		Infer: inferRMSNormMatmul, Facts: normMatmul})
+	register(&OpDef{Op: OpRMSNormSwiGLU, Kind: KindContraction, MinInputs: 4, MaxInputs: 4, Outputs: 1,
+		Doc: "x[..., K], g[K], wg[N, K], wu[N, K] -> [..., N]: silu(h·wgᵀ)·(h·wuᵀ) with h = rms_norm(x, g), each " +
+			"step rounded as rms_norm_matmul, silu and mul round it (passes/swiglu.go fuses a decode step's gate, up " +
+			"and silu·mul)",
+		Attrs: []AttrSpec{{Name: "eps", Kind: AttrFloat, Default: ptr(FloatAttr(1e-5))}},
+		Infer: inferRMSNormSwiGLU, Facts: normSwiGLU})
+	register(&OpDef{Op: OpRMSNormQKV, Kind: KindContraction, MinInputs: 5, MaxInputs: 5, Outputs: 3,
+		Doc: "x[..., K], g[K], wq[Nq, K], wk[Nk, K], wv[Nv, K] -> [..., Nq], [..., Nk], [..., Nv]: the three " +
+			"rms_norm_matmul of one row and norm (passes/qkv.go fuses a decode step's q, k and v)",
+		Attrs: []AttrSpec{{Name: "eps", Kind: AttrFloat, Default: ptr(FloatAttr(1e-5))}},
+		Infer: inferRMSNormQKV, Facts: normQKV})
 	register(&OpDef{Op: OpLayerNorm, Kind: KindReduction, MinInputs: 2, MaxInputs: 3, Outputs: 1,
 		Doc:   "x[..., D], w[D], optional b[D]: (x - mean) / sqrt(var + eps) · w (+ b) over the last axis",
 		Attrs: []AttrSpec{{Name: "eps", Kind: AttrFloat, Default: ptr(FloatAttr(1e-5))}},
@@ -331,6 +346,33 @@ func inferRMSNormMatmul(in []Type, a Attrs) ([]Type, error) {
 		return nil, fmt.Errorf("w must be %s[N, %s] (out×in), got %s", x.DType, k, w)
 	}
 	return []Type{T(x.DType, append(x.Shape[:x.Shape.Rank()-1].Clone(), w.Shape[0]))}, nil
+}
+
+// SwiGLUExpr is the fused_elementwise expression of SwiGLU's gate,
+// silu(gate)·up, that rms_norm_swiglu computes on its two products.
+const SwiGLUExpr = "mul(silu($0), $1)"
+
+func inferRMSNormSwiGLU(in []Type, a Attrs) ([]Type, error) {
+	out, err := inferRMSNormMatmul(in[:3], a)
+	if err != nil {
+		return nil, err
+	}
+	if !in[3].Equal(in[2]) {
+		return nil, fmt.Errorf("wu must be %s like wg, got %s", in[2], in[3])
+	}
+	return out, nil
+}
+
+func inferRMSNormQKV(in []Type, a Attrs) ([]Type, error) {
+	var outs []Type
+	for _, w := range in[2:] {
+		out, err := inferRMSNormMatmul([]Type{in[0], in[1], w}, a)
+		if err != nil {
+			return nil, err
+		}
+		outs = append(outs, out[0])
+	}
+	return outs, nil
 }
 
 func inferNorm(in []Type, _ Attrs) ([]Type, error) {

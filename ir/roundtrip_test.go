@@ -55,6 +55,12 @@ var opCases = map[Op]func(c *opCtx){
 		c.b.Op(OpRMSNormMatmul, []*Value{c.x, c.row, c.w}, Attrs{"eps": FloatAttr(1e-6)})
 		c.b.Op(OpRMSNormMatmul, []*Value{c.x, c.row, c.half}, nil)
 	},
+	OpRMSNormSwiGLU: func(c *opCtx) {
+		c.b.Op(OpRMSNormSwiGLU, []*Value{c.x, c.row, c.w, c.w}, Attrs{"eps": FloatAttr(1e-6)})
+	},
+	OpRMSNormQKV: func(c *opCtx) {
+		c.b.Op(OpRMSNormQKV, []*Value{c.x, c.row, c.w, c.half, c.w}, Attrs{"eps": FloatAttr(1e-6)})
+	},
 	OpLayerNorm: func(c *opCtx) {
 		c.b.Op(OpLayerNorm, []*Value{c.x, c.row, c.bias}, Attrs{"eps": FloatAttr(0.25)})
 	},

@@ -16,22 +16,31 @@ import (
 // dequantize node: no op widens a weight silently.
 
 // StoredInput is the input of a call that reads storage dtypes, and which
-// ones. Input is -1 when no input does.
+// ones. Input is -1 when no input does; More lists further inputs that
+// may hold the same dtypes (rms_norm_swiglu's two weights).
 type StoredInput struct {
 	Input  int
+	More   []int
 	DTypes []DType
 }
 
 // Accepts reports whether input i may hold dtype dt as a storage dtype.
 func (s StoredInput) Accepts(i int, dt DType) bool {
-	return s.Input >= 0 && i == s.Input && slices.Contains(s.DTypes, dt)
+	return s.Input >= 0 && (i == s.Input || slices.Contains(s.More, i)) && slices.Contains(s.DTypes, dt)
 }
 
 func (s StoredInput) String() string {
 	if s.Input < 0 {
 		return "-"
 	}
-	return "input " + strconv.Itoa(s.Input) + ": " + dtypeList(s.DTypes)
+	if len(s.More) == 0 {
+		return "input " + strconv.Itoa(s.Input) + ": " + dtypeList(s.DTypes)
+	}
+	ins := []string{strconv.Itoa(s.Input)}
+	for _, i := range s.More {
+		ins = append(ins, strconv.Itoa(i))
+	}
+	return "inputs " + strings.Join(ins, ", ") + ": " + dtypeList(s.DTypes)
 }
 
 var (
@@ -63,6 +72,22 @@ var (
 		Of: func(c Call) StoredInput {
 			if len(c.In) == 3 && c.In[0].DType == F32 {
 				return StoredInput{Input: 2, DTypes: StorageDTypes}
+			}
+			return StoredInput{Input: -1}
+		}}
+	// storageNormQKV: the three weights, stored out×in, when x is f32.
+	storageNormQKV = Rule[StoredInput]{Doc: "with f32 x: inputs 2, 3 and 4 (wq, wk, wv) in " + dtypeList(StorageDTypes),
+		Of: func(c Call) StoredInput {
+			if len(c.In) == 5 && c.In[0].DType == F32 {
+				return StoredInput{Input: 2, More: []int{3, 4}, DTypes: StorageDTypes}
+			}
+			return StoredInput{Input: -1}
+		}}
+	// storageNormSwiGLU: both weights, stored out×in, when x is f32.
+	storageNormSwiGLU = Rule[StoredInput]{Doc: "with f32 x: inputs 2 and 3 (wg, wu) in " + dtypeList(StorageDTypes),
+		Of: func(c Call) StoredInput {
+			if len(c.In) == 4 && c.In[0].DType == F32 {
+				return StoredInput{Input: 2, More: []int{3}, DTypes: StorageDTypes}
 			}
 			return StoredInput{Input: -1}
 		}}

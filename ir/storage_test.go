@@ -6,7 +6,7 @@ import "testing"
 // op not listed reads none.
 func TestStorageFacts(t *testing.T) {
 	f32 := func(s ...int64) Type { return T(F32, S(s...)) }
-	stored := map[Op]bool{OpMatmul: true, OpGather: true, OpDequantize: true, OpRMSNormMatmul: true}
+	stored := map[Op]bool{OpMatmul: true, OpGather: true, OpDequantize: true, OpRMSNormMatmul: true, OpRMSNormSwiGLU: true, OpRMSNormQKV: true}
 	tests := []struct {
 		op    Op
 		in    []Type
@@ -20,6 +20,8 @@ func TestStorageFacts(t *testing.T) {
 		{OpGather, []Type{T(Q8_0, S(16, 32)), T(I32, S(3))}, Attrs{"axis": IntAttr(-1)}, "-"},
 		{OpDequantize, []Type{T(Q6_K, S(2, 256))}, nil, "input 0: f16, bf16, q4_0, q4_1, q5_0, q5_1, q8_0, q2_k, q3_k, q4_k, q5_k, q6_k"},
 		{OpRMSNormMatmul, []Type{f32(1, 32), f32(32), T(Q4_0, S(8, 32))}, nil, "input 2: f16, bf16, q4_0, q4_1, q5_0, q5_1, q8_0, q2_k, q3_k, q4_k, q5_k, q6_k"},
+		{OpRMSNormSwiGLU, []Type{f32(1, 32), f32(32), T(Q4_0, S(8, 32)), T(F16, S(8, 32))}, nil, "inputs 2, 3: f16, bf16, q4_0, q4_1, q5_0, q5_1, q8_0, q2_k, q3_k, q4_k, q5_k, q6_k"},
+		{OpRMSNormQKV, []Type{f32(1, 32), f32(32), T(Q4_0, S(8, 32)), T(F16, S(4, 32)), T(Q8_0, S(4, 32))}, nil, "inputs 2, 3, 4: f16, bf16, q4_0, q4_1, q5_0, q5_1, q8_0, q2_k, q3_k, q4_k, q5_k, q6_k"},
 	}
 	for _, tc := range tests {
 		if got := LookupOp(tc.op).Storage.Of(Call{In: tc.in, Attrs: tc.attrs}).String(); got != tc.want {

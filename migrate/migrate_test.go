@@ -74,7 +74,7 @@ func TestIncrementalOrder(t *testing.T) {
 		}
 		prev = p.OnTarget
 	}
-	want := []string{"gather", "kv_write", "reshape", "slice", "fused_elementwise", "rope", "rms_norm", "attention", "matmul", "rms_norm_matmul"}
+	want := []string{"gather", "kv_write", "reshape", "slice", "fused_elementwise", "rope", "rms_norm", "attention", "matmul", "rms_norm_matmul", "rms_norm_qkv", "rms_norm_swiglu"}
 	if diff := cmp.Diff(want, labels); diff != "" {
 		t.Errorf("incremental order (-want +got):\n%s", diff)
 	}

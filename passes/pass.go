@@ -187,6 +187,22 @@ var registry = []*Pass{
 		Invalidates: []string{"legalized"},
 	},
 	{
+		Name: "fuse_swiglu",
+		Doc: "folds a fused_elementwise mul(silu($0), $1) of two rms_norm_matmul products of the same row and norm " +
+			"(a decode step's gate and up) into one rms_norm_swiglu node; provenances are joined with '+'",
+		Run:         fuseSwiGLU,
+		Requires:    []string{"shapes"},
+		Invalidates: []string{"legalized"},
+	},
+	{
+		Name: "fuse_qkv",
+		Doc: "folds three rms_norm_matmul products of the same row and norm (a decode step's q, k and v) into one " +
+			"rms_norm_qkv node with their three outputs; provenances are joined with '+'",
+		Run:         fuseQKV,
+		Requires:    []string{"shapes"},
+		Invalidates: []string{"legalized"},
+	},
+	{
 		Name: "probe",
 		Doc: "inserts a probe node after every selected op output (all non-meta ops by default); the probe's tag is " +
 			"\"n<id>:<output>\" and consumers read the probe's output, so it sits in the data path",

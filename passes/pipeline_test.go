@@ -22,7 +22,7 @@ func TestPipelineErrors(t *testing.T) {
 		msg        string // the whole message after "p.yaml:LINE: "
 	}{
 		{"unknown pass", "passes:\n  - shape_inference\n  - fusoin\n", 3,
-			`unknown pass "fusoin" (did you mean "fusion"?); passes: shape_inference, canonicalize, constant_folding, quantize, split_weights, dce, fusion, fuse_residual, fuse_norm, probe, partition, legalize`},
+			`unknown pass "fusoin" (did you mean "fusion"?); passes: shape_inference, canonicalize, constant_folding, quantize, split_weights, dce, fusion, fuse_residual, fuse_norm, fuse_swiglu, fuse_qkv, probe, partition, legalize`},
 		{"unknown option", "passes:\n  - shape_inference\n  - fusion:\n      max_input: 3\n", 4,
 			`pass fusion has no option "max_input" (did you mean "max_inputs"?); its options: max_inputs, max_depth, allow_broadcast`},
 		{"option of a pass without options", "passes:\n  - dce:\n      weights: false\n      aggressive: true\n", 4,
@@ -149,7 +149,7 @@ func TestDefaultPipeline(t *testing.T) {
 	for _, st := range p.Steps {
 		names = append(names, st.Pass.Name)
 	}
-	want := []string{"shape_inference", "canonicalize", "constant_folding", "dce", "fuse_residual", "fuse_norm", "fusion", "dce", "legalize"}
+	want := []string{"shape_inference", "canonicalize", "constant_folding", "dce", "fuse_residual", "fuse_norm", "fusion", "fuse_swiglu", "fuse_qkv", "dce", "legalize"}
 	if diff := cmp.Diff(want, names); diff != "" {
 		t.Errorf("default pipeline (-want +got):\n%s", diff)
 	}
@@ -223,7 +223,8 @@ func all(ir.Op) bool { return true }
 // TestFusionTiny pins the node counts of llama.Tiny (2 layers) through the
 // default pipeline: fuse_residual folds both residual adds into their
 // matmuls and fusion merges silu·gate in each layer of both functions;
-// fuse_norm folds decode's norms into their products.
+// fuse_norm folds decode's norms into their products and fuse_swiglu
+// decode's gate, up and silu·mul into one node, fuse_qkv its q, k and v.
 func TestFusionTiny(t *testing.T) {
 	m := tinyModule(t)
 	before := NodeCount(m)
@@ -236,18 +237,26 @@ func TestFusionTiny(t *testing.T) {
 	// output. canonicalize drops decode's slice of its only row (-1);
 	// fuse_residual takes 2 adds and fusion merges silu into the gate
 	// multiply in 2 layers × 2 functions; fuse_norm takes decode's 2 norms
-	// a layer and its final norm (-5).
-	if before != 96 || after != 78 {
-		t.Errorf("llama.Tiny nodes: %d -> %d, want 96 -> 78", before, after)
+	// a layer and its final norm (-5); fuse_swiglu takes decode's gate
+	// and up into silu·mul in 2 layers (-4), fuse_qkv decode's q, k and v
+	// into one node in 2 layers (-4).
+	if before != 96 || after != 70 {
+		t.Errorf("llama.Tiny nodes: %d -> %d, want 96 -> 70", before, after)
 	}
-	if got := rep.OpsAfter[ir.OpRMSNormMatmul]; got != 2*5+1 {
-		t.Errorf("%d rms_norm_matmul nodes, want 11 (q, k, v, gate, up in 2 layers; the classifier)", got)
+	if got := rep.OpsAfter[ir.OpRMSNormMatmul]; got != 1 {
+		t.Errorf("%d rms_norm_matmul nodes, want 1 (the classifier)", got)
+	}
+	if got := rep.OpsAfter[ir.OpRMSNormQKV]; got != 2 {
+		t.Errorf("%d rms_norm_qkv nodes, want 2 (decode's q, k and v in 2 layers)", got)
+	}
+	if got := rep.OpsAfter[ir.OpRMSNormSwiGLU]; got != 2 {
+		t.Errorf("%d rms_norm_swiglu nodes, want 2 (decode's feed-forward in 2 layers)", got)
 	}
 	if got := rep.OpsAfter[ir.OpAdd]; got != 0 {
 		t.Errorf("%d add nodes left, want every residual add folded", got)
 	}
-	if got := rep.OpsAfter[ir.OpFusedElementwise]; got != 4 {
-		t.Errorf("%d fused_elementwise nodes, want 4", got)
+	if got := rep.OpsAfter[ir.OpFusedElementwise]; got != 2 {
+		t.Errorf("%d fused_elementwise nodes, want 2 (prefill's silu·mul)", got)
 	}
 	var b bytes.Buffer
 	if err := rep.WriteTimes(&b); err != nil {
@@ -282,8 +291,8 @@ func TestPrintAfter(t *testing.T) {
 	if _, err := defaultFor(t, all).Run(m, RunConfig{PrintAfter: "all", PrintTo: &b}); err != nil {
 		t.Fatal(err)
 	}
-	if got := strings.Count(b.String(), "// after pass"); got != 9 {
-		t.Errorf("print-after all printed %d modules, want 9", got)
+	if got := strings.Count(b.String(), "// after pass"); got != 11 {
+		t.Errorf("print-after all printed %d modules, want 11", got)
 	}
 	if _, err := defaultFor(t, all).Run(tinyModule(t), RunConfig{PrintAfter: "fuse"}); err == nil {
 		t.Error("print-after of an unknown pass accepted")
@@ -296,7 +305,7 @@ func TestRunErrorsNameThePass(t *testing.T) {
 	if err == nil {
 		t.Fatal("legalize accepted a target without rope")
 	}
-	want := "passes/default.yaml:36: pass legalize: the target has no kernel for 2 op(s) used by 12 node(s):\n" +
+	want := "passes/default.yaml:42: pass legalize: the target has no kernel for 2 op(s) used by 12 node(s):\n" +
 		"  rope: 8 node(s), e.g. #9 rope %8 (layers.0.attention.rope_q) in func @prefill\n" +
 		"  attention: 4 node(s), e.g. #13 attention %12 (layers.0.attention) in func @prefill"
 	if err.Error() != want {

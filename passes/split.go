@@ -16,7 +16,13 @@ import (
 //     matmul per shard, concatenated along the last axis;
 //   - gather(W, ids) along axis 0 (W[V, D], the embedding) becomes, per
 //     shard of rows lo..hi-1, a gather of the ids shifted by -lo and
-//     clamped into the shard, selected (where) for the ids that fall in it.
+//     clamped into the shard, selected (where) for the ids that fall in it;
+//   - rms_norm_matmul splits as matmul; rms_norm_swiglu (a lowered build
+//     split again) comes apart into its gate and up rms_norm_matmul and
+//     their fused_elementwise silu·mul, the product reading the weight
+//     split as above (its other weight, if also too large, splits in turn);
+//     rms_norm_qkv comes apart into its three rms_norm_matmul likewise,
+//     each defining its output.
 //
 // Kernels stay as they are: the new nodes are ops every target has. Each
 // new node keeps the provenance of the node it replaces, and the last one
@@ -101,7 +107,7 @@ func checkReaders(m *ir.Module, w *ir.Weight, maxBytes int64) error {
 					continue
 				}
 				if !splittable(n, i) {
-					return fmt.Errorf("weight @%s (%s, %d bytes) exceeds the device's buffer limit of %d bytes, and node %s reads it as input %d, which split_weights cannot shard (it shards gather's table along axis 0 and the [N, K] weight of matmul and rms_norm_matmul)",
+					return fmt.Errorf("weight @%s (%s, %d bytes) exceeds the device's buffer limit of %d bytes, and node %s reads it as input %d, which split_weights cannot shard (it shards gather's table along axis 0 and the [N, K] weights of matmul, rms_norm_matmul, rms_norm_swiglu and rms_norm_qkv)",
 						w.Name, w.Type, w.Type.Bytes(), maxBytes, n, i)
 				}
 			}
@@ -119,6 +125,10 @@ func splittable(n *ir.Node, i int) bool {
 		return i == 1 && n.Attrs.Bool("transpose_b") && n.Inputs[1].Type.Shape.Rank() == 2
 	case ir.OpRMSNormMatmul: // fuse_norm's: x, the norm's scale, the [N, K] weight
 		return i == 2 && n.Inputs[2].Type.Shape.Rank() == 2
+	case ir.OpRMSNormSwiGLU: // fuse_swiglu's: x, the norm's scale, the [N, K] gate and up weights
+		return (i == 2 || i == 3) && n.Inputs[i].Type.Shape.Rank() == 2
+	case ir.OpRMSNormQKV: // fuse_qkv's: x, the norm's scale, the [N, K] q, k and v weights
+		return i >= 2 && n.Inputs[i].Type.Shape.Rank() == 2
 	}
 	return false
 }
@@ -207,6 +217,12 @@ func rewriteReaders(m *ir.Module, f *ir.Function, w *ir.Weight, shards []shard) 
 			e.matmul(n, 1, shards)
 		case ir.OpRMSNormMatmul:
 			e.matmul(n, 2, shards)
+		case ir.OpRMSNormSwiGLU:
+			e.swiglu(n, w, shards)
+		case ir.OpRMSNormQKV:
+			for j, y := range n.Outputs {
+				e.normProduct(n, 2+j, y, w, shards)
+			}
 		}
 		if e.err != nil {
 			return 0, funcErr(f, "splitting @%s for node %s: %v", w.Name, n, e.err)
@@ -300,6 +316,28 @@ func (e *emitter) matmul(n *ir.Node, w int, shards []shard) {
 		parts = next
 	}
 	e.op(ir.OpConcat, parts, ir.Attrs{"axis": ir.IntAttr(axis)}, n.Output())
+}
+
+// swiglu: n (an rms_norm_swiglu) as its gate and up rms_norm_matmul and
+// their silu·mul.
+func (e *emitter) swiglu(n *ir.Node, w *ir.Weight, shards []shard) {
+	prods := make([]*ir.Value, 2)
+	for j := range prods {
+		prods[j] = &ir.Value{Name: e.names.fresh(e.base, ".split"), Type: n.Output().Type}
+		e.normProduct(n, 2+j, prods[j], w, shards)
+	}
+	e.op(ir.OpFusedElementwise, prods, ir.Attrs{"expr": ir.StringAttr(ir.SwiGLUExpr)}, n.Output())
+}
+
+// normProduct emits the rms_norm_matmul of n's row and norm (inputs 0 and
+// 1) with its input wi into y, split as matmul splits when that input is w.
+func (e *emitter) normProduct(n *ir.Node, wi int, y *ir.Value, w *ir.Weight, shards []shard) {
+	in := []*ir.Value{n.Inputs[0], n.Inputs[1], n.Inputs[wi]}
+	if n.Inputs[wi].Weight != w {
+		e.op(ir.OpRMSNormMatmul, in, n.Attrs, y)
+		return
+	}
+	e.matmul(&ir.Node{Op: ir.OpRMSNormMatmul, Inputs: in, Attrs: n.Attrs, Outputs: []*ir.Value{y}}, 2, shards)
 }
 
 // gather: each shard gathers the ids shifted into it and clamped to its

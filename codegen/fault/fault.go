@@ -107,13 +107,13 @@ var Table = []Fault{
 		Ops: map[Generator][]ir.Op{
 			WGSL: {ir.OpArgmax, ir.OpAttention, ir.OpCast, ir.OpCausalConv1D, ir.OpConcat, ir.OpConstant, ir.OpConv2D,
 				ir.OpConvTranspose2D, ir.OpDequantize, ir.OpExpertMatmul, ir.OpFusedElementwise, ir.OpGather, ir.OpKVWrite,
-				ir.OpLayerNorm, ir.OpMatmul, ir.OpPool2D, ir.OpProbe, ir.OpReshape, ir.OpRMSNorm, ir.OpRMSNormMatmul,
+				ir.OpLayerNorm, ir.OpMatmul, ir.OpPool2D, ir.OpProbe, ir.OpReshape, ir.OpRMSNorm, ir.OpRMSNormMatmul, ir.OpRMSNormQKV, ir.OpRMSNormSwiGLU,
 				ir.OpRope, ir.OpSelectiveScan, ir.OpSlice, ir.OpSoftmax, ir.OpTokenShift, ir.OpTopK, ir.OpTransfer,
 				ir.OpTranspose, ir.OpWKV},
 			LLVM: {ir.OpArgmax, ir.OpAttention, ir.OpCast, ir.OpCausalConv1D, ir.OpConcat, ir.OpConstant, ir.OpConv2D,
 				ir.OpConvTranspose2D, ir.OpDequantize, ir.OpExpertMatmul, ir.OpFusedElementwise, ir.OpGather, ir.OpIota, ir.OpKVWrite,
 				ir.OpLayerNorm, ir.OpMatmul, ir.OpPool2D, ir.OpProbe, ir.OpReduceMax, ir.OpReduceMean, ir.OpReduceSum,
-				ir.OpReshape, ir.OpResize, ir.OpRMSNorm, ir.OpRMSNormMatmul, ir.OpRope, ir.OpSelectiveScan, ir.OpSlice,
+				ir.OpReshape, ir.OpResize, ir.OpRMSNorm, ir.OpRMSNormMatmul, ir.OpRMSNormQKV, ir.OpRMSNormSwiGLU, ir.OpRope, ir.OpSelectiveScan, ir.OpSlice,
 				ir.OpSoftmax, ir.OpTokenShift, ir.OpTopK, ir.OpTransfer, ir.OpTranspose, ir.OpWKV},
 		},
 	},
@@ -122,11 +122,13 @@ var Table = []Fault{
 		Does: "a constant perturbed: rms_norm and layer_norm use eps·1000 (plus 1e-3); rope uses theta·1.1; attention " +
 			"uses scale·1.1; constant adds 1 to its values; an elementwise kernel multiplies the first finite " +
 			"nonzero float constant it evaluates by 1.1: a literal of its op's formula (gelu's 0.5, silu's 1) or a " +
-			"constant of fused_elementwise's expression; ops without one (exp, relu) do not take it",
+			"constant of fused_elementwise's expression (on llvm also rms_norm_swiglu's silu); ops without one (exp, relu) do not " +
+			"take it",
 		Elementwise: WithConstant,
 		Ops: map[Generator][]ir.Op{
 			WGSL: {ir.OpAttention, ir.OpConstant, ir.OpFusedElementwise, ir.OpLayerNorm, ir.OpRMSNorm, ir.OpRope},
-			LLVM: {ir.OpAttention, ir.OpConstant, ir.OpFusedElementwise, ir.OpLayerNorm, ir.OpRMSNorm, ir.OpRope},
+			LLVM: {ir.OpAttention, ir.OpConstant, ir.OpFusedElementwise, ir.OpLayerNorm, ir.OpRMSNorm, ir.OpRMSNormSwiGLU,
+				ir.OpRope},
 		},
 	},
 	{
@@ -138,7 +140,7 @@ var Table = []Fault{
 			"but it may happen to be right where a workgroup's invocations run in lockstep. LLVM kernels have no " +
 			"barriers",
 		Ops: map[Generator][]ir.Op{
-			WGSL: {ir.OpArgmax, ir.OpAttention, ir.OpExpertMatmul, ir.OpLayerNorm, ir.OpMatmul, ir.OpRMSNorm, ir.OpRMSNormMatmul,
+			WGSL: {ir.OpArgmax, ir.OpAttention, ir.OpExpertMatmul, ir.OpLayerNorm, ir.OpMatmul, ir.OpRMSNorm, ir.OpRMSNormMatmul, ir.OpRMSNormQKV, ir.OpRMSNormSwiGLU,
 				ir.OpSoftmax},
 		},
 	},
@@ -152,10 +154,10 @@ var Table = []Fault{
 		Ops: map[Generator][]ir.Op{
 			WGSL: {ir.OpAttention, ir.OpCausalConv1D, ir.OpConv2D, ir.OpConvTranspose2D, ir.OpExpertMatmul,
 				ir.OpFusedElementwise, ir.OpLayerNorm, ir.OpMatmul, ir.OpReduceMean, ir.OpReduceSum, ir.OpRMSNorm,
-				ir.OpRMSNormMatmul, ir.OpRope, ir.OpSelectiveScan, ir.OpSoftmax, ir.OpWKV},
+				ir.OpRMSNormMatmul, ir.OpRMSNormQKV, ir.OpRMSNormSwiGLU, ir.OpRope, ir.OpSelectiveScan, ir.OpSoftmax, ir.OpWKV},
 			LLVM: {ir.OpAttention, ir.OpCausalConv1D, ir.OpConv2D, ir.OpConvTranspose2D, ir.OpExpertMatmul,
 				ir.OpFusedElementwise, ir.OpLayerNorm, ir.OpMatmul, ir.OpPool2D, ir.OpReduceMean, ir.OpReduceSum,
-				ir.OpRMSNorm, ir.OpRMSNormMatmul, ir.OpRope, ir.OpSelectiveScan, ir.OpSoftmax, ir.OpWKV},
+				ir.OpRMSNorm, ir.OpRMSNormMatmul, ir.OpRMSNormQKV, ir.OpRMSNormSwiGLU, ir.OpRope, ir.OpSelectiveScan, ir.OpSoftmax, ir.OpWKV},
 		},
 	},
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/tapml/tapml/codegen/fault"
 	"github.com/tapml/tapml/codegen/wgsl"
 	"github.com/tapml/tapml/codegen/wgslfront"
+	"github.com/tapml/tapml/ir"
 )
 
 // Elementwise formulas. What an elementwise op computes is written once,
@@ -54,6 +55,20 @@ func (g *gen) formula(e *wgslfront.Expr, env formulaEnv) (value.Value, error) {
 		return nil, fmt.Errorf("formula %s: %w", e, err)
 	}
 	return v, nil
+}
+
+// opOn emits the f32 formula of the elementwise op on vals, rounded as
+// genElementwise rounds each op of a fused expression.
+func (g *gen) opOn(op ir.Op, vals ...value.Value) (value.Value, error) {
+	f, vars, err := wgsl.Formula(op, false)
+	if err != nil {
+		return nil, err
+	}
+	v, err := g.formula(f, formulaEnv{vars: vars, vals: vals, ints: types.I32})
+	if err != nil {
+		return nil, err
+	}
+	return g.ov(v), nil
 }
 
 // outside is the error of a construct formula does not compile.

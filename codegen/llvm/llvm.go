@@ -275,6 +275,8 @@ func init() {
 		ir.OpMatmul:           genMatmul,
 		ir.OpRMSNorm:          genNorm,
 		ir.OpRMSNormMatmul:    genRMSNormMatmul,
+		ir.OpRMSNormQKV:       genRMSNormMatmul,
+		ir.OpRMSNormSwiGLU:    genRMSNormMatmul,
 		ir.OpLayerNorm:        genNorm,
 		ir.OpSoftmax:          genSoftmax,
 		ir.OpArgmax:           genArgmax,

@@ -58,6 +58,8 @@ func samples() []sample {
 		sample{op: ir.OpMatmul, in: []ir.Type{ir.T(ir.F16, ir.S(2, 4)), ir.T(ir.F16, ir.S(4, 3))}},
 		sample{op: ir.OpRMSNorm, in: []ir.Type{f32(2, 8), f32(8)}},
 		sample{op: ir.OpRMSNormMatmul, in: []ir.Type{f32(2, 8), f32(8), f32(5, 8)}},
+		sample{op: ir.OpRMSNormSwiGLU, in: []ir.Type{f32(2, 8), f32(8), f32(5, 8), f32(5, 8)}},
+		sample{op: ir.OpRMSNormQKV, in: []ir.Type{f32(2, 8), f32(8), f32(5, 8), f32(3, 8), f32(3, 8)}},
 		sample{op: ir.OpLayerNorm, in: []ir.Type{f32(2, 8), f32(8), f32(8)}},
 		sample{op: ir.OpSoftmax, in: []ir.Type{f32(2, 8)}},
 		sample{op: ir.OpArgmax, in: []ir.Type{f32(2, 8)}},

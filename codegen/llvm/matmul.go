@@ -1,6 +1,7 @@
 package llvm
 
 import (
+	"cmp"
 	"fmt"
 
 	"github.com/llir/llvm/ir/constant"
@@ -408,63 +409,114 @@ func batchStrides(out, in []int) []int64 {
 // computes the row's reciprocal RMS as rms_norm does (Σx² in order, /K,
 // +eps, 1/sqrt), then dot products in tiles of tileN columns whose a is
 // g·(inv·x), each element rounded as rms_norm rounds it.
+//
+// rms_norm_swiglu (x, g, wg, wu) is the same kernel with a second weight:
+// each tile's gate and up products meet in the fused_elementwise
+// mul(silu($0), $1) that it replaces, through the same formulas.
 func genRMSNormMatmul(g *gen) error {
-	x, gw, w := g.in[0], g.in[1], g.in[2]
-	if x.DType != ir.F32 || gw.DType != ir.F32 || !w.DType.IsFloat() && !w.DType.IsBlock() {
-		return fmt.Errorf("rms_norm_matmul needs f32 x and g (w may be stored), got %s, %s and %s", x, gw, w)
+	x, gw := g.in[0], g.in[1]
+	for _, w := range g.in[2:] {
+		if x.DType != ir.F32 || gw.DType != ir.F32 || !w.DType.IsFloat() && !w.DType.IsBlock() {
+			return fmt.Errorf("%s needs f32 x and g (the weights may be stored), got %s, %s and %s", g.op, x, gw, w)
+		}
 	}
+	swiglu := g.op == ir.OpRMSNormSwiGLU
+	// The products' segments: rms_norm_qkv's three weights (bindings 2,
+	// 3, 4) each write their output; the others have one, weight 2 (and
+	// swiglu's up, 3) to output 0. Items run over every segment's rows ×
+	// chunks in turn.
+	type segment struct {
+		w, out     int
+		n, base    int64
+		chunks, nb int64 // chunks of a row; items
+	}
+	var segs []segment
+	var genErr error
 	g.bindAll()
 	xs := sizes(x)
-	k, n := int64(xs[len(xs)-1]), int64(sizes(w)[0])
+	k := int64(xs[len(xs)-1])
 	rows := int64(prod(xs[:len(xs)-1]))
 	shift := g.faultOnce(FaultWrongIndex)
-	if rows == 0 || n == 0 {
+	var items int64
+	for j := range g.out {
+		n := int64(sizes(g.in[2+j])[0])
+		chunks := (n + chunkN - 1) / chunkN
+		segs = append(segs, segment{w: 2 + j, out: j, n: n, base: items, chunks: chunks, nb: rows * chunks})
+		items += rows * chunks
+	}
+	if items == 0 {
 		g.setItems(0)
 		g.finish()
 		return nil
 	}
 	eps := float32(g.attrs.Float("eps"))
-	chunks := (n + chunkN - 1) / chunkN
-	g.setItems(rows * chunks)
-	ob := g.outBinding(0)
-	g.loop(g.lo, g.hi, func(it value.Value) {
-		row, c := g.divi(it, chunks), g.remi(it, chunks)
-		xOff := g.muli(row, k)
-		ss := g.loopAcc(c64(0), c64(k), []value.Value{cf(0)}, func(j value.Value, acc []value.Value) []value.Value {
-			v := g.ldF(0, g.add(xOff, j))
-			return []value.Value{g.ov(g.fadd(acc[0], g.fmul(v, v)))}
-		})[0]
-		inv := g.fdiv(cf(1), g.sqrtf(g.fadd(g.fdiv(ss, cf(float32(k))), cf(eps))))
-		normed := func(off, kk value.Value) value.Value {
-			return g.fmul(g.ldF(1, kk), g.fmul(inv, g.ldF(0, g.add(off, kk))))
+	g.setItems(items)
+	for _, sg := range segs {
+		if sg.nb == 0 {
+			continue
 		}
-		n0 := g.muli(c, chunkN)
-		cols := func(first value.Value, width int64) {
-			bRows := make([]value.Value, width)
-			for j := range bRows {
-				bRows[j] = g.muli(g.addi(first, int64(j)), k)
-			}
-			acc := g.dotTiles(w.DType, []value.Value{xOff}, bRows, k, shift, normed, 2)
-			for j := range bRows {
-				g.stF(ob, g.add(g.muli(row, n), g.addi(first, int64(j))), acc[j])
-			}
+		n, chunks, ob := sg.n, sg.chunks, g.outBinding(sg.out)
+		lo, hi := g.lo, g.hi
+		if len(segs) > 1 { // this segment's part of the worker's items
+			end := c64(sg.base + sg.nb)
+			lo = g.sel(g.icmp(enum.IPredSGT, lo, c64(sg.base)), lo, c64(sg.base))
+			hi = g.sel(g.icmp(enum.IPredSLT, hi, end), hi, end)
 		}
-		// whole tiles of the chunk (every chunk but the last is whole),
-		// then the columns past the last whole tile
-		end := g.sel(g.icmp(enum.IPredSLT, g.addi(n0, chunkN), c64(n)), g.addi(n0, chunkN), c64(n))
-		g.loop(c64(0), g.divi(g.sub(end, n0), tileN), func(t value.Value) {
-			cols(g.add(n0, g.muli(t, tileN)), tileN)
+		g.loop(lo, hi, func(it value.Value) {
+			if sg.base > 0 {
+				it = g.sub(it, c64(sg.base))
+			}
+			row, c := g.divi(it, chunks), g.remi(it, chunks)
+			xOff := g.muli(row, k)
+			ss := g.loopAcc(c64(0), c64(k), []value.Value{cf(0)}, func(j value.Value, acc []value.Value) []value.Value {
+				v := g.ldF(0, g.add(xOff, j))
+				return []value.Value{g.ov(g.fadd(acc[0], g.fmul(v, v)))}
+			})[0]
+			inv := g.fdiv(cf(1), g.sqrtf(g.fadd(g.fdiv(ss, cf(float32(k))), cf(eps))))
+			normed := func(off, kk value.Value) value.Value {
+				return g.fmul(g.ldF(1, kk), g.fmul(inv, g.ldF(0, g.add(off, kk))))
+			}
+			n0 := g.muli(c, chunkN)
+			cols := func(first value.Value, width int64) {
+				bRows := make([]value.Value, width)
+				for j := range bRows {
+					bRows[j] = g.muli(g.addi(first, int64(j)), k)
+				}
+				acc := g.dotTiles(g.in[sg.w].DType, []value.Value{xOff}, bRows, k, shift, normed, sg.w)
+				if swiglu {
+					up := g.dotTiles(g.in[3].DType, []value.Value{xOff}, bRows, k, shift, normed, 3)
+					for j := range acc {
+						s, err := g.opOn(ir.OpSilu, acc[j])
+						if err == nil {
+							acc[j], err = g.opOn(ir.OpMul, s, up[j])
+						}
+						genErr = cmp.Or(genErr, err)
+					}
+				}
+				for j := range bRows {
+					g.stF(ob, g.add(g.muli(row, n), g.addi(first, int64(j))), acc[j])
+				}
+			}
+			// whole tiles of the chunk (every chunk but the last is whole),
+			// then the columns past the last whole tile
+			end := g.sel(g.icmp(enum.IPredSLT, g.addi(n0, chunkN), c64(n)), g.addi(n0, chunkN), c64(n))
+			g.loop(c64(0), g.divi(g.sub(end, n0), tileN), func(t value.Value) {
+				cols(g.add(n0, g.muli(t, tileN)), tileN)
+			})
+			if rem := n % tileN; rem > 0 {
+				last := g.icmp(enum.IPredEQ, c, c64(chunks-1))
+				lb, join := g.block(), g.block()
+				g.cur.NewCondBr(last, lb, join)
+				g.cur = lb
+				cols(c64(n-rem), rem)
+				g.cur.NewBr(join)
+				g.cur = join
+			}
 		})
-		if rem := n % tileN; rem > 0 {
-			last := g.icmp(enum.IPredEQ, c, c64(chunks-1))
-			lb, join := g.block(), g.block()
-			g.cur.NewCondBr(last, lb, join)
-			g.cur = lb
-			cols(c64(n-rem), rem)
-			g.cur.NewBr(join)
-			g.cur = join
-		}
-	})
+	}
+	if genErr != nil {
+		return genErr
+	}
 	g.finish()
 	return nil
 }

@@ -125,6 +125,16 @@ func testCases() []testCase {
 	add(testCase{op: ir.OpRMSNormMatmul, in: []ir.Type{f32(3, 37), f32(37), f32(20, 37)}})
 	add(testCase{op: ir.OpRMSNormMatmul, in: []ir.Type{f32(1, 64), f32(64), st(ir.Q4_0, 9, 64)}})
 	add(testCase{op: ir.OpRMSNormMatmul, in: []ir.Type{f32(2, 256), f32(256), st(ir.Q6_K, 5, 256)}})
+	// gate and up with silu·mul fused on top (passes/swiglu.go): vec4 and
+	// scalar rows, several rows, stored weights of two formats.
+	add(testCase{op: ir.OpRMSNormSwiGLU, in: []ir.Type{f32(1, 64), f32(64), f32(100, 64), f32(100, 64)}})
+	add(testCase{op: ir.OpRMSNormSwiGLU, in: []ir.Type{f32(3, 37), f32(37), f32(20, 37), f32(20, 37)}})
+	add(testCase{op: ir.OpRMSNormSwiGLU, in: []ir.Type{f32(1, 256), f32(256), st(ir.Q4_0, 9, 256), st(ir.Q6_K, 9, 256)}})
+	// q, k and v of one norm (passes/qkv.go): segments of unequal width,
+	// several rows, stored weights of three formats.
+	add(testCase{op: ir.OpRMSNormQKV, in: []ir.Type{f32(1, 64), f32(64), f32(64, 64), f32(32, 64), f32(32, 64)}})
+	add(testCase{op: ir.OpRMSNormQKV, in: []ir.Type{f32(3, 37), f32(37), f32(20, 37), f32(5, 37), f32(5, 37)}})
+	add(testCase{op: ir.OpRMSNormQKV, in: []ir.Type{f32(1, 256), f32(256), st(ir.Q4_0, 9, 256), st(ir.Q6_K, 4, 256), st(ir.F16, 4, 256)}})
 	// A residual add fused in (the addend c, passes/residual.go), in every
 	// kernel: GEMV with and without transpose_b (vec4 and scalar), the
 	// scalar and vec4 tiles, a stored weight, batch dims.

@@ -115,25 +115,43 @@ func (g *gen) gemvT(s mmShape, nb int) (*codegen.Kernel, error) {
 	}
 	// rms_norm_matmul (x, g, w) normalizes a's row first: its weight is
 	// input 2, and every invocation takes part in the row's sum of
-	// squares.
-	norm := g.op == ir.OpRMSNormMatmul
-	bi := 1
+	// squares. rms_norm_swiglu (x, g, wg, wu) does too and takes two
+	// products of the row, gate and up, for silu(gate)·up.
+	// rms_norm_qkv (x, g, wq, wk, wv) computes the columns of its three
+	// products as one range of N = Nq + Nk + Nv: each invocation's column
+	// falls in one segment (seg), whose weight it reads and whose output it
+	// writes.
+	swiglu, qkv := g.op == ir.OpRMSNormSwiGLU, g.op == ir.OpRMSNormQKV
+	norm := g.op == ir.OpRMSNormMatmul || swiglu || qkv
 	g.bind("in0", codegen.Read, g.in[0], elem, 0, -1)
+	first := 1
 	if norm {
 		g.bind("in1", codegen.Read, g.in[1], elem, 1, -1)
-		bi = 2
+		first = 2
 	}
-	bName := "in" + strconv.Itoa(bi)
-	sb, isStoredB := stored{}, isStored(g.in[bi].DType)
-	if isStoredB {
-		sb = g.bindStored(bName, bi)
-	} else {
-		g.bind(bName, codegen.Read, g.in[bi], elem, bi, -1)
+	var ws []gemvWeight
+	for i := first; i < len(g.in) && (i == first || swiglu || qkv); i++ {
+		w := gemvWeight{name: "in" + strconv.Itoa(i), acc: "acc", stored: isStored(g.in[i].DType)}
+		if swiglu && len(ws) > 0 {
+			w.acc = "uacc"
+		}
+		if w.stored {
+			w.sb = g.bindStored(w.name, i)
+		} else {
+			g.bind(w.name, codegen.Read, g.in[i], elem, i, -1)
+		}
+		ws = append(ws, w)
 	}
 	g.bindAddend("f32")
-	g.bind("out0", codegen.Write, g.out[0], "f32", -1, 0)
+	for j := range g.out {
+		g.bind("out"+strconv.Itoa(j), codegen.Write, g.out[j], "f32", -1, j)
+	}
 	g.f16Helper()
 	g.p("const N: u32 = %du;", s.n)
+	if qkv {
+		g.p("const N0: u32 = %du;", sizes(g.in[2])[0])
+		g.p("const N1: u32 = %du;", sizes(g.in[3])[0])
+	}
 	g.p("const KU: u32 = %du; // K in units of %s", units, elem)
 	g.p("const L: u32 = %du; // lanes per output", l)
 	if l > 1 || norm {
@@ -153,66 +171,92 @@ func (g *gen) gemvT(s mmShape, nb int) (*codegen.Kernel, error) {
 	g.p("  let lane = li %% L;")
 	g.p("  let n_ = %s * %du + li / L;", gid, r)
 	g.p("  let valid = n_ < N;")
-	g.p("  let n = min(n_, N - 1u);")
-	g.p("  var acc = 0.0f;")
+	if qkv {
+		g.p("  let nc = min(n_, N - 1u);")
+		g.p("  let seg = select(select(2u, 1u, nc < N0 + N1), 0u, nc < N0);")
+		g.p("  let n = nc - select(select(N0 + N1, N0, seg == 1u), 0u, seg == 0u);")
+	} else {
+		g.p("  let n = min(n_, N - 1u);")
+	}
+	for i, w := range ws {
+		if i == 0 || w.acc != ws[0].acc { // rms_norm_qkv's weights share one
+			g.p("  var %s = 0.0f;", w.acc)
+		}
+	}
 	bk := "k"
 	if g.faultIs(FaultWrongIndex) {
 		bk = "k + 1u"
 	}
-	term := func(k string) string {
+	term := func(w gemvWeight, k string) string {
 		kb := strings.ReplaceAll(bk, "k", k)
 		switch {
-		case isStoredB && vec:
+		case w.stored && vec:
 			// Adjacent lanes decode adjacent units: whole words of the
 			// packed row, coalesced.
 			u := fmt.Sprintf("min(%s, KU - 1u)", kb)
-			return fmt.Sprintf("dot(%s, %s)", a(k), g.unit4(sb, fmt.Sprintf("bb * %du + (n * KU + %s) * 4u", div, u), "    "))
-		case isStoredB:
-			return fmt.Sprintf("%s * %s", a(k), g.elem(sb, fmt.Sprintf("bb + n * KU + min(%s, KU - 1u)", kb), "    "))
+			return fmt.Sprintf("dot(%s, %s)", a(k), g.unit4(w.sb, fmt.Sprintf("bb * %du + (n * KU + %s) * 4u", div, u), "    "))
+		case w.stored:
+			return fmt.Sprintf("%s * %s", a(k), g.elem(w.sb, fmt.Sprintf("bb + n * KU + min(%s, KU - 1u)", kb), "    "))
 		case vec:
-			return fmt.Sprintf("dot(%s, %s[bb + n * KU + %s])", a(k), bName, kb)
+			return fmt.Sprintf("dot(%s, %s[bb + n * KU + %s])", a(k), w.name, kb)
 		}
-		return fmt.Sprintf("%s * %s[bb + n * KU + %s]", a(k), bName, kb)
+		return fmt.Sprintf("%s * %s[bb + n * KU + %s]", a(k), w.name, kb)
 	}
 	unroll := 1
 	if g.fault == "" && (g.tune.GEMVUnroll == 2 || g.tune.GEMVUnroll == 4) {
 		unroll = g.tune.GEMVUnroll
 	}
-	if unroll > 1 {
-		// Independent partial sums: unroll loads in flight per lane.
-		for j := 1; j < unroll; j++ {
-			g.p("  var acc%d = 0.0f;", j)
-		}
-		g.p("  var k = lane;")
-		g.p("  for (; k + %du * L < KU; k += %du * L) {", unroll-1, unroll)
-		g.p("    acc = acc + %s;", term("k"))
-		for j := 1; j < unroll; j++ {
-			g.p("    acc%d = acc%d + %s;", j, j, term(fmt.Sprintf("(k + %du * L)", j)))
+	if qkv {
+		for j, w := range ws {
+			switch j {
+			case 0:
+				g.p("  if (seg == 0u) {")
+			case len(ws) - 1:
+				g.p("  } else {")
+			default:
+				g.p("  } else if (seg == %du) {", j)
+			}
+			g.gemvSums([]gemvWeight{w}, unroll, term)
 		}
 		g.p("  }")
-		g.p("  for (; k < KU; k += L) {")
-		g.p("    acc = acc + %s;", term("k"))
-		g.p("  }")
-		if unroll == 2 {
-			g.p("  acc = acc + acc1;")
-		} else {
-			g.p("  acc = (acc + acc1) + (acc2 + acc3);")
-		}
 	} else {
-		g.p("  for (var k = lane; k < KU; k += L) {")
-		g.p("    acc = %s;", g.ov("acc + "+term("k")))
-		g.p("  }")
+		g.gemvSums(ws, unroll, term)
 	}
 	if l > 1 {
-		g.p("  red[li] = acc;")
-		g.barrier(true)
-		g.p("  for (var s_ = L / 2u; s_ > 0u; s_ = s_ >> 1u) {")
-		g.p("    if (lane < s_) { red[li] = red[li] + red[li + s_]; }")
-		g.p("    workgroupBarrier();")
-		g.p("  }")
-		g.p("  acc = red[li];")
+		// One tree per product: each invocation reads back only its own
+		// slot of red before the next tree writes it.
+		sums := ws
+		if qkv {
+			sums = ws[:1]
+		}
+		for _, w := range sums {
+			g.p("  red[li] = %s;", w.acc)
+			g.barrier(true)
+			g.p("  for (var s_ = L / 2u; s_ > 0u; s_ = s_ >> 1u) {")
+			g.p("    if (lane < s_) { red[li] = red[li] + red[li + s_]; }")
+			g.p("    workgroupBarrier();")
+			g.p("  }")
+			g.p("  %s = red[li];", w.acc)
+		}
 	}
-	g.p("  if (valid && lane == 0u) { out0[wid.z * N + n] = %s; }", g.addend("acc", "wid.z * N + n"))
+	res := g.addend("acc", "wid.z * N + n")
+	if swiglu {
+		// The fused_elementwise mul(silu($0), $1) this op replaces, with
+		// the same formulas.
+		g.p("  let x = acc;")
+		g.p("  let a = %s;", formulas[ir.OpSilu].f32)
+		g.p("  let b = uacc;")
+		res = formulas[ir.OpMul].f32
+	}
+	if qkv {
+		g.p("  if (valid && lane == 0u) {")
+		g.p("    if (seg == 0u) { out0[wid.z * N0 + n] = acc; }")
+		g.p("    else if (seg == 1u) { out1[wid.z * N1 + n] = acc; }")
+		g.p("    else { out2[wid.z * (N - N0 - N1) + n] = acc; }")
+		g.p("  }")
+	} else {
+		g.p("  if (valid && lane == 0u) { out0[wid.z * N + n] = %s; }", res)
+	}
 	g.p("}")
 	return g.kernel([3]int{wg, 1, 1}, grid), nil
 }
@@ -287,6 +331,75 @@ func genRMSNormMatmul(g *gen) (*codegen.Kernel, error) {
 	rows := prod(x[:len(x)-1])
 	s := mmShape{m: 1, k: x[len(x)-1], n: w[0], batch: []int{rows}, aB: []int{rows}, transpose: true}
 	return g.gemvT(s, rows)
+}
+
+// gemvSums emits the k loop of a transposed GEMV: each lane adds its
+// units' terms (term(w, k)) of every weight in ws to the weight's
+// accumulator, with unroll independent partial sums when unroll > 1.
+func (g *gen) gemvSums(ws []gemvWeight, unroll int, term func(gemvWeight, string) string) {
+	if unroll > 1 {
+		// Independent partial sums: unroll loads in flight per lane.
+		for _, w := range ws {
+			for j := 1; j < unroll; j++ {
+				g.p("  var %s%d = 0.0f;", w.acc, j)
+			}
+		}
+		g.p("  var k = lane;")
+		g.p("  for (; k + %du * L < KU; k += %du * L) {", unroll-1, unroll)
+		for _, w := range ws {
+			g.p("    %s = %s + %s;", w.acc, w.acc, term(w, "k"))
+			for j := 1; j < unroll; j++ {
+				g.p("    %s%d = %s%d + %s;", w.acc, j, w.acc, j, term(w, fmt.Sprintf("(k + %du * L)", j)))
+			}
+		}
+		g.p("  }")
+		g.p("  for (; k < KU; k += L) {")
+		for _, w := range ws {
+			g.p("    %s = %s + %s;", w.acc, w.acc, term(w, "k"))
+		}
+		g.p("  }")
+		for _, w := range ws {
+			if unroll == 2 {
+				g.p("  %s = %s + %s1;", w.acc, w.acc, w.acc)
+			} else {
+				g.p("  %[1]s = (%[1]s + %[1]s1) + (%[1]s2 + %[1]s3);", w.acc)
+			}
+		}
+	} else {
+		g.p("  for (var k = lane; k < KU; k += L) {")
+		for _, w := range ws {
+			g.p("    %s = %s;", w.acc, g.ov(w.acc+" + "+term(w, "k")))
+		}
+		g.p("  }")
+	}
+}
+
+// genNormProducts generates rms_norm_swiglu (rms_norm_matmul's GEMV with
+// two weights, gate and up, whose products meet in silu(gate)·up) and
+// rms_norm_qkv (the GEMV over its three weights' columns in turn).
+func genNormProducts(g *gen) (*codegen.Kernel, error) {
+	n := 0
+	for _, w := range g.in[2:] {
+		if g.in[0].DType != ir.F32 || g.in[1].DType != ir.F32 || w.DType != ir.F32 && !isStored(w.DType) {
+			return nil, fmt.Errorf("%s needs f32 x and g (the weights may be stored), got %s, %s and %s", g.op, g.in[0], g.in[1], w)
+		}
+		n += sizes(w)[0]
+	}
+	if g.op == ir.OpRMSNormSwiGLU {
+		n = sizes(g.in[2])[0]
+	}
+	x := sizes(g.in[0])
+	rows := prod(x[:len(x)-1])
+	s := mmShape{m: 1, k: x[len(x)-1], n: n, batch: []int{rows}, aB: []int{rows}, transpose: true}
+	return g.gemvT(s, rows)
+}
+
+// gemvWeight is one weight a GEMV multiplies its row by: its binding's
+// name, how it is stored, and the WGSL variable its sums go to.
+type gemvWeight struct {
+	name, acc string
+	stored    bool
+	sb        stored
 }
 
 // bindAddend binds matmul's optional third input c (a residual add fused

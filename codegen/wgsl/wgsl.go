@@ -301,6 +301,8 @@ func init() {
 		ir.OpMatmul:           genMatmul,
 		ir.OpRMSNorm:          genNorm,
 		ir.OpRMSNormMatmul:    genRMSNormMatmul,
+		ir.OpRMSNormQKV:       genNormProducts,
+		ir.OpRMSNormSwiGLU:    genNormProducts,
 		ir.OpLayerNorm:        genNorm,
 		ir.OpSoftmax:          genSoftmax,
 		ir.OpArgmax:           genArgmax,

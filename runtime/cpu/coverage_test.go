@@ -29,6 +29,8 @@ func samples() map[ir.Op]sample {
 		ir.OpMatmul:           {nil, []*tensor.Tensor{x, randF32(r, 3, 4)}},
 		ir.OpRMSNorm:          {nil, []*tensor.Tensor{x, randF32(r, 3)}},
 		ir.OpRMSNormMatmul:    {nil, []*tensor.Tensor{x, randF32(r, 3), randF32(r, 5, 3)}},
+		ir.OpRMSNormSwiGLU:    {nil, []*tensor.Tensor{x, randF32(r, 3), randF32(r, 5, 3), randF32(r, 5, 3)}},
+		ir.OpRMSNormQKV:       {nil, []*tensor.Tensor{x, randF32(r, 3), randF32(r, 5, 3), randF32(r, 2, 3), randF32(r, 2, 3)}},
 		ir.OpLayerNorm:        {nil, []*tensor.Tensor{x, randF32(r, 3), randF32(r, 3)}},
 		ir.OpSoftmax:          {nil, []*tensor.Tensor{x}},
 		ir.OpArgmax:           {nil, []*tensor.Tensor{x}},

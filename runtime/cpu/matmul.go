@@ -53,6 +53,46 @@ func rmsNormMatmulKernel(d *Device, c *call) ([]*tensor.Tensor, error) {
 	return product(d, &call{op: ir.OpMatmul, attrs: ir.Attrs{"transpose_b": ir.BoolAttr(true)}, in: []*tensor.Tensor{y[0], c.in[2]}})
 }
 
+// rmsNormQKVKernel computes the three products of rms_norm(x, g) with wq,
+// wk and wv (transpose_b): rms_norm and matmul's product in turn, so its
+// bits are theirs.
+func rmsNormQKVKernel(d *Device, c *call) ([]*tensor.Tensor, error) {
+	h, err := rmsNormKernel(d, &call{op: ir.OpRMSNorm, attrs: c.attrs, in: c.in[:2]})
+	if err != nil {
+		return nil, err
+	}
+	var outs []*tensor.Tensor
+	for _, w := range c.in[2:] {
+		y, err := product(d, &call{op: ir.OpMatmul, attrs: ir.Attrs{"transpose_b": ir.BoolAttr(true)}, in: []*tensor.Tensor{h[0], w}})
+		if err != nil {
+			return nil, err
+		}
+		outs = append(outs, y[0])
+	}
+	return outs, nil
+}
+
+// rmsNormSwiGLUKernel computes silu(h·wgᵀ)·(h·wuᵀ) with h = rms_norm(x,
+// g): rms_norm, the two products and the fused_elementwise
+// mul(silu($0), $1) it replaces, in turn, so its bits are theirs.
+func rmsNormSwiGLUKernel(d *Device, c *call) ([]*tensor.Tensor, error) {
+	h, err := rmsNormKernel(d, &call{op: ir.OpRMSNorm, attrs: c.attrs, in: c.in[:2]})
+	if err != nil {
+		return nil, err
+	}
+	tb := ir.Attrs{"transpose_b": ir.BoolAttr(true)}
+	gate, err := product(d, &call{op: ir.OpMatmul, attrs: tb, in: []*tensor.Tensor{h[0], c.in[2]}})
+	if err != nil {
+		return nil, err
+	}
+	up, err := product(d, &call{op: ir.OpMatmul, attrs: tb, in: []*tensor.Tensor{h[0], c.in[3]}})
+	if err != nil {
+		return nil, err
+	}
+	return fusedKernel(d, &call{op: ir.OpFusedElementwise, attrs: ir.Attrs{"expr": ir.StringAttr(ir.SwiGLUExpr)},
+		in: []*tensor.Tensor{gate[0], up[0]}})
+}
+
 // product computes a × b, matmul's product.
 func product(d *Device, c *call) ([]*tensor.Tensor, error) {
 	a, b := c.in[0], c.in[1]

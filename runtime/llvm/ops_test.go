@@ -55,6 +55,26 @@ var (
 	normMmTol = tol{bound: func(c opCase) []float64 {
 		return matmulBound(opCase{attrs: ir.Attrs{"transpose_b": ir.BoolAttr(true)}, in: []*tensor.Tensor{rmsNormRows(c.in[0], c.in[1], c.attrs), c.in[2]}})
 	}}
+	// swigluTol: rms_norm_swiglu's gate and up products each within
+	// matmul's bound of the reference, carried through silu(gate)·up.
+	swigluTol = tol{bound: swigluBound}
+	// qkvTol: rms_norm_qkv's outputs are rms_norm_matmul's of each weight;
+	// its cases give the three weights one shape, and every output takes
+	// the largest of the three normMmTol bounds at each element (a bound
+	// on each).
+	qkvTol = tol{bound: func(c opCase) []float64 {
+		var out []float64
+		for _, w := range c.in[2:] {
+			b := normMmTol.bound(opCase{attrs: c.attrs, in: []*tensor.Tensor{c.in[0], c.in[1], w}})
+			if out == nil {
+				out = b
+			}
+			for i := range out {
+				out[i] = max(out[i], b[i])
+			}
+		}
+		return out
+	}}
 	convTol = tol{bound: convBound}
 )
 
@@ -210,6 +230,16 @@ func opCases() []opCase {
 	add("rms_norm_matmul/3x2x24*70x24T", ir.OpRMSNormMatmul, nil, normMmTol, randF32(r, -1, 1, 3, 2, 24), randF32(r, -1, 1, 24), randF32(r, -1, 1, 70, 24))
 	add("rms_norm_matmul/q4_0", ir.OpRMSNormMatmul, nil, normMmTol, randF32(r, -1, 1, 2, 64), randF32(r, -1, 1, 64), storedtest.Tensor(r, ir.Q4_0, 9, 64))
 	add("rms_norm_matmul/f16", ir.OpRMSNormMatmul, nil, normMmTol, randF32(r, -1, 1, 1, 37), randF32(r, -1, 1, 37), storedtest.Tensor(r, ir.F16, 6, 37))
+	// Gate and up with silu·mul (passes/swiglu.go): one row and several,
+	// stored weights of two formats.
+	add("rms_norm_swiglu/1x40", ir.OpRMSNormSwiGLU, nil, swigluTol, randF32(r, -1, 1, 1, 40), randF32(r, -1, 1, 40), randF32(r, -1, 1, 9, 40), randF32(r, -1, 1, 9, 40))
+	add("rms_norm_swiglu/3x2x24", ir.OpRMSNormSwiGLU, nil, swigluTol, randF32(r, -1, 1, 3, 2, 24), randF32(r, -1, 1, 24), randF32(r, -1, 1, 70, 24), randF32(r, -1, 1, 70, 24))
+	add("rms_norm_swiglu/q4_0+f16", ir.OpRMSNormSwiGLU, nil, swigluTol, randF32(r, -1, 1, 2, 64), randF32(r, -1, 1, 64), storedtest.Tensor(r, ir.Q4_0, 9, 64), storedtest.Tensor(r, ir.F16, 9, 64))
+	// q, k and v of one norm (passes/qkv.go): one row and several, chunks
+	// and a last partial tile, stored weights of three formats.
+	add("rms_norm_qkv/1x40", ir.OpRMSNormQKV, nil, qkvTol, randF32(r, -1, 1, 1, 40), randF32(r, -1, 1, 40), randF32(r, -1, 1, 9, 40), randF32(r, -1, 1, 9, 40), randF32(r, -1, 1, 9, 40))
+	add("rms_norm_qkv/3x2x24", ir.OpRMSNormQKV, nil, qkvTol, randF32(r, -1, 1, 3, 2, 24), randF32(r, -1, 1, 24), randF32(r, -1, 1, 70, 24), randF32(r, -1, 1, 70, 24), randF32(r, -1, 1, 70, 24))
+	add("rms_norm_qkv/q4_0+f16+q8_0", ir.OpRMSNormQKV, nil, qkvTol, randF32(r, -1, 1, 2, 64), randF32(r, -1, 1, 64), storedtest.Tensor(r, ir.Q4_0, 9, 64), storedtest.Tensor(r, ir.F16, 9, 64), storedtest.Tensor(r, ir.Q8_0, 9, 64))
 	// A residual add fused in (the addend c, passes/residual.go), in every
 	// kernel: transposed GEMV and tiles (f32 and stored), the vector
 	// tiles, the in-place accumulation (f16 inputs).
@@ -526,6 +556,34 @@ func matmulBound(c opCase) []float64 {
 				out[(bi*m+i)*n+j] = 2*float64(k)*0x1p-24*s + 1e-30
 			}
 		}
+	}
+	return out
+}
+
+// swigluBound bounds |got - want| of rms_norm_swiglu: with g and u the
+// exact products of the normalized rows and eg, eu their matmulBounds, the
+// kernel's silu(g')·u' differs from the reference's by at most
+// 1.1·(eg+eg')·(|u|+eu) + (|silu(g)|+1.1·eg)·(eu+eu') (silu's slope is
+// within [-0.1, 1.1]; each side is off by its own bound), plus 8 ulp of
+// the result for silu's exp, division and the two multiplies.
+func swigluBound(c opCase) []float64 {
+	tb := ir.Attrs{"transpose_b": ir.BoolAttr(true)}
+	h := rmsNormRows(c.in[0], c.in[1], c.attrs)
+	eg := matmulBound(opCase{attrs: tb, in: []*tensor.Tensor{h, c.in[2]}})
+	eu := matmulBound(opCase{attrs: tb, in: []*tensor.Tensor{h, c.in[3]}})
+	hs, wg, wu := h.Float32s(), c.in[2].Convert(ir.F32).Float32s(), c.in[3].Convert(ir.F32).Float32s()
+	n := len(wg) / len(c.in[1].Float32s())
+	k := len(wg) / n
+	out := make([]float64, len(eg))
+	for i := range out {
+		row, col := i/n, i%n
+		var g, u float64
+		for j := range k {
+			g += float64(hs[row*k+j]) * float64(wg[col*k+j])
+			u += float64(hs[row*k+j]) * float64(wu[col*k+j])
+		}
+		silu := g / (1 + math.Exp(-g))
+		out[i] = 2.2*eg[i]*(math.Abs(u)+eu[i]) + 2*(math.Abs(silu)+1.1*eg[i])*eu[i] + 8*0x1p-24*math.Abs(silu*u) + 1e-30
 	}
 	return out
 }

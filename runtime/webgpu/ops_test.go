@@ -53,6 +53,16 @@ var (
 	attnTol   = tol{Abs: 2e-5, Rel: 1e-4}
 )
 
+// swigluTol: rms_norm_swiglu's silu(gate)·up, each product within
+// mmTol(k) and multiplied by the other factor (silu's slope is at most
+// 1.1), which for these inputs (x, g, weights in [-1, 1]: normalized rows
+// of RMS 1/√3, weights of RMS 1/√3) is within 4σ = 4√K/3: an absolute
+// 2·(4√K/3)·2e-6·√K, and 3e-5 relative for the products' and silu's
+// relative terms.
+func swigluTol(k int) tol {
+	return tol{Abs: 2 * (4 * math.Sqrt(float64(k)) / 3) * 2e-6 * math.Sqrt(float64(k)), Rel: 3e-5}
+}
+
 func mmTol(k int) tol { return tol{Abs: 2e-6 * math.Sqrt(float64(k)), Rel: 1e-5} }
 
 func f32s(lo, hi float64, shape ...int) func(r *rand.Rand) *tensor.Tensor {
@@ -167,6 +177,10 @@ func opCases() []opCase {
 	mm("tiled odd not transposed", false, []int{67, 45}, []int{45, 33})
 	add(opCase{name: "rms_norm_matmul 15M", op: ir.OpRMSNormMatmul, gen: ins(f32s(-1, 1, 1, 288), f32s(-1, 1, 288), f32s(-1, 1, 768, 288)), tol: mmTol(288)})
 	add(opCase{name: "rms_norm_matmul rows odd K", op: ir.OpRMSNormMatmul, gen: ins(f32s(-1, 1, 3, 37), f32s(-1, 1, 37), f32s(-1, 1, 19, 37)), tol: mmTol(37)})
+	add(opCase{name: "rms_norm_swiglu 15M", op: ir.OpRMSNormSwiGLU, gen: ins(f32s(-1, 1, 1, 288), f32s(-1, 1, 288), f32s(-1, 1, 768, 288), f32s(-1, 1, 768, 288)), tol: swigluTol(288)})
+	add(opCase{name: "rms_norm_swiglu rows odd K", op: ir.OpRMSNormSwiGLU, gen: ins(f32s(-1, 1, 3, 37), f32s(-1, 1, 37), f32s(-1, 1, 19, 37), f32s(-1, 1, 19, 37)), tol: swigluTol(37)})
+	add(opCase{name: "rms_norm_qkv 15M", op: ir.OpRMSNormQKV, gen: ins(f32s(-1, 1, 1, 288), f32s(-1, 1, 288), f32s(-1, 1, 288, 288), f32s(-1, 1, 96, 288), f32s(-1, 1, 96, 288)), tol: mmTol(288)})
+	add(opCase{name: "rms_norm_qkv rows odd K", op: ir.OpRMSNormQKV, gen: ins(f32s(-1, 1, 3, 37), f32s(-1, 1, 37), f32s(-1, 1, 19, 37), f32s(-1, 1, 5, 37), f32s(-1, 1, 7, 37)), tol: mmTol(37)})
 	mm("gemv", true, []int{1, 288}, []int{768, 288}, []int{1, 768})
 	mm("gemv not transposed", false, []int{1, 37}, []int{37, 20}, []int{1, 20})
 	mm("tiled", true, []int{67, 45}, []int{33, 45}, []int{67, 33})
