@@ -1,4 +1,4 @@
-package target
+package target_test
 
 import (
 	"testing"
@@ -11,6 +11,7 @@ import (
 	"github.com/tapml/tapml/ir"
 	"github.com/tapml/tapml/runtime"
 	"github.com/tapml/tapml/runtime/llm"
+	"github.com/tapml/tapml/runtime/target"
 	"github.com/tapml/tapml/runtime/vulkan"
 )
 
@@ -48,7 +49,7 @@ func TestDecodeDispatches(t *testing.T) {
 		{"vulkan", vk, func() int { return vk.Stats().Dispatches }},
 		{"webgpu", wg, func() int { return wg.Stats().Dispatches }},
 	} {
-		lowered, err := artifact.Lower(m, dev.target, func(op ir.Op) bool { return Supports(dev.target, op) })
+		lowered, err := artifact.Lower(m, dev.target, func(op ir.Op) bool { return target.Supports(dev.target, op) })
 		if err != nil {
 			t.Fatal(err)
 		}
