@@ -7,8 +7,6 @@ import (
 	"github.com/tapml/tapml/frontend/tokenizer/sentencepiece"
 	"github.com/tapml/tapml/ir"
 	"github.com/tapml/tapml/passes"
-	"github.com/tapml/tapml/runtime"
-	"github.com/tapml/tapml/runtime/target"
 )
 
 // CompileOptions are the settings of `tapmlc compile`.
@@ -81,20 +79,6 @@ func Lower(m *ir.Module, target string, supports func(ir.Op) bool) (*ir.Module, 
 		return nil, err
 	}
 	return lowered, nil
-}
-
-// ForDevice prepares m to run on dev as tapmlc run does: weights over the
-// device's buffer limits split (target.FitWeights; before lowering, since
-// fusion would hide the readers the split rewrites), then, unless m is a
-// build folder's module (lowered already), the default pipeline for tgt.
-// m's weights are split in place; the result is the module to run.
-func ForDevice(m *ir.Module, dev runtime.Device, tgt string, lowered bool) (*ir.Module, target.Fit, error) {
-	fit, err := target.FitWeights(m, dev)
-	if err != nil || lowered {
-		return m, fit, err
-	}
-	out, err := Lower(m, tgt, func(op ir.Op) bool { return target.Supports(tgt, op) })
-	return out, fit, err
 }
 
 // Compile runs the pipeline on a copy of m (m is not changed) and writes

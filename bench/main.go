@@ -20,7 +20,6 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/tapml/tapml/artifact"
 	"github.com/tapml/tapml/frontend"
 	"github.com/tapml/tapml/frontend/arch"
 	"github.com/tapml/tapml/frontend/arch/llama"
@@ -171,7 +170,7 @@ func sharedModels() string {
 // greedy steps on target's device, as tapmlc run does: the first (cold)
 // compiles the kernels, the second (warm) finds them.
 func measureLLM(m *ir.Module, tgt string, dev runtime.Device, prefill, decode int) (cold, warm llm.Stats, err error) {
-	lowered, _, err := artifact.ForDevice(m.Clone(), dev, tgt, false) // a clone: m serves every target
+	lowered, _, err := target.ForDevice(m.Clone(), dev, tgt, false) // a clone: m serves every target
 	if err != nil {
 		return cold, warm, err
 	}

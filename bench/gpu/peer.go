@@ -16,7 +16,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/tapml/tapml/artifact"
 	"github.com/tapml/tapml/frontend"
 	"github.com/tapml/tapml/runtime"
 	"github.com/tapml/tapml/runtime/llm"
@@ -75,7 +74,7 @@ func measureTapml(w io.Writer, tgt, model string, prefill, decode, sessions int)
 		return err
 	}
 	defer dev.Close()
-	lowered, _, err := artifact.ForDevice(m.Module, dev, tgt, false)
+	lowered, _, err := target.ForDevice(m.Module, dev, tgt, false)
 	if err != nil {
 		return err
 	}

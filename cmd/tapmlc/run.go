@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
-	"github.com/tapml/tapml/artifact"
 	"github.com/tapml/tapml/carve"
 	"github.com/tapml/tapml/frontend"
 	"github.com/tapml/tapml/runtime"
@@ -85,7 +84,7 @@ byte-level tokenizer is used, so the command works with nothing downloaded.`,
 				return err
 			}
 			defer dev.Close()
-			mod, fit, err := artifact.ForDevice(model.Module, dev, tgt.Target, model.Target != "")
+			mod, fit, err := target.ForDevice(model.Module, dev, tgt.Target, model.Target != "")
 			if err != nil {
 				return fmt.Errorf("%s: %w", model.Path, err)
 			}

@@ -2,6 +2,7 @@ package target
 
 import (
 	"fmt"
+	"github.com/tapml/tapml/artifact"
 
 	"github.com/tapml/tapml/ir"
 	"github.com/tapml/tapml/passes"
@@ -94,4 +95,19 @@ func CompileLimit(target string) (int64, error) {
 		limit = min(limit, capBytes)
 	}
 	return int64(devkit.LargestFitting(limit)), nil
+}
+
+// ForDevice prepares m to run on dev as tapmlc run does: weights over the
+// device's buffer limits split (FitWeights; before lowering, since fusion
+// would hide the readers the split rewrites), then, unless m is a build
+// folder's module (lowered already), the default pipeline for tgt
+// (artifact.Lower). m's weights are split in place; the result is the
+// module to run.
+func ForDevice(m *ir.Module, dev runtime.Device, tgt string, lowered bool) (*ir.Module, Fit, error) {
+	fit, err := FitWeights(m, dev)
+	if err != nil || lowered {
+		return m, fit, err
+	}
+	out, err := artifact.Lower(m, tgt, func(op ir.Op) bool { return Supports(tgt, op) })
+	return out, fit, err
 }
