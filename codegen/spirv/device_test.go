@@ -44,20 +44,26 @@ func kernelLimits(d *vulkan.Device) Limits { return d.Limits() }
 // runKernel runs kernel k as node n's on the device over host inputs and
 // downloads its outputs.
 func runKernel(d *vulkan.Device, n *ir.Node, k *codegen.Kernel, in []*tensor.Tensor) ([]*tensor.Tensor, error) {
-	bufs := make([]*runtime.Buffer, len(in))
+	return roundTrip(d, in, func(bufs []*runtime.Buffer) ([]*runtime.Buffer, error) { return d.LaunchKernel(n, k, bufs) })
+}
+
+// roundTrip uploads host inputs to d, launches on them, downloads the
+// results and frees every buffer it made.
+func roundTrip(d runtime.Device, in []*tensor.Tensor, launch func([]*runtime.Buffer) ([]*runtime.Buffer, error)) ([]*tensor.Tensor, error) {
+	var bufs []*runtime.Buffer
 	defer func() {
 		for _, b := range bufs {
 			d.Free(b)
 		}
 	}()
-	for i, x := range in {
+	for _, x := range in {
 		b, err := d.Upload(x.Clone())
 		if err != nil {
 			return nil, err
 		}
-		bufs[i] = b
+		bufs = append(bufs, b)
 	}
-	res, err := d.LaunchKernel(n, k, bufs)
+	res, err := launch(bufs)
 	if err != nil {
 		return nil, err
 	}
@@ -492,25 +498,5 @@ func TestDeviceF16(t *testing.T) {
 // launchOn runs node n on device d over host inputs and downloads its
 // outputs.
 func launchOn(d runtime.Device, n *ir.Node, outs []ir.Type, in []*tensor.Tensor) ([]*tensor.Tensor, error) {
-	bufs := make([]*runtime.Buffer, len(in))
-	for i, x := range in {
-		b, err := d.Upload(x.Clone())
-		if err != nil {
-			return nil, err
-		}
-		bufs[i] = b
-	}
-	res, err := d.Launch(n, bufs, outs)
-	if err != nil {
-		return nil, err
-	}
-	var got []*tensor.Tensor
-	for _, b := range res {
-		x, err := d.Download(b)
-		if err != nil {
-			return nil, err
-		}
-		got = append(got, x)
-	}
-	return got, nil
+	return roundTrip(d, in, func(bufs []*runtime.Buffer) ([]*runtime.Buffer, error) { return d.Launch(n, bufs, outs) })
 }
