@@ -2,6 +2,7 @@ package hf
 
 import (
 	"encoding/json"
+	rtarget "github.com/tapml/tapml/runtime/target"
 	"os"
 	"path/filepath"
 	"slices"
@@ -164,6 +165,16 @@ func TestTransformersFixtures(t *testing.T) {
 					checkFixture(t, m, ref, targettest.Device(t, target))
 				})
 			}
+			// As tapmlc run prepares it: lowered by the default pipeline
+			// (fused decode kernels: rms_norm_qkv, rms_norm_swiglu, ...).
+			t.Run("vulkan-lowered", func(t *testing.T) {
+				dev := targettest.Device(t, "vulkan")
+				lowered, _, err := rtarget.ForDevice(m.Clone(), dev, "vulkan", false)
+				if err != nil {
+					t.Fatal(err)
+				}
+				checkFixture(t, lowered, ref, dev)
+			})
 		})
 	}
 }
