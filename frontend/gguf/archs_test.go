@@ -2,6 +2,7 @@ package gguf
 
 import (
 	"fmt"
+	rtarget "github.com/tapml/tapml/runtime/target"
 	"math"
 	"math/rand/v2"
 	"slices"
@@ -408,6 +409,16 @@ func TestArchitecturesAgainstLlamaCpp(t *testing.T) {
 					for _, target := range targets {
 						t.Run(target, func(t *testing.T) {
 							checkAgainstLlamaCpp(t, m, targettest.Device(t, target), prompt, decode, want, v.tol)
+						})
+					}
+					if v.name != "F16" { // as tapmlc run prepares it: lowered, with the fused decode kernels
+						t.Run("vulkan-lowered", func(t *testing.T) {
+							dev := targettest.Device(t, "vulkan")
+							lowered, _, err := rtarget.ForDevice(m.Clone(), dev, "vulkan", false)
+							if err != nil {
+								t.Fatal(err)
+							}
+							checkAgainstLlamaCpp(t, lowered, dev, prompt, decode, want, v.tol)
 						})
 					}
 					if v.name != "F32" {
