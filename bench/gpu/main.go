@@ -8,6 +8,7 @@
 //	benchgpu gguf -shape tinyllama -type F16 -o F                        # a GGUF file of that shape, random weights
 //	benchgpu peer -files A.gguf,B.gguf [-llamabench BIN -backends DIR]    # tapml's targets against llama.cpp: issue 16's table
 //	benchgpu tapml -target vulkan -model F                                # one target, as tapmlc run drives it (peer runs it)
+//	benchgpu profile -model F                                             # GPU time of a prefill and a decode step by command (vulkan)
 //
 // "run" measures f32 matmul GFLOP/s of every candidate kernel tuning
 // (wgsl.MatmulTiles, GEMV unrolls), picks the best, then times prefill and
@@ -50,7 +51,7 @@ import (
 
 func main() {
 	if len(os.Args) < 2 {
-		fmt.Fprintln(os.Stderr, "usage: benchgpu run|table|gguf|peer|tapml [flags]")
+		fmt.Fprintln(os.Stderr, "usage: benchgpu run|table|gguf|peer|tapml|profile [flags]")
 		os.Exit(2)
 	}
 	var err error
@@ -65,8 +66,10 @@ func main() {
 		err = peerCmd(os.Args[2:])
 	case "tapml":
 		err = tapmlCmd(os.Args[2:])
+	case "profile":
+		err = profileCmd(os.Args[2:])
 	default:
-		err = fmt.Errorf("unknown command %q (run, table, gguf, peer, tapml)", os.Args[1])
+		err = fmt.Errorf("unknown command %q (run, table, gguf, peer, tapml, profile)", os.Args[1])
 	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "benchgpu:", err)

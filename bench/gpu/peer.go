@@ -62,44 +62,20 @@ func measureTapml(w io.Writer, tgt, model string, prefill, decode, sessions int)
 	if model == "" || prefill < 1 || decode < 1 || sessions < 1 {
 		return fmt.Errorf("tapml: -model is required; -prefill, -decode and -sessions must be positive")
 	}
-	m, err := frontend.Load(model, frontend.Options{})
+	tm, err := openTapml(tgt, model, prefill+decode+16)
 	if err != nil {
 		return err
 	}
-	if err := llm.FitContext(m.Module, prefill+decode+16); err != nil {
-		return err
-	}
-	dev, err := target.Open(tgt, "")
-	if err != nil {
-		return err
-	}
-	defer dev.Close()
-	lowered, _, err := target.ForDevice(m.Module, dev, tgt, false)
-	if err != nil {
-		return err
-	}
-	exec := runtime.NewExecutor(lowered, dev)
-	exec.Capture = true
-	defer exec.Close()
-	start := time.Now()
-	if err := exec.UploadWeights("prefill", "decode"); err != nil {
-		return err
-	}
-	logf("%s on %s: weights uploaded in %s", model, dev.Name(), time.Since(start).Round(time.Millisecond))
-	logits := lowered.Func("decode").Results[0].Type.Shape
-	vocab := logits[logits.Rank()-1]
-	if !vocab.IsStatic() {
-		return fmt.Errorf("%s: the logits' last dim is not static", model)
-	}
-	prompt := peerPrompt(prefill, int(vocab.Size))
+	defer tm.close()
+	prompt := peerPrompt(prefill, tm.vocab)
 	enc := json.NewEncoder(w)
 	for range sessions {
-		st, err := generate(exec, prompt, decode)
+		st, err := generate(tm.exec, prompt, decode)
 		if err != nil {
 			return err
 		}
 		err = enc.Encode(peerRun{
-			Device:      dev.Name(),
+			Device:      tm.dev.Name(),
 			PrefillTokS: llm.TokensPerSecond(st.PromptTokens, st.PromptTime),
 			DecodeTokS:  llm.TokensPerSecond(st.DecodeTokens, st.DecodeTime),
 			CompileMS:   float64(st.PromptCompile+st.DecodeCompile) / float64(time.Millisecond),
@@ -109,6 +85,54 @@ func measureTapml(w io.Writer, tgt, model string, prefill, decode, sessions int)
 		}
 	}
 	return nil
+}
+
+// tapmlModel is a model prepared as tapmlc run prepares it: loaded, its
+// context fitted, lowered for the device and its weights uploaded.
+type tapmlModel struct {
+	dev   runtime.Device
+	exec  *runtime.Executor
+	vocab int
+}
+
+func openTapml(tgt, model string, context int) (*tapmlModel, error) {
+	m, err := frontend.Load(model, frontend.Options{})
+	if err != nil {
+		return nil, err
+	}
+	if err := llm.FitContext(m.Module, context); err != nil {
+		return nil, err
+	}
+	dev, err := target.Open(tgt, "")
+	if err != nil {
+		return nil, err
+	}
+	lowered, _, err := target.ForDevice(m.Module, dev, tgt, false)
+	if err != nil {
+		dev.Close()
+		return nil, err
+	}
+	logits := lowered.Func("decode").Results[0].Type.Shape
+	vocab := logits[logits.Rank()-1]
+	if !vocab.IsStatic() {
+		dev.Close()
+		return nil, fmt.Errorf("%s: the logits' last dim is not static", model)
+	}
+	exec := runtime.NewExecutor(lowered, dev)
+	exec.Capture = true
+	start := time.Now()
+	if err := exec.UploadWeights("prefill", "decode"); err != nil {
+		exec.Close()
+		dev.Close()
+		return nil, err
+	}
+	logf("%s on %s: weights uploaded in %s", model, dev.Name(), time.Since(start).Round(time.Millisecond))
+	return &tapmlModel{dev: dev, exec: exec, vocab: int(vocab.Size)}, nil
+}
+
+func (t *tapmlModel) close() {
+	t.exec.Close()
+	t.dev.Close()
 }
 
 // generate runs one greedy generation as tapmlc run does and returns its

@@ -197,6 +197,8 @@ type Device struct {
 	capturing *capture
 	gen       uint64
 
+	prof *profiler // timing each command (profile.go), or nil
+
 	lost   error // set when recorded work had to be dropped
 	closed bool
 	stats  Stats
@@ -525,6 +527,10 @@ func (d *Device) Close() error {
 		_ = savePipelineCache(d.opts.PipelineCacheDir, &d.phys, data)
 	}
 	d.replays.clear()
+	if d.prof != nil {
+		d.x.destroyQueryPool(d.prof.pool)
+		d.prof = nil
+	}
 	for _, s := range d.inflight {
 		d.x.destroyFence(s.fence)
 		if s.once {

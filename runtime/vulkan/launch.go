@@ -102,6 +102,7 @@ func (d *Device) pipeline(k *codegen.Kernel) (*vkPipeline, error) {
 		return nil, fmt.Errorf("pipeline of %s: %w", k.Name(), err)
 	}
 	d.stats.Pipelines++
+	p.op = k.Op.String()
 	d.pipelines[string(k.Source)] = p
 	return p, nil
 }

@@ -164,6 +164,7 @@ func physInfoOf(c *C.tvk_info) physInfo {
 		SubgroupSize:      uint32(c.subgroup_size), SubgroupStages: uint32(c.subgroup_stages), SubgroupOps: uint32(c.subgroup_ops),
 		ShaderF16: c.shader_f16 != 0, Storage16: c.storage_16bit != 0, SubgroupTypes: c.subgroup_extended_types != 0,
 		extF16: c.ext_f16 != 0, extTypes: c.ext_extended_types != 0,
+		TimestampPeriod: float64(c.timestamp_period), TimestampBits: uint32(c.timestamp_bits),
 	}
 	for i := range p.CacheUUID {
 		p.CacheUUID[i] = byte(c.cache_uuid[i])
@@ -222,6 +223,7 @@ func (b *memBlock) bytes(off, n uint64) []byte {
 type vkPipeline struct {
 	setLayout, layout, pipe C.uint64_t
 	bindings                int
+	op                      string // the op of the kernel it was made for (profiles name it)
 }
 
 func (x ctx) createPipeline(words []uint32, entry string, bindings int, cache C.uint64_t) (*vkPipeline, error) {
@@ -301,7 +303,33 @@ func (x ctx) record(cb C.VkCommandBuffer, ops []C.tvk_op, once bool) error {
 	if len(ops) > 0 {
 		p = &ops[0]
 	}
-	return checkWhat(C.tvk_record(x.c, cb, p, C.size_t(len(ops)), cBool(once), &what), what)
+	return checkWhat(C.tvk_record(x.c, cb, p, C.size_t(len(ops)), cBool(once), 0, &what), what)
+}
+
+// recordStamped is record with a timestamp before the list and after each
+// dispatch or copy, into query pool stamps (profile.go).
+func (x ctx) recordStamped(cb C.VkCommandBuffer, ops []C.tvk_op, stamps C.uint64_t) error {
+	var what *C.char
+	var p *C.tvk_op
+	if len(ops) > 0 {
+		p = &ops[0]
+	}
+	return checkWhat(C.tvk_record(x.c, cb, p, C.size_t(len(ops)), 1, stamps, &what), what)
+}
+
+func (x ctx) createQueryPool(n int) (C.uint64_t, error) {
+	var q C.uint64_t
+	return q, check(C.tvk_create_query_pool(x.c, C.uint32_t(n), &q), "vkCreateQueryPool")
+}
+
+func (x ctx) destroyQueryPool(q C.uint64_t) { C.tvk_destroy_query_pool(x.c, q) }
+
+// timestamps reads the first len(out) queries of pool q (waiting for them).
+func (x ctx) timestamps(q C.uint64_t, out []uint64) error {
+	if len(out) == 0 {
+		return nil
+	}
+	return check(C.tvk_timestamps(x.c, q, C.uint32_t(len(out)), (*C.uint64_t)(unsafe.Pointer(&out[0]))), "vkGetQueryPoolResults")
 }
 
 func (x ctx) createFence() (C.uint64_t, error) {

@@ -69,6 +69,9 @@ func (d *Device) submitOps() error {
 	if err := d.reap(); err != nil {
 		return err
 	}
+	if d.prof != nil {
+		return d.submitProfiled()
+	}
 	key := opBytes(d.ops)
 	e, h := d.replays.find(key)
 	var cb C.VkCommandBuffer

@@ -108,6 +108,7 @@ void tvk_describe(tvk_ctx *c, uint32_t index, tvk_info *info) {
 	info->max_storage_buffers = l->maxPerStageDescriptorStorageBuffers;
 	info->max_storage_range = l->maxStorageBufferRange;
 	info->max_bound_sets = l->maxBoundDescriptorSets;
+	info->timestamp_period = l->timestampComputeAndGraphics ? l->timestampPeriod : 0;
 	info->min_storage_offset_align = l->minStorageBufferOffsetAlignment;
 	info->non_coherent_atom = l->nonCoherentAtomSize;
 	info->max_allocation = 1ull << 31; // Vulkan 1.0's guarantee, unless maintenance3 says more
@@ -171,6 +172,7 @@ void tvk_describe(tvk_ctx *c, uint32_t index, tvk_info *info) {
 			VkQueueFlags fl = fams[i].queueFlags;
 			if ((fl & VK_QUEUE_COMPUTE_BIT) && fams[i].queueCount > 0 && (pass == 1 || !(fl & VK_QUEUE_GRAPHICS_BIT))) {
 				info->queue_family = (int)i;
+				info->timestamp_bits = info->timestamp_period > 0 ? fams[i].timestampValidBits : 0;
 				break;
 			}
 		}
@@ -433,15 +435,26 @@ static const VkPipelineStageFlags tvk_work_stages = VK_PIPELINE_STAGE_COMPUTE_SH
 static const VkAccessFlags tvk_work_access = VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT |
                                              VK_ACCESS_TRANSFER_READ_BIT | VK_ACCESS_TRANSFER_WRITE_BIT;
 
-VkResult tvk_record(tvk_ctx *c, VkCommandBuffer cb, const tvk_op *ops, size_t n, int once, const char **what) {
+VkResult tvk_record(tvk_ctx *c, VkCommandBuffer cb, const tvk_op *ops, size_t n, int once, uint64_t stamps,
+                    const char **what) {
 	VkCommandBufferBeginInfo bi = {.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO,
 	                               .flags = once ? VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT : 0};
 	*what = "vkBeginCommandBuffer";
 	VkResult r = c->vkBeginCommandBuffer(cb, &bi);
 	if (r != VK_SUCCESS) return r;
+	VkQueryPool pool = TVK_H(VkQueryPool, stamps);
+	uint32_t stamp = 0;
+	if (stamps) {
+		uint32_t queries = 1;
+		for (size_t i = 0; i < n; i++) queries += ops[i].kind != TVK_OP_BARRIER;
+		c->vkCmdResetQueryPool(cb, pool, 0, queries);
+	}
 	// Earlier submissions' writes are made visible to this one's work
 	// (queue order alone does not make them visible).
 	tvk_barrier(c, cb, tvk_work_stages, tvk_work_access);
+	// A timestamp at BOTTOM_OF_PIPE is written when every earlier command
+	// has finished, so consecutive stamps bound what each command added.
+	if (stamps) c->vkCmdWriteTimestamp(cb, VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, pool, stamp++);
 	VkPipeline bound = VK_NULL_HANDLE;
 	for (size_t i = 0; i < n; i++) {
 		const tvk_op *o = &ops[i];
@@ -465,13 +478,29 @@ VkResult tvk_record(tvk_ctx *c, VkCommandBuffer cb, const tvk_op *ops, size_t n,
 		}
 		case TVK_OP_BARRIER:
 			tvk_barrier(c, cb, tvk_work_stages, tvk_work_access);
-			break;
+			continue;
 		}
+		if (stamps) c->vkCmdWriteTimestamp(cb, VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, pool, stamp++);
 	}
 	// What the host reads after the fence (downloads) is visible to it.
 	tvk_barrier(c, cb, VK_PIPELINE_STAGE_HOST_BIT, VK_ACCESS_HOST_READ_BIT);
 	*what = "vkEndCommandBuffer";
 	return c->vkEndCommandBuffer(cb);
+}
+
+VkResult tvk_create_query_pool(tvk_ctx *c, uint32_t n, uint64_t *pool) {
+	VkQueryPoolCreateInfo ci = {.sType = VK_STRUCTURE_TYPE_QUERY_POOL_CREATE_INFO, .queryType = VK_QUERY_TYPE_TIMESTAMP, .queryCount = n};
+	VkQueryPool p = VK_NULL_HANDLE;
+	VkResult r = c->vkCreateQueryPool(c->device, &ci, NULL, &p);
+	*pool = TVK_U(p);
+	return r;
+}
+
+void tvk_destroy_query_pool(tvk_ctx *c, uint64_t pool) { c->vkDestroyQueryPool(c->device, TVK_H(VkQueryPool, pool), NULL); }
+
+VkResult tvk_timestamps(tvk_ctx *c, uint64_t pool, uint32_t n, uint64_t *out) {
+	return c->vkGetQueryPoolResults(c->device, TVK_H(VkQueryPool, pool), 0, n, n * sizeof *out, out, sizeof *out,
+	                                VK_QUERY_RESULT_64_BIT | VK_QUERY_RESULT_WAIT_BIT);
 }
 
 VkResult tvk_create_fence(tvk_ctx *c, uint64_t *fence) {

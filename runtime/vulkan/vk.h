@@ -75,7 +75,12 @@
 	X(vkDestroyFence)                                                                                                  \
 	X(vkResetFences)                                                                                                   \
 	X(vkWaitForFences)                                                                                                 \
-	X(vkGetFenceStatus)
+	X(vkGetFenceStatus)                                                                                                \
+	X(vkCreateQueryPool)                                                                                               \
+	X(vkDestroyQueryPool)                                                                                              \
+	X(vkCmdResetQueryPool)                                                                                             \
+	X(vkCmdWriteTimestamp)                                                                                             \
+	X(vkGetQueryPoolResults)
 
 #define TVK_DECL(name) PFN_##name name;
 
@@ -106,6 +111,8 @@ typedef struct {
 	uint64_t min_storage_offset_align, max_allocation, non_coherent_atom;
 
 	uint32_t subgroup_size, subgroup_stages, subgroup_ops;
+	float timestamp_period;  // nanoseconds per timestamp tick
+	uint32_t timestamp_bits; // valid bits of the queue family's timestamps (0: none)
 	int shader_f16, storage_16bit, subgroup_extended_types;
 	int ext_f16, ext_extended_types; // needs the extension (a Vulkan 1.1 device)
 
@@ -155,7 +162,14 @@ VkResult tvk_descriptor_set(tvk_ctx *c, uint64_t pool, uint64_t set_layout, uint
 
 VkResult tvk_command_buffer(tvk_ctx *c, VkCommandBuffer *cb);
 void tvk_free_command_buffer(tvk_ctx *c, VkCommandBuffer cb);
-VkResult tvk_record(tvk_ctx *c, VkCommandBuffer cb, const tvk_op *ops, size_t n, int once, const char **what);
+// tvk_record records ops into cb. With a query pool stamps (non-zero) it
+// also writes a timestamp before the first command (query 0) and after each
+// dispatch or copy (queries 1, 2, ...): the profile of the list.
+VkResult tvk_record(tvk_ctx *c, VkCommandBuffer cb, const tvk_op *ops, size_t n, int once, uint64_t stamps,
+                    const char **what);
+VkResult tvk_create_query_pool(tvk_ctx *c, uint32_t n, uint64_t *pool);
+void tvk_destroy_query_pool(tvk_ctx *c, uint64_t pool);
+VkResult tvk_timestamps(tvk_ctx *c, uint64_t pool, uint32_t n, uint64_t *out);
 
 VkResult tvk_create_fence(tvk_ctx *c, uint64_t *fence);
 void tvk_destroy_fence(tvk_ctx *c, uint64_t fence);
