@@ -23,7 +23,7 @@ type physInfo struct {
 
 	SubgroupSize, SubgroupStages, SubgroupOps uint32
 	ShaderF16, Storage16, SubgroupTypes       bool
-	extF16, extTypes                          bool // the features come from extensions
+	extF16, extTypes                          bool    // the features come from extensions
 	TimestampPeriod                           float64 // nanoseconds per tick; 0: no compute timestamps
 	TimestampBits                             uint32  // valid bits of the queue's timestamps
 
