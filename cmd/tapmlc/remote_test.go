@@ -303,9 +303,10 @@ func TestBrowserDevice(t *testing.T) {
 
 // checkBrowserF16 runs args with --compute f16 on the page. The page asks
 // its browser for shader-f16 where the adapter offers it and the host
-// reads it from the handshake: the run's note says whether the device has
-// it, as the page's adapter does (Chromium's SwiftShader has not), and
-// the run computes in f32, printing want (the CPU's f32 text).
+// reads it from the handshake. Without it (Chromium's SwiftShader, here)
+// the run's note says the device has none and the run computes in f32,
+// printing want (the CPU's f32 text); with it the run computes in f16 as
+// on a `serve --vulkan` device (TestRemoteVulkanF16), without a note.
 func checkBrowserF16(t *testing.T, ctx context.Context, url string, args []string, want string) {
 	t.Helper()
 	has, err := chromedp.Run(ctx, chromedp.Evaluate[bool](`navigator.gpu.requestAdapter().then(a => a.features.has("shader-f16"))`, chromedp.EvalAwaitPromise))
@@ -313,16 +314,18 @@ func checkBrowserF16(t *testing.T, ctx context.Context, url string, args []strin
 		t.Fatalf("asking the page's adapter for shader-f16: %v", err)
 	}
 	t.Logf("the page's adapter offers shader-f16: %v", has)
-	note := "has no shader-f16"
-	if has {
-		note = "has shader-f16, but remote f16 compute is not implemented yet"
-	}
 	r := tapmlc(t, append(args, "--target", "remote:"+url, "--compute", "f16")...)
+	if has {
+		if r.code != 0 || strings.Contains(r.stderr, "computing in f32") {
+			t.Errorf("--compute f16 on a page with shader-f16: exit %d, want 0 and f16 compute\n%s", r.code, r.stderr)
+		}
+		return
+	}
 	if r.code != 0 || r.stdout != want {
 		t.Errorf("--compute f16 on the page: exit %d\ngot  %q\nwant %q\n%s", r.code, r.stdout, want, r.stderr)
 	}
-	if !strings.Contains(r.stderr, "remote("+url+"):browser:") || !strings.Contains(r.stderr, note) || !strings.Contains(r.stderr, "computing in f32") {
-		t.Errorf("--compute f16 on the page: stderr %q, want a note that the page's device %s", r.stderr, note)
+	if !strings.Contains(r.stderr, "remote("+url+"):browser:") || !strings.Contains(r.stderr, "has no shader-f16") || !strings.Contains(r.stderr, "computing in f32") {
+		t.Errorf("--compute f16 on the page: stderr %q, want a note that the page's device has no shader-f16", r.stderr)
 	}
 }
 
