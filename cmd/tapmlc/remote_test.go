@@ -156,6 +156,35 @@ func TestRemoteServe(t *testing.T) {
 	}
 }
 
+// `tapmlc serve --vulkan` serves tapml's own Vulkan device, which lists
+// shader-f16 on lavapipe: with --compute f16 a remote run stores f32
+// tensors as f16 there and prints exactly what --target vulkan --compute
+// f16 prints (the same kernels on the same device), and a bundle carved
+// under f16 passes on it; at f32 the carved bundle passes and the greedy
+// story is the CPU's (checkRemote).
+func TestRemoteVulkan(t *testing.T) {
+	s := serve(t, nil, "--vulkan")
+	dir := models(t)
+	gen := []string{"run", filepath.Join(dir, "stories260K.bin"), "--tokenizer", filepath.Join(dir, "tok512.bin"),
+		"--prompt", "Once upon a time", "--steps", "48", "--temperature", "0", "--compute", "f16"}
+	want := tapmlc(t, append(gen, "--target", "vulkan")...)
+	got := tapmlc(t, append(gen, "-v", "--target", "remote:"+s.url)...)
+	if want.code != 0 || got.code != 0 || got.stdout != want.stdout {
+		t.Errorf("--compute f16: remote exit %d, vulkan exit %d\nremote %q\nvulkan %q\n%s%s", got.code, want.code, got.stdout, want.stdout, got.stderr, want.stderr)
+	}
+	if strings.Contains(got.stderr, "computing in f32") || !strings.Contains(got.stderr, "held as f16 (--compute f16)") {
+		t.Errorf("--compute f16 on serve --vulkan: stderr %q, want f32 weights held as f16 and no fallback note", got.stderr)
+	}
+	r := tapmlc(t, "test", carvedF16Bundle(t), "--target", "remote:"+s.url)
+	if r.code != 0 || !strings.Contains(r.stdout, " 0 failed") || strings.Contains(r.stderr, "computing in f32") {
+		t.Errorf("the f16 bundle on serve --vulkan: exit %d\n%s\n%s", r.code, r.stdout, r.stderr)
+	}
+	checkRemote(t, s.url)
+	if r := tapmlc(t, "serve", "--browser", "--vulkan"); r.code != 1 || !strings.Contains(r.stderr, "--browser and --vulkan exclude each other") {
+		t.Errorf("serve --browser --vulkan: exit %d: %s", r.code, r.stderr)
+	}
+}
+
 // A device server whose buffers are capped at 16 KiB ($TAPML_MAX_BUFFER:
 // its wgpu device is asked for no more) reports the limits, and the host
 // splits stories260K's weights to fit them: the greedy text is the CPU's.
