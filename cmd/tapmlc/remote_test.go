@@ -172,6 +172,9 @@ func TestRemoteVulkan(t *testing.T) {
 	if want.code != 0 || got.code != 0 || got.stdout != want.stdout {
 		t.Errorf("--compute f16: remote exit %d, vulkan exit %d\nremote %q\nvulkan %q\n%s%s", got.code, want.code, got.stdout, want.stdout, got.stderr, want.stderr)
 	}
+	if log := s.stderr(); !strings.Contains(log, "device vulkan:") || !strings.Contains(log, "with shader-f16") {
+		t.Errorf("the server's log does not name its Vulkan device with shader-f16: %s", log)
+	}
 	if strings.Contains(got.stderr, "computing in f32") || !strings.Contains(got.stderr, "held as f16 (--compute f16)") {
 		t.Errorf("--compute f16 on serve --vulkan: stderr %q, want f32 weights held as f16 and no fallback note", got.stderr)
 	}

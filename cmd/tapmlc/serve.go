@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
+	"strings"
 	"syscall"
 	"time"
 
@@ -136,7 +137,12 @@ ws://HOST:PORT" says where the server listens (--listen with port 0 picks one).`
 				}
 				logger.Printf("listening on ws://%s: open http://%s/%s in a browser with WebGPU, then use --target remote:ws://%s%s", addr, addr, q, addr, q)
 			} else {
-				logger.Printf("listening on ws://%s: device %s (use --target remote:ws://%s)", addr, opts.Workers.Info().Name, addr)
+				info := opts.Workers.Info()
+				with := ""
+				if len(info.Features) > 0 {
+					with = " with " + strings.Join(info.Features, ", ")
+				}
+				logger.Printf("listening on ws://%s: device %s%s (use --target remote:ws://%s)", addr, info.Name, with, addr)
 			}
 			srv := &http.Server{Handler: remote.NewServer(opts), ReadHeaderTimeout: 10 * time.Second}
 			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
