@@ -27,9 +27,8 @@ import (
 // serves one session at a time; between sessions it frees the session's
 // buffers and its device's buffer pool (so the next session's buffers come
 // zeroed from wgpu; the Vulkan device zeroes the freed memory) and keeps
-// its weight cache and pipelines. The server
-// keeps idle workers for reuse, starts new ones up to MaxSessions, and
-// replaces a worker that died.
+// its weight cache and pipelines. The server keeps idle workers for reuse,
+// starts new ones up to MaxSessions, and replaces a worker that died.
 //
 // Server and worker talk over two pipes (the worker's file descriptors 3
 // and 4, so that what the driver prints on stdout and stderr cannot mix in):

@@ -139,7 +139,7 @@ func OpenPrecision(target, backend string, p runtime.Precision, note io.Writer) 
 		}
 		if dev.Precision() != p {
 			// The device's name, not target: the URL may hold a token.
-			fmt.Fprintf(note, "%s: %s; computing in f32\n", dev.Name(), RemoteNoF16)
+			fmt.Fprintf(note, "%s: %s; computing in f32\n", dev.Name(), remoteNoF16)
 		}
 		return dev, dev.Precision(), nil
 	case !slices.Contains(Names, target):
@@ -149,13 +149,13 @@ func OpenPrecision(target, backend string, p runtime.Precision, note io.Writer) 
 	return fallback("f16 compute is implemented for the vulkan target and remote devices with " + proto.FeatureShaderF16 + " only")
 }
 
-// RemoteNoF16 says why a remote device computes in f32: it did not list
+// remoteNoF16 says why a remote device computes in f32: it did not list
 // shader-f16 in the handshake. A WebGPU server never lists it (its naga
 // rejects f16); `tapmlc serve --vulkan` lists it where its Vulkan device
 // has f16 (lavapipe has), and the browser page where its adapter has
 // shader-f16 (Chromium's SwiftShader, the browser of this project's
 // tests, has not).
-const RemoteNoF16 = "the device has no " + proto.FeatureShaderF16 + " (a WebGPU server never has; `tapmlc serve --vulkan` has it where its Vulkan device has f16, a browser page where its adapter has it)"
+const remoteNoF16 = "the device has no " + proto.FeatureShaderF16 + " (a WebGPU server never has; `tapmlc serve --vulkan` has it where its Vulkan device has f16, a browser page where its adapter has it)"
 
 // Supports reports whether target has a kernel for op.
 func Supports(target string, op ir.Op) bool {
