@@ -4,6 +4,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 )
 
@@ -24,10 +25,7 @@ func TestComputeF16(t *testing.T) {
 		t.Errorf("vulkan f16 printed %q, the reference emulating f16 %q", onVulkan.stdout, emulated.stdout)
 	}
 
-	bundle := filepath.Join(t.TempDir(), "f16")
-	if r := tapmlc(t, append([]string{"carve", model, "--compute", "f16", "-o", bundle}, gen[:6]...)...); r.code != 0 {
-		t.Fatalf("carve --compute f16: exit %d: %s", r.code, r.stderr)
-	}
+	bundle := carvedF16Bundle(t)
 	manifest, err := os.ReadFile(filepath.Join(bundle, "manifest.yaml"))
 	if err != nil {
 		t.Fatal(err)
@@ -48,4 +46,34 @@ func TestComputeF16(t *testing.T) {
 	if r := tapmlc(t, "run", "--compute", "f8"); r.code != 1 || !strings.Contains(r.stderr, `"f8": want f32 or f16`) {
 		t.Errorf("--compute f8: exit %d: %s", r.code, r.stderr)
 	}
+}
+
+var (
+	f16BundleOnce sync.Once
+	f16BundlePath string
+	f16BundleErr  string
+)
+
+// carvedF16Bundle carves stories260K under --compute f16 once per test
+// binary (48 steps).
+func carvedF16Bundle(t *testing.T) string {
+	t.Helper()
+	dir := models(t)
+	f16BundleOnce.Do(func() {
+		tmp, err := os.MkdirTemp("", "tapml-f16-bundle")
+		if err != nil {
+			f16BundleErr = err.Error()
+			return
+		}
+		f16BundlePath = filepath.Join(tmp, "f16")
+		r := tapmlc(t, "carve", filepath.Join(dir, "stories260K.bin"), "--compute", "f16", "--tokenizer", filepath.Join(dir, "tok512.bin"),
+			"--prompt", "Once upon a time", "--steps", "48", "-o", f16BundlePath)
+		if r.code != 0 {
+			f16BundleErr = r.stderr
+		}
+	})
+	if f16BundleErr != "" {
+		t.Fatalf("carve --compute f16: %s", f16BundleErr)
+	}
+	return f16BundlePath
 }

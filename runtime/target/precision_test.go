@@ -24,7 +24,7 @@ func TestOpenPrecision(t *testing.T) {
 		{"cpu", f16, f16, ""},
 		{"cpu", runtime.Precision{Compute: ir.F16, Accumulate: ir.F16}, f16, "not f16 accumulation; accumulating in f32"},
 		{"webgpu", f16, runtime.F32, "naga) rejects `enable f16;`"},
-		{"llvm", f16, runtime.F32, "vulkan target only; computing in f32"},
+		{"llvm", f16, runtime.F32, "remote devices with shader-f16 only; computing in f32"},
 		{"cpu", runtime.Precision{}, runtime.F32, ""},
 	}
 	for _, tc := range tests {

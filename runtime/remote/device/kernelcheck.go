@@ -13,9 +13,10 @@ import (
 // on deep nesting. The source is parsed and type-checked by tapml's own WGSL
 // front end (codegen/wgslfront: bounded size and nesting, UTF-8, the entry
 // point declared, every name and type resolved), within the protocol's size
-// bound; the dialect's f16 and subgroup extensions, which this wgpu cannot
-// compile, are refused.
-func CheckKernel(src []byte, entry string) error {
+// bound. The dialect's f16 extension is taken only by a device with
+// shader-f16 (f16: a vulkan server's device with f16, a browser's adapter
+// with shader-f16); subgroups, which no device server enables, never.
+func CheckKernel(src []byte, entry string, f16 bool) error {
 	if len(src) == 0 || len(src) > proto.MaxSource {
 		return fmt.Errorf("kernel source of %d bytes: want 1 to %d", len(src), proto.MaxSource)
 	}
@@ -26,8 +27,11 @@ func CheckKernel(src []byte, entry string) error {
 	if err != nil {
 		return fmt.Errorf("kernel source: %w", err)
 	}
-	if m.F16 || m.Subgroups {
-		return fmt.Errorf("kernel source enables f16 or subgroups, which this device's WebGPU cannot compile")
+	if m.F16 && !f16 {
+		return fmt.Errorf("kernel source enables f16, and this device has no %s", proto.FeatureShaderF16)
+	}
+	if m.Subgroups {
+		return fmt.Errorf("kernel source enables subgroups, which this device does not offer")
 	}
 	return nil
 }
