@@ -634,15 +634,20 @@ func (d *Device) StartDownload(b *runtime.Buffer) (wait func() (*tensor.Tensor, 
 		st.Release()
 		return nil, err
 	}
-	var status wgpu.BufferMapAsyncStatus
-	done := false
-	if err := st.MapAsync(wgpu.MapModeRead, 0, n, func(s wgpu.BufferMapAsyncStatus) { status, done = s, true }); err != nil {
-		st.Release()
-		return nil, fmt.Errorf("webgpu: download: map: %w", err)
-	}
 	return func() (*tensor.Tensor, error) {
 		d.mu.Lock()
 		defer d.mu.Unlock()
+		// Mapped here, not at the start: the binding hands wgpu a pointer
+		// to the callback's handle that only lives until the callback
+		// runs in a Poll soon after (measured: a map left pending while
+		// more work was recorded called back with a garbage handle). The
+		// map waits for the submissions that use st, not later ones.
+		var status wgpu.BufferMapAsyncStatus
+		done := false
+		if err := st.MapAsync(wgpu.MapModeRead, 0, n, func(s wgpu.BufferMapAsyncStatus) { status, done = s, true }); err != nil {
+			st.Release()
+			return nil, fmt.Errorf("webgpu: download: map: %w", err)
+		}
 		if err := d.pollUntil(&done); err != nil {
 			return nil, err
 		}
