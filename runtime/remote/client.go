@@ -290,7 +290,7 @@ func DialOptions(ctx context.Context, rawURL string, o Options) (*Device, error)
 		slots:   make(chan struct{}, o.Window),
 		lostCh:  make(chan struct{}),
 	}
-	d.gen = wgsl.Options{Limits: d.lim, Features: wgsl.Features{F16: f16}, Compute: prec.Compute, Accumulate: prec.Accumulate}
+	d.gen = wgsl.Options{Limits: d.lim, Features: wgsl.Features{F16: f16, Subgroups: info.Has(proto.FeatureSubgroups)}, Compute: prec.Compute, Accumulate: prec.Accumulate}
 	go d.read()
 	return d, nil
 }

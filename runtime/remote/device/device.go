@@ -533,7 +533,7 @@ func (s *Session) compile(m *proto.Compile) *proto.Error {
 		return fail("no source or entry point")
 	}
 	if !s.c.opts.UncheckedKernels {
-		if err := CheckKernel(m.Source, m.Entry, s.c.info.Has(proto.FeatureShaderF16)); err != nil {
+		if err := CheckKernel(m.Source, m.Entry, s.c.info); err != nil {
 			return fail("%v", err)
 		}
 	}

@@ -357,34 +357,35 @@ func TestWeightCacheConcurrentUploads(t *testing.T) {
 }
 
 // Kernels that would crash wgpu or naga are refused before the backend
-// sees them, by tapml's own WGSL front end; f16 only reaches a device with
-// shader-f16.
+// sees them, by tapml's own WGSL front end; f16 and subgroups only reach a
+// device that lists their features.
 func TestCheckKernel(t *testing.T) {
 	good := copySource
 	body := strings.Index(good, "b[id.x]")
 	with := func(at string) string { return good[:body] + at + good[body:] }
 	for _, tc := range []struct {
 		name, src, entry, want string
-		f16                    bool // the device has shader-f16
+		features               []string // the device's
 	}{
-		{"good", good, "main", "", false},
-		{"invalid UTF-8 source", with("// \xff\xfe\n"), "main", "invalid UTF-8", false},
-		{"invalid UTF-8 entry", good, "ma\xffin", "is not a WGSL identifier", false},
-		{"entry not declared", good, "mainx", "entry point", false},
-		{"entry is a keyword", good, "fn main", "is not a WGSL identifier", false},
-		{"empty entry", good, "", "is not a WGSL identifier", false},
-		{"NUL byte", good + "\x00 junk", "main", "unexpected character", false},
-		{"escape", with("\x1b[2J"), "main", "unexpected character", false},
-		{"4000 parentheses", with("let x = " + strings.Repeat("(", 4000) + "1" + strings.Repeat(")", 4000) + ";\n"), "main", "nesting deeper than", false},
-		{"unbalanced", good + "}", "main", "want a declaration", false},
-		{"block comment", with("/* }"), "main", "block comments", false},
-		{"f16 without shader-f16", "enable f16;\n" + good, "main", "has no shader-f16", false},
-		{"f16 with shader-f16", "enable f16;\n" + good, "main", "", true},
-		{"subgroups", "enable subgroups;\n" + good, "main", "enables subgroups", true},
-		{"empty", "", "main", "kernel source of 0 bytes", false},
-		{"huge", strings.Repeat(" ", proto.MaxSource+1), "main", "want 1 to", false},
+		{"good", good, "main", "", nil},
+		{"invalid UTF-8 source", with("// \xff\xfe\n"), "main", "invalid UTF-8", nil},
+		{"invalid UTF-8 entry", good, "ma\xffin", "is not a WGSL identifier", nil},
+		{"entry not declared", good, "mainx", "entry point", nil},
+		{"entry is a keyword", good, "fn main", "is not a WGSL identifier", nil},
+		{"empty entry", good, "", "is not a WGSL identifier", nil},
+		{"NUL byte", good + "\x00 junk", "main", "unexpected character", nil},
+		{"escape", with("\x1b[2J"), "main", "unexpected character", nil},
+		{"4000 parentheses", with("let x = " + strings.Repeat("(", 4000) + "1" + strings.Repeat(")", 4000) + ";\n"), "main", "nesting deeper than", nil},
+		{"unbalanced", good + "}", "main", "want a declaration", nil},
+		{"block comment", with("/* }"), "main", "block comments", nil},
+		{"f16 without shader-f16", "enable f16;\n" + good, "main", "has no shader-f16", nil},
+		{"f16 with shader-f16", "enable f16;\n" + good, "main", "", []string{proto.FeatureShaderF16}},
+		{"subgroups without the feature", "enable subgroups;\n" + good, "main", "has no subgroups", []string{proto.FeatureShaderF16}},
+		{"subgroups with the feature", "enable subgroups;\n" + good, "main", "", []string{proto.FeatureSubgroups}},
+		{"empty", "", "main", "kernel source of 0 bytes", nil},
+		{"huge", strings.Repeat(" ", proto.MaxSource+1), "main", "want 1 to", nil},
 	} {
-		err := CheckKernel([]byte(tc.src), tc.entry, tc.f16)
+		err := CheckKernel([]byte(tc.src), tc.entry, proto.DeviceInfo{Features: tc.features})
 		if tc.want == "" && err != nil || tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)) {
 			t.Errorf("%s: %v, want %q", tc.name, err, tc.want)
 		}

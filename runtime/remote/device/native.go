@@ -89,7 +89,8 @@ func Native(d *webgpu.Device) Backend {
 // Vulkan serves tapml's own Vulkan device (runtime/vulkan, opened without
 // a generator): the host's WGSL kernels are translated to SPIR-V as the
 // vulkan target's are (codegen/spirv), and the device lists shader-f16
-// where it has f16 (shaderFloat16 and 16-bit storage). Between sessions
+// where it has f16 (shaderFloat16 and 16-bit storage) and subgroups where it
+// has subgroup operations, as the vulkan target's kernels use them. Between sessions
 // the freed device memory is zeroed (Vulkan zeroes nothing).
 func Vulkan(d *vulkan.Device) Backend {
 	vi := d.Info()
@@ -102,7 +103,10 @@ func Vulkan(d *vulkan.Device) Backend {
 		Limits:      wireLimits(d.Limits(), uint64(bl.MaxTensor), bl.MaxBinding),
 	}
 	if vi.F16 {
-		info.Features = []string{proto.FeatureShaderF16}
+		info.Features = append(info.Features, proto.FeatureShaderF16)
+	}
+	if vi.Subgroups {
+		info.Features = append(info.Features, proto.FeatureSubgroups)
 	}
 	tr := &translations{code: map[[32]byte][]byte{}}
 	return &local{d: d, info: info, compiled: tr.kernel, release: d.ClearFreed}
