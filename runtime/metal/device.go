@@ -181,10 +181,8 @@ func newDevice(br bridge, opts Options) *Device {
 	lower(&lim.MaxThreadgroupMemory, opts.Limits.MaxThreadgroupMemory)
 	lower(&lim.MaxThreadgroupsPerDimension, opts.Limits.MaxThreadgroupsPerDimension)
 	lower(&lim.MaxBuffers, opts.Limits.MaxBuffers)
-	gen := msl.Options{Limits: lim, Compute: prec.Compute, Accumulate: prec.Accumulate}
-	gen.Features.F16 = prec != runtime.F32 // as compile --target metal: f32 kernels use no half
 	d := &Device{
-		br: br, opts: opts, name: "metal:" + br.name(), limits: lim, gen: gen, prec: prec, faults: devkit.CopyFaults(opts.Faults),
+		br: br, opts: opts, name: "metal:" + br.name(), limits: lim, gen: KernelOptions(lim, prec), prec: prec, faults: devkit.CopyFaults(opts.Faults),
 		pipes: map[string]*pipeline{}, plans: map[devkit.PlanKey]*plan{}, batch: devkit.NewBatch(opts.MaxBatch, 0),
 	}
 	d.bufs = devkit.Allocator[unsafe.Pointer]{
@@ -195,6 +193,17 @@ func newDevice(br bridge, opts Options) *Device {
 		Pool:      devkit.Pool[unsafe.Pointer]{Limit: opts.PoolBytes},
 	}
 	return d
+}
+
+// KernelOptions are the options of the kernels the device runs for limits
+// lim at precision p (but the fault); `compile --target metal` writes its
+// kernels with them. Half is enabled only under an f16 precision, so f32
+// kernels stay as they were.
+func KernelOptions(lim msl.Limits, p runtime.Precision) msl.Options {
+	p = p.Normal()
+	o := msl.Options{Limits: lim, Compute: p.Compute, Accumulate: p.Accumulate}
+	o.Features.F16 = p != runtime.F32
+	return o
 }
 
 // Name identifies the device: metal:GPU.

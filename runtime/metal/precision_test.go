@@ -213,7 +213,8 @@ func TestF16LaunchKernel(t *testing.T) {
 	}
 }
 
-// TestPrecisionOption checks Options.precision, which Open runs first.
+// TestPrecisionOption checks Options.precision, which Open runs first,
+// and the kernel options of each precision.
 func TestPrecisionOption(t *testing.T) {
 	tests := []struct {
 		opts Options
@@ -230,6 +231,14 @@ func TestPrecisionOption(t *testing.T) {
 		got, err := tc.opts.precision()
 		if (err == nil) != tc.ok || tc.ok && got != tc.want {
 			t.Errorf("%+v: %s, %v; want %s (ok %v)", tc.opts, got, err, tc.want, tc.ok)
+		}
+		if !tc.ok {
+			continue
+		}
+		// The kernels use half only under f16, so f32 kernels are as before.
+		o := KernelOptions(msl.DefaultLimits(), tc.want)
+		if o.Features.F16 != (tc.want != rt.F32) || o.Compute != tc.want.Compute || o.Accumulate != tc.want.Accumulate {
+			t.Errorf("%s: kernel options %+v", tc.want, o)
 		}
 	}
 }
