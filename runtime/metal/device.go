@@ -234,6 +234,16 @@ func (d *Device) Stats() Stats {
 	return d.stats
 }
 
+// BufferBytes returns the bytes of the buffers the device holds, now and
+// at the peak so far (runtime.MemoryReporter; f32 tensors under f16
+// compute count at their stored 2 bytes).
+func (d *Device) BufferBytes() (now, peak int64) {
+	st := d.Stats()
+	return st.BufferBytes, st.PeakBufferBytes
+}
+
+var _ runtime.MemoryReporter = (*Device)(nil)
+
 // CompileTime returns the time spent making kernels so far
 // (runtime.KernelCompiler).
 func (d *Device) CompileTime() time.Duration { return d.Stats().CompileTime }

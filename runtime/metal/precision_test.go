@@ -44,8 +44,8 @@ func TestF16UploadDownload(t *testing.T) {
 	if g := b.Handle.(*mbuf); g.Size != 2048 {
 		t.Errorf("f32[32 32] under f16 takes a %d-byte buffer, want 2048 (half of its 4096)", g.Size)
 	}
-	if st := d.Stats(); st.BufferBytes != 2048 {
-		t.Errorf("BufferBytes %d, want the 2048 stored", st.BufferBytes)
+	if now, peak := d.BufferBytes(); now != 2048 || peak != 2048 {
+		t.Errorf("BufferBytes %d now, %d at peak; want the 2048 stored", now, peak)
 	}
 	half := devkit.ToHalf(x.Data)
 	if !slices.Equal(storedBytes(f, b, len(half)), half) {
