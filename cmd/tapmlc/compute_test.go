@@ -3,6 +3,7 @@ package main
 import (
 	"os"
 	"path/filepath"
+	goruntime "runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -10,8 +11,9 @@ import (
 
 // --compute f16 end to end on the vulkan target (lavapipe here):
 // stories260K prints the reference's story, cases carved under f16 pass
-// on vulkan (f16) and on webgpu (which says it computes in f32), and
-// migrate ends identical within its thresholds.
+// on vulkan (f16) and on webgpu (which says it computes in f32), their f16
+// MSL kernels pass the syntax check, and migrate ends identical within its
+// thresholds.
 func TestComputeF16(t *testing.T) {
 	dir := models(t)
 	model, tok := filepath.Join(dir, "stories260K.bin"), filepath.Join(dir, "tok512.bin")
@@ -38,6 +40,13 @@ func TestComputeF16(t *testing.T) {
 	}
 	if r := tapmlc(t, "test", bundle, "--target", "webgpu"); r.code != 0 || !strings.Contains(r.stderr, "computing in f32") {
 		t.Errorf("test on webgpu: exit %d, want 0 and a note that it computes in f32\n%s", r.code, r.stderr)
+	}
+	// Off macOS metal syntax-checks the kernels it would run: at f16.
+	if goruntime.GOOS != "darwin" {
+		r := tapmlc(t, "test", bundle, "--target", "metal")
+		if r.code != 0 || !strings.Contains(r.stdout, "Metal kernels (compute f16) of") || strings.Contains(r.stderr, "computing in f32") {
+			t.Errorf("test on metal: exit %d, want 0 and the f16 kernels checked\n%s%s", r.code, r.stdout, r.stderr)
+		}
 	}
 	r := tapmlc(t, append([]string{"migrate", model, "--target", "vulkan", "--compute", "f16"}, gen[:6]...)...)
 	if r.code != 0 || !strings.Contains(r.stdout, "result: identical") {

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"net/url"
-	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -350,14 +349,7 @@ func (d *Device) storedKernel(k *codegen.Kernel) *codegen.Kernel {
 	if !d.prec.Half() {
 		return k
 	}
-	sk := *k
-	sk.Bindings = slices.Clone(k.Bindings)
-	for i, b := range sk.Bindings {
-		if d.half(b.Type.DType) {
-			sk.Bindings[i].Type.DType = ir.F16
-		}
-	}
-	return &sk
+	return devkit.HalfKernel(k)
 }
 
 // Limits are the limits kernels are generated for.

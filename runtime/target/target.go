@@ -88,7 +88,7 @@ func Open(target, backend string) (runtime.Device, error) {
 	case "vulkan":
 		return openVulkan()
 	case "metal": // macOS only; elsewhere metal.ErrUnsupported
-		return metal.Open(metal.Options{})
+		return openMetal(runtime.F32)
 	case "llvm":
 		return llvm.New()
 	}
@@ -101,11 +101,13 @@ const WebGPUNoF16 = "this wgpu's WGSL compiler (naga) rejects `enable f16;` (run
 // OpenPrecision opens the device named by target at precision p where the
 // target has it, and returns the precision it runs at. f16 compute runs
 // on vulkan where the device has shaderFloat16 and 16-bit storage, on
-// remote where the device has shader-f16 (`tapmlc serve --vulkan` on such
-// a device, a browser page whose adapter has it), and on cpu as the
-// reference's emulation (cpu.Options.Round16); elsewhere (webgpu, llvm, a
-// remote device without shader-f16) a line on note says why not and the
-// device computes in f32 (not an error: the same command runs everywhere).
+// metal (every Apple GPU has half; off macOS metal's Open fails as at
+// f32), on remote where the device has shader-f16 (`tapmlc serve
+// --vulkan` on such a device, a browser page whose adapter has it), and
+// on cpu as the reference's emulation (cpu.Options.Round16); elsewhere
+// (webgpu, llvm, a remote device without shader-f16) a line on note says
+// why not and the device computes in f32 (not an error: the same command
+// runs everywhere).
 func OpenPrecision(target, backend string, p runtime.Precision, note io.Writer) (runtime.Device, runtime.Precision, error) {
 	p = p.Normal()
 	if p == runtime.F32 {
@@ -130,6 +132,9 @@ func OpenPrecision(target, backend string, p runtime.Precision, note io.Writer) 
 			p.Accumulate = ir.F32
 		}
 		return cpu.NewWith(cpu.Options{Round16: p.Half()}), p, nil
+	case target == "metal":
+		dev, err := openMetal(p)
+		return dev, p, err
 	case target == "webgpu":
 		return fallback(WebGPUNoF16)
 	case IsRemote(target):
@@ -146,7 +151,7 @@ func OpenPrecision(target, backend string, p runtime.Precision, note io.Writer) 
 		dev, err := Open(target, backend) // its error names the known targets
 		return dev, p, err
 	}
-	return fallback("f16 compute is implemented for the vulkan target and remote devices with " + proto.FeatureShaderF16 + " only")
+	return fallback("f16 compute is implemented for the vulkan and metal targets and remote devices with " + proto.FeatureShaderF16 + " only")
 }
 
 // remoteNoF16 says why a remote device computes in f32: it did not list
@@ -182,6 +187,15 @@ func Supports(target string, op ir.Op) bool {
 // the device's limits, tuning and features, translated to SPIR-V).
 func openVulkan() (runtime.Device, error) {
 	return vulkan.Open(vulkan.Options{Generate: spirv.Generate})
+}
+
+// openMetal opens the metal target at precision p.
+func openMetal(p runtime.Precision) (runtime.Device, error) {
+	dev, err := metal.Open(metal.Options{Compute: p.Compute, Accumulate: p.Accumulate})
+	if err != nil {
+		return nil, err // not a nil *metal.Device in an interface
+	}
+	return dev, nil
 }
 
 // openRemote connects to a device server. The URL may carry ?token=T and
