@@ -30,6 +30,9 @@ import (
 // workgroup memory, one barrier a level, and slot 0 writes acc / l. A slot
 // starts with m at the lowest finite f32, not -inf, so that a slot without
 // keys merges as zeros rather than NaN.
+// attnUnroll is the number of keys whose value rows a lane loads at once.
+const attnUnroll = 8
+
 func genAttention(g *gen) (*codegen.Kernel, error) {
 	q, k := sizes(g.in[0]), sizes(g.in[1])
 	s, h, dh := q[0], q[1], q[2]
@@ -91,7 +94,6 @@ func genAttention(g *gen) (*codegen.Kernel, error) {
 	g.p("const G: u32 = %du; // %s per head row", vecs, vt)
 	g.p("const LANES: u32 = %du;", lanes)
 	g.p("const NS: u32 = %du;", ns)
-	g.p("const DPT: u32 = %du;", dpt)
 	g.p("const SCALE: f32 = %s;", f32Lit(scale))
 	g.p("var<workgroup> sc: array<f32, %d>;", ch)
 	if ns > 1 {
@@ -123,13 +125,51 @@ func genAttention(g *gen) (*codegen.Kernel, error) {
 	g.p("  let j = li %% LANES; // lane: vectors j, j+LANES, ... of the row")
 	g.p("  var m = f32_bits(0xff7fffffu); // the lowest finite f32")
 	g.p("  var l = 0.0f;")
-	g.p("  var acc: array<%s, %d>;", vt, dpt)
+	// Lane j's vectors of a row, acc0.. and the value registers v<u>_<i>,
+	// are unrolled here: the compiler need not unroll loops over
+	// arrays to keep them in registers.
+	vec := func(i int) string { return plus("j", i*lanes) }
+	inRow := func(i int) string { // a vector index kept inside the row for loads
+		if i == dpt-1 && vecs%lanes != 0 {
+			return fmt.Sprintf("min(%s, G - 1u)", vec(i))
+		}
+		return vec(i)
+	}
+	guard := func(i int, body string) string { // only lane vectors inside the row are stored
+		if i == dpt-1 && vecs%lanes != 0 {
+			return fmt.Sprintf("if (%s < G) { %s }", vec(i), body)
+		}
+		return body
+	}
+	for i := range dpt {
+		g.p("  var acc%d = %s(0.0f);", i, vt)
+	}
+	// loadValues loads the value rows of this slot's keys t0, t0+NS, ...
+	// (clamped into the chunk, so every load is in bounds).
+	loadValues := func(indent, t0 string) {
+		for u := range attnUnroll {
+			g.p("%slet r%d = ((c0 + min(%s, cn - 1u)) * KH + kvh) * G;", indent, u, plus(t0, u*ns))
+			for i := range dpt {
+				g.p("%sv%d_%d = in2[r%d + %s];", indent, u, i, u, inRow(i))
+			}
+		}
+	}
 	krow := "c0 + t"
 	if g.faultIs(FaultWrongIndex) {
 		krow = "min(c0 + t + 1u, T - 1u)"
 	}
 	g.p("  for (var c0 = %s; c0 < len; c0 += CH) {", first)
 	g.p("    let cn = min(CH, len - c0);")
+	g.p("    // The slot's first value rows: loaded before the scores, which")
+	g.p("    // they do not depend on, so that both loads are in flight at once.")
+	for u := range attnUnroll {
+		for i := range dpt {
+			g.p("    var v%d_%d: %s;", u, i, vt)
+		}
+	}
+	g.p("    {")
+	loadValues("      ", "ks")
+	g.p("    }")
 	g.p("    for (var t = li; t < cn; t += WG) {")
 	g.p("      let kb = ((%s) * KH + kvh) * G;", krow)
 	score := "d"
@@ -161,42 +201,36 @@ func genAttention(g *gen) (*codegen.Kernel, error) {
 	}
 	g.p("    }")
 	g.barrier(true)
-	// The guard of a lane's vector: needed only when LANES does not divide G.
-	guard := func(body string) string {
-		if vecs%lanes == 0 {
-			return body
-		}
-		return "if (d < G) { " + body + " }"
-	}
 	g.p("    if (ks < NS) {")
 	g.p("      var cm = m;")
 	g.p("      for (var t = ks; t < cn; t += NS) { cm = max(cm, sc[t]); }")
 	g.p("      let alpha = exp(m - cm);")
 	g.p("      m = cm;")
-	g.p("      for (var i = 0u; i < DPT; i++) { acc[i] = acc[i] * alpha; }")
-	g.p("      var ps = %s(0);", acc)
-	// Four keys a step, their rows clamped into the chunk (and weighted 0
-	// past it), so that every load is in bounds and issued at once.
-	g.p("      for (var t = ks; t < cn; t += 4u * NS) {")
-	g.p("        let t1 = min(t + NS, cn - 1u);")
-	g.p("        let t2 = min(t + 2u * NS, cn - 1u);")
-	g.p("        let t3 = min(t + 3u * NS, cn - 1u);")
-	g.p("        let e0 = exp(sc[t] - m);")
-	g.p("        let e1 = select(0.0f, exp(sc[t1] - m), t + NS < cn);")
-	g.p("        let e2 = select(0.0f, exp(sc[t2] - m), t + 2u * NS < cn);")
-	g.p("        let e3 = select(0.0f, exp(sc[t3] - m), t + 3u * NS < cn);")
-	if acc == "f32" {
-		g.p("        ps = ps + e0 + e1 + e2 + e3;")
-	} else {
-		g.p("        ps = ps + %s(e0) + %s(e1) + %s(e2) + %s(e3);", acc, acc, acc, acc)
+	for i := range dpt {
+		g.p("      acc%d = acc%d * alpha;", i, i)
 	}
-	g.p("        let r0 = ((c0 + t) * KH + kvh) * G;")
-	g.p("        let r1 = ((c0 + t1) * KH + kvh) * G;")
-	g.p("        let r2 = ((c0 + t2) * KH + kvh) * G;")
-	g.p("        let r3 = ((c0 + t3) * KH + kvh) * G;")
-	g.p("        for (var i = 0u; i < DPT; i++) {")
-	g.p("          let d = j + i * LANES;")
-	g.p("          %s", guard("acc[i] = "+ovv("acc[i] + e0 * in2[r0 + d] + e1 * in2[r1 + d] + e2 * in2[r2 + d] + e3 * in2[r3 + d]")+";"))
+	g.p("      var ps = %s(0);", acc)
+	g.p("      for (var t = ks; t < cn; t += %du) {", attnUnroll*ns)
+	ps := "ps"
+	for u := range attnUnroll {
+		tu := plus("t", u*ns)
+		g.p("        let e%d = select(0.0f, exp(sc[min(%s, cn - 1u)] - m), %s < cn);", u, tu, tu)
+		if acc == "f32" {
+			ps += fmt.Sprintf(" + e%d", u)
+		} else {
+			ps += fmt.Sprintf(" + %s(e%d)", acc, u)
+		}
+	}
+	g.p("        ps = %s;", ps)
+	for i := range dpt {
+		sum := fmt.Sprintf("acc%d", i)
+		for u := range attnUnroll {
+			sum += fmt.Sprintf(" + e%d * v%d_%d", u, u, i)
+		}
+		g.p("        acc%d = %s;", i, ovv(sum))
+	}
+	g.p("        if (t + %du < cn) {", attnUnroll*ns)
+	loadValues("          ", plus("t", attnUnroll*ns))
 	g.p("        }")
 	g.p("      }")
 	g.p("      l = l * alpha + f32(ps);")
@@ -211,10 +245,9 @@ func genAttention(g *gen) (*codegen.Kernel, error) {
 		// one barrier a level suffices.
 		g.p("  for (var hs = NS / 2u; hs > 0u; hs = hs >> 1u) {")
 		g.p("    if (ks >= hs && ks < 2u * hs) {")
-		g.p("      for (var i = 0u; i < DPT; i++) {")
-		g.p("        let d = j + i * LANES;")
-		g.p("        %s", guard("racc[(ks - 1u) * G + d] = acc[i];"))
-		g.p("      }")
+		for i := range dpt {
+			g.p("      %s", guard(i, fmt.Sprintf("racc[(ks - 1u) * G + %s] = acc%d;", vec(i), i)))
+		}
 		g.p("      if (j == 0u) { rml[ks - 1u] = vec2<f32>(m, l); }")
 		g.p("    }")
 		g.p("    workgroupBarrier();")
@@ -225,19 +258,25 @@ func genAttention(g *gen) (*codegen.Kernel, error) {
 		g.p("      let b = exp(o.x - mm);")
 		g.p("      m = mm;")
 		g.p("      l = l * a + o.y * b;")
-		g.p("      for (var i = 0u; i < DPT; i++) {")
-		g.p("        let d = j + i * LANES;")
-		g.p("        %s", guard("acc[i] = acc[i] * a + racc[(ks + hs - 1u) * G + d] * b;"))
-		g.p("      }")
+		for i := range dpt {
+			g.p("      acc%d = acc%d * a + racc[(ks + hs - 1u) * G + %s] * b;", i, i, inRow(i))
+		}
 		g.p("    }")
 		g.p("  }")
 	}
 	g.p("  if (valid && ks == 0u) {")
-	g.p("    for (var i = 0u; i < DPT; i++) {")
-	g.p("      let d = j + i * LANES;")
-	g.p("      %s", guard("out0[qb + d] = acc[i] / l;"))
-	g.p("    }")
+	for i := range dpt {
+		g.p("    %s", guard(i, fmt.Sprintf("out0[qb + %s] = acc%d / l;", vec(i), i)))
+	}
 	g.p("  }")
 	g.p("}")
 	return g.kernel([3]int{wg, 1, 1}, grid), nil
+}
+
+// plus is the WGSL sum of a u32 expression and a constant.
+func plus(e string, n int) string {
+	if n == 0 {
+		return e
+	}
+	return fmt.Sprintf("%s + %du", e, n)
 }

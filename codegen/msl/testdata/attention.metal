@@ -12,7 +12,6 @@ constant uint WG = 256u;
 constant uint G = 16u; // vec4<f32> per head row
 constant uint LANES = 16u;
 constant uint NS = 16u;
-constant uint DPT = 1u;
 constant float SCALE = 1.25e-01f;
 static inline float f32_bits(uint b) {
   return as_type<float>(b);
@@ -42,9 +41,37 @@ kernel void tapml_main(
   const uint j = li % LANES; // lane: vectors j, j+LANES, ... of the row
   float m = f32_bits(0xff7fffffu); // the lowest finite f32
   float l = 0.0f;
-  float4 acc[1] = {};
+  float4 acc0 = float4(0.0f);
   for (uint c0 = 0u; c0 < len; c0 += CH) {
     const uint cn = min(CH, len - c0);
+    // The slot's first value rows: loaded before the scores, which
+    // they do not depend on, so that both loads are in flight at once.
+    float4 v0_0 = float4(0.0f);
+    float4 v1_0 = float4(0.0f);
+    float4 v2_0 = float4(0.0f);
+    float4 v3_0 = float4(0.0f);
+    float4 v4_0 = float4(0.0f);
+    float4 v5_0 = float4(0.0f);
+    float4 v6_0 = float4(0.0f);
+    float4 v7_0 = float4(0.0f);
+    {
+      const uint r0 = ((c0 + min(ks, cn - 1u)) * KH + kvh) * G;
+      v0_0 = in2[r0 + j];
+      const uint r1 = ((c0 + min(ks + 16u, cn - 1u)) * KH + kvh) * G;
+      v1_0 = in2[r1 + j];
+      const uint r2 = ((c0 + min(ks + 32u, cn - 1u)) * KH + kvh) * G;
+      v2_0 = in2[r2 + j];
+      const uint r3 = ((c0 + min(ks + 48u, cn - 1u)) * KH + kvh) * G;
+      v3_0 = in2[r3 + j];
+      const uint r4 = ((c0 + min(ks + 64u, cn - 1u)) * KH + kvh) * G;
+      v4_0 = in2[r4 + j];
+      const uint r5 = ((c0 + min(ks + 80u, cn - 1u)) * KH + kvh) * G;
+      v5_0 = in2[r5 + j];
+      const uint r6 = ((c0 + min(ks + 96u, cn - 1u)) * KH + kvh) * G;
+      v6_0 = in2[r6 + j];
+      const uint r7 = ((c0 + min(ks + 112u, cn - 1u)) * KH + kvh) * G;
+      v7_0 = in2[r7 + j];
+    }
     for (uint t = li; t < cn; t += WG) {
       const uint kb = ((c0 + t) * KH + kvh) * G;
       float d = 0.0f;
@@ -61,26 +88,36 @@ kernel void tapml_main(
       }
       const float alpha = exp(m - cm);
       m = cm;
-      for (uint i = 0u; i < DPT; i++) {
-        acc[i] = acc[i] * alpha;
-      }
+      acc0 = acc0 * alpha;
       float ps = 0.0f;
-      for (uint t = ks; t < cn; t += 4u * NS) {
-        const uint t1 = min(t + NS, cn - 1u);
-        const uint t2 = min(t + 2u * NS, cn - 1u);
-        const uint t3 = min(t + 3u * NS, cn - 1u);
-        const float e0 = exp(sc[t] - m);
-        const float e1 = (t + NS < cn ? exp(sc[t1] - m) : 0.0f);
-        const float e2 = (t + 2u * NS < cn ? exp(sc[t2] - m) : 0.0f);
-        const float e3 = (t + 3u * NS < cn ? exp(sc[t3] - m) : 0.0f);
-        ps = ps + e0 + e1 + e2 + e3;
-        const uint r0 = ((c0 + t) * KH + kvh) * G;
-        const uint r1 = ((c0 + t1) * KH + kvh) * G;
-        const uint r2 = ((c0 + t2) * KH + kvh) * G;
-        const uint r3 = ((c0 + t3) * KH + kvh) * G;
-        for (uint i = 0u; i < DPT; i++) {
-          const uint d = j + i * LANES;
-          acc[i] = acc[i] + e0 * in2[r0 + d] + e1 * in2[r1 + d] + e2 * in2[r2 + d] + e3 * in2[r3 + d];
+      for (uint t = ks; t < cn; t += 128u) {
+        const float e0 = (t < cn ? exp(sc[min(t, cn - 1u)] - m) : 0.0f);
+        const float e1 = (t + 16u < cn ? exp(sc[min(t + 16u, cn - 1u)] - m) : 0.0f);
+        const float e2 = (t + 32u < cn ? exp(sc[min(t + 32u, cn - 1u)] - m) : 0.0f);
+        const float e3 = (t + 48u < cn ? exp(sc[min(t + 48u, cn - 1u)] - m) : 0.0f);
+        const float e4 = (t + 64u < cn ? exp(sc[min(t + 64u, cn - 1u)] - m) : 0.0f);
+        const float e5 = (t + 80u < cn ? exp(sc[min(t + 80u, cn - 1u)] - m) : 0.0f);
+        const float e6 = (t + 96u < cn ? exp(sc[min(t + 96u, cn - 1u)] - m) : 0.0f);
+        const float e7 = (t + 112u < cn ? exp(sc[min(t + 112u, cn - 1u)] - m) : 0.0f);
+        ps = ps + e0 + e1 + e2 + e3 + e4 + e5 + e6 + e7;
+        acc0 = acc0 + e0 * v0_0 + e1 * v1_0 + e2 * v2_0 + e3 * v3_0 + e4 * v4_0 + e5 * v5_0 + e6 * v6_0 + e7 * v7_0;
+        if (t + 128u < cn) {
+          const uint r0 = ((c0 + min(t + 128u, cn - 1u)) * KH + kvh) * G;
+          v0_0 = in2[r0 + j];
+          const uint r1 = ((c0 + min(t + 128u + 16u, cn - 1u)) * KH + kvh) * G;
+          v1_0 = in2[r1 + j];
+          const uint r2 = ((c0 + min(t + 128u + 32u, cn - 1u)) * KH + kvh) * G;
+          v2_0 = in2[r2 + j];
+          const uint r3 = ((c0 + min(t + 128u + 48u, cn - 1u)) * KH + kvh) * G;
+          v3_0 = in2[r3 + j];
+          const uint r4 = ((c0 + min(t + 128u + 64u, cn - 1u)) * KH + kvh) * G;
+          v4_0 = in2[r4 + j];
+          const uint r5 = ((c0 + min(t + 128u + 80u, cn - 1u)) * KH + kvh) * G;
+          v5_0 = in2[r5 + j];
+          const uint r6 = ((c0 + min(t + 128u + 96u, cn - 1u)) * KH + kvh) * G;
+          v6_0 = in2[r6 + j];
+          const uint r7 = ((c0 + min(t + 128u + 112u, cn - 1u)) * KH + kvh) * G;
+          v7_0 = in2[r7 + j];
         }
       }
       l = l * alpha + ps;
@@ -88,10 +125,7 @@ kernel void tapml_main(
   }
   for (uint hs = NS / 2u; hs > 0u; hs = hs >> 1u) {
     if (ks >= hs && ks < 2u * hs) {
-      for (uint i = 0u; i < DPT; i++) {
-        const uint d = j + i * LANES;
-        racc[(ks - 1u) * G + d] = acc[i];
-      }
+      racc[(ks - 1u) * G + j] = acc0;
       if (j == 0u) {
         rml[ks - 1u] = float2(m, l);
       }
@@ -104,16 +138,10 @@ kernel void tapml_main(
       const float b = exp(o.x - mm);
       m = mm;
       l = l * a + o.y * b;
-      for (uint i = 0u; i < DPT; i++) {
-        const uint d = j + i * LANES;
-        acc[i] = acc[i] * a + racc[(ks + hs - 1u) * G + d] * b;
-      }
+      acc0 = acc0 * a + racc[(ks + hs - 1u) * G + j] * b;
     }
   }
   if (valid && ks == 0u) {
-    for (uint i = 0u; i < DPT; i++) {
-      const uint d = j + i * LANES;
-      out0[qb + d] = acc[i] / l;
-    }
+    out0[qb + j] = acc0 / l;
   }
 }

@@ -13,7 +13,6 @@ const WG: u32 = 256u;
 const G: u32 = 16u; // vec4<f32> per head row
 const LANES: u32 = 16u;
 const NS: u32 = 16u;
-const DPT: u32 = 1u;
 const SCALE: f32 = 1.25e-01f;
 var<workgroup> sc: array<f32, 512>;
 var<workgroup> racc: array<vec4<f32>, 240>;
@@ -33,9 +32,37 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) lid
   let j = li % LANES; // lane: vectors j, j+LANES, ... of the row
   var m = f32_bits(0xff7fffffu); // the lowest finite f32
   var l = 0.0f;
-  var acc: array<vec4<f32>, 1>;
+  var acc0 = vec4<f32>(0.0f);
   for (var c0 = 0u; c0 < len; c0 += CH) {
     let cn = min(CH, len - c0);
+    // The slot's first value rows: loaded before the scores, which
+    // they do not depend on, so that both loads are in flight at once.
+    var v0_0: vec4<f32>;
+    var v1_0: vec4<f32>;
+    var v2_0: vec4<f32>;
+    var v3_0: vec4<f32>;
+    var v4_0: vec4<f32>;
+    var v5_0: vec4<f32>;
+    var v6_0: vec4<f32>;
+    var v7_0: vec4<f32>;
+    {
+      let r0 = ((c0 + min(ks, cn - 1u)) * KH + kvh) * G;
+      v0_0 = in2[r0 + j];
+      let r1 = ((c0 + min(ks + 16u, cn - 1u)) * KH + kvh) * G;
+      v1_0 = in2[r1 + j];
+      let r2 = ((c0 + min(ks + 32u, cn - 1u)) * KH + kvh) * G;
+      v2_0 = in2[r2 + j];
+      let r3 = ((c0 + min(ks + 48u, cn - 1u)) * KH + kvh) * G;
+      v3_0 = in2[r3 + j];
+      let r4 = ((c0 + min(ks + 64u, cn - 1u)) * KH + kvh) * G;
+      v4_0 = in2[r4 + j];
+      let r5 = ((c0 + min(ks + 80u, cn - 1u)) * KH + kvh) * G;
+      v5_0 = in2[r5 + j];
+      let r6 = ((c0 + min(ks + 96u, cn - 1u)) * KH + kvh) * G;
+      v6_0 = in2[r6 + j];
+      let r7 = ((c0 + min(ks + 112u, cn - 1u)) * KH + kvh) * G;
+      v7_0 = in2[r7 + j];
+    }
     for (var t = li; t < cn; t += WG) {
       let kb = ((c0 + t) * KH + kvh) * G;
       var d = 0.0f;
@@ -48,24 +75,36 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) lid
       for (var t = ks; t < cn; t += NS) { cm = max(cm, sc[t]); }
       let alpha = exp(m - cm);
       m = cm;
-      for (var i = 0u; i < DPT; i++) { acc[i] = acc[i] * alpha; }
+      acc0 = acc0 * alpha;
       var ps = f32(0);
-      for (var t = ks; t < cn; t += 4u * NS) {
-        let t1 = min(t + NS, cn - 1u);
-        let t2 = min(t + 2u * NS, cn - 1u);
-        let t3 = min(t + 3u * NS, cn - 1u);
-        let e0 = exp(sc[t] - m);
-        let e1 = select(0.0f, exp(sc[t1] - m), t + NS < cn);
-        let e2 = select(0.0f, exp(sc[t2] - m), t + 2u * NS < cn);
-        let e3 = select(0.0f, exp(sc[t3] - m), t + 3u * NS < cn);
-        ps = ps + e0 + e1 + e2 + e3;
-        let r0 = ((c0 + t) * KH + kvh) * G;
-        let r1 = ((c0 + t1) * KH + kvh) * G;
-        let r2 = ((c0 + t2) * KH + kvh) * G;
-        let r3 = ((c0 + t3) * KH + kvh) * G;
-        for (var i = 0u; i < DPT; i++) {
-          let d = j + i * LANES;
-          acc[i] = acc[i] + e0 * in2[r0 + d] + e1 * in2[r1 + d] + e2 * in2[r2 + d] + e3 * in2[r3 + d];
+      for (var t = ks; t < cn; t += 128u) {
+        let e0 = select(0.0f, exp(sc[min(t, cn - 1u)] - m), t < cn);
+        let e1 = select(0.0f, exp(sc[min(t + 16u, cn - 1u)] - m), t + 16u < cn);
+        let e2 = select(0.0f, exp(sc[min(t + 32u, cn - 1u)] - m), t + 32u < cn);
+        let e3 = select(0.0f, exp(sc[min(t + 48u, cn - 1u)] - m), t + 48u < cn);
+        let e4 = select(0.0f, exp(sc[min(t + 64u, cn - 1u)] - m), t + 64u < cn);
+        let e5 = select(0.0f, exp(sc[min(t + 80u, cn - 1u)] - m), t + 80u < cn);
+        let e6 = select(0.0f, exp(sc[min(t + 96u, cn - 1u)] - m), t + 96u < cn);
+        let e7 = select(0.0f, exp(sc[min(t + 112u, cn - 1u)] - m), t + 112u < cn);
+        ps = ps + e0 + e1 + e2 + e3 + e4 + e5 + e6 + e7;
+        acc0 = acc0 + e0 * v0_0 + e1 * v1_0 + e2 * v2_0 + e3 * v3_0 + e4 * v4_0 + e5 * v5_0 + e6 * v6_0 + e7 * v7_0;
+        if (t + 128u < cn) {
+          let r0 = ((c0 + min(t + 128u, cn - 1u)) * KH + kvh) * G;
+          v0_0 = in2[r0 + j];
+          let r1 = ((c0 + min(t + 128u + 16u, cn - 1u)) * KH + kvh) * G;
+          v1_0 = in2[r1 + j];
+          let r2 = ((c0 + min(t + 128u + 32u, cn - 1u)) * KH + kvh) * G;
+          v2_0 = in2[r2 + j];
+          let r3 = ((c0 + min(t + 128u + 48u, cn - 1u)) * KH + kvh) * G;
+          v3_0 = in2[r3 + j];
+          let r4 = ((c0 + min(t + 128u + 64u, cn - 1u)) * KH + kvh) * G;
+          v4_0 = in2[r4 + j];
+          let r5 = ((c0 + min(t + 128u + 80u, cn - 1u)) * KH + kvh) * G;
+          v5_0 = in2[r5 + j];
+          let r6 = ((c0 + min(t + 128u + 96u, cn - 1u)) * KH + kvh) * G;
+          v6_0 = in2[r6 + j];
+          let r7 = ((c0 + min(t + 128u + 112u, cn - 1u)) * KH + kvh) * G;
+          v7_0 = in2[r7 + j];
         }
       }
       l = l * alpha + f32(ps);
@@ -73,10 +112,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) lid
   }
   for (var hs = NS / 2u; hs > 0u; hs = hs >> 1u) {
     if (ks >= hs && ks < 2u * hs) {
-      for (var i = 0u; i < DPT; i++) {
-        let d = j + i * LANES;
-        racc[(ks - 1u) * G + d] = acc[i];
-      }
+      racc[(ks - 1u) * G + j] = acc0;
       if (j == 0u) { rml[ks - 1u] = vec2<f32>(m, l); }
     }
     workgroupBarrier();
@@ -87,17 +123,11 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) lid
       let b = exp(o.x - mm);
       m = mm;
       l = l * a + o.y * b;
-      for (var i = 0u; i < DPT; i++) {
-        let d = j + i * LANES;
-        acc[i] = acc[i] * a + racc[(ks + hs - 1u) * G + d] * b;
-      }
+      acc0 = acc0 * a + racc[(ks + hs - 1u) * G + j] * b;
     }
   }
   if (valid && ks == 0u) {
-    for (var i = 0u; i < DPT; i++) {
-      let d = j + i * LANES;
-      out0[qb + d] = acc[i] / l;
-    }
+    out0[qb + j] = acc0 / l;
   }
 }
 fn f32_bits(b: u32) -> f32 { return bitcast<f32>(b); }
