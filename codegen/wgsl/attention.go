@@ -2,6 +2,7 @@ package wgsl
 
 import (
 	"fmt"
+	"strings"
 
 	"github.com/tapml/tapml/codegen"
 )
@@ -180,7 +181,14 @@ func genAttention(g *gen) (*codegen.Kernel, error) {
 			prod = "dot(in0[qb + e], in1[kb + e])"
 		}
 		g.p("      var d = 0.0f;")
-		g.p("      for (var e = 0u; e < G; e++) { d = %s; }", g.ov("d + "+prod))
+		if vecs <= 32 {
+			// Unrolled, so that the row's loads are issued together.
+			for e := range vecs {
+				g.p("      d = %s;", g.ov("d + "+strings.ReplaceAll(prod, "+ e]", "+ "+u(e)+"]")))
+			}
+		} else {
+			g.p("      for (var e = 0u; e < G; e++) { d = %s; }", g.ov("d + "+prod))
+		}
 	} else {
 		// Options.Accumulate: the dot product in f16, as a careless port
 		// writes it; it overflows where a score passes 65504.

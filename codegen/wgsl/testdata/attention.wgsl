@@ -66,7 +66,22 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) lid
     for (var t = li; t < cn; t += WG) {
       let kb = ((c0 + t) * KH + kvh) * G;
       var d = 0.0f;
-      for (var e = 0u; e < G; e++) { d = d + dot(in0[qb + e], in1[kb + e]); }
+      d = d + dot(in0[qb + 0u], in1[kb + 0u]);
+      d = d + dot(in0[qb + 1u], in1[kb + 1u]);
+      d = d + dot(in0[qb + 2u], in1[kb + 2u]);
+      d = d + dot(in0[qb + 3u], in1[kb + 3u]);
+      d = d + dot(in0[qb + 4u], in1[kb + 4u]);
+      d = d + dot(in0[qb + 5u], in1[kb + 5u]);
+      d = d + dot(in0[qb + 6u], in1[kb + 6u]);
+      d = d + dot(in0[qb + 7u], in1[kb + 7u]);
+      d = d + dot(in0[qb + 8u], in1[kb + 8u]);
+      d = d + dot(in0[qb + 9u], in1[kb + 9u]);
+      d = d + dot(in0[qb + 10u], in1[kb + 10u]);
+      d = d + dot(in0[qb + 11u], in1[kb + 11u]);
+      d = d + dot(in0[qb + 12u], in1[kb + 12u]);
+      d = d + dot(in0[qb + 13u], in1[kb + 13u]);
+      d = d + dot(in0[qb + 14u], in1[kb + 14u]);
+      d = d + dot(in0[qb + 15u], in1[kb + 15u]);
       sc[t] = d * SCALE;
     }
   workgroupBarrier();
