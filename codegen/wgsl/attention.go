@@ -7,39 +7,42 @@ import (
 	"github.com/tapml/tapml/codegen"
 )
 
+// attnUnroll is the number of keys whose rows a lane loads at once.
+const attnUnroll = 8
+
 // genAttention computes scaled dot-product attention with grouped heads,
 // soft-capped scores and a sliding window when the attributes ask: one
 // workgroup per (query row s, head h). A decode step has few such rows (32
-// for a 32-head model), so the kernel is built for latency: every
-// invocation issues its loads together and the workgroup meets at few
-// barriers.
+// for a 32-head model), so the kernel is built for latency: each
+// invocation issues its loads together, reads of a key or value row are
+// coalesced, and the workgroup meets at few barriers.
 //
-// Keys are visited in chunks of CH rows (so any cache length fits in a
-// fixed amount of workgroup memory). For each chunk:
+// The invocations form NS key slots of LANES lanes: slot ks takes keys ks,
+// ks+NS, ..., and its lane j owns vectors j, j+LANES, ... of a head row
+// (vec4 when the head dim allows), so that a slot's lanes read each of its
+// key and value rows together. Keys are visited in chunks of CH rows, so
+// that any cache length fits in a fixed amount of workgroup memory; for
+// each chunk:
 //
-//   - scores: invocation li computes the scores of keys li, li+WG, ...,
-//     each a whole dot product of vec4 loads (q's row is the same for all
-//     invocations and comes from the cache), into sc;
-//   - values: the invocations form NS key slots of LANES lanes; slot ks
-//     takes keys ks, ks+NS, ... and keeps its own online softmax (running
-//     max m, sum l and output row acc, rescaled by exp(m_old - m_new)), its
-//     lane j owning vectors j, j+LANES, ... of the output row, so that a
-//     slot's lanes read one value row together and every lane has several
-//     keys' loads in flight (4 a step).
+//   - the slot's first value rows are loaded (they do not depend on the
+//     scores: their loads fly with the keys');
+//   - partial scores: each lane's share of q·k for the slot's keys, 8 keys'
+//     loads at a time, into part (a row per key);
+//   - scores: invocation li sums the partials of keys li, li+WG, ..., and
+//     stores the score, scaled and soft-capped, beside them;
+//   - values: each slot keeps its own online softmax over its keys (running
+//     max m, sum l and output row acc, rescaled by exp(m_old - m_new)),
+//     loading the next 8 keys' value rows as it goes.
 //
 // Last, the slots' (m, l, acc) merge in a tree of log2(NS) levels through
 // workgroup memory, one barrier a level, and slot 0 writes acc / l. A slot
 // starts with m at the lowest finite f32, not -inf, so that a slot without
 // keys merges as zeros rather than NaN.
-// attnUnroll is the number of keys whose value rows a lane loads at once.
-const attnUnroll = 8
-
 func genAttention(g *gen) (*codegen.Kernel, error) {
 	q, k := sizes(g.in[0]), sizes(g.in[1])
 	s, h, dh := q[0], q[1], q[2]
 	t, kh := k[0], k[1]
 	grp := h / kh
-	// Rows are read as vec4 when the head dim allows it.
 	w, vt := 1, "f32"
 	if dh%4 == 0 {
 		w, vt = 4, "vec4<f32>"
@@ -54,7 +57,6 @@ func genAttention(g *gen) (*codegen.Kernel, error) {
 	if g.faultIs(FaultWrongConstant) {
 		scale *= 1.1
 	}
-	causal := g.attrs.Bool("causal")
 	// A decode step (S = 1) has one workgroup per head: make each large.
 	// Prefill rows are many and see few keys on average.
 	want := 256
@@ -70,13 +72,17 @@ func genAttention(g *gen) (*codegen.Kernel, error) {
 		ns *= 2
 	}
 	// Workgroup memory (in f32s): the merge's ns-1 rows and (m, l) pairs,
-	// fewer slots while they would take more than half, then as many
-	// scores as fit.
+	// with fewer slots while they would take more than half of it, then
+	// for as many keys as fit a row of the lanes' partial scores and the
+	// score, PL = LANES+1 f32s (an odd stride: summing a row per
+	// invocation is free of bank conflicts).
 	mem := g.lim.MaxWorkgroupStorageSize / 4
-	for ns > 1 && 2*(ns-1)*(vecs*w+2) > mem {
+	merge := func() int { return (ns - 1) * (vecs*w + 2) }
+	for ns > 1 && 2*merge() > mem {
 		ns /= 2
 	}
-	ch := min(max(t, 1), 2048, mem-(ns-1)*(vecs*w+2))
+	pl := lanes + 1
+	ch := min(max(t, 1), 2048, (mem-merge())/pl)
 	if ch < 1 {
 		return nil, fmt.Errorf("head dim %d leaves no workgroup memory for scores", dh)
 	}
@@ -94,9 +100,10 @@ func genAttention(g *gen) (*codegen.Kernel, error) {
 	g.p("const WG: u32 = %du;", wg)
 	g.p("const G: u32 = %du; // %s per head row", vecs, vt)
 	g.p("const LANES: u32 = %du;", lanes)
+	g.p("const PL: u32 = %du; // a key's row of part: LANES partial scores, then the score", pl)
 	g.p("const NS: u32 = %du;", ns)
 	g.p("const SCALE: f32 = %s;", f32Lit(scale))
-	g.p("var<workgroup> sc: array<f32, %d>;", ch)
+	g.p("var<workgroup> part: array<f32, %d>;", ch*pl)
 	if ns > 1 {
 		g.p("var<workgroup> racc: array<%s, %d>;", vt, (ns-1)*vecs)
 		g.p("var<workgroup> rml: array<vec2<f32>, %d>;", ns-1)
@@ -112,7 +119,7 @@ func genAttention(g *gen) (*codegen.Kernel, error) {
 	g.p("  let h = row %% H;")
 	g.p("  let kvh = h / GRP;")
 	g.p("  let p = u32(max(in3[0], 0i));")
-	if causal {
+	if g.attrs.Bool("causal") {
 		g.p("  let len = min(p + s + 1u, T);")
 	} else {
 		g.p("  let len = min(p + S, T);")
@@ -121,97 +128,129 @@ func genAttention(g *gen) (*codegen.Kernel, error) {
 	if win := g.attrs.Int("window"); win > 0 {
 		first = fmt.Sprintf("select(0u, p + s + 1u - %du, p + s + 1u > %du)", win, win)
 	}
-	g.p("  let qb = row * G;")
 	g.p("  let ks = li / LANES; // key slot")
-	g.p("  let j = li %% LANES; // lane: vectors j, j+LANES, ... of the row")
-	g.p("  var m = f32_bits(0xff7fffffu); // the lowest finite f32")
-	g.p("  var l = 0.0f;")
-	// Lane j's vectors of a row, acc0.. and the value registers v<u>_<i>,
-	// are unrolled here: the compiler need not unroll loops over
-	// arrays to keep them in registers.
+	g.p("  let j = li %% LANES; // lane")
+
+	// Lane j's vectors (q0.., k<u>_<i>, v<u>_<i>, acc0..) are unrolled
+	// here, so that the compiler need not unroll loops over arrays to keep
+	// them in registers. Only the last may fall outside the row: its loads
+	// are clamped into the row and its products and stores skipped.
 	vec := func(i int) string { return plus("j", i*lanes) }
-	inRow := func(i int) string { // a vector index kept inside the row for loads
-		if i == dpt-1 && vecs%lanes != 0 {
+	last := func(i int) bool { return i == dpt-1 && vecs%lanes != 0 }
+	inRow := func(i int) string {
+		if last(i) {
 			return fmt.Sprintf("min(%s, G - 1u)", vec(i))
 		}
 		return vec(i)
 	}
-	guard := func(i int, body string) string { // only lane vectors inside the row are stored
-		if i == dpt-1 && vecs%lanes != 0 {
+	guard := func(i int, body string) string {
+		if last(i) {
 			return fmt.Sprintf("if (%s < G) { %s }", vec(i), body)
 		}
 		return body
 	}
+	g.p("  let qb = row * G;")
+	for i := range dpt {
+		g.p("  let q%d = in0[qb + %s];", i, inRow(i))
+	}
+	g.p("  var m = f32_bits(0xff7fffffu); // the lowest finite f32")
+	g.p("  var l = 0.0f;")
 	for i := range dpt {
 		g.p("  var acc%d = %s(0.0f);", i, vt)
 	}
-	// loadValues loads the value rows of this slot's keys t0, t0+NS, ...
-	// (clamped into the chunk, so every load is in bounds).
-	loadValues := func(indent, t0 string) {
+	// load loads rows of the slot's keys t0, t0+NS, ... (clamped into the
+	// chunk, so that every load is in bounds) from buf into <name><u>_<i>.
+	// load loads rows of the slot's keys t0, t0+NS, ... (clamped into the
+	// chunk, so that every load is in bounds) from buf into the variables
+	// (or, with decl, new constants) <name><u>_<i>.
+	load := func(indent, buf, name, t0 string, row func(string) string, decl string) {
 		for u := range attnUnroll {
-			g.p("%slet r%d = ((c0 + min(%s, cn - 1u)) * KH + kvh) * G;", indent, u, plus(t0, u*ns))
+			g.p("%slet r%d = (%s * KH + kvh) * G;", indent, u, row(fmt.Sprintf("c0 + min(%s, cn - 1u)", plus(t0, u*ns))))
 			for i := range dpt {
-				g.p("%sv%d_%d = in2[r%d + %s];", indent, u, i, u, inRow(i))
+				g.p("%s%s%s%d_%d = %s[r%d + %s];", indent, decl, name, u, i, buf, u, inRow(i))
 			}
 		}
 	}
-	krow := "c0 + t"
+	vrow := func(r string) string { return "(" + r + ")" }
+	krow := vrow
 	if g.faultIs(FaultWrongIndex) {
-		krow = "min(c0 + t + 1u, T - 1u)"
+		krow = func(r string) string { return "min(" + r + " + 1u, T - 1u)" }
 	}
+	acc := g.accType()
 	g.p("  for (var c0 = %s; c0 < len; c0 += CH) {", first)
 	g.p("    let cn = min(CH, len - c0);")
-	g.p("    // The slot's first value rows: loaded before the scores, which")
-	g.p("    // they do not depend on, so that both loads are in flight at once.")
 	for u := range attnUnroll {
 		for i := range dpt {
 			g.p("    var v%d_%d: %s;", u, i, vt)
 		}
 	}
 	g.p("    {")
-	loadValues("      ", "ks")
+	load("      ", "in2", "v", "ks", vrow, "")
 	g.p("    }")
-	g.p("    for (var t = li; t < cn; t += WG) {")
-	g.p("      let kb = ((%s) * KH + kvh) * G;", krow)
-	score := "d"
-	acc := g.accType()
-	if acc == "f32" {
-		prod := "in0[qb + e] * in1[kb + e]"
-		if w == 4 {
-			prod = "dot(in0[qb + e], in1[kb + e])"
-		}
-		g.p("      var d = 0.0f;")
-		if vecs <= 32 {
-			// Unrolled, so that the row's loads are issued together.
-			for e := range vecs {
-				g.p("      d = %s;", g.ov("d + "+strings.ReplaceAll(prod, "+ e]", "+ "+u(e)+"]")))
+	g.p("    if (ks < NS) {")
+	g.p("      for (var t = ks; t < cn; t += %du) {", attnUnroll*ns)
+	load("        ", "in1", "k", "t", krow, "let ")
+	for u := range attnUnroll {
+		var terms []string
+		for i := range dpt {
+			term := fmt.Sprintf("dot(q%d, k%d_%d)", i, u, i)
+			if w == 1 {
+				term = fmt.Sprintf("q%d * k%d_%d", i, u, i)
 			}
-		} else {
-			g.p("      for (var e = 0u; e < G; e++) { d = %s; }", g.ov("d + "+prod))
+			if acc != "f32" {
+				// Options.Accumulate: the dot product in f16, as a careless
+				// port writes it; it overflows where a score passes 65504.
+				a, b := fmt.Sprintf("q%d", i), fmt.Sprintf("k%d_%d", u, i)
+				if w == 1 {
+					term = fmt.Sprintf("%s(%s) * %s(%s)", acc, a, acc, b)
+				} else {
+					var cs []string
+					for _, c := range "xyzw" {
+						cs = append(cs, fmt.Sprintf("%s(%s.%c) * %s(%s.%c)", acc, a, c, acc, b, c))
+					}
+					term = strings.Join(cs, " + ")
+				}
+			}
+			if last(i) {
+				term = fmt.Sprintf("select(%s(0), %s, %s < G)", acc, term, vec(i))
+			}
+			terms = append(terms, term)
+		}
+		tu := plus("t", u*ns)
+		g.p("        if (%s < cn) { part[(%s) * PL + j] = %s; }", tu, tu, g.ov("f32("+strings.Join(terms, " + ")+")"))
+	}
+	g.p("      }")
+	g.p("    }")
+	g.barrier(true)
+	g.p("    for (var t = li; t < cn; t += WG) {")
+	g.p("      var d = %s(0);", acc)
+	add := "part[t * PL + %s]"
+	if acc != "f32" {
+		add = acc + "(" + add + ")"
+	}
+	if lanes <= 32 {
+		for x := range lanes {
+			g.p("      d = %s;", g.ov("d + "+fmt.Sprintf(add, u(x))))
 		}
 	} else {
-		// Options.Accumulate: the dot product in f16, as a careless port
-		// writes it; it overflows where a score passes 65504.
-		prod := "f16(a) * f16(b)"
-		if w == 4 {
-			prod = "f16(a.x) * f16(b.x) + f16(a.y) * f16(b.y) + f16(a.z) * f16(b.z) + f16(a.w) * f16(b.w)"
-		}
-		g.p("      var d = %s(0.0f);", acc)
-		g.p("      for (var e = 0u; e < G; e++) { let a = in0[qb + e]; let b = in1[kb + e]; d = d + %s; }", prod)
+		g.p("      for (var x = 0u; x < LANES; x++) { d = %s; }", g.ov("d + "+fmt.Sprintf(add, "x")))
+	}
+	score := "d"
+	if acc != "f32" {
 		score = "f32(d)"
 	}
 	if c := g.attrs.Float("softcap"); c > 0 {
 		// Soft-capping as transformers computes it: cap·tanh(score/cap).
 		g.useHelper("tanh_")
-		g.p("      sc[t] = tanh_(%s * SCALE / %s) * %s;", score, f32Lit(c), f32Lit(c))
+		g.p("      part[t * PL + LANES] = tanh_(%s * SCALE / %s) * %s;", score, f32Lit(c), f32Lit(c))
 	} else {
-		g.p("      sc[t] = %s * SCALE;", score)
+		g.p("      part[t * PL + LANES] = %s * SCALE;", score)
 	}
 	g.p("    }")
-	g.barrier(true)
+	g.p("    workgroupBarrier();")
 	g.p("    if (ks < NS) {")
 	g.p("      var cm = m;")
-	g.p("      for (var t = ks; t < cn; t += NS) { cm = max(cm, sc[t]); }")
+	g.p("      for (var t = ks; t < cn; t += NS) { cm = max(cm, part[t * PL + LANES]); }")
 	g.p("      let alpha = exp(m - cm);")
 	g.p("      m = cm;")
 	for i := range dpt {
@@ -222,7 +261,7 @@ func genAttention(g *gen) (*codegen.Kernel, error) {
 	ps := "ps"
 	for u := range attnUnroll {
 		tu := plus("t", u*ns)
-		g.p("        let e%d = select(0.0f, exp(sc[min(%s, cn - 1u)] - m), %s < cn);", u, tu, tu)
+		g.p("        let e%d = select(0.0f, exp(part[min(%s, cn - 1u) * PL + LANES] - m), %s < cn);", u, tu, tu)
 		if acc == "f32" {
 			ps += fmt.Sprintf(" + e%d", u)
 		} else {
@@ -237,14 +276,14 @@ func genAttention(g *gen) (*codegen.Kernel, error) {
 		}
 		g.p("        acc%d = %s;", i, ovv(sum))
 	}
-	g.p("        if (t + %du < cn) {", attnUnroll*ns)
-	loadValues("          ", plus("t", attnUnroll*ns))
+	g.p("        if (%s < cn) {", plus("t", attnUnroll*ns))
+	load("          ", "in2", "v", plus("t", attnUnroll*ns), vrow, "")
 	g.p("        }")
 	g.p("      }")
 	g.p("      l = l * alpha + f32(ps);")
 	g.p("    }")
 	if t > ch {
-		g.p("    workgroupBarrier(); // the next chunk rewrites sc")
+		g.p("    workgroupBarrier(); // the next chunk rewrites part")
 	}
 	g.p("  }")
 	if ns > 1 {

@@ -7,10 +7,11 @@ constant uint H = 8u;
 constant uint KH = 4u;
 constant uint T = 512u;
 constant uint GRP = 2u;
-constant uint CH = 512u;
+constant uint CH = 423u;
 constant uint WG = 256u;
 constant uint G = 16u; // vec4<f32> per head row
 constant uint LANES = 16u;
+constant uint PL = 17u; // a key's row of part: LANES partial scores, then the score
 constant uint NS = 16u;
 constant float SCALE = 1.25e-01f;
 static inline float f32_bits(uint b) {
@@ -25,7 +26,7 @@ kernel void tapml_main(
     uint3 wid [[threadgroup_position_in_grid]],
     uint3 lid [[thread_position_in_threadgroup]],
     uint li [[thread_index_in_threadgroup]]) {
-  threadgroup float sc[512];
+  threadgroup float part[7191];
   threadgroup float4 racc[240];
   threadgroup float2 rml[15];
   const uint row_ = wid.x;
@@ -36,16 +37,15 @@ kernel void tapml_main(
   const uint kvh = h / GRP;
   const uint p = uint(max(in3[0], 0));
   const uint len = min(p + s + 1u, T);
-  const uint qb = row * G;
   const uint ks = li / LANES; // key slot
-  const uint j = li % LANES; // lane: vectors j, j+LANES, ... of the row
+  const uint j = li % LANES; // lane
+  const uint qb = row * G;
+  const float4 q0 = in0[qb + j];
   float m = f32_bits(0xff7fffffu); // the lowest finite f32
   float l = 0.0f;
   float4 acc0 = float4(0.0f);
   for (uint c0 = 0u; c0 < len; c0 += CH) {
     const uint cn = min(CH, len - c0);
-    // The slot's first value rows: loaded before the scores, which
-    // they do not depend on, so that both loads are in flight at once.
     float4 v0_0 = float4(0.0f);
     float4 v1_0 = float4(0.0f);
     float4 v2_0 = float4(0.0f);
@@ -72,46 +72,90 @@ kernel void tapml_main(
       const uint r7 = ((c0 + min(ks + 112u, cn - 1u)) * KH + kvh) * G;
       v7_0 = in2[r7 + j];
     }
+    if (ks < NS) {
+      for (uint t = ks; t < cn; t += 128u) {
+        const uint r0 = ((c0 + min(t, cn - 1u)) * KH + kvh) * G;
+        const float4 k0_0 = in1[r0 + j];
+        const uint r1 = ((c0 + min(t + 16u, cn - 1u)) * KH + kvh) * G;
+        const float4 k1_0 = in1[r1 + j];
+        const uint r2 = ((c0 + min(t + 32u, cn - 1u)) * KH + kvh) * G;
+        const float4 k2_0 = in1[r2 + j];
+        const uint r3 = ((c0 + min(t + 48u, cn - 1u)) * KH + kvh) * G;
+        const float4 k3_0 = in1[r3 + j];
+        const uint r4 = ((c0 + min(t + 64u, cn - 1u)) * KH + kvh) * G;
+        const float4 k4_0 = in1[r4 + j];
+        const uint r5 = ((c0 + min(t + 80u, cn - 1u)) * KH + kvh) * G;
+        const float4 k5_0 = in1[r5 + j];
+        const uint r6 = ((c0 + min(t + 96u, cn - 1u)) * KH + kvh) * G;
+        const float4 k6_0 = in1[r6 + j];
+        const uint r7 = ((c0 + min(t + 112u, cn - 1u)) * KH + kvh) * G;
+        const float4 k7_0 = in1[r7 + j];
+        if (t < cn) {
+          part[(t) * PL + j] = dot(q0, k0_0);
+        }
+        if (t + 16u < cn) {
+          part[(t + 16u) * PL + j] = dot(q0, k1_0);
+        }
+        if (t + 32u < cn) {
+          part[(t + 32u) * PL + j] = dot(q0, k2_0);
+        }
+        if (t + 48u < cn) {
+          part[(t + 48u) * PL + j] = dot(q0, k3_0);
+        }
+        if (t + 64u < cn) {
+          part[(t + 64u) * PL + j] = dot(q0, k4_0);
+        }
+        if (t + 80u < cn) {
+          part[(t + 80u) * PL + j] = dot(q0, k5_0);
+        }
+        if (t + 96u < cn) {
+          part[(t + 96u) * PL + j] = dot(q0, k6_0);
+        }
+        if (t + 112u < cn) {
+          part[(t + 112u) * PL + j] = dot(q0, k7_0);
+        }
+      }
+    }
+    threadgroup_barrier(mem_flags::mem_threadgroup);
     for (uint t = li; t < cn; t += WG) {
-      const uint kb = ((c0 + t) * KH + kvh) * G;
       float d = 0.0f;
-      d = d + dot(in0[qb + 0u], in1[kb + 0u]);
-      d = d + dot(in0[qb + 1u], in1[kb + 1u]);
-      d = d + dot(in0[qb + 2u], in1[kb + 2u]);
-      d = d + dot(in0[qb + 3u], in1[kb + 3u]);
-      d = d + dot(in0[qb + 4u], in1[kb + 4u]);
-      d = d + dot(in0[qb + 5u], in1[kb + 5u]);
-      d = d + dot(in0[qb + 6u], in1[kb + 6u]);
-      d = d + dot(in0[qb + 7u], in1[kb + 7u]);
-      d = d + dot(in0[qb + 8u], in1[kb + 8u]);
-      d = d + dot(in0[qb + 9u], in1[kb + 9u]);
-      d = d + dot(in0[qb + 10u], in1[kb + 10u]);
-      d = d + dot(in0[qb + 11u], in1[kb + 11u]);
-      d = d + dot(in0[qb + 12u], in1[kb + 12u]);
-      d = d + dot(in0[qb + 13u], in1[kb + 13u]);
-      d = d + dot(in0[qb + 14u], in1[kb + 14u]);
-      d = d + dot(in0[qb + 15u], in1[kb + 15u]);
-      sc[t] = d * SCALE;
+      d = d + part[t * PL + 0u];
+      d = d + part[t * PL + 1u];
+      d = d + part[t * PL + 2u];
+      d = d + part[t * PL + 3u];
+      d = d + part[t * PL + 4u];
+      d = d + part[t * PL + 5u];
+      d = d + part[t * PL + 6u];
+      d = d + part[t * PL + 7u];
+      d = d + part[t * PL + 8u];
+      d = d + part[t * PL + 9u];
+      d = d + part[t * PL + 10u];
+      d = d + part[t * PL + 11u];
+      d = d + part[t * PL + 12u];
+      d = d + part[t * PL + 13u];
+      d = d + part[t * PL + 14u];
+      d = d + part[t * PL + 15u];
+      part[t * PL + LANES] = d * SCALE;
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
     if (ks < NS) {
       float cm = m;
       for (uint t = ks; t < cn; t += NS) {
-        cm = max_f32(cm, sc[t]);
+        cm = max_f32(cm, part[t * PL + LANES]);
       }
       const float alpha = exp(m - cm);
       m = cm;
       acc0 = acc0 * alpha;
       float ps = 0.0f;
       for (uint t = ks; t < cn; t += 128u) {
-        const float e0 = (t < cn ? exp(sc[min(t, cn - 1u)] - m) : 0.0f);
-        const float e1 = (t + 16u < cn ? exp(sc[min(t + 16u, cn - 1u)] - m) : 0.0f);
-        const float e2 = (t + 32u < cn ? exp(sc[min(t + 32u, cn - 1u)] - m) : 0.0f);
-        const float e3 = (t + 48u < cn ? exp(sc[min(t + 48u, cn - 1u)] - m) : 0.0f);
-        const float e4 = (t + 64u < cn ? exp(sc[min(t + 64u, cn - 1u)] - m) : 0.0f);
-        const float e5 = (t + 80u < cn ? exp(sc[min(t + 80u, cn - 1u)] - m) : 0.0f);
-        const float e6 = (t + 96u < cn ? exp(sc[min(t + 96u, cn - 1u)] - m) : 0.0f);
-        const float e7 = (t + 112u < cn ? exp(sc[min(t + 112u, cn - 1u)] - m) : 0.0f);
+        const float e0 = (t < cn ? exp(part[min(t, cn - 1u) * PL + LANES] - m) : 0.0f);
+        const float e1 = (t + 16u < cn ? exp(part[min(t + 16u, cn - 1u) * PL + LANES] - m) : 0.0f);
+        const float e2 = (t + 32u < cn ? exp(part[min(t + 32u, cn - 1u) * PL + LANES] - m) : 0.0f);
+        const float e3 = (t + 48u < cn ? exp(part[min(t + 48u, cn - 1u) * PL + LANES] - m) : 0.0f);
+        const float e4 = (t + 64u < cn ? exp(part[min(t + 64u, cn - 1u) * PL + LANES] - m) : 0.0f);
+        const float e5 = (t + 80u < cn ? exp(part[min(t + 80u, cn - 1u) * PL + LANES] - m) : 0.0f);
+        const float e6 = (t + 96u < cn ? exp(part[min(t + 96u, cn - 1u) * PL + LANES] - m) : 0.0f);
+        const float e7 = (t + 112u < cn ? exp(part[min(t + 112u, cn - 1u) * PL + LANES] - m) : 0.0f);
         ps = ps + e0 + e1 + e2 + e3 + e4 + e5 + e6 + e7;
         acc0 = acc0 + e0 * v0_0 + e1 * v1_0 + e2 * v2_0 + e3 * v3_0 + e4 * v4_0 + e5 * v5_0 + e6 * v6_0 + e7 * v7_0;
         if (t + 128u < cn) {
@@ -135,6 +179,7 @@ kernel void tapml_main(
       }
       l = l * alpha + ps;
     }
+    threadgroup_barrier(mem_flags::mem_threadgroup); // the next chunk rewrites part
   }
   for (uint hs = NS / 2u; hs > 0u; hs = hs >> 1u) {
     if (ks >= hs && ks < 2u * hs) {

@@ -8,13 +8,14 @@ const H: u32 = 8u;
 const KH: u32 = 4u;
 const T: u32 = 512u;
 const GRP: u32 = 2u;
-const CH: u32 = 512u;
+const CH: u32 = 182u;
 const WG: u32 = 256u;
 const G: u32 = 16u; // vec4<f32> per head row
 const LANES: u32 = 16u;
+const PL: u32 = 17u; // a key's row of part: LANES partial scores, then the score
 const NS: u32 = 16u;
 const SCALE: f32 = 1.25e-01f;
-var<workgroup> sc: array<f32, 512>;
+var<workgroup> part: array<f32, 3094>;
 var<workgroup> racc: array<vec4<f32>, 240>;
 var<workgroup> rml: array<vec2<f32>, 15>;
 @compute @workgroup_size(256, 1, 1)
@@ -27,16 +28,15 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) lid
   let kvh = h / GRP;
   let p = u32(max(in3[0], 0i));
   let len = min(p + s + 1u, T);
-  let qb = row * G;
   let ks = li / LANES; // key slot
-  let j = li % LANES; // lane: vectors j, j+LANES, ... of the row
+  let j = li % LANES; // lane
+  let qb = row * G;
+  let q0 = in0[qb + j];
   var m = f32_bits(0xff7fffffu); // the lowest finite f32
   var l = 0.0f;
   var acc0 = vec4<f32>(0.0f);
   for (var c0 = 0u; c0 < len; c0 += CH) {
     let cn = min(CH, len - c0);
-    // The slot's first value rows: loaded before the scores, which
-    // they do not depend on, so that both loads are in flight at once.
     var v0_0: vec4<f32>;
     var v1_0: vec4<f32>;
     var v2_0: vec4<f32>;
@@ -63,44 +63,72 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) lid
       let r7 = ((c0 + min(ks + 112u, cn - 1u)) * KH + kvh) * G;
       v7_0 = in2[r7 + j];
     }
-    for (var t = li; t < cn; t += WG) {
-      let kb = ((c0 + t) * KH + kvh) * G;
-      var d = 0.0f;
-      d = d + dot(in0[qb + 0u], in1[kb + 0u]);
-      d = d + dot(in0[qb + 1u], in1[kb + 1u]);
-      d = d + dot(in0[qb + 2u], in1[kb + 2u]);
-      d = d + dot(in0[qb + 3u], in1[kb + 3u]);
-      d = d + dot(in0[qb + 4u], in1[kb + 4u]);
-      d = d + dot(in0[qb + 5u], in1[kb + 5u]);
-      d = d + dot(in0[qb + 6u], in1[kb + 6u]);
-      d = d + dot(in0[qb + 7u], in1[kb + 7u]);
-      d = d + dot(in0[qb + 8u], in1[kb + 8u]);
-      d = d + dot(in0[qb + 9u], in1[kb + 9u]);
-      d = d + dot(in0[qb + 10u], in1[kb + 10u]);
-      d = d + dot(in0[qb + 11u], in1[kb + 11u]);
-      d = d + dot(in0[qb + 12u], in1[kb + 12u]);
-      d = d + dot(in0[qb + 13u], in1[kb + 13u]);
-      d = d + dot(in0[qb + 14u], in1[kb + 14u]);
-      d = d + dot(in0[qb + 15u], in1[kb + 15u]);
-      sc[t] = d * SCALE;
+    if (ks < NS) {
+      for (var t = ks; t < cn; t += 128u) {
+        let r0 = ((c0 + min(t, cn - 1u)) * KH + kvh) * G;
+        let k0_0 = in1[r0 + j];
+        let r1 = ((c0 + min(t + 16u, cn - 1u)) * KH + kvh) * G;
+        let k1_0 = in1[r1 + j];
+        let r2 = ((c0 + min(t + 32u, cn - 1u)) * KH + kvh) * G;
+        let k2_0 = in1[r2 + j];
+        let r3 = ((c0 + min(t + 48u, cn - 1u)) * KH + kvh) * G;
+        let k3_0 = in1[r3 + j];
+        let r4 = ((c0 + min(t + 64u, cn - 1u)) * KH + kvh) * G;
+        let k4_0 = in1[r4 + j];
+        let r5 = ((c0 + min(t + 80u, cn - 1u)) * KH + kvh) * G;
+        let k5_0 = in1[r5 + j];
+        let r6 = ((c0 + min(t + 96u, cn - 1u)) * KH + kvh) * G;
+        let k6_0 = in1[r6 + j];
+        let r7 = ((c0 + min(t + 112u, cn - 1u)) * KH + kvh) * G;
+        let k7_0 = in1[r7 + j];
+        if (t < cn) { part[(t) * PL + j] = f32(dot(q0, k0_0)); }
+        if (t + 16u < cn) { part[(t + 16u) * PL + j] = f32(dot(q0, k1_0)); }
+        if (t + 32u < cn) { part[(t + 32u) * PL + j] = f32(dot(q0, k2_0)); }
+        if (t + 48u < cn) { part[(t + 48u) * PL + j] = f32(dot(q0, k3_0)); }
+        if (t + 64u < cn) { part[(t + 64u) * PL + j] = f32(dot(q0, k4_0)); }
+        if (t + 80u < cn) { part[(t + 80u) * PL + j] = f32(dot(q0, k5_0)); }
+        if (t + 96u < cn) { part[(t + 96u) * PL + j] = f32(dot(q0, k6_0)); }
+        if (t + 112u < cn) { part[(t + 112u) * PL + j] = f32(dot(q0, k7_0)); }
+      }
     }
   workgroupBarrier();
+    for (var t = li; t < cn; t += WG) {
+      var d = f32(0);
+      d = d + part[t * PL + 0u];
+      d = d + part[t * PL + 1u];
+      d = d + part[t * PL + 2u];
+      d = d + part[t * PL + 3u];
+      d = d + part[t * PL + 4u];
+      d = d + part[t * PL + 5u];
+      d = d + part[t * PL + 6u];
+      d = d + part[t * PL + 7u];
+      d = d + part[t * PL + 8u];
+      d = d + part[t * PL + 9u];
+      d = d + part[t * PL + 10u];
+      d = d + part[t * PL + 11u];
+      d = d + part[t * PL + 12u];
+      d = d + part[t * PL + 13u];
+      d = d + part[t * PL + 14u];
+      d = d + part[t * PL + 15u];
+      part[t * PL + LANES] = d * SCALE;
+    }
+    workgroupBarrier();
     if (ks < NS) {
       var cm = m;
-      for (var t = ks; t < cn; t += NS) { cm = max(cm, sc[t]); }
+      for (var t = ks; t < cn; t += NS) { cm = max(cm, part[t * PL + LANES]); }
       let alpha = exp(m - cm);
       m = cm;
       acc0 = acc0 * alpha;
       var ps = f32(0);
       for (var t = ks; t < cn; t += 128u) {
-        let e0 = select(0.0f, exp(sc[min(t, cn - 1u)] - m), t < cn);
-        let e1 = select(0.0f, exp(sc[min(t + 16u, cn - 1u)] - m), t + 16u < cn);
-        let e2 = select(0.0f, exp(sc[min(t + 32u, cn - 1u)] - m), t + 32u < cn);
-        let e3 = select(0.0f, exp(sc[min(t + 48u, cn - 1u)] - m), t + 48u < cn);
-        let e4 = select(0.0f, exp(sc[min(t + 64u, cn - 1u)] - m), t + 64u < cn);
-        let e5 = select(0.0f, exp(sc[min(t + 80u, cn - 1u)] - m), t + 80u < cn);
-        let e6 = select(0.0f, exp(sc[min(t + 96u, cn - 1u)] - m), t + 96u < cn);
-        let e7 = select(0.0f, exp(sc[min(t + 112u, cn - 1u)] - m), t + 112u < cn);
+        let e0 = select(0.0f, exp(part[min(t, cn - 1u) * PL + LANES] - m), t < cn);
+        let e1 = select(0.0f, exp(part[min(t + 16u, cn - 1u) * PL + LANES] - m), t + 16u < cn);
+        let e2 = select(0.0f, exp(part[min(t + 32u, cn - 1u) * PL + LANES] - m), t + 32u < cn);
+        let e3 = select(0.0f, exp(part[min(t + 48u, cn - 1u) * PL + LANES] - m), t + 48u < cn);
+        let e4 = select(0.0f, exp(part[min(t + 64u, cn - 1u) * PL + LANES] - m), t + 64u < cn);
+        let e5 = select(0.0f, exp(part[min(t + 80u, cn - 1u) * PL + LANES] - m), t + 80u < cn);
+        let e6 = select(0.0f, exp(part[min(t + 96u, cn - 1u) * PL + LANES] - m), t + 96u < cn);
+        let e7 = select(0.0f, exp(part[min(t + 112u, cn - 1u) * PL + LANES] - m), t + 112u < cn);
         ps = ps + e0 + e1 + e2 + e3 + e4 + e5 + e6 + e7;
         acc0 = acc0 + e0 * v0_0 + e1 * v1_0 + e2 * v2_0 + e3 * v3_0 + e4 * v4_0 + e5 * v5_0 + e6 * v6_0 + e7 * v7_0;
         if (t + 128u < cn) {
@@ -124,6 +152,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) lid
       }
       l = l * alpha + f32(ps);
     }
+    workgroupBarrier(); // the next chunk rewrites part
   }
   for (var hs = NS / 2u; hs > 0u; hs = hs >> 1u) {
     if (ks >= hs && ks < 2u * hs) {
