@@ -283,7 +283,7 @@ func genAttention(g *gen) (*codegen.Kernel, error) {
 	g.p("      l = l * alpha + f32(ps);")
 	g.p("    }")
 	if t > ch {
-		g.p("    workgroupBarrier(); // the next chunk rewrites part")
+		g.p("    if (c0 + CH < len) { workgroupBarrier(); } // the next chunk rewrites part")
 	}
 	g.p("  }")
 	if ns > 1 {

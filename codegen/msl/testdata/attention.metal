@@ -179,7 +179,9 @@ kernel void tapml_main(
       }
       l = l * alpha + ps;
     }
-    threadgroup_barrier(mem_flags::mem_threadgroup); // the next chunk rewrites part
+    if (c0 + CH < len) {
+      threadgroup_barrier(mem_flags::mem_threadgroup);
+    }
   }
   for (uint hs = NS / 2u; hs > 0u; hs = hs >> 1u) {
     if (ks >= hs && ks < 2u * hs) {

@@ -152,7 +152,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) lid
       }
       l = l * alpha + f32(ps);
     }
-    workgroupBarrier(); // the next chunk rewrites part
+    if (c0 + CH < len) { workgroupBarrier(); } // the next chunk rewrites part
   }
   for (var hs = NS / 2u; hs > 0u; hs = hs >> 1u) {
     if (ks >= hs && ks < 2u * hs) {
