@@ -58,8 +58,10 @@ func genAttention(g *gen) (*codegen.Kernel, error) {
 		scale *= 1.1
 	}
 	// A decode step (S = 1) has one workgroup per head: make each large.
-	// Prefill rows are many and see few keys on average.
-	want := 256
+	// Prefill rows are many and see few keys on average (a 128-token
+	// prompt: 64; 8 slots of 16 lanes load that many at once), so small
+	// workgroups let more of them run at a time.
+	want := 128
 	if s == 1 {
 		want = 512
 	}

@@ -25,7 +25,7 @@ func TestAttentionPlan(t *testing.T) {
 		// kv heads, a cache of 2048 rows visited in chunks of 602.
 		{"tinyllama decode", h200, 1, 32, 4, 64, 2048, 512, 32, []string{"const LANES: u32 = 16u;", "const NS: u32 = 32u;", "const CH: u32 = 602u;"}},
 		{"decode webgpu limits", Limits{}, 1, 32, 4, 64, 2048, 256, 32, []string{"const NS: u32 = 16u;", "const CH: u32 = 182u;"}},
-		{"prefill 128", h200, 128, 32, 4, 64, 2048, 256, 4096, []string{"const NS: u32 = 16u;"}},
+		{"prefill 128", h200, 128, 32, 4, 64, 2048, 128, 4096, []string{"const NS: u32 = 8u;"}},
 		{"head dim 128", h200, 1, 8, 1, 128, 300, 512, 8, []string{"const LANES: u32 = 32u;", "const NS: u32 = 16u;", "const CH: u32 = 300u;"}},
 		// Rows wider than the workgroup: one slot, lanes owning 2 vectors,
 		// the second only where it falls inside the row.
