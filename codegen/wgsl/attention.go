@@ -31,8 +31,8 @@ const attnUnroll = 8
 //   - scores: invocation li sums the partials of keys li, li+WG, ..., and
 //     stores the score, scaled and soft-capped, beside them;
 //   - values: each slot keeps its own online softmax over its keys (running
-//     max m, sum l and output row acc, rescaled by exp(m_old - m_new)),
-//     loading the next 8 keys' value rows as it goes.
+//     max m, sum l and output row acc, rescaled by exp(m_old - m_new) at
+//     each step of 8 keys), loading the next 8 keys' value rows as it goes.
 //
 // Last, the slots' (m, l, acc) merge in a tree of log2(NS) levels through
 // workgroup memory, one barrier a level, and slot 0 writes acc / l. A slot
@@ -155,13 +155,12 @@ func genAttention(g *gen) (*codegen.Kernel, error) {
 	for i := range dpt {
 		g.p("  let q%d = in0[qb + %s];", i, inRow(i))
 	}
+	acc := g.accType()
 	g.p("  var m = f32_bits(0xff7fffffu); // the lowest finite f32")
-	g.p("  var l = 0.0f;")
+	g.p("  var ls = %s(0); // the slot's softmax sum", acc)
 	for i := range dpt {
 		g.p("  var acc%d = %s(0.0f);", i, vt)
 	}
-	// load loads rows of the slot's keys t0, t0+NS, ... (clamped into the
-	// chunk, so that every load is in bounds) from buf into <name><u>_<i>.
 	// load loads rows of the slot's keys t0, t0+NS, ... (clamped into the
 	// chunk, so that every load is in bounds) from buf into the variables
 	// (or, with decl, new constants) <name><u>_<i>.
@@ -178,7 +177,6 @@ func genAttention(g *gen) (*codegen.Kernel, error) {
 	if g.faultIs(FaultWrongIndex) {
 		krow = func(r string) string { return "min(" + r + " + 1u, T - 1u)" }
 	}
-	acc := g.accType()
 	g.p("  for (var c0 = %s; c0 < len; c0 += CH) {", first)
 	g.p("    let cn = min(CH, len - c0);")
 	for u := range attnUnroll {
@@ -250,29 +248,34 @@ func genAttention(g *gen) (*codegen.Kernel, error) {
 	}
 	g.p("    }")
 	g.p("    workgroupBarrier();")
+	// Each step of 8 keys raises the slot's max by theirs (keys past the
+	// chunk count as m), rescales, and adds the keys in.
 	g.p("    if (ks < NS) {")
-	g.p("      var cm = m;")
-	g.p("      for (var t = ks; t < cn; t += NS) { cm = max(cm, part[t * PL + LANES]); }")
-	g.p("      let alpha = exp(m - cm);")
-	g.p("      m = cm;")
-	for i := range dpt {
-		g.p("      acc%d = acc%d * alpha;", i, i)
-	}
-	g.p("      var ps = %s(0);", acc)
 	g.p("      for (var t = ks; t < cn; t += %du) {", attnUnroll*ns)
-	ps := "ps"
+	cm, ls := "m", "ls * alpha"
+	if acc != "f32" {
+		ls = "ls * " + acc + "(alpha)"
+	}
 	for u := range attnUnroll {
 		tu := plus("t", u*ns)
-		g.p("        let e%d = select(0.0f, exp(part[min(%s, cn - 1u) * PL + LANES] - m), %s < cn);", u, tu, tu)
+		g.p("        let s%d = select(m, part[min(%s, cn - 1u) * PL + LANES], %s < cn);", u, tu, tu)
+		cm = fmt.Sprintf("max(%s, s%d)", cm, u)
 		if acc == "f32" {
-			ps += fmt.Sprintf(" + e%d", u)
+			ls += fmt.Sprintf(" + e%d", u)
 		} else {
-			ps += fmt.Sprintf(" + %s(e%d)", acc, u)
+			ls += fmt.Sprintf(" + %s(e%d)", acc, u)
 		}
 	}
-	g.p("        ps = %s;", ps)
+	g.p("        let cm = %s;", cm)
+	g.p("        let alpha = exp(m - cm);")
+	g.p("        m = cm;")
+	for u := range attnUnroll {
+		tu := plus("t", u*ns)
+		g.p("        let e%d = select(0.0f, exp(s%d - m), %s < cn);", u, u, tu)
+	}
+	g.p("        ls = %s;", ls)
 	for i := range dpt {
-		sum := fmt.Sprintf("acc%d", i)
+		sum := fmt.Sprintf("acc%d * alpha", i)
 		for u := range attnUnroll {
 			sum += fmt.Sprintf(" + e%d * v%d_%d", u, u, i)
 		}
@@ -282,12 +285,12 @@ func genAttention(g *gen) (*codegen.Kernel, error) {
 	load("          ", "in2", "v", plus("t", attnUnroll*ns), vrow, "")
 	g.p("        }")
 	g.p("      }")
-	g.p("      l = l * alpha + f32(ps);")
 	g.p("    }")
 	if t > ch {
 		g.p("    if (c0 + CH < len) { workgroupBarrier(); } // the next chunk rewrites part")
 	}
 	g.p("  }")
+	g.p("  var l = f32(ls);")
 	if ns > 1 {
 		// Level hs: slots [hs, 2hs) write rows hs-1.. of racc and rml,
 		// slots [0, hs) merge them in; the levels' rows are disjoint, so

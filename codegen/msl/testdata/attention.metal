@@ -42,7 +42,7 @@ kernel void tapml_main(
   const uint qb = row * G;
   const float4 q0 = in0[qb + j];
   float m = f32_bits(0xff7fffffu); // the lowest finite f32
-  float l = 0.0f;
+  float ls = 0.0f; // the slot's softmax sum
   float4 acc0 = float4(0.0f);
   for (uint c0 = 0u; c0 < len; c0 += CH) {
     const uint cn = min(CH, len - c0);
@@ -139,25 +139,28 @@ kernel void tapml_main(
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
     if (ks < NS) {
-      float cm = m;
-      for (uint t = ks; t < cn; t += NS) {
-        cm = max_f32(cm, part[t * PL + LANES]);
-      }
-      const float alpha = exp(m - cm);
-      m = cm;
-      acc0 = acc0 * alpha;
-      float ps = 0.0f;
       for (uint t = ks; t < cn; t += 128u) {
-        const float e0 = (t < cn ? exp(part[min(t, cn - 1u) * PL + LANES] - m) : 0.0f);
-        const float e1 = (t + 16u < cn ? exp(part[min(t + 16u, cn - 1u) * PL + LANES] - m) : 0.0f);
-        const float e2 = (t + 32u < cn ? exp(part[min(t + 32u, cn - 1u) * PL + LANES] - m) : 0.0f);
-        const float e3 = (t + 48u < cn ? exp(part[min(t + 48u, cn - 1u) * PL + LANES] - m) : 0.0f);
-        const float e4 = (t + 64u < cn ? exp(part[min(t + 64u, cn - 1u) * PL + LANES] - m) : 0.0f);
-        const float e5 = (t + 80u < cn ? exp(part[min(t + 80u, cn - 1u) * PL + LANES] - m) : 0.0f);
-        const float e6 = (t + 96u < cn ? exp(part[min(t + 96u, cn - 1u) * PL + LANES] - m) : 0.0f);
-        const float e7 = (t + 112u < cn ? exp(part[min(t + 112u, cn - 1u) * PL + LANES] - m) : 0.0f);
-        ps = ps + e0 + e1 + e2 + e3 + e4 + e5 + e6 + e7;
-        acc0 = acc0 + e0 * v0_0 + e1 * v1_0 + e2 * v2_0 + e3 * v3_0 + e4 * v4_0 + e5 * v5_0 + e6 * v6_0 + e7 * v7_0;
+        const float s0 = (t < cn ? part[min(t, cn - 1u) * PL + LANES] : m);
+        const float s1 = (t + 16u < cn ? part[min(t + 16u, cn - 1u) * PL + LANES] : m);
+        const float s2 = (t + 32u < cn ? part[min(t + 32u, cn - 1u) * PL + LANES] : m);
+        const float s3 = (t + 48u < cn ? part[min(t + 48u, cn - 1u) * PL + LANES] : m);
+        const float s4 = (t + 64u < cn ? part[min(t + 64u, cn - 1u) * PL + LANES] : m);
+        const float s5 = (t + 80u < cn ? part[min(t + 80u, cn - 1u) * PL + LANES] : m);
+        const float s6 = (t + 96u < cn ? part[min(t + 96u, cn - 1u) * PL + LANES] : m);
+        const float s7 = (t + 112u < cn ? part[min(t + 112u, cn - 1u) * PL + LANES] : m);
+        const float cm = max_f32(max_f32(max_f32(max_f32(max_f32(max_f32(max_f32(max_f32(m, s0), s1), s2), s3), s4), s5), s6), s7);
+        const float alpha = exp(m - cm);
+        m = cm;
+        const float e0 = (t < cn ? exp(s0 - m) : 0.0f);
+        const float e1 = (t + 16u < cn ? exp(s1 - m) : 0.0f);
+        const float e2 = (t + 32u < cn ? exp(s2 - m) : 0.0f);
+        const float e3 = (t + 48u < cn ? exp(s3 - m) : 0.0f);
+        const float e4 = (t + 64u < cn ? exp(s4 - m) : 0.0f);
+        const float e5 = (t + 80u < cn ? exp(s5 - m) : 0.0f);
+        const float e6 = (t + 96u < cn ? exp(s6 - m) : 0.0f);
+        const float e7 = (t + 112u < cn ? exp(s7 - m) : 0.0f);
+        ls = ls * alpha + e0 + e1 + e2 + e3 + e4 + e5 + e6 + e7;
+        acc0 = acc0 * alpha + e0 * v0_0 + e1 * v1_0 + e2 * v2_0 + e3 * v3_0 + e4 * v4_0 + e5 * v5_0 + e6 * v6_0 + e7 * v7_0;
         if (t + 128u < cn) {
           const uint r0 = ((c0 + min(t + 128u, cn - 1u)) * KH + kvh) * G;
           v0_0 = in2[r0 + j];
@@ -177,12 +180,12 @@ kernel void tapml_main(
           v7_0 = in2[r7 + j];
         }
       }
-      l = l * alpha + ps;
     }
     if (c0 + CH < len) {
       threadgroup_barrier(mem_flags::mem_threadgroup);
     }
   }
+  float l = ls;
   for (uint hs = NS / 2u; hs > 0u; hs = hs >> 1u) {
     if (ks >= hs && ks < 2u * hs) {
       racc[(ks - 1u) * G + j] = acc0;

@@ -33,7 +33,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) lid
   let qb = row * G;
   let q0 = in0[qb + j];
   var m = f32_bits(0xff7fffffu); // the lowest finite f32
-  var l = 0.0f;
+  var ls = f32(0); // the slot's softmax sum
   var acc0 = vec4<f32>(0.0f);
   for (var c0 = 0u; c0 < len; c0 += CH) {
     let cn = min(CH, len - c0);
@@ -114,23 +114,28 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) lid
     }
     workgroupBarrier();
     if (ks < NS) {
-      var cm = m;
-      for (var t = ks; t < cn; t += NS) { cm = max(cm, part[t * PL + LANES]); }
-      let alpha = exp(m - cm);
-      m = cm;
-      acc0 = acc0 * alpha;
-      var ps = f32(0);
       for (var t = ks; t < cn; t += 128u) {
-        let e0 = select(0.0f, exp(part[min(t, cn - 1u) * PL + LANES] - m), t < cn);
-        let e1 = select(0.0f, exp(part[min(t + 16u, cn - 1u) * PL + LANES] - m), t + 16u < cn);
-        let e2 = select(0.0f, exp(part[min(t + 32u, cn - 1u) * PL + LANES] - m), t + 32u < cn);
-        let e3 = select(0.0f, exp(part[min(t + 48u, cn - 1u) * PL + LANES] - m), t + 48u < cn);
-        let e4 = select(0.0f, exp(part[min(t + 64u, cn - 1u) * PL + LANES] - m), t + 64u < cn);
-        let e5 = select(0.0f, exp(part[min(t + 80u, cn - 1u) * PL + LANES] - m), t + 80u < cn);
-        let e6 = select(0.0f, exp(part[min(t + 96u, cn - 1u) * PL + LANES] - m), t + 96u < cn);
-        let e7 = select(0.0f, exp(part[min(t + 112u, cn - 1u) * PL + LANES] - m), t + 112u < cn);
-        ps = ps + e0 + e1 + e2 + e3 + e4 + e5 + e6 + e7;
-        acc0 = acc0 + e0 * v0_0 + e1 * v1_0 + e2 * v2_0 + e3 * v3_0 + e4 * v4_0 + e5 * v5_0 + e6 * v6_0 + e7 * v7_0;
+        let s0 = select(m, part[min(t, cn - 1u) * PL + LANES], t < cn);
+        let s1 = select(m, part[min(t + 16u, cn - 1u) * PL + LANES], t + 16u < cn);
+        let s2 = select(m, part[min(t + 32u, cn - 1u) * PL + LANES], t + 32u < cn);
+        let s3 = select(m, part[min(t + 48u, cn - 1u) * PL + LANES], t + 48u < cn);
+        let s4 = select(m, part[min(t + 64u, cn - 1u) * PL + LANES], t + 64u < cn);
+        let s5 = select(m, part[min(t + 80u, cn - 1u) * PL + LANES], t + 80u < cn);
+        let s6 = select(m, part[min(t + 96u, cn - 1u) * PL + LANES], t + 96u < cn);
+        let s7 = select(m, part[min(t + 112u, cn - 1u) * PL + LANES], t + 112u < cn);
+        let cm = max(max(max(max(max(max(max(max(m, s0), s1), s2), s3), s4), s5), s6), s7);
+        let alpha = exp(m - cm);
+        m = cm;
+        let e0 = select(0.0f, exp(s0 - m), t < cn);
+        let e1 = select(0.0f, exp(s1 - m), t + 16u < cn);
+        let e2 = select(0.0f, exp(s2 - m), t + 32u < cn);
+        let e3 = select(0.0f, exp(s3 - m), t + 48u < cn);
+        let e4 = select(0.0f, exp(s4 - m), t + 64u < cn);
+        let e5 = select(0.0f, exp(s5 - m), t + 80u < cn);
+        let e6 = select(0.0f, exp(s6 - m), t + 96u < cn);
+        let e7 = select(0.0f, exp(s7 - m), t + 112u < cn);
+        ls = ls * alpha + e0 + e1 + e2 + e3 + e4 + e5 + e6 + e7;
+        acc0 = acc0 * alpha + e0 * v0_0 + e1 * v1_0 + e2 * v2_0 + e3 * v3_0 + e4 * v4_0 + e5 * v5_0 + e6 * v6_0 + e7 * v7_0;
         if (t + 128u < cn) {
           let r0 = ((c0 + min(t + 128u, cn - 1u)) * KH + kvh) * G;
           v0_0 = in2[r0 + j];
@@ -150,10 +155,10 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) lid
           v7_0 = in2[r7 + j];
         }
       }
-      l = l * alpha + f32(ps);
     }
     if (c0 + CH < len) { workgroupBarrier(); } // the next chunk rewrites part
   }
+  var l = f32(ls);
   for (var hs = NS / 2u; hs > 0u; hs = hs >> 1u) {
     if (ks >= hs && ks < 2u * hs) {
       racc[(ks - 1u) * G + j] = acc0;
