@@ -34,7 +34,7 @@ const attnUnroll = 8
 //     max m, sum l and output row acc, rescaled by exp(m_old - m_new) at
 //     each step of 8 keys), loading the next 8 keys' value rows as it goes.
 //
-// Last, the slots' (m, l, acc) merge in a tree of log2(NS) levels through
+// Last, the slots' (m, l, acc) merge in a tree of fan-in 4 through
 // workgroup memory, one barrier a level, and slot 0 writes acc / l. A slot
 // starts with m at the lowest finite f32, not -inf, so that a slot without
 // keys merges as zeros rather than NaN.
@@ -291,30 +291,48 @@ func genAttention(g *gen) (*codegen.Kernel, error) {
 	}
 	g.p("  }")
 	g.p("  var l = f32(ls);")
-	if ns > 1 {
-		// Level hs: slots [hs, 2hs) write rows hs-1.. of racc and rml,
-		// slots [0, hs) merge them in; the levels' rows are disjoint, so
-		// one barrier a level suffices.
-		g.p("  for (var hs = NS / 2u; hs > 0u; hs = hs >> 1u) {")
-		g.p("    if (ks >= hs && ks < 2u * hs) {")
-		for i := range dpt {
-			g.p("      %s", guard(i, fmt.Sprintf("racc[(ks - 1u) * G + %s] = acc%d;", vec(i), i)))
+	// The merge: at each level the n slots left fold into n/f (f = 4, or
+	// 2 for the last level of an odd power of two): slots [n/f, n) write
+	// rows n/f-1.. of racc and rml, and slot ks < n/f merges in those of
+	// slots ks + n/f, ks + 2n/f, ... The levels' rows are disjoint, so one
+	// barrier a level suffices.
+	for n := ns; n > 1; {
+		f := 4
+		if n%4 != 0 {
+			f = 2
 		}
-		g.p("      if (j == 0u) { rml[ks - 1u] = vec2<f32>(m, l); }")
-		g.p("    }")
-		g.p("    workgroupBarrier();")
-		g.p("    if (ks < hs) {")
-		g.p("      let o = rml[ks + hs - 1u];")
-		g.p("      let mm = max(m, o.x);")
-		g.p("      let a = exp(m - mm);")
-		g.p("      let b = exp(o.x - mm);")
-		g.p("      m = mm;")
-		g.p("      l = l * a + o.y * b;")
+		gs := n / f
+		g.p("  if (ks >= %du && ks < %du) {", gs, n)
 		for i := range dpt {
-			g.p("      acc%d = acc%d * a + racc[(ks + hs - 1u) * G + %s] * b;", i, i, inRow(i))
+			g.p("    %s", guard(i, fmt.Sprintf("racc[(ks - 1u) * G + %s] = acc%d;", vec(i), i)))
 		}
-		g.p("    }")
+		g.p("    if (j == 0u) { rml[ks - 1u] = vec2<f32>(m, l); }")
 		g.p("  }")
+		g.p("  workgroupBarrier();")
+		g.p("  if (ks < %du) {", gs)
+		mm := "m"
+		for x := 1; x < f; x++ {
+			g.p("    let o%d = rml[%s];", x, plus("ks", x*gs-1))
+			mm = fmt.Sprintf("max(%s, o%d.x)", mm, x)
+		}
+		g.p("    let mm = %s;", mm)
+		g.p("    let a = exp(m - mm);")
+		ls := "l * a"
+		for x := 1; x < f; x++ {
+			g.p("    let b%d = exp(o%d.x - mm);", x, x)
+			ls += fmt.Sprintf(" + o%d.y * b%d", x, x)
+		}
+		g.p("    m = mm;")
+		g.p("    l = %s;", ls)
+		for i := range dpt {
+			sum := fmt.Sprintf("acc%d * a", i)
+			for x := 1; x < f; x++ {
+				sum += fmt.Sprintf(" + racc[(%s) * G + %s] * b%d", plus("ks", x*gs-1), inRow(i), x)
+			}
+			g.p("    acc%d = %s;", i, sum)
+		}
+		g.p("  }")
+		n = gs
 	}
 	g.p("  if (valid && ks == 0u) {")
 	for i := range dpt {

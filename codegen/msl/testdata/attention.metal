@@ -186,23 +186,45 @@ kernel void tapml_main(
     }
   }
   float l = ls;
-  for (uint hs = NS / 2u; hs > 0u; hs = hs >> 1u) {
-    if (ks >= hs && ks < 2u * hs) {
-      racc[(ks - 1u) * G + j] = acc0;
-      if (j == 0u) {
-        rml[ks - 1u] = float2(m, l);
-      }
+  if (ks >= 4u && ks < 16u) {
+    racc[(ks - 1u) * G + j] = acc0;
+    if (j == 0u) {
+      rml[ks - 1u] = float2(m, l);
     }
-    threadgroup_barrier(mem_flags::mem_threadgroup);
-    if (ks < hs) {
-      const float2 o = rml[ks + hs - 1u];
-      const float mm = max_f32(m, o.x);
-      const float a = exp(m - mm);
-      const float b = exp(o.x - mm);
-      m = mm;
-      l = l * a + o.y * b;
-      acc0 = acc0 * a + racc[(ks + hs - 1u) * G + j] * b;
+  }
+  threadgroup_barrier(mem_flags::mem_threadgroup);
+  if (ks < 4u) {
+    const float2 o1 = rml[ks + 3u];
+    const float2 o2 = rml[ks + 7u];
+    const float2 o3 = rml[ks + 11u];
+    const float mm = max_f32(max_f32(max_f32(m, o1.x), o2.x), o3.x);
+    const float a = exp(m - mm);
+    const float b1 = exp(o1.x - mm);
+    const float b2 = exp(o2.x - mm);
+    const float b3 = exp(o3.x - mm);
+    m = mm;
+    l = l * a + o1.y * b1 + o2.y * b2 + o3.y * b3;
+    acc0 = acc0 * a + racc[(ks + 3u) * G + j] * b1 + racc[(ks + 7u) * G + j] * b2 + racc[(ks + 11u) * G + j] * b3;
+  }
+  if (ks >= 1u && ks < 4u) {
+    racc[(ks - 1u) * G + j] = acc0;
+    if (j == 0u) {
+      rml[ks - 1u] = float2(m, l);
     }
+  }
+  threadgroup_barrier(mem_flags::mem_threadgroup);
+  if (ks < 1u) {
+    const float2 o1 = rml[ks];
+    const float2 o2 = rml[ks + 1u];
+    const float2 o3 = rml[ks + 2u];
+    const float mm = max_f32(max_f32(max_f32(m, o1.x), o2.x), o3.x);
+    const float a = exp(m - mm);
+    const float b1 = exp(o1.x - mm);
+    const float b2 = exp(o2.x - mm);
+    const float b3 = exp(o3.x - mm);
+    m = mm;
+    l = l * a + o1.y * b1 + o2.y * b2 + o3.y * b3;
+    acc0 = acc0 * a + racc[(ks) * G + j] * b1 + racc[(ks + 1u) * G + j] * b2 + racc[(ks + 2u) * G + j] * b3;
   }
   if (valid && ks == 0u) {
     out0[qb + j] = acc0 / l;

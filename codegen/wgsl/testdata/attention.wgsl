@@ -159,21 +159,41 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) lid
     if (c0 + CH < len) { workgroupBarrier(); } // the next chunk rewrites part
   }
   var l = f32(ls);
-  for (var hs = NS / 2u; hs > 0u; hs = hs >> 1u) {
-    if (ks >= hs && ks < 2u * hs) {
-      racc[(ks - 1u) * G + j] = acc0;
-      if (j == 0u) { rml[ks - 1u] = vec2<f32>(m, l); }
-    }
-    workgroupBarrier();
-    if (ks < hs) {
-      let o = rml[ks + hs - 1u];
-      let mm = max(m, o.x);
-      let a = exp(m - mm);
-      let b = exp(o.x - mm);
-      m = mm;
-      l = l * a + o.y * b;
-      acc0 = acc0 * a + racc[(ks + hs - 1u) * G + j] * b;
-    }
+  if (ks >= 4u && ks < 16u) {
+    racc[(ks - 1u) * G + j] = acc0;
+    if (j == 0u) { rml[ks - 1u] = vec2<f32>(m, l); }
+  }
+  workgroupBarrier();
+  if (ks < 4u) {
+    let o1 = rml[ks + 3u];
+    let o2 = rml[ks + 7u];
+    let o3 = rml[ks + 11u];
+    let mm = max(max(max(m, o1.x), o2.x), o3.x);
+    let a = exp(m - mm);
+    let b1 = exp(o1.x - mm);
+    let b2 = exp(o2.x - mm);
+    let b3 = exp(o3.x - mm);
+    m = mm;
+    l = l * a + o1.y * b1 + o2.y * b2 + o3.y * b3;
+    acc0 = acc0 * a + racc[(ks + 3u) * G + j] * b1 + racc[(ks + 7u) * G + j] * b2 + racc[(ks + 11u) * G + j] * b3;
+  }
+  if (ks >= 1u && ks < 4u) {
+    racc[(ks - 1u) * G + j] = acc0;
+    if (j == 0u) { rml[ks - 1u] = vec2<f32>(m, l); }
+  }
+  workgroupBarrier();
+  if (ks < 1u) {
+    let o1 = rml[ks];
+    let o2 = rml[ks + 1u];
+    let o3 = rml[ks + 2u];
+    let mm = max(max(max(m, o1.x), o2.x), o3.x);
+    let a = exp(m - mm);
+    let b1 = exp(o1.x - mm);
+    let b2 = exp(o2.x - mm);
+    let b3 = exp(o3.x - mm);
+    m = mm;
+    l = l * a + o1.y * b1 + o2.y * b2 + o3.y * b3;
+    acc0 = acc0 * a + racc[(ks) * G + j] * b1 + racc[(ks + 1u) * G + j] * b2 + racc[(ks + 2u) * G + j] * b3;
   }
   if (valid && ks == 0u) {
     out0[qb + j] = acc0 / l;
