@@ -76,8 +76,8 @@ func genAttention(g *gen) (*codegen.Kernel, error) {
 	// Workgroup memory (in f32s): the merge's ns-1 rows and (m, l) pairs,
 	// with fewer slots while they would take more than half of it, then
 	// for as many keys as fit a row of the lanes' partial scores and the
-	// score, PL = LANES+1 f32s (an odd stride: summing a row per
-	// invocation is free of bank conflicts).
+	// score, PL = LANES+1 f32s (for even LANES an odd stride: invocations
+	// summing a row each then read distinct banks).
 	mem := g.lim.MaxWorkgroupStorageSize / 4
 	merge := func() int { return (ns - 1) * (vecs*w + 2) }
 	for ns > 1 && 2*merge() > mem {
