@@ -150,14 +150,15 @@ func TestKernelModel(t *testing.T) {
 		}
 		want := []codegen.Binding{}
 		out, _, _ := ir.InferTypes(s.op, s.in, n.Attrs)
-		first := 0
-		if _, ok := ir.LookupOp(s.op).InPlace.Input(); ok { // input 0 and output 0: one ReadWrite binding
+		// input i and output i updated in place: one ReadWrite binding each
+		first := ir.LookupOp(s.op).InPlace.Count()
+		names := map[ir.Op][]string{ir.OpKVWrite: {"cache"}, ir.OpRopeKVWrite: {"k_cache", "v_cache"}}[s.op]
+		for i := range first {
 			name := "state"
-			if s.op == ir.OpKVWrite {
-				name = "cache"
+			if i < len(names) {
+				name = names[i]
 			}
-			want = append(want, codegen.Binding{Index: 0, Name: name, Access: codegen.ReadWrite, Type: s.in[0], Input: 0, Output: 0})
-			first = 1
+			want = append(want, codegen.Binding{Index: i, Name: name, Access: codegen.ReadWrite, Type: s.in[i], Input: i, Output: i})
 		}
 		for j := first; j < len(s.in); j++ {
 			want = append(want, codegen.Binding{Index: len(want), Name: fmt.Sprint("in", j), Access: codegen.Read, Type: s.in[j], Input: j, Output: -1})
