@@ -65,6 +65,7 @@ func samples() []sample {
 		sample{op: ir.OpArgmax, in: []ir.Type{f32(2, 8)}},
 		sample{op: ir.OpRope, in: []ir.Type{f32(2, 3, 8), pos}},
 		sample{op: ir.OpKVWrite, in: []ir.Type{f32(16, 2, 4), f32(1, 2, 4), pos}},
+		sample{op: ir.OpRopeKVWrite, in: []ir.Type{f32(16, 2, 8), f32(16, 2, 8), f32(1, 4, 8), f32(1, 2, 8), f32(1, 2, 8), pos}},
 		sample{op: ir.OpAttention, attrs: ir.Attrs{"scale": ir.FloatAttr(0.5)}, in: []ir.Type{f32(1, 4, 4), f32(16, 2, 4), f32(16, 2, 4), pos}},
 		sample{op: ir.OpReshape, attrs: ir.Attrs{"shape": ir.ShapeAttr(ir.S(4, 2))}, in: []ir.Type{f32(8)}},
 		sample{op: ir.OpProbe, in: []ir.Type{f32(3)}},
