@@ -21,7 +21,7 @@ func TestMigrateStories260KIdentical(t *testing.T) {
 	if r.code != 0 {
 		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", r.code, r.stdout, r.stderr)
 	}
-	if !strings.Contains(r.stdout, "result: identical: with all 166 candidate nodes on webgpu") {
+	if !strings.Contains(r.stdout, "result: identical: with all 151 candidate nodes on webgpu") {
 		t.Errorf("stdout:\n%s", r.stdout)
 	}
 	var j struct {
@@ -49,7 +49,7 @@ func TestMigrateStories260KIdentical(t *testing.T) {
 }
 
 // Under a 16 KiB buffer limit the weights are split before the migration
-// places nodes (406 candidates where the unsplit model has 166), and the
+// places nodes (406 candidates where the unsplit model has 151), and the
 // split model still migrates with identical tokens.
 func TestMigrateSplitWeights(t *testing.T) {
 	t.Setenv(runtime.MaxBufferEnv, "16KiB")
