@@ -173,14 +173,7 @@ func TestTransformersFixtures(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				// Every rope variant (styles, partial rotary, scaled and
-				// tabled frequencies) fuses with its kv_writes in a decode
-				// step (passes/ropekv.go).
-				for _, n := range lowered.Func("decode").Nodes {
-					if n.Op == ir.OpRope || n.Op == ir.OpKVWrite && n.Inputs[1].Def != nil && n.Inputs[1].Def.Op == ir.OpRope {
-						t.Errorf("decode's %s is not fused into rope_kv_write", n)
-					}
-				}
+				llmtest.CheckRopeFused(t, lowered)
 				checkFixture(t, lowered, ref, dev)
 			})
 		})
