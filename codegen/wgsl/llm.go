@@ -1,7 +1,6 @@
 package wgsl
 
 import (
-	"fmt"
 
 	"github.com/tapml/tapml/codegen"
 )
