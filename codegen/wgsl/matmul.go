@@ -75,72 +75,76 @@ func genMatmul(g *gen) (*codegen.Kernel, error) {
 }
 
 // gemvT computes out[z, 0, n] = Σ_k a[z, 0, k]·b[z, n, k].
+//
+// The lanes of one output row each fold a strided part of K, a chunk of c
+// elements per step (gemvKinds: a vec4 of f32, eight f16, a run of whole
+// Q4_0..Q8_0 blocks), then sum. With subgroup operations each subgroup
+// takes rows in turn (its lanes one row, subgroupAdd sums them), R rows a
+// workgroup, whatever the subgroup size (subgroups are taken as runs of
+// consecutive local indices, as the dialect's test checks); without them
+// L lanes (a constant) share a row and a tree in workgroup memory sums
+// them, R = 256/L rows a workgroup.
 func (g *gen) gemvT(s mmShape, nb int) (*codegen.Kernel, error) {
-	vec := s.k%4 == 0 && s.k > 0
-	units := s.k
-	if vec {
-		units = s.k / 4
-	}
-	l := 1
-	if g.tune.GEMVLanes > 0 {
-		for l*2 <= min(g.tune.GEMVLanes, 64) {
-			l *= 2
-		}
-	} else {
-		// About 16 units per lane; measured on the H200: 32 lanes for
-		// K = 4096 (1.0 TFLOP/s, 2 TB/s of weights), 4 for K = 288.
-		for l*2 <= 32 && l*2*16 <= units {
-			l *= 2
-		}
-		if mg := g.tune.GEMVMinGroups; mg > 0 {
-			wg := g.threads(256)
-			for l*2 <= min(64, wg) && l*2*4 <= units && ceilDiv(s.n, wg/l)*nb < mg {
-				l *= 2
-			}
-		}
-	}
-	wg := g.threads(256)
-	if l > wg {
-		l = wg
-	}
-	r := wg / l
-	grid, gid := g.foldDims(ceilDiv(s.n, r), 2)
-	grid[2] = nb
-	if s.n == 0 || nb == 0 {
-		grid = [3]int{0, 1, 1}
-	}
-	elem := "f32"
-	if vec {
-		elem = "vec4<f32>"
-	}
 	// rms_norm_matmul (x, g, w) normalizes a's row first: its weight is
 	// input 2, and every invocation takes part in the row's sum of
 	// squares. rms_norm_swiglu (x, g, wg, wu) does too and takes two
 	// products of the row, gate and up, for silu(gate)·up.
 	// rms_norm_qkv (x, g, wq, wk, wv) computes the columns of its three
-	// products as one range of N = Nq + Nk + Nv: each invocation's column
-	// falls in one segment (seg), whose weight it reads and whose output it
-	// writes.
+	// products as one range of N = Nq + Nk + Nv: each row falls in one
+	// segment (seg), whose weight it reads and whose output it writes.
 	swiglu, qkv := g.op == ir.OpRMSNormSwiGLU, g.op == ir.OpRMSNormQKV
 	norm := g.op == ir.OpRMSNormMatmul || swiglu || qkv
-	g.bind("in0", codegen.Read, g.in[0], elem, 0, -1)
+	vec := s.k%4 == 0 && s.k > 0
 	first := 1
 	if norm {
-		g.bind("in1", codegen.Read, g.in[1], elem, 1, -1)
 		first = 2
 	}
 	var ws []gemvWeight
 	for i := first; i < len(g.in) && (i == first || swiglu || qkv); i++ {
-		w := gemvWeight{name: "in" + strconv.Itoa(i), acc: "acc", stored: isStored(g.in[i].DType)}
+		w := gemvWeight{name: "in" + strconv.Itoa(i), acc: "acc", in: i}
 		if swiglu && len(ws) > 0 {
 			w.acc = "uacc"
 		}
-		if w.stored {
-			w.sb = g.bindStored(w.name, i)
-		} else {
-			g.bind(w.name, codegen.Read, g.in[i], elem, i, -1)
-		}
 		ws = append(ws, w)
+	}
+	c := gemvKinds(ws, g.in, s.k)
+	units := s.k / c
+	sub := g.feat.Subgroups
+	wg := g.threads(256)
+	var l, r int
+	if sub {
+		l, r = g.gemvRows(s, nb, wg)
+		wg = l * r
+	} else {
+		l = g.gemvLanes(s, nb, wg, units, c)
+		r = wg / l
+	}
+	grid, gid := g.foldDims(ceilDiv(s.n, r), 2)
+	grid[2] = nb
+	if s.n == 0 || nb == 0 {
+		grid = [3]int{0, 1, 1}
+	}
+	if sub {
+		g.p("enable subgroups;")
+	}
+	elem := "f32"
+	if vec {
+		elem = "vec4<f32>"
+	}
+	g.bind("in0", codegen.Read, g.in[0], elem, 0, -1)
+	if norm {
+		g.bind("in1", codegen.Read, g.in[1], elem, 1, -1)
+	}
+	for j := range ws {
+		w := &ws[j]
+		switch w.kind {
+		case gemvF32:
+			g.bind(w.name, codegen.Read, g.in[w.in], elem, w.in, -1)
+		case gemvHalf8:
+			w.sb = g.bindStoredAs(w.name, w.in, "vec4<u32>")
+		default:
+			w.sb = g.bindStored(w.name, w.in)
+		}
 	}
 	g.bindAddend("f32")
 	for j := range g.out {
@@ -152,12 +156,20 @@ func (g *gen) gemvT(s mmShape, nb int) (*codegen.Kernel, error) {
 		g.p("const N0: u32 = %du;", sizes(g.in[2])[0])
 		g.p("const N1: u32 = %du;", sizes(g.in[3])[0])
 	}
-	g.p("const KU: u32 = %du; // K in units of %s", units, elem)
-	g.p("const L: u32 = %du; // lanes per output", l)
-	if l > 1 || norm {
+	g.p("const KA: u32 = %du; // K in units of %s", s.k/max(1, min(c, 4)), elem)
+	g.p("const KU: u32 = %du; // K in chunks of %d elements", units, c)
+	g.p("const R: u32 = %du; // rows per workgroup", r)
+	if !sub {
+		g.p("const L: u32 = %du; // lanes per row", l)
+	}
+	if l > 1 && !sub || norm {
 		g.p("var<workgroup> red: array<f32, %d>;", wg)
 	}
-	g.entry([3]int{wg, 1, 1})
+	if sub {
+		g.entry([3]int{wg, 1, 1}, "@builtin(subgroup_size) sgs: u32", "@builtin(subgroup_invocation_id) sgi: u32")
+	} else {
+		g.entry([3]int{wg, 1, 1})
+	}
 	div := 1
 	if vec {
 		div = 4
@@ -165,11 +177,18 @@ func (g *gen) gemvT(s mmShape, nb int) (*codegen.Kernel, error) {
 	g.batchOffsets(s, div)
 	a := func(k string) string { return fmt.Sprintf("in0[ab + %s]", k) }
 	if norm {
-		g.normPrologue(wg, s.k, vec)
+		g.normPrologue(wg, s.k, vec, sub)
 		a = func(k string) string { return fmt.Sprintf("(in1[%s] * (inv * in0[ab + %s]))", k, k) }
 	}
-	g.p("  let lane = li %% L;")
-	g.p("  let n_ = %s * %du + li / L;", gid, r)
+	if sub {
+		g.p("  let lane = sgi;")
+		g.p("  let L = sgs;")
+		g.p("  for (var r = li / L; r < R; r += %du / L) {", wg)
+	} else {
+		g.p("  let lane = li %% L;")
+		g.p("  let r = li / L;")
+	}
+	g.p("  let n_ = %s * R + r;", gid)
 	g.p("  let valid = n_ < N;")
 	if qkv {
 		g.p("  let nc = min(n_, N - 1u);")
@@ -188,19 +207,7 @@ func (g *gen) gemvT(s mmShape, nb int) (*codegen.Kernel, error) {
 		bk = "k + 1u"
 	}
 	term := func(w gemvWeight, k string) string {
-		kb := strings.ReplaceAll(bk, "k", k)
-		switch {
-		case w.stored && vec:
-			// Adjacent lanes decode adjacent units: whole words of the
-			// packed row, coalesced.
-			u := fmt.Sprintf("min(%s, KU - 1u)", kb)
-			return fmt.Sprintf("dot(%s, %s)", a(k), g.unit4(w.sb, fmt.Sprintf("bb * %du + (n * KU + %s) * 4u", div, u), "    "))
-		case w.stored:
-			return fmt.Sprintf("%s * %s", a(k), g.elem(w.sb, fmt.Sprintf("bb + n * KU + min(%s, KU - 1u)", kb), "    "))
-		case vec:
-			return fmt.Sprintf("dot(%s, %s[bb + n * KU + %s])", a(k), w.name, kb)
-		}
-		return fmt.Sprintf("%s * %s[bb + n * KU + %s]", a(k), w.name, kb)
+		return g.gemvTerm(w, c, vec, a, k, strings.ReplaceAll(bk, "k", k))
 	}
 	unroll := 1
 	if g.fault == "" && (g.tune.GEMVUnroll == 2 || g.tune.GEMVUnroll == 4) {
@@ -219,17 +226,21 @@ func (g *gen) gemvT(s mmShape, nb int) (*codegen.Kernel, error) {
 			g.gemvSums([]gemvWeight{w}, unroll, term)
 		}
 		g.p("  }")
-	} else {
+	}
+	if !qkv {
 		g.gemvSums(ws, unroll, term)
 	}
-	if l > 1 {
-		// One tree per product: each invocation reads back only its own
-		// slot of red before the next tree writes it.
-		sums := ws
-		if qkv {
-			sums = ws[:1]
-		}
-		for _, w := range sums {
+	sums := ws
+	if qkv {
+		sums = ws[:1]
+	}
+	for _, w := range sums {
+		switch {
+		case sub:
+			g.p("  %s = subgroupAdd(%s);", w.acc, w.acc)
+		case l > 1:
+			// One tree per product: each invocation reads back only its
+			// own slot of red before the next tree writes it.
 			g.p("  red[li] = %s;", w.acc)
 			g.barrier(true)
 			g.p("  for (var s_ = L / 2u; s_ > 0u; s_ = s_ >> 1u) {")
@@ -257,10 +268,163 @@ func (g *gen) gemvT(s mmShape, nb int) (*codegen.Kernel, error) {
 	} else {
 		g.p("  if (valid && lane == 0u) { out0[wid.z * N + n] = %s; }", res)
 	}
+	if sub {
+		g.p("  }")
+	}
 	g.p("}")
 	return g.kernel([3]int{wg, 1, 1}, grid), nil
 }
 
+// gemvLanes is the number of lanes L that share a row of the transposed
+// GEMV without subgroup operations (a power of two up to wg), for rows of
+// units chunks of c elements.
+func (g *gen) gemvLanes(s mmShape, nb, wg, units, c int) int {
+	l := 1
+	if g.tune.GEMVLanes > 0 {
+		for l*2 <= min(g.tune.GEMVLanes, 64) {
+			l *= 2
+		}
+		return min(l, wg)
+	}
+	// About 64 elements per lane; measured on the H200 with vec4 chunks:
+	// 32 lanes for K = 4096 (1.0 TFLOP/s, 2 TB/s of weights), 4 for K = 288.
+	per := max(1, 64/c)
+	for l*2 <= 32 && l*2*per <= units {
+		l *= 2
+	}
+	if mg := g.tune.GEMVMinGroups; mg > 0 {
+		for l*2 <= min(64, wg) && l*2*max(1, 16/c) <= units && ceilDiv(s.n, wg/l)*nb < mg {
+			l *= 2
+		}
+	}
+	return min(l, wg)
+}
+
+// gemvRows returns the nominal subgroup size l (32, or GEMVLanes) and the
+// rows R per workgroup of the transposed GEMV with subgroup operations; the
+// workgroup has l·R invocations, one subgroup a row when the subgroups are
+// l wide. Fewer rows a workgroup (down to one) while the grid has fewer
+// than GEMVMinGroups workgroups: short GEMVs then still fill a large GPU.
+func (g *gen) gemvRows(s mmShape, nb, wg int) (l, r int) {
+	l = 32
+	if g.tune.GEMVLanes > 0 {
+		l = 1
+		for l*2 <= min(g.tune.GEMVLanes, 64) {
+			l *= 2
+		}
+	}
+	l = min(l, wg)
+	r = wg / l
+	if mg := g.tune.GEMVMinGroups; mg > 0 && g.tune.GEMVLanes == 0 {
+		for r > 1 && ceilDiv(s.n, r)*nb < mg {
+			r /= 2
+		}
+	}
+	return l, r
+}
+
+// gemvTerm is the WGSL of what chunk k (weights' chunk kb: k, or another
+// under a fault) of K adds to w's sum: the dot products of a's elements
+// (a(j) is a's unit j: a vec4 of f32, or an f32 when K is not a multiple
+// of 4) with w's row n, decoded. Stored weights clamp the chunk into the
+// row.
+func (g *gen) gemvTerm(w gemvWeight, c int, vec bool, a func(string) string, k, kb string) string {
+	const ind = "    "
+	if !vec {
+		if w.kind == gemvF32 {
+			return fmt.Sprintf("%s * %s[bb + n * KU + %s]", a(k), w.name, kb)
+		}
+		return fmt.Sprintf("%s * %s", a(k), g.elem(w.sb, fmt.Sprintf("bb + n * KU + min(%s, KU - 1u)", kb), ind))
+	}
+	av := func(j int) string { return a(scaled(k, c/4, j)) }
+	row := fmt.Sprintf("(n * KU + min(%s, KU - 1u))", kb) // the chunk's index in the tensor's chunks, past bb
+	var parts []string
+	dots := func(first int, vs []string) {
+		for j, v := range vs {
+			parts = append(parts, fmt.Sprintf("dot(%s, %s)", av(first+j), v))
+		}
+	}
+	switch w.kind {
+	case gemvF32:
+		for j := range c / 4 {
+			parts = append(parts, fmt.Sprintf("dot(%s, %s[bb + %s])", av(j), w.name, scaled("(n * KU + "+kb+")", c/4, j)))
+		}
+	case gemvUnit:
+		for j := range c / 4 {
+			dots(j, []string{g.unit4(w.sb, "bb * 4u + "+scaled(row, c, 4*j), ind)})
+		}
+	case gemvHalf8:
+		for j := range c / 8 {
+			v := g.fresh("h")
+			g.p("%slet %s = %s[bb / 2u + %s];", ind, v, w.name, scaled(row, c/8, j))
+			dots(2*j, w.sb.halfRun(g, v))
+		}
+	case gemvRun:
+		p := runBlocks(w.sb.dt)
+		elems, bytes := w.sb.dt.Block()
+		run := p * elems
+		for j := range c / run {
+			wb := g.fresh("wb")
+			g.p("%slet %s = (bb * 4u / %du + %s) * %du;", ind, wb, run, scaled(row, c/run, j), p*bytes/4)
+			dots(j*run/4, g.blockRun(w.sb, wb, p, ind))
+		}
+	}
+	return strings.Join(parts, " + ")
+}
+
+// scaled is the WGSL of x·m + j (x an expression, m and j constants).
+func scaled(x string, m, j int) string {
+	if m != 1 {
+		x = fmt.Sprintf("%s * %du", x, m)
+	}
+	if j != 0 {
+		x = fmt.Sprintf("%s + %du", x, j)
+	}
+	return x
+}
+
+// gemvKind is how a transposed GEMV reads a weight.
+type gemvKind int
+
+const (
+	gemvF32   gemvKind = iota // f32: vec4 (or f32) loads
+	gemvUnit                  // stored: a unit of 4 (or an element) at a time (stored.go's unit4, elem)
+	gemvHalf8                 // f16, bf16: eight elements in a vec4<u32>
+	gemvRun                   // Q4_0..Q8_0: a run of whole blocks (stored.go's blockRun)
+)
+
+// gemvKinds sets the kind of each weight for rows of k elements and
+// returns the chunk c, the elements of K a lane takes per step: 1 when k
+// is not a multiple of 4, else the largest of the weights' reads (all
+// powers of two that divide k), which each weight then reads c/its own.
+func gemvKinds(ws []gemvWeight, in []ir.Type, k int) int {
+	c := 1
+	if k%4 == 0 && k > 0 {
+		c = 4
+	}
+	for i := range ws {
+		w := &ws[i]
+		dt := in[w.in].DType
+		w.stored = isStored(dt)
+		w.kind = gemvF32
+		if w.stored {
+			w.kind = gemvUnit
+		}
+		if c == 1 {
+			continue
+		}
+		elems, _ := dt.Block()
+		switch {
+		case (dt == ir.F16 || dt == ir.BF16) && k%8 == 0:
+			w.kind, c = gemvHalf8, max(c, 8)
+		case dt.IsBlock() && elems == 32 && k%(runBlocks(dt)*elems) == 0:
+			// The K formats (256 elements a block) keep to units: a run
+			// a lane would leave most lanes of a row idle.
+			w.kind, c = gemvRun, max(c, runBlocks(dt)*elems)
+		}
+	}
+	return c
+}
 // gemvN computes out[z, 0, n] = Σ_k a[z, 0, k]·b[z, k, n].
 func (g *gen) gemvN(s mmShape, nb int) (*codegen.Kernel, error) {
 	vec := s.n%4 == 0 && g.fault != FaultF16Overflow
@@ -302,21 +466,34 @@ func (g *gen) gemvN(s mmShape, nb int) (*codegen.Kernel, error) {
 }
 
 // normPrologue emits inv, the reciprocal RMS of the workgroup's row of x
-// (in0 at ab, k elements), as rms_norm computes it: every invocation sums
-// the squares of a strided part, a tree in red combines them. It ends
-// with a barrier, so red is free again.
-func (g *gen) normPrologue(wg, k int, vec bool) {
+// (in0 at ab, k elements, KA units), as rms_norm computes it: every
+// invocation sums the squares of a strided part, then a tree in red (or,
+// with subgroups, subgroupAdd and one slot of red per subgroup) combines
+// them. red is free again after it.
+func (g *gen) normPrologue(wg, k int, vec, sub bool) {
 	eps := g.attrs.Float("eps")
 	g.p("  var ss = 0.0f;")
 	if vec {
-		g.p("  for (var j = li; j < KU; j += %du) { let v = in0[ab + j]; ss = ss + dot(v, v); }", wg)
+		g.p("  for (var j = li; j < KA; j += %du) { let v = in0[ab + j]; ss = ss + dot(v, v); }", wg)
 	} else {
-		g.p("  for (var j = li; j < KU; j += %du) { let v = in0[ab + j]; ss = ss + v * v; }", wg)
+		g.p("  for (var j = li; j < KA; j += %du) { let v = in0[ab + j]; ss = ss + v * v; }", wg)
 	}
-	g.p("  red[li] = ss;")
-	g.treeReduce(wg, sum)
-	g.p("  let inv = 1.0f / sqrt(red[0] / %s + %s);", f32Lit(float64(k)), f32Lit(eps))
-	g.p("  workgroupBarrier();")
+	total := "red[0]"
+	if sub {
+		g.p("  ss = subgroupAdd(ss);")
+		g.p("  if (sgi == 0u) { red[li / sgs] = ss; }")
+		g.barrier(true)
+		g.p("  var tot = 0.0f;")
+		g.p("  for (var j = 0u; j < %du / sgs; j++) { tot = tot + red[j]; }", wg)
+		total = "tot"
+	} else {
+		g.p("  red[li] = ss;")
+		g.treeReduce(wg, sum)
+	}
+	g.p("  let inv = 1.0f / sqrt(%s / %s + %s);", total, f32Lit(float64(k)), f32Lit(eps))
+	if !sub {
+		g.p("  workgroupBarrier();")
+	}
 }
 
 // genRMSNormMatmul generates rms_norm_matmul: matmul's GEMV with
@@ -398,7 +575,9 @@ func genNormProducts(g *gen) (*codegen.Kernel, error) {
 // name, how it is stored, and the WGSL variable its sums go to.
 type gemvWeight struct {
 	name, acc string
+	in        int // the node's input
 	stored    bool
+	kind      gemvKind
 	sb        stored
 }
 

@@ -43,9 +43,13 @@ type stored struct {
 }
 
 // bindStored declares input i, in a storage dtype, as array<u32>.
-func (g *gen) bindStored(name string, i int) stored {
+func (g *gen) bindStored(name string, i int) stored { return g.bindStoredAs(name, i, "u32") }
+
+// bindStoredAs declares input i, in a storage dtype, as an array of elem
+// (u32, or vec4<u32> for 16-byte reads of whole rows).
+func (g *gen) bindStoredAs(name string, i int, elem string) stored {
 	t := g.in[i]
-	g.bind(name, codegen.Read, t, "u32", i, -1)
+	g.bind(name, codegen.Read, t, elem, i, -1)
 	return stored{name: name, dt: t.DType, last: int(max(0, (t.Bytes()+3)/4-1))}
 }
 
@@ -166,7 +170,11 @@ var infix = map[dequant.Op]string{
 }
 
 // node emits a let of op e over its arguments' names and returns its name.
-func (p *unitPrinter) node(e *dequant.Expr, a []string) string {
+func (p *unitPrinter) node(e *dequant.Expr, a []string) string { return p.let(p.expr(e, a)) }
+
+// expr is the WGSL of op e over its arguments' names (emitting the lets
+// an unaligned read needs).
+func (p *unitPrinter) expr(e *dequant.Expr, a []string) string {
 	buf := p.s.name
 	var x string
 	switch e.Op {
@@ -197,7 +205,7 @@ func (p *unitPrinter) node(e *dequant.Expr, a []string) string {
 		}
 		x = a[0] + " " + op + " " + a[1]
 	}
-	return p.let(x)
+	return x
 }
 
 // let emits `let NAME = x;` and returns NAME.
@@ -271,4 +279,174 @@ func gatherStored(g *gen) (*codegen.Kernel, error) {
 			g.p("  out0[i] = %s;", g.elem(s, src, "  "))
 		}
 	}), nil
+}
+
+// runBlocks is the number of blocks of format dt in a run (the part of a
+// row one GEMV lane decodes per step): the fewest whose bytes are whole
+// 32-bit words, so that every run of a row starts on a word when the row
+// does.
+func runBlocks(dt ir.DType) int {
+	_, bytes := dt.Block()
+	return 4 / blockAlign(bytes)
+}
+
+// blockRun returns the vec4<f32> of elements 4i..4i+3 of a run of p blocks
+// of s, for i < p·elems/4; the run starts at the u32 word wb (a let). Every
+// offset in the run is then a constant from wb: the decoding folds to
+// constant shifts of the run's words, each read once, whatever the
+// block's alignment.
+func (g *gen) blockRun(s stored, wb string, p int, ind string) []string {
+	g.useHelper("half_to_f32")
+	elems, bytes := s.dt.Block()
+	f := &runPrinter{unitPrinter: unitPrinter{g: g, s: s, ind: ind, align: 1}, wb: wb, lets: map[string]string{}}
+	lanes := []string{runConst(0), runConst(1), runConst(2), runConst(3)}
+	var out []string
+	for b := range p {
+		for e := 0; e < elems; e += 4 {
+			l := dequant.Leaves[string]{Block: runOffset(uint32(b * bytes)), Elem: runConst(uint32(e)), Lanes: lanes, Const: runConst}
+			out = append(out, "vec4<f32>("+strings.Join(dequant.Walk(dequant.Unit(s.dt), l, f.node), ", ")+")")
+		}
+	}
+	return out
+}
+
+// runPrinter prints a run's decoding with its known values folded: the
+// values of integer subexpressions that are constants ("#k" and the value)
+// or constant byte offsets in the run ("#o" and the offset) are computed
+// here; the others are WGSL lets, each distinct one printed once.
+type runPrinter struct {
+	unitPrinter
+	wb   string            // the run's first u32 word
+	lets map[string]string // WGSL expression to the let that holds it
+}
+
+func runConst(k uint32) string  { return "#k" + strconv.FormatUint(uint64(k), 10) }
+func runOffset(o uint32) string { return "#o" + strconv.FormatUint(uint64(o), 10) }
+
+// known returns the number behind a "#k" or "#o" value of the given prefix.
+func known(v, prefix string) (uint32, bool) {
+	s, ok := strings.CutPrefix(v, prefix)
+	if !ok {
+		return 0, false
+	}
+	k, err := strconv.ParseUint(s, 10, 32)
+	return uint32(k), err == nil
+}
+
+// render is the WGSL of a value.
+func (f *runPrinter) render(v string) string {
+	if k, ok := known(v, "#k"); ok {
+		return strconv.FormatUint(uint64(k), 10) + "u"
+	}
+	if o, ok := known(v, "#o"); ok {
+		return fmt.Sprintf("(%s * 4u + %du)", f.wb, o)
+	}
+	return v
+}
+
+// let emits `let NAME = x;` unless an earlier let holds x, and returns
+// the let's name.
+func (f *runPrinter) let(x string) string {
+	if v, ok := f.lets[x]; ok {
+		return v
+	}
+	v := f.unitPrinter.let(x)
+	f.lets[x] = v
+	return v
+}
+
+// word is the u32 at byte offset o of the run (any alignment: the run's
+// bytes are whole words, so one that straddles two reads both).
+func (f *runPrinter) word(o uint32) string {
+	w := func(i uint32) string { return f.let(fmt.Sprintf("%s[%s + %du]", f.s.name, f.wb, i)) }
+	if o%4 == 0 {
+		return w(o / 4)
+	}
+	sh := o % 4 * 8
+	return f.let(fmt.Sprintf("(%s >> %du) | (%s << %du)", w(o/4), sh, w(o/4+1), 32-sh))
+}
+
+func (f *runPrinter) node(e *dequant.Expr, a []string) string {
+	// Every op has arguments (Walk handles the leaves).
+	k0, c0 := known(a[0], "#k")
+	o0, off0 := known(a[0], "#o")
+	k1, c1 := uint32(0), false
+	if len(a) > 1 {
+		k1, c1 = known(a[1], "#k")
+	}
+	switch e.Op {
+	case dequant.Add, dequant.Sub, dequant.Mul, dequant.Shl, dequant.Shr, dequant.And, dequant.Or:
+		switch {
+		case c0 && c1:
+			return runConst(foldInt(e.Op, k0, k1))
+		case off0 && c1 && e.Op == dequant.Add:
+			return runOffset(o0 + k1)
+		case off0 && c1 && e.Op == dequant.Sub:
+			return runOffset(o0 - k1)
+		case c1 && k1 == 0 && e.Op != dequant.Mul && e.Op != dequant.And:
+			return a[0] // x+0, x-0, x<<0, x>>0, x|0
+		}
+		if o1, ok := known(a[1], "#o"); ok && c0 && e.Op == dequant.Add {
+			return runOffset(o1 + k0)
+		}
+	case dequant.Select:
+		if c0 && k0 < 4 {
+			return a[1]
+		}
+		if c0 {
+			return a[2]
+		}
+	case dequant.Word:
+		if off0 {
+			return f.word(o0)
+		}
+	case dequant.Byte:
+		if off0 {
+			return f.let(fmt.Sprintf("(%s >> %du) & 0xffu", f.word(o0&^3), o0%4*8))
+		}
+	case dequant.Half:
+		if off0 {
+			return f.let(fmt.Sprintf("half_to_f32((%s >> %du) & 0xffffu)", f.word(o0&^3), o0%4*8))
+		}
+	}
+	r := make([]string, len(a))
+	for i, v := range a {
+		r[i] = f.render(v)
+	}
+	return f.let(f.unitPrinter.expr(e, r))
+}
+
+// foldInt computes an integer op of dequant's on constants.
+func foldInt(op dequant.Op, a, b uint32) uint32 {
+	switch op {
+	case dequant.Add:
+		return a + b
+	case dequant.Sub:
+		return a - b
+	case dequant.Mul:
+		return a * b
+	case dequant.Shl:
+		return a << b
+	case dequant.Shr:
+		return a >> b
+	case dequant.And:
+		return a & b
+	}
+	return a | b
+}
+
+// halfRun returns the two vec4<f32> of the eight f16 or bf16 elements in
+// v, a vec4<u32> (a let), in order.
+func (s stored) halfRun(g *gen, v string) []string {
+	var lanes []string
+	for _, c := range []string{"x", "y", "z", "w"} {
+		w := v + "." + c
+		if s.dt == ir.BF16 {
+			lanes = append(lanes, "bitcast<f32>("+w+" << 16u)", "bitcast<f32>("+w+" & 0xffff0000u)")
+			continue
+		}
+		g.useHelper("half_to_f32")
+		lanes = append(lanes, "half_to_f32("+w+" & 0xffffu)", "half_to_f32("+w+" >> 16u)")
+	}
+	return []string{"vec4<f32>(" + strings.Join(lanes[:4], ", ") + ")", "vec4<f32>(" + strings.Join(lanes[4:], ", ") + ")"}
 }

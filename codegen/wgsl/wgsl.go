@@ -245,7 +245,7 @@ func Generate(n *ir.Node, in, out []ir.Type, opts Options) (*codegen.Kernel, err
 		}
 	}
 	g := &gen{node: n, op: n.Op, attrs: attrs, in: in, out: out, lim: opts.Limits.withDefaults(), tune: opts.Tuning, fault: opts.Fault,
-		half: opts.Compute == ir.F16, accumulate: opts.Accumulate}
+		half: opts.Compute == ir.F16, accumulate: opts.Accumulate, feat: opts.Features}
 	k, err := genFn(g)
 	if err != nil {
 		return fail(err)
@@ -342,6 +342,7 @@ type gen struct {
 	half       bool              // float buffers are f16 (Options.Compute)
 	halfs      map[string]string // the buffers declared f16: name to the f32 element type written
 	accumulate ir.DType          // Options.Accumulate
+	feat       Features          // Options.Features: the extensions kernels may use
 
 	src      strings.Builder
 	bindings []codegen.Binding
@@ -452,10 +453,12 @@ func (g *gen) threads(want int) int {
 
 // entry writes the entry point header with the builtins every kernel may
 // use: wid (workgroup_id), lid (local_invocation_id) and li
-// (local_invocation_index).
-func (g *gen) entry(wg [3]int) {
+// (local_invocation_index), then any extra parameters.
+func (g *gen) entry(wg [3]int, extra ...string) {
 	g.p("@compute @workgroup_size(%d, %d, %d)", wg[0], wg[1], wg[2])
-	g.p("fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) lid: vec3<u32>, @builtin(local_invocation_index) li: u32) {")
+	params := append([]string{"@builtin(workgroup_id) wid: vec3<u32>", "@builtin(local_invocation_id) lid: vec3<u32>",
+		"@builtin(local_invocation_index) li: u32"}, extra...)
+	g.p("fn main(%s) {", strings.Join(params, ", "))
 }
 
 // barrier emits a workgroup barrier; the missing_barrier fault drops the
