@@ -425,6 +425,7 @@ func gemvKinds(ws []gemvWeight, in []ir.Type, k int) int {
 	}
 	return c
 }
+
 // gemvN computes out[z, 0, n] = Σ_k a[z, 0, k]·b[z, k, n].
 func (g *gen) gemvN(s mmShape, nb int) (*codegen.Kernel, error) {
 	vec := s.n%4 == 0 && g.fault != FaultF16Overflow
