@@ -165,6 +165,13 @@ func (g *gen) gemvT(s mmShape, nb int) (*codegen.Kernel, error) {
 	if l > 1 && !sub || norm {
 		g.p("var<workgroup> red: array<f32, %d>;", wg)
 	}
+	// The norm's rows stage g·x in workgroup memory when it fits: each
+	// lane then reads one vec4 of it per four elements, and the sums are
+	// scaled by inv once at the end.
+	stage := norm && vec && (s.k+wg)*4 <= g.lim.MaxWorkgroupStorageSize
+	if stage {
+		g.p("var<workgroup> act: array<vec4<f32>, %d>;", s.k/4)
+	}
 	if sub {
 		g.entry([3]int{wg, 1, 1}, "@builtin(subgroup_size) sgs: u32", "@builtin(subgroup_invocation_id) sgi: u32")
 	} else {
@@ -177,8 +184,11 @@ func (g *gen) gemvT(s mmShape, nb int) (*codegen.Kernel, error) {
 	g.batchOffsets(s, div)
 	a := func(k string) string { return fmt.Sprintf("in0[ab + %s]", k) }
 	if norm {
-		g.normPrologue(wg, s.k, vec, sub)
+		g.normPrologue(wg, s.k, vec, sub, stage)
 		a = func(k string) string { return fmt.Sprintf("(in1[%s] * (inv * in0[ab + %s]))", k, k) }
+		if stage {
+			a = func(k string) string { return fmt.Sprintf("act[%s]", k) }
+		}
 	}
 	if sub {
 		g.p("  let lane = sgi;")
@@ -248,6 +258,11 @@ func (g *gen) gemvT(s mmShape, nb int) (*codegen.Kernel, error) {
 			g.p("    workgroupBarrier();")
 			g.p("  }")
 			g.p("  %s = red[li];", w.acc)
+		}
+	}
+	if stage {
+		for _, w := range sums {
+			g.p("  %s = inv * %s;", w.acc, w.acc)
 		}
 	}
 	res := g.addend("acc", "wid.z * N + n")
@@ -323,40 +338,48 @@ func (g *gen) gemvRows(s mmShape, nb, wg int) (l, r int) {
 	return l, r
 }
 
-// gemvTerm is the WGSL of what chunk k (weights' chunk kb: k, or another
-// under a fault) of K adds to w's sum: the dot products of a's elements
+// gemvTerm is the WGSL of what chunk k (weights' chunk kb: k, or the next
+// under wrong_index) of K adds to w's sum: the dot products of a's elements
 // (a(j) is a's unit j: a vec4 of f32, or an f32 when K is not a multiple
-// of 4) with w's row n, decoded. Stored weights clamp the chunk into the
-// row.
+// of 4) with w's row n, decoded. A stored weight's chunk is clamped into
+// the tensor when kb is not k (a read past its end is undefined in
+// SPIR-V).
 func (g *gen) gemvTerm(w gemvWeight, c int, vec bool, a func(string) string, k, kb string) string {
 	const ind = "    "
-	if !vec {
-		if w.kind == gemvF32 {
-			return fmt.Sprintf("%s * %s[bb + n * KU + %s]", a(k), w.name, kb)
-		}
-		return fmt.Sprintf("%s * %s", a(k), g.elem(w.sb, fmt.Sprintf("bb + n * KU + min(%s, KU - 1u)", kb), ind))
+	if w.kind == gemvF32 && !vec {
+		return fmt.Sprintf("%s * %s[bb + n * KU + %s]", a(k), w.name, kb)
 	}
-	av := func(j int) string { return a(scaled(k, c/4, j)) }
-	row := fmt.Sprintf("(n * KU + min(%s, KU - 1u))", kb) // the chunk's index in the tensor's chunks, past bb
+	// The chunk's index in the tensor's chunks (bb counts f32 or vec4).
+	ci := fmt.Sprintf("bb + n * KU + %s", kb)
+	if vec && c != 4 {
+		ci = fmt.Sprintf("bb * 4u / %du + n * KU + %s", c, kb)
+	}
+	if kb != k {
+		ci = fmt.Sprintf("min(%s, %du)", ci, numel(g.in[w.in])/c-1)
+	}
+	ci = "(" + ci + ")"
+	if !vec {
+		return fmt.Sprintf("%s * %s", a(k), g.elem(w.sb, ci, ind))
+	}
 	var parts []string
 	dots := func(first int, vs []string) {
 		for j, v := range vs {
-			parts = append(parts, fmt.Sprintf("dot(%s, %s)", av(first+j), v))
+			parts = append(parts, fmt.Sprintf("dot(%s, %s)", a(scaled(k, c/4, first+j)), v))
 		}
 	}
 	switch w.kind {
 	case gemvF32:
 		for j := range c / 4 {
-			parts = append(parts, fmt.Sprintf("dot(%s, %s[bb + %s])", av(j), w.name, scaled("(n * KU + "+kb+")", c/4, j)))
+			dots(j, []string{fmt.Sprintf("%s[bb + %s]", w.name, scaled("(n * KU + "+kb+")", c/4, j))})
 		}
 	case gemvUnit:
 		for j := range c / 4 {
-			dots(j, []string{g.unit4(w.sb, "bb * 4u + "+scaled(row, c, 4*j), ind)})
+			dots(j, []string{g.unit4(w.sb, scaled(ci, c, 4*j), ind)})
 		}
 	case gemvHalf8:
 		for j := range c / 8 {
 			v := g.fresh("h")
-			g.p("%slet %s = %s[bb / 2u + %s];", ind, v, w.name, scaled(row, c/8, j))
+			g.p("%slet %s = %s[%s];", ind, v, w.name, scaled(ci, c/8, j))
 			dots(2*j, w.sb.halfRun(g, v))
 		}
 	case gemvRun:
@@ -365,7 +388,7 @@ func (g *gen) gemvTerm(w gemvWeight, c int, vec bool, a func(string) string, k, 
 		run := p * elems
 		for j := range c / run {
 			wb := g.fresh("wb")
-			g.p("%slet %s = (bb * 4u / %du + %s) * %du;", ind, wb, run, scaled(row, c/run, j), p*bytes/4)
+			g.p("%slet %s = (%s) * %du;", ind, wb, scaled(ci, c/run, j), p*bytes/4)
 			dots(j*run/4, g.blockRun(w.sb, wb, p, ind))
 		}
 	}
@@ -470,13 +493,17 @@ func (g *gen) gemvN(s mmShape, nb int) (*codegen.Kernel, error) {
 // (in0 at ab, k elements, KA units), as rms_norm computes it: every
 // invocation sums the squares of a strided part, then a tree in red (or,
 // with subgroups, subgroupAdd and one slot of red per subgroup) combines
-// them. red is free again after it.
-func (g *gen) normPrologue(wg, k int, vec, sub bool) {
+// them. red is free again after it. With stage, the same pass stores g·x
+// (in1·in0) in act, which the reduction's barrier publishes.
+func (g *gen) normPrologue(wg, k int, vec, sub, stage bool) {
 	eps := g.attrs.Float("eps")
 	g.p("  var ss = 0.0f;")
-	if vec {
+	switch {
+	case stage:
+		g.p("  for (var j = li; j < KA; j += %du) { let v = in0[ab + j]; ss = ss + dot(v, v); act[j] = in1[j] * v; }", wg)
+	case vec:
 		g.p("  for (var j = li; j < KA; j += %du) { let v = in0[ab + j]; ss = ss + dot(v, v); }", wg)
-	} else {
+	default:
 		g.p("  for (var j = li; j < KA; j += %du) { let v = in0[ab + j]; ss = ss + v * v; }", wg)
 	}
 	total := "red[0]"
