@@ -193,7 +193,7 @@ func (g *gen) gemvT(s mmShape, nb int) (*codegen.Kernel, error) {
 	if sub {
 		g.p("  let lane = sgi;")
 		g.p("  let L = sgs;")
-		g.p("  for (var r = li / L; r < R; r += %du / L) {", wg)
+		g.p("  for (var r = li / L; r < R; r += max(%du / L, 1u)) { // a workgroup may be one partial subgroup", wg)
 	} else {
 		g.p("  let lane = li %% L;")
 		g.p("  let r = li / L;")
@@ -512,7 +512,7 @@ func (g *gen) normPrologue(wg, k int, vec, sub, stage bool) {
 		g.p("  if (sgi == 0u) { red[li / sgs] = ss; }")
 		g.barrier(true)
 		g.p("  var tot = 0.0f;")
-		g.p("  for (var j = 0u; j < %du / sgs; j++) { tot = tot + red[j]; }", wg)
+		g.p("  for (var j = 0u; j < (%du + sgs - 1u) / sgs; j++) { tot = tot + red[j]; }", wg)
 		total = "tot"
 	} else {
 		g.p("  red[li] = ss;")

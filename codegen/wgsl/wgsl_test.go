@@ -196,6 +196,19 @@ func TestGolden(t *testing.T) {
 	}
 }
 
+// TestGoldenGEMVSubgroups keeps the decode GEMV of a target with
+// subgroups over a Q4_0 weight in testdata/: one subgroup a row, runs of
+// two blocks decoded from whole words, the norm's g·x staged.
+func TestGoldenGEMVSubgroups(t *testing.T) {
+	c := kerneltest.Case{Name: "rms_norm_matmul q4_0", Op: ir.OpRMSNormMatmul,
+		In: []ir.Type{f32(1, 64), f32(64), ir.T(ir.Q4_0, ir.S(40, 64))}}
+	k, err := generate(t, c, Options{Features: Features{Subgroups: true}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	kerneltest.Golden(t, filepath.Join("testdata", "gemv_subgroups_q4_0.wgsl"), k.Source, *update)
+}
+
 // TestFeatures checks the one place that keeps the dialect's extensions
 // out of kernels for targets without them: a kernel that enables an
 // extension the options do not allow is refused.
