@@ -10,6 +10,7 @@ import (
 	"github.com/tapml/tapml/codegen/fault"
 	"github.com/tapml/tapml/codegen/wgsl"
 	"github.com/tapml/tapml/ir"
+	"github.com/tapml/tapml/tensor"
 )
 
 // gemvCases are the decode GEMVs (matmul M = 1 with transpose_b, with and
@@ -130,6 +131,45 @@ func TestDeviceGEMVWrongIndex(t *testing.T) {
 		}
 		if compare(got[0], want[0], gemvTol(int64(k))) == nil {
 			t.Errorf("%s: wrong_index leaves the output within the tolerance", w)
+		}
+	}
+}
+
+// TestDeviceHalfAllValues decodes every f16 bit pattern on the device
+// (dequantize, which reads f16 as the GEMVs do, through half_to_f32) and
+// wants the reference's bits: subnormals, ±0, infinities and NaNs (as
+// NaN) included.
+func TestDeviceHalfAllValues(t *testing.T) {
+	g := openGPU(t)
+	raw := make([]byte, 2*65536)
+	for h := range 65536 {
+		raw[2*h], raw[2*h+1] = byte(h), byte(h>>8)
+	}
+	x, err := tensor.FromBytes(ir.F16, []int{65536}, raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := testCase{op: ir.OpDequantize, in: []ir.Type{ir.T(ir.F16, ir.S(65536))}}
+	n, outs := c.fullNode(t)
+	want, err := reference(n, outs, []*tensor.Tensor{x})
+	if err != nil {
+		t.Fatal(err)
+	}
+	kern, err := Generate(n, c.in, outs, Options{Limits: kernelLimits(g), Features: g.Features()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := runKernel(g, n, kern, []*tensor.Tensor{x})
+	if err != nil {
+		t.Fatal(err)
+	}
+	bad := 0
+	for i, w := range want[0].Float32s() {
+		v := got[0].Float32s()[i]
+		if math.Float32bits(v) != math.Float32bits(w) && !(math.IsNaN(float64(v)) && math.IsNaN(float64(w))) {
+			if bad++; bad <= 5 {
+				t.Errorf("f16 %#04x: got %g (%#08x), want %g (%#08x)", i, v, math.Float32bits(v), w, math.Float32bits(w))
+			}
 		}
 	}
 }
