@@ -111,12 +111,11 @@ func (g *gen) gemvT(s mmShape, nb int) (*codegen.Kernel, error) {
 	units := s.k / c
 	sub := g.feat.Subgroups
 	wg := g.threads(256)
-	var l, r int
+	l, r := 0, 0 // lanes a row (without subgroups), rows a workgroup
 	if sub {
-		l, r = g.gemvRows(s, nb, wg)
-		wg = l * r
+		r, wg = g.gemvSubgroupRows(s, nb, wg, units, c)
 	} else {
-		l = g.gemvLanes(s, nb, wg, units, c)
+		l = g.gemvTreeLanes(s, nb, wg, units, c)
 		r = wg / l
 	}
 	grid, gid := g.foldDims(ceilDiv(s.n, r), 2)
@@ -290,24 +289,33 @@ func (g *gen) gemvT(s mmShape, nb int) (*codegen.Kernel, error) {
 	return g.kernel([3]int{wg, 1, 1}, grid), nil
 }
 
-// gemvLanes is the number of lanes L that share a row of the transposed
-// GEMV without subgroup operations (a power of two up to wg), for rows of
-// units chunks of c elements.
-func (g *gen) gemvLanes(s mmShape, nb, wg, units, c int) int {
+// gemvLanes is the number of lanes that share a row of the transposed
+// GEMV, for rows of units chunks of c elements: GEMVLanes (a power of two
+// up to 64), else about 64 elements a lane, up to 32. Measured on the
+// H200 with vec4 chunks: 32 lanes for K = 4096 (1.0 TFLOP/s, 2 TB/s of
+// weights), 4 for K = 288.
+func (g *gen) gemvLanes(units, c int) int {
 	l := 1
 	if g.tune.GEMVLanes > 0 {
 		for l*2 <= min(g.tune.GEMVLanes, 64) {
 			l *= 2
 		}
-		return min(l, wg)
+		return l
 	}
-	// About 64 elements per lane; measured on the H200 with vec4 chunks:
-	// 32 lanes for K = 4096 (1.0 TFLOP/s, 2 TB/s of weights), 4 for K = 288.
-	per := max(1, 64/c)
-	for l*2 <= 32 && l*2*per <= units {
+	for l*2 <= 32 && l*2*max(1, 64/c) <= units {
 		l *= 2
 	}
-	if mg := g.tune.GEMVMinGroups; mg > 0 {
+	return l
+}
+
+// gemvTreeLanes is the number of lanes L that share a row without subgroup
+// operations (a workgroup of wg has wg/L rows): gemvLanes, doubled (up to
+// 64, while each lane keeps at least 16 elements) while the grid has fewer
+// than GEMVMinGroups workgroups, so that short GEMVs still fill a large
+// GPU.
+func (g *gen) gemvTreeLanes(s mmShape, nb, wg, units, c int) int {
+	l := g.gemvLanes(units, c)
+	if mg := g.tune.GEMVMinGroups; mg > 0 && g.tune.GEMVLanes == 0 {
 		for l*2 <= min(64, wg) && l*2*max(1, 16/c) <= units && ceilDiv(s.n, wg/l)*nb < mg {
 			l *= 2
 		}
@@ -315,27 +323,19 @@ func (g *gen) gemvLanes(s mmShape, nb, wg, units, c int) int {
 	return min(l, wg)
 }
 
-// gemvRows returns the nominal subgroup size l (32, or GEMVLanes) and the
-// rows R per workgroup of the transposed GEMV with subgroup operations; the
-// workgroup has l·R invocations, one subgroup a row when the subgroups are
-// l wide. Fewer rows a workgroup (down to one) while the grid has fewer
-// than GEMVMinGroups workgroups: short GEMVs then still fill a large GPU.
-func (g *gen) gemvRows(s mmShape, nb, wg int) (l, r int) {
-	l = 32
-	if g.tune.GEMVLanes > 0 {
-		l = 1
-		for l*2 <= min(g.tune.GEMVLanes, 64) {
-			l *= 2
-		}
-	}
-	l = min(l, wg)
-	r = wg / l
+// gemvSubgroupRows returns the rows R a workgroup and the workgroup size
+// with subgroup operations, where a subgroup, whatever its size, takes a
+// row at a time: wg/gemvLanes rows, halved (down to one) while the grid
+// has fewer than GEMVMinGroups workgroups, and 32 invocations a row (one
+// subgroup of the usual size) up to wg.
+func (g *gen) gemvSubgroupRows(s mmShape, nb, wg, units, c int) (r, threads int) {
+	r = wg / min(g.gemvLanes(units, c), wg)
 	if mg := g.tune.GEMVMinGroups; mg > 0 && g.tune.GEMVLanes == 0 {
 		for r > 1 && ceilDiv(s.n, r)*nb < mg {
 			r /= 2
 		}
 	}
-	return l, r
+	return r, min(wg, 32*r)
 }
 
 // gemvTerm is the WGSL of what chunk k (weights' chunk kb: k, or the next

@@ -6,7 +6,7 @@ enable subgroups;
 const N: u32 = 40u;
 const KA: u32 = 16u; // K in units of vec4<f32>
 const KU: u32 = 1u; // K in chunks of 64 elements
-const R: u32 = 8u; // rows per workgroup
+const R: u32 = 256u; // rows per workgroup
 var<workgroup> red: array<f32, 256>;
 var<workgroup> act: array<vec4<f32>, 16>;
 @compute @workgroup_size(256, 1, 1)
