@@ -197,14 +197,8 @@ func (p *unitPrinter) expr(e *dequant.Expr, a []string) string {
 		x = fmt.Sprintf("half_to_f32((%s[%s >> 2u] >> ((%s & 2u) * 8u)) & 0xffffu)", buf, o, o)
 	case dequant.Select:
 		x = fmt.Sprintf("select(%s, %s, %s < 4u)", a[2], a[1], a[0])
-	// The formats convert small integers only (fields of at most 8 bits,
-	// less a bias): added to the bits of 1.5·2^23, an integer x in
-	// ±2^22 makes the f32 1.5·2^23 + x exactly, without an int-to-float
-	// conversion (an eighth of an add's rate on NVIDIA GPUs).
-	case dequant.ToF32:
-		x = fmt.Sprintf("(bitcast<f32>(%s + 0x4b400000u) - 12582912.0f)", a[0])
-	case dequant.I8ToF32:
-		x = fmt.Sprintf("(bitcast<f32>((%s ^ 0x80u) + 0x4b3fff80u) - 12582912.0f)", a[0])
+	case dequant.ToF32, dequant.I8ToF32:
+		x = "(" + biased(e.Op, a[0]) + " - " + magic + ")"
 	default:
 		op, ok := infix[e.Op]
 		if !ok {
@@ -213,6 +207,20 @@ func (p *unitPrinter) expr(e *dequant.Expr, a []string) string {
 		x = a[0] + " " + op + " " + a[1]
 	}
 	return x
+}
+
+// The formats convert small integers only (fields of at most 8 bits, less
+// a bias): added to the bits of magic, 1.5·2^23, an integer x in ±2^22
+// makes the f32 magic + x exactly, so x is that less magic, without an
+// int-to-float conversion (an eighth of an add's rate on NVIDIA GPUs).
+const magic = "12582912.0f"
+
+// biased is the WGSL f32 magic + x of a ToF32 or I8ToF32 of x.
+func biased(op dequant.Op, x string) string {
+	if op == dequant.I8ToF32 {
+		return fmt.Sprintf("bitcast<f32>((%s ^ 0x80u) + 0x4b3fff80u)", x) // x - 256 when x >= 128
+	}
+	return fmt.Sprintf("bitcast<f32>(%s + 0x4b400000u)", x)
 }
 
 // let emits `let NAME = x;` and returns NAME.
