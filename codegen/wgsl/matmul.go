@@ -113,7 +113,7 @@ func (g *gen) gemvT(s mmShape, nb int) (*codegen.Kernel, error) {
 	wg := g.threads(256)
 	l, r := 0, 0 // lanes a row (without subgroups), rows a workgroup
 	if sub {
-		r, wg = g.gemvSubgroupRows(s, nb, wg, units, c)
+		r, wg = g.gemvSubgroupRows(s, nb, wg, units, c, norm)
 	} else {
 		l = g.gemvTreeLanes(s, nb, wg, units, c)
 		r = wg / l
@@ -327,12 +327,18 @@ func (g *gen) gemvTreeLanes(s mmShape, nb, wg, units, c int) int {
 // with subgroup operations, where a subgroup, whatever its size, takes a
 // row at a time: wg/gemvLanes rows, halved (down to one) while the grid
 // has fewer than GEMVMinGroups workgroups, and 32 invocations a row (one
-// subgroup of the usual size) up to wg.
-func (g *gen) gemvSubgroupRows(s mmShape, nb, wg, units, c int) (r, threads int) {
+// subgroup of the usual size) up to wg. A fused norm's workgroups each
+// stage the row (2·4·K bytes read): past stagedGroups workgroups (the
+// 32000-row classifier) they take more rows, up to 64.
+func (g *gen) gemvSubgroupRows(s mmShape, nb, wg, units, c int, norm bool) (r, threads int) {
+	const stagedGroups = 1024
 	r = wg / min(g.gemvLanes(units, c), wg)
-	if mg := g.tune.GEMVMinGroups; mg > 0 && g.tune.GEMVLanes == 0 {
-		for r > 1 && ceilDiv(s.n, r)*nb < mg {
+	if g.tune.GEMVLanes == 0 {
+		for mg := g.tune.GEMVMinGroups; r > 1 && ceilDiv(s.n, r)*nb < mg; {
 			r /= 2
+		}
+		for norm && r < 64 && ceilDiv(s.n, r)*nb > stagedGroups {
+			r *= 2
 		}
 	}
 	return r, min(wg, 32*r)
