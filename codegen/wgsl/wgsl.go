@@ -77,13 +77,17 @@ func (l Limits) withDefaults() Limits {
 // never change results beyond f32 rounding.
 type Tuning struct {
 	// GEMVLanes is the number of invocations that share one output of the
-	// M = 1, transpose_b matmul (a power of two up to 64; 1 means one
-	// invocation per output and no workgroup reduction).
+	// M = 1, transpose_b matmul and the fused norms' GEMVs (a power of two
+	// up to 64; 1 means one invocation per output and no workgroup
+	// reduction). With subgroup operations a subgroup takes each row,
+	// whatever its size, and GEMVLanes sets the rows of a workgroup
+	// instead: 256/GEMVLanes.
 	GEMVLanes int
 	// GEMVMinGroups, when > 0 and GEMVLanes is automatic, doubles the
-	// lanes per output (up to 64, and while each lane keeps at least 4
-	// units of K) until the grid has at least this many workgroups: short
-	// GEMVs (N = 2048) then still fill a large GPU.
+	// lanes per output (up to 64, and while each lane keeps at least 16
+	// elements of K), or with subgroups halves the rows a workgroup, until
+	// the grid has at least this many workgroups: short GEMVs (N = 2048)
+	// then still fill a large GPU.
 	GEMVMinGroups int
 	// GEMVUnroll is the number of independent partial sums each lane of
 	// that GEMV keeps (1, 2 or 4; 0 means 1): more loads in flight.
