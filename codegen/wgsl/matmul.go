@@ -395,7 +395,13 @@ func (g *gen) gemvTerm(w gemvWeight, c int, vec bool, a func(string) string, k, 
 		for j := range c / run {
 			wb := g.fresh("wb")
 			g.p("%slet %s = (%s) * %du;", ind, wb, scaled(ci, c/run, j), p*bytes/4)
-			dots(j*run/4, g.blockRun(w.sb, wb, p, ind))
+			for i, b := range g.blockRun(w.sb, wb, p, ind) {
+				first := len(parts)
+				dots(j*run/4+i*elems/4, b.units)
+				if b.scale != "" {
+					parts = append(parts[:first], fmt.Sprintf("%s * (%s)", b.scale, strings.Join(parts[first:], " + ")))
+				}
+			}
 		}
 	}
 	return strings.Join(parts, " + ")

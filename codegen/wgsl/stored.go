@@ -305,24 +305,55 @@ func runBlocks(dt ir.DType) int {
 	return 4 / blockAlign(bytes)
 }
 
-// blockRun returns the vec4<f32> of elements 4i..4i+3 of a run of p blocks
-// of s, for i < p·elems/4; the run starts at the u32 word wb (a let). Every
-// offset in the run is then a constant from wb: the decoding folds to
-// constant shifts of the run's words, each read once, whatever the
-// block's alignment.
-func (g *gen) blockRun(s stored, wb string, p int, ind string) []string {
+// runBlock is one block of a run, decoded: its elements as vec4<f32>,
+// four at a time, over the block's scale when the format multiplies every
+// element by one (Q4_0, Q5_0, Q8_0: the sum of a block's products is
+// taken once by it), else ("") the elements themselves.
+type runBlock struct {
+	scale string
+	units []string
+}
+
+// blockRun decodes a run of p blocks of s that starts at the u32 word wb
+// (a let). Every offset in the run is a constant from wb: the decoding
+// folds to constant shifts of the run's words, each read once, whatever
+// the block's alignment.
+func (g *gen) blockRun(s stored, wb string, p int, ind string) []runBlock {
 	g.useHelper("half_to_f32")
 	elems, bytes := s.dt.Block()
 	f := &runPrinter{unitPrinter: unitPrinter{g: g, s: s, ind: ind, align: 1}, wb: wb, lets: map[string]string{}}
 	lanes := []string{runConst(0), runConst(1), runConst(2), runConst(3)}
-	var out []string
+	unit, scale := dequant.Unit(s.dt), (*dequant.Expr)(nil)
+	if unit.Op == dequant.FMul && blockUniform(unit.Args[1]) {
+		unit, scale = unit.Args[0], unit.Args[1]
+	}
+	var out []runBlock
 	for b := range p {
-		for e := 0; e < elems; e += 4 {
-			l := dequant.Leaves[string]{Block: runOffset(uint32(b * bytes)), Elem: runConst(uint32(e)), Lanes: lanes, Const: runConst}
-			out = append(out, "vec4<f32>("+strings.Join(dequant.Walk(dequant.Unit(s.dt), l, f.node), ", ")+")")
+		l := dequant.Leaves[string]{Block: runOffset(uint32(b * bytes)), Lanes: lanes, Const: runConst}
+		var rb runBlock
+		if scale != nil {
+			rb.scale = dequant.Walk(scale, l, f.node)[0]
 		}
+		for e := 0; e < elems; e += 4 {
+			l.Elem = runConst(uint32(e))
+			rb.units = append(rb.units, "vec4<f32>("+strings.Join(dequant.Walk(unit, l, f.node), ", ")+")")
+		}
+		out = append(out, rb)
 	}
 	return out
+}
+
+// blockUniform reports whether e is the same for every element of a block.
+func blockUniform(e *dequant.Expr) bool {
+	if e.Op == dequant.Elem || e.Op == dequant.Lane {
+		return false
+	}
+	for _, a := range e.Args {
+		if !blockUniform(a) {
+			return false
+		}
+	}
+	return true
 }
 
 // runPrinter prints a run's decoding with its known values folded: the
