@@ -75,72 +75,75 @@ func genMatmul(g *gen) (*codegen.Kernel, error) {
 }
 
 // gemvT computes out[z, 0, n] = Σ_k a[z, 0, k]·b[z, n, k].
+//
+// The lanes of one output row each fold a strided part of K, a chunk of c
+// elements per step (gemvKinds: a vec4 of f32, eight f16, a run of whole
+// Q4_0..Q8_0 blocks), then sum. With subgroup operations each subgroup
+// takes rows in turn (its lanes one row, subgroupAdd sums them), R rows a
+// workgroup, whatever the subgroup size (subgroups are taken as runs of
+// consecutive local indices, as the dialect's test checks); without them
+// L lanes (a constant) share a row and a tree in workgroup memory sums
+// them, R = 256/L rows a workgroup.
 func (g *gen) gemvT(s mmShape, nb int) (*codegen.Kernel, error) {
-	vec := s.k%4 == 0 && s.k > 0
-	units := s.k
-	if vec {
-		units = s.k / 4
-	}
-	l := 1
-	if g.tune.GEMVLanes > 0 {
-		for l*2 <= min(g.tune.GEMVLanes, 64) {
-			l *= 2
-		}
-	} else {
-		// About 16 units per lane; measured on the H200: 32 lanes for
-		// K = 4096 (1.0 TFLOP/s, 2 TB/s of weights), 4 for K = 288.
-		for l*2 <= 32 && l*2*16 <= units {
-			l *= 2
-		}
-		if mg := g.tune.GEMVMinGroups; mg > 0 {
-			wg := g.threads(256)
-			for l*2 <= min(64, wg) && l*2*4 <= units && ceilDiv(s.n, wg/l)*nb < mg {
-				l *= 2
-			}
-		}
-	}
-	wg := g.threads(256)
-	if l > wg {
-		l = wg
-	}
-	r := wg / l
-	grid, gid := g.foldDims(ceilDiv(s.n, r), 2)
-	grid[2] = nb
-	if s.n == 0 || nb == 0 {
-		grid = [3]int{0, 1, 1}
-	}
-	elem := "f32"
-	if vec {
-		elem = "vec4<f32>"
-	}
 	// rms_norm_matmul (x, g, w) normalizes a's row first: its weight is
 	// input 2, and every invocation takes part in the row's sum of
 	// squares. rms_norm_swiglu (x, g, wg, wu) does too and takes two
 	// products of the row, gate and up, for silu(gate)·up.
 	// rms_norm_qkv (x, g, wq, wk, wv) computes the columns of its three
-	// products as one range of N = Nq + Nk + Nv: each invocation's column
-	// falls in one segment (seg), whose weight it reads and whose output it
-	// writes.
+	// products as one range of N = Nq + Nk + Nv: each row falls in one
+	// segment (seg), whose weight it reads and whose output it writes.
 	swiglu, qkv := g.op == ir.OpRMSNormSwiGLU, g.op == ir.OpRMSNormQKV
 	norm := g.op == ir.OpRMSNormMatmul || swiglu || qkv
-	g.bind("in0", codegen.Read, g.in[0], elem, 0, -1)
+	vec := s.k%4 == 0 && s.k > 0
 	first := 1
 	if norm {
-		g.bind("in1", codegen.Read, g.in[1], elem, 1, -1)
 		first = 2
 	}
 	var ws []gemvWeight
 	for i := first; i < len(g.in) && (i == first || swiglu || qkv); i++ {
-		w := gemvWeight{name: "in" + strconv.Itoa(i), acc: "acc", stored: isStored(g.in[i].DType)}
+		w := gemvWeight{name: "in" + strconv.Itoa(i), acc: "acc", in: i}
 		if swiglu && len(ws) > 0 {
 			w.acc = "uacc"
 		}
-		if w.stored {
-			w.sb = g.bindStored(w.name, i)
-		} else {
-			g.bind(w.name, codegen.Read, g.in[i], elem, i, -1)
-		}
 		ws = append(ws, w)
+	}
+	c := gemvKinds(ws, g.in, s.k)
+	units := s.k / c
+	sub := g.feat.Subgroups
+	wg := g.threads(256)
+	l, r := 0, 0 // lanes a row (without subgroups), rows a workgroup
+	if sub {
+		r, wg = g.gemvSubgroupRows(s, nb, wg, units, c, norm)
+	} else {
+		l = g.gemvTreeLanes(s, nb, wg, units, c)
+		r = wg / l
+	}
+	grid, gid := g.foldDims(ceilDiv(s.n, r), 2)
+	grid[2] = nb
+	if s.n == 0 || nb == 0 {
+		grid = [3]int{0, 1, 1}
+	}
+	if sub {
+		g.p("enable subgroups;")
+	}
+	elem := "f32"
+	if vec {
+		elem = "vec4<f32>"
+	}
+	g.bind("in0", codegen.Read, g.in[0], elem, 0, -1)
+	if norm {
+		g.bind("in1", codegen.Read, g.in[1], elem, 1, -1)
+	}
+	for j := range ws {
+		w := &ws[j]
+		switch w.kind {
+		case gemvF32:
+			g.bind(w.name, codegen.Read, g.in[w.in], elem, w.in, -1)
+		case gemvHalf8:
+			w.sb = g.bindStoredAs(w.name, w.in, "vec4<u32>")
+		default:
+			w.sb = g.bindStored(w.name, w.in)
+		}
 	}
 	g.bindAddend("f32")
 	for j := range g.out {
@@ -152,12 +155,27 @@ func (g *gen) gemvT(s mmShape, nb int) (*codegen.Kernel, error) {
 		g.p("const N0: u32 = %du;", sizes(g.in[2])[0])
 		g.p("const N1: u32 = %du;", sizes(g.in[3])[0])
 	}
-	g.p("const KU: u32 = %du; // K in units of %s", units, elem)
-	g.p("const L: u32 = %du; // lanes per output", l)
-	if l > 1 || norm {
+	g.p("const KA: u32 = %du; // K in units of %s", s.k/max(1, min(c, 4)), elem)
+	g.p("const KU: u32 = %du; // K in chunks of %d elements", units, c)
+	g.p("const R: u32 = %du; // rows per workgroup", r)
+	if !sub {
+		g.p("const L: u32 = %du; // lanes per row", l)
+	}
+	if l > 1 && !sub || norm {
 		g.p("var<workgroup> red: array<f32, %d>;", wg)
 	}
-	g.entry([3]int{wg, 1, 1})
+	// The norm's rows stage g·x in workgroup memory when it fits: each
+	// lane then reads one vec4 of it per four elements, and the sums are
+	// scaled by inv once at the end.
+	stage := norm && vec && (s.k+wg)*4 <= g.lim.MaxWorkgroupStorageSize
+	if stage {
+		g.p("var<workgroup> act: array<vec4<f32>, %d>;", s.k/4)
+	}
+	if sub {
+		g.entry([3]int{wg, 1, 1}, "@builtin(subgroup_size) sgs: u32", "@builtin(subgroup_invocation_id) sgi: u32")
+	} else {
+		g.entry([3]int{wg, 1, 1})
+	}
 	div := 1
 	if vec {
 		div = 4
@@ -165,11 +183,21 @@ func (g *gen) gemvT(s mmShape, nb int) (*codegen.Kernel, error) {
 	g.batchOffsets(s, div)
 	a := func(k string) string { return fmt.Sprintf("in0[ab + %s]", k) }
 	if norm {
-		g.normPrologue(wg, s.k, vec)
+		g.normPrologue(wg, s.k, vec, sub, stage)
 		a = func(k string) string { return fmt.Sprintf("(in1[%s] * (inv * in0[ab + %s]))", k, k) }
+		if stage {
+			a = func(k string) string { return fmt.Sprintf("act[%s]", k) }
+		}
 	}
-	g.p("  let lane = li %% L;")
-	g.p("  let n_ = %s * %du + li / L;", gid, r)
+	if sub {
+		g.p("  let lane = sgi;")
+		g.p("  let L = sgs;")
+		g.p("  for (var r = li / L; r < R; r += max(%du / L, 1u)) { // a workgroup may be one partial subgroup", wg)
+	} else {
+		g.p("  let lane = li %% L;")
+		g.p("  let r = li / L;")
+	}
+	g.p("  let n_ = %s * R + r;", gid)
 	g.p("  let valid = n_ < N;")
 	if qkv {
 		g.p("  let nc = min(n_, N - 1u);")
@@ -188,19 +216,7 @@ func (g *gen) gemvT(s mmShape, nb int) (*codegen.Kernel, error) {
 		bk = "k + 1u"
 	}
 	term := func(w gemvWeight, k string) string {
-		kb := strings.ReplaceAll(bk, "k", k)
-		switch {
-		case w.stored && vec:
-			// Adjacent lanes decode adjacent units: whole words of the
-			// packed row, coalesced.
-			u := fmt.Sprintf("min(%s, KU - 1u)", kb)
-			return fmt.Sprintf("dot(%s, %s)", a(k), g.unit4(w.sb, fmt.Sprintf("bb * %du + (n * KU + %s) * 4u", div, u), "    "))
-		case w.stored:
-			return fmt.Sprintf("%s * %s", a(k), g.elem(w.sb, fmt.Sprintf("bb + n * KU + min(%s, KU - 1u)", kb), "    "))
-		case vec:
-			return fmt.Sprintf("dot(%s, %s[bb + n * KU + %s])", a(k), w.name, kb)
-		}
-		return fmt.Sprintf("%s * %s[bb + n * KU + %s]", a(k), w.name, kb)
+		return g.gemvTerm(w, c, vec, a, k, strings.ReplaceAll(bk, "k", k))
 	}
 	unroll := 1
 	if g.fault == "" && (g.tune.GEMVUnroll == 2 || g.tune.GEMVUnroll == 4) {
@@ -219,17 +235,21 @@ func (g *gen) gemvT(s mmShape, nb int) (*codegen.Kernel, error) {
 			g.gemvSums([]gemvWeight{w}, unroll, term)
 		}
 		g.p("  }")
-	} else {
+	}
+	if !qkv {
 		g.gemvSums(ws, unroll, term)
 	}
-	if l > 1 {
-		// One tree per product: each invocation reads back only its own
-		// slot of red before the next tree writes it.
-		sums := ws
-		if qkv {
-			sums = ws[:1]
-		}
-		for _, w := range sums {
+	sums := ws
+	if qkv {
+		sums = ws[:1]
+	}
+	for _, w := range sums {
+		switch {
+		case sub:
+			g.p("  %s = subgroupAdd(%s);", w.acc, w.acc)
+		case l > 1:
+			// One tree per product: each invocation reads back only its
+			// own slot of red before the next tree writes it.
 			g.p("  red[li] = %s;", w.acc)
 			g.barrier(true)
 			g.p("  for (var s_ = L / 2u; s_ > 0u; s_ = s_ >> 1u) {")
@@ -237,6 +257,11 @@ func (g *gen) gemvT(s mmShape, nb int) (*codegen.Kernel, error) {
 			g.p("    workgroupBarrier();")
 			g.p("  }")
 			g.p("  %s = red[li];", w.acc)
+		}
+	}
+	if stage {
+		for _, w := range sums {
+			g.p("  %s = inv * %s;", w.acc, w.acc)
 		}
 	}
 	res := g.addend("acc", "wid.z * N + n")
@@ -257,8 +282,183 @@ func (g *gen) gemvT(s mmShape, nb int) (*codegen.Kernel, error) {
 	} else {
 		g.p("  if (valid && lane == 0u) { out0[wid.z * N + n] = %s; }", res)
 	}
+	if sub {
+		g.p("  }")
+	}
 	g.p("}")
 	return g.kernel([3]int{wg, 1, 1}, grid), nil
+}
+
+// gemvLanes is the number of lanes that share a row of the transposed
+// GEMV, for rows of units chunks of c elements: GEMVLanes (a power of two
+// up to 64), else about 64 elements a lane, up to 32. Measured on the
+// H200 with vec4 chunks: 32 lanes for K = 4096 (1.0 TFLOP/s, 2 TB/s of
+// weights), 4 for K = 288.
+func (g *gen) gemvLanes(units, c int) int {
+	l := 1
+	if g.tune.GEMVLanes > 0 {
+		for l*2 <= min(g.tune.GEMVLanes, 64) {
+			l *= 2
+		}
+		return l
+	}
+	for l*2 <= 32 && l*2*max(1, 64/c) <= units {
+		l *= 2
+	}
+	return l
+}
+
+// gemvTreeLanes is the number of lanes L that share a row without subgroup
+// operations (a workgroup of wg has wg/L rows): gemvLanes, doubled (up to
+// 64, while each lane keeps at least 16 elements) while the grid has fewer
+// than GEMVMinGroups workgroups, so that short GEMVs still fill a large
+// GPU.
+func (g *gen) gemvTreeLanes(s mmShape, nb, wg, units, c int) int {
+	l := g.gemvLanes(units, c)
+	if mg := g.tune.GEMVMinGroups; mg > 0 && g.tune.GEMVLanes == 0 {
+		for l*2 <= min(64, wg) && l*2*max(1, 16/c) <= units && ceilDiv(s.n, wg/l)*nb < mg {
+			l *= 2
+		}
+	}
+	return min(l, wg)
+}
+
+// gemvSubgroupRows returns the rows R a workgroup and the workgroup size
+// with subgroup operations, where a subgroup, whatever its size, takes a
+// row at a time: wg/gemvLanes rows, halved (down to one) while the grid
+// has fewer than GEMVMinGroups workgroups, and 32 invocations a row (one
+// subgroup of the usual size) up to wg. A fused norm's workgroups each
+// stage the row (2·4·K bytes read): past stagedGroups workgroups (the
+// 32000-row classifier) they take more rows, up to 64.
+func (g *gen) gemvSubgroupRows(s mmShape, nb, wg, units, c int, norm bool) (r, threads int) {
+	const stagedGroups = 1024
+	r = wg / min(g.gemvLanes(units, c), wg)
+	if g.tune.GEMVLanes == 0 {
+		for mg := g.tune.GEMVMinGroups; r > 1 && ceilDiv(s.n, r)*nb < mg; {
+			r /= 2
+		}
+		for norm && r < 64 && ceilDiv(s.n, r)*nb > stagedGroups {
+			r *= 2
+		}
+	}
+	return r, min(wg, 32*r)
+}
+
+// gemvTerm is the WGSL of what chunk k (weights' chunk kb: k, or the next
+// under wrong_index) of K adds to w's sum: the dot products of a's elements
+// (a(j) is a's unit j: a vec4 of f32, or an f32 when K is not a multiple
+// of 4) with w's row n, decoded. A stored weight's chunk is clamped into
+// the tensor when kb is not k (a read past its end is undefined in
+// SPIR-V).
+func (g *gen) gemvTerm(w gemvWeight, c int, vec bool, a func(string) string, k, kb string) string {
+	const ind = "    "
+	if w.kind == gemvF32 && !vec {
+		return fmt.Sprintf("%s * %s[bb + n * KU + %s]", a(k), w.name, kb)
+	}
+	// The chunk's index in the tensor's chunks (bb counts f32 or vec4).
+	ci := fmt.Sprintf("bb + n * KU + %s", kb)
+	if vec && c != 4 {
+		ci = fmt.Sprintf("bb * 4u / %du + n * KU + %s", c, kb)
+	}
+	if kb != k {
+		ci = fmt.Sprintf("min(%s, %du)", ci, numel(g.in[w.in])/c-1)
+	}
+	ci = "(" + ci + ")"
+	if !vec {
+		return fmt.Sprintf("%s * %s", a(k), g.elem(w.sb, ci, ind))
+	}
+	var parts []string
+	dots := func(first int, vs []string) {
+		for j, v := range vs {
+			parts = append(parts, fmt.Sprintf("dot(%s, %s)", a(scaled(k, c/4, first+j)), v))
+		}
+	}
+	switch w.kind {
+	case gemvF32:
+		for j := range c / 4 {
+			dots(j, []string{fmt.Sprintf("%s[bb + %s]", w.name, scaled("(n * KU + "+kb+")", c/4, j))})
+		}
+	case gemvUnit:
+		for j := range c / 4 {
+			dots(j, []string{g.unit4(w.sb, scaled(ci, c, 4*j), ind)})
+		}
+	case gemvHalf8:
+		for j := range c / 8 {
+			v := g.fresh("h")
+			g.p("%slet %s = %s[%s];", ind, v, w.name, scaled(ci, c/8, j))
+			dots(2*j, w.sb.halfRun(g, v))
+		}
+	case gemvRun:
+		p := runBlocks(w.sb.dt)
+		elems, bytes := w.sb.dt.Block()
+		run := p * elems
+		for j := range c / run {
+			wb := g.fresh("wb")
+			g.p("%slet %s = (%s) * %du;", ind, wb, scaled(ci, c/run, j), p*bytes/4)
+			for i, b := range g.blockRun(w.sb, wb, p, ind) {
+				first := len(parts)
+				dots(j*run/4+i*elems/4, b.units)
+				if b.scale != "" {
+					parts = append(parts[:first], fmt.Sprintf("%s * (%s)", b.scale, strings.Join(parts[first:], " + ")))
+				}
+			}
+		}
+	}
+	return strings.Join(parts, " + ")
+}
+
+// scaled is the WGSL of x·m + j (x an expression, m and j constants).
+func scaled(x string, m, j int) string {
+	if m != 1 {
+		x = fmt.Sprintf("%s * %du", x, m)
+	}
+	if j != 0 {
+		x = fmt.Sprintf("%s + %du", x, j)
+	}
+	return x
+}
+
+// gemvKind is how a transposed GEMV reads a weight.
+type gemvKind int
+
+const (
+	gemvF32   gemvKind = iota // f32: vec4 (or f32) loads
+	gemvUnit                  // stored: a unit of 4 (or an element) at a time (stored.go's unit4, elem)
+	gemvHalf8                 // f16, bf16: eight elements in a vec4<u32>
+	gemvRun                   // Q4_0..Q8_0: a run of whole blocks (stored.go's blockRun)
+)
+
+// gemvKinds sets the kind of each weight for rows of k elements and
+// returns the chunk c, the elements of K a lane takes per step: 1 when k
+// is not a multiple of 4, else the largest of the weights' reads (all
+// powers of two that divide k), which each weight then reads c/its own.
+func gemvKinds(ws []gemvWeight, in []ir.Type, k int) int {
+	c := 1
+	if k%4 == 0 && k > 0 {
+		c = 4
+	}
+	for i := range ws {
+		w := &ws[i]
+		dt := in[w.in].DType
+		w.stored = isStored(dt)
+		w.kind = gemvF32
+		if w.stored {
+			w.kind = gemvUnit
+		}
+		if c == 1 {
+			continue
+		}
+		elems, _ := dt.Block()
+		switch {
+		case (dt == ir.F16 || dt == ir.BF16) && k%8 == 0:
+			w.kind, c = gemvHalf8, max(c, 8)
+		case dt.IsBlock() && elems == 32 && k%(runBlocks(dt)*elems) == 0:
+			// The K formats (256 elements a block) keep to units: a run
+			// a lane would leave most lanes of a row idle.
+			w.kind, c = gemvRun, max(c, runBlocks(dt)*elems)
+		}
+	}
+	return c
 }
 
 // gemvN computes out[z, 0, n] = Σ_k a[z, 0, k]·b[z, k, n].
@@ -302,21 +502,38 @@ func (g *gen) gemvN(s mmShape, nb int) (*codegen.Kernel, error) {
 }
 
 // normPrologue emits inv, the reciprocal RMS of the workgroup's row of x
-// (in0 at ab, k elements), as rms_norm computes it: every invocation sums
-// the squares of a strided part, a tree in red combines them. It ends
-// with a barrier, so red is free again.
-func (g *gen) normPrologue(wg, k int, vec bool) {
+// (in0 at ab, k elements, KA units), as rms_norm computes it: every
+// invocation sums the squares of a strided part, then a tree in red (or,
+// with subgroups, subgroupAdd and one slot of red per subgroup) combines
+// them. red is free again after it. With stage, the same pass stores g·x
+// (in1·in0) in act, which the reduction's barrier publishes.
+func (g *gen) normPrologue(wg, k int, vec, sub, stage bool) {
 	eps := g.attrs.Float("eps")
 	g.p("  var ss = 0.0f;")
-	if vec {
-		g.p("  for (var j = li; j < KU; j += %du) { let v = in0[ab + j]; ss = ss + dot(v, v); }", wg)
-	} else {
-		g.p("  for (var j = li; j < KU; j += %du) { let v = in0[ab + j]; ss = ss + v * v; }", wg)
+	switch {
+	case stage:
+		g.p("  for (var j = li; j < KA; j += %du) { let v = in0[ab + j]; ss = ss + dot(v, v); act[j] = in1[j] * v; }", wg)
+	case vec:
+		g.p("  for (var j = li; j < KA; j += %du) { let v = in0[ab + j]; ss = ss + dot(v, v); }", wg)
+	default:
+		g.p("  for (var j = li; j < KA; j += %du) { let v = in0[ab + j]; ss = ss + v * v; }", wg)
 	}
-	g.p("  red[li] = ss;")
-	g.treeReduce(wg, sum)
-	g.p("  let inv = 1.0f / sqrt(red[0] / %s + %s);", f32Lit(float64(k)), f32Lit(eps))
-	g.p("  workgroupBarrier();")
+	total := "red[0]"
+	if sub {
+		g.p("  ss = subgroupAdd(ss);")
+		g.p("  if (sgi == 0u) { red[li / sgs] = ss; }")
+		g.barrier(true)
+		g.p("  var tot = 0.0f;")
+		g.p("  for (var j = 0u; j < (%du + sgs - 1u) / sgs; j++) { tot = tot + red[j]; }", wg)
+		total = "tot"
+	} else {
+		g.p("  red[li] = ss;")
+		g.treeReduce(wg, sum)
+	}
+	g.p("  let inv = 1.0f / sqrt(%s / %s + %s);", total, f32Lit(float64(k)), f32Lit(eps))
+	if !sub {
+		g.p("  workgroupBarrier();")
+	}
 }
 
 // genRMSNormMatmul generates rms_norm_matmul: matmul's GEMV with
@@ -398,7 +615,9 @@ func genNormProducts(g *gen) (*codegen.Kernel, error) {
 // name, how it is stored, and the WGSL variable its sums go to.
 type gemvWeight struct {
 	name, acc string
+	in        int // the node's input
 	stored    bool
+	kind      gemvKind
 	sb        stored
 }
 

@@ -19,15 +19,18 @@ import (
 // time.
 
 // half_to_f32 converts the f16 in the low 16 bits of h to f32 exactly,
-// subnormals included (m·2^-24 is exact), infinities and NaNs kept.
+// subnormals included, infinities and NaNs kept, in integer and f32
+// arithmetic only (an int-to-float conversion runs at an eighth of the
+// rate of an add on NVIDIA GPUs, and decoding f16 weights is most of a
+// GEMV's work): the magnitude's bits move to f32's place and its exponent
+// is rebased (by 112, or to 255 for infinities and NaNs); a subnormal m
+// is (2^-14·(1 + m/1024) - 2^-14)·±1, each step exact (-0 included).
 const f16Helper = `fn half_to_f32(h: u32) -> f32 {
   let s = (h & 0x8000u) << 16u;
-  let e = (h >> 10u) & 0x1fu;
-  let m = h & 0x3ffu;
-  let normal = bitcast<f32>(s | ((e + 112u) << 23u) | (m << 13u));
-  let tiny = bitcast<f32>(s | 0x33800000u) * f32(m);
-  let special = bitcast<f32>(s | 0x7f800000u | (m << 13u));
-  return select(select(normal, special, e == 31u), tiny, e == 0u);
+  let mag = (h & 0x7fffu) << 13u;
+  let big = bitcast<f32>(s | (mag + select(0x38000000u, 0x70000000u, mag >= 0x0f800000u)));
+  let tiny = (bitcast<f32>(mag + 0x38800000u) - 6.103515625e-05f) * bitcast<f32>(s | 0x3f800000u);
+  return select(big, tiny, mag < 0x00800000u);
 }`
 
 func init() { helpers["half_to_f32"] = struct{ src, libm string }{src: f16Helper} }
@@ -43,9 +46,13 @@ type stored struct {
 }
 
 // bindStored declares input i, in a storage dtype, as array<u32>.
-func (g *gen) bindStored(name string, i int) stored {
+func (g *gen) bindStored(name string, i int) stored { return g.bindStoredAs(name, i, "u32") }
+
+// bindStoredAs declares input i, in a storage dtype, as an array of elem
+// (u32, or vec4<u32> for 16-byte reads of whole rows).
+func (g *gen) bindStoredAs(name string, i int, elem string) stored {
 	t := g.in[i]
-	g.bind(name, codegen.Read, t, "u32", i, -1)
+	g.bind(name, codegen.Read, t, elem, i, -1)
 	return stored{name: name, dt: t.DType, last: int(max(0, (t.Bytes()+3)/4-1))}
 }
 
@@ -166,7 +173,11 @@ var infix = map[dequant.Op]string{
 }
 
 // node emits a let of op e over its arguments' names and returns its name.
-func (p *unitPrinter) node(e *dequant.Expr, a []string) string {
+func (p *unitPrinter) node(e *dequant.Expr, a []string) string { return p.let(p.expr(e, a)) }
+
+// expr is the WGSL of op e over its arguments' names (emitting the lets
+// an unaligned read needs).
+func (p *unitPrinter) expr(e *dequant.Expr, a []string) string {
 	buf := p.s.name
 	var x string
 	switch e.Op {
@@ -186,10 +197,8 @@ func (p *unitPrinter) node(e *dequant.Expr, a []string) string {
 		x = fmt.Sprintf("half_to_f32((%s[%s >> 2u] >> ((%s & 2u) * 8u)) & 0xffffu)", buf, o, o)
 	case dequant.Select:
 		x = fmt.Sprintf("select(%s, %s, %s < 4u)", a[2], a[1], a[0])
-	case dequant.ToF32:
-		x = fmt.Sprintf("f32(bitcast<i32>(%s))", a[0])
-	case dequant.I8ToF32:
-		x = fmt.Sprintf("f32(bitcast<i32>(%s << 24u) >> 24u)", a[0])
+	case dequant.ToF32, dequant.I8ToF32:
+		x = "(" + biased(e.Op, a[0]) + " - " + magic + ")"
 	default:
 		op, ok := infix[e.Op]
 		if !ok {
@@ -197,7 +206,21 @@ func (p *unitPrinter) node(e *dequant.Expr, a []string) string {
 		}
 		x = a[0] + " " + op + " " + a[1]
 	}
-	return p.let(x)
+	return x
+}
+
+// The formats convert small integers only (fields of at most 8 bits, less
+// a bias): added to the bits of magic, 1.5·2^23, an integer x in ±2^22
+// makes the f32 magic + x exactly, so x is that less magic, without an
+// int-to-float conversion (an eighth of an add's rate on NVIDIA GPUs).
+const magic = "12582912.0f"
+
+// biased is the WGSL f32 magic + x of a ToF32 or I8ToF32 of x.
+func biased(op dequant.Op, x string) string {
+	if op == dequant.I8ToF32 {
+		return fmt.Sprintf("bitcast<f32>((%s ^ 0x80u) + 0x4b3fff80u)", x) // x - 256 when x >= 128
+	}
+	return fmt.Sprintf("bitcast<f32>(%s + 0x4b400000u)", x)
 }
 
 // let emits `let NAME = x;` and returns NAME.
@@ -271,4 +294,205 @@ func gatherStored(g *gen) (*codegen.Kernel, error) {
 			g.p("  out0[i] = %s;", g.elem(s, src, "  "))
 		}
 	}), nil
+}
+
+// runBlocks is the number of blocks of format dt in a run (the part of a
+// row one GEMV lane decodes per step): the fewest whose bytes are whole
+// 32-bit words, so that every run of a row starts on a word when the row
+// does.
+func runBlocks(dt ir.DType) int {
+	_, bytes := dt.Block()
+	return 4 / blockAlign(bytes)
+}
+
+// runBlock is one block of a run, decoded: its elements as vec4<f32>,
+// four at a time, over the block's scale when the format multiplies every
+// element by one (Q4_0, Q5_0, Q8_0: the sum of a block's products is
+// taken once by it), else ("") the elements themselves.
+type runBlock struct {
+	scale string
+	units []string
+}
+
+// blockRun decodes a run of p blocks of s that starts at the u32 word wb
+// (a let). Every offset in the run is a constant from wb: the decoding
+// folds to constant shifts of the run's words, each read once, whatever
+// the block's alignment.
+func (g *gen) blockRun(s stored, wb string, p int, ind string) []runBlock {
+	g.useHelper("half_to_f32")
+	elems, bytes := s.dt.Block()
+	f := &runPrinter{unitPrinter: unitPrinter{g: g, s: s, ind: ind, align: 1}, wb: wb, lets: map[string]string{}}
+	lanes := []string{runConst(0), runConst(1), runConst(2), runConst(3)}
+	unit, scale := dequant.Unit(s.dt), (*dequant.Expr)(nil)
+	if unit.Op == dequant.FMul && blockUniform(unit.Args[1]) {
+		unit, scale = unit.Args[0], unit.Args[1]
+	}
+	var out []runBlock
+	for b := range p {
+		l := dequant.Leaves[string]{Block: runOffset(uint32(b * bytes)), Lanes: lanes, Const: runConst}
+		var rb runBlock
+		if scale != nil {
+			rb.scale = dequant.Walk(scale, l, f.node)[0]
+		}
+		for e := 0; e < elems; e += 4 {
+			l.Elem = runConst(uint32(e))
+			rb.units = append(rb.units, "vec4<f32>("+strings.Join(dequant.Walk(unit, l, f.node), ", ")+")")
+		}
+		out = append(out, rb)
+	}
+	return out
+}
+
+// blockUniform reports whether e is the same for every element of a block.
+func blockUniform(e *dequant.Expr) bool {
+	if e.Op == dequant.Elem || e.Op == dequant.Lane {
+		return false
+	}
+	for _, a := range e.Args {
+		if !blockUniform(a) {
+			return false
+		}
+	}
+	return true
+}
+
+// runPrinter prints a run's decoding with its known values folded: the
+// values of integer subexpressions that are constants ("#k" and the value)
+// or constant byte offsets in the run ("#o" and the offset) are computed
+// here; the others are WGSL lets, each distinct one printed once.
+type runPrinter struct {
+	unitPrinter
+	wb   string            // the run's first u32 word
+	lets map[string]string // WGSL expression to the let that holds it
+}
+
+func runConst(k uint32) string  { return "#k" + strconv.FormatUint(uint64(k), 10) }
+func runOffset(o uint32) string { return "#o" + strconv.FormatUint(uint64(o), 10) }
+
+// known returns the number behind a "#k" or "#o" value of the given prefix.
+func known(v, prefix string) (uint32, bool) {
+	s, ok := strings.CutPrefix(v, prefix)
+	if !ok {
+		return 0, false
+	}
+	k, err := strconv.ParseUint(s, 10, 32)
+	return uint32(k), err == nil
+}
+
+// render is the WGSL of a value.
+func (f *runPrinter) render(v string) string {
+	if k, ok := known(v, "#k"); ok {
+		return strconv.FormatUint(uint64(k), 10) + "u"
+	}
+	if o, ok := known(v, "#o"); ok {
+		return fmt.Sprintf("(%s * 4u + %du)", f.wb, o)
+	}
+	return v
+}
+
+// let emits `let NAME = x;` unless an earlier let holds x, and returns
+// the let's name.
+func (f *runPrinter) let(x string) string {
+	if v, ok := f.lets[x]; ok {
+		return v
+	}
+	v := f.unitPrinter.let(x)
+	f.lets[x] = v
+	return v
+}
+
+// word is the u32 at byte offset o of the run (any alignment: the run's
+// bytes are whole words, so one that straddles two reads both).
+func (f *runPrinter) word(o uint32) string {
+	w := func(i uint32) string { return f.let(fmt.Sprintf("%s[%s + %du]", f.s.name, f.wb, i)) }
+	if o%4 == 0 {
+		return w(o / 4)
+	}
+	sh := o % 4 * 8
+	return f.let(fmt.Sprintf("(%s >> %du) | (%s << %du)", w(o/4), sh, w(o/4+1), 32-sh))
+}
+
+func (f *runPrinter) node(e *dequant.Expr, a []string) string {
+	// Every op has arguments (Walk handles the leaves).
+	k0, c0 := known(a[0], "#k")
+	o0, off0 := known(a[0], "#o")
+	k1, c1 := uint32(0), false
+	if len(a) > 1 {
+		k1, c1 = known(a[1], "#k")
+	}
+	switch e.Op {
+	case dequant.Add, dequant.Sub, dequant.Mul, dequant.Shl, dequant.Shr, dequant.And, dequant.Or:
+		switch {
+		case c0 && c1:
+			return runConst(foldInt(e.Op, k0, k1))
+		case off0 && c1 && e.Op == dequant.Add:
+			return runOffset(o0 + k1)
+		case off0 && c1 && e.Op == dequant.Sub:
+			return runOffset(o0 - k1)
+		case c1 && k1 == 0 && e.Op != dequant.Mul && e.Op != dequant.And:
+			return a[0] // x+0, x-0, x<<0, x>>0, x|0
+		}
+		if o1, ok := known(a[1], "#o"); ok && c0 && e.Op == dequant.Add {
+			return runOffset(o1 + k0)
+		}
+	case dequant.Select:
+		if c0 && k0 < 4 {
+			return a[1]
+		}
+		if c0 {
+			return a[2]
+		}
+	case dequant.Word:
+		if off0 {
+			return f.word(o0)
+		}
+	case dequant.Byte:
+		if off0 {
+			return f.let(fmt.Sprintf("(%s >> %du) & 0xffu", f.word(o0&^3), o0%4*8))
+		}
+	case dequant.Half:
+		if off0 {
+			return f.let(fmt.Sprintf("half_to_f32((%s >> %du) & 0xffffu)", f.word(o0&^3), o0%4*8))
+		}
+	}
+	r := make([]string, len(a))
+	for i, v := range a {
+		r[i] = f.render(v)
+	}
+	return f.let(f.unitPrinter.expr(e, r))
+}
+
+// foldInt computes an integer op of dequant's on constants.
+func foldInt(op dequant.Op, a, b uint32) uint32 {
+	switch op {
+	case dequant.Add:
+		return a + b
+	case dequant.Sub:
+		return a - b
+	case dequant.Mul:
+		return a * b
+	case dequant.Shl:
+		return a << b
+	case dequant.Shr:
+		return a >> b
+	case dequant.And:
+		return a & b
+	}
+	return a | b
+}
+
+// halfRun returns the two vec4<f32> of the eight f16 or bf16 elements in
+// v, a vec4<u32> (a let), in order.
+func (s stored) halfRun(g *gen, v string) []string {
+	var lanes []string
+	for _, c := range []string{"x", "y", "z", "w"} {
+		w := v + "." + c
+		if s.dt == ir.BF16 {
+			lanes = append(lanes, "bitcast<f32>("+w+" << 16u)", "bitcast<f32>("+w+" & 0xffff0000u)")
+			continue
+		}
+		g.useHelper("half_to_f32")
+		lanes = append(lanes, "half_to_f32("+w+" & 0xffffu)", "half_to_f32("+w+" >> 16u)")
+	}
+	return []string{"vec4<f32>(" + strings.Join(lanes[:4], ", ") + ")", "vec4<f32>(" + strings.Join(lanes[4:], ", ") + ")"}
 }

@@ -77,13 +77,17 @@ func (l Limits) withDefaults() Limits {
 // never change results beyond f32 rounding.
 type Tuning struct {
 	// GEMVLanes is the number of invocations that share one output of the
-	// M = 1, transpose_b matmul (a power of two up to 64; 1 means one
-	// invocation per output and no workgroup reduction).
+	// M = 1, transpose_b matmul and the fused norms' GEMVs (a power of two
+	// up to 64; 1 means one invocation per output and no workgroup
+	// reduction). With subgroup operations a subgroup takes each row,
+	// whatever its size, and GEMVLanes sets the rows of a workgroup
+	// instead: 256/GEMVLanes.
 	GEMVLanes int
 	// GEMVMinGroups, when > 0 and GEMVLanes is automatic, doubles the
-	// lanes per output (up to 64, and while each lane keeps at least 4
-	// units of K) until the grid has at least this many workgroups: short
-	// GEMVs (N = 2048) then still fill a large GPU.
+	// lanes per output (up to 64, and while each lane keeps at least 16
+	// elements of K), or with subgroups halves the rows a workgroup, until
+	// the grid has at least this many workgroups: short GEMVs (N = 2048)
+	// then still fill a large GPU.
 	GEMVMinGroups int
 	// GEMVUnroll is the number of independent partial sums each lane of
 	// that GEMV keeps (1, 2 or 4; 0 means 1): more loads in flight.
@@ -245,7 +249,7 @@ func Generate(n *ir.Node, in, out []ir.Type, opts Options) (*codegen.Kernel, err
 		}
 	}
 	g := &gen{node: n, op: n.Op, attrs: attrs, in: in, out: out, lim: opts.Limits.withDefaults(), tune: opts.Tuning, fault: opts.Fault,
-		half: opts.Compute == ir.F16, accumulate: opts.Accumulate}
+		half: opts.Compute == ir.F16, accumulate: opts.Accumulate, feat: opts.Features}
 	k, err := genFn(g)
 	if err != nil {
 		return fail(err)
@@ -343,6 +347,7 @@ type gen struct {
 	half       bool              // float buffers are f16 (Options.Compute)
 	halfs      map[string]string // the buffers declared f16: name to the f32 element type written
 	accumulate ir.DType          // Options.Accumulate
+	feat       Features          // Options.Features: the extensions kernels may use
 
 	src      strings.Builder
 	bindings []codegen.Binding
@@ -453,10 +458,12 @@ func (g *gen) threads(want int) int {
 
 // entry writes the entry point header with the builtins every kernel may
 // use: wid (workgroup_id), lid (local_invocation_id) and li
-// (local_invocation_index).
-func (g *gen) entry(wg [3]int) {
+// (local_invocation_index), then any extra parameters.
+func (g *gen) entry(wg [3]int, extra ...string) {
 	g.p("@compute @workgroup_size(%d, %d, %d)", wg[0], wg[1], wg[2])
-	g.p("fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) lid: vec3<u32>, @builtin(local_invocation_index) li: u32) {")
+	params := append([]string{"@builtin(workgroup_id) wid: vec3<u32>", "@builtin(local_invocation_id) lid: vec3<u32>",
+		"@builtin(local_invocation_index) li: u32"}, extra...)
+	g.p("fn main(%s) {", strings.Join(params, ", "))
 }
 
 // barrier emits a workgroup barrier; the missing_barrier fault drops the

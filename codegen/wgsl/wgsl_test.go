@@ -196,6 +196,50 @@ func TestGolden(t *testing.T) {
 	}
 }
 
+// TestGoldenGEMVSubgroups keeps the decode GEMV of a target with
+// subgroups over a Q4_0 weight in testdata/: one subgroup a row, runs of
+// two blocks decoded from whole words, the norm's g·x staged.
+func TestGoldenGEMVSubgroups(t *testing.T) {
+	c := kerneltest.Case{Name: "rms_norm_matmul q4_0", Op: ir.OpRMSNormMatmul,
+		In: []ir.Type{f32(1, 64), f32(64), ir.T(ir.Q4_0, ir.S(40, 64))}}
+	k, err := generate(t, c, Options{Features: Features{Subgroups: true}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	kerneltest.Golden(t, filepath.Join("testdata", "gemv_subgroups_q4_0.wgsl"), k.Source, *update)
+}
+
+// TestGEMVGrids pins the grids of TinyLlama's decode GEMVs on a target
+// with subgroups under the discrete GPUs' tuning (what the H200 runs):
+// a subgroup of 32 a row, at least 400 workgroups (GEMVMinGroups), and
+// the classifier's 32000 rows four to a subgroup, so that 1000
+// workgroups, not 4000, stage the normalized row.
+func TestGEMVGrids(t *testing.T) {
+	q := func(d ...int64) ir.Type { return ir.T(ir.Q4_0, ir.S(d...)) }
+	tb := ir.Attrs{"transpose_b": ir.BoolAttr(true)}
+	for _, c := range []struct {
+		c        kerneltest.Case
+		grid, wg int
+	}{
+		{kerneltest.Case{Name: "swiglu", Op: ir.OpRMSNormSwiGLU, In: []ir.Type{f32(1, 2048), f32(2048), q(5632, 2048), q(5632, 2048)}}, 704, 256},
+		{kerneltest.Case{Name: "qkv", Op: ir.OpRMSNormQKV, In: []ir.Type{f32(1, 2048), f32(2048), q(2048, 2048), q(256, 2048), q(256, 2048)}}, 640, 128},
+		{kerneltest.Case{Name: "o", Op: ir.OpMatmul, Attrs: tb, In: []ir.Type{f32(1, 2048), q(2048, 2048), f32(1, 2048)}}, 512, 128},
+		{kerneltest.Case{Name: "down", Op: ir.OpMatmul, Attrs: tb, In: []ir.Type{f32(1, 5632), q(2048, 5632), f32(1, 2048)}}, 512, 128},
+		{kerneltest.Case{Name: "classifier", Op: ir.OpRMSNormMatmul, In: []ir.Type{f32(1, 2048), f32(2048), q(32000, 2048)}}, 1000, 256},
+	} {
+		k, err := generate(t, c.c, Options{Features: Features{Subgroups: true}, Tuning: DiscreteTuning()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if k.Grid != [3]int{c.grid, 1, 1} || k.WorkgroupSize != [3]int{c.wg, 1, 1} {
+			t.Errorf("%s: grid %v of %v, want %d of %d", c.c.Name, k.Grid, k.WorkgroupSize, c.grid, c.wg)
+		}
+		if !strings.Contains(string(k.Source), "K in chunks of 64 elements") {
+			t.Errorf("%s: the Q4_0 rows are not read as runs of two blocks", c.c.Name)
+		}
+	}
+}
+
 // TestFeatures checks the one place that keeps the dialect's extensions
 // out of kernels for targets without them: a kernel that enables an
 // extension the options do not allow is refused.

@@ -2,8 +2,10 @@
 #include <metal_stdlib>
 using namespace metal;
 constant uint N = 32000u;
-constant uint KU = 72u; // K in units of vec4<f32>
-constant uint L = 4u; // lanes per output
+constant uint KA = 72u; // K in units of vec4<f32>
+constant uint KU = 72u; // K in chunks of 4 elements
+constant uint R = 64u; // rows per workgroup
+constant uint L = 4u; // lanes per row
 kernel void tapml_main(
     device const float4* in0 [[buffer(0)]],
     device const float4* in1 [[buffer(1)]],
@@ -15,12 +17,13 @@ kernel void tapml_main(
   const uint ab = 0u;
   const uint bb = 0u;
   const uint lane = li % L;
-  const uint n_ = wid.x * 64u + li / L;
+  const uint r = li / L;
+  const uint n_ = wid.x * R + r;
   const bool valid = n_ < N;
   const uint n = min(n_, N - 1u);
   float acc = 0.0f;
   for (uint k = lane; k < KU; k += L) {
-    acc = acc + dot(in0[ab + k], in1[bb + n * KU + k]);
+    acc = acc + dot(in0[ab + k], in1[bb + (n * KU + k)]);
   }
   red[li] = acc;
   threadgroup_barrier(mem_flags::mem_threadgroup);
