@@ -603,8 +603,8 @@ var MatmulTiles = []string{
 	"128x64x16/8x4+p", "128x64x16/8x4+d",
 	"128x128x8/8x8", "128x128x8/8x8+p", "128x128x8/8x8+d",
 	"128x128x16/8x8+p", "128x128x16/8x8+d",
-	"32x32x16/4x4+p*4", "32x64x16/4x4+p*2", "64x64x16/8x8+p*4",
-	"32x32x8/4x4+d*4", "128x32x8/8x4+p*4", "16x16x16/4x4+p*8",
+	"32x32x16/4x4+p*4", "32x32x8/4x4+p*8", "32x32x8/4x4+d*4", "32x64x16/4x4+p*2",
+	"64x64x16/8x8+p*4", "128x32x8/8x4+p*4", "128x16x8/8x4+p*8", "16x16x16/4x4+p*8",
 }
 
 // ValidMatmulTile reports whether s is a value Tuning.Matmul accepts.

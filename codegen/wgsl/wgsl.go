@@ -94,10 +94,12 @@ type Tuning struct {
 	// tile's global loads are issued before the current tile's arithmetic)
 	// or "+d" (that, and two workgroup buffers, one barrier per step),
 	// selects the vec4 kernel: vec4 loads of a and b, TMxTN outputs per
-	// invocation as vec4 rows. A comma-separated list of blockings, largest
-	// first, takes the first whose grid has at least MatmulMinGroups
-	// workgroups, else the last that fits (a large tile on a small product
-	// leaves most of a big GPU idle). Shapes no blocking can take (K or N
+	// invocation as vec4 rows. A final "*S" (S a power of two) splits K
+	// among S slices of the workgroup's invocations, whose sums are added
+	// at the end. A comma-separated list of blockings, largest first,
+	// takes the first whose grid has at least MatmulMinGroups workgroups
+	// (a slice counting as one), else the last that fits (a large tile on
+	// a small product leaves most of a big GPU idle). Shapes no blocking can take (K or N
 	// not a multiple of 4, M <= 16, limits) use the original kernel.
 	Matmul          string
 	MatmulMinGroups int
