@@ -107,8 +107,12 @@ type Tuning struct {
 
 // DiscreteTuning is the tuning the webgpu device uses on GPUs that are not
 // CPU drivers, chosen from measurements on an NVIDIA H200 (bench/gpu).
+// Products too small for 264 workgroups of 32x64 (prefill's 128 rows by
+// 2048 or 256 columns) split K among slices (not yet measured: until then
+// on the reasoning that the unsliced 32x32 tile left the H200's 132 SMs
+// about four warps each).
 func DiscreteTuning() Tuning {
-	return Tuning{Matmul: "128x128x8/8x8+p,64x64x16/4x4+p,32x64x16/4x4+p,32x32x16/4x4+p", MatmulMinGroups: 264,
+	return Tuning{Matmul: "128x128x8/8x8+p,64x64x16/4x4+p,32x64x16/4x4+p,32x32x16/4x4+p*4,16x16x16/4x4+p*8", MatmulMinGroups: 264,
 		GEMVUnroll: 2, GEMVMinGroups: 400}
 }
 
