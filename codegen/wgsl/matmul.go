@@ -700,10 +700,15 @@ func (g *gen) pickVec(s mmShape, nb int) (vecTile, bool) {
 func (g *gen) tiledVec(s mmShape, nb int, v vecTile) (*codegen.Kernel, error) {
 	t, ts := v.threads(), v.sliceThreads()
 	wx, wy := v.bn/v.tn, v.bm/v.tm
-	// Each step, a slice loads na vec4 of a and nb of b: la and lb per
-	// invocation, the last of them only by the first invocations where T
-	// does not divide the count.
-	na, nbv := v.bm*v.bk/4, v.bn*v.bk/4
+	// Each step, a slice loads na items of a and nbv of b (an item: a
+	// vec4 along K of each of 4 consecutive rows, which the invocation
+	// transposes into 4 vec4 of workgroup memory; for b not transposed,
+	// one vec4 along N): la and lb per invocation, the last of them only
+	// by the first invocations where T does not divide the count.
+	na, nbv := v.bm/4*v.bk/4, v.bn*v.bk/4
+	if s.transpose {
+		nbv = v.bn / 4 * v.bk / 4
+	}
 	la, lb := ceilDiv(na, ts), ceilDiv(nbv, ts)
 	guard := func(e, count int, body func()) {
 		if (e+1)*ts <= count {
@@ -761,18 +766,20 @@ func (g *gen) tiledVec(s mmShape, nb int, v vecTile) (*codegen.Kernel, error) {
 	g.p("  let n0 = wid.x * %du;", v.bn)
 	g.p("  let sa = slice * %du; // this slice's As", bufs*v.bk*v.bm/4)
 	g.p("  let sb = %du + slice * %du; // and Bs", v.slices*bufs*v.bk*v.bm/4, bufs*v.bk*v.bn/4)
-	// Per-invocation load coordinates, fixed over the K loop.
+	// Per-invocation load coordinates, fixed over the K loop: am, bn
+	// count blocks of 4 rows (of b's columns when not transposed, vec4).
 	for e := 0; e < la; e++ {
 		g.p("  let am%d = (lt + %du) / %du; let ak%d = (lt + %du) %% %du;", e, e*ts, bkv, e, e*ts, bkv)
-		g.p("  var ra%d = vec4<f32>(0.0f);", e)
+		g.p("  var ra%[1]d_0 = vec4<f32>(0.0f); var ra%[1]d_1 = ra%[1]d_0; var ra%[1]d_2 = ra%[1]d_0; var ra%[1]d_3 = ra%[1]d_0;", e)
 	}
 	for e := 0; e < lb; e++ {
 		if s.transpose {
 			g.p("  let bn%d = (lt + %du) / %du; let bk%d = (lt + %du) %% %du;", e, e*ts, bkv, e, e*ts, bkv)
+			g.p("  var rb%[1]d_0 = vec4<f32>(0.0f); var rb%[1]d_1 = rb%[1]d_0; var rb%[1]d_2 = rb%[1]d_0; var rb%[1]d_3 = rb%[1]d_0;", e)
 		} else {
 			g.p("  let bk%d = (lt + %du) / %du; let bn%d = (lt + %du) %% %du;", e, e*ts, v.bn/4, e, e*ts, v.bn/4)
+			g.p("  var rb%d = vec4<f32>(0.0f);", e)
 		}
-		g.p("  var rb%d = vec4<f32>(0.0f);", e)
 	}
 	var accs []string
 	for i := 0; i < v.tm; i++ {
@@ -781,30 +788,34 @@ func (g *gen) tiledVec(s mmShape, nb int, v vecTile) (*codegen.Kernel, error) {
 			g.p("  var c%d_%d = vec4<f32>(0.0f);", i, c)
 		}
 	}
-	// loadB reads invocation's e-th vec4 of b's step at element k0 of K.
+	// loadB reads the invocation's e-th item of b's step at element k0 of K.
 	loadB := func(e int, k0 string) {
-		switch {
-		case s.transpose && isStoredB:
-			g.p("    { let gn = n0 + bn%d; let gk = %s / 4u + bk%d;", e, k0, e)
-			g.p("      rb%d = vec4<f32>(0.0f);", e)
-			g.p("      if (gn < N && gk < KV) {")
-			g.p("        rb%d = %s;", e, g.unit4(sb, "bb * 4u + (gn * KV + gk) * 4u", "        "))
-			g.p("      }")
-			g.p("    }")
-		case s.transpose:
-			g.p("    { let gn = n0 + bn%d; let gk = %s / 4u + bk%d;", e, k0, e)
-			g.p("      rb%d = vec4<f32>(0.0f); if (gn < N && gk < KV) { rb%d = in1[bb + gn * KV + gk]; } }", e, e)
-		default:
+		if !s.transpose {
 			g.p("    { let gk = %s + bk%d; let gn = n0 / 4u + bn%d;", k0, e, e)
 			g.p("      rb%d = vec4<f32>(0.0f); if (gk < K && gn < NV) { rb%d = in1[bb + gk * NV + gn]; } }", e, e)
+			return
+		}
+		for q := 0; q < 4; q++ {
+			g.p("    { let gn = n0 + bn%d * 4u + %du; let gk = %s / 4u + bk%d;", e, q, k0, e)
+			g.p("      rb%d_%d = vec4<f32>(0.0f);", e, q)
+			if isStoredB {
+				g.p("      if (gn < N && gk < KV) {")
+				g.p("        rb%d_%d = %s;", e, q, g.unit4(sb, "bb * 4u + (gn * KV + gk) * 4u", "        "))
+				g.p("      }")
+			} else {
+				g.p("      if (gn < N && gk < KV) { rb%d_%d = in1[bb + gn * KV + gk]; }", e, q)
+			}
+			g.p("    }")
 		}
 	}
 	// load reads the step at element k0 of K (k0 past K loads zeros).
 	load := func(k0 string) {
 		for e := 0; e < la; e++ {
 			guard(e, na, func() {
-				g.p("    { let gm = m0 + am%d; let gk = %s / 4u + ak%d;", e, k0, e)
-				g.p("      ra%d = vec4<f32>(0.0f); if (gm < M && gk < KV) { ra%d = in0[ab + gm * KV + gk]; } }", e, e)
+				for q := 0; q < 4; q++ {
+					g.p("    { let gm = m0 + am%d * 4u + %du; let gk = %s / 4u + ak%d;", e, q, k0, e)
+					g.p("      ra%d_%d = vec4<f32>(0.0f); if (gm < M && gk < KV) { ra%d_%d = in0[ab + gm * KV + gk]; } }", e, q, e, q)
+				}
 			})
 		}
 		for e := 0; e < lb; e++ {
@@ -812,11 +823,16 @@ func (g *gen) tiledVec(s mmShape, nb int, v vecTile) (*codegen.Kernel, error) {
 		}
 	}
 	comps := []string{"x", "y", "z", "w"}
+	// transposed is the vec4 of component c of the four rows r_0..r_3.
+	transposed := func(r string, c int) string {
+		x := comps[c]
+		return fmt.Sprintf("vec4<f32>(%[1]s_0.%[2]s, %[1]s_1.%[2]s, %[1]s_2.%[2]s, %[1]s_3.%[2]s)", r, x)
+	}
 	store := func(buf string) {
 		for e := 0; e < la; e++ {
 			guard(e, na, func() {
 				for c := 0; c < 4; c++ {
-					g.p("    tiles[sa + %s * AS + (ak%d * 4u + %du) * %du + am%d / 4u][am%d %% 4u] = ra%d.%s;", buf, e, c, v.bm/4, e, e, e, comps[c])
+					g.p("    tiles[sa + %s * AS + (ak%d * 4u + %du) * %du + am%d] = %s;", buf, e, c, v.bm/4, e, transposed(fmt.Sprintf("ra%d", e), c))
 				}
 			})
 		}
@@ -824,7 +840,7 @@ func (g *gen) tiledVec(s mmShape, nb int, v vecTile) (*codegen.Kernel, error) {
 			guard(e, nbv, func() {
 				if s.transpose {
 					for c := 0; c < 4; c++ {
-						g.p("    tiles[sb + %s * BS + (bk%d * 4u + %du) * %du + bn%d / 4u][bn%d %% 4u] = rb%d.%s;", buf, e, c, v.bn/4, e, e, e, comps[c])
+						g.p("    tiles[sb + %s * BS + (bk%d * 4u + %du) * %du + bn%d] = %s;", buf, e, c, v.bn/4, e, transposed(fmt.Sprintf("rb%d", e), c))
 					}
 				} else {
 					g.p("    tiles[sb + %s * BS + bk%d * %du + bn%d] = rb%d;", buf, e, v.bn/4, e, e)
