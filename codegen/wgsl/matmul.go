@@ -539,15 +539,19 @@ func (g *gen) tiled(s mmShape, nb int) (*codegen.Kernel, error) {
 type vecTile struct {
 	bm, bn, bk, tm, tn int
 	prefetch, double   bool
+	// rows4: an invocation loads a vec4 along K of 4 consecutive rows
+	// and stores them transposed, 4 vec4 (else one vec4, stored as 4
+	// scalars).
+	rows4 bool
 	// slices is the number of parts of K the workgroup's invocations
 	// split among them (1: no split): a power of two.
 	slices int
 }
 
-// parseVecTile parses "BMxBNxBK/TMxTN[+p|+d][*S]".
+// parseVecTile parses "BMxBNxBK/TMxTN[+p|+d][+t][*S]".
 func parseVecTile(s string) (vecTile, error) {
 	v := vecTile{slices: 1}
-	bad := fmt.Errorf("matmul tile %q: want BMxBNxBK/TMxTN[+p|+d][*S]", s)
+	bad := fmt.Errorf("matmul tile %q: want BMxBNxBK/TMxTN[+p|+d][+t][*S]", s)
 	body := s
 	if b, sl, ok := strings.Cut(s, "*"); ok {
 		n, err := strconv.Atoi(sl)
@@ -555,6 +559,9 @@ func parseVecTile(s string) (vecTile, error) {
 			return v, fmt.Errorf("matmul tile %q: the K slices S must be a power of two up to 64", s)
 		}
 		body, v.slices = b, n
+	}
+	if b, ok := strings.CutSuffix(body, "+t"); ok {
+		body, v.rows4 = b, true
 	}
 	if b, ok := strings.CutSuffix(body, "+p"); ok {
 		body, v.prefetch = b, true
@@ -596,15 +603,18 @@ func parseVecTile(s string) (vecTile, error) {
 // Tuning.MatmulMedium that bench/gpu measures (and the tests check).
 // Those with K slices (*S) are for products whose output is too small to
 // fill a large GPU with one invocation per register block (prefill's
-// M = 128 rows).
+// M = 128 rows); +t trades scalar stores into workgroup memory for
+// vec4 ones.
 var MatmulTiles = []string{
 	"32x32x16/4x4+p", "32x64x16/4x4+p",
 	"64x64x16/4x4", "64x64x16/4x4+p", "64x64x16/4x4+d",
 	"128x64x16/8x4+p", "128x64x16/8x4+d",
 	"128x128x8/8x8", "128x128x8/8x8+p", "128x128x8/8x8+d",
 	"128x128x16/8x8+p", "128x128x16/8x8+d",
-	"32x32x16/4x4+p*4", "32x32x8/4x4+p*8", "32x32x8/4x4+d*4", "32x64x16/4x4+p*2",
-	"64x64x16/8x8+p*4", "128x32x8/8x4+p*4", "128x16x8/8x4+p*8", "16x16x16/4x4+p*8",
+	"128x128x8/8x8+p+t",
+	"32x32x16/4x4+p*4", "32x32x16/4x4+p+t*4", "32x32x16/4x4+d*4", "32x32x8/4x4+p*8",
+	"32x64x16/4x4+p*2", "32x64x8/8x8+p*8", "64x64x16/8x8+p*4", "128x32x8/8x4+p*4",
+	"128x16x8/8x4+p*8", "16x16x16/4x4+p*8", "16x16x16/4x4+p+t*8",
 }
 
 // ValidMatmulTile reports whether s is a value Tuning.Matmul accepts.
@@ -701,15 +711,26 @@ func (g *gen) tiledVec(s mmShape, nb int, v vecTile) (*codegen.Kernel, error) {
 	t, ts := v.threads(), v.sliceThreads()
 	wx, wy := v.bn/v.tn, v.bm/v.tm
 	// Each step, a slice loads na items of a and nbv of b (an item: a
-	// vec4 along K of each of 4 consecutive rows, which the invocation
-	// transposes into 4 vec4 of workgroup memory; for b not transposed,
-	// one vec4 along N): la and lb per invocation, the last of them only
-	// by the first invocations where T does not divide the count.
-	na, nbv := v.bm/4*v.bk/4, v.bn*v.bk/4
+	// vec4 along K of each of rows consecutive rows; for b not
+	// transposed, one vec4 along N): la and lb per invocation, the last
+	// of them only by the first invocations where T does not divide the
+	// count.
+	rows := 1
+	if v.rows4 {
+		rows = 4
+	}
+	na, nbv := v.bm/rows*v.bk/4, v.bn*v.bk/4
 	if s.transpose {
-		nbv = v.bn / 4 * v.bk / 4
+		nbv = v.bn / rows * v.bk / 4
 	}
 	la, lb := ceilDiv(na, ts), ceilDiv(nbv, ts)
+	// reg is the register of row q of item e of operand x (a or b).
+	reg := func(x string, e, q int) string {
+		if rows == 1 {
+			return fmt.Sprintf("r%s%d", x, e)
+		}
+		return fmt.Sprintf("r%s%d_%d", x, e, q)
+	}
 	guard := func(e, count int, body func()) {
 		if (e+1)*ts <= count {
 			body()
@@ -737,7 +758,7 @@ func (g *gen) tiledVec(s mmShape, nb int, v vecTile) (*codegen.Kernel, error) {
 	}
 	g.bindAddend("vec4<f32>")
 	g.bind("out0", codegen.Write, g.out[0], "vec4<f32>", -1, 0)
-	g.p("// vec4 tiled matmul %dx%dx%d/%dx%d prefetch=%v double=%v slices=%d", v.bm, v.bn, v.bk, v.tm, v.tn, v.prefetch, v.double, v.slices)
+	g.p("// vec4 tiled matmul %dx%dx%d/%dx%d prefetch=%v double=%v rows4=%v slices=%d", v.bm, v.bn, v.bk, v.tm, v.tn, v.prefetch, v.double, v.rows4, v.slices)
 	g.p("const M: u32 = %du;", s.m)
 	g.p("const N: u32 = %du;", s.n)
 	g.p("const K: u32 = %du;", s.k)
@@ -767,15 +788,19 @@ func (g *gen) tiledVec(s mmShape, nb int, v vecTile) (*codegen.Kernel, error) {
 	g.p("  let sa = slice * %du; // this slice's As", bufs*v.bk*v.bm/4)
 	g.p("  let sb = %du + slice * %du; // and Bs", v.slices*bufs*v.bk*v.bm/4, bufs*v.bk*v.bn/4)
 	// Per-invocation load coordinates, fixed over the K loop: am, bn
-	// count blocks of 4 rows (of b's columns when not transposed, vec4).
+	// count items (of b's columns when not transposed, vec4).
 	for e := 0; e < la; e++ {
 		g.p("  let am%d = (lt + %du) / %du; let ak%d = (lt + %du) %% %du;", e, e*ts, bkv, e, e*ts, bkv)
-		g.p("  var ra%[1]d_0 = vec4<f32>(0.0f); var ra%[1]d_1 = ra%[1]d_0; var ra%[1]d_2 = ra%[1]d_0; var ra%[1]d_3 = ra%[1]d_0;", e)
+		for q := 0; q < rows; q++ {
+			g.p("  var %s = vec4<f32>(0.0f);", reg("a", e, q))
+		}
 	}
 	for e := 0; e < lb; e++ {
 		if s.transpose {
 			g.p("  let bn%d = (lt + %du) / %du; let bk%d = (lt + %du) %% %du;", e, e*ts, bkv, e, e*ts, bkv)
-			g.p("  var rb%[1]d_0 = vec4<f32>(0.0f); var rb%[1]d_1 = rb%[1]d_0; var rb%[1]d_2 = rb%[1]d_0; var rb%[1]d_3 = rb%[1]d_0;", e)
+			for q := 0; q < rows; q++ {
+				g.p("  var %s = vec4<f32>(0.0f);", reg("b", e, q))
+			}
 		} else {
 			g.p("  let bk%d = (lt + %du) / %du; let bn%d = (lt + %du) %% %du;", e, e*ts, v.bn/4, e, e*ts, v.bn/4)
 			g.p("  var rb%d = vec4<f32>(0.0f);", e)
@@ -788,6 +813,13 @@ func (g *gen) tiledVec(s mmShape, nb int, v vecTile) (*codegen.Kernel, error) {
 			g.p("  var c%d_%d = vec4<f32>(0.0f);", i, c)
 		}
 	}
+	// row is the tile row of row q of the item whose index is idx.
+	row := func(idx string, q int) string {
+		if rows == 1 {
+			return idx
+		}
+		return fmt.Sprintf("%s * 4u + %du", idx, q)
+	}
 	// loadB reads the invocation's e-th item of b's step at element k0 of K.
 	loadB := func(e int, k0 string) {
 		if !s.transpose {
@@ -795,15 +827,16 @@ func (g *gen) tiledVec(s mmShape, nb int, v vecTile) (*codegen.Kernel, error) {
 			g.p("      rb%d = vec4<f32>(0.0f); if (gk < K && gn < NV) { rb%d = in1[bb + gk * NV + gn]; } }", e, e)
 			return
 		}
-		for q := 0; q < 4; q++ {
-			g.p("    { let gn = n0 + bn%d * 4u + %du; let gk = %s / 4u + bk%d;", e, q, k0, e)
-			g.p("      rb%d_%d = vec4<f32>(0.0f);", e, q)
+		for q := 0; q < rows; q++ {
+			r := reg("b", e, q)
+			g.p("    { let gn = n0 + %s; let gk = %s / 4u + bk%d;", row(fmt.Sprintf("bn%d", e), q), k0, e)
+			g.p("      %s = vec4<f32>(0.0f);", r)
 			if isStoredB {
 				g.p("      if (gn < N && gk < KV) {")
-				g.p("        rb%d_%d = %s;", e, q, g.unit4(sb, "bb * 4u + (gn * KV + gk) * 4u", "        "))
+				g.p("        %s = %s;", r, g.unit4(sb, "bb * 4u + (gn * KV + gk) * 4u", "        "))
 				g.p("      }")
 			} else {
-				g.p("      if (gn < N && gk < KV) { rb%d_%d = in1[bb + gn * KV + gk]; }", e, q)
+				g.p("      if (gn < N && gk < KV) { %s = in1[bb + gn * KV + gk]; }", r)
 			}
 			g.p("    }")
 		}
@@ -812,9 +845,10 @@ func (g *gen) tiledVec(s mmShape, nb int, v vecTile) (*codegen.Kernel, error) {
 	load := func(k0 string) {
 		for e := 0; e < la; e++ {
 			guard(e, na, func() {
-				for q := 0; q < 4; q++ {
-					g.p("    { let gm = m0 + am%d * 4u + %du; let gk = %s / 4u + ak%d;", e, q, k0, e)
-					g.p("      ra%d_%d = vec4<f32>(0.0f); if (gm < M && gk < KV) { ra%d_%d = in0[ab + gm * KV + gk]; } }", e, q, e, q)
+				for q := 0; q < rows; q++ {
+					r := reg("a", e, q)
+					g.p("    { let gm = m0 + %s; let gk = %s / 4u + ak%d;", row(fmt.Sprintf("am%d", e), q), k0, e)
+					g.p("      %s = vec4<f32>(0.0f); if (gm < M && gk < KV) { %s = in0[ab + gm * KV + gk]; } }", r, r)
 				}
 			})
 		}
@@ -823,25 +857,30 @@ func (g *gen) tiledVec(s mmShape, nb int, v vecTile) (*codegen.Kernel, error) {
 		}
 	}
 	comps := []string{"x", "y", "z", "w"}
-	// transposed is the vec4 of component c of the four rows r_0..r_3.
-	transposed := func(r string, c int) string {
-		x := comps[c]
-		return fmt.Sprintf("vec4<f32>(%[1]s_0.%[2]s, %[1]s_1.%[2]s, %[1]s_2.%[2]s, %[1]s_3.%[2]s)", r, x)
+	// storeT stores item e of operand x (at base, with row stride, of
+	// item row index idx and K chunk kc): component c of each row goes to
+	// row 4·kc + c of the tile, as one vec4 of 4 rows' elements, or as
+	// scalars.
+	storeT := func(x string, e int, base, idx, kc string, stride int) {
+		for c := 0; c < 4; c++ {
+			if rows == 4 {
+				g.p("    tiles[%s + (%s * 4u + %du) * %du + %s] = vec4<f32>(%s.%s, %s.%s, %s.%s, %s.%s);", base, kc, c, stride, idx,
+					reg(x, e, 0), comps[c], reg(x, e, 1), comps[c], reg(x, e, 2), comps[c], reg(x, e, 3), comps[c])
+			} else {
+				g.p("    tiles[%s + (%s * 4u + %du) * %du + %s / 4u][%s %% 4u] = %s.%s;", base, kc, c, stride, idx, idx, reg(x, e, 0), comps[c])
+			}
+		}
 	}
 	store := func(buf string) {
 		for e := 0; e < la; e++ {
 			guard(e, na, func() {
-				for c := 0; c < 4; c++ {
-					g.p("    tiles[sa + %s * AS + (ak%d * 4u + %du) * %du + am%d] = %s;", buf, e, c, v.bm/4, e, transposed(fmt.Sprintf("ra%d", e), c))
-				}
+				storeT("a", e, "sa + "+buf+" * AS", fmt.Sprintf("am%d", e), fmt.Sprintf("ak%d", e), v.bm/4)
 			})
 		}
 		for e := 0; e < lb; e++ {
 			guard(e, nbv, func() {
 				if s.transpose {
-					for c := 0; c < 4; c++ {
-						g.p("    tiles[sb + %s * BS + (bk%d * 4u + %du) * %du + bn%d] = %s;", buf, e, c, v.bn/4, e, transposed(fmt.Sprintf("rb%d", e), c))
-					}
+					storeT("b", e, "sb + "+buf+" * BS", fmt.Sprintf("bn%d", e), fmt.Sprintf("bk%d", e), v.bn/4)
 				} else {
 					g.p("    tiles[sb + %s * BS + bk%d * %du + bn%d] = rb%d;", buf, e, v.bn/4, e, e)
 				}

@@ -19,6 +19,9 @@ func TestParseVecTile(t *testing.T) {
 		{"32x32x16/4x4+p*4", vecTile{bm: 32, bn: 32, bk: 16, tm: 4, tn: 4, prefetch: true, slices: 4}, ""},
 		{"16x16x16/4x4*2", vecTile{bm: 16, bn: 16, bk: 16, tm: 4, tn: 4, slices: 2}, ""},
 		{"32x32x8/4x4+d*64", vecTile{bm: 32, bn: 32, bk: 8, tm: 4, tn: 4, prefetch: true, double: true, slices: 64}, ""},
+		{"32x32x16/4x4+p+t*4", vecTile{bm: 32, bn: 32, bk: 16, tm: 4, tn: 4, prefetch: true, rows4: true, slices: 4}, ""},
+		{"128x128x8/8x8+t", vecTile{bm: 128, bn: 128, bk: 8, tm: 8, tn: 8, rows4: true, slices: 1}, ""},
+		{"32x32x16/4x4+t+p", vecTile{}, "want BMxBNxBK"},
 		{"32x32x16/4x4*3", vecTile{}, "power of two"},
 		{"32x32x16/4x4*0", vecTile{}, "power of two"},
 		{"32x32x16/4x4*128", vecTile{}, "power of two"},
@@ -98,6 +101,8 @@ func TestSlicedKernel(t *testing.T) {
 		// b's step is 64 vec4 for 128 invocations a slice: half load.
 		{q, Tuning{Matmul: "128x32x8/8x4+d*4"}, 4, 512, [3]int{64, 1, 1}, "if (lt < 64u) {"},
 		{kv, Tuning{Matmul: "16x16x16/4x4+p*8"}, 8, 128, [3]int{16, 8, 1}, "slices=8"},
+		// 4 rows of a vec4 each, stored as 4 vec4.
+		{kv, Tuning{Matmul: "16x16x16/4x4+p+t*8"}, 8, 128, [3]int{16, 8, 1}, "] = vec4<f32>(ra0_0.x, ra0_1.x, ra0_2.x, ra0_3.x);"},
 		// 64x64: 64 groups; 32x32 in 4 slices: 256 groups, 1024 slices.
 		{q, Tuning{Matmul: "64x64x16/4x4+p,32x32x16/4x4+p*4", MatmulMinGroups: 264}, 4, 256, [3]int{64, 4, 1}, "slices=4"},
 		{q, Tuning{Matmul: "64x64x16/4x4+p,32x32x16/4x4+p*4", MatmulMinGroups: 64}, 1, 256, [3]int{32, 2, 1}, "slices=1"},

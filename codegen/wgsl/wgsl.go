@@ -94,7 +94,10 @@ type Tuning struct {
 	// tile's global loads are issued before the current tile's arithmetic)
 	// or "+d" (that, and two workgroup buffers, one barrier per step),
 	// selects the vec4 kernel: vec4 loads of a and b, TMxTN outputs per
-	// invocation as vec4 rows. A final "*S" (S a power of two) splits K
+	// invocation as vec4 rows. "+t" after those makes each invocation
+	// load 4 rows' vec4 and store them to workgroup memory as 4 vec4
+	// (transposed in registers) rather than one vec4 as 4 scalars. A
+	// final "*S" (S a power of two) splits K
 	// among S slices of the workgroup's invocations, whose sums are added
 	// at the end. A comma-separated list of blockings, largest first,
 	// takes the first whose grid has at least MatmulMinGroups workgroups

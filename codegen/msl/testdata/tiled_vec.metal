@@ -1,7 +1,7 @@
 // tapml MSL kernel: matmul (node 7), translated from WGSL
 #include <metal_stdlib>
 using namespace metal;
-// vec4 tiled matmul 16x16x16/4x4 prefetch=true double=false slices=8
+// vec4 tiled matmul 16x16x16/4x4 prefetch=true double=false rows4=false slices=8
 constant uint M = 64u;
 constant uint N = 128u;
 constant uint K = 96u;
@@ -35,10 +35,16 @@ kernel void tapml_main(
   const uint sb = 512u + slice * 64u; // and Bs
   const uint am0 = (lt + 0u) / 4u;
   const uint ak0 = (lt + 0u) % 4u;
-  float4 ra0_0 = float4(0.0f);
-  float4 ra0_1 = ra0_0;
-  float4 ra0_2 = ra0_0;
-  float4 ra0_3 = ra0_0;
+  float4 ra0 = float4(0.0f);
+  const uint am1 = (lt + 16u) / 4u;
+  const uint ak1 = (lt + 16u) % 4u;
+  float4 ra1 = float4(0.0f);
+  const uint am2 = (lt + 32u) / 4u;
+  const uint ak2 = (lt + 32u) % 4u;
+  float4 ra2 = float4(0.0f);
+  const uint am3 = (lt + 48u) / 4u;
+  const uint ak3 = (lt + 48u) % 4u;
+  float4 ra3 = float4(0.0f);
   const uint bk0 = (lt + 0u) / 4u;
   const uint bn0 = (lt + 0u) % 4u;
   float4 rb0 = float4(0.0f);
@@ -56,35 +62,35 @@ kernel void tapml_main(
   float4 c2_0 = float4(0.0f);
   float4 c3_0 = float4(0.0f);
   {
-    const uint gm = m0 + am0 * 4u + 0u;
+    const uint gm = m0 + am0;
     const uint gk = (slice * BK) / 4u + ak0;
-    ra0_0 = float4(0.0f);
+    ra0 = float4(0.0f);
     if (gm < M && gk < KV) {
-      ra0_0 = in0[ab + gm * KV + gk];
+      ra0 = in0[ab + gm * KV + gk];
     }
   }
   {
-    const uint gm = m0 + am0 * 4u + 1u;
-    const uint gk = (slice * BK) / 4u + ak0;
-    ra0_1 = float4(0.0f);
+    const uint gm = m0 + am1;
+    const uint gk = (slice * BK) / 4u + ak1;
+    ra1 = float4(0.0f);
     if (gm < M && gk < KV) {
-      ra0_1 = in0[ab + gm * KV + gk];
+      ra1 = in0[ab + gm * KV + gk];
     }
   }
   {
-    const uint gm = m0 + am0 * 4u + 2u;
-    const uint gk = (slice * BK) / 4u + ak0;
-    ra0_2 = float4(0.0f);
+    const uint gm = m0 + am2;
+    const uint gk = (slice * BK) / 4u + ak2;
+    ra2 = float4(0.0f);
     if (gm < M && gk < KV) {
-      ra0_2 = in0[ab + gm * KV + gk];
+      ra2 = in0[ab + gm * KV + gk];
     }
   }
   {
-    const uint gm = m0 + am0 * 4u + 3u;
-    const uint gk = (slice * BK) / 4u + ak0;
-    ra0_3 = float4(0.0f);
+    const uint gm = m0 + am3;
+    const uint gk = (slice * BK) / 4u + ak3;
+    ra3 = float4(0.0f);
     if (gm < M && gk < KV) {
-      ra0_3 = in0[ab + gm * KV + gk];
+      ra3 = in0[ab + gm * KV + gk];
     }
   }
   {
@@ -120,10 +126,22 @@ kernel void tapml_main(
     }
   }
   for (uint it = 0u; it < STEPS; it++) {
-    tiles[sa + 0u * AS + (ak0 * 4u + 0u) * 4u + am0] = float4(ra0_0.x, ra0_1.x, ra0_2.x, ra0_3.x);
-    tiles[sa + 0u * AS + (ak0 * 4u + 1u) * 4u + am0] = float4(ra0_0.y, ra0_1.y, ra0_2.y, ra0_3.y);
-    tiles[sa + 0u * AS + (ak0 * 4u + 2u) * 4u + am0] = float4(ra0_0.z, ra0_1.z, ra0_2.z, ra0_3.z);
-    tiles[sa + 0u * AS + (ak0 * 4u + 3u) * 4u + am0] = float4(ra0_0.w, ra0_1.w, ra0_2.w, ra0_3.w);
+    tiles[sa + 0u * AS + (ak0 * 4u + 0u) * 4u + am0 / 4u][am0 % 4u] = ra0.x;
+    tiles[sa + 0u * AS + (ak0 * 4u + 1u) * 4u + am0 / 4u][am0 % 4u] = ra0.y;
+    tiles[sa + 0u * AS + (ak0 * 4u + 2u) * 4u + am0 / 4u][am0 % 4u] = ra0.z;
+    tiles[sa + 0u * AS + (ak0 * 4u + 3u) * 4u + am0 / 4u][am0 % 4u] = ra0.w;
+    tiles[sa + 0u * AS + (ak1 * 4u + 0u) * 4u + am1 / 4u][am1 % 4u] = ra1.x;
+    tiles[sa + 0u * AS + (ak1 * 4u + 1u) * 4u + am1 / 4u][am1 % 4u] = ra1.y;
+    tiles[sa + 0u * AS + (ak1 * 4u + 2u) * 4u + am1 / 4u][am1 % 4u] = ra1.z;
+    tiles[sa + 0u * AS + (ak1 * 4u + 3u) * 4u + am1 / 4u][am1 % 4u] = ra1.w;
+    tiles[sa + 0u * AS + (ak2 * 4u + 0u) * 4u + am2 / 4u][am2 % 4u] = ra2.x;
+    tiles[sa + 0u * AS + (ak2 * 4u + 1u) * 4u + am2 / 4u][am2 % 4u] = ra2.y;
+    tiles[sa + 0u * AS + (ak2 * 4u + 2u) * 4u + am2 / 4u][am2 % 4u] = ra2.z;
+    tiles[sa + 0u * AS + (ak2 * 4u + 3u) * 4u + am2 / 4u][am2 % 4u] = ra2.w;
+    tiles[sa + 0u * AS + (ak3 * 4u + 0u) * 4u + am3 / 4u][am3 % 4u] = ra3.x;
+    tiles[sa + 0u * AS + (ak3 * 4u + 1u) * 4u + am3 / 4u][am3 % 4u] = ra3.y;
+    tiles[sa + 0u * AS + (ak3 * 4u + 2u) * 4u + am3 / 4u][am3 % 4u] = ra3.z;
+    tiles[sa + 0u * AS + (ak3 * 4u + 3u) * 4u + am3 / 4u][am3 % 4u] = ra3.w;
     tiles[sb + 0u * BS + bk0 * 4u + bn0] = rb0;
     tiles[sb + 0u * BS + bk1 * 4u + bn1] = rb1;
     tiles[sb + 0u * BS + bk2 * 4u + bn2] = rb2;
@@ -131,35 +149,35 @@ kernel void tapml_main(
     threadgroup_barrier(mem_flags::mem_threadgroup);
     if (it + 1u < STEPS) {
       {
-        const uint gm = m0 + am0 * 4u + 0u;
+        const uint gm = m0 + am0;
         const uint gk = ((it + 1u) * S + slice) * BK / 4u + ak0;
-        ra0_0 = float4(0.0f);
+        ra0 = float4(0.0f);
         if (gm < M && gk < KV) {
-          ra0_0 = in0[ab + gm * KV + gk];
+          ra0 = in0[ab + gm * KV + gk];
         }
       }
       {
-        const uint gm = m0 + am0 * 4u + 1u;
-        const uint gk = ((it + 1u) * S + slice) * BK / 4u + ak0;
-        ra0_1 = float4(0.0f);
+        const uint gm = m0 + am1;
+        const uint gk = ((it + 1u) * S + slice) * BK / 4u + ak1;
+        ra1 = float4(0.0f);
         if (gm < M && gk < KV) {
-          ra0_1 = in0[ab + gm * KV + gk];
+          ra1 = in0[ab + gm * KV + gk];
         }
       }
       {
-        const uint gm = m0 + am0 * 4u + 2u;
-        const uint gk = ((it + 1u) * S + slice) * BK / 4u + ak0;
-        ra0_2 = float4(0.0f);
+        const uint gm = m0 + am2;
+        const uint gk = ((it + 1u) * S + slice) * BK / 4u + ak2;
+        ra2 = float4(0.0f);
         if (gm < M && gk < KV) {
-          ra0_2 = in0[ab + gm * KV + gk];
+          ra2 = in0[ab + gm * KV + gk];
         }
       }
       {
-        const uint gm = m0 + am0 * 4u + 3u;
-        const uint gk = ((it + 1u) * S + slice) * BK / 4u + ak0;
-        ra0_3 = float4(0.0f);
+        const uint gm = m0 + am3;
+        const uint gk = ((it + 1u) * S + slice) * BK / 4u + ak3;
+        ra3 = float4(0.0f);
         if (gm < M && gk < KV) {
-          ra0_3 = in0[ab + gm * KV + gk];
+          ra3 = in0[ab + gm * KV + gk];
         }
       }
       {
