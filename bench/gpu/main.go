@@ -349,6 +349,7 @@ func runCmd(args []string) error {
 		in.free(dev)
 		r.Before = r.Variants[0]
 		r.Default = r.Variants[len(r.Variants)-1]
+		logf("matmul %s: best %s, %.0f GFLOP/s (%.1f us); the defaults %.0f GFLOP/s", s.Name, r.Best.Tuning, r.Best.GFLOPS, r.Best.Seconds*1e6, r.Default.GFLOPS)
 		res.Matmul = append(res.Matmul, r)
 		if err := save(); err != nil {
 			return err
