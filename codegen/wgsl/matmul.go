@@ -694,11 +694,11 @@ func (g *gen) pickVec(s mmShape, nb int) (vecTile, bool) {
 
 // tiledVec is the vec4 tiled kernel. A workgroup computes a BM×BN block of
 // the output; its invocations form S slices of T = (BM/TM)·(BN/TN), slice
-// s taking the steps s, s+S, s+2S, ... of BK along K. Per step, every
-// invocation of a slice loads BM·BK/4/T vec4 of a (along K) and as many of
-// b into registers (a stored b is decoded there, once per workgroup), and
-// stores them into the slice's part of workgroup memory K-major
-// (As[k][m], Bs[k][n], as vec4 of 4 consecutive m or n). Invocation
+// s taking the steps s, s+S, s+2S, ... of BK along K. Per step, the
+// invocations of a slice load the step's BM·BK/4 vec4 of a (along K) and
+// as many of b into registers (a stored b is decoded there, once per
+// workgroup), and store them into the slice's part of workgroup memory
+// K-major (As[k][m], Bs[k][n], as vec4 of 4 consecutive m or n). Invocation
 // (tx, ty) of a slice owns rows 4·(r·WY + ty) + 0..3 and columns
 // 4·(c·WX + tx) + 0..3 for r < TM/4, c < TN/4: its reads of workgroup
 // memory are vec4, broadcast along a and consecutive along b. With
