@@ -220,6 +220,7 @@ func runCmd(args []string) error {
 	weights := fs.String("weights", "f16,q4_0", "storage dtypes of b the prefill products are also measured in (comma-separated: f16, q4_0, q8_0, q4_k, ...; empty for f32 only)")
 	tileList := fs.String("tiles", "", "the tunings.Matmul values every M > 1 product is measured under, separated by ';' (each a blocking or a comma list of them; default: scalar and every wgsl.MatmulTiles)")
 	minGroups := fs.Int("min-groups", 264, "MatmulMinGroups of the -tiles values that are lists")
+	prefillOnly := fs.Bool("prefill-only", false, "measure TinyLlama's prefill products only (no other products, no models)")
 	fs.Parse(args)
 	stored, err := parseDTypes(*weights)
 	if err != nil {
@@ -286,6 +287,9 @@ func runCmd(args []string) error {
 			{"prefill 32x256x512ᵀ", 32, 512, 256, true, ""},
 			{"TinyLlama-ish 40x64x256ᵀ", 40, 64, 256, true, ""},
 		}
+	}
+	if *prefillOnly {
+		shapes, *models = nil, ""
 	}
 	shapes = append(shapes, prefillShapes...)
 	for _, dt := range stored {
