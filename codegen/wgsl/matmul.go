@@ -614,7 +614,7 @@ var MatmulTiles = []string{
 	"128x128x8/8x8+p+t",
 	"32x32x16/4x4+p*4", "32x32x16/4x4+p+t*4", "32x32x16/4x4+d*4", "32x32x8/4x4+p*8",
 	"32x64x16/4x4+p*2", "32x64x8/8x8+p*8", "64x64x16/8x8+p*4", "128x32x8/8x4+p*4",
-	"128x16x8/8x4+p*8", "16x16x16/4x4+p*8", "16x16x16/4x4+p+t*8",
+	"128x16x8/8x4+p*8", "16x16x16/4x4+p*8", "16x16x16/4x4+p+t*8", "16x16x16/4x4+p*16",
 }
 
 // ValidMatmulTile reports whether s is a value Tuning.Matmul accepts.
