@@ -86,6 +86,17 @@ type Writer interface {
 	Write(b *Buffer, t *tensor.Tensor) error
 }
 
+// AsyncDownloader is implemented by devices that can start a download and
+// let the host launch more work before waiting for it. A greedy session
+// then records the next decode step, fed by the device's own argmax, while
+// the device runs the current one (llm.Session.Next).
+type AsyncDownloader interface {
+	// StartDownload orders a copy of b after the work launched so far;
+	// wait returns the data once that work is done, whatever was launched
+	// after. wait must be called exactly once.
+	StartDownload(b *Buffer) (wait func() (*tensor.Tensor, error), err error)
+}
+
 // Capturer is implemented by devices that can record the work of a call
 // once and replay it, so that later calls on the same buffers skip the
 // host's walk of the graph (as CUDA graphs do, and llama.cpp's Vulkan

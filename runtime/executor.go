@@ -16,9 +16,10 @@ import (
 // partition pass); transfer nodes move tensors between devices, probe nodes
 // report their input to OnProbe. Weights are uploaded once per device.
 type Executor struct {
-	Module  *ir.Module
-	devices map[string]Device
-	weights map[weightKey]*Buffer
+	Module     *ir.Module
+	devices    map[string]Device
+	weights    map[weightKey]*Buffer
+	weightBufs map[*Buffer]bool // the buffers of weights, for isWeight (a call's hot path)
 
 	// OnProbe, when set, is called for every probe node with the probed
 	// buffer; it may download it. Probes are identities otherwise.
@@ -162,6 +163,10 @@ func (e *Executor) WeightBuffer(w *ir.Weight, d Device) (*Buffer, error) {
 		return nil, fmt.Errorf("weight @%s: upload to %s: %w", w.Name, d.Name(), err)
 	}
 	e.weights[k] = b
+	if e.weightBufs == nil {
+		e.weightBufs = map[*Buffer]bool{}
+	}
+	e.weightBufs[b] = true
 	return b, nil
 }
 
@@ -206,6 +211,7 @@ func (e *Executor) Close() {
 		k.dev.Free(b)
 	}
 	e.weights = map[weightKey]*Buffer{}
+	e.weightBufs = nil
 }
 
 // plan is the per-shape-binding precomputation of a call: concrete output
@@ -640,14 +646,7 @@ func (c *call) freeOwned() {
 
 // isWeight reports whether b is a cached weight buffer, which a call must
 // never free even when an identity (probe, transfer) passes it on.
-func (e *Executor) isWeight(b *Buffer) bool {
-	for k, w := range e.weights {
-		if w == b && k.dev == b.Dev {
-			return true
-		}
-	}
-	return false
-}
+func (e *Executor) isWeight(b *Buffer) bool { return e.weightBufs[b] }
 
 func isArg(args []*Buffer, b *Buffer) bool {
 	for _, a := range args {

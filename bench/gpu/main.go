@@ -457,6 +457,22 @@ func driverOf(dev gpuDevice) string {
 	return ""
 }
 
+// startCPUProfile writes a CPU profile to path until stop is called.
+func startCPUProfile(path string) (stop func(), err error) {
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, err
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return nil, err
+	}
+	return func() {
+		pprof.StopCPUProfile()
+		f.Close()
+	}, nil
+}
+
 func logf(format string, args ...any) {
 	fmt.Fprintf(os.Stderr, "%s "+format+"\n", append([]any{time.Now().Format("15:04:05")}, args...)...)
 }
@@ -744,17 +760,13 @@ func measureModel(dev gpuDevice, name string, c llama.Config, quantize ir.DType,
 	}
 	if cpuprofile != "" {
 		configs[1].apply(dev)
-		f, err := os.Create(cpuprofile)
+		stop, err := startCPUProfile(cpuprofile)
 		if err != nil {
-			return nil, err
-		}
-		if err := pprof.StartCPUProfile(f); err != nil {
 			return nil, err
 		}
 		var st stats
 		_, err = session(exec, r.Prompt[:p], 4*d, &st)
-		pprof.StopCPUProfile()
-		f.Close()
+		stop()
 		if err != nil {
 			return nil, err
 		}

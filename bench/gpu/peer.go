@@ -53,12 +53,13 @@ func tapmlCmd(args []string) error {
 	prefill := fs.Int("prefill", 128, "prompt tokens")
 	decode := fs.Int("decode", 64, "decode steps")
 	sessions := fs.Int("sessions", 3, "generations: the first cold, the rest warm")
+	cpuprofile := fs.String("cpuprofile", "", "write a CPU profile of the warm sessions here")
 	fs.Parse(args)
-	return measureTapml(os.Stdout, *tgt, *model, *prefill, *decode, *sessions)
+	return measureTapml(os.Stdout, *tgt, *model, *prefill, *decode, *sessions, *cpuprofile)
 }
 
 // measureTapml is tapmlCmd, writing to w.
-func measureTapml(w io.Writer, tgt, model string, prefill, decode, sessions int) error {
+func measureTapml(w io.Writer, tgt, model string, prefill, decode, sessions int, cpuprofile string) error {
 	if model == "" || prefill < 1 || decode < 1 || sessions < 1 {
 		return fmt.Errorf("tapml: -model is required; -prefill, -decode and -sessions must be positive")
 	}
@@ -69,7 +70,14 @@ func measureTapml(w io.Writer, tgt, model string, prefill, decode, sessions int)
 	defer tm.close()
 	prompt := peerPrompt(prefill, tm.vocab)
 	enc := json.NewEncoder(w)
-	for range sessions {
+	for i := range sessions {
+		if i == 1 && cpuprofile != "" {
+			stop, err := startCPUProfile(cpuprofile)
+			if err != nil {
+				return err
+			}
+			defer stop()
+		}
 		st, err := generate(tm.exec, prompt, decode)
 		if err != nil {
 			return err

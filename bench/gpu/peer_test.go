@@ -102,7 +102,7 @@ func TestMeasureTapml(t *testing.T) {
 	}
 	t.Setenv("XDG_CACHE_HOME", t.TempDir())
 	var out bytes.Buffer
-	if err := measureTapml(&out, "vulkan", file, 8, 4, 2); err != nil {
+	if err := measureTapml(&out, "vulkan", file, 8, 4, 2, ""); err != nil {
 		t.Fatal(err)
 	}
 	var runs []peerRun
@@ -126,7 +126,7 @@ func TestMeasureTapml(t *testing.T) {
 	if runs[0].CompileMS <= 0 || runs[1].CompileMS > runs[0].CompileMS/10 {
 		t.Errorf("kernel compilation %g ms cold, %g ms warm; want some, then next to none", runs[0].CompileMS, runs[1].CompileMS)
 	}
-	if err := measureTapml(&out, "vulkan", file, 0, 4, 2); err == nil {
+	if err := measureTapml(&out, "vulkan", file, 0, 4, 2, ""); err == nil {
 		t.Error("a prompt of 0 tokens was measured")
 	}
 }

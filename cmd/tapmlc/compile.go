@@ -15,12 +15,14 @@ import (
 	"github.com/tapml/tapml/ir"
 	"github.com/tapml/tapml/passes"
 	"github.com/tapml/tapml/runtime"
+	"github.com/tapml/tapml/runtime/metal"
 	"github.com/tapml/tapml/runtime/target"
 )
 
 // kernelEmitter returns the ahead-of-time kernel generator of a target, or
 // nil for targets that need none (cpu). Metal kernels take precision p
-// (Metal has half); webgpu's are f32 (naga rejects f16).
+// (Metal has half; the metal device runs the same kernels at p); webgpu's
+// are f32 (naga rejects f16).
 func kernelEmitter(t string, p runtime.Precision) artifact.KernelEmitter {
 	switch t {
 	case "webgpu":
@@ -28,8 +30,7 @@ func kernelEmitter(t string, p runtime.Precision) artifact.KernelEmitter {
 			return wgsl.Generate(n, in, out, wgsl.Options{Limits: wgsl.DefaultLimits()})
 		}}
 	case "metal": // .metal files; prefill kernels (symbolic seq) are generated at run time
-		o := msl.Options{Limits: msl.DefaultLimits(), Compute: p.Compute, Accumulate: p.Accumulate}
-		o.Features.F16 = p.Compute == ir.F16 || p.Accumulate == ir.F16
+		o := metal.KernelOptions(msl.DefaultLimits(), p) // what run --target metal generates
 		return &artifact.StaticEmitter{Ext: "metal", Generate: func(n *ir.Node, in, out []ir.Type) (*codegen.Kernel, error) {
 			return msl.Generate(n, in, out, o)
 		}}

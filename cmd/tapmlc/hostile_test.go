@@ -376,28 +376,33 @@ func serverAttacks(t *testing.T) []judged {
 			"--steps", "24", "--temperature", "0", "--target", target}
 	}
 	cpuText := tapmlc(t, runArgs("cpu")...).stdout
-	legit := func(v verdict) verdict {
+	// legitOn checks that after an attack a legitimate run on the server
+	// at url prints the CPU's text.
+	legitOn := func(url string, v verdict) verdict {
 		if v.crash || v.hang {
 			return v
 		}
-		r := tapmlc(t, runArgs("remote:"+s.url)...)
+		r := tapmlc(t, runArgs("remote:"+url)...)
 		if r.code != 0 || r.stdout != cpuText {
 			v.crash = true
 			v.detail += fmt.Sprintf(" then a legitimate remote run: exit %d, %q: %s", r.code, r.stdout, r.stderr)
 		}
 		return v
 	}
+	legit := func(v verdict) verdict { return legitOn(s.url, v) }
 	ctx := context.Background()
-	dialRaw := func() (*websocket.Conn, error) {
-		c, _, err := websocket.Dial(ctx, s.url, nil)
+	dialTo := func(url string) (*websocket.Conn, error) {
+		c, _, err := websocket.Dial(ctx, url, nil)
 		if err == nil {
 			c.SetReadLimit(rproto.MaxFrame)
 		}
 		return c, err
 	}
-	// roundTrip sends frames after a hello and returns the last reply.
-	roundTrip := func(frames ...[]byte) (rproto.Msg, error) {
-		c, err := dialRaw()
+	dialRaw := func() (*websocket.Conn, error) { return dialTo(s.url) }
+	// roundTripTo sends frames to the server at url after a hello and
+	// returns the last reply.
+	roundTripTo := func(url string, frames ...[]byte) (rproto.Msg, error) {
+		c, err := dialTo(url)
 		if err != nil {
 			return nil, err
 		}
@@ -420,6 +425,7 @@ func serverAttacks(t *testing.T) []judged {
 		}
 		return m, nil
 	}
+	roundTrip := func(frames ...[]byte) (rproto.Msg, error) { return roundTripTo(s.url, frames...) }
 	wantError := func(want string) func(rproto.Msg, error) verdict {
 		return func(m rproto.Msg, err error) verdict {
 			if e, ok := m.(*rproto.Error); !ok || !strings.Contains(e.Message, want) {
@@ -433,6 +439,15 @@ func serverAttacks(t *testing.T) []judged {
 	}
 	frameAttack := func(class, name string, want string, frames ...[]byte) judged {
 		return judged{attack{class: class, name: name}, func() verdict { return legit(wantError(want)(roundTrip(frames...))) }}
+	}
+	// The same against a `serve --vulkan` server (tapml's own Vulkan
+	// device: its kernels are translated to SPIR-V and checked by
+	// runtime/vulkan before the driver sees them).
+	vk := serve(t, nil, "--vulkan", "--max-sessions", "1")
+	vulkanAttack := func(name string, want string, frames ...[]byte) judged {
+		return judged{attack{class: "1 kernels", name: name + " (serve --vulkan)"}, func() verdict {
+			return legitOn(vk.url, wantError(want)(roundTripTo(vk.url, frames...)))
+		}}
 	}
 	f32 := func(n int) []byte {
 		b := make([]byte, 4*n)
@@ -471,6 +486,11 @@ func serverAttacks(t *testing.T) []judged {
 		frameAttack("1 kernels", "invalid UTF-8 entry point", "not a WGSL identifier", compile("fn main() {}", "ma\xffin")),
 		frameAttack("1 kernels", "4000 nested parentheses", "nesting deeper than", compile("fn main() { let x = "+strings.Repeat("(", 4000)+"1"+strings.Repeat(")", 4000)+"; }", "main")),
 		frameAttack("1 kernels", "NUL in the source", "unexpected character", compile("fn main() {}\x00", "main")),
+		frameAttack("1 kernels", "f16 on a device without shader-f16", "has no shader-f16", compile("enable f16;\n@compute @workgroup_size(1)\nfn main() {}\n", "main")),
+		vulkanAttack("invalid UTF-8 WGSL", "invalid UTF-8", compile("fn main() {} \xff\xfe", "main")),
+		vulkanAttack("kernel without bindings", "binds 0 storage buffers",
+			rproto.Encode(2, &rproto.Compile{Kernel: 1, Node: 3, Op: "probe", Language: "wgsl", Entry: "main",
+				Source: []byte("@compute @workgroup_size(1)\nfn main() {}\n"), Workgroup: [3]uint32{1, 1, 1}})),
 		// 2. Leaks: a session uploads values; the next reads a buffer it
 		// never wrote and must see zeros, and cannot name the other's ids.
 		{attack{class: "2 cross-session data", name: "read another session's upload"}, func() verdict {

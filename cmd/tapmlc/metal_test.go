@@ -16,13 +16,17 @@ import (
 // folder lists one .metal kernel per node with static shapes (decode, and
 // the prefill nodes whose shapes do not depend on the prompt length), each
 // passing the MSL syntax check, and `run --target metal` says where the
-// target runs.
+// target runs, at f32 and at f16 (which metal takes: no note that it
+// computes in f32).
 func TestCompileMetal(t *testing.T) {
 	compileMetal(t)
 	if goruntime.GOOS != "darwin" {
-		r := tapmlc(t, "run", "--target", "metal", "--steps", "3")
-		if r.code == 0 || !strings.Contains(r.stderr, "the metal target runs on macOS; use compile --target metal to emit kernels") {
-			t.Errorf("run --target metal off macOS: exit %d, stderr %q", r.code, r.stderr)
+		for _, compute := range []string{"f32", "f16"} {
+			r := tapmlc(t, "run", "--target", "metal", "--steps", "3", "--compute", compute)
+			if r.code == 0 || !strings.Contains(r.stderr, "the metal target runs on macOS; use compile --target metal to emit kernels") ||
+				strings.Contains(r.stderr, "computing in f32") {
+				t.Errorf("run --target metal --compute %s off macOS: exit %d, stderr %q", compute, r.code, r.stderr)
+			}
 		}
 	}
 }

@@ -14,7 +14,8 @@ type precisionFlags struct{ p runtime.Precision }
 func (pf *precisionFlags) register(f *pflag.FlagSet, accumulate bool) {
 	pf.p = runtime.F32
 	f.Var(dtypeValue{&pf.p.Compute}, "compute", "dtype of activations and the KV cache on the target: f32 or f16 (f16 storage, f32 arithmetic; "+
-		"vulkan where the device has shaderFloat16, cpu as the reference's emulation of it; other targets say so and compute in f32)")
+		"vulkan where the device has shaderFloat16, metal (macOS), remote where the device has shader-f16, cpu as the reference's emulation of it; "+
+		"other targets say so and compute in f32)")
 	if !accumulate {
 		return
 	}

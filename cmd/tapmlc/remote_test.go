@@ -156,6 +156,38 @@ func TestRemoteServe(t *testing.T) {
 	}
 }
 
+// `tapmlc serve --vulkan` serves tapml's own Vulkan device, which lists
+// shader-f16 on lavapipe: with --compute f16 a remote run stores f32
+// tensors as f16 there and prints exactly what --target vulkan --compute
+// f16 prints (the same kernels on the same device), and a bundle carved
+// under f16 passes on it; at f32 the carved bundle passes and the greedy
+// story is the CPU's (checkRemote).
+func TestRemoteVulkan(t *testing.T) {
+	s := serve(t, nil, "--vulkan")
+	dir := models(t)
+	gen := []string{"run", filepath.Join(dir, "stories260K.bin"), "--tokenizer", filepath.Join(dir, "tok512.bin"),
+		"--prompt", "Once upon a time", "--steps", "48", "--temperature", "0", "--compute", "f16"}
+	want := tapmlc(t, append(gen, "--target", "vulkan")...)
+	got := tapmlc(t, append(gen, "-v", "--target", "remote:"+s.url)...)
+	if want.code != 0 || got.code != 0 || got.stdout != want.stdout {
+		t.Errorf("--compute f16: remote exit %d, vulkan exit %d\nremote %q\nvulkan %q\n%s%s", got.code, want.code, got.stdout, want.stdout, got.stderr, want.stderr)
+	}
+	if log := s.stderr(); !strings.Contains(log, "device vulkan:") || !strings.Contains(log, "with shader-f16") {
+		t.Errorf("the server's log does not name its Vulkan device with shader-f16: %s", log)
+	}
+	if strings.Contains(got.stderr, "computing in f32") || !strings.Contains(got.stderr, "held as f16 (--compute f16)") {
+		t.Errorf("--compute f16 on serve --vulkan: stderr %q, want f32 weights held as f16 and no fallback note", got.stderr)
+	}
+	r := tapmlc(t, "test", carvedF16Bundle(t), "--target", "remote:"+s.url)
+	if r.code != 0 || !strings.Contains(r.stdout, " 0 failed") || strings.Contains(r.stderr, "computing in f32") {
+		t.Errorf("the f16 bundle on serve --vulkan: exit %d\n%s\n%s", r.code, r.stdout, r.stderr)
+	}
+	checkRemote(t, s.url)
+	if r := tapmlc(t, "serve", "--browser", "--vulkan"); r.code != 1 || !strings.Contains(r.stderr, "--browser and --vulkan exclude each other") {
+		t.Errorf("serve --browser --vulkan: exit %d: %s", r.code, r.stderr)
+	}
+}
+
 // A device server whose buffers are capped at 16 KiB ($TAPML_MAX_BUFFER:
 // its wgpu device is asked for no more) reports the limits, and the host
 // splits stories260K's weights to fit them: the greedy text is the CPU's.
@@ -303,9 +335,10 @@ func TestBrowserDevice(t *testing.T) {
 
 // checkBrowserF16 runs args with --compute f16 on the page. The page asks
 // its browser for shader-f16 where the adapter offers it and the host
-// reads it from the handshake: the run's note says whether the device has
-// it, as the page's adapter does (Chromium's SwiftShader has not), and
-// the run computes in f32, printing want (the CPU's f32 text).
+// reads it from the handshake. Without it (Chromium's SwiftShader, here)
+// the run's note says the device has none and the run computes in f32,
+// printing want (the CPU's f32 text); with it the run computes in f16 as
+// on a `serve --vulkan` device (TestRemoteVulkanF16), without a note.
 func checkBrowserF16(t *testing.T, ctx context.Context, url string, args []string, want string) {
 	t.Helper()
 	has, err := chromedp.Run(ctx, chromedp.Evaluate[bool](`navigator.gpu.requestAdapter().then(a => a.features.has("shader-f16"))`, chromedp.EvalAwaitPromise))
@@ -313,16 +346,18 @@ func checkBrowserF16(t *testing.T, ctx context.Context, url string, args []strin
 		t.Fatalf("asking the page's adapter for shader-f16: %v", err)
 	}
 	t.Logf("the page's adapter offers shader-f16: %v", has)
-	note := "has no shader-f16"
-	if has {
-		note = "has shader-f16, but remote f16 compute is not implemented yet"
-	}
 	r := tapmlc(t, append(args, "--target", "remote:"+url, "--compute", "f16")...)
+	if has {
+		if r.code != 0 || strings.Contains(r.stderr, "computing in f32") {
+			t.Errorf("--compute f16 on a page with shader-f16: exit %d, want 0 and f16 compute\n%s", r.code, r.stderr)
+		}
+		return
+	}
 	if r.code != 0 || r.stdout != want {
 		t.Errorf("--compute f16 on the page: exit %d\ngot  %q\nwant %q\n%s", r.code, r.stdout, want, r.stderr)
 	}
-	if !strings.Contains(r.stderr, "remote("+url+"):browser:") || !strings.Contains(r.stderr, note) || !strings.Contains(r.stderr, "computing in f32") {
-		t.Errorf("--compute f16 on the page: stderr %q, want a note that the page's device %s", r.stderr, note)
+	if !strings.Contains(r.stderr, "remote("+url+"):browser:") || !strings.Contains(r.stderr, "has no shader-f16") || !strings.Contains(r.stderr, "computing in f32") {
+		t.Errorf("--compute f16 on the page: stderr %q, want a note that the page's device has no shader-f16", r.stderr)
 	}
 }
 

@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
+	"strings"
 	"syscall"
 	"time"
 
@@ -22,6 +23,7 @@ func init() {
 		listen      string
 		token       string
 		useBrowser  bool
+		useVulkan   bool
 		backend     string
 		wasm        string
 		cacheDir    string
@@ -32,7 +34,7 @@ func init() {
 		allowHosts  []string
 	)
 	cmd := &cobra.Command{
-		Use:   "serve --listen 127.0.0.1:PORT [--token T] [--browser]",
+		Use:   "serve --listen 127.0.0.1:PORT [--token T] [--browser | --vulkan]",
 		Short: "Serve a device to remote hosts over WebSocket (this machine's GPU, or a browser page)",
 		Long: `Serve a device that hosts use with --target remote:ws://HOST:PORT (run, test,
 migrate). The host generates the kernels; the server compiles and runs them,
@@ -40,6 +42,10 @@ keeps the buffers, and caches weights by content hash so that a weight
 crosses the network once per server.
 
 Without --browser, kernels run on this machine's WebGPU device (--backend).
+With --vulkan, they run on tapml's own Vulkan device, as on the vulkan target:
+the WGSL the host sends is translated to SPIR-V (codegen/spirv), and where
+the device has f16 (shaderFloat16 and 16-bit storage) it offers shader-f16,
+so that hosts can run --compute f16 (WebGPU's naga takes no f16).
 With --browser, the server serves a page at http://HOST:PORT/: open it in a
 browser with WebGPU, and the server relays each host session to that page,
 whose Go program (built for js/wasm at start-up from the tapml source tree
@@ -80,6 +86,9 @@ ws://HOST:PORT" says where the server listens (--listen with port 0 picks one).`
 			}
 			opts := remote.ServerOptions{Token: token, Log: logger, AllowedHosts: allowHosts, MaxConns: maxConns}
 			var closeDev func()
+			if useBrowser && useVulkan {
+				return fmt.Errorf("--browser and --vulkan exclude each other: the device is the browser's WebGPU or this machine's Vulkan")
+			}
 			if useBrowser {
 				var prog *browser.Program
 				if wasm != "" {
@@ -99,6 +108,9 @@ ws://HOST:PORT" says where the server listens (--listen with port 0 picks one).`
 				share := (memoryMB << 20) / int64(maxSessions)
 				workerArgs := []string{workerCommand, "--backend", backend,
 					"--memory-bytes", fmt.Sprint(share), "--cache-bytes", fmt.Sprint(min(cacheMB<<20, share))}
+				if useVulkan {
+					workerArgs = append(workerArgs, "--vulkan")
+				}
 				workers, err := remote.StartWorkers(remote.WorkerOptions{
 					Command:     func() *exec.Cmd { return exec.Command(exe, workerArgs...) },
 					MaxSessions: maxSessions,
@@ -125,7 +137,12 @@ ws://HOST:PORT" says where the server listens (--listen with port 0 picks one).`
 				}
 				logger.Printf("listening on ws://%s: open http://%s/%s in a browser with WebGPU, then use --target remote:ws://%s%s", addr, addr, q, addr, q)
 			} else {
-				logger.Printf("listening on ws://%s: device %s (use --target remote:ws://%s)", addr, opts.Workers.Info().Name, addr)
+				info := opts.Workers.Info()
+				with := ""
+				if len(info.Features) > 0 {
+					with = " with " + strings.Join(info.Features, ", ")
+				}
+				logger.Printf("listening on ws://%s: device %s%s (use --target remote:ws://%s)", addr, info.Name, with, addr)
 			}
 			srv := &http.Server{Handler: remote.NewServer(opts), ReadHeaderTimeout: 10 * time.Second}
 			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -151,7 +168,8 @@ ws://HOST:PORT" says where the server listens (--listen with port 0 picks one).`
 	f.StringVar(&listen, "listen", "127.0.0.1:8765", "address to listen on (HOST:PORT; port 0 picks a free one, printed on stderr)")
 	f.StringVar(&token, "token", "", "require this token from hosts and browser pages (default $TAPML_TOKEN)")
 	f.BoolVar(&useBrowser, "browser", false, "serve a browser page as the device: the page runs the kernels on the browser's WebGPU")
-	f.StringVar(&backend, "backend", "vulkan", "graphics API of the local device: vulkan or gl (without --browser)")
+	f.BoolVar(&useVulkan, "vulkan", false, "serve this machine's Vulkan device through tapml's own SPIR-V, as the vulkan target runs it (with shader-f16 where the device has f16), instead of WebGPU")
+	f.StringVar(&backend, "backend", "vulkan", "graphics API of the local WebGPU device: vulkan or gl (without --browser or --vulkan)")
 	f.StringVar(&wasm, "wasm", "", "prebuilt browser device program (GOOS=js GOARCH=wasm go build "+browser.Package+"); default: build it")
 	f.StringVar(&cacheDir, "cache-dir", "", "folder for the built browser device program (default "+browser.DefaultCacheDir()+")")
 	f.Int64Var(&cacheMB, "weight-cache-mb", 1024, "MiB of weights kept cached while no host uses them, per worker (without --browser)")
@@ -183,6 +201,7 @@ func workerCmd() *cobra.Command {
 	}
 	f := cmd.Flags()
 	f.StringVar(&o.Backend, "backend", "vulkan", "graphics API of the local device")
+	f.BoolVar(&o.Vulkan, "vulkan", false, "serve tapml's own Vulkan device instead of WebGPU")
 	f.Int64Var(&o.MemoryBytes, "memory-bytes", 0, "memory budget of the worker's device")
 	f.Int64Var(&o.CacheBytes, "cache-bytes", 0, "bytes of idle cached weights kept")
 	return cmd

@@ -136,7 +136,7 @@ func runTest(bundle string, fl *testFlags) (int, error) {
 	}
 	dev, err := fl.tgt.Open()
 	if errors.Is(err, metal.ErrUnsupported) {
-		return testPassed, checkMetal(b, opts)
+		return testPassed, checkMetal(b, opts, fl.tgt.Precision)
 	}
 	if err != nil {
 		return 0, err
@@ -267,9 +267,10 @@ func dumpFailures(dir string, rep *carve.Report) (int, error) {
 }
 
 // checkMetal is `tapmlc test --target metal` where Metal cannot run: every
-// selected case's kernel goes through the approximate MSL syntax check
+// selected case's kernel, at precision p (the bundle's, as the metal
+// device would run it), goes through the approximate MSL syntax check
 // (clang-14 against a stub metal_stdlib); numerics need a Mac.
-func checkMetal(b *carve.Bundle, opts carve.TestOptions) error {
+func checkMetal(b *carve.Bundle, opts carve.TestOptions, p runtime.Precision) error {
 	var mods []*ir.Module
 	for _, c := range b.Manifest.Cases {
 		if !opts.Selected(c) {
@@ -285,10 +286,10 @@ func checkMetal(b *carve.Bundle, opts carve.TestOptions) error {
 		return fmt.Errorf("--run selects none of the %d cases", len(b.Manifest.Cases))
 	}
 	fmt.Fprintln(os.Stderr, "tapmlc: Metal runs only on macOS; checking the kernels' syntax instead (clang-14, approximate)")
-	n, err := msl.CheckModules(mods, msl.Options{})
+	n, err := msl.CheckModules(mods, metal.KernelOptions(msl.DefaultLimits(), p))
 	if err != nil {
 		return err
 	}
-	fmt.Printf("%d Metal kernels of %d cases pass the syntax check; numerics were not run (needs macOS)\n", n, len(mods))
+	fmt.Printf("%d Metal kernels (compute %s) of %d cases pass the syntax check; numerics were not run (needs macOS)\n", n, p.Normal(), len(mods))
 	return nil
 }

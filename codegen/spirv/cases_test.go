@@ -192,6 +192,13 @@ func testCases() []testCase {
 	add(testCase{op: ir.OpAttention, in: []ir.Type{f32(1, 4, 48), f32(64, 4, 48), f32(64, 4, 48), i32()}, attrs: att(0.144, true), fill: posAt(40)})
 	add(testCase{name: "attention_softcap_window", op: ir.OpAttention, in: []ir.Type{f32(3, 4, 8), f32(20, 2, 8), f32(20, 2, 8), i32()},
 		attrs: ir.Attrs{"scale": ir.FloatAttr(0.35), "softcap": ir.FloatAttr(0.5), "window": ir.IntAttr(4)}, fill: posAt(9)})
+	// The slot kernel's decode shapes: several load steps per key slot,
+	// GQA 8, head dims 80 and 128, a scalar head dim wider than a workgroup.
+	add(testCase{name: "attention_decode_gqa8", op: ir.OpAttention, in: []ir.Type{f32(1, 16, 64), f32(700, 2, 64), f32(700, 2, 64), i32()}, attrs: att(0.125, true), fill: posAt(650)})
+	add(testCase{name: "attention_decode_dh80_softcap_window", op: ir.OpAttention, in: []ir.Type{f32(1, 4, 80), f32(400, 1, 80), f32(400, 1, 80), i32()},
+		attrs: ir.Attrs{"scale": ir.FloatAttr(0.11), "softcap": ir.FloatAttr(0.5), "window": ir.IntAttr(300), "causal": ir.BoolAttr(true)}, fill: posAt(390)})
+	add(testCase{name: "attention_decode_dh128", op: ir.OpAttention, in: []ir.Type{f32(1, 8, 128), f32(300, 1, 128), f32(300, 1, 128), i32()}, attrs: att(0.088, true), fill: posAt(299)})
+	add(testCase{name: "attention_odd_head_dim", op: ir.OpAttention, in: []ir.Type{f32(2, 2, 1030), f32(50, 1, 1030), f32(50, 1, 1030), i32()}, attrs: att(0.03, true), fill: posAt(10)})
 	add(testCase{name: "attention_chunked", op: ir.OpAttention, in: []ir.Type{f32(2, 2, 8), f32(2100, 1, 8), f32(2100, 1, 8), i32()}, attrs: att(0.35, true), fill: posAt(2098)})
 
 	add(testCase{op: ir.OpReshape, in: []ir.Type{f32(3, 4)}, attrs: ir.Attrs{"shape": ir.ShapeAttr(ir.S(12))}})

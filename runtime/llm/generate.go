@@ -134,6 +134,8 @@ func Generate(s *Session, tok Tokenizer, prompt string, steps int, sampler *Samp
 	if len(ids) > steps {
 		return nil, nil
 	}
+	defer func(h int) { s.Horizon = h }(s.Horizon)
+	s.Horizon = steps
 	next, err := s.Next(ids, sampler)
 	if err != nil {
 		return nil, err
@@ -163,6 +165,8 @@ func Generate(s *Session, tok Tokenizer, prompt string, steps int, sampler *Samp
 // after the last (as Generate does, without a tokenizer or end tokens),
 // and returns the steps+1 ids sampled. Benchmarks drive sessions with it.
 func (s *Session) Continue(prompt []int, steps int, sampler *Sampler) ([]int, error) {
+	defer func(h int) { s.Horizon = h }(s.Horizon)
+	s.Horizon = s.Pos + len(prompt) + steps
 	next, err := s.Next(prompt, sampler)
 	ids := []int{next}
 	for i := 0; err == nil && i < steps; i++ {

@@ -28,6 +28,15 @@ type Session struct {
 	step *stepArgs
 	// argmax runs greedy sampling's argmax on the device (Next).
 	argmax *runtime.Executor
+	// ahead is the decode step Next launched before it was asked for
+	// (lookahead.go), or nil; positional says the state is KV caches,
+	// which a step launched in vain does not spoil.
+	ahead      *aheadStep
+	positional bool
+	// Horizon is the position up to which Next may launch a decode step
+	// ahead of the caller (0: the context); Generate and Continue set it
+	// to where they stop, so that no step is computed in vain at the end.
+	Horizon int
 	// Stats is what the session's calls took so far.
 	Stats Stats
 }
@@ -39,6 +48,7 @@ type Session struct {
 // a process's first session compiles them on its first calls.
 type Stats struct {
 	PromptTokens, DecodeTokens   int
+	Ahead                        int // decode steps launched before they were asked for, and taken (lookahead.go)
 	PromptTime, DecodeTime       time.Duration
 	PromptCompile, DecodeCompile time.Duration
 }
@@ -93,6 +103,11 @@ func NewSession(exec *runtime.Executor) (*Session, error) {
 		return nil, err
 	}
 	s := &Session{Exec: exec}
+	caches := kvCaches(dec)
+	s.positional = true
+	for _, p := range dec.Params[2:] {
+		s.positional = s.positional && caches[p]
+	}
 	var err error
 	var bytes int64
 	for _, p := range dec.Params[2:] {
@@ -142,6 +157,7 @@ func checkSignature(f *ir.Function) error {
 // the next token. Several tokens go through prefill in one call; one token
 // goes through decode.
 func (s *Session) Forward(tokens []int) ([]float32, error) {
+	s.dropAhead()
 	var logits []float32
 	err := s.timed(len(tokens), func() error {
 		out, err := s.forward(tokens)
@@ -169,6 +185,10 @@ func (s *Session) Next(tokens []int, sampler *Sampler) (int, error) {
 }
 
 func (s *Session) next(tokens []int, sampler *Sampler) (int, error) {
+	if id, ok, err := s.takeAhead(tokens, sampler); ok || err != nil {
+		return id, err
+	}
+	s.dropAhead()
 	out, err := s.forward(tokens)
 	if err != nil {
 		return 0, err
@@ -180,25 +200,39 @@ func (s *Session) next(tokens []int, sampler *Sampler) (int, error) {
 		}
 		return sampler.Sample(logits), nil
 	}
+	res, err := s.deviceArgmax(out)
+	if err != nil {
+		return 0, err
+	}
+	if s.canLookAhead(res) {
+		return s.lookAhead(res)
+	}
+	id, err := runtime.Download(res)
+	res.Dev.Free(res)
+	if err != nil {
+		return 0, err
+	}
+	return int(id.Int32s()[0]), nil
+}
+
+// deviceArgmax launches the argmax of logits out on out's device and frees
+// out.
+func (s *Session) deviceArgmax(out *runtime.Buffer) (*runtime.Buffer, error) {
 	defer out.Dev.Free(out)
+	var err error
 	if s.argmax == nil || s.argmax.Device("") != out.Dev || !s.argmax.Module.Func("argmax").Params[0].Type.Equal(out.Type()) {
 		if s.argmax != nil {
 			s.argmax.Close()
 		}
 		if s.argmax, err = argmaxExecutor(out); err != nil {
-			return 0, err
+			return nil, err
 		}
 	}
 	res, err := s.argmax.Call("argmax", out)
 	if err != nil {
-		return 0, err
+		return nil, err
 	}
-	id, err := runtime.Download(res[0])
-	res[0].Dev.Free(res[0])
-	if err != nil {
-		return 0, err
-	}
-	return int(id.Int32s()[0]), nil
+	return res[0], nil
 }
 
 // argmaxExecutor runs the argmax of logits like out's (a row of the
@@ -261,12 +295,23 @@ func (s *Session) forward(tokens []int) (*runtime.Buffer, error) {
 	if err != nil {
 		return nil, err
 	}
-	args := append([]*runtime.Buffer{tok, pos}, s.caches...)
-	out, err := s.Exec.Call(fn, args...)
+	out, err := s.call(fn, tok, pos)
 	if s.step == nil || tok != s.step.tok {
 		tok.Dev.Free(tok)
 		pos.Dev.Free(pos)
 	}
+	if err != nil {
+		return nil, err
+	}
+	s.Pos += len(tokens)
+	return out, nil
+}
+
+// call calls fn on the token and position buffers and the state, keeps
+// the updated state and returns the logits' buffer.
+func (s *Session) call(fn string, tok, pos *runtime.Buffer) (*runtime.Buffer, error) {
+	args := append([]*runtime.Buffer{tok, pos}, s.caches...)
+	out, err := s.Exec.Call(fn, args...)
 	if err != nil {
 		return nil, err
 	}
@@ -277,7 +322,6 @@ func (s *Session) forward(tokens []int) (*runtime.Buffer, error) {
 			s.caches[i] = c
 		}
 	}
-	s.Pos += len(tokens)
 	return out[0], nil
 }
 
@@ -297,6 +341,7 @@ func (s *Session) upload(tok, pos *tensor.Tensor) (*runtime.Buffer, *runtime.Buf
 
 // Close frees the caches.
 func (s *Session) Close() {
+	s.dropAhead()
 	for _, c := range s.caches {
 		c.Dev.Free(c)
 	}

@@ -193,6 +193,9 @@ type cgoBridge struct {
 
 // Open opens the system's default Metal device.
 func Open(opts Options) (*Device, error) {
+	if _, err := opts.precision(); err != nil {
+		return nil, err
+	}
 	var name, cerr *C.char
 	c := C.tm_open(&name, &cerr)
 	if c == nil {

@@ -27,6 +27,12 @@
 // Launch only encodes work; Download and Sync wait for it. Upload never
 // writes a buffer the GPU may still use: while work is in flight it
 // allocates a fresh buffer instead of reusing a pooled one.
+//
+// Under f16 compute (Options.Compute) the device stores every tensor the
+// IR types f32 as f16, as the vulkan device does: uploads round
+// (devkit.ToHalf), downloads widen (devkit.FromHalf), buffers are half the
+// bytes, and the kernels are codegen/msl's at f16. Every Apple GPU Metal
+// runs on has half in its shaders, so no feature is queried.
 package metal
 
 import (
@@ -61,6 +67,27 @@ type Options struct {
 	// Faults maps node ids to a fault of codegen/msl injected into that
 	// node's kernel. For tests of the carving and migration tools only.
 	Faults map[int]string
+	// Compute is the dtype float tensors live in on the device: f32 (zero)
+	// or f16. Under f16 every f32 tensor (activations, the KV cache, f32
+	// weights) is stored as f16: uploads round to f16 (to nearest even,
+	// beyond 65504 to infinity), downloads widen, kernels compute in f32
+	// (msl.Options.Compute).
+	Compute ir.DType
+	// Accumulate is the kernels' accumulator dtype where they honour it
+	// (msl.Options.Accumulate): f32 (zero) or f16.
+	Accumulate ir.DType
+}
+
+// precision returns the options' compute precision, checked: f32 or f16
+// each.
+func (o Options) precision() (runtime.Precision, error) {
+	p := runtime.Precision{Compute: o.Compute, Accumulate: o.Accumulate}.Normal()
+	for _, dt := range []ir.DType{p.Compute, p.Accumulate} {
+		if dt != ir.F32 && dt != ir.F16 {
+			return p, fmt.Errorf("metal: precision %s: only f32 and f16 are supported", p)
+		}
+	}
+	return p, nil
 }
 
 // bridge is what the device needs of Metal. Handles are retained
@@ -98,6 +125,8 @@ type Device struct {
 	opts   Options
 	name   string
 	limits msl.Limits
+	gen    msl.Options // what kernels are generated for, but the fault
+	prec   runtime.Precision
 	faults devkit.Faults
 
 	pipes map[string]*pipeline     // by kernel source
@@ -120,17 +149,22 @@ type pipeline struct {
 	maxThreads int
 }
 
+// plan is a node's kernel (its bindings typed as the IR types them), the
+// same typed as the device stores them (devkit.HalfKernel under f16
+// compute, else k) and its pipeline.
 type plan struct {
-	k  *codegen.Kernel
-	pp *pipeline
+	k, stored *codegen.Kernel
+	pp        *pipeline
 }
 
 // mbuf is a Metal buffer with a reference count: a reshape shares its
 // input's buffer.
 type mbuf = devkit.Buf[unsafe.Pointer]
 
-// newDevice wraps a bridge; Open calls it with the platform's bridge.
+// newDevice wraps a bridge; Open calls it with the platform's bridge,
+// after checking the options' precision (Options.precision).
 func newDevice(br bridge, opts Options) *Device {
+	prec, _ := opts.precision()
 	if opts.MaxBatch <= 0 {
 		opts.MaxBatch = devkit.DefaultMaxBatch
 	}
@@ -148,7 +182,7 @@ func newDevice(br bridge, opts Options) *Device {
 	lower(&lim.MaxThreadgroupsPerDimension, opts.Limits.MaxThreadgroupsPerDimension)
 	lower(&lim.MaxBuffers, opts.Limits.MaxBuffers)
 	d := &Device{
-		br: br, opts: opts, name: "metal:" + br.name(), limits: lim, faults: devkit.CopyFaults(opts.Faults),
+		br: br, opts: opts, name: "metal:" + br.name(), limits: lim, gen: KernelOptions(lim, prec), prec: prec, faults: devkit.CopyFaults(opts.Faults),
 		pipes: map[string]*pipeline{}, plans: map[devkit.PlanKey]*plan{}, batch: devkit.NewBatch(opts.MaxBatch, 0),
 	}
 	d.bufs = devkit.Allocator[unsafe.Pointer]{
@@ -161,11 +195,37 @@ func newDevice(br bridge, opts Options) *Device {
 	return d
 }
 
+// KernelOptions are the options of the kernels the device runs for limits
+// lim at precision p (but the fault); `compile --target metal` writes its
+// kernels with them. Half is enabled only under an f16 precision, so f32
+// kernels stay as they were.
+func KernelOptions(lim msl.Limits, p runtime.Precision) msl.Options {
+	p = p.Normal()
+	o := msl.Options{Limits: lim, Compute: p.Compute, Accumulate: p.Accumulate}
+	o.Features.F16 = p != runtime.F32
+	return o
+}
+
 // Name identifies the device: metal:GPU.
 func (d *Device) Name() string { return d.name }
 
 // Limits returns the limits kernels are generated for.
 func (d *Device) Limits() msl.Limits { return d.limits }
+
+// Precision is the precision the device computes at (Options.Compute and
+// Accumulate).
+func (d *Device) Precision() runtime.Precision { return d.prec }
+
+// half reports whether tensors of dtype dt are stored as f16.
+func (d *Device) half(dt ir.DType) bool { return dt == ir.F32 && d.prec.Half() }
+
+// stored returns k with its bindings typed as the device stores them.
+func (d *Device) stored(k *codegen.Kernel) *codegen.Kernel {
+	if !d.prec.Half() {
+		return k
+	}
+	return devkit.HalfKernel(k)
+}
 
 // Stats returns counters of the device's work so far.
 func (d *Device) Stats() Stats {
@@ -173,6 +233,16 @@ func (d *Device) Stats() Stats {
 	defer d.mu.Unlock()
 	return d.stats
 }
+
+// BufferBytes returns the bytes of the buffers the device holds, now and
+// at the peak so far (runtime.MemoryReporter; f32 tensors under f16
+// compute count at their stored 2 bytes).
+func (d *Device) BufferBytes() (now, peak int64) {
+	st := d.Stats()
+	return st.BufferBytes, st.PeakBufferBytes
+}
+
+var _ runtime.MemoryReporter = (*Device)(nil)
 
 // CompileTime returns the time spent making kernels so far
 // (runtime.KernelCompiler).
@@ -214,11 +284,15 @@ func (d *Device) Upload(t *tensor.Tensor) (*runtime.Buffer, error) {
 	if d.batch.Pending() > 0 || d.inflight {
 		alloc = d.bufs.New
 	}
-	g, err := alloc(uint64(len(t.Data)))
+	data := t.Data
+	if d.half(t.DType) {
+		data = devkit.ToHalf(t.Data)
+	}
+	g, err := alloc(uint64(len(data)))
 	if err != nil {
 		return nil, fmt.Errorf("metal: upload of %s: %w", t, err)
 	}
-	copy(d.br.contents(g.B, int(g.Size)), t.Data)
+	copy(d.br.contents(g.B, int(g.Size)), data)
 	return devkit.Wrap(d, g, t.DType, t.Shape), nil
 }
 
@@ -262,10 +336,19 @@ func (d *Device) Download(b *runtime.Buffer) (*tensor.Tensor, error) {
 		return nil, err
 	}
 	t := tensor.New(b.DType, b.Shape)
-	if uint64(len(t.Data)) > g.Size {
+	n := len(t.Data)
+	if d.half(b.DType) {
+		n /= 2
+	}
+	if uint64(n) > g.Size {
 		return nil, fmt.Errorf("metal: download of %s: the buffer holds %d bytes", b, g.Size)
 	}
-	copy(t.Data, d.br.contents(g.B, int(g.Size)))
+	raw := d.br.contents(g.B, int(g.Size))[:n]
+	if d.half(b.DType) {
+		devkit.FromHalf(raw, t.Data)
+	} else {
+		copy(t.Data, raw)
+	}
 	return t, nil
 }
 
@@ -319,7 +402,9 @@ func (d *Device) planFor(n *ir.Node, in, out []ir.Type) (*plan, error) {
 	}
 	start := time.Now()
 	defer func() { d.stats.CompileTime += time.Since(start) }()
-	k, err := msl.Generate(n, in, out, msl.Options{Limits: d.limits, Fault: key.Fault})
+	opts := d.gen
+	opts.Fault = key.Fault
+	k, err := msl.Generate(n, in, out, opts)
 	if err != nil {
 		return nil, err
 	}
@@ -328,7 +413,7 @@ func (d *Device) planFor(n *ir.Node, in, out []ir.Type) (*plan, error) {
 	if err != nil {
 		return nil, err
 	}
-	p := &plan{k: k, pp: pp}
+	p := &plan{k: k, stored: d.stored(k), pp: pp}
 	d.plans[key] = p
 	return p, nil
 }
@@ -402,12 +487,14 @@ func (d *Device) launch(n *ir.Node, in []*runtime.Buffer, outs []ir.Type) ([]*ru
 	if err != nil {
 		return nil, err
 	}
-	return d.dispatch(p.k, p.pp, in, hs)
+	return d.dispatch(p, in, hs)
 }
 
 // LaunchKernel runs a prebuilt MSL kernel as node n's on inputs in, as
 // Launch does with the kernel it generates: outputs are allocated from the
-// kernel's bindings, a ReadWrite binding updates its input in place.
+// kernel's bindings, a ReadWrite binding updates its input in place. Under
+// f16 compute its f32 bindings are taken as stored in f16 (the kernels of
+// `compile --target metal --compute f16`).
 func (d *Device) LaunchKernel(n *ir.Node, k *codegen.Kernel, in []*runtime.Buffer) ([]*runtime.Buffer, error) {
 	if n == nil || k == nil {
 		return nil, errors.New("metal: launch of a nil node or kernel")
@@ -426,20 +513,23 @@ func (d *Device) launchKernel(k *codegen.Kernel, in []*runtime.Buffer) ([]*runti
 	if err := devkit.Handles(d, in, hs); err != nil {
 		return nil, err
 	}
-	if err := devkit.CheckBindings(k, hs); err != nil {
+	p := &plan{k: k, stored: d.stored(k)}
+	if err := devkit.CheckBindings(p.stored, hs); err != nil {
 		return nil, err
 	}
-	pp, err := d.compile(k)
-	if err != nil {
+	var err error
+	if p.pp, err = d.compile(k); err != nil {
 		return nil, err
 	}
-	return d.dispatch(k, pp, in, hs)
+	return d.dispatch(p, in, hs)
 }
 
-// dispatch allocates k's outputs and encodes its dispatch (must hold d.mu).
-func (d *Device) dispatch(k *codegen.Kernel, pp *pipeline, in []*runtime.Buffer, hs []*mbuf) ([]*runtime.Buffer, error) {
+// dispatch allocates p's outputs, sized as stored, and encodes its
+// dispatch (must hold d.mu).
+func (d *Device) dispatch(p *plan, in []*runtime.Buffer, hs []*mbuf) ([]*runtime.Buffer, error) {
+	k, pp := p.k, p.pp
 	bound := make([]*mbuf, len(k.Bindings))
-	if err := d.bufs.Bind(k, hs, bound); err != nil {
+	if err := d.bufs.Bind(p.stored, hs, bound); err != nil {
 		return nil, err
 	}
 	if k.Grid[0]*k.Grid[1]*k.Grid[2] > 0 {

@@ -15,6 +15,7 @@ import (
 	"github.com/tapml/tapml/frontend/arch/llama"
 	"github.com/tapml/tapml/ir"
 	rt "github.com/tapml/tapml/runtime"
+	"github.com/tapml/tapml/runtime/internal/devkit"
 	"github.com/tapml/tapml/tensor"
 )
 
@@ -400,23 +401,38 @@ func TestCloseReleasesEverything(t *testing.T) {
 }
 
 // TestTinyModel runs llama.Tiny through the executor on the fake device
-// (prefill of 5 tokens, two decode steps; results are not computed) and
-// passes every kernel the device compiled through the MSL syntax check:
-// the exact sources a Mac would compile for this model.
+// (prefill of 5 tokens, two decode steps; results are not computed), at
+// f32 and under f16 compute, and passes every kernel the device compiled
+// through the MSL syntax check: the exact sources a Mac would compile for
+// this model. Under f16 the KV caches take half their f32 bytes.
 func TestTinyModel(t *testing.T) {
 	m, err := arch.Build("tiny", llama.Tiny, llama.RandomWeights(llama.Tiny, 1))
 	if err != nil {
 		t.Fatal(err)
 	}
+	for _, opts := range []Options{{Compute: ir.F32}, f16Options} {
+		t.Run(opts.Compute.String(), func(t *testing.T) { runTiny(t, m, opts) })
+	}
+}
+
+func runTiny(t *testing.T, m *ir.Module, opts Options) {
 	f := newFake()
-	d := newDevice(f, Options{})
+	d := newDevice(f, opts)
 	exec := rt.NewExecutor(m, d)
 	if err := exec.Prepare("decode"); err != nil {
 		t.Fatal(err)
 	}
 	var caches []*rt.Buffer
 	for _, p := range m.Func("decode").Params[2:] {
-		caches = append(caches, upload(t, d, tensor.New(p.Type.DType, p.Type.Shape.Sizes())))
+		c := upload(t, d, tensor.New(p.Type.DType, p.Type.Shape.Sizes()))
+		want := p.Type.Bytes()
+		if d.half(p.Type.DType) {
+			want /= 2
+		}
+		if g := c.Handle.(*mbuf); g.Size != devkit.SizeClass(uint64(want)) {
+			t.Fatalf("cache %s takes %d bytes, want %d", p.Type, g.Size, want)
+		}
+		caches = append(caches, c)
 	}
 	pos := 0
 	for _, toks := range [][]int32{{1, 72, 101, 108, 108}, {5}, {6}} {

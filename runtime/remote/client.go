@@ -51,11 +51,18 @@ type Options struct {
 	Window int
 	// Client names the host in the server's log.
 	Client string
+	// Precision is the compute precision asked for (zero: f32). f16
+	// compute or accumulation needs a device with shader-f16; another
+	// device computes in f32 (Device.Precision says which).
+	Precision runtime.Precision
 }
 
 // Device is a remote device seen from the host: a runtime.Device whose
 // buffers live on the server's GPU (or in a browser page). Kernels are
-// generated here with codegen/wgsl for the limits the device announced.
+// generated here with codegen/wgsl for the limits the device announced,
+// at the precision it runs at (Precision): under f16 compute the tensors
+// the IR types f32 are f16 on the device, rounded on upload, widened on
+// download, and the kernels' bindings say so.
 // Launches are pipelined: they are sent in batches without waiting, and a
 // failure comes back from a later call, naming its node. Its methods are
 // safe for concurrent use (they serialise on one lock).
@@ -64,6 +71,8 @@ type Device struct {
 	name string
 	info proto.DeviceInfo
 	lim  wgsl.Limits
+	gen  wgsl.Options // what kernels are generated for, but the fault
+	prec runtime.Precision
 	opts Options
 	conn *websocket.Conn
 
@@ -111,10 +120,14 @@ type call struct {
 // host-side aliases (reshape).
 type rbuf = devkit.Buf[uint32]
 
+// kplan is a node's kernel on the device: k as generated (its bindings
+// typed as the IR types them) and stored, the same with the bindings typed
+// as the device stores them (f16 for f32 under f16 compute).
 type kplan struct {
-	id  uint32
-	k   *codegen.Kernel
-	err error
+	id     uint32
+	k      *codegen.Kernel
+	stored *codegen.Kernel
+	err    error
 }
 
 var (
@@ -247,6 +260,11 @@ func DialOptions(ctx context.Context, rawURL string, o Options) (*Device, error)
 		return nil, fmt.Errorf("remote device %s: handshake: unexpected %s reply", show, m.Type())
 	}
 	l := info.Limits
+	prec := o.Precision.Normal()
+	f16 := info.Has(proto.FeatureShaderF16)
+	if !f16 {
+		prec = runtime.F32
+	}
 	d := &Device{
 		url:  show,
 		name: fmt.Sprintf("remote(%s):%s", show, info.Name),
@@ -260,6 +278,7 @@ func DialOptions(ctx context.Context, rawURL string, o Options) (*Device, error)
 			MaxWorkgroupsPerDimension:       int(l.MaxWorkgroupsPerDimension),
 			MaxStorageBuffersPerShaderStage: int(l.MaxStorageBuffersPerShaderStage),
 		},
+		prec:    prec,
 		opts:    o,
 		conn:    conn,
 		nextID:  2,
@@ -270,6 +289,7 @@ func DialOptions(ctx context.Context, rawURL string, o Options) (*Device, error)
 		slots:   make(chan struct{}, o.Window),
 		lostCh:  make(chan struct{}),
 	}
+	d.gen = wgsl.Options{Limits: d.lim, Features: wgsl.Features{F16: f16, Subgroups: info.Has(proto.FeatureSubgroups)}, Compute: prec.Compute, Accumulate: prec.Accumulate}
 	go d.read()
 	return d, nil
 }
@@ -315,6 +335,22 @@ func (d *Device) Info() proto.DeviceInfo { return d.info }
 // ShaderF16 reports whether the device was created with shader-f16 (it
 // compiles `enable f16;`).
 func (d *Device) ShaderF16() bool { return d.info.Has(proto.FeatureShaderF16) }
+
+// Precision is the precision the device computes at: Options.Precision
+// where the device has shader-f16, else f32.
+func (d *Device) Precision() runtime.Precision { return d.prec }
+
+// half reports whether tensors of dtype dt are stored as f16.
+func (d *Device) half(dt ir.DType) bool { return dt == ir.F32 && d.prec.Half() }
+
+// storedKernel returns k with its bindings typed as the device stores
+// them (k itself when nothing is stored as f16).
+func (d *Device) storedKernel(k *codegen.Kernel) *codegen.Kernel {
+	if !d.prec.Half() {
+		return k
+	}
+	return devkit.HalfKernel(k)
+}
 
 // Limits are the limits kernels are generated for.
 func (d *Device) Limits() wgsl.Limits { return d.lim }
@@ -598,51 +634,62 @@ func wireShape(s []int) []uint32 {
 	return out
 }
 
-func (d *Device) checkTensor(t *tensor.Tensor) (proto.DType, error) {
+// wireTensor checks a tensor to upload and returns it as the device
+// stores it: its dtype on the wire and its bytes (f32 rounded to f16 under
+// f16 compute).
+func (d *Device) wireTensor(t *tensor.Tensor) (proto.DType, []byte, error) {
 	if t == nil {
-		return 0, fmt.Errorf("remote device %s: upload of a nil tensor", d.url)
+		return 0, nil, fmt.Errorf("remote device %s: upload of a nil tensor", d.url)
 	}
 	if err := devkit.CheckGPUTensor(t); err != nil {
-		return 0, fmt.Errorf("remote device %s: upload of %w", d.url, err)
+		return 0, nil, fmt.Errorf("remote device %s: upload of %w", d.url, err)
 	}
-	dt, ok := proto.FromIR(t.DType)
+	stored, data := t.DType, t.Data
+	if d.half(t.DType) {
+		stored = ir.F16
+	}
+	dt, ok := proto.FromIR(stored)
 	if !ok {
-		return 0, fmt.Errorf("remote device %s: upload of %s: the protocol has no dtype %s", d.url, t, t.DType)
+		return 0, nil, fmt.Errorf("remote device %s: upload of %s: the protocol has no dtype %s", d.url, t, t.DType)
 	}
 	for _, x := range t.Shape {
 		if x < 0 || x > proto.MaxDim {
-			return 0, fmt.Errorf("remote device %s: upload of %s: dimension %d out of range", d.url, t, x)
+			return 0, nil, fmt.Errorf("remote device %s: upload of %s: dimension %d out of range", d.url, t, x)
 		}
 	}
 	if len(t.Shape) > proto.MaxRank {
-		return 0, fmt.Errorf("remote device %s: upload of %s: rank above %d", d.url, t, proto.MaxRank)
+		return 0, nil, fmt.Errorf("remote device %s: upload of %s: rank above %d", d.url, t, proto.MaxRank)
 	}
-	return dt, nil
+	if d.half(t.DType) {
+		data = devkit.ToHalf(t.Data)
+	}
+	return dt, data, nil
 }
 
-// sendTensor uploads t to buffer id in chunks, pipelined.
-func (d *Device) sendTensor(id uint32, dt proto.DType, t *tensor.Tensor, cache bool, key [32]byte, what string) error {
-	shape := wireShape(t.Shape)
+// sendTensor uploads data, a tensor of dtype dt and shape, to buffer id in
+// chunks, pipelined.
+func (d *Device) sendTensor(id uint32, dt proto.DType, shape []int, data []byte, cache bool, key [32]byte, what string) error {
+	wshape := wireShape(shape)
 	off := 0
 	for {
-		n := min(len(t.Data)-off, proto.MaxChunk)
-		m := &proto.Upload{Buf: id, Cache: cache, Hash: key, DType: dt, Shape: shape, Offset: uint64(off), Data: t.Data[off : off+n]}
+		n := min(len(data)-off, proto.MaxChunk)
+		m := &proto.Upload{Buf: id, Cache: cache, Hash: key, DType: dt, Shape: wshape, Offset: uint64(off), Data: data[off : off+n]}
 		if _, err := d.send(m, what, nil, true); err != nil {
 			return err
 		}
 		off += n
-		if off >= len(t.Data) {
+		if off >= len(data) {
 			break
 		}
 	}
-	d.stats.BytesSent += int64(len(t.Data))
+	d.stats.BytesSent += int64(len(data))
 	return nil
 }
 
 // Upload copies a tensor to a new device buffer (pipelined: a failure is
 // reported by a later call).
 func (d *Device) Upload(t *tensor.Tensor) (*runtime.Buffer, error) {
-	dt, err := d.checkTensor(t)
+	dt, data, err := d.wireTensor(t)
 	if err != nil {
 		return nil, err
 	}
@@ -656,20 +703,20 @@ func (d *Device) Upload(t *tensor.Tensor) (*runtime.Buffer, error) {
 		return nil, err
 	}
 	id := d.newBuf()
-	if err := d.sendTensor(id, dt, t, false, [32]byte{}, what); err != nil {
+	if err := d.sendTensor(id, dt, t.Shape, data, false, [32]byte{}, what); err != nil {
 		return nil, err
 	}
-	return devkit.Wrap(d, devkit.NewBuf(id, uint64(len(t.Data))), t.DType, t.Shape), nil
+	return devkit.Wrap(d, devkit.NewBuf(id, uint64(len(data))), t.DType, t.Shape), nil
 }
 
 // UploadWeight uploads a weight unless the device has it cached: the host
 // asks by content hash first and never sends a cached weight again.
 func (d *Device) UploadWeight(name string, t *tensor.Tensor) (*runtime.Buffer, error) {
-	dt, err := d.checkTensor(t)
+	dt, data, err := d.wireTensor(t)
 	if err != nil {
 		return nil, err
 	}
-	key := proto.WeightKey(dt, wireShape(t.Shape), t.Data)
+	key := proto.WeightKey(dt, wireShape(t.Shape), data)
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	what := fmt.Sprintf("upload of weight @%s", name)
@@ -691,12 +738,12 @@ func (d *Device) UploadWeight(name string, t *tensor.Tensor) (*runtime.Buffer, e
 	if q.Found[0] {
 		d.stats.WeightsCached++
 	} else {
-		if err := d.sendTensor(id, dt, t, true, key, what); err != nil {
+		if err := d.sendTensor(id, dt, t.Shape, data, true, key, what); err != nil {
 			return nil, err
 		}
 		d.stats.WeightsSent++
 	}
-	return devkit.Wrap(d, devkit.NewBuf(id, uint64(len(t.Data))), t.DType, t.Shape), nil
+	return devkit.Wrap(d, devkit.NewBuf(id, uint64(len(data))), t.DType, t.Shape), nil
 }
 
 // Download copies a buffer to the host, after the work before it.
@@ -715,8 +762,12 @@ func (d *Device) Download(b *runtime.Buffer) (*tensor.Tensor, error) {
 		return nil, err
 	}
 	t := tensor.New(b.DType, b.Shape)
-	for off := 0; off < len(t.Data); {
-		n := min(len(t.Data)-off, proto.MaxChunk)
+	raw := t.Data // as the device stores it
+	if d.half(b.DType) {
+		raw = make([]byte, len(t.Data)/2)
+	}
+	for off := 0; off < len(raw); {
+		n := min(len(raw)-off, proto.MaxChunk)
 		r, err := d.request(&proto.Download{Buf: h.B, Offset: uint64(off), Length: uint32(n)}, what)
 		if err != nil {
 			if perr := d.usable(what); perr != nil {
@@ -728,8 +779,11 @@ func (d *Device) Download(b *runtime.Buffer) (*tensor.Tensor, error) {
 		if !ok || len(data.Data) != n {
 			return nil, fmt.Errorf("remote device %s: %s: unexpected reply", d.url, what)
 		}
-		copy(t.Data[off:], data.Data)
+		copy(raw[off:], data.Data)
 		off += n
+	}
+	if d.half(b.DType) {
+		devkit.FromHalf(raw, t.Data)
 	}
 	return t, nil
 }
@@ -813,15 +867,18 @@ func (d *Device) planFor(n *ir.Node, in, out []ir.Type) (*kplan, error) {
 	if p, ok := d.plans[key]; ok {
 		return p, p.err
 	}
-	k, err := wgsl.Generate(n, in, out, wgsl.Options{Limits: d.lim, Fault: key.Fault})
+	opts := d.gen
+	opts.Fault = key.Fault
+	k, err := wgsl.Generate(n, in, out, opts)
 	if err != nil {
 		return nil, err
 	}
+	sk := d.storedKernel(k)
 	m := &proto.Compile{Op: k.Op.String(), Language: "wgsl", Entry: k.Entry, Source: k.Source}
 	for i := range 3 {
 		m.Workgroup[i], m.Grid[i] = uint32(k.WorkgroupSize[i]), uint32(k.Grid[i])
 	}
-	for i, b := range k.Bindings {
+	for i, b := range sk.Bindings {
 		if b.Index != i {
 			return nil, fmt.Errorf("kernel binding %d has index %d", i, b.Index)
 		}
@@ -836,13 +893,13 @@ func (d *Device) planFor(n *ir.Node, in, out []ir.Type) (*kplan, error) {
 	}
 	src := string(proto.Encode(0, m)) // the kernel without its node: shared by nodes with the same code
 	if p, ok := d.bySrc[src]; ok {
-		p2 := &kplan{id: p.id, k: k, err: p.err}
+		p2 := &kplan{id: p.id, k: k, stored: sk, err: p.err}
 		d.plans[key] = p2
 		return p2, p2.err
 	}
 	d.nextKernel++
 	m.Kernel, m.Node = d.nextKernel, uint32(n.ID)
-	p := &kplan{id: m.Kernel, k: k}
+	p := &kplan{id: m.Kernel, k: k, stored: sk}
 	if _, err := d.request(m, "compile of node "+n.String()); err != nil {
 		var e *proto.Error
 		if !errors.As(err, &e) {
@@ -925,13 +982,13 @@ func (d *Device) launch(n *ir.Node, in []*runtime.Buffer, outs []ir.Type) ([]*ru
 		return nil, err
 	}
 	k := p.k
-	if err := devkit.CheckBindings(k, hs); err != nil {
+	if err := devkit.CheckBindings(p.stored, hs); err != nil {
 		return nil, err
 	}
 	// The device makes the outputs when it runs the launch: here they are
-	// new buffer ids.
+	// new buffer ids, of the bytes the device stores.
 	bound := make([]*rbuf, len(k.Bindings))
-	for i, b := range k.Bindings {
+	for i, b := range p.stored.Bindings {
 		if b.Input >= 0 {
 			bound[i] = hs[b.Input]
 		} else {

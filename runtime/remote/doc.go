@@ -5,7 +5,10 @@
 // # Design
 //
 // The host does everything but run kernels: it generates each node's WGSL
-// with codegen/wgsl for the limits the device announced in the handshake,
+// with codegen/wgsl for the limits the device announced in the handshake
+// (and, under f16 compute on a device with shader-f16, at that precision:
+// tensors the IR types f32 then cross the wire and live on the device as
+// f16, rounded on upload and widened on download by the host),
 // and sends the source, bindings, workgroup size and grid once per distinct
 // kernel; the device compiles and caches the pipeline. Buffers are remote
 // handles whose ids the host chooses, so launches need no round trip: they
@@ -22,7 +25,9 @@
 // the native server and the browser page, is runtime/remote/device.
 //
 // A native server (ServerOptions.Workers) runs each host session in a
-// worker process (worker.go): the server authenticates the host and passes
+// worker process (worker.go) over this machine's WebGPU device or, with
+// `tapmlc serve --vulkan`, tapml's own Vulkan device (which compiles the
+// WGSL through codegen/spirv and offers shader-f16 where it has f16): the server authenticates the host and passes
 // its frames to the worker one at a time; a worker that dies costs its
 // session only (the host gets a CodeLost error naming the request), and
 // the pool starts another. Workers are reused between sessions, keeping
@@ -62,7 +67,7 @@
 // sees it (device.CheckKernel), and a driver crash that gets through costs
 // its session only (worker processes); no session reads another's data
 // (no shared writable buffers; pools freed between sessions, so buffers
-// come zeroed from wgpu); without a token only requests whose Host names a
+// come zeroed from wgpu, and on the Vulkan device freed memory zeroed); without a token only requests whose Host names a
 // loopback address, localhost or an AllowedHosts name are served (DNS
 // rebinding), besides the WebSocket origin check; memory is bounded
 // (handshake frames of 64 KiB before the token is checked, MaxConns,

@@ -4,11 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"os/exec"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -17,6 +19,7 @@ import (
 
 	"github.com/coder/websocket"
 	"github.com/tapml/tapml/codegen"
+	"github.com/tapml/tapml/codegen/spirv"
 	"github.com/tapml/tapml/frontend/arch"
 	"github.com/tapml/tapml/frontend/arch/llama"
 	"github.com/tapml/tapml/internal/testenv/webgputest"
@@ -25,6 +28,7 @@ import (
 	"github.com/tapml/tapml/runtime/llm"
 	"github.com/tapml/tapml/runtime/remote/device"
 	"github.com/tapml/tapml/runtime/remote/proto"
+	"github.com/tapml/tapml/runtime/vulkan"
 	"github.com/tapml/tapml/runtime/webgpu"
 	"github.com/tapml/tapml/tensor"
 )
@@ -37,9 +41,13 @@ import (
 // failNodeEnv makes a test worker's launches of one node id fail.
 const failNodeEnv = "TAPML_TEST_FAIL_NODE"
 
+// vulkanEnv (set to "1") makes a test worker serve tapml's own Vulkan
+// device (device.Vulkan), as `tapmlc serve --vulkan` does.
+const vulkanEnv = "TAPML_TEST_VULKAN_WORKER"
+
 func TestMain(m *testing.M) {
 	if os.Getenv(WorkerEnv) == "1" {
-		o := NativeWorkerOptions{}
+		o := NativeWorkerOptions{Vulkan: os.Getenv(vulkanEnv) == "1"}
 		if id, err := strconv.Atoi(os.Getenv(failNodeEnv)); err == nil {
 			o.Wrap = func(be device.Backend) device.Backend { return failing{be, id} }
 		}
@@ -581,4 +589,66 @@ func TestRelayPageError(t *testing.T) {
 	}
 	defer stop()
 	dial(t, url, Options{Token: "tk"}) // the attached page serves
+}
+
+// A Vulkan server (device.Vulkan) offers shader-f16 where its device has
+// f16 (lavapipe has): a host asking for f16 compute runs at it, storing
+// f32 tensors as f16 (rounded on upload, widened on download, half the
+// bytes on the wire) and computing what the vulkan target computes at f16
+// on the same device, bit for bit (the same WGSL, translated to the same
+// SPIR-V, under the same limits); a host asking for f32 computes what the
+// vulkan target computes at f32.
+func TestRemoteVulkanF16(t *testing.T) {
+	f16 := runtime.Precision{Compute: ir.F16, Accumulate: ir.F32}
+	_, url := serve(t, ServerOptions{Workers: testWorkers(t, 2, vulkanEnv+"=1")})
+	m := tinyModel(t)
+	for _, p := range []runtime.Precision{f16, runtime.F32} {
+		local, err := vulkan.Open(vulkan.Options{Generate: spirv.Generate, Compute: p.Compute, PipelineCacheDir: "-"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := forward(t, m, local)
+		local.Close()
+		d := dial(t, url, Options{Precision: p})
+		if !d.ShaderF16() || d.Precision() != p {
+			t.Fatalf("asked for %s: the device has shader-f16 %v and runs at %s", p, d.ShaderF16(), d.Precision())
+		}
+		got := forward(t, m, d)
+		d.Close() // the server serves two sessions at a time
+		for i := range want {
+			for j := range want[i] {
+				if got[i][j] != want[i][j] {
+					t.Fatalf("%s: step %d logit %d: remote %v, the vulkan target %v", p, i, j, got[i][j], want[i][j])
+				}
+			}
+		}
+	}
+	// The data path: 2 bytes a value on the wire, f16's rounding back.
+	d := dial(t, url, Options{Precision: f16})
+	in := []float32{1, 1 + 0x1p-12, 70000, -3.14159}
+	before := d.Stats().BytesSent
+	b, err := d.Upload(tensor.FromFloat32([]int{len(in)}, in))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sent := d.Stats().BytesSent - before; sent != 2*int64(len(in)) {
+		t.Errorf("%d f32 values stored as f16 sent %d bytes, want %d", len(in), sent, 2*len(in))
+	}
+	back, err := d.Download(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []float32{1, 1, float32(math.Inf(1)), -3.140625}
+	if got := back.Float32s(); !slices.Equal(got, want) || back.DType != ir.F32 {
+		t.Errorf("f32 through remote f16 storage: %s %v, want f32 %v", back.DType, got, want)
+	}
+}
+
+// A WebGPU server lists no shader-f16: a host asking for f16 runs at f32.
+func TestRemoteWebGPUNoF16(t *testing.T) {
+	_, url := serve(t, ServerOptions{})
+	d := dial(t, url, Options{Precision: runtime.Precision{Compute: ir.F16}})
+	if d.ShaderF16() || d.Precision() != runtime.F32 {
+		t.Errorf("a WebGPU server: shader-f16 %v, precision %s; want none and f32", d.ShaderF16(), d.Precision())
+	}
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/tapml/tapml/runtime"
 	"github.com/tapml/tapml/runtime/remote/device"
 	"github.com/tapml/tapml/runtime/remote/proto"
+	"github.com/tapml/tapml/runtime/vulkan"
 	"github.com/tapml/tapml/runtime/webgpu"
 )
 
@@ -25,9 +26,9 @@ import (
 // stack) costs that session, not the server or other sessions. A worker
 // serves one session at a time; between sessions it frees the session's
 // buffers and its device's buffer pool (so the next session's buffers come
-// zeroed from wgpu) and keeps its weight cache and pipelines. The server
-// keeps idle workers for reuse, starts new ones up to MaxSessions, and
-// replaces a worker that died.
+// zeroed from wgpu; the Vulkan device zeroes the freed memory) and keeps
+// its weight cache and pipelines. The server keeps idle workers for reuse,
+// starts new ones up to MaxSessions, and replaces a worker that died.
 //
 // Server and worker talk over two pipes (the worker's file descriptors 3
 // and 4, so that what the driver prints on stdout and stderr cannot mix in):
@@ -403,33 +404,52 @@ const UncheckedKernelsEnv = "TAPML_UNSAFE_UNCHECKED_KERNELS"
 
 // NativeWorkerOptions configure a worker process's device.
 type NativeWorkerOptions struct {
-	Backend     string // webgpu backend: vulkan (default) or gl
-	MemoryBytes int64  // the session's memory budget (device.Options)
-	CacheBytes  int64  // idle cached weights kept (device.Options)
+	Backend string // webgpu backend: vulkan (default) or gl
+	// Vulkan serves tapml's own Vulkan device (device.Vulkan) instead of
+	// WebGPU; Backend is then unused.
+	Vulkan      bool
+	MemoryBytes int64 // the session's memory budget (device.Options)
+	CacheBytes  int64 // idle cached weights kept (device.Options)
 	// Wrap, when set, wraps the device's backend (tests inject failures).
 	Wrap func(device.Backend) device.Backend
 }
 
 // RunNativeWorker is the main function of a worker process: it opens the
-// local WebGPU device and serves the server's pipes until they close.
-// Failing to open the device is reported to the server as an Error frame.
+// local device (WebGPU, or Vulkan with o.Vulkan) and serves the server's
+// pipes until they close. Failing to open the device is reported to the
+// server as an Error frame.
 func RunNativeWorker(o NativeWorkerOptions) error {
 	requests, replies := WorkerPipes()
-	capBytes, err := runtime.MaxBufferCap()
-	var dev *webgpu.Device
-	if err == nil {
-		dev, err = webgpu.Open(webgpu.Options{Backend: o.Backend, MaxBufferBytes: capBytes})
-	}
+	be, closeDev, err := openLocal(o)
 	if err != nil {
 		writeWorkerFrame(replies, proto.Encode(0, proto.Errorf(proto.CodeUnavailable, "%v", err)))
 		return err
 	}
-	defer dev.Close()
-	be := device.Native(dev)
+	defer closeDev()
 	if o.Wrap != nil {
 		be = o.Wrap(be)
 	}
 	core := device.New(be, device.Options{MemoryBytes: o.MemoryBytes, CacheBytes: o.CacheBytes,
 		UncheckedKernels: os.Getenv(UncheckedKernelsEnv) == "1"})
 	return ServeWorker(requests, replies, core)
+}
+
+// openLocal opens the worker's device and returns its backend.
+func openLocal(o NativeWorkerOptions) (device.Backend, func() error, error) {
+	if o.Vulkan {
+		dev, err := vulkan.Open(vulkan.Options{})
+		if err != nil {
+			return nil, nil, err
+		}
+		return device.Vulkan(dev), dev.Close, nil
+	}
+	capBytes, err := runtime.MaxBufferCap()
+	if err != nil {
+		return nil, nil, err
+	}
+	dev, err := webgpu.Open(webgpu.Options{Backend: o.Backend, MaxBufferBytes: capBytes})
+	if err != nil {
+		return nil, nil, err
+	}
+	return device.Native(dev), dev.Close, nil
 }

@@ -2,11 +2,14 @@ package target
 
 import (
 	"bytes"
+	"errors"
+	goruntime "runtime"
 	"strings"
 	"testing"
 
 	"github.com/tapml/tapml/ir"
 	"github.com/tapml/tapml/runtime"
+	"github.com/tapml/tapml/runtime/metal"
 )
 
 // TestOpenPrecision checks which targets run f16 compute and that the
@@ -24,7 +27,7 @@ func TestOpenPrecision(t *testing.T) {
 		{"cpu", f16, f16, ""},
 		{"cpu", runtime.Precision{Compute: ir.F16, Accumulate: ir.F16}, f16, "not f16 accumulation; accumulating in f32"},
 		{"webgpu", f16, runtime.F32, "naga) rejects `enable f16;`"},
-		{"llvm", f16, runtime.F32, "vulkan target only; computing in f32"},
+		{"llvm", f16, runtime.F32, "remote devices with shader-f16 only; computing in f32"},
 		{"cpu", runtime.Precision{}, runtime.F32, ""},
 	}
 	for _, tc := range tests {
@@ -45,5 +48,16 @@ func TestOpenPrecision(t *testing.T) {
 	var note bytes.Buffer
 	if _, _, err := OpenPrecision("nosuch", "vulkan", f16, &note); err == nil || note.Len() > 0 {
 		t.Errorf("unknown target: error %v, note %q", err, note.String())
+	}
+	// metal takes f16 (it has no fallback note); off macOS it is metal's
+	// own error, at f16 as at f32.
+	if goruntime.GOOS != "darwin" {
+		for _, p := range []runtime.Precision{runtime.F32, f16} {
+			note.Reset()
+			dev, got, err := OpenPrecision("metal", "vulkan", p, &note)
+			if !errors.Is(err, metal.ErrUnsupported) || dev != nil || got != p || note.Len() > 0 {
+				t.Errorf("metal at %s off macOS: %v, %v, %s, note %q; want metal.ErrUnsupported, a nil device, %s, no note", p, dev, err, got, note.String(), p)
+			}
+		}
 	}
 }

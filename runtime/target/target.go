@@ -70,7 +70,11 @@ func IsRemote(target string) bool { return strings.HasPrefix(target, RemotePrefi
 // Open opens the device named by target.
 func Open(target, backend string) (runtime.Device, error) {
 	if IsRemote(target) {
-		return openRemote(strings.TrimPrefix(target, RemotePrefix))
+		dev, err := openRemote(strings.TrimPrefix(target, RemotePrefix), runtime.F32)
+		if err != nil {
+			return nil, err // not a nil *remote.Device in an interface
+		}
+		return dev, nil
 	}
 	switch target {
 	case "cpu":
@@ -84,7 +88,7 @@ func Open(target, backend string) (runtime.Device, error) {
 	case "vulkan":
 		return openVulkan()
 	case "metal": // macOS only; elsewhere metal.ErrUnsupported
-		return metal.Open(metal.Options{})
+		return openMetal(runtime.F32)
 	case "llvm":
 		return llvm.New()
 	}
@@ -96,11 +100,14 @@ const WebGPUNoF16 = "this wgpu's WGSL compiler (naga) rejects `enable f16;` (run
 
 // OpenPrecision opens the device named by target at precision p where the
 // target has it, and returns the precision it runs at. f16 compute runs
-// on vulkan where the device has shaderFloat16 and 16-bit storage, and on
-// cpu as the reference's emulation (cpu.Options.Round16); elsewhere
-// (webgpu, llvm, remote: whether or not its device has shader-f16) a line
-// on note says why not and the device computes in f32 (not an error: the
-// same command runs everywhere).
+// on vulkan where the device has shaderFloat16 and 16-bit storage, on
+// metal (every Apple GPU has half; off macOS metal's Open fails as at
+// f32), on remote where the device has shader-f16 (`tapmlc serve
+// --vulkan` on such a device, a browser page whose adapter has it), and
+// on cpu as the reference's emulation (cpu.Options.Round16); elsewhere
+// (webgpu, llvm, a remote device without shader-f16) a line on note says
+// why not and the device computes in f32 (not an error: the same command
+// runs everywhere).
 func OpenPrecision(target, backend string, p runtime.Precision, note io.Writer) (runtime.Device, runtime.Precision, error) {
 	p = p.Normal()
 	if p == runtime.F32 {
@@ -125,35 +132,35 @@ func OpenPrecision(target, backend string, p runtime.Precision, note io.Writer) 
 			p.Accumulate = ir.F32
 		}
 		return cpu.NewWith(cpu.Options{Round16: p.Half()}), p, nil
+	case target == "metal":
+		dev, err := openMetal(p)
+		return dev, p, err
 	case target == "webgpu":
 		return fallback(WebGPUNoF16)
 	case IsRemote(target):
-		dev, err := Open(target, backend)
+		dev, err := openRemote(strings.TrimPrefix(target, RemotePrefix), p)
 		if err != nil {
 			return nil, p, err
 		}
-		// The device's name, not target: the URL may hold a token.
-		fmt.Fprintf(note, "%s: %s; computing in f32\n", dev.Name(), remoteNoF16(dev.(*remote.Device)))
-		return dev, runtime.F32, nil
+		if dev.Precision() != p {
+			// The device's name, not target: the URL may hold a token.
+			fmt.Fprintf(note, "%s: %s; computing in f32\n", dev.Name(), remoteNoF16)
+		}
+		return dev, dev.Precision(), nil
 	case !slices.Contains(Names, target):
 		dev, err := Open(target, backend) // its error names the known targets
 		return dev, p, err
 	}
-	return fallback("f16 compute is implemented for the vulkan target only")
+	return fallback("f16 compute is implemented for the vulkan and metal targets and remote devices with " + proto.FeatureShaderF16 + " only")
 }
 
-// remoteNoF16 says why a remote device computes in f32. The page asks its
-// browser for shader-f16 and lists it when it has it (Chromium's
-// SwiftShader, the browser of this project's tests, has not); a native
-// server never lists it, its naga rejecting f16. Where it is listed, the
-// host would still have to store f32 tensors as f16 over the protocol,
-// which it does not yet.
-func remoteNoF16(d *remote.Device) string {
-	if d.ShaderF16() {
-		return "the device has " + proto.FeatureShaderF16 + ", but remote f16 compute is not implemented yet"
-	}
-	return "the device has no " + proto.FeatureShaderF16 + " (a native server never has; a browser page has it where its adapter does)"
-}
+// remoteNoF16 says why a remote device computes in f32: it did not list
+// shader-f16 in the handshake. A WebGPU server never lists it (its naga
+// rejects f16); `tapmlc serve --vulkan` lists it where its Vulkan device
+// has f16 (lavapipe has), and the browser page where its adapter has
+// shader-f16 (Chromium's SwiftShader, the browser of this project's
+// tests, has not).
+const remoteNoF16 = "the device has no " + proto.FeatureShaderF16 + " (a WebGPU server never has; `tapmlc serve --vulkan` has it where its Vulkan device has f16, a browser page where its adapter has it)"
 
 // Supports reports whether target has a kernel for op.
 func Supports(target string, op ir.Op) bool {
@@ -182,9 +189,20 @@ func openVulkan() (runtime.Device, error) {
 	return vulkan.Open(vulkan.Options{Generate: spirv.Generate})
 }
 
+// openMetal opens the metal target at precision p.
+func openMetal(p runtime.Precision) (runtime.Device, error) {
+	dev, err := metal.Open(metal.Options{Compute: p.Compute, Accumulate: p.Accumulate})
+	if err != nil {
+		return nil, err // not a nil *metal.Device in an interface
+	}
+	return dev, nil
+}
+
 // openRemote connects to a device server. The URL may carry ?token=T and
 // &timeout=D; without a token in the URL, $TAPML_TOKEN is used (keeping it
 // out of process listings).
-func openRemote(url string) (runtime.Device, error) {
-	return remote.DialOptions(context.Background(), url, remote.Options{Token: os.Getenv("TAPML_TOKEN"), Client: "tapmlc"})
+// It asks for precision p, which the device runs at where it has
+// shader-f16 (remote.Device.Precision).
+func openRemote(url string, p runtime.Precision) (*remote.Device, error) {
+	return remote.DialOptions(context.Background(), url, remote.Options{Token: os.Getenv("TAPML_TOKEN"), Client: "tapmlc", Precision: p})
 }

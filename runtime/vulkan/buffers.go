@@ -121,7 +121,7 @@ func (d *Device) upload(t *tensor.Tensor, weight bool) (*runtime.Buffer, error) 
 	}
 	data := t.Data
 	if d.half(t.DType) {
-		data = toHalf(t.Data)
+		data = devkit.ToHalf(t.Data)
 	}
 	g, fresh, err := d.alloc(uint64(len(data)), weight)
 	if err != nil {
@@ -221,7 +221,7 @@ func (d *Device) Download(b *runtime.Buffer) (*tensor.Tensor, error) {
 		return nil, fmt.Errorf("vulkan: download of %s: %w", b, err)
 	}
 	if d.half(b.DType) {
-		fromHalf(raw, t.Data)
+		devkit.FromHalf(raw, t.Data)
 	}
 	return t, nil
 }

@@ -581,6 +581,18 @@ func (d *Device) Upload(t *tensor.Tensor) (*runtime.Buffer, error) {
 // Download copies a buffer to the host, submitting pending work and waiting
 // for it.
 func (d *Device) Download(b *runtime.Buffer) (*tensor.Tensor, error) {
+	wait, err := d.StartDownload(b)
+	if err != nil {
+		return nil, err
+	}
+	return wait()
+}
+
+// StartDownload submits the work launched so far with a copy of b to a
+// staging buffer and returns at once; wait returns b's data when that
+// work is done, without waiting for work launched after StartDownload (a
+// session's next decode step, recorded while this one runs).
+func (d *Device) StartDownload(b *runtime.Buffer) (wait func() (*tensor.Tensor, error), err error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	g, err := devkit.Handle[*wgpu.Buffer](d, b)
@@ -592,7 +604,7 @@ func (d *Device) Download(b *runtime.Buffer) (*tensor.Tensor, error) {
 	}
 	t := tensor.New(b.DType, b.Shape)
 	if len(t.Data) == 0 {
-		return t, nil
+		return func() (*tensor.Tensor, error) { return t, nil }, nil
 	}
 	n := uint64(len(t.Data)+3) / 4 * 4
 	c := devkit.SizeClass(n)
@@ -622,27 +634,36 @@ func (d *Device) Download(b *runtime.Buffer) (*tensor.Tensor, error) {
 		st.Release()
 		return nil, err
 	}
-	var status wgpu.BufferMapAsyncStatus
-	done := false
-	if err := st.MapAsync(wgpu.MapModeRead, 0, n, func(s wgpu.BufferMapAsyncStatus) { status, done = s, true }); err != nil {
-		st.Release()
-		return nil, fmt.Errorf("webgpu: download: map: %w", err)
-	}
-	if err := d.pollUntil(&done); err != nil {
-		return nil, err
-	}
-	d.batch.Waited()
-	if status != wgpu.BufferMapAsyncStatusSuccess {
-		st.Release()
-		return nil, fmt.Errorf("webgpu: download: map failed: %s", status)
-	}
-	copy(t.Data, st.GetMappedRange(0, uint(n)))
-	if err := st.Unmap(); err != nil {
-		st.Release()
-		return nil, fmt.Errorf("webgpu: download: unmap: %w", err)
-	}
-	d.staging.Put(c, st)
-	return t, nil
+	return func() (*tensor.Tensor, error) {
+		d.mu.Lock()
+		defer d.mu.Unlock()
+		// Mapped here, not at the start: the binding hands wgpu a pointer
+		// to the callback's handle that only lives until the callback
+		// runs in a Poll soon after (measured: a map left pending while
+		// more work was recorded called back with a garbage handle). The
+		// map waits for the submissions that use st, not later ones.
+		var status wgpu.BufferMapAsyncStatus
+		done := false
+		if err := st.MapAsync(wgpu.MapModeRead, 0, n, func(s wgpu.BufferMapAsyncStatus) { status, done = s, true }); err != nil {
+			st.Release()
+			return nil, fmt.Errorf("webgpu: download: map: %w", err)
+		}
+		if err := d.pollUntil(&done); err != nil {
+			return nil, err
+		}
+		d.batch.Waited()
+		if status != wgpu.BufferMapAsyncStatusSuccess {
+			st.Release()
+			return nil, fmt.Errorf("webgpu: download: map failed: %s", status)
+		}
+		copy(t.Data, st.GetMappedRange(0, uint(n)))
+		if err := st.Unmap(); err != nil {
+			st.Release()
+			return nil, fmt.Errorf("webgpu: download: unmap: %w", err)
+		}
+		d.staging.Put(c, st)
+		return t, nil
+	}, nil
 }
 
 // pollUntil polls the device without blocking until *done: first without

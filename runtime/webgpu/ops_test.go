@@ -264,6 +264,15 @@ func opCases() []opCase {
 	attn("not causal", false, 3, 3, 4, 1, 16, 32)
 	attn("long cache chunks", true, 4500, 1, 2, 1, 64, 5000)
 	attn("wide head", true, 30, 2, 2, 2, 160, 40)
+	// Decode shapes of the slot kernel: caches spanning several steps of
+	// each key slot's value loads, GQA groups of 8, head dims 64, 80 and
+	// 128, and a head dim that is no multiple of 4 (scalar loads) and
+	// wider than a workgroup (lanes own two elements, the last one partly).
+	attn("decode gqa8 long cache", true, 650, 1, 16, 2, 64, 700)
+	attnWith("decode dh80 softcap window", ir.Attrs{"window": ir.IntAttr(300), "softcap": ir.FloatAttr(0.5)}, 390, 1, 4, 1, 80, 400)
+	attn("decode dh128 gqa8", true, 299, 1, 8, 1, 128, 300)
+	attn("odd head dim", true, 10, 2, 2, 1, 258, 50)
+	attn("prefill gqa8", true, 3, 5, 8, 1, 64, 64)
 
 	add(opCase{name: "reshape", op: ir.OpReshape, attrs: ir.Attrs{"shape": ir.ShapeAttr(ir.S(4, -1))}, gen: ins(f32s(-1, 1, 2, 3, 10)), tol: exact})
 	add(opCase{name: "probe", op: ir.OpProbe, gen: ins(f32s(-1, 1, 3, 5)), tol: exact})

@@ -2,9 +2,14 @@
 // (runtime/remote/proto): it decodes the host's requests, checks them, keeps
 // each session's buffers and kernels by the ids the host chose and the
 // weights cached by content hash, and runs kernels on a Backend: the native
-// WebGPU device (Native, through runtime/webgpu) or the browser's WebGPU
-// (runtime/remote/browser/wasm). The same code serves both, so what the
-// native server accepts the browser page accepts too.
+// WebGPU device (Native, through runtime/webgpu), tapml's own Vulkan device
+// (Vulkan, through runtime/vulkan, the kernels translated to SPIR-V) or the
+// browser's WebGPU (runtime/remote/browser/wasm). The same code serves all
+// three, so what the native server accepts the browser page accepts too.
+//
+// The session never converts data: under f16 compute the host sends
+// f16 tensors and kernels whose bindings say f16 (proto), and a device
+// takes kernels that enable f16 only where it lists shader-f16.
 //
 // Session.Handle takes one frame and returns one reply frame; it never
 // panics on input (a panic inside a backend becomes a CodeInternal error
@@ -528,7 +533,7 @@ func (s *Session) compile(m *proto.Compile) *proto.Error {
 		return fail("no source or entry point")
 	}
 	if !s.c.opts.UncheckedKernels {
-		if err := CheckKernel(m.Source, m.Entry); err != nil {
+		if err := CheckKernel(m.Source, m.Entry, s.c.info); err != nil {
 			return fail("%v", err)
 		}
 	}

@@ -357,30 +357,35 @@ func TestWeightCacheConcurrentUploads(t *testing.T) {
 }
 
 // Kernels that would crash wgpu or naga are refused before the backend
-// sees them, by tapml's own WGSL front end.
+// sees them, by tapml's own WGSL front end; f16 and subgroups only reach a
+// device that lists their features.
 func TestCheckKernel(t *testing.T) {
 	good := copySource
 	body := strings.Index(good, "b[id.x]")
 	with := func(at string) string { return good[:body] + at + good[body:] }
 	for _, tc := range []struct {
 		name, src, entry, want string
+		features               []string // the device's
 	}{
-		{"good", good, "main", ""},
-		{"invalid UTF-8 source", with("// \xff\xfe\n"), "main", "invalid UTF-8"},
-		{"invalid UTF-8 entry", good, "ma\xffin", "is not a WGSL identifier"},
-		{"entry not declared", good, "mainx", "entry point"},
-		{"entry is a keyword", good, "fn main", "is not a WGSL identifier"},
-		{"empty entry", good, "", "is not a WGSL identifier"},
-		{"NUL byte", good + "\x00 junk", "main", "unexpected character"},
-		{"escape", with("\x1b[2J"), "main", "unexpected character"},
-		{"4000 parentheses", with("let x = " + strings.Repeat("(", 4000) + "1" + strings.Repeat(")", 4000) + ";\n"), "main", "nesting deeper than"},
-		{"unbalanced", good + "}", "main", "want a declaration"},
-		{"block comment", with("/* }"), "main", "block comments"},
-		{"f16", "enable f16;\n" + good, "main", "f16 or subgroups"},
-		{"empty", "", "main", "kernel source of 0 bytes"},
-		{"huge", strings.Repeat(" ", proto.MaxSource+1), "main", "want 1 to"},
+		{"good", good, "main", "", nil},
+		{"invalid UTF-8 source", with("// \xff\xfe\n"), "main", "invalid UTF-8", nil},
+		{"invalid UTF-8 entry", good, "ma\xffin", "is not a WGSL identifier", nil},
+		{"entry not declared", good, "mainx", "entry point", nil},
+		{"entry is a keyword", good, "fn main", "is not a WGSL identifier", nil},
+		{"empty entry", good, "", "is not a WGSL identifier", nil},
+		{"NUL byte", good + "\x00 junk", "main", "unexpected character", nil},
+		{"escape", with("\x1b[2J"), "main", "unexpected character", nil},
+		{"4000 parentheses", with("let x = " + strings.Repeat("(", 4000) + "1" + strings.Repeat(")", 4000) + ";\n"), "main", "nesting deeper than", nil},
+		{"unbalanced", good + "}", "main", "want a declaration", nil},
+		{"block comment", with("/* }"), "main", "block comments", nil},
+		{"f16 without shader-f16", "enable f16;\n" + good, "main", "has no shader-f16", nil},
+		{"f16 with shader-f16", "enable f16;\n" + good, "main", "", []string{proto.FeatureShaderF16}},
+		{"subgroups without the feature", "enable subgroups;\n" + good, "main", "has no subgroups", []string{proto.FeatureShaderF16}},
+		{"subgroups with the feature", "enable subgroups;\n" + good, "main", "", []string{proto.FeatureSubgroups}},
+		{"empty", "", "main", "kernel source of 0 bytes", nil},
+		{"huge", strings.Repeat(" ", proto.MaxSource+1), "main", "want 1 to", nil},
 	} {
-		err := CheckKernel([]byte(tc.src), tc.entry)
+		err := CheckKernel([]byte(tc.src), tc.entry, proto.DeviceInfo{Features: tc.features})
 		if tc.want == "" && err != nil || tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)) {
 			t.Errorf("%s: %v, want %q", tc.name, err, tc.want)
 		}

@@ -13,9 +13,11 @@ import (
 // on deep nesting. The source is parsed and type-checked by tapml's own WGSL
 // front end (codegen/wgslfront: bounded size and nesting, UTF-8, the entry
 // point declared, every name and type resolved), within the protocol's size
-// bound; the dialect's f16 and subgroup extensions, which this wgpu cannot
-// compile, are refused.
-func CheckKernel(src []byte, entry string) error {
+// bound. The dialect's extensions are taken only by a device that lists
+// their features in info: f16 by one with shader-f16 (a vulkan server's
+// device with f16, a browser's adapter with shader-f16), subgroups by one
+// with subgroups (a vulkan server's device with subgroup operations).
+func CheckKernel(src []byte, entry string, info proto.DeviceInfo) error {
 	if len(src) == 0 || len(src) > proto.MaxSource {
 		return fmt.Errorf("kernel source of %d bytes: want 1 to %d", len(src), proto.MaxSource)
 	}
@@ -26,8 +28,11 @@ func CheckKernel(src []byte, entry string) error {
 	if err != nil {
 		return fmt.Errorf("kernel source: %w", err)
 	}
-	if m.F16 || m.Subgroups {
-		return fmt.Errorf("kernel source enables f16 or subgroups, which this device's WebGPU cannot compile")
+	if m.F16 && !info.Has(proto.FeatureShaderF16) {
+		return fmt.Errorf("kernel source enables f16, and this device has no %s", proto.FeatureShaderF16)
+	}
+	if m.Subgroups && !info.Has(proto.FeatureSubgroups) {
+		return fmt.Errorf("kernel source enables subgroups, and this device has no %s", proto.FeatureSubgroups)
 	}
 	return nil
 }

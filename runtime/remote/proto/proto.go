@@ -240,6 +240,11 @@ type DeviceInfo struct {
 // so that a host may send it f16 kernels.
 const FeatureShaderF16 = "shader-f16"
 
+// FeatureSubgroups is WebGPU's feature for subgroup operations (`enable
+// subgroups;`), listed by a device that runs them (a vulkan server whose
+// device has subgroup operations), so that a host may use them in kernels.
+const FeatureSubgroups = "subgroups"
+
 // Has reports whether the device was created with a feature.
 func (i DeviceInfo) Has(feature string) bool { return slices.Contains(i.Features, feature) }
 
