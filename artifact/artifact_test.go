@@ -82,7 +82,7 @@ func TestRoundTrip(t *testing.T) {
 	if diff := cmp.Diff([]string{ModelFile, WeightsFile}, paths); diff != "" {
 		t.Errorf("files (-want +got):\n%s", diff)
 	}
-	if lman.Format != FormatVersion || lman.Target != "cpu" || lman.Probed || len(lman.Pipeline) != 11 || lman.Model.Name != "tiny" {
+	if lman.Format != FormatVersion || lman.Target != "cpu" || lman.Probed || len(lman.Pipeline) != 12 || lman.Model.Name != "tiny" {
 		t.Errorf("manifest: %+v", lman)
 	}
 	if lm.Meta["target"] != "cpu" || countOp(lm, ir.OpFusedElementwise) != 2 || countOp(lm, ir.OpRMSNormSwiGLU) != 2 {

@@ -59,11 +59,11 @@ func TestOpenErrors(t *testing.T) {
 			m, _ := os.ReadFile(filepath.Join(dir, ManifestFile))
 			cut = bytes.LastIndex(m[:len(m)/2], []byte("\n  - id:"))
 			os.WriteFile(filepath.Join(dir, ManifestFile), append(bytes.Clone(m[:cut+1]), "end: end of manifest\n"...), 0o644)
-		}, []string{"manifest.yaml", "case_count is 253", "truncated"}},
+		}, []string{"manifest.yaml", "case_count is 255", "truncated"}},
 		{"last case cut", func(t *testing.T, dir string) {
 			cut := bytes.LastIndex(manifest, []byte("\n    outputs:"))
 			os.WriteFile(filepath.Join(dir, ManifestFile), append(bytes.Clone(manifest[:cut+1]), "end: end of manifest\n"...), 0o644)
-		}, []string{"manifest.yaml: case c0253", "outputs"}},
+		}, []string{"manifest.yaml: case c0255", "outputs"}},
 		{"newer version", func(t *testing.T, dir string) {
 			m := bytes.Replace(manifest, []byte("\nversion: 4\n"), []byte("\nversion: 5\nnew_field: x\n"), 1)
 			os.WriteFile(filepath.Join(dir, ManifestFile), m, 0o644)

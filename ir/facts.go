@@ -59,30 +59,32 @@ func (e Effects) String() string {
 	return "undeclared"
 }
 
-// InPlace says which input, if any, an op's output 0 updates in place: the
-// output is that input's buffer (kv_write's cache). Declare it with
-// NotInPlace or UpdatesInput.
+// InPlace says which inputs, if any, an op updates in place: outputs
+// 0..n-1 are inputs 0..n-1 updated in place, each output that input's
+// buffer (kv_write's cache; rope_kv_write's two caches). Declare it with
+// NotInPlace or UpdatesInputs.
 type InPlace int8
 
 // NotInPlace: the op writes its outputs into buffers of their own.
 const NotInPlace InPlace = -1
 
-// UpdatesInput says that output 0 is input i updated in place.
-func UpdatesInput(i int) InPlace { return InPlace(i + 1) }
+// UpdatesInputs says that outputs 0..n-1 (n >= 1) are inputs 0..n-1
+// updated in place.
+func UpdatesInputs(n int) InPlace { return InPlace(n) }
 
-// Input returns the input that output 0 updates in place, if any.
-func (p InPlace) Input() (int, bool) {
-	if p > 0 {
-		return int(p) - 1, true
-	}
-	return -1, false
-}
+// Count returns how many leading inputs are updated in place (0 for none).
+func (p InPlace) Count() int { return max(int(p), 0) }
+
+// Updates reports whether input i is updated in place (as output i).
+func (p InPlace) Updates(i int) bool { return i >= 0 && i < p.Count() }
 
 func (p InPlace) String() string {
-	if i, ok := p.Input(); ok {
-		return "input " + strconv.Itoa(i)
-	}
-	if p == NotInPlace {
+	switch {
+	case p == 1:
+		return "input 0"
+	case p > 1:
+		return "inputs 0.." + strconv.Itoa(int(p)-1)
+	case p == NotInPlace:
 		return "-"
 	}
 	return "undeclared"
@@ -498,16 +500,12 @@ func (d *OpDef) missingFacts() []string {
 	return m
 }
 
-// UpdatesInPlace reports whether n's output 0 is its input i updated in
-// place (kv_write's cache), so that the input's value after the call is
+// UpdatesInPlace reports whether n updates its input i in place (as
+// output i: kv_write's cache), so that the input's value after the call is
 // not the one the node read.
 func (n *Node) UpdatesInPlace(i int) bool {
 	d := n.Def()
-	if d == nil {
-		return false
-	}
-	in, ok := d.InPlace.Input()
-	return ok && in == i
+	return d != nil && d.InPlace.Updates(i)
 }
 
 // OpsComputing returns the ops whose Compute is c, in name order (for

@@ -21,14 +21,18 @@ func TestEveryOpDeclaresItsFacts(t *testing.T) {
 
 // The facts that used to live beside their callers, op by op.
 func TestFactsOfOps(t *testing.T) {
-	inPlace := []Op{OpKVWrite, OpCausalConv1D, OpWKV, OpSelectiveScan} // each updates input 0
-	sideEffects := append([]Op{OpProbe}, inPlace...)
-	f32Compute := []Op{OpMatmul, OpRMSNorm, OpRMSNormMatmul, OpRMSNormSwiGLU, OpRMSNormQKV, OpLayerNorm, OpSoftmax, OpArgmax, OpRope, OpAttention, OpFusedElementwise,
+	// how many leading inputs each op updates in place
+	inPlace := map[Op]int{OpKVWrite: 1, OpCausalConv1D: 1, OpWKV: 1, OpSelectiveScan: 1, OpRopeKVWrite: 2}
+	sideEffects := []Op{OpProbe}
+	for op := range inPlace {
+		sideEffects = append(sideEffects, op)
+	}
+	f32Compute := []Op{OpMatmul, OpRMSNorm, OpRMSNormMatmul, OpRMSNormSwiGLU, OpRMSNormQKV, OpLayerNorm, OpSoftmax, OpArgmax, OpRope, OpRopeKVWrite, OpAttention, OpFusedElementwise,
 		OpConv2D, OpConvTranspose2D, OpPool2D, OpResize, OpReduceSum, OpReduceMean, OpReduceMax,
 		OpTopK, OpExpertMatmul, OpCausalConv1D, OpWKV, OpSelectiveScan}
 	f32Compute = append(append(f32Compute, UnaryOps...), BinaryOps...)
 	intCompute := []Op{OpArgmax}
-	transcendental := []Op{OpSoftmax, OpAttention, OpRope, OpSelectiveScan, OpRMSNormSwiGLU}
+	transcendental := []Op{OpSoftmax, OpAttention, OpRope, OpRopeKVWrite, OpSelectiveScan, OpRMSNormSwiGLU}
 	// The unary and binary ops' facts follow from their rows.
 	for op, e := range elementwise {
 		if e.ints {
@@ -42,9 +46,8 @@ func TestFactsOfOps(t *testing.T) {
 		if got := d.Effects == SideEffects; got != slices.Contains(sideEffects, d.Op) {
 			t.Errorf("%s: side effects %v", d.Name, got)
 		}
-		in, ok := d.InPlace.Input()
-		if ok != slices.Contains(inPlace, d.Op) || ok && in != 0 {
-			t.Errorf("%s: updates input %d in place: %v", d.Name, in, ok)
+		if got := d.InPlace.Count(); got != inPlace[d.Op] {
+			t.Errorf("%s: updates %d inputs in place, want %d", d.Name, got, inPlace[d.Op])
 		}
 		if got := d.Compute != ComputeStored; got != slices.Contains(f32Compute, d.Op) {
 			t.Errorf("%s: computes in f32: %v", d.Name, got)

@@ -165,6 +165,13 @@ func TestInferTypes(t *testing.T) {
 
 		// kv_write
 		{OpKVWrite, []string{"f32[16, 2, 4]", "f32[seq, 2, 4]", "i32[]"}, nil, "f32[16, 2, 4]"},
+		{OpRopeKVWrite, []string{"f32[16, 2, 4]", "f32[16, 2, 4]", "f32[1, 4, 4]", "f32[1, 2, 4]", "f32[1, 2, 4]", "i32[]"}, nil, "f32[16, 2, 4], f32[16, 2, 4], f32[1, 4, 4]"},
+		{OpRopeKVWrite, []string{"f16[16, 2, 8]", "f16[16, 2, 8]", "f16[1, 4, 8]", "f16[1, 2, 8]", "f16[1, 2, 8]", "i32[]", "f32[3, 2]"}, Attrs{"dims": IntAttr(4)}, "f16[16, 2, 8], f16[16, 2, 8], f16[1, 4, 8]"},
+		{OpRopeKVWrite, []string{"f32[16, 2, 4]", "f32[16, 2, 4]", "f32[1, 4, 4]", "f32[1, 2, 4]", "f32[1, 2, 4]", "i32[]"}, Attrs{"dims": IntAttr(3)}, "error: q: dims 3 must be even"},
+		{OpRopeKVWrite, []string{"f32[16, 2, 4]", "f32[16, 2, 4]", "f32[1, 4, 8]", "f32[1, 2, 4]", "f32[1, 2, 4]", "i32[]"}, Attrs{"dims": IntAttr(6)}, "error: k: dims 6 must be even"},
+		{OpRopeKVWrite, []string{"f32[16, 2, 4]", "f32[16, 2, 4]", "f32[2, 4, 4]", "f32[1, 2, 4]", "f32[1, 2, 4]", "i32[]"}, nil, "error: q, k and v must have the same rows"},
+		{OpRopeKVWrite, []string{"f32[16, 2, 4]", "f32[16, 1, 4]", "f32[1, 4, 4]", "f32[1, 2, 4]", "f32[1, 2, 4]", "i32[]"}, nil, "error: v_cache: new must be f32[S, 1, 4] like the cache"},
+		{OpRopeKVWrite, []string{"f16[16, 2, 4]", "f32[16, 2, 4]", "f32[1, 4, 4]", "f32[1, 2, 4]", "f32[1, 2, 4]", "i32[]"}, nil, "error: k_cache: new must be f16[S, 2, 4]"},
 		{OpKVWrite, []string{"f32[16, 2, 4]", "f32[16, 2, 4]", "i32[]"}, nil, "f32[16, 2, 4]"},
 		{OpKVWrite, []string{"f32[16, 2, 4]", "f32[17, 2, 4]", "i32[]"}, nil, "error: new has 17 rows, more than the cache's 16"},
 		{OpKVWrite, []string{"f32[t, 2, 4]", "f32[1, 2, 4]", "i32[]"}, nil, "error: cache must be a static float tensor [T, KH, Dh], got f32[t, 2, 4]"},

@@ -59,6 +59,7 @@ const (
 	OpRMSNormQKV
 	OpRMSNormSwiGLU
 	OpRope
+	OpRopeKVWrite
 	OpRsqrt
 	OpSelectiveScan
 	OpSigmoid
@@ -123,6 +124,7 @@ var opNames = [numOps]string{
 	OpRMSNormQKV:       "rms_norm_qkv",
 	OpRMSNormSwiGLU:    "rms_norm_swiglu",
 	OpRope:             "rope",
+	OpRopeKVWrite:      "rope_kv_write",
 	OpRsqrt:            "rsqrt",
 	OpSelectiveScan:    "selective_scan",
 	OpSigmoid:          "sigmoid",

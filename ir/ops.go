@@ -75,7 +75,7 @@ func init() {
 	sideEffect := moveFacts // probe records its input
 	sideEffect.Effects = SideEffects
 	kvWrite := sideEffect // the cache is updated in place
-	kvWrite.InPlace = UpdatesInput(0)
+	kvWrite.InPlace = UpdatesInputs(1)
 	cast := moveFacts // a float result is rounded once
 	cast.Numerics, cast.ChainLength = always(OneRounding), always(1)
 	argmax := moveFacts // compares values of any numeric dtype; floats in f32
@@ -90,6 +90,8 @@ func init() {
 	attention.SumLength, attention.Transcendentals, attention.Cost = sumAttention, attentionTranscendentals, costAttention
 	rope := elementwiseFacts // sin and cos of an angle that grows with the position
 	rope.Numerics, rope.Transcendentals, rope.Cost = always(Angle), always(1), costTranscendental
+	ropeKV := rope // rope's rotations, and the caches updated in place as kv_write's
+	ropeKV.Effects, ropeKV.InPlace = SideEffects, UpdatesInputs(2)
 	matmul.Storage = storageMatmul
 	normMatmul := matmul
 	normMatmul.Storage, normMatmul.Cost = storageNormMatmul, costNormMatmul
@@ -171,19 +173,19 @@ func init() {
 			"With a third input freqs[R, dims/2] the frequencies depend on the length L = pos+S the call reaches: " +
 			"they are row min(max(L-original_max, 0), R-1) of freqs (LongRoPE's short and long factors, " +
 			"dynamic NTK's base per length), and theta and freq_factors are unused",
-		Attrs: []AttrSpec{
-			{Name: "theta", Kind: AttrFloat, Default: ptr(FloatAttr(10000))},
-			{Name: "style", Kind: AttrString, Default: ptr(StringAttr("interleaved"))},
-			{Name: "dims", Kind: AttrInt, Default: ptr(IntAttr(0))},
-			{Name: "freq_factors", Kind: AttrFloats, Default: ptr(FloatsAttr())},
-			{Name: "attention_factor", Kind: AttrFloat, Default: ptr(FloatAttr(1))},
-			{Name: "original_max", Kind: AttrInt, Default: ptr(IntAttr(0))},
-		},
+		Attrs: ropeAttrs,
 		Infer: inferRope, Facts: rope})
 	register(&OpDef{Op: OpKVWrite, Kind: KindData, MinInputs: 3, MaxInputs: 3, Outputs: 1,
 		Doc: "cache[T, KH, Dh], new[S, KH, Dh], pos i32[]: the cache with rows pos..pos+S-1 replaced by new. " +
 			"pos+S > T is a run-time error (a static S > T a type error). Executors update the cache in place",
 		Infer: inferKVWrite, Facts: kvWrite})
+	register(&OpDef{Op: OpRopeKVWrite, Kind: KindElementwise, MinInputs: 6, MaxInputs: 7, Outputs: 3,
+		Doc: "k_cache[T, KH, Dh], v_cache[T, KH, Dh], q[S, H, Dh], k[S, KH, Dh], v[S, KH, Dh], pos i32[], " +
+			"optional freqs -> k_cache, v_cache, rope(q): rope of q and of k (one set of attributes, as rope's), " +
+			"kv_write of the rotated k and of v at pos. The caches are updated in place (outputs 0 and 1); " +
+			"passes/ropekv.go fuses a decode step's four nodes into one",
+		Attrs: ropeAttrs,
+		Infer: inferRopeKVWrite, Facts: ropeKV})
 	register(&OpDef{Op: OpAttention, Kind: KindContraction, MinInputs: 4, MaxInputs: 4, Outputs: 1,
 		Doc: "q[S, H, Dh], k[T, KH, Dh], v[T, KH, Dh], pos i32[]: scaled dot-product attention over cache rows " +
 			"0..pos+S-1 with grouped heads (head h reads kv head h/(H/KH)). With causal, query s sees rows 0..pos+s. " +
@@ -464,6 +466,42 @@ func inferRope(in []Type, a Attrs) ([]Type, error) {
 		}
 	}
 	return []Type{T(x.DType, x.Shape.Clone())}, nil
+}
+
+// ropeAttrs are the attributes of rope and of rope_kv_write.
+var ropeAttrs = []AttrSpec{
+	{Name: "theta", Kind: AttrFloat, Default: ptr(FloatAttr(10000))},
+	{Name: "style", Kind: AttrString, Default: ptr(StringAttr("interleaved"))},
+	{Name: "dims", Kind: AttrInt, Default: ptr(IntAttr(0))},
+	{Name: "freq_factors", Kind: AttrFloats, Default: ptr(FloatsAttr())},
+	{Name: "attention_factor", Kind: AttrFloat, Default: ptr(FloatAttr(1))},
+	{Name: "original_max", Kind: AttrInt, Default: ptr(IntAttr(0))},
+}
+
+// inferRopeKVWrite checks rope_kv_write as its parts: rope of q and of k
+// (with the freqs input when there is one), kv_write of k and of v.
+func inferRopeKVWrite(in []Type, a Attrs) ([]Type, error) {
+	kc, vc, q, k, v, pos := in[0], in[1], in[2], in[3], in[4], in[5]
+	ropeIn := func(x Type) []Type { return append([]Type{x, pos}, in[6:]...) }
+	qr, err := inferRope(ropeIn(q), a)
+	if err != nil {
+		return nil, fmt.Errorf("q: %w", err)
+	}
+	if _, err := inferRope(ropeIn(k), a); err != nil {
+		return nil, fmt.Errorf("k: %w", err)
+	}
+	if q.Shape[0] != k.Shape[0] || k.Shape[0] != v.Shape[0] {
+		return nil, fmt.Errorf("q, k and v must have the same rows, got %s, %s and %s", q, k, v)
+	}
+	kOut, err := inferKVWrite([]Type{kc, k, pos}, nil)
+	if err != nil {
+		return nil, fmt.Errorf("k_cache: %w", err)
+	}
+	vOut, err := inferKVWrite([]Type{vc, v, pos}, nil)
+	if err != nil {
+		return nil, fmt.Errorf("v_cache: %w", err)
+	}
+	return []Type{kOut[0], vOut[0], qr[0]}, nil
 }
 
 // RopeTableRow is the row of a rope freqs table (R rows) that a call of

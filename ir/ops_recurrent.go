@@ -13,7 +13,7 @@ import "fmt"
 func init() {
 	shift := moveFacts
 	recurrent := sumFacts
-	recurrent.Effects, recurrent.InPlace = SideEffects, UpdatesInput(0)
+	recurrent.Effects, recurrent.InPlace = SideEffects, UpdatesInputs(1)
 	conv := recurrent
 	conv.SumLength = Rule[int]{Doc: "K = w's last dim (taps)", Of: func(c Call) int {
 		if len(c.In) == 3 && c.In[2].Shape.Rank() == 2 {

@@ -72,6 +72,11 @@ var opCases = map[Op]func(c *opCtx){
 		c.b.Op(OpRope, []*Value{c.q, c.pos, c.freqs}, Attrs{"dims": IntAttr(2), "original_max": IntAttr(16)})
 	},
 	OpKVWrite: func(c *opCtx) { c.b.Op(OpKVWrite, []*Value{c.cache, c.k, c.pos}, nil) },
+	OpRopeKVWrite: func(c *opCtx) {
+		c.b.Op(OpRopeKVWrite, []*Value{c.cache, c.cache, c.q, c.k, c.k, c.pos}, Attrs{"theta": FloatAttr(500000.5), "style": StringAttr("half"),
+			"dims": IntAttr(2), "freq_factors": FloatsAttr(2.5), "attention_factor": FloatAttr(1.25)})
+		c.b.Op(OpRopeKVWrite, []*Value{c.cache, c.cache, c.q, c.k, c.k, c.pos, c.freqs}, Attrs{"dims": IntAttr(2), "original_max": IntAttr(16)})
+	},
 	OpAttention: func(c *opCtx) {
 		kc := c.b.Op(OpKVWrite, []*Value{c.cache, c.k, c.pos}, nil)
 		c.b.Op(OpAttention, []*Value{c.q, kc, kc, c.pos}, Attrs{"scale": FloatAttr(0.5), "causal": BoolAttr(false)})

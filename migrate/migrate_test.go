@@ -74,7 +74,7 @@ func TestIncrementalOrder(t *testing.T) {
 		}
 		prev = p.OnTarget
 	}
-	want := []string{"gather", "kv_write", "reshape", "slice", "fused_elementwise", "rope", "rms_norm", "attention", "matmul", "rms_norm_matmul", "rms_norm_qkv", "rms_norm_swiglu"}
+	want := []string{"gather", "kv_write", "reshape", "slice", "fused_elementwise", "rope", "rope_kv_write", "rms_norm", "attention", "matmul", "rms_norm_matmul", "rms_norm_qkv", "rms_norm_swiglu"}
 	if diff := cmp.Diff(want, labels); diff != "" {
 		t.Errorf("incremental order (-want +got):\n%s", diff)
 	}
@@ -90,7 +90,7 @@ func TestLocalisePerturbedNode(t *testing.T) {
 		fn   string
 		op   ir.Op
 		frac float64
-	}{{"decode", ir.OpMatmul, 0.7}, {"prefill", ir.OpRMSNorm, 0.2}, {"decode", ir.OpKVWrite, 0.75}} {
+	}{{"decode", ir.OpMatmul, 0.7}, {"prefill", ir.OpRMSNorm, 0.2}, {"decode", ir.OpRopeKVWrite, 0.75}} {
 		t.Run(tc.fn+"/"+tc.op.String(), func(t *testing.T) {
 			reg := filepath.Join(t.TempDir(), "regression")
 			d := newTinyDriver(t, dev, Options{Regression: reg})
@@ -120,9 +120,9 @@ func TestLocalisePerturbedNode(t *testing.T) {
 					t.Errorf("%s: isolated %+v, accumulated %+v: both should fail", strategy, c.Isolated, c.Accumulated)
 				}
 				if strategy == Bisect {
-					// (kv_write's cache carries its own earlier error from
-					// call to call: its accumulated error grows.)
-					if tc.op != ir.OpKVWrite && (c.InputRel != 0 || c.Amplification != 1) {
+					// (rope_kv_write's caches carry their own earlier error
+					// from call to call: its accumulated error grows.)
+					if tc.op != ir.OpRopeKVWrite && (c.InputRel != 0 || c.Amplification != 1) {
 						t.Errorf("bisect: the culprit alone on the target has exact inputs: input err %g, amplification %g", c.InputRel, c.Amplification)
 					}
 					if max := maxSearchRuns(len(d.Nodes())); loc.Runs > max {
@@ -210,7 +210,7 @@ func TestLocaliseWindow(t *testing.T) {
 func TestLocaliseFailingKernel(t *testing.T) {
 	dev := newFake()
 	d := newTinyDriver(t, dev, Options{})
-	bad := nodeAt(t, d, "decode", ir.OpRope, 0.5)
+	bad := nodeAt(t, d, "decode", ir.OpRopeKVWrite, 0.5)
 	dev.fail = map[int]bool{bad.ID: true}
 	rep, err := d.RunBisect()
 	if err != nil {

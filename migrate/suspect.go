@@ -361,7 +361,7 @@ func (d *Driver) measureAccumulated(divergent []int, sus []Suspect) error {
 			s.Accumulated.add(m, m.Pass())
 		}
 		for j, v := range n.Inputs {
-			if v.IsWeight() || (n.Op == ir.OpKVWrite && j == 0) || j >= len(got.in) {
+			if v.IsWeight() || n.UpdatesInPlace(j) || j >= len(got.in) {
 				continue
 			}
 			s.InputRel = nanMax(s.InputRel, relErr(got.in[j], want.in[j]))

@@ -203,6 +203,14 @@ var registry = []*Pass{
 		Invalidates: []string{"legalized"},
 	},
 	{
+		Name: "fuse_rope_kv",
+		Doc: "folds a decode step's rope of q and of k, kv_write of the rotated k and kv_write of v (what one " +
+			"attention node reads) into one rope_kv_write node; provenances are joined with '+'",
+		Run:         fuseRopeKV,
+		Requires:    []string{"shapes"},
+		Invalidates: []string{"legalized"},
+	},
+	{
 		Name: "probe",
 		Doc: "inserts a probe node after every selected op output (all non-meta ops by default); the probe's tag is " +
 			"\"n<id>:<output>\" and consumers read the probe's output, so it sits in the data path",

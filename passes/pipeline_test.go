@@ -22,7 +22,7 @@ func TestPipelineErrors(t *testing.T) {
 		msg        string // the whole message after "p.yaml:LINE: "
 	}{
 		{"unknown pass", "passes:\n  - shape_inference\n  - fusoin\n", 3,
-			`unknown pass "fusoin" (did you mean "fusion"?); passes: shape_inference, canonicalize, constant_folding, quantize, split_weights, dce, fusion, fuse_residual, fuse_norm, fuse_swiglu, fuse_qkv, probe, partition, legalize`},
+			`unknown pass "fusoin" (did you mean "fusion"?); passes: shape_inference, canonicalize, constant_folding, quantize, split_weights, dce, fusion, fuse_residual, fuse_norm, fuse_swiglu, fuse_qkv, fuse_rope_kv, probe, partition, legalize`},
 		{"unknown option", "passes:\n  - shape_inference\n  - fusion:\n      max_input: 3\n", 4,
 			`pass fusion has no option "max_input" (did you mean "max_inputs"?); its options: max_inputs, max_depth, allow_broadcast`},
 		{"option of a pass without options", "passes:\n  - dce:\n      weights: false\n      aggressive: true\n", 4,
@@ -149,7 +149,7 @@ func TestDefaultPipeline(t *testing.T) {
 	for _, st := range p.Steps {
 		names = append(names, st.Pass.Name)
 	}
-	want := []string{"shape_inference", "canonicalize", "constant_folding", "dce", "fuse_residual", "fuse_norm", "fusion", "fuse_swiglu", "fuse_qkv", "dce", "legalize"}
+	want := []string{"shape_inference", "canonicalize", "constant_folding", "dce", "fuse_residual", "fuse_norm", "fusion", "fuse_swiglu", "fuse_qkv", "fuse_rope_kv", "dce", "legalize"}
 	if diff := cmp.Diff(want, names); diff != "" {
 		t.Errorf("default pipeline (-want +got):\n%s", diff)
 	}
@@ -224,7 +224,8 @@ func all(ir.Op) bool { return true }
 // default pipeline: fuse_residual folds both residual adds into their
 // matmuls and fusion merges silu·gate in each layer of both functions;
 // fuse_norm folds decode's norms into their products and fuse_swiglu
-// decode's gate, up and silu·mul into one node, fuse_qkv its q, k and v.
+// decode's gate, up and silu·mul into one node, fuse_qkv its q, k and v,
+// fuse_rope_kv its two ropes and two kv_writes.
 func TestFusionTiny(t *testing.T) {
 	m := tinyModule(t)
 	before := NodeCount(m)
@@ -239,9 +240,16 @@ func TestFusionTiny(t *testing.T) {
 	// multiply in 2 layers × 2 functions; fuse_norm takes decode's 2 norms
 	// a layer and its final norm (-5); fuse_swiglu takes decode's gate
 	// and up into silu·mul in 2 layers (-4), fuse_qkv decode's q, k and v
-	// into one node in 2 layers (-4).
-	if before != 96 || after != 70 {
-		t.Errorf("llama.Tiny nodes: %d -> %d, want 96 -> 70", before, after)
+	// into one node in 2 layers (-4), fuse_rope_kv decode's ropes and
+	// kv_writes into one node in 2 layers (-6).
+	if before != 96 || after != 64 {
+		t.Errorf("llama.Tiny nodes: %d -> %d, want 96 -> 64", before, after)
+	}
+	if got := rep.OpsAfter[ir.OpRopeKVWrite]; got != 2 {
+		t.Errorf("%d rope_kv_write nodes, want 2 (decode's ropes and kv_writes in 2 layers)", got)
+	}
+	if got := rep.OpsAfter[ir.OpRope]; got != 4 {
+		t.Errorf("%d rope nodes, want 4 (prefill's q and k in 2 layers)", got)
 	}
 	if got := rep.OpsAfter[ir.OpRMSNormMatmul]; got != 1 {
 		t.Errorf("%d rms_norm_matmul nodes, want 1 (the classifier)", got)
@@ -291,8 +299,8 @@ func TestPrintAfter(t *testing.T) {
 	if _, err := defaultFor(t, all).Run(m, RunConfig{PrintAfter: "all", PrintTo: &b}); err != nil {
 		t.Fatal(err)
 	}
-	if got := strings.Count(b.String(), "// after pass"); got != 11 {
-		t.Errorf("print-after all printed %d modules, want 11", got)
+	if got := strings.Count(b.String(), "// after pass"); got != 12 {
+		t.Errorf("print-after all printed %d modules, want 12", got)
 	}
 	if _, err := defaultFor(t, all).Run(tinyModule(t), RunConfig{PrintAfter: "fuse"}); err == nil {
 		t.Error("print-after of an unknown pass accepted")
@@ -305,9 +313,9 @@ func TestRunErrorsNameThePass(t *testing.T) {
 	if err == nil {
 		t.Fatal("legalize accepted a target without rope")
 	}
-	want := "passes/default.yaml:42: pass legalize: the target has no kernel for 2 op(s) used by 12 node(s):\n" +
-		"  rope: 8 node(s), e.g. #9 rope %8 (layers.0.attention.rope_q) in func @prefill\n" +
-		"  attention: 4 node(s), e.g. #13 attention %12 (layers.0.attention) in func @prefill"
+	want := "passes/default.yaml:45: pass legalize: the target has no kernel for 2 op(s) used by 8 node(s):\n" +
+		"  attention: 4 node(s), e.g. #13 attention %12 (layers.0.attention) in func @prefill\n" +
+		"  rope: 4 node(s), e.g. #9 rope %8 (layers.0.attention.rope_q) in func @prefill"
 	if err.Error() != want {
 		t.Errorf("got\n%v\nwant\n%v", err, want)
 	}

@@ -97,7 +97,7 @@ var Table = []Fault{
 			"one (with more than one value); gather reads the row of id+1; dequantize decodes the next element (of a block " +
 			"format, the next unit of four); matmul reads b one k further; rms_norm, " +
 			"layer_norm and softmax read x[i+1] in their reductions; argmax scans from element 1 (never returning 0); " +
-			"rope rotates pair i by the angle of pair i+1; kv_write writes rows pos+1..; attention reads key row t+1; " +
+			"rope (and rope_kv_write) rotates pair i by the angle of pair i+1; kv_write writes rows pos+1..; attention reads key row t+1; " +
 			"conv2d and conv_transpose2d read a weight one tap further; pool2d shifts its windows by one column; " +
 			"topk scans from element 1; expert_matmul reads expert id+1; token_shift reads the next element (wgsl) or " +
 			"x's own row (llvm); causal_conv1d reads tap j+1, wkv k of the next row, selective_scan B[n+1]; " +
@@ -108,27 +108,27 @@ var Table = []Fault{
 			WGSL: {ir.OpArgmax, ir.OpAttention, ir.OpCast, ir.OpCausalConv1D, ir.OpConcat, ir.OpConstant, ir.OpConv2D,
 				ir.OpConvTranspose2D, ir.OpDequantize, ir.OpExpertMatmul, ir.OpFusedElementwise, ir.OpGather, ir.OpKVWrite,
 				ir.OpLayerNorm, ir.OpMatmul, ir.OpPool2D, ir.OpProbe, ir.OpReshape, ir.OpRMSNorm, ir.OpRMSNormMatmul, ir.OpRMSNormQKV, ir.OpRMSNormSwiGLU,
-				ir.OpRope, ir.OpSelectiveScan, ir.OpSlice, ir.OpSoftmax, ir.OpTokenShift, ir.OpTopK, ir.OpTransfer,
+				ir.OpRope, ir.OpRopeKVWrite, ir.OpSelectiveScan, ir.OpSlice, ir.OpSoftmax, ir.OpTokenShift, ir.OpTopK, ir.OpTransfer,
 				ir.OpTranspose, ir.OpWKV},
 			LLVM: {ir.OpArgmax, ir.OpAttention, ir.OpCast, ir.OpCausalConv1D, ir.OpConcat, ir.OpConstant, ir.OpConv2D,
 				ir.OpConvTranspose2D, ir.OpDequantize, ir.OpExpertMatmul, ir.OpFusedElementwise, ir.OpGather, ir.OpIota, ir.OpKVWrite,
 				ir.OpLayerNorm, ir.OpMatmul, ir.OpPool2D, ir.OpProbe, ir.OpReduceMax, ir.OpReduceMean, ir.OpReduceSum,
-				ir.OpReshape, ir.OpResize, ir.OpRMSNorm, ir.OpRMSNormMatmul, ir.OpRMSNormQKV, ir.OpRMSNormSwiGLU, ir.OpRope, ir.OpSelectiveScan, ir.OpSlice,
+				ir.OpReshape, ir.OpResize, ir.OpRMSNorm, ir.OpRMSNormMatmul, ir.OpRMSNormQKV, ir.OpRMSNormSwiGLU, ir.OpRope, ir.OpRopeKVWrite, ir.OpSelectiveScan, ir.OpSlice,
 				ir.OpSoftmax, ir.OpTokenShift, ir.OpTopK, ir.OpTransfer, ir.OpTranspose, ir.OpWKV},
 		},
 	},
 	{
 		Name: WrongConstant,
-		Does: "a constant perturbed: rms_norm and layer_norm use eps·1000 (plus 1e-3); rope uses theta·1.1; attention " +
+		Does: "a constant perturbed: rms_norm and layer_norm use eps·1000 (plus 1e-3); rope and rope_kv_write use theta·1.1; attention " +
 			"uses scale·1.1; constant adds 1 to its values; an elementwise kernel multiplies the first finite " +
 			"nonzero float constant it evaluates by 1.1: a literal of its op's formula (gelu's 0.5, silu's 1) or a " +
 			"constant of fused_elementwise's expression (on llvm also rms_norm_swiglu's silu); ops without one (exp, relu) do not " +
 			"take it",
 		Elementwise: WithConstant,
 		Ops: map[Generator][]ir.Op{
-			WGSL: {ir.OpAttention, ir.OpConstant, ir.OpFusedElementwise, ir.OpLayerNorm, ir.OpRMSNorm, ir.OpRope},
+			WGSL: {ir.OpAttention, ir.OpConstant, ir.OpFusedElementwise, ir.OpLayerNorm, ir.OpRMSNorm, ir.OpRope, ir.OpRopeKVWrite},
 			LLVM: {ir.OpAttention, ir.OpConstant, ir.OpFusedElementwise, ir.OpLayerNorm, ir.OpRMSNorm, ir.OpRMSNormSwiGLU,
-				ir.OpRope},
+				ir.OpRope, ir.OpRopeKVWrite},
 		},
 	},
 	{
@@ -154,10 +154,10 @@ var Table = []Fault{
 		Ops: map[Generator][]ir.Op{
 			WGSL: {ir.OpAttention, ir.OpCausalConv1D, ir.OpConv2D, ir.OpConvTranspose2D, ir.OpExpertMatmul,
 				ir.OpFusedElementwise, ir.OpLayerNorm, ir.OpMatmul, ir.OpReduceMean, ir.OpReduceSum, ir.OpRMSNorm,
-				ir.OpRMSNormMatmul, ir.OpRMSNormQKV, ir.OpRMSNormSwiGLU, ir.OpRope, ir.OpSelectiveScan, ir.OpSoftmax, ir.OpWKV},
+				ir.OpRMSNormMatmul, ir.OpRMSNormQKV, ir.OpRMSNormSwiGLU, ir.OpRope, ir.OpRopeKVWrite, ir.OpSelectiveScan, ir.OpSoftmax, ir.OpWKV},
 			LLVM: {ir.OpAttention, ir.OpCausalConv1D, ir.OpConv2D, ir.OpConvTranspose2D, ir.OpExpertMatmul,
 				ir.OpFusedElementwise, ir.OpLayerNorm, ir.OpMatmul, ir.OpPool2D, ir.OpReduceMean, ir.OpReduceSum,
-				ir.OpRMSNorm, ir.OpRMSNormMatmul, ir.OpRMSNormQKV, ir.OpRMSNormSwiGLU, ir.OpRope, ir.OpSelectiveScan, ir.OpSoftmax, ir.OpWKV},
+				ir.OpRMSNorm, ir.OpRMSNormMatmul, ir.OpRMSNormQKV, ir.OpRMSNormSwiGLU, ir.OpRope, ir.OpRopeKVWrite, ir.OpSelectiveScan, ir.OpSoftmax, ir.OpWKV},
 		},
 	},
 }

@@ -3,13 +3,11 @@ package llvm
 import (
 	"fmt"
 
-	"github.com/llir/llvm/ir/constant"
 	"github.com/llir/llvm/ir/enum"
 	"github.com/llir/llvm/ir/types"
 	"github.com/llir/llvm/ir/value"
 
 	"github.com/tapml/tapml/codegen"
-	"github.com/tapml/tapml/ir"
 )
 
 // maxScoreRows bounds the attention scores kept on the native stack
@@ -35,83 +33,18 @@ func genRope(g *gen) error {
 	out := len(g.in) // the output's binding
 	xs := sizes(g.in[0])
 	s, h, dh := int64(xs[0]), int64(xs[1]), int64(xs[2])
-	dims := g.attrs.Int("dims")
-	if dims == 0 {
-		dims = dh
+	table := -1
+	if len(g.in) == 3 {
+		table = 2
 	}
-	half := dims / 2
-	interleaved := g.attrs.String("style") != "half"
-	shift, wrong := g.faultOnce(FaultWrongIndex), g.faultOnce(FaultWrongConstant)
-	m := float32(g.attrs.Float("attention_factor"))
+	rr := g.ropeRotation(s, dh, 1, table)
 	g.setItems(s)
 	if s*h*dh == 0 {
 		g.setItems(0)
 	}
-	// freqAt loads frequency i: from the baked table, or from row
-	// min(max(pos+S-original_max, 0), R-1) of the freqs input.
-	var freqAt func(i value.Value) value.Value
-	if len(g.in) == 3 {
-		rows := int64(g.in[2].Shape[0].Size)
-		row := g.clampIdx(g.addi(g.pos(1), s-g.attrs.Int("original_max")), rows)
-		base := g.muli(row, half)
-		freqAt = func(i value.Value) value.Value {
-			f := g.ldF(2, g.add(base, i))
-			if wrong {
-				f = g.fmul(f, cf(1.1))
-			}
-			return f
-		}
-	} else if half > 0 {
-		theta := float32(g.attrs.Float("theta"))
-		if wrong {
-			theta *= 1.1
-		}
-		freq := make([]constant.Constant, half)
-		for i, f := range ir.RopeFreqs(theta, int(dims), g.attrs.Floats("freq_factors")) {
-			freq[i] = cf(f)
-		}
-		table := g.global("freq", types.Float, freq)
-		freqAt = func(i value.Value) value.Value {
-			fp := g.cur.NewGetElementPtr(types.Float, table, i)
-			fp.InBounds = true
-			return g.cur.NewLoad(types.Float, fp)
-		}
-	}
 	g.loop(g.lo, g.hi, func(r value.Value) {
-		p := g.cur.NewSIToFP(g.add(g.pos(1), r), types.Float)
-		rowBase := g.muli(r, h*dh)
-		g.loop(c64(0), c64(half), func(i value.Value) {
-			fi := i
-			if shift {
-				fi = g.wrapNext(i, half)
-			}
-			val := g.fmul(p, freqAt(fi))
-			fcr, fci := g.viaDouble("cos", val), g.viaDouble("sin", val)
-			if m != 1 {
-				fcr, fci = g.fmul(fcr, cf(m)), g.fmul(fci, cf(m))
-			}
-			var i0, i1 value.Value
-			if interleaved {
-				i0 = g.muli(i, 2)
-				i1 = g.addi(i0, 1)
-			} else {
-				i0, i1 = i, g.addi(i, half)
-			}
-			g.loop(c64(0), c64(h), func(hh value.Value) {
-				base := g.add(rowBase, g.muli(hh, dh))
-				v0, v1 := g.ldF(0, g.add(base, i0)), g.ldF(0, g.add(base, i1))
-				g.stF(out, g.add(base, i0), g.ov(g.fsub(g.fmul(v0, fcr), g.fmul(v1, fci))))
-				g.stF(out, g.add(base, i1), g.ov(g.fadd(g.fmul(v0, fci), g.fmul(v1, fcr))))
-			})
-		})
-		if dims < dh { // the dims beyond `dims` pass through
-			g.loop(c64(0), c64(h), func(hh value.Value) {
-				base := g.add(rowBase, g.muli(hh, dh))
-				g.loop(c64(dims), c64(dh), func(j value.Value) {
-					g.st(out, g.add(base, j), g.ld(0, g.add(base, j)))
-				})
-			})
-		}
+		base := g.muli(r, h*dh)
+		g.rotateRow(rr, r, h, 0, out, base, base)
 	})
 	g.finish()
 	return nil

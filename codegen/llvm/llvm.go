@@ -281,6 +281,7 @@ func init() {
 		ir.OpSoftmax:          genSoftmax,
 		ir.OpArgmax:           genArgmax,
 		ir.OpRope:             genRope,
+		ir.OpRopeKVWrite:      genRopeKVWrite,
 		ir.OpKVWrite:          genKVWrite,
 		ir.OpAttention:        genAttention,
 		ir.OpReshape:          genCopy,

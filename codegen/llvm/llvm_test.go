@@ -65,6 +65,7 @@ func samples() []sample {
 		sample{op: ir.OpArgmax, in: []ir.Type{f32(2, 8)}},
 		sample{op: ir.OpRope, in: []ir.Type{f32(2, 3, 8), pos}},
 		sample{op: ir.OpKVWrite, in: []ir.Type{f32(16, 2, 4), f32(1, 2, 4), pos}},
+		sample{op: ir.OpRopeKVWrite, in: []ir.Type{f32(16, 2, 8), f32(16, 2, 8), f32(1, 4, 8), f32(1, 2, 8), f32(1, 2, 8), pos}},
 		sample{op: ir.OpAttention, attrs: ir.Attrs{"scale": ir.FloatAttr(0.5)}, in: []ir.Type{f32(1, 4, 4), f32(16, 2, 4), f32(16, 2, 4), pos}},
 		sample{op: ir.OpReshape, attrs: ir.Attrs{"shape": ir.ShapeAttr(ir.S(4, 2))}, in: []ir.Type{f32(8)}},
 		sample{op: ir.OpProbe, in: []ir.Type{f32(3)}},
@@ -150,14 +151,15 @@ func TestKernelModel(t *testing.T) {
 		}
 		want := []codegen.Binding{}
 		out, _, _ := ir.InferTypes(s.op, s.in, n.Attrs)
-		first := 0
-		if _, ok := ir.LookupOp(s.op).InPlace.Input(); ok { // input 0 and output 0: one ReadWrite binding
+		// input i and output i updated in place: one ReadWrite binding each
+		first := ir.LookupOp(s.op).InPlace.Count()
+		names := map[ir.Op][]string{ir.OpKVWrite: {"cache"}, ir.OpRopeKVWrite: {"k_cache", "v_cache"}}[s.op]
+		for i := range first {
 			name := "state"
-			if s.op == ir.OpKVWrite {
-				name = "cache"
+			if i < len(names) {
+				name = names[i]
 			}
-			want = append(want, codegen.Binding{Index: 0, Name: name, Access: codegen.ReadWrite, Type: s.in[0], Input: 0, Output: 0})
-			first = 1
+			want = append(want, codegen.Binding{Index: i, Name: name, Access: codegen.ReadWrite, Type: s.in[i], Input: i, Output: i})
 		}
 		for j := first; j < len(s.in); j++ {
 			want = append(want, codegen.Binding{Index: len(want), Name: fmt.Sprint("in", j), Access: codegen.Read, Type: s.in[j], Input: j, Output: -1})

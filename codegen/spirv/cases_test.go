@@ -182,6 +182,16 @@ func testCases() []testCase {
 
 	add(testCase{op: ir.OpKVWrite, in: []ir.Type{f32(8, 2, 4), f32(3, 2, 4), i32()}, fill: map[int]func(int) float64{2: constFill(2)}})
 	add(testCase{op: ir.OpKVWrite, in: []ir.Type{f32(16, 1, 8), f32(1, 1, 8), i32()}, fill: map[int]func(int) float64{2: constFill(15)}})
+	// rope_kv_write (passes/ropekv.go): a decode step's grouped heads at the
+	// cache's last row, a partial half-style rotation by a freqs table,
+	// several rows with frequency factors.
+	ropeKV := func(p int) map[int]func(int) float64 { return map[int]func(int) float64{5: constFill(float64(p))} }
+	add(testCase{op: ir.OpRopeKVWrite, in: []ir.Type{f32(16, 2, 8), f32(16, 2, 8), f32(1, 4, 8), f32(1, 2, 8), f32(1, 2, 8), i32()}, fill: ropeKV(15)})
+	add(testCase{name: "rope_kv_write_table", op: ir.OpRopeKVWrite, in: []ir.Type{f32(32, 2, 16), f32(32, 2, 16), f32(1, 4, 16), f32(1, 2, 16), f32(1, 2, 16), i32(), f32(5, 4)},
+		attrs: ir.Attrs{"style": ir.StringAttr("half"), "dims": ir.IntAttr(8), "original_max": ir.IntAttr(16), "attention_factor": ir.FloatAttr(1.2)},
+		fill:  map[int]func(int) float64{5: constFill(17), 6: func(i int) float64 { return 1 / float64(1+i) }}})
+	add(testCase{op: ir.OpRopeKVWrite, in: []ir.Type{f32(16, 1, 16), f32(16, 1, 16), f32(3, 2, 16), f32(3, 1, 16), f32(3, 1, 16), i32()},
+		attrs: ir.Attrs{"theta": ir.FloatAttr(500000), "freq_factors": ir.FloatsAttr(1, 1, 1.5, 2, 4, 8, 8, 8)}, fill: ropeKV(4)})
 
 	att := func(scale float64, causal bool) ir.Attrs {
 		return ir.Attrs{"scale": ir.FloatAttr(scale), "causal": ir.BoolAttr(causal)}

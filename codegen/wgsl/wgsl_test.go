@@ -104,14 +104,14 @@ func TestGridFolds(t *testing.T) {
 // changes the source, an inapplicable one is an error.
 func TestFaults(t *testing.T) {
 	applies := map[string][]string{
-		FaultWrongIndex:     {"neg", "add", "fused", "constant", "cast", "gather", "gemv_t", "gemv_n", "tiled", "rms_norm", "layer_norm", "softmax", "argmax", "rope", "kv_write", "attention", "reshape", "transpose", "slice", "concat", "probe", "transfer"},
-		FaultWrongConstant:  {"gelu", "fused", "constant", "rms_norm", "layer_norm", "rope", "attention"},
+		FaultWrongIndex:     {"neg", "add", "fused", "constant", "cast", "gather", "gemv_t", "gemv_n", "tiled", "rms_norm", "layer_norm", "softmax", "argmax", "rope", "rope_kv_write", "kv_write", "attention", "reshape", "transpose", "slice", "concat", "probe", "transfer"},
+		FaultWrongConstant:  {"gelu", "fused", "constant", "rms_norm", "layer_norm", "rope", "rope_kv_write", "rope_kv_write_table", "attention"},
 		FaultMissingBarrier: {"gemv_t", "tiled", "tiled_small_m", "rms_norm", "layer_norm", "softmax", "argmax", "attention"},
-		FaultF16Overflow:    {"exp", "add", "fused", "gemv_t", "gemv_n", "tiled", "rms_norm", "layer_norm", "softmax", "rope", "attention"},
+		FaultF16Overflow:    {"exp", "add", "fused", "gemv_t", "gemv_n", "tiled", "rms_norm", "layer_norm", "softmax", "rope", "rope_kv_write", "attention"},
 	}
 	never := map[string][]string{
 		FaultWrongConstant:  {"add", "transpose", "gather", "softmax", "tiled"},
-		FaultMissingBarrier: {"add", "exp", "gemv_n", "rope", "kv_write", "gather", "transpose"},
+		FaultMissingBarrier: {"add", "exp", "gemv_n", "rope", "rope_kv_write", "kv_write", "gather", "transpose"},
 		FaultF16Overflow:    {"gather", "transpose", "kv_write", "argmax", "cast", "concat", "add_i32"},
 	}
 	for fault, names := range applies {

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/tapml/tapml/internal/testenv/llmtest"
 	"github.com/tapml/tapml/internal/testenv/targettest"
 )
 
@@ -418,6 +419,7 @@ func TestArchitecturesAgainstLlamaCpp(t *testing.T) {
 							if err != nil {
 								t.Fatal(err)
 							}
+							llmtest.CheckRopeFused(t, lowered)
 							checkAgainstLlamaCpp(t, lowered, dev, prompt, decode, want, v.tol)
 						})
 					}

@@ -173,6 +173,7 @@ func TestTransformersFixtures(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
+				llmtest.CheckRopeFused(t, lowered)
 				checkFixture(t, lowered, ref, dev)
 			})
 		})

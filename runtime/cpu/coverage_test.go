@@ -36,6 +36,7 @@ func samples() map[ir.Op]sample {
 		ir.OpArgmax:           {nil, []*tensor.Tensor{x}},
 		ir.OpRope:             {nil, []*tensor.Tensor{randF32(r, 2, 2, 4), pos}},
 		ir.OpKVWrite:          {nil, []*tensor.Tensor{randF32(r, 5, 1, 4), randF32(r, 2, 1, 4), pos}},
+		ir.OpRopeKVWrite:      {nil, []*tensor.Tensor{randF32(r, 5, 1, 4), randF32(r, 5, 1, 4), randF32(r, 2, 2, 4), randF32(r, 2, 1, 4), randF32(r, 2, 1, 4), pos}},
 		ir.OpAttention:        {ir.Attrs{"scale": ir.FloatAttr(0.5)}, []*tensor.Tensor{randF32(r, 2, 2, 4), randF32(r, 5, 1, 4), randF32(r, 5, 1, 4), pos}},
 		ir.OpReshape:          {ir.Attrs{"shape": ir.ShapeAttr(ir.S(3, 2))}, []*tensor.Tensor{x}},
 		ir.OpTranspose:        {ir.Attrs{"perm": ir.IntsAttr(1, 0)}, []*tensor.Tensor{x}},

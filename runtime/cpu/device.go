@@ -187,7 +187,7 @@ func init() {
 	for op, k := range map[ir.Op]kernel{
 		ir.OpConstant: constantKernel, ir.OpCast: castKernel, ir.OpGather: gatherKernel, ir.OpDequantize: dequantizeKernel,
 		ir.OpMatmul: matmulKernel, ir.OpRMSNorm: rmsNormKernel, ir.OpRMSNormMatmul: rmsNormMatmulKernel, ir.OpRMSNormSwiGLU: rmsNormSwiGLUKernel, ir.OpRMSNormQKV: rmsNormQKVKernel, ir.OpLayerNorm: layerNormKernel,
-		ir.OpSoftmax: softmaxKernel, ir.OpArgmax: argmaxKernel, ir.OpRope: ropeKernel,
+		ir.OpSoftmax: softmaxKernel, ir.OpArgmax: argmaxKernel, ir.OpRope: ropeKernel, ir.OpRopeKVWrite: ropeKVWriteKernel,
 		ir.OpKVWrite: kvWriteKernel, ir.OpAttention: attentionKernel,
 		ir.OpReshape: reshapeKernel, ir.OpTranspose: transposeKernel, ir.OpSlice: sliceKernel,
 		ir.OpConcat: concatKernel, ir.OpProbe: identityKernel, ir.OpTransfer: identityKernel,

@@ -334,6 +334,47 @@ func kvWriteKernel(_ *Device, c *call) ([]*tensor.Tensor, error) {
 	return []*tensor.Tensor{cache}, nil
 }
 
+// ropeKVWriteKernel is rope_kv_write as its four nodes: rope of q and of
+// k (ropeKernel, one set of attributes), then kv_write of the rotated k and
+// of v (kvWriteKernel), each cache updated in place. Both caches' rows are
+// checked before either is written, so a failing call changes nothing.
+func ropeKVWriteKernel(d *Device, c *call) ([]*tensor.Tensor, error) {
+	kc, vc, q, k, v, pos := c.in[0], c.in[1], c.in[2], c.in[3], c.in[4], c.in[5]
+	rope := func(x *tensor.Tensor) (*tensor.Tensor, error) {
+		out, err := ropeKernel(d, &call{op: ir.OpRope, attrs: c.attrs, in: append([]*tensor.Tensor{x, pos}, c.in[6:]...)})
+		if err != nil {
+			return nil, err
+		}
+		return out[0], nil
+	}
+	qr, err := rope(q)
+	if err != nil {
+		return nil, fmt.Errorf("q: %w", err)
+	}
+	kr, err := rope(k)
+	if err != nil {
+		return nil, fmt.Errorf("k: %w", err)
+	}
+	p, err := scalarPos(pos)
+	if err != nil {
+		return nil, err
+	}
+	for _, cache := range []*tensor.Tensor{kc, vc} {
+		if len(cache.Shape) == 3 && len(v.Shape) == 3 && (p < 0 || p+v.Shape[0] > cache.Shape[0]) {
+			return nil, fmt.Errorf("rows %d..%d do not fit a cache of %d rows (pos %d, %d new rows)", p, p+v.Shape[0]-1, cache.Shape[0], p, v.Shape[0])
+		}
+	}
+	res := []*tensor.Tensor{nil, nil, qr}
+	for i, nw := range []*tensor.Tensor{kr, v} {
+		out, err := kvWriteKernel(d, &call{op: ir.OpKVWrite, in: []*tensor.Tensor{c.in[i], nw, pos}})
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", []string{"k_cache", "v_cache"}[i], err)
+		}
+		res[i] = out[0]
+	}
+	return res, nil
+}
+
 // attentionKernel is run.c's multi-head attention over cache rows
 // 0..pos+S-1: for query row s and head h (kv head h/(H/KH)), score[t] =
 // (q·k[t])·scale summed in f32 over t ≤ pos+s (causal) or t < pos+S,

@@ -493,3 +493,56 @@ func TestDeterministicAcrossWorkers(t *testing.T) {
 		prev = outs
 	}
 }
+
+// TestRopeKVWriteIsItsParts: rope_kv_write gives bit for bit what rope of
+// q and k and kv_write of k and v give, for every rope variant the
+// frontends build (both styles, partial rotary, frequency factors, an
+// attention factor, a freqs table), and updates both caches in place.
+func TestRopeKVWriteIsItsParts(t *testing.T) {
+	d := New()
+	r := newRand(17)
+	table := randF32(r, 3, 4)
+	for _, tc := range []struct {
+		name  string
+		attrs ir.Attrs
+		freqs bool
+	}{
+		{"interleaved", nil, false},
+		{"half partial", ir.Attrs{"style": ir.StringAttr("half"), "dims": ir.IntAttr(4), "theta": ir.FloatAttr(500000)}, false},
+		{"llama3 factors", ir.Attrs{"freq_factors": ir.FloatsAttr(1, 2, 4, 8), "attention_factor": ir.FloatAttr(1.2)}, false},
+		{"table", ir.Attrs{"style": ir.StringAttr("half"), "original_max": ir.IntAttr(4)}, true},
+	} {
+		pos := tensor.ScalarInt32(5)
+		q, k, v := randF32(r, 1, 4, 8), randF32(r, 1, 2, 8), randF32(r, 1, 2, 8)
+		kc, vc := randF32(r, 9, 2, 8), randF32(r, 9, 2, 8)
+		extra := []*tensor.Tensor{}
+		if tc.freqs {
+			extra = append(extra, table)
+		}
+		wantQ := launch(t, d, ir.OpRope, tc.attrs, append([]*tensor.Tensor{q, pos}, extra...)...)
+		wantK := launch(t, d, ir.OpRope, tc.attrs, append([]*tensor.Tensor{k, pos}, extra...)...)
+		wantKC := launch(t, d, ir.OpKVWrite, nil, kc.Clone(), wantK, pos)
+		wantVC := launch(t, d, ir.OpKVWrite, nil, vc.Clone(), v, pos)
+		got := launchN(t, d, ir.OpRopeKVWrite, tc.attrs, append([]*tensor.Tensor{kc, vc, q, k, v, pos}, extra...)...)
+		for i, want := range []*tensor.Tensor{wantKC, wantVC, wantQ} {
+			if diff := cmp.Diff(want.Data, got[i].Data); diff != "" {
+				t.Errorf("%s: output %d differs from rope and kv_write's (-want +got):\n%s", tc.name, i, diff)
+			}
+		}
+		for i, cache := range []*tensor.Tensor{kc, vc} {
+			if diff := cmp.Diff(got[i].Data, cache.Data); diff != "" {
+				t.Errorf("%s: cache %d was not updated in place (-want +got):\n%s", tc.name, i, diff)
+			}
+		}
+	}
+	// A position past one cache's rows fails before either cache is written.
+	kc, vc := randF32(r, 9, 2, 8), randF32(r, 6, 2, 8)
+	before := kc.Clone()
+	err := launchRaw(d, ir.OpRopeKVWrite, nil, kc, vc, randF32(r, 1, 4, 8), randF32(r, 1, 2, 8), randF32(r, 1, 2, 8), tensor.ScalarInt32(7))
+	if err == nil {
+		t.Error("rope_kv_write at position 7 of a 6-row v cache: no error")
+	}
+	if diff := cmp.Diff(before.Data, kc.Data); diff != "" {
+		t.Errorf("a failing rope_kv_write changed the k cache (-before +after):\n%s", diff)
+	}
+}

@@ -87,13 +87,16 @@ func FitContext(m *ir.Module, n int) error {
 	return ir.Verify(m)
 }
 
-// kvCaches are the parameters of f that kv_write writes: KV caches, whose
+// kvCaches are the parameters of f that kv_write (or rope_kv_write) writes: KV caches, whose
 // rows are positions.
 func kvCaches(f *ir.Function) map[*ir.Value]bool {
 	caches := map[*ir.Value]bool{}
 	for _, nd := range f.Nodes {
-		if nd.Op == ir.OpKVWrite {
+		switch nd.Op {
+		case ir.OpKVWrite:
 			caches[nd.Inputs[0]] = true
+		case ir.OpRopeKVWrite: // a decode step's fused kv_writes (passes/ropekv.go)
+			caches[nd.Inputs[0]], caches[nd.Inputs[1]] = true, true
 		}
 	}
 	return caches

@@ -5,6 +5,7 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/tapml/tapml/artifact"
 	"github.com/tapml/tapml/frontend/arch"
 	"github.com/tapml/tapml/frontend/arch/llama"
 	"github.com/tapml/tapml/frontend/arch/mamba"
@@ -15,12 +16,19 @@ import (
 
 // A context fitted to the run gives the same logits as the full one
 // (the caches only hold positions the run never reaches) and allocates
-// caches of the fitted length; a context the header inflates is refused.
+// caches of the fitted length, also in a lowered module (a build folder's,
+// whose decode step writes the caches with rope_kv_write); a context the
+// header inflates is refused.
 func TestFitContext(t *testing.T) {
-	logits := func(fit int) ([]float32, int) {
+	logits := func(fit int, lowered bool) ([]float32, int) {
 		m, err := arch.Build("tiny", llama.Tiny, llama.RandomWeights(llama.Tiny, 3))
 		if err != nil {
 			t.Fatal(err)
+		}
+		if lowered {
+			if m, err = artifact.Lower(m, "cpu", cpu.Supports); err != nil {
+				t.Fatal(err)
+			}
 		}
 		if err := FitContext(m, fit); err != nil {
 			t.Fatal(err)
@@ -36,14 +44,16 @@ func TestFitContext(t *testing.T) {
 		}
 		return append(l, l2...), s.MaxSeq
 	}
-	want, full := logits(0)
-	got, fitted := logits(4)
-	if full != llama.Tiny.MaxSeq || fitted != 4 {
-		t.Fatalf("cache lengths %d and %d, want %d and 4", full, fitted, llama.Tiny.MaxSeq)
-	}
-	for i := range want {
-		if got[i] != want[i] { // exact: the same ops on the same values
-			t.Fatalf("logit %d: %v fitted, %v full", i, got[i], want[i])
+	for _, lowered := range []bool{false, true} {
+		want, full := logits(0, lowered)
+		got, fitted := logits(4, lowered)
+		if full != llama.Tiny.MaxSeq || fitted != 4 {
+			t.Fatalf("lowered %v: cache lengths %d and %d, want %d and 4", lowered, full, fitted, llama.Tiny.MaxSeq)
+		}
+		for i := range want {
+			if got[i] != want[i] { // exact: the same ops on the same values
+				t.Fatalf("lowered %v: logit %d: %v fitted, %v full", lowered, i, got[i], want[i])
+			}
 		}
 	}
 	huge := llama.Tiny

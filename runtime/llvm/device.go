@@ -584,8 +584,8 @@ func (d *Device) launch(n *ir.Node, in []*runtime.Buffer, outs []ir.Type) ([]*ru
 	res := make([]*runtime.Buffer, len(want))
 	outT := make([]*tensor.Tensor, len(want))
 	if d := n.Def(); d != nil {
-		if i, ok := d.InPlace.Input(); ok { // output 0 is input i updated in place (kv_write's cache)
-			outT[0], res[0] = ts[i], in[i]
+		for i := range d.InPlace.Count() { // output i is input i updated in place (kv_write's cache)
+			outT[i], res[i] = ts[i], in[i]
 		}
 	}
 	for i, t := range want {

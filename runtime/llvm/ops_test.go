@@ -287,6 +287,18 @@ func opCases() []opCase {
 
 	add("kv_write/3rows", ir.OpKVWrite, nil, exact, randF32(r, -1, 1, 16, 2, 8), randF32(r, -1, 1, 3, 2, 8), pos(5))
 	add("kv_write/last", ir.OpKVWrite, nil, exact, randF32(r, -1, 1, 9, 1, 4), randF32(r, -1, 1, 1, 1, 4), pos(8))
+	// rope_kv_write (passes/ropekv.go): the caches and q, within rope's
+	// tolerance (v's rows and the untouched cache rows are exact): a decode
+	// step at the caches' last row, a partial half-style rotation by a
+	// freqs table, several rows with frequency factors.
+	ropeKV := func(t, h, kh, dh, s int) []*tensor.Tensor {
+		return []*tensor.Tensor{randF32(r, -1, 1, t, kh, dh), randF32(r, -1, 1, t, kh, dh), randF32(r, -2, 2, s, h, dh), randF32(r, -2, 2, s, kh, dh), randF32(r, -1, 1, s, kh, dh)}
+	}
+	add("rope_kv_write/decode_last", ir.OpRopeKVWrite, nil, chain, append(ropeKV(16, 8, 2, 8, 1), pos(15))...)
+	add("rope_kv_write/table", ir.OpRopeKVWrite, ir.Attrs{"style": ir.StringAttr("half"), "dims": ir.IntAttr(8), "original_max": ir.IntAttr(16), "attention_factor": ir.FloatAttr(1.2)},
+		chain, append(ropeKV(32, 4, 2, 16, 1), pos(17), randF32(r, 0, 1, 5, 4))...)
+	add("rope_kv_write/rows", ir.OpRopeKVWrite, ir.Attrs{"theta": ir.FloatAttr(500000), "freq_factors": ir.FloatsAttr(1, 1, 1.5, 2, 4, 8, 8, 8)},
+		chain, append(ropeKV(16, 2, 1, 16, 3), pos(4))...)
 
 	att := func(causal bool) ir.Attrs {
 		return ir.Attrs{"scale": ir.FloatAttr(0.25), "causal": ir.BoolAttr(causal)}

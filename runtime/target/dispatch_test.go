@@ -40,7 +40,8 @@ func TestDecodeDispatches(t *testing.T) {
 	// residual add is its matmul's addend, each norm is folded into
 	// the products that read it (the final norm into the classifier) and
 	// gate, up and silu·mul are one rms_norm_swiglu, q, k and v one
-	// rms_norm_qkv (9 a layer).
+	// rms_norm_qkv, the ropes of q and k and both kv_writes one
+	// rope_kv_write (6 a layer).
 	for _, dev := range []struct {
 		target     string
 		d          runtime.Device
@@ -59,7 +60,7 @@ func TestDecodeDispatches(t *testing.T) {
 			want int
 		}{
 			{"as built", m, 2*18 + 4 + 1},
-			{"lowered", lowered, 2*9 + 2 + 1},
+			{"lowered", lowered, 2*6 + 2 + 1},
 		} {
 			exec := runtime.NewExecutor(tc.m, dev.d)
 			s, err := llm.NewSession(exec)

@@ -4,6 +4,8 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/tapml/tapml/artifact"
+	"github.com/tapml/tapml/codegen/spirv"
 	"github.com/tapml/tapml/frontend/arch"
 	"github.com/tapml/tapml/frontend/arch/llama"
 	"github.com/tapml/tapml/ir"
@@ -17,19 +19,28 @@ import (
 // live differs), the second decode step is recorded, and from the third
 // on every step is replayed: no command buffer recorded, one submission,
 // the same dispatches. Changing the kernels (SetTuning) makes the
-// recording stale: the next step records again and stays right.
+// recording stale: the next step records again and stays right. The model
+// runs as built and lowered as tapmlc run lowers it (fused decode kernels,
+// rope_kv_write updating both caches in place).
 func TestCapturedDecode(t *testing.T) {
-	m, err := arch.Build("tiny", llama.Tiny, llama.RandomWeights(llama.Tiny, 3))
+	built, err := arch.Build("tiny", llama.Tiny, llama.RandomWeights(llama.Tiny, 3))
+	if err != nil {
+		t.Fatal(err)
+	}
+	lowered, err := artifact.Lower(built, "vulkan", spirv.Supports)
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, c := range []struct {
 		name string
+		m    *ir.Module
 		dev  func() *Device
 	}{
-		{"shared", func() *Device { return testDev }},
-		{"staging", func() *Device { return openTest(t, Options{ForceStaging: true, StagingBytes: 4096}) }},
+		{"shared", built, func() *Device { return testDev }},
+		{"staging", built, func() *Device { return openTest(t, Options{ForceStaging: true, StagingBytes: 4096}) }},
+		{"lowered", lowered, func() *Device { return testDev }},
 	} {
+		m := c.m
 		t.Run(c.name, func(t *testing.T) {
 			d := c.dev()
 			plain := newSession(t, m, d)

@@ -241,6 +241,16 @@ func opCases() []opCase {
 	kv("260K decode", 17, 512, 4, 8, 1)
 	kv("15M prefill", 0, 256, 6, 48, 9)
 	kv("last rows", 509, 512, 4, 8, 3)
+	// rope_kv_write (passes/ropekv.go): the caches, then q; k's rows in
+	// the k cache are rope's (ropeTol), the rest exact.
+	ropeKV := func(name string, attrs ir.Attrs, pos int32, t, h, kh, dh, s int, more ...func(*rand.Rand) *tensor.Tensor) {
+		add(opCase{name: "rope_kv_write " + name, op: ir.OpRopeKVWrite, attrs: attrs, gen: ins(append([]func(*rand.Rand) *tensor.Tensor{
+			f32s(-1, 1, t, kh, dh), f32s(-1, 1, t, kh, dh), f32s(-1, 1, s, h, dh), f32s(-1, 1, s, kh, dh), f32s(-1, 1, s, kh, dh), scalar(pos)}, more...)...), tol: ropeTol})
+	}
+	ropeKV("260K decode", nil, 37, 512, 8, 4, 8, 1)
+	ropeKV("last row half partial", ir.Attrs{"style": ir.StringAttr("half"), "dims": ir.IntAttr(16), "theta": ir.FloatAttr(500000)}, 63, 64, 6, 2, 48, 1)
+	ropeKV("llama3 factors", ir.Attrs{"theta": ir.FloatAttr(500000), "freq_factors": ir.FloatsAttr(1, 1, 1.5, 2, 4, 8, 8, 8)}, 200, 256, 4, 2, 16, 1)
+	ropeKV("table rows", ir.Attrs{"style": ir.StringAttr("half"), "original_max": ir.IntAttr(16), "attention_factor": ir.FloatAttr(1.2)}, 14, 64, 4, 2, 16, 3, f32s(0, 1, 5, 8))
 
 	attnWith := func(name string, attrs ir.Attrs, pos int32, s, h, kh, dh, t int) {
 		attrs["scale"] = ir.FloatAttr(1 / math.Sqrt(float64(dh)))

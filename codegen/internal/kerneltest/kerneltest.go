@@ -113,6 +113,11 @@ func Cases() []Case {
 		Case{"rope_yarn", ir.OpRope, ir.Attrs{"style": ir.StringAttr("half"), "freq_factors": ir.FloatsAttr(1, 1.5, 3, 4), "attention_factor": ir.FloatAttr(1.14)}, []ir.Type{F32(2, 4, 8), pos}},
 		Case{"rope_table", ir.OpRope, ir.Attrs{"style": ir.StringAttr("half"), "original_max": ir.IntAttr(16), "attention_factor": ir.FloatAttr(1.2)}, []ir.Type{F32(3, 4, 16), pos, F32(5, 8)}},
 		Case{"kv_write", ir.OpKVWrite, nil, []ir.Type{F32(512, 4, 8), F32(1, 4, 8), pos}},
+		// rope_kv_write (passes/ropekv.go): a decode step's shapes (grouped
+		// heads), a partial half-style rotation by a freqs table, prefill-like rows.
+		Case{"rope_kv_write", ir.OpRopeKVWrite, nil, []ir.Type{F32(512, 4, 64), F32(512, 4, 64), F32(1, 32, 64), F32(1, 4, 64), F32(1, 4, 64), pos}},
+		Case{"rope_kv_write_table", ir.OpRopeKVWrite, ir.Attrs{"style": ir.StringAttr("half"), "dims": ir.IntAttr(8), "original_max": ir.IntAttr(16), "attention_factor": ir.FloatAttr(1.2)}, []ir.Type{F32(64, 2, 16), F32(64, 2, 16), F32(1, 4, 16), F32(1, 2, 16), F32(1, 2, 16), pos, F32(5, 4)}},
+		Case{"rope_kv_write_rows", ir.OpRopeKVWrite, ir.Attrs{"theta": ir.FloatAttr(500000), "freq_factors": ir.FloatsAttr(ropeFactors(8)...)}, []ir.Type{F32(64, 2, 16), F32(64, 2, 16), F32(3, 6, 16), F32(3, 2, 16), F32(3, 2, 16), pos}},
 		Case{"kv_write_prefill", ir.OpKVWrite, nil, []ir.Type{F32(64, 2, 16), F32(7, 2, 16), pos}},
 		Case{"attention", ir.OpAttention, ir.Attrs{"scale": ir.FloatAttr(0.125)}, []ir.Type{F32(1, 8, 64), F32(512, 4, 64), F32(512, 4, 64), pos}},
 		Case{"attention_softcap_window", ir.OpAttention, ir.Attrs{"scale": ir.FloatAttr(0.0625), "softcap": ir.FloatAttr(50), "window": ir.IntAttr(7)}, []ir.Type{F32(4, 4, 16), F32(64, 2, 16), F32(64, 2, 16), pos}},

@@ -118,3 +118,17 @@ func RMSNorm(x, w []float64, eps float64) []float64 {
 	}
 	return out
 }
+
+// CheckRopeFused fails the test when a decode step of the lowered module m
+// still has a rope or a kv_write of a rope's output: every rope variant
+// the frontends build fuses with its kv_writes into rope_kv_write
+// (passes/ropekv.go). A kv_write of an unrotated k (learned positions)
+// stays.
+func CheckRopeFused(t testing.TB, m *ir.Module) {
+	t.Helper()
+	for _, n := range m.Func("decode").Nodes {
+		if n.Op == ir.OpRope || n.Op == ir.OpKVWrite && n.Inputs[1].Def != nil && n.Inputs[1].Def.Op == ir.OpRope {
+			t.Errorf("decode's %s is not fused into rope_kv_write", n)
+		}
+	}
+}
