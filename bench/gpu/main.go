@@ -30,6 +30,7 @@ import (
 	"path/filepath"
 	goruntime "runtime"
 	"runtime/pprof"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -47,6 +48,7 @@ import (
 	"github.com/tapml/tapml/runtime/vulkan"
 	"github.com/tapml/tapml/runtime/webgpu"
 	"github.com/tapml/tapml/tensor"
+	"github.com/tapml/tapml/tensor/quant"
 )
 
 func main() {
@@ -77,11 +79,14 @@ func main() {
 	}
 }
 
-// MatmulShape is one product: [M, K] × [K, N], or × [N, K]ᵀ when T.
+// MatmulShape is one product: [M, K] × [K, N], or × [N, K]ᵀ when T; b is
+// stored in dtype B ("" for f32, else a storage dtype with T, such as
+// "f16" or "q4_0", decoded by the kernel as it reads it).
 type MatmulShape struct {
 	Name    string `json:"name"`
 	M, N, K int
-	T       bool `json:"transpose_b"`
+	T       bool   `json:"transpose_b"`
+	B       string `json:"b_dtype,omitempty"`
 }
 
 // Variant is one measurement of a kernel tuning.
@@ -212,7 +217,15 @@ func runCmd(args []string) error {
 	targetName := fs.String("target", "webgpu", "the target whose kernels to measure: webgpu (WGSL) or vulkan (SPIR-V)")
 	onlyDefaults := fs.Bool("defaults", false, "measure the device's default tuning only (no variants)")
 	quantize := fs.String("quantize", "", "store the models' matrices as Q4_0, Q8_0, Q4_K or F16 (tapmlc's --quantize; the native side keeps f32, so its tokens may differ)")
+	weights := fs.String("weights", "f16,q4_0", "storage dtypes of b the prefill products are also measured in (comma-separated: f16, q4_0, q8_0, q4_k, ...; empty for f32 only)")
+	tileList := fs.String("tiles", "", "the tunings.Matmul values every M > 1 product is measured under, separated by ';' (each a blocking or a comma list of them; default: scalar and every wgsl.MatmulTiles)")
+	minGroups := fs.Int("min-groups", 264, "MatmulMinGroups of the -tiles values that are lists")
+	prefillOnly := fs.Bool("prefill-only", false, "measure TinyLlama's prefill products only (no other products, no models)")
 	fs.Parse(args)
+	stored, err := parseDTypes(*weights)
+	if err != nil {
+		return err
+	}
 	var q passes.Quantization
 	if *quantize != "" {
 		var err error
@@ -245,51 +258,72 @@ func runCmd(args []string) error {
 		return os.WriteFile(filepath.Join(*out, "ours.json"), b, 0o644)
 	}
 
-	// Matmul variants. The issue's shapes get every candidate; TinyLlama's
-	// own prefill and decode shapes a few.
+	// Matmul variants: every M > 1 product under every candidate tiling,
+	// the GEMVs under their unrolls and lanes. TinyLlama's prefill
+	// products (128 tokens) also with b stored as a weight file stores it.
 	shapes := []MatmulShape{
-		{"1024³", 1024, 1024, 1024, false},
-		{"4096³", 4096, 4096, 4096, false},
-		{"8192³", 8192, 8192, 8192, false},
-		{"decode GEMV 1x4096x4096ᵀ", 1, 4096, 4096, true},
-		{"prefill 128x4096x11008ᵀ", 128, 11008, 4096, true},
-		{"TinyLlama q/o 128x2048x2048ᵀ", 128, 2048, 2048, true},
-		{"TinyLlama k/v 128x256x2048ᵀ", 128, 256, 2048, true},
-		{"TinyLlama w1/w3 128x5632x2048ᵀ", 128, 5632, 2048, true},
-		{"TinyLlama w2 128x2048x5632ᵀ", 128, 2048, 5632, true},
-		{"TinyLlama GEMV q/o 1x2048x2048ᵀ", 1, 2048, 2048, true},
-		{"TinyLlama GEMV w1/w3 1x5632x2048ᵀ", 1, 5632, 2048, true},
-		{"TinyLlama GEMV w2 1x2048x5632ᵀ", 1, 2048, 5632, true},
-		{"TinyLlama GEMV classifier 1x32000x2048ᵀ", 1, 32000, 2048, true},
+		{"1024³", 1024, 1024, 1024, false, ""},
+		{"4096³", 4096, 4096, 4096, false, ""},
+		{"8192³", 8192, 8192, 8192, false, ""},
+		{"decode GEMV 1x4096x4096ᵀ", 1, 4096, 4096, true, ""},
+		{"prefill 128x4096x11008ᵀ", 128, 11008, 4096, true, ""},
+		{"TinyLlama GEMV q/o 1x2048x2048ᵀ", 1, 2048, 2048, true, ""},
+		{"TinyLlama GEMV w1/w3 1x5632x2048ᵀ", 1, 5632, 2048, true, ""},
+		{"TinyLlama GEMV w2 1x2048x5632ᵀ", 1, 2048, 5632, true, ""},
+		{"TinyLlama GEMV classifier 1x32000x2048ᵀ", 1, 32000, 2048, true, ""},
+	}
+	prefillShapes := []MatmulShape{
+		{"TinyLlama q/o 128x2048x2048ᵀ", 128, 2048, 2048, true, ""},
+		{"TinyLlama k/v 128x256x2048ᵀ", 128, 256, 2048, true, ""},
+		{"TinyLlama w1/w3 128x5632x2048ᵀ", 128, 5632, 2048, true, ""},
+		{"TinyLlama w2 128x2048x5632ᵀ", 128, 2048, 5632, true, ""},
 	}
 	if *quick {
 		shapes = []MatmulShape{
-			{"128³", 128, 128, 128, false},
-			{"decode GEMV 1x512x256ᵀ", 1, 512, 256, true},
-			{"prefill 32x256x512ᵀ", 32, 512, 256, true},
-			{"TinyLlama-ish 40x64x256ᵀ", 40, 64, 256, true},
+			{"128³", 128, 128, 128, false, ""},
+			{"decode GEMV 1x512x256ᵀ", 1, 512, 256, true, ""},
+		}
+		prefillShapes = []MatmulShape{
+			{"prefill 32x256x512ᵀ", 32, 512, 256, true, ""},
+			{"TinyLlama-ish 40x64x256ᵀ", 40, 64, 256, true, ""},
 		}
 	}
-	var tiled, few []wgsl.Tuning
-	for _, t := range append([]string{"scalar"}, wgsl.MatmulTiles...) {
-		tiled = append(tiled, wgsl.Tuning{Matmul: t})
+	if *prefillOnly {
+		shapes, *models = nil, ""
+	}
+	shapes = append(shapes, prefillShapes...)
+	for _, dt := range stored {
+		for _, s := range prefillShapes {
+			s.Name += " " + dt.String()
+			s.B = dt.String()
+			shapes = append(shapes, s)
+		}
+	}
+	tiles := append([]string{"scalar"}, wgsl.MatmulTiles...)
+	if *tileList != "" {
+		tiles = strings.Split(*tileList, ";")
+	}
+	var tiled []wgsl.Tuning
+	for _, t := range tiles {
+		t = strings.TrimSpace(t)
+		if err := wgsl.ValidMatmulTile(t); err != nil {
+			return err
+		}
+		tu := wgsl.Tuning{Matmul: t}
+		if strings.Contains(t, ",") {
+			tu.MatmulMinGroups = *minGroups
+		}
+		tiled = append(tiled, tu)
 	}
 	tiled = append(tiled, defaults)
-	for _, t := range []string{"scalar", "128x128x8/8x8+p", "64x64x16/4x4+p", "32x64x16/4x4+p", "32x32x16/4x4+p"} {
-		few = append(few, wgsl.Tuning{Matmul: t})
-	}
-	few = append(few, defaults)
 	gemv := []wgsl.Tuning{{GEMVUnroll: 1}, {GEMVUnroll: 2}, {GEMVUnroll: 4}, {GEMVLanes: 64, GEMVUnroll: 1}, {GEMVLanes: 64, GEMVUnroll: 2}, {GEMVLanes: 16, GEMVUnroll: 4}, defaults}
 	if *onlyDefaults {
-		tiled, few, gemv = []wgsl.Tuning{defaults}, []wgsl.Tuning{defaults}, []wgsl.Tuning{defaults}
+		tiled, gemv = []wgsl.Tuning{defaults}, []wgsl.Tuning{defaults}
 	}
 	for _, s := range shapes {
 		vs := tiled
-		switch {
-		case s.M == 1:
+		if s.M == 1 {
 			vs = gemv
-		case strings.HasPrefix(s.Name, "TinyLlama"):
-			vs = few
 		}
 		r := MatmulResult{Shape: s}
 		in, err := newMatmulInputs(dev, s)
@@ -297,8 +331,15 @@ func runCmd(args []string) error {
 			return fmt.Errorf("matmul %s: %w", s.Name, err)
 		}
 		for _, tu := range vs {
-			dev.SetTuning(tu)
-			v := measureMatmul(dev, s, in)
+			var v Variant
+			// A single blocking over the device's limits would measure
+			// the scalar kernel under the blocking's name.
+			if t := tu.Matmul; t != "" && t != "scalar" && !strings.Contains(t, ",") && !wgsl.MatmulTileFits(t, dev.Limits()) {
+				v.Err = "over the device's workgroup limits"
+			} else {
+				dev.SetTuning(tu)
+				v = measureMatmul(dev, s, in)
+			}
 			v.Tuning = tuningString(tu, 0, 0)
 			if tu == defaults {
 				v.Tuning = "defaults: " + v.Tuning
@@ -312,6 +353,7 @@ func runCmd(args []string) error {
 		in.free(dev)
 		r.Before = r.Variants[0]
 		r.Default = r.Variants[len(r.Variants)-1]
+		logf("matmul %s: best %s, %.0f GFLOP/s (%.1f us); the defaults %.0f GFLOP/s", s.Name, r.Best.Tuning, r.Best.GFLOPS, r.Best.Seconds*1e6, r.Default.GFLOPS)
 		res.Matmul = append(res.Matmul, r)
 		if err := save(); err != nil {
 			return err
@@ -383,6 +425,7 @@ func runCmd(args []string) error {
 // webgpu device (WGSL on wgpu) and the vulkan one (SPIR-V on Vulkan).
 type gpuDevice interface {
 	runtime.Device
+	Limits() wgsl.Limits
 	Tuning() wgsl.Tuning
 	SetTuning(wgsl.Tuning)
 	MaxBatch() int
@@ -434,12 +477,40 @@ func logf(format string, args ...any) {
 	fmt.Fprintf(os.Stderr, "%s "+format+"\n", append([]any{time.Now().Format("15:04:05")}, args...)...)
 }
 
+// parseDTypes parses -weights: storage dtypes b may have.
+func parseDTypes(list string) ([]ir.DType, error) {
+	var out []ir.DType
+	for _, f := range strings.Split(list, ",") {
+		if f = strings.ToLower(strings.TrimSpace(f)); f == "" {
+			continue
+		}
+		dt, err := ir.ParseDType(f)
+		if err != nil {
+			return nil, fmt.Errorf("-weights: %w", err)
+		}
+		if dt != ir.F16 && !slices.Contains(quant.Encodes, dt) {
+			return nil, fmt.Errorf("-weights: %s: only f16 and the block formats tensor/quant encodes (%v)", dt, quant.Encodes)
+		}
+		out = append(out, dt)
+	}
+	return out, nil
+}
+
+// bDType is the dtype b of shape s is stored in.
+func (s MatmulShape) bDType() ir.DType {
+	if s.B == "" {
+		return ir.F32
+	}
+	dt, _ := ir.ParseDType(s.B) // made by the run from parseDTypes' names
+	return dt
+}
+
 // matmulNode is a one-node matmul over inputs of the shape's types.
 func matmulNode(s MatmulShape) (*ir.Node, []ir.Type, error) {
 	at := ir.T(ir.F32, ir.S(int64(s.M), int64(s.K)))
-	bt := ir.T(ir.F32, ir.S(int64(s.K), int64(s.N)))
+	bt := ir.T(s.bDType(), ir.S(int64(s.K), int64(s.N)))
 	if s.T {
-		bt = ir.T(ir.F32, ir.S(int64(s.N), int64(s.K)))
+		bt = ir.T(s.bDType(), ir.S(int64(s.N), int64(s.K)))
 	}
 	attrs := ir.Attrs{"transpose_b": ir.BoolAttr(s.T)}
 	outs, na, err := ir.InferTypes(ir.OpMatmul, []ir.Type{at, bt}, attrs)
@@ -480,15 +551,38 @@ func newMatmulInputs(dev gpuDevice, s MatmulShape) (*matmulInputs, error) {
 		bShape = []int{s.N, s.K}
 	}
 	in.b = randTensor(r, bShape...)
+	up := in.b
+	if dt := s.bDType(); dt != ir.F32 {
+		// b as a weight file stores it; the check multiplies by what
+		// it decodes to.
+		var err error
+		if up, err = storedAs(in.b, dt); err != nil {
+			return nil, err
+		}
+		in.b = up.Convert(ir.F32)
+	}
 	var err error
 	if in.ab, err = dev.Upload(in.a); err != nil {
 		return nil, err
 	}
-	if in.bb, err = dev.Upload(in.b); err != nil {
+	if in.bb, err = dev.Upload(up); err != nil {
 		dev.Free(in.ab)
 		return nil, err
 	}
 	return in, nil
+}
+
+// storedAs encodes f32 t in storage dtype dt: f16, or a block format as
+// ggml's reference quantizers do.
+func storedAs(t *tensor.Tensor, dt ir.DType) (*tensor.Tensor, error) {
+	if !dt.IsBlock() {
+		return t.Convert(dt), nil
+	}
+	raw, err := quant.Quantize(dt, t.Float32s())
+	if err != nil {
+		return nil, err
+	}
+	return tensor.FromBytes(dt, t.Shape, raw)
 }
 
 func (in *matmulInputs) free(dev gpuDevice) {

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/tapml/tapml/codegen/wgsl"
 	"github.com/tapml/tapml/runtime/llm"
 	"github.com/tapml/tapml/runtime/vulkan"
 )
@@ -30,15 +31,36 @@ func profileCmd(args []string) error {
 	prefill := fs.Int("prefill", 128, "prompt tokens")
 	decode := fs.Int("decode", 32, "decode steps profiled")
 	rows := fs.Int("rows", 25, "rows of each table")
+	matmul := fs.String("matmul", "", "the device's Tuning.Matmul instead of its default (a blocking or a comma list, see wgsl.MatmulTiles)")
+	minGroups := fs.Int("min-groups", 0, "with -matmul: Tuning.MatmulMinGroups (0 keeps the device's)")
 	fs.Parse(args)
 	if *model == "" || *prefill < 1 || *decode < 1 || *rows < 1 {
 		return fmt.Errorf("profile: -model is required; -prefill, -decode and -rows must be positive")
+	}
+	if err := wgsl.ValidMatmulTile(*matmul); err != nil {
+		return fmt.Errorf("profile: -matmul: %w", err)
 	}
 	tm, err := openTapml("vulkan", *model, *prefill+2*(*decode)+16)
 	if err != nil {
 		return err
 	}
 	defer tm.close()
+	if *matmul != "" {
+		d, ok := tm.dev.(interface {
+			Tuning() wgsl.Tuning
+			SetTuning(wgsl.Tuning)
+		})
+		if !ok {
+			return fmt.Errorf("profile: %s has no tuning to set", tm.dev.Name())
+		}
+		tu := d.Tuning()
+		tu.Matmul = *matmul
+		if *minGroups > 0 {
+			tu.MatmulMinGroups = *minGroups
+		}
+		d.SetTuning(tu)
+		logf("matmul tuning: %s (first with >= %d groups)", tu.Matmul, tu.MatmulMinGroups)
+	}
 	p, ok := tm.dev.(profiler)
 	if !ok {
 		return fmt.Errorf("profile: %s cannot time commands", tm.dev.Name())

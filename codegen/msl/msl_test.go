@@ -25,7 +25,7 @@ var smallLimits = Limits{MaxThreadsPerThreadgroup: 64, MaxThreadgroupMemory: 819
 // one, the discrete GPUs' one and others that select every matmul variant.
 var tunings = []wgsl.Tuning{{}, wgsl.DiscreteTuning(),
 	{Matmul: "64x64x16/4x4+d,32x32x16/4x4", GEMVUnroll: 4, GEMVLanes: 64},
-	{Matmul: "128x64x16/8x4", GEMVUnroll: 2}}
+	{Matmul: "128x64x16/8x4", GEMVUnroll: 2}, {Matmul: "32x32x16/4x4+p+t*4"}}
 
 func generate(t testing.TB, c kerneltest.Case, opts Options) (*codegen.Kernel, error) {
 	t.Helper()

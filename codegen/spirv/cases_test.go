@@ -233,6 +233,13 @@ func testCases() []testCase {
 	add(testCase{op: ir.OpTransfer, in: []ir.Type{f32(5, 3)}, attrs: ir.Attrs{"from": ir.StringAttr("source"), "to": ir.StringAttr("target")}})
 	nnCases(add)
 	llmCases(add)
+	// Tiled products the K-sliced tunings take (last: the cases before
+	// keep their random inputs): stored f16, Q4_K and Q4_0 (with the
+	// addend), batch dims, K over several slices' steps.
+	add(testCase{op: ir.OpMatmul, in: []ir.Type{f32(33, 512), st(ir.Q4_K, 20, 512)}, attrs: tb})
+	add(testCase{op: ir.OpMatmul, in: []ir.Type{f32(2, 19, 72), st(ir.F16, 12, 72)}, attrs: tb})
+	add(testCase{op: ir.OpMatmul, in: []ir.Type{f32(21, 100), f32(8, 100)}, attrs: tb})
+	add(testCase{op: ir.OpMatmul, in: []ir.Type{f32(24, 96), st(ir.Q4_0, 20, 96), f32(24, 20)}, attrs: tb})
 	return cs
 }
 

@@ -5,6 +5,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 
@@ -292,6 +293,7 @@ func TestDeviceTunings(t *testing.T) {
 		}
 	}
 	seen := map[string]bool{}
+	sliced := 0
 	for i, tu := range tunings {
 		for _, c := range cases {
 			n, outs := c.fullNode(t)
@@ -303,6 +305,9 @@ func TestDeviceTunings(t *testing.T) {
 				continue
 			}
 			seen[string(k.Source)] = true
+			if w, err := wgsl.Generate(n, c.in, outs, Options{Limits: kernelLimits(g), Tuning: tu}); err == nil && strings.Contains(string(w.Source), "if (slice != 0u)") {
+				sliced++
+			}
 			in := c.inputs(r)
 			want, err := reference(n, outs, in)
 			if err != nil {
@@ -317,7 +322,10 @@ func TestDeviceTunings(t *testing.T) {
 			}
 		}
 	}
-	t.Logf("%d distinct matmul kernels", len(seen))
+	t.Logf("%d distinct matmul kernels, %d with K split among slices", len(seen), sliced)
+	if sliced == 0 {
+		t.Errorf("no kernel split K among slices: the sliced tunings did not fit the device")
+	}
 }
 
 // TestDeviceFaults checks that the faults are detectable: for every op a

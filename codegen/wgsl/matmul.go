@@ -758,19 +758,36 @@ func (g *gen) tiled(s mmShape, nb int) (*codegen.Kernel, error) {
 type vecTile struct {
 	bm, bn, bk, tm, tn int
 	prefetch, double   bool
+	// rows4: an invocation loads a vec4 along K of 4 consecutive rows
+	// and stores them transposed, 4 vec4 (else one vec4, stored as 4
+	// scalars).
+	rows4 bool
+	// slices is the number of parts of K the workgroup's invocations
+	// split among them (1: no split): a power of two.
+	slices int
 }
 
-// parseVecTile parses "BMxBNxBK/TMxTN[+p|+d]".
+// parseVecTile parses "BMxBNxBK/TMxTN[+p|+d][+t][*S]".
 func parseVecTile(s string) (vecTile, error) {
-	var v vecTile
+	v := vecTile{slices: 1}
+	bad := fmt.Errorf("matmul tile %q: want BMxBNxBK/TMxTN[+p|+d][+t][*S]", s)
 	body := s
-	if b, ok := strings.CutSuffix(s, "+p"); ok {
+	if b, sl, ok := strings.Cut(s, "*"); ok {
+		n, err := strconv.Atoi(sl)
+		if err != nil || n < 1 || n > 64 || n&(n-1) != 0 {
+			return v, fmt.Errorf("matmul tile %q: the K slices S must be a power of two up to 64", s)
+		}
+		body, v.slices = b, n
+	}
+	if b, ok := strings.CutSuffix(body, "+t"); ok {
+		body, v.rows4 = b, true
+	}
+	if b, ok := strings.CutSuffix(body, "+p"); ok {
 		body, v.prefetch = b, true
-	} else if b, ok := strings.CutSuffix(s, "+d"); ok {
+	} else if b, ok := strings.CutSuffix(body, "+d"); ok {
 		body, v.prefetch, v.double = b, true, true
 	}
 	blk, thr, ok := strings.Cut(body, "/")
-	bad := fmt.Errorf("matmul tile %q: want BMxBNxBK/TMxTN[+p|+d]", s)
 	if !ok {
 		return v, bad
 	}
@@ -803,12 +820,20 @@ func parseVecTile(s string) (vecTile, error) {
 
 // MatmulTiles are the candidate blockings of Tuning.Matmul and
 // Tuning.MatmulMedium that bench/gpu measures (and the tests check).
+// Those with K slices (*S) are for products whose output is too small to
+// fill a large GPU with one invocation per register block (prefill's
+// M = 128 rows); +t trades scalar stores into workgroup memory for
+// vec4 ones.
 var MatmulTiles = []string{
 	"32x32x16/4x4+p", "32x64x16/4x4+p",
 	"64x64x16/4x4", "64x64x16/4x4+p", "64x64x16/4x4+d",
 	"128x64x16/8x4+p", "128x64x16/8x4+d",
 	"128x128x8/8x8", "128x128x8/8x8+p", "128x128x8/8x8+d",
 	"128x128x16/8x8+p", "128x128x16/8x8+d",
+	"128x128x8/8x8+p+t",
+	"32x32x16/4x4+p*4", "32x32x16/4x4+p+t*4", "32x32x16/4x4+d*4", "32x32x8/4x4+p*8",
+	"32x64x16/4x4+p*2", "32x64x8/8x8+p*8", "64x64x16/8x8+p*4", "128x32x8/8x4+p*4",
+	"128x16x8/8x4+p*8", "16x16x16/4x4+p*8", "16x16x16/4x4+p+t*8", "16x16x16/4x4+p*16",
 }
 
 // ValidMatmulTile reports whether s is a value Tuning.Matmul accepts.
@@ -824,26 +849,49 @@ func ValidMatmulTile(s string) error {
 	return nil
 }
 
-func (v vecTile) threads() int { return (v.bm / v.tm) * (v.bn / v.tn) }
+// sliceThreads is the number of invocations of one K slice.
+func (v vecTile) sliceThreads() int { return (v.bm / v.tm) * (v.bn / v.tn) }
+
+func (v vecTile) threads() int { return v.slices * v.sliceThreads() }
 
 func (v vecTile) groups(s mmShape, nb int) int {
 	return ceilDiv(s.n, v.bn) * ceilDiv(s.m, v.bm) * nb
 }
 
+// tileWords is the size, in vec4, of the kernel's workgroup array: every
+// slice's tiles of a and b (two of each when double buffered), or the
+// partial sums of half the slices, whichever is larger.
+func (v vecTile) tileWords() int {
+	bufs := 1
+	if v.double {
+		bufs = 2
+	}
+	return max(v.slices*bufs*(v.bm+v.bn)*v.bk/4, v.slices/2*v.bm*v.bn/4)
+}
+
 // fits reports whether the vec4 kernel of blocking v can run shape s.
 func (g *gen) fits(s mmShape, v vecTile) bool {
-	t := v.threads()
-	smem := (v.bm + v.bn) * v.bk * 4
-	if v.double {
-		smem *= 2
-	}
-	return s.k > 0 && s.k%4 == 0 && s.n%4 == 0 && s.m > 16 &&
-		t <= min(g.lim.MaxInvocationsPerWorkgroup, g.lim.MaxWorkgroupSizeX) &&
-		(v.bm*v.bk/4)%t == 0 && (v.bn*v.bk/4)%t == 0 && smem <= g.lim.MaxWorkgroupStorageSize
+	return s.k > 0 && s.k%4 == 0 && s.n%4 == 0 && s.m > 16 && v.fitsLimits(g.lim)
+}
+
+// fitsLimits reports whether the kernel of blocking v is within the
+// device limits lim (with defaults).
+func (v vecTile) fitsLimits(lim Limits) bool {
+	return v.threads() <= min(lim.MaxInvocationsPerWorkgroup, lim.MaxWorkgroupSizeX) &&
+		v.tileWords()*16 <= lim.MaxWorkgroupStorageSize
+}
+
+// MatmulTileFits reports whether the blocking tile (one of a Tuning.Matmul
+// list) can run on a device of limits lim: where it cannot, products take
+// the next one of the list, or the scalar kernel.
+func MatmulTileFits(tile string, lim Limits) bool {
+	v, err := parseVecTile(tile)
+	return err == nil && v.fitsLimits(lim.withDefaults())
 }
 
 // pickVec chooses the vec4 kernel's blocking from the tuning, if any fits:
-// the first of the list whose grid is large enough, else the last that fits.
+// the first of the list whose grid is large enough (each K slice counting
+// as a workgroup), else the last that fits.
 func (g *gen) pickVec(s mmShape, nb int) (vecTile, bool) {
 	if g.fault != "" || g.tune.Matmul == "" || g.tune.Matmul == "scalar" {
 		return vecTile{}, false
@@ -855,7 +903,7 @@ func (g *gen) pickVec(s mmShape, nb int) (vecTile, bool) {
 		if err != nil || !g.fits(s, v) {
 			continue
 		}
-		if v.groups(s, nb) >= g.tune.MatmulMinGroups {
+		if v.groups(s, nb)*v.slices >= g.tune.MatmulMinGroups {
 			return v, true
 		}
 		last, found = v, true
@@ -863,20 +911,54 @@ func (g *gen) pickVec(s mmShape, nb int) (vecTile, bool) {
 	return last, found
 }
 
-// tiledVec is the vec4 tiled kernel. A workgroup of (BM/TM)·(BN/TN)
-// invocations computes a BM×BN block of the output. Per step of BK, every
-// invocation loads BM·BK/4/T vec4 of a (along K) and as many of b into
-// registers, and stores them into workgroup memory K-major (As[k][m],
-// Bs[k][n], as vec4 of 4 consecutive m or n). Invocation (tx, ty) owns
-// rows 4·(r·WY + ty) + 0..3 and columns 4·(c·WX + tx) + 0..3 for
-// r < TM/4, c < TN/4: its reads of workgroup memory are vec4, broadcast
-// along a and consecutive along b. With prefetch, the next step's global
-// loads are issued before the arithmetic of this one; with double, the
-// stores go to the other of two buffers, leaving one barrier per step.
+// tiledVec is the vec4 tiled kernel. A workgroup computes a BM×BN block of
+// the output; its invocations form S slices of T = (BM/TM)·(BN/TN), slice
+// s taking the steps s, s+S, s+2S, ... of BK along K. Per step, the
+// invocations of a slice load the step's BM·BK/4 vec4 of a (along K) and
+// as many of b into registers (a stored b is decoded there, once per
+// workgroup), and store them into the slice's part of workgroup memory
+// K-major (As[k][m], Bs[k][n], as vec4 of 4 consecutive m or n). Invocation
+// (tx, ty) of a slice owns rows 4·(r·WY + ty) + 0..3 and columns
+// 4·(c·WX + tx) + 0..3 for r < TM/4, c < TN/4: its reads of workgroup
+// memory are vec4, broadcast along a and consecutive along b. With
+// prefetch, the next step's global loads are issued before the arithmetic
+// of this one; with double, the stores go to the other of two buffers,
+// leaving one barrier per step. Slices multiply the invocations working on
+// a small output (a GPU hides latency with many of them); at the end a
+// tree in workgroup memory adds their sums, always in the same order.
 func (g *gen) tiledVec(s mmShape, nb int, v vecTile) (*codegen.Kernel, error) {
-	t := v.threads()
+	t, ts := v.threads(), v.sliceThreads()
 	wx, wy := v.bn/v.tn, v.bm/v.tm
-	la, lb := v.bm*v.bk/4/t, v.bn*v.bk/4/t
+	// Each step, a slice loads na items of a and nbv of b (an item: a
+	// vec4 along K of each of rows consecutive rows; for b not
+	// transposed, one vec4 along N): la and lb per invocation, the last
+	// of them only by the first invocations where T does not divide the
+	// count.
+	rows := 1
+	if v.rows4 {
+		rows = 4
+	}
+	na, nbv := v.bm/rows*v.bk/4, v.bn*v.bk/4
+	if s.transpose {
+		nbv = v.bn / rows * v.bk / 4
+	}
+	la, lb := ceilDiv(na, ts), ceilDiv(nbv, ts)
+	// reg is the register of row q of item e of operand x (a or b).
+	reg := func(x string, e, q int) string {
+		if rows == 1 {
+			return fmt.Sprintf("r%s%d", x, e)
+		}
+		return fmt.Sprintf("r%s%d_%d", x, e, q)
+	}
+	guard := func(e, count int, body func()) {
+		if (e+1)*ts <= count {
+			body()
+			return
+		}
+		g.p("    if (lt < %du) {", count-e*ts)
+		body()
+		g.p("    }")
+	}
 	bkv := v.bk / 4
 	grid := [3]int{ceilDiv(s.n, v.bn), ceilDiv(s.m, v.bm), nb}
 	if s.n == 0 || s.m == 0 || nb == 0 {
@@ -895,87 +977,142 @@ func (g *gen) tiledVec(s mmShape, nb int, v vecTile) (*codegen.Kernel, error) {
 	}
 	g.bindAddend("vec4<f32>")
 	g.bind("out0", codegen.Write, g.out[0], "vec4<f32>", -1, 0)
-	g.p("// vec4 tiled matmul %dx%dx%d/%dx%d prefetch=%v double=%v", v.bm, v.bn, v.bk, v.tm, v.tn, v.prefetch, v.double)
+	g.p("// vec4 tiled matmul %dx%dx%d/%dx%d prefetch=%v double=%v rows4=%v slices=%d", v.bm, v.bn, v.bk, v.tm, v.tn, v.prefetch, v.double, v.rows4, v.slices)
 	g.p("const M: u32 = %du;", s.m)
 	g.p("const N: u32 = %du;", s.n)
 	g.p("const K: u32 = %du;", s.k)
 	g.p("const NV: u32 = %du; // N / 4", s.n/4)
 	g.p("const KV: u32 = %du; // K / 4", s.k/4)
 	g.p("const BK: u32 = %du;", v.bk)
+	g.p("const S: u32 = %du; // slices of K", v.slices)
+	g.p("const T: u32 = %du; // invocations per slice", ts)
+	g.p("const STEPS: u32 = %du; // steps of BK per slice", ceilDiv(ceilDiv(s.k, v.bk), v.slices))
 	g.p("const AS: u32 = %du; // vec4 per buffer of As", v.bk*v.bm/4)
 	g.p("const BS: u32 = %du; // vec4 per buffer of Bs", v.bk*v.bn/4)
-	g.p("var<workgroup> As: array<vec4<f32>, %d>; // [buf][BK][BM/4]", bufs*v.bk*v.bm/4)
-	g.p("var<workgroup> Bs: array<vec4<f32>, %d>; // [buf][BK][BN/4]", bufs*v.bk*v.bn/4)
+	// As and Bs of every slice, then the partial sums, share one array.
+	g.p("var<workgroup> tiles: array<vec4<f32>, %d>; // As [S][buf][BK][BM/4], Bs [S][buf][BK][BN/4]", v.tileWords())
 	g.entry([3]int{t, 1, 1})
 	g.batchOffsets(s, 4)
-	g.p("  let tx = li %% %du;", wx)
-	g.p("  let ty = li / %du;", wx)
+	if v.slices > 1 {
+		g.p("  let lt = li %% T;")
+		g.p("  let slice = li / T;")
+	} else {
+		g.p("  let lt = li;")
+		g.p("  let slice = 0u; // constant: the slice arithmetic folds away")
+	}
+	g.p("  let tx = lt %% %du;", wx)
+	g.p("  let ty = lt / %du;", wx)
 	g.p("  let m0 = wid.y * %du;", v.bm)
 	g.p("  let n0 = wid.x * %du;", v.bn)
-	// Per-invocation load coordinates, fixed over the K loop.
+	g.p("  let sa = slice * %du; // this slice's As", bufs*v.bk*v.bm/4)
+	g.p("  let sb = %du + slice * %du; // and Bs", v.slices*bufs*v.bk*v.bm/4, bufs*v.bk*v.bn/4)
+	// Per-invocation load coordinates, fixed over the K loop: am, bn
+	// count items (of b's columns when not transposed, vec4).
 	for e := 0; e < la; e++ {
-		g.p("  let am%d = (li + %du) / %du; let ak%d = (li + %du) %% %du;", e, e*t, bkv, e, e*t, bkv)
-		g.p("  var ra%d = vec4<f32>(0.0f);", e)
+		g.p("  let am%d = (lt + %du) / %du; let ak%d = (lt + %du) %% %du;", e, e*ts, bkv, e, e*ts, bkv)
+		for q := 0; q < rows; q++ {
+			g.p("  var %s = vec4<f32>(0.0f);", reg("a", e, q))
+		}
 	}
 	for e := 0; e < lb; e++ {
 		if s.transpose {
-			g.p("  let bn%d = (li + %du) / %du; let bk%d = (li + %du) %% %du;", e, e*t, bkv, e, e*t, bkv)
+			g.p("  let bn%d = (lt + %du) / %du; let bk%d = (lt + %du) %% %du;", e, e*ts, bkv, e, e*ts, bkv)
+			for q := 0; q < rows; q++ {
+				g.p("  var %s = vec4<f32>(0.0f);", reg("b", e, q))
+			}
 		} else {
-			g.p("  let bk%d = (li + %du) / %du; let bn%d = (li + %du) %% %du;", e, e*t, v.bn/4, e, e*t, v.bn/4)
+			g.p("  let bk%d = (lt + %du) / %du; let bn%d = (lt + %du) %% %du;", e, e*ts, v.bn/4, e, e*ts, v.bn/4)
+			g.p("  var rb%d = vec4<f32>(0.0f);", e)
 		}
-		g.p("  var rb%d = vec4<f32>(0.0f);", e)
 	}
+	var accs []string
 	for i := 0; i < v.tm; i++ {
 		for c := 0; c < v.tn/4; c++ {
+			accs = append(accs, fmt.Sprintf("c%d_%d", i, c))
 			g.p("  var c%d_%d = vec4<f32>(0.0f);", i, c)
 		}
 	}
+	// row is the tile row of row q of the item whose index is idx.
+	row := func(idx string, q int) string {
+		if rows == 1 {
+			return idx
+		}
+		return fmt.Sprintf("%s * 4u + %du", idx, q)
+	}
+	// loadB reads the invocation's e-th item of b's step at element k0 of K.
+	loadB := func(e int, k0 string) {
+		if !s.transpose {
+			g.p("    { let gk = %s + bk%d; let gn = n0 / 4u + bn%d;", k0, e, e)
+			g.p("      rb%d = vec4<f32>(0.0f); if (gk < K && gn < NV) { rb%d = in1[bb + gk * NV + gn]; } }", e, e)
+			return
+		}
+		for q := 0; q < rows; q++ {
+			r := reg("b", e, q)
+			g.p("    { let gn = n0 + %s; let gk = %s / 4u + bk%d;", row(fmt.Sprintf("bn%d", e), q), k0, e)
+			g.p("      %s = vec4<f32>(0.0f);", r)
+			if isStoredB {
+				g.p("      if (gn < N && gk < KV) {")
+				g.p("        %s = %s;", r, g.unit4(sb, "bb * 4u + (gn * KV + gk) * 4u", "        "))
+				g.p("      }")
+			} else {
+				g.p("      if (gn < N && gk < KV) { %s = in1[bb + gn * KV + gk]; }", r)
+			}
+			g.p("    }")
+		}
+	}
+	// load reads the step at element k0 of K (k0 past K loads zeros).
 	load := func(k0 string) {
 		for e := 0; e < la; e++ {
-			g.p("    { let gm = m0 + am%d; let gk = %s / 4u + ak%d;", e, k0, e)
-			g.p("      ra%d = vec4<f32>(0.0f); if (gm < M && gk < KV) { ra%d = in0[ab + gm * KV + gk]; } }", e, e)
+			guard(e, na, func() {
+				for q := 0; q < rows; q++ {
+					r := reg("a", e, q)
+					g.p("    { let gm = m0 + %s; let gk = %s / 4u + ak%d;", row(fmt.Sprintf("am%d", e), q), k0, e)
+					g.p("      %s = vec4<f32>(0.0f); if (gm < M && gk < KV) { %s = in0[ab + gm * KV + gk]; } }", r, r)
+				}
+			})
 		}
 		for e := 0; e < lb; e++ {
-			if s.transpose && isStoredB {
-				g.p("    { let gn = n0 + bn%d; let gk = %s / 4u + bk%d;", e, k0, e)
-				g.p("      rb%d = vec4<f32>(0.0f);", e)
-				g.p("      if (gn < N && gk < KV) {")
-				g.p("        rb%d = %s;", e, g.unit4(sb, "bb * 4u + (gn * KV + gk) * 4u", "        "))
-				g.p("      }")
-				g.p("    }")
-			} else if s.transpose {
-				g.p("    { let gn = n0 + bn%d; let gk = %s / 4u + bk%d;", e, k0, e)
-				g.p("      rb%d = vec4<f32>(0.0f); if (gn < N && gk < KV) { rb%d = in1[bb + gn * KV + gk]; } }", e, e)
-			} else {
-				g.p("    { let gk = %s + bk%d; let gn = n0 / 4u + bn%d;", k0, e, e)
-				g.p("      rb%d = vec4<f32>(0.0f); if (gk < K && gn < NV) { rb%d = in1[bb + gk * NV + gn]; } }", e, e)
-			}
+			guard(e, nbv, func() { loadB(e, k0) })
 		}
 	}
 	comps := []string{"x", "y", "z", "w"}
-	store := func(buf string) {
-		for e := 0; e < la; e++ {
-			for c := 0; c < 4; c++ {
-				g.p("    As[%s * AS + (ak%d * 4u + %du) * %du + am%d / 4u][am%d %% 4u] = ra%d.%s;", buf, e, c, v.bm/4, e, e, e, comps[c])
+	// storeT stores item e of operand x (at base, with row stride, of
+	// item row index idx and K chunk kc): component c of each row goes to
+	// row 4·kc + c of the tile, as one vec4 of 4 rows' elements, or as
+	// scalars.
+	storeT := func(x string, e int, base, idx, kc string, stride int) {
+		for c := 0; c < 4; c++ {
+			if rows == 4 {
+				g.p("    tiles[%s + (%s * 4u + %du) * %du + %s] = vec4<f32>(%s.%s, %s.%s, %s.%s, %s.%s);", base, kc, c, stride, idx,
+					reg(x, e, 0), comps[c], reg(x, e, 1), comps[c], reg(x, e, 2), comps[c], reg(x, e, 3), comps[c])
+			} else {
+				g.p("    tiles[%s + (%s * 4u + %du) * %du + %s / 4u][%s %% 4u] = %s.%s;", base, kc, c, stride, idx, idx, reg(x, e, 0), comps[c])
 			}
 		}
+	}
+	store := func(buf string) {
+		for e := 0; e < la; e++ {
+			guard(e, na, func() {
+				storeT("a", e, "sa + "+buf+" * AS", fmt.Sprintf("am%d", e), fmt.Sprintf("ak%d", e), v.bm/4)
+			})
+		}
 		for e := 0; e < lb; e++ {
-			if s.transpose {
-				for c := 0; c < 4; c++ {
-					g.p("    Bs[%s * BS + (bk%d * 4u + %du) * %du + bn%d / 4u][bn%d %% 4u] = rb%d.%s;", buf, e, c, v.bn/4, e, e, e, comps[c])
+			guard(e, nbv, func() {
+				if s.transpose {
+					storeT("b", e, "sb + "+buf+" * BS", fmt.Sprintf("bn%d", e), fmt.Sprintf("bk%d", e), v.bn/4)
+				} else {
+					g.p("    tiles[sb + %s * BS + bk%d * %du + bn%d] = rb%d;", buf, e, v.bn/4, e, e)
 				}
-			} else {
-				g.p("    Bs[%s * BS + bk%d * %du + bn%d] = rb%d;", buf, e, v.bn/4, e, e)
-			}
+			})
 		}
 	}
 	compute := func(buf string) {
 		for kk := 0; kk < v.bk; kk++ {
 			for r := 0; r < v.tm/4; r++ {
-				g.p("    let a%d_%d = As[%s * AS + %du + ty];", kk, r, buf, kk*v.bm/4+r*wy)
+				g.p("    let a%d_%d = tiles[sa + %s * AS + %du + ty];", kk, r, buf, kk*v.bm/4+r*wy)
 			}
 			for c := 0; c < v.tn/4; c++ {
-				g.p("    let b%d_%d = Bs[%s * BS + %du + tx];", kk, c, buf, kk*v.bn/4+c*wx)
+				g.p("    let b%d_%d = tiles[sb + %s * BS + %du + tx];", kk, c, buf, kk*v.bn/4+c*wx)
 			}
 			for i := 0; i < v.tm; i++ {
 				for c := 0; c < v.tn/4; c++ {
@@ -984,16 +1121,19 @@ func (g *gen) tiledVec(s mmShape, nb int, v vecTile) (*codegen.Kernel, error) {
 			}
 		}
 	}
+	// The loops run STEPS times in every slice (a barrier needs uniform
+	// control flow); a slice's step past K loads zeros.
+	const first, next = "(slice * BK)", "((it + 1u) * S + slice) * BK"
 	switch {
 	case v.double:
-		load("0u")
+		load(first)
 		store("0u")
 		g.p("  workgroupBarrier();")
 		g.p("  var cur = 0u;")
-		g.p("  for (var k0 = 0u; k0 < K; k0 += BK) {")
-		g.p("    let more = k0 + BK < K;")
+		g.p("  for (var it = 0u; it < STEPS; it++) {")
+		g.p("    let more = it + 1u < STEPS;")
 		g.p("    if (more) {")
-		load("(k0 + BK)")
+		load(next)
 		g.p("    }")
 		compute("cur")
 		g.p("    if (more) {")
@@ -1003,24 +1143,46 @@ func (g *gen) tiledVec(s mmShape, nb int, v vecTile) (*codegen.Kernel, error) {
 		g.p("    cur = 1u - cur;")
 		g.p("  }")
 	case v.prefetch:
-		load("0u")
-		g.p("  for (var k0 = 0u; k0 < K; k0 += BK) {")
+		load(first)
+		g.p("  for (var it = 0u; it < STEPS; it++) {")
 		store("0u")
 		g.p("    workgroupBarrier();")
-		g.p("    if (k0 + BK < K) {")
-		load("(k0 + BK)")
+		g.p("    if (it + 1u < STEPS) {")
+		load(next)
 		g.p("    }")
 		compute("0u")
 		g.p("    workgroupBarrier();")
 		g.p("  }")
 	default:
-		g.p("  for (var k0 = 0u; k0 < K; k0 += BK) {")
-		load("k0")
+		g.p("  for (var it = 0u; it < STEPS; it++) {")
+		load("((it * S + slice) * BK)")
 		store("0u")
 		g.p("    workgroupBarrier();")
 		compute("0u")
 		g.p("    workgroupBarrier();")
 		g.p("  }")
+	}
+	// The tree over slices: the upper half of the live slices writes its
+	// sums (after the loop's last barrier, tiles is free), the lower half
+	// adds them.
+	for h := v.slices / 2; h >= 1; h /= 2 {
+		g.p("  if (slice >= %du && slice < %du) {", h, 2*h)
+		for i, c := range accs {
+			g.p("    tiles[((slice - %du) * %du + %du) * T + lt] = %s;", h, len(accs), i, c)
+		}
+		g.p("  }")
+		g.p("  workgroupBarrier();")
+		g.p("  if (slice < %du) {", h)
+		for i, c := range accs {
+			g.p("    %s = %s + tiles[(slice * %du + %du) * T + lt];", c, c, len(accs), i)
+		}
+		g.p("  }")
+		if h > 1 {
+			g.p("  workgroupBarrier();")
+		}
+	}
+	if v.slices > 1 {
+		g.p("  if (slice != 0u) { return; }")
 	}
 	g.p("  let ob = wid.z * M * NV;")
 	for r := 0; r < v.tm/4; r++ {

@@ -98,10 +98,15 @@ type Tuning struct {
 	// tile's global loads are issued before the current tile's arithmetic)
 	// or "+d" (that, and two workgroup buffers, one barrier per step),
 	// selects the vec4 kernel: vec4 loads of a and b, TMxTN outputs per
-	// invocation as vec4 rows. A comma-separated list of blockings, largest
-	// first, takes the first whose grid has at least MatmulMinGroups
-	// workgroups, else the last that fits (a large tile on a small product
-	// leaves most of a big GPU idle). Shapes no blocking can take (K or N
+	// invocation as vec4 rows. "+t" after those makes each invocation
+	// load 4 rows' vec4 and store them to workgroup memory as 4 vec4
+	// (transposed in registers) rather than one vec4 as 4 scalars. A
+	// final "*S" (S a power of two) splits K
+	// among S slices of the workgroup's invocations, whose sums are added
+	// at the end. A comma-separated list of blockings, largest first,
+	// takes the first whose grid has at least MatmulMinGroups workgroups
+	// (a slice counting as one), else the last that fits (a large tile on
+	// a small product leaves most of a big GPU idle). Shapes no blocking can take (K or N
 	// not a multiple of 4, M <= 16, limits) use the original kernel.
 	Matmul          string
 	MatmulMinGroups int
@@ -109,8 +114,12 @@ type Tuning struct {
 
 // DiscreteTuning is the tuning the webgpu device uses on GPUs that are not
 // CPU drivers, chosen from measurements on an NVIDIA H200 (bench/gpu).
+// Products too small for 264 workgroups of 32x64 (prefill's 128 rows by
+// 2048 or 256 columns) split K among slices (not yet measured: until then
+// on the reasoning that the unsliced 32x32 tile left the H200's 132 SMs
+// about four warps each).
 func DiscreteTuning() Tuning {
-	return Tuning{Matmul: "128x128x8/8x8+p,64x64x16/4x4+p,32x64x16/4x4+p,32x32x16/4x4+p", MatmulMinGroups: 264,
+	return Tuning{Matmul: "128x128x8/8x8+p,64x64x16/4x4+p,32x64x16/4x4+p,32x32x16/4x4+p*4,16x16x16/4x4+p*8", MatmulMinGroups: 264,
 		GEMVUnroll: 2, GEMVMinGroups: 400}
 }
 
