@@ -1,6 +1,8 @@
 package llm
 
 import (
+	"errors"
+
 	"github.com/tapml/tapml/runtime"
 	"github.com/tapml/tapml/tensor"
 )
@@ -64,14 +66,27 @@ func (s *Session) lookAhead(res *runtime.Buffer) (int, error) {
 }
 
 // launchAhead launches decode at s.Pos on the token in tok, then the argmax
-// of its logits, and starts that argmax's download.
+// of its logits, and starts that argmax's download. Where the device can
+// copy buffers (runtime.Copier), tok is copied into the buffer every step
+// reads its token from, so that the step replays the capture of the
+// others (runtime.Capturer); elsewhere the step reads tok itself.
 func (s *Session) launchAhead(tok *runtime.Buffer) (*aheadStep, error) {
-	pos, err := s.Exec.Upload(s.Place, tensor.ScalarInt32(int32(s.Pos)))
+	posT := tensor.ScalarInt32(int32(s.Pos))
+	st, err := s.stepBuffers()
+	if err != nil {
+		return nil, err
+	}
+	var pos *runtime.Buffer
+	if cp, ok := tok.Dev.(runtime.Copier); ok && st != nil {
+		err = errors.Join(cp.CopyBuffer(st.tok, tok), st.w.Write(st.pos, posT))
+		tok, pos = st.tok, st.pos
+	} else if pos, err = s.Exec.Upload(s.Place, posT); err == nil {
+		defer pos.Dev.Free(pos)
+	}
 	if err != nil {
 		return nil, err
 	}
 	out, err := s.call("decode", tok, pos)
-	pos.Dev.Free(pos)
 	if err != nil {
 		return nil, err
 	}

@@ -281,30 +281,47 @@ func (s *Session) forward(tokens []int) (*runtime.Buffer, error) {
 	tokT, posT := tensor.FromInt32([]int{len(ids)}, ids), tensor.ScalarInt32(int32(s.Pos))
 	var tok, pos *runtime.Buffer
 	var err error
-	if fn == "decode" && s.step != nil {
-		tok, pos = s.step.tok, s.step.pos
-		err = errors.Join(s.step.w.Write(tok, tokT), s.step.w.Write(pos, posT))
-	} else {
-		tok, pos, err = s.upload(tokT, posT)
-		if err == nil && fn == "decode" {
-			if w, ok := tok.Dev.(runtime.Writer); ok {
-				s.step = &stepArgs{w: w, tok: tok, pos: pos}
-			}
+	if fn == "decode" {
+		var st *stepArgs
+		if st, err = s.stepBuffers(); st != nil {
+			tok, pos = st.tok, st.pos
+			err = errors.Join(st.w.Write(tok, tokT), st.w.Write(pos, posT))
+		}
+	}
+	if tok == nil && err == nil {
+		if tok, pos, err = s.upload(tokT, posT); err == nil {
+			defer tok.Dev.Free(tok)
+			defer pos.Dev.Free(pos)
 		}
 	}
 	if err != nil {
 		return nil, err
 	}
 	out, err := s.call(fn, tok, pos)
-	if s.step == nil || tok != s.step.tok {
-		tok.Dev.Free(tok)
-		pos.Dev.Free(pos)
-	}
 	if err != nil {
 		return nil, err
 	}
 	s.Pos += len(tokens)
 	return out, nil
+}
+
+// stepBuffers returns the buffers every decode step's token and position
+// are written into, allocated on first use, or nil when the device cannot
+// overwrite buffers (runtime.Writer).
+func (s *Session) stepBuffers() (*stepArgs, error) {
+	if s.step != nil {
+		return s.step, nil
+	}
+	w, ok := s.Exec.Device(s.Place).(runtime.Writer)
+	if !ok {
+		return nil, nil
+	}
+	tok, pos, err := s.upload(tensor.New(ir.I32, []int{1}), tensor.ScalarInt32(0))
+	if err != nil {
+		return nil, err
+	}
+	s.step = &stepArgs{w: w, tok: tok, pos: pos}
+	return s.step, nil
 }
 
 // call calls fn on the token and position buffers and the state, keeps
