@@ -1,8 +1,6 @@
 package llm
 
 import (
-	"errors"
-
 	"github.com/tapml/tapml/runtime"
 	"github.com/tapml/tapml/tensor"
 )
@@ -72,14 +70,16 @@ func (s *Session) lookAhead(res *runtime.Buffer) (int, error) {
 // others (runtime.Capturer); elsewhere the step reads tok itself.
 func (s *Session) launchAhead(tok *runtime.Buffer) (*aheadStep, error) {
 	posT := tensor.ScalarInt32(int32(s.Pos))
-	st, err := s.stepBuffers()
+	st, err := s.writeStep(nil, posT)
 	if err != nil {
 		return nil, err
 	}
 	var pos *runtime.Buffer
-	if cp, ok := tok.Dev.(runtime.Copier); ok && st != nil {
-		err = errors.Join(cp.CopyBuffer(st.tok, tok), st.w.Write(st.pos, posT))
-		tok, pos = st.tok, st.pos
+	if st != nil {
+		pos = st.pos
+		if cp, ok := tok.Dev.(runtime.Copier); ok {
+			err, tok = cp.CopyBuffer(st.tok, tok), st.tok
+		}
 	} else if pos, err = s.Exec.Upload(s.Place, posT); err == nil {
 		defer pos.Dev.Free(pos)
 	}

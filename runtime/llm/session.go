@@ -283,9 +283,8 @@ func (s *Session) forward(tokens []int) (*runtime.Buffer, error) {
 	var err error
 	if fn == "decode" {
 		var st *stepArgs
-		if st, err = s.stepBuffers(); st != nil {
+		if st, err = s.writeStep(tokT, posT); st != nil {
 			tok, pos = st.tok, st.pos
-			err = errors.Join(st.w.Write(tok, tokT), st.w.Write(pos, posT))
 		}
 	}
 	if tok == nil && err == nil {
@@ -305,22 +304,30 @@ func (s *Session) forward(tokens []int) (*runtime.Buffer, error) {
 	return out, nil
 }
 
-// stepBuffers returns the buffers every decode step's token and position
-// are written into, allocated on first use, or nil when the device cannot
-// overwrite buffers (runtime.Writer).
-func (s *Session) stepBuffers() (*stepArgs, error) {
-	if s.step != nil {
-		return s.step, nil
+// writeStep puts a decode step's token (unless tok is nil) and position
+// into the buffers every step reads them from, uploading them on the
+// first step. It returns nil when the device cannot overwrite buffers
+// (runtime.Writer).
+func (s *Session) writeStep(tok, pos *tensor.Tensor) (*stepArgs, error) {
+	if st := s.step; st != nil {
+		var err error
+		if tok != nil { // first, as uploaded: the steps' command lists repeat
+			err = st.w.Write(st.tok, tok)
+		}
+		return st, errors.Join(err, st.w.Write(st.pos, pos))
 	}
 	w, ok := s.Exec.Device(s.Place).(runtime.Writer)
 	if !ok {
 		return nil, nil
 	}
-	tok, pos, err := s.upload(tensor.New(ir.I32, []int{1}), tensor.ScalarInt32(0))
+	if tok == nil {
+		tok = tensor.New(ir.I32, []int{1})
+	}
+	tb, pb, err := s.upload(tok, pos)
 	if err != nil {
 		return nil, err
 	}
-	s.step = &stepArgs{w: w, tok: tok, pos: pos}
+	s.step = &stepArgs{w: w, tok: tb, pos: pb}
 	return s.step, nil
 }
 

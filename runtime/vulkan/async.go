@@ -46,7 +46,7 @@ func (d *Device) StartDownload(b *runtime.Buffer) (wait func() (*tensor.Tensor, 
 		d.fromStored(t, raw)
 		return func() (*tensor.Tensor, error) { return t, nil }, nil
 	}
-	off, err := d.stage(n, true)
+	off, _, err := d.stage(n, true)
 	if err != nil {
 		return nil, fmt.Errorf("vulkan: download of %s: %w", b, err)
 	}

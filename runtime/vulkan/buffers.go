@@ -153,11 +153,11 @@ func (d *Device) write(g *vbuf, data []byte, fresh bool) error {
 		}
 	}
 	for done := 0; done < len(data); {
-		n := min(len(data)-done, int(d.opts.StagingBytes))
-		off, err := d.stage(uint64(n), false)
+		off, got, err := d.stage(min(uint64(len(data)-done), d.opts.StagingBytes), false)
 		if err != nil {
 			return err
 		}
+		n := int(got)
 		copy(d.staging.blk.bytes(off, uint64(n)), data[done:done+n])
 		dst := access{g.B.blk.id, g.B.off + uint64(done), g.B.off + uint64(done+n)}
 		d.command(copyOp(d.staging.blk.buf, off, g.B.blk.buf, dst.off, uint64(n)), nil, []access{dst})
@@ -223,11 +223,11 @@ func (d *Device) read(g *vbuf, out []byte) error {
 		return nil
 	}
 	for done := 0; done < len(out); {
-		n := min(len(out)-done, int(d.opts.StagingBytes))
-		off, err := d.stage(uint64(n), false)
+		off, got, err := d.stage(min(uint64(len(out)-done), d.opts.StagingBytes), false)
 		if err != nil {
 			return err
 		}
+		n := int(got)
 		src := access{g.B.blk.id, g.B.off + uint64(done), g.B.off + uint64(done+n)}
 		d.command(copyOp(g.B.blk.buf, src.off, d.staging.blk.buf, off, uint64(n)), []access{src}, nil)
 		if err := d.flushWait(); err != nil {

@@ -31,33 +31,36 @@ const stageAlign = 16
 // stage returns the offset of n free staging bytes (n <= StagingBytes)
 // for the command list being built: free once that list's submission is
 // done, or, when held, once unstage releases it. When no range is free it
-// waits for the device (must hold d.mu).
-func (d *Device) stage(n uint64, held bool) (uint64, error) {
+// waits for the device; then, unless held, it may return fewer bytes (got)
+// when pending downloads hold the rest (must hold d.mu).
+func (d *Device) stage(n uint64, held bool) (off, got uint64, err error) {
 	if d.staging == nil {
 		b, err := d.x.createBlock(d.opts.StagingBytes, d.stagingType, true)
 		if err != nil {
-			return 0, fmt.Errorf("staging buffer of %d bytes: %w", d.opts.StagingBytes, err)
+			return 0, 0, fmt.Errorf("staging buffer of %d bytes: %w", d.opts.StagingBytes, err)
 		}
 		d.staging = &stagingBuf{blk: b}
 	}
 	st := d.staging
 	for try := 0; ; try++ {
 		st.prune(d.done)
-		if off, i, ok := st.fit(n); ok {
-			st.regions = slices.Insert(st.regions, i, stageRegion{off: off, end: off + n, serial: d.serial + 1, held: held})
-			return off, nil
+		off, at, size := st.fit(n)
+		if size >= n || (try == 2 && !held && size > 0) {
+			got = min(n, size)
+			st.regions = slices.Insert(st.regions, at, stageRegion{off: off, end: off + got, serial: d.serial + 1, held: held})
+			return off, got, nil
 		}
 		switch try {
 		case 0:
 			if err := d.reap(); err != nil {
-				return 0, fmt.Errorf("vulkan: %w", err)
+				return 0, 0, fmt.Errorf("vulkan: %w", err)
 			}
 		case 1:
 			if err := d.flushWait(); err != nil {
-				return 0, err
+				return 0, 0, err
 			}
 		default:
-			return 0, fmt.Errorf("vulkan: the staging buffer (%d bytes) is held by downloads not yet waited for", st.blk.size)
+			return 0, 0, fmt.Errorf("vulkan: the staging buffer (%d bytes) is held by downloads not yet waited for", st.blk.size)
 		}
 	}
 }
@@ -80,20 +83,25 @@ func (st *stagingBuf) prune(done uint64) {
 	st.regions = slices.DeleteFunc(st.regions, func(r stageRegion) bool { return !r.held && r.serial <= done })
 }
 
-// fit returns the lowest aligned offset with n free bytes and where its
-// region goes in st.regions.
-func (st *stagingBuf) fit(n uint64) (off uint64, at int, ok bool) {
+// fit returns the lowest aligned offset with n free bytes (size n) and
+// where its region goes in st.regions; when there is none, the largest
+// free range (size < n).
+func (st *stagingBuf) fit(n uint64) (off uint64, at int, size uint64) {
+	var start uint64
 	for i := 0; i <= len(st.regions); i++ {
 		end := st.blk.size
 		if i < len(st.regions) {
 			end = st.regions[i].off
 		}
-		if off+n <= end {
-			return off, i, true
+		if end >= start+n {
+			return start, i, n
+		}
+		if end > start && end-start > size {
+			off, at, size = start, i, end-start
 		}
 		if i < len(st.regions) {
-			off = (st.regions[i].end + stageAlign - 1) / stageAlign * stageAlign
+			start = (st.regions[i].end + stageAlign - 1) / stageAlign * stageAlign
 		}
 	}
-	return 0, 0, false
+	return off, at, size
 }
