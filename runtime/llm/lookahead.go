@@ -1,6 +1,7 @@
 package llm
 
 import (
+	"github.com/tapml/tapml/ir"
 	"github.com/tapml/tapml/runtime"
 	"github.com/tapml/tapml/tensor"
 )
@@ -70,15 +71,19 @@ func (s *Session) lookAhead(res *runtime.Buffer) (int, error) {
 // others (runtime.Capturer); elsewhere the step reads tok itself.
 func (s *Session) launchAhead(tok *runtime.Buffer) (*aheadStep, error) {
 	posT := tensor.ScalarInt32(int32(s.Pos))
-	st, err := s.writeStep(nil, posT)
+	st, fresh, err := s.stepBuffers(tensor.New(ir.I32, []int{1}), posT)
 	if err != nil {
 		return nil, err
 	}
 	var pos *runtime.Buffer
 	if st != nil {
-		pos = st.pos
+		// The token first, as forward writes them: the steps' command
+		// lists then repeat, and replay.
 		if cp, ok := tok.Dev.(runtime.Copier); ok {
 			err, tok = cp.CopyBuffer(st.tok, tok), st.tok
+		}
+		if pos = st.pos; err == nil && !fresh {
+			err = st.w.Write(pos, posT)
 		}
 	} else if pos, err = s.Exec.Upload(s.Place, posT); err == nil {
 		defer pos.Dev.Free(pos)

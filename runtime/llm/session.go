@@ -282,9 +282,12 @@ func (s *Session) forward(tokens []int) (*runtime.Buffer, error) {
 	var tok, pos *runtime.Buffer
 	var err error
 	if fn == "decode" {
-		var st *stepArgs
-		if st, err = s.writeStep(tokT, posT); st != nil {
+		st, fresh, serr := s.stepBuffers(tokT, posT)
+		if err = serr; st != nil {
 			tok, pos = st.tok, st.pos
+			if !fresh {
+				err = errors.Join(st.w.Write(tok, tokT), st.w.Write(pos, posT))
+			}
 		}
 	}
 	if tok == nil && err == nil {
@@ -304,31 +307,24 @@ func (s *Session) forward(tokens []int) (*runtime.Buffer, error) {
 	return out, nil
 }
 
-// writeStep puts a decode step's token (unless tok is nil) and position
-// into the buffers every step reads them from, uploading them on the
-// first step. It returns nil when the device cannot overwrite buffers
-// (runtime.Writer).
-func (s *Session) writeStep(tok, pos *tensor.Tensor) (*stepArgs, error) {
-	if st := s.step; st != nil {
-		var err error
-		if tok != nil { // first, as uploaded: the steps' command lists repeat
-			err = st.w.Write(st.tok, tok)
-		}
-		return st, errors.Join(err, st.w.Write(st.pos, pos))
+// stepBuffers returns the buffers every decode step reads its token and
+// position from, or nil when the device cannot overwrite buffers
+// (runtime.Writer). On the first step it uploads tok and pos into new
+// ones (fresh).
+func (s *Session) stepBuffers(tok, pos *tensor.Tensor) (st *stepArgs, fresh bool, err error) {
+	if s.step != nil {
+		return s.step, false, nil
 	}
 	w, ok := s.Exec.Device(s.Place).(runtime.Writer)
 	if !ok {
-		return nil, nil
-	}
-	if tok == nil {
-		tok = tensor.New(ir.I32, []int{1})
+		return nil, false, nil
 	}
 	tb, pb, err := s.upload(tok, pos)
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	s.step = &stepArgs{w: w, tok: tb, pos: pb}
-	return s.step, nil
+	return s.step, true, nil
 }
 
 // call calls fn on the token and position buffers and the state, keeps
