@@ -86,6 +86,16 @@ type Writer interface {
 	Write(b *Buffer, t *tensor.Tensor) error
 }
 
+// Copier is implemented by devices that can copy one buffer they hold
+// into another. A greedy session copies a step's argmax into the token
+// buffer of the step it launches ahead, so that this step runs on the
+// same buffers as the others and replays their capture (Capturer).
+type Copier interface {
+	// CopyBuffer copies src into dst, of the same type: ordered like
+	// Writer.Write.
+	CopyBuffer(dst, src *Buffer) error
+}
+
 // AsyncDownloader is implemented by devices that can start a download and
 // let the host launch more work before waiting for it. A greedy session
 // then records the next decode step, fed by the device's own argmax, while

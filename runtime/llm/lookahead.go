@@ -1,6 +1,7 @@
 package llm
 
 import (
+	"github.com/tapml/tapml/ir"
 	"github.com/tapml/tapml/runtime"
 	"github.com/tapml/tapml/tensor"
 )
@@ -64,14 +65,33 @@ func (s *Session) lookAhead(res *runtime.Buffer) (int, error) {
 }
 
 // launchAhead launches decode at s.Pos on the token in tok, then the argmax
-// of its logits, and starts that argmax's download.
+// of its logits, and starts that argmax's download. Where the device can
+// copy buffers (runtime.Copier), tok is copied into the buffer every step
+// reads its token from, so that the step replays the capture of the
+// others (runtime.Capturer); elsewhere the step reads tok itself.
 func (s *Session) launchAhead(tok *runtime.Buffer) (*aheadStep, error) {
-	pos, err := s.Exec.Upload(s.Place, tensor.ScalarInt32(int32(s.Pos)))
+	posT := tensor.ScalarInt32(int32(s.Pos))
+	st, fresh, err := s.stepBuffers(tensor.New(ir.I32, []int{1}), posT)
+	if err != nil {
+		return nil, err
+	}
+	var pos *runtime.Buffer
+	if st != nil {
+		// The token first, as forward writes them: the steps' command
+		// lists then repeat, and replay.
+		if cp, ok := tok.Dev.(runtime.Copier); ok {
+			err, tok = cp.CopyBuffer(st.tok, tok), st.tok
+		}
+		if pos = st.pos; err == nil && !fresh {
+			err = st.w.Write(pos, posT)
+		}
+	} else if pos, err = s.Exec.Upload(s.Place, posT); err == nil {
+		defer pos.Dev.Free(pos)
+	}
 	if err != nil {
 		return nil, err
 	}
 	out, err := s.call("decode", tok, pos)
-	pos.Dev.Free(pos)
 	if err != nil {
 		return nil, err
 	}

@@ -281,30 +281,50 @@ func (s *Session) forward(tokens []int) (*runtime.Buffer, error) {
 	tokT, posT := tensor.FromInt32([]int{len(ids)}, ids), tensor.ScalarInt32(int32(s.Pos))
 	var tok, pos *runtime.Buffer
 	var err error
-	if fn == "decode" && s.step != nil {
-		tok, pos = s.step.tok, s.step.pos
-		err = errors.Join(s.step.w.Write(tok, tokT), s.step.w.Write(pos, posT))
-	} else {
-		tok, pos, err = s.upload(tokT, posT)
-		if err == nil && fn == "decode" {
-			if w, ok := tok.Dev.(runtime.Writer); ok {
-				s.step = &stepArgs{w: w, tok: tok, pos: pos}
+	if fn == "decode" {
+		st, fresh, serr := s.stepBuffers(tokT, posT)
+		if err = serr; st != nil {
+			tok, pos = st.tok, st.pos
+			if !fresh {
+				err = errors.Join(st.w.Write(tok, tokT), st.w.Write(pos, posT))
 			}
+		}
+	}
+	if tok == nil && err == nil {
+		if tok, pos, err = s.upload(tokT, posT); err == nil {
+			defer tok.Dev.Free(tok)
+			defer pos.Dev.Free(pos)
 		}
 	}
 	if err != nil {
 		return nil, err
 	}
 	out, err := s.call(fn, tok, pos)
-	if s.step == nil || tok != s.step.tok {
-		tok.Dev.Free(tok)
-		pos.Dev.Free(pos)
-	}
 	if err != nil {
 		return nil, err
 	}
 	s.Pos += len(tokens)
 	return out, nil
+}
+
+// stepBuffers returns the buffers every decode step reads its token and
+// position from, or nil when the device cannot overwrite buffers
+// (runtime.Writer). On the first step it uploads tok and pos into new
+// ones (fresh).
+func (s *Session) stepBuffers(tok, pos *tensor.Tensor) (st *stepArgs, fresh bool, err error) {
+	if s.step != nil {
+		return s.step, false, nil
+	}
+	w, ok := s.Exec.Device(s.Place).(runtime.Writer)
+	if !ok {
+		return nil, false, nil
+	}
+	tb, pb, err := s.upload(tok, pos)
+	if err != nil {
+		return nil, false, err
+	}
+	s.step = &stepArgs{w: w, tok: tb, pos: pb}
+	return s.step, true, nil
 }
 
 // call calls fn on the token and position buffers and the state, keeps

@@ -72,7 +72,7 @@ func TestDecodeDispatches(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			// A greedy step on webgpu launches the one after it
+			// A greedy step on webgpu and vulkan launches the one after it
 			// (llm's lookahead): the second Next's dispatches are one step.
 			next, err := s.Next(ids[len(ids)-1:], greedy)
 			if err != nil {

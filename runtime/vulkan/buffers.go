@@ -153,11 +153,11 @@ func (d *Device) write(g *vbuf, data []byte, fresh bool) error {
 		}
 	}
 	for done := 0; done < len(data); {
-		n := min(len(data)-done, int(d.opts.StagingBytes))
-		off, err := d.stage(uint64(n))
+		off, got, err := d.stage(min(uint64(len(data)-done), d.opts.StagingBytes), false)
 		if err != nil {
 			return err
 		}
+		n := int(got)
 		copy(d.staging.blk.bytes(off, uint64(n)), data[done:done+n])
 		dst := access{g.B.blk.id, g.B.off + uint64(done), g.B.off + uint64(done+n)}
 		d.command(copyOp(d.staging.blk.buf, off, g.B.blk.buf, dst.off, uint64(n)), nil, []access{dst})
@@ -165,36 +165,6 @@ func (d *Device) write(g *vbuf, data []byte, fresh bool) error {
 		done += n
 	}
 	return nil
-}
-
-// stagingBuf is a host-visible buffer that uploads and downloads pass
-// through, allocated front to back and emptied when the device is idle.
-type stagingBuf struct {
-	blk  *memBlock
-	used uint64
-}
-
-// stage returns the offset of n free staging bytes (n <= StagingBytes),
-// waiting for the device to empty the buffer when it is full (must hold
-// d.mu).
-func (d *Device) stage(n uint64) (uint64, error) {
-	if d.staging == nil {
-		b, err := d.x.createBlock(d.opts.StagingBytes, d.stagingType, true)
-		if err != nil {
-			return 0, fmt.Errorf("staging buffer of %d bytes: %w", d.opts.StagingBytes, err)
-		}
-		d.staging = &stagingBuf{blk: b}
-	}
-	const align = 16
-	off := (d.staging.used + align - 1) / align * align
-	if off+n > d.staging.blk.size {
-		if err := d.flushWait(); err != nil {
-			return 0, err
-		}
-		off = 0
-	}
-	d.staging.used = off + n
-	return off, nil
 }
 
 // Download copies a buffer to the host, submitting pending work and waiting
@@ -209,21 +179,37 @@ func (d *Device) Download(b *runtime.Buffer) (*tensor.Tensor, error) {
 	if err := d.usable(); err != nil {
 		return nil, err
 	}
-	t := tensor.New(b.DType, b.Shape)
-	raw := t.Data
-	if d.half(b.DType) {
-		raw = make([]byte, len(t.Data)/2)
-	}
-	if uint64(len(raw)) > g.Size {
-		return nil, fmt.Errorf("vulkan: download of %s: the buffer holds %d bytes", b, g.Size)
+	t, raw, err := d.downloadTo(b, g)
+	if err != nil {
+		return nil, err
 	}
 	if err := d.read(g, raw); err != nil {
 		return nil, fmt.Errorf("vulkan: download of %s: %w", b, err)
 	}
+	d.fromStored(t, raw)
+	return t, nil
+}
+
+// downloadTo returns the tensor a download of b fills and the bytes to
+// read from the device into, which are the tensor's unless b is stored as
+// f16 (fromStored widens them then).
+func (d *Device) downloadTo(b *runtime.Buffer, g *vbuf) (t *tensor.Tensor, raw []byte, err error) {
+	t = tensor.New(b.DType, b.Shape)
+	raw = t.Data
 	if d.half(b.DType) {
+		raw = make([]byte, len(t.Data)/2)
+	}
+	if uint64(len(raw)) > g.Size {
+		return nil, nil, fmt.Errorf("vulkan: download of %s: the buffer holds %d bytes", b, g.Size)
+	}
+	return t, raw, nil
+}
+
+// fromStored widens raw into t when t is stored as f16.
+func (d *Device) fromStored(t *tensor.Tensor, raw []byte) {
+	if d.half(t.DType) {
 		devkit.FromHalf(raw, t.Data)
 	}
-	return t, nil
 }
 
 // read copies the start of g into out once the work before it is done
@@ -237,11 +223,11 @@ func (d *Device) read(g *vbuf, out []byte) error {
 		return nil
 	}
 	for done := 0; done < len(out); {
-		n := min(len(out)-done, int(d.opts.StagingBytes))
-		off, err := d.stage(uint64(n))
+		off, got, err := d.stage(min(uint64(len(out)-done), d.opts.StagingBytes), false)
 		if err != nil {
 			return err
 		}
+		n := int(got)
 		src := access{g.B.blk.id, g.B.off + uint64(done), g.B.off + uint64(done+n)}
 		d.command(copyOp(g.B.blk.buf, src.off, d.staging.blk.buf, off, uint64(n)), []access{src}, nil)
 		if err := d.flushWait(); err != nil {

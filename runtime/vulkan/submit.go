@@ -172,6 +172,9 @@ func (d *Device) retire(s submission) error {
 
 // idle reports whether no command is recorded or running (must hold d.mu).
 func (d *Device) idle() (bool, error) {
+	if len(d.ops) > 0 {
+		return false, nil // no reap: what it frees in staging would vary the offsets of the commands to come
+	}
 	if err := d.reap(); err != nil {
 		return false, err
 	}
@@ -179,7 +182,8 @@ func (d *Device) idle() (bool, error) {
 }
 
 // flushWait submits the command list and waits until the device is idle
-// (must hold d.mu); the staging buffer is empty then.
+// (must hold d.mu); the staging buffer is empty then, but for the data of
+// downloads not yet read (StartDownload).
 func (d *Device) flushWait() error {
 	if err := d.submit(); err != nil {
 		return err
@@ -187,18 +191,19 @@ func (d *Device) flushWait() error {
 	if err := d.wait(); err != nil {
 		return err
 	}
-	if d.staging != nil {
-		d.staging.used = 0
-	}
 	d.batch.Waited()
 	return nil
 }
 
-// wait waits for every submission, oldest first (must hold d.mu). Past
+// wait waits for every submission (must hold d.mu).
+func (d *Device) wait() error { return d.waitFor(d.serial) }
+
+// waitFor waits for the submissions up to serial, oldest first, and
+// retires them (must hold d.mu); later ones may still run. Past
 // Options.WaitTimeout the device is closed: its state is unknown.
-func (d *Device) wait() error {
+func (d *Device) waitFor(serial uint64) error {
 	deadline := time.Now().Add(d.opts.WaitTimeout)
-	for len(d.inflight) > 0 {
+	for len(d.inflight) > 0 && d.inflight[0].serial <= serial {
 		s := d.inflight[0]
 		if err := d.waitFence(s.fence, deadline); err != nil {
 			if isDeviceLost(err) {
