@@ -83,6 +83,10 @@ func profileCmd(args []string) error {
 	if err := p.Profile(true); err != nil {
 		return err
 	}
+	// No step launched ahead past the prompt (llm's lookahead), so that
+	// the prefill's profile is the prefill's alone, and none past the
+	// last decode step profiled.
+	s.Horizon = *prefill
 	tok, err := s.Next(prompt, greedy)
 	if err != nil {
 		return err
@@ -91,6 +95,7 @@ func profileCmd(args []string) error {
 	if err := p.Profile(true); err != nil {
 		return err
 	}
+	s.Horizon = *prefill + *decode
 	for range *decode {
 		if tok, err = s.Next([]int{tok}, greedy); err != nil {
 			return err
