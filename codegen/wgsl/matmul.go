@@ -668,10 +668,17 @@ func (g *gen) tiled(s mmShape, nb int) (*codegen.Kernel, error) {
 	if s.n == 0 || s.m == 0 || nb == 0 {
 		grid = [3]int{0, 1, 1}
 	}
-	sb, isStoredB := stored{}, isStored(g.in[1].DType)
+	sb, isStoredB, hw := stored{}, isStored(g.in[1].DType), g.hwHalf(1)
 	if isStoredB {
+		if hw {
+			g.enableF16()
+		}
 		g.bind("in0", codegen.Read, g.in[0], "f32", 0, -1)
-		sb = g.bindStored("in1", 1)
+		if hw {
+			g.bind("in1", codegen.Read, g.in[1], "f16", 1, -1)
+		} else {
+			sb = g.bindStored("in1", 1)
+		}
 		g.bindAddend("f32")
 		g.bind("out0", codegen.Write, g.out[0], "f32", -1, 0)
 	} else {
@@ -714,7 +721,12 @@ func (g *gen) tiled(s mmShape, nb int) (*codegen.Kernel, error) {
 		g.p("      var v = 0.0f;")
 		if isStoredB {
 			g.p("      if (gn < N && gk < K) {")
-			g.p("        v = %s;", g.elem(sb, fmt.Sprintf("bb + gn * K + min(gk%s, K - 1u)", bk), "        "))
+			idx := fmt.Sprintf("bb + gn * K + min(gk%s, K - 1u)", bk)
+			if hw {
+				g.p("        v = %s;", g.loadHalf("in1", idx, "f32", "        "))
+			} else {
+				g.p("        v = %s;", g.elem(sb, idx, "        "))
+			}
 			g.p("      }")
 		} else {
 			g.p("      if (gn < N && gk < K) { v = in1[bb + gn * K + gk%s]; }", bk)
@@ -968,11 +980,17 @@ func (g *gen) tiledVec(s mmShape, nb int, v vecTile) (*codegen.Kernel, error) {
 	if v.double {
 		bufs = 2
 	}
+	sb, isStoredB, hw := stored{}, isStored(g.in[1].DType), g.hwHalf(1)
+	if hw {
+		g.enableF16()
+	}
 	g.bind("in0", codegen.Read, g.in[0], "vec4<f32>", 0, -1)
-	sb, isStoredB := stored{}, isStored(g.in[1].DType)
-	if isStoredB {
+	switch {
+	case hw:
+		g.bind("in1", codegen.Read, g.in[1], "vec4<f16>", 1, -1)
+	case isStoredB:
 		sb = g.bindStored("in1", 1)
-	} else {
+	default:
 		g.bind("in1", codegen.Read, g.in[1], "vec4<f32>", 1, -1)
 	}
 	g.bindAddend("vec4<f32>")
@@ -1050,11 +1068,16 @@ func (g *gen) tiledVec(s mmShape, nb int, v vecTile) (*codegen.Kernel, error) {
 			r := reg("b", e, q)
 			g.p("    { let gn = n0 + %s; let gk = %s / 4u + bk%d;", row(fmt.Sprintf("bn%d", e), q), k0, e)
 			g.p("      %s = vec4<f32>(0.0f);", r)
-			if isStoredB {
+			switch {
+			case hw:
+				g.p("      if (gn < N && gk < KV) {")
+				g.p("        %s = %s;", r, g.loadHalf("in1", "bb + gn * KV + gk", "vec4<f32>", "        "))
+				g.p("      }")
+			case isStoredB:
 				g.p("      if (gn < N && gk < KV) {")
 				g.p("        %s = %s;", r, g.unit4(sb, "bb * 4u + (gn * KV + gk) * 4u", "        "))
 				g.p("      }")
-			} else {
+			default:
 				g.p("      if (gn < N && gk < KV) { %s = in1[bb + gn * KV + gk]; }", r)
 			}
 			g.p("    }")

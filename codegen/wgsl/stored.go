@@ -496,3 +496,26 @@ func (s stored) halfRun(g *gen, v string) []string {
 	}
 	return []string{"vec4<f32>(" + strings.Join(lanes[:4], ", ") + ")", "vec4<f32>(" + strings.Join(lanes[4:], ", ") + ")"}
 }
+
+// hwHalf reports whether input i is an f16 weight the kernel may bind as
+// f16 (the target has the f16 feature, and with it 16-bit storage): its
+// loads then convert to f32 by one conversion per element, where
+// half_to_f32's bit rebasing over array<u32> takes several integer ops
+// (the most of a tiled matmul's tile loads; webgpu keeps that path).
+func (g *gen) hwHalf(i int) bool { return g.in[i].DType == ir.F16 && g.feat.F16 }
+
+// enableF16 enables f16 for a kernel that binds an f16 weight (the first
+// line of the kernel; f16 compute enables it itself).
+func (g *gen) enableF16() {
+	if !g.half {
+		g.p("enable f16;")
+	}
+}
+
+// loadHalf emits the load of element (or vec4) idx of the f16 binding
+// name into a let and returns its f32 (elem "f32" or "vec4<f32>").
+func (g *gen) loadHalf(name, idx, elem, ind string) string {
+	v := g.fresh("h")
+	g.p("%slet %s = %s[%s];", ind, v, name, idx)
+	return convert(elem, v)
+}
