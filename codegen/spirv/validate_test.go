@@ -201,6 +201,20 @@ func TestValidate(t *testing.T) {
 			add(fmt.Sprintf("%s (tuning %d, f16 compute)", c.Name, i), k)
 		}
 	}
+	// The device's features with f32 compute (the vulkan target): f16
+	// weights bound as f16.
+	feat := Options{Features: wgsl.Features{F16: true, Subgroups: true}}
+	for _, c := range kerneltest.StoredCases() {
+		for i, tu := range tunings {
+			o := feat
+			o.Tuning = tu
+			k, err := Generate(c.Node(t), c.In, nil, o)
+			if err != nil {
+				t.Fatalf("%s, f16 and subgroups: %v", c.Name, err)
+			}
+			add(fmt.Sprintf("%s (tuning %d, f16 and subgroups)", c.Name, i), k)
+		}
+	}
 	applied := map[string]int{}
 	for _, c := range testCases() {
 		for _, f := range fault.Of(fault.WGSL) {

@@ -33,5 +33,6 @@ func StoredCases() []Case {
 		Case{"tiled_f16", ir.OpMatmul, tr, []ir.Type{F32(20, 45), t(ir.F16, 33, 45)}},
 		// The shape the vec4 tiled kernel takes when a tuning selects it.
 		Case{"tiled_vec_t_q8_0", ir.OpMatmul, tr, []ir.Type{F32(130, 64), t(ir.Q8_0, 36, 64)}},
+		Case{"tiled_vec_t_f16", ir.OpMatmul, tr, []ir.Type{F32(130, 64), t(ir.F16, 36, 64)}},
 	)
 }
