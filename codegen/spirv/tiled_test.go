@@ -27,7 +27,8 @@ func tiledStoredCases(dt ir.DType, k int64) []testCase {
 }
 
 // TestDeviceTiledStored runs the tiled matmul over stored weights on the
-// Vulkan device, with the device's f16 feature (f16 weights bound as f16,
+// Vulkan device (the vec4 kernel reading block formats as runs of units
+// where its tile allows), with the device's f16 feature (f16 weights bound as f16,
 // converted by the hardware) and without it (bound as u32 and decoded in
 // integer arithmetic, the webgpu target's kernels), under the default
 // tuning, the discrete GPUs' and a K-sliced one, against the CPU reference
@@ -45,7 +46,7 @@ func TestDeviceTiledStored(t *testing.T) {
 	for _, s := range []struct {
 		dt ir.DType
 		k  int64
-	}{{ir.F16, 72}, {ir.F16, 37}, {ir.BF16, 72}, {ir.Q4_0, 96}, {ir.Q8_0, 160}} {
+	}{{ir.F16, 72}, {ir.F16, 37}, {ir.BF16, 72}, {ir.Q4_0, 96}, {ir.Q8_0, 160}, {ir.Q4_K, 256}} {
 		for _, c := range tiledStoredCases(s.dt, s.k) {
 			n, outs := c.fullNode(t)
 			in := c.inputs(r)
@@ -71,6 +72,9 @@ func TestDeviceTiledStored(t *testing.T) {
 					if want := s.dt == ir.F16 && feat.F16; hw != want {
 						t.Errorf("%s: the weight is bound as f16: %v, want %v", name, hw, want)
 					}
+					if strings.Contains(string(src.Source), "// b is read as runs of") {
+						kinds["runs"]++
+					}
 					kern, err := Generate(n, c.in, outs, opts)
 					if err != nil {
 						t.Fatalf("%s: %v", name, err)
@@ -86,8 +90,9 @@ func TestDeviceTiledStored(t *testing.T) {
 			}
 		}
 	}
-	if kinds["f16"] == 0 || kinds["vec4<f16>"] == 0 {
-		t.Errorf("f16 weights bound as f16 %d times, as vec4<f16> %d times: want both kernels", kinds["f16"], kinds["vec4<f16>"])
+	if kinds["f16"] == 0 || kinds["vec4<f16>"] == 0 || kinds["runs"] == 0 {
+		t.Errorf("f16 weights bound as f16 %d times, as vec4<f16> %d times, block formats read as runs of units %d times: want each kernel",
+			kinds["f16"], kinds["vec4<f16>"], kinds["runs"])
 	}
 }
 

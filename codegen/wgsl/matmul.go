@@ -1032,7 +1032,23 @@ func (g *gen) tiledVec(s mmShape, nb int, v vecTile) (*codegen.Kernel, error) {
 			g.p("  var %s = vec4<f32>(0.0f);", reg("a", e, q))
 		}
 	}
+	// A block-format b whose lb items per invocation can be lb
+	// consecutive units of one row (of one block) is read that way, the
+	// units decoded together (unitRun).
+	run := isStoredB && sb.dt.IsBlock() && s.transpose && rows == 1 && lb > 1 && lb*ts == nbv && bkv%lb == 0
+	if run {
+		elems, _ := sb.dt.Block()
+		run = elems%(4*lb) == 0
+	}
+	if run {
+		g.p("  // b is read as runs of %d units of a block", lb)
+	}
 	for e := 0; e < lb; e++ {
+		if run {
+			g.p("  let bn%d = lt / %du; let bk%d = lt %% %du * %du + %du;", e, bkv/lb, e, bkv/lb, lb, e)
+			g.p("  var rb%d = vec4<f32>(0.0f);", e)
+			continue
+		}
 		if s.transpose {
 			g.p("  let bn%d = (lt + %du) / %du; let bk%d = (lt + %du) %% %du;", e, e*ts, bkv, e, e*ts, bkv)
 			for q := 0; q < rows; q++ {
@@ -1083,6 +1099,20 @@ func (g *gen) tiledVec(s mmShape, nb int, v vecTile) (*codegen.Kernel, error) {
 			g.p("    }")
 		}
 	}
+	// loadRun reads the invocation's lb units of a row of b (all in K or
+	// all past it: K is whole blocks).
+	loadRun := func(k0 string) {
+		g.p("    { let gn = n0 + bn0; let gk = %s / 4u + bk0;", k0)
+		for e := 0; e < lb; e++ {
+			g.p("      rb%d = vec4<f32>(0.0f);", e)
+		}
+		g.p("      if (gn < N && gk < KV) {")
+		for e, u := range g.unitRun(sb, "bb * 4u + (gn * KV + gk) * 4u", lb, "        ") {
+			g.p("        rb%d = %s;", e, u)
+		}
+		g.p("      }")
+		g.p("    }")
+	}
 	// load reads the step at element k0 of K (k0 past K loads zeros).
 	load := func(k0 string) {
 		for e := 0; e < la; e++ {
@@ -1093,6 +1123,10 @@ func (g *gen) tiledVec(s mmShape, nb int, v vecTile) (*codegen.Kernel, error) {
 					g.p("      %s = vec4<f32>(0.0f); if (gm < M && gk < KV) { %s = in0[ab + gm * KV + gk]; } }", r, r)
 				}
 			})
+		}
+		if run {
+			loadRun(k0)
+			return
 		}
 		for e := 0; e < lb; e++ {
 			guard(e, nbv, func() { loadB(e, k0) })

@@ -139,7 +139,8 @@ type unitPrinter struct {
 	g     *gen
 	s     stored
 	ind   string
-	align int // alignment of the block offset
+	align int               // alignment of the block offset
+	seen  map[string]string // if not nil, the let of each expression printed
 }
 
 // alignOf is the largest of 1, 2, 4 that always divides integer e.
@@ -223,11 +224,43 @@ func biased(op dequant.Op, x string) string {
 	return fmt.Sprintf("bitcast<f32>(%s + 0x4b400000u)", x)
 }
 
-// let emits `let NAME = x;` and returns NAME.
+// let emits `let NAME = x;` and returns NAME (an earlier let's, where
+// seen has one for x).
 func (p *unitPrinter) let(x string) string {
+	if v, ok := p.seen[x]; ok {
+		return v
+	}
 	v := p.g.fresh("d")
 	p.g.p("%slet %s = %s;", p.ind, v, x)
+	if p.seen != nil {
+		p.seen[x] = v
+	}
 	return v
+}
+
+// unitRun returns the vec4<f32> of each of n consecutive units of a
+// block-format s whose first element has the flat index el (a multiple
+// of 4n, with 4n dividing the block: the units share a block). The block's
+// offset, its scale and any other value the units share are computed once
+// (each distinct expression is one let), where n calls of unit4 would
+// decode each unit's from scratch.
+func (g *gen) unitRun(s stored, el string, n int, ind string) []string {
+	g.useHelper("half_to_f32")
+	elems, bytes := s.dt.Block()
+	blk, j := g.fresh("blk"), g.fresh("j")
+	g.p("%slet %s = (%s) / %du * %du;", ind, blk, el, elems, bytes)
+	g.p("%slet %s = (%s) %% %du;", ind, j, el, elems)
+	p := &unitPrinter{g: g, s: s, ind: ind, align: blockAlign(bytes), seen: map[string]string{}}
+	u32 := func(k uint32) string { return strconv.FormatUint(uint64(k), 10) + "u" }
+	var out []string
+	for u := range n {
+		l := dequant.Leaves[string]{Block: blk, Elem: j, Lanes: []string{"0u", "1u", "2u", "3u"}, Const: u32}
+		if u > 0 {
+			l.Elem = p.let(fmt.Sprintf("%s + %du", j, 4*u))
+		}
+		out = append(out, "vec4<f32>("+strings.Join(dequant.Walk(dequant.Unit(s.dt), l, p.node), ", ")+")")
+	}
+	return out
 }
 
 // genDequantize decodes a tensor in a storage dtype to f32: a block format
