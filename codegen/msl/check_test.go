@@ -61,6 +61,18 @@ func TestSyntaxCheck(t *testing.T) {
 			t.Fatalf("%s, f16 compute: %v", c.Name, err)
 		}
 		add(c.Name+" (f16 compute)", k.Source)
+		if c.Op == ir.OpMatmul {
+			// The tiled kernels too (f16 weights bound as vec4<f16>).
+			for i, tu := range tunings {
+				o := half
+				o.Tuning = tu
+				k, err := generate(t, c, o)
+				if err != nil {
+					t.Fatalf("%s, f16 compute, tuning %d: %v", c.Name, i, err)
+				}
+				add(fmt.Sprintf("%s (f16 compute, tuning %d)", c.Name, i), k.Source)
+			}
+		}
 		for _, f := range fault.Of(fault.WGSL) {
 			if k, err := generate(t, c, Options{Fault: f}); err == nil {
 				add(c.Name+"+"+f, k.Source)
