@@ -43,6 +43,7 @@ func TestMatmulTunings(t *testing.T) {
 		{"gemv odd K", true, []int{1, 37}, []int{19, 37}, 0},
 		{"stored q4_0", true, []int{40, 64}, []int{24, 64}, ir.Q4_0},
 		{"stored f16", true, []int{33, 72}, []int{12, 72}, ir.F16},
+		{"stored q8_0 batched odd M", true, []int{2, 19, 96}, []int{20, 96}, ir.Q8_0},
 	}
 	var tunings []wgsl.Tuning
 	for _, tile := range append([]string{"scalar"}, wgsl.MatmulTiles...) {
