@@ -186,17 +186,20 @@ func TestDeviceGEMVVariants(t *testing.T) {
 	g := openGPU(t)
 	r := rand.New(rand.NewPCG(15, 16))
 	for _, s := range []struct {
-		dt ir.DType
-		k  int64
-		tu wgsl.Tuning
+		dt    ir.DType
+		k     int64
+		tu    wgsl.Tuning
+		plain bool // without subgroups
 	}{
-		{ir.F32, 128, wgsl.Tuning{GEMVRowLanes: 16, GEMVRows: 8}},
-		{ir.Q4_0, 128, wgsl.Tuning{GEMVRowLanes: 4, GEMVRows: 32}},
-		{ir.F16, 128, wgsl.Tuning{GEMVRows: 8, GEMVThreads: 64}},
-		{ir.F32, 37, wgsl.Tuning{GEMVRowLanes: 8, GEMVRows: 16, GEMVStageA: true}},
-		{ir.Q4_0, 128, wgsl.Tuning{GEMVChunk: 2}},
-		{ir.Q8_0, 128, wgsl.Tuning{GEMVChunk: 4, GEMVRows: 1}},
-		{ir.F32, 128, wgsl.Tuning{GEMVStageA: true, GEMVRowLanes: 16, GEMVRows: 8, GEMVChunk: 2}},
+		{ir.F32, 128, wgsl.Tuning{GEMVRowLanes: 16, GEMVRows: 8}, false},
+		{ir.Q4_0, 128, wgsl.Tuning{GEMVRowLanes: 4, GEMVRows: 32}, false},
+		{ir.F16, 128, wgsl.Tuning{GEMVRows: 8, GEMVThreads: 64}, false},
+		{ir.F32, 37, wgsl.Tuning{GEMVRowLanes: 8, GEMVRows: 16, GEMVStageA: true}, false},
+		{ir.Q4_0, 128, wgsl.Tuning{GEMVChunk: 2}, false},
+		{ir.Q8_0, 128, wgsl.Tuning{GEMVChunk: 4, GEMVRows: 1}, false},
+		{ir.F32, 128, wgsl.Tuning{GEMVStageA: true, GEMVRowLanes: 16, GEMVRows: 8, GEMVChunk: 2}, false},
+		// The knobs that change the kernels without subgroups too.
+		{ir.Q4_0, 128, wgsl.Tuning{GEMVStageA: true, GEMVChunk: 2}, true},
 	} {
 		for _, c := range gemvCases(s.dt, s.k) {
 			n, outs := c.fullNode(t)
@@ -209,6 +212,9 @@ func TestDeviceGEMVVariants(t *testing.T) {
 			wgsl.GEMVVariant{Tuning: s.tu}.Apply(&tu)
 			name := fmt.Sprintf("%s %s k=%d %s", c.op, s.dt, s.k, wgsl.GEMVString(s.tu))
 			opts := Options{Limits: kernelLimits(g), Tuning: tu, Features: g.Features()}
+			if s.plain {
+				opts.Features, name = wgsl.Features{}, name+" without subgroups"
+			}
 			src, err := wgsl.Generate(n, c.in, outs, opts)
 			if err != nil {
 				t.Fatalf("%s: %v", name, err)
