@@ -84,7 +84,7 @@ func tensorBytes(t ir.Type) int64 {
 }
 
 // randomStored is a tensor of type t with random contents that decode to
-// moderate values: f32 and f16 in [-1, 1), blocks with a scale of 1/64 and
+// moderate values: f32 in [-1, 1), f16 in ±[1/8, 1/2), blocks with a scale of 1/64 and
 // random quants.
 func randomStored(r *rand.Rand, t ir.Type) (*tensor.Tensor, error) {
 	shape := t.Shape.Sizes()
@@ -96,7 +96,7 @@ func randomStored(r *rand.Rand, t ir.Type) (*tensor.Tensor, error) {
 		}
 	case t.DType == ir.F16:
 		for i := 0; i < len(raw); i += 2 {
-			// sign, exponent 13..14 (0.0078 to 0.03), random mantissa
+			// random sign and mantissa, exponent 12 or 13: ±[1/8, 1/2)
 			binary.LittleEndian.PutUint16(raw[i:], uint16(r.Uint32())&0x87ff|0x3000)
 		}
 	case t.DType == ir.Q4_0 || t.DType == ir.Q8_0:

@@ -28,13 +28,14 @@ func GEMVVariants() []GEMVVariant {
 	add(Tuning{GEMVUnroll: 4})
 	// Whole-subgroup rows: R rows, 32·R invocations; or 64 invocations
 	// whose two subgroups take the rows in turn.
-	for _, r := range []int{1, 2, 4, 8, 16} {
+	for _, r := range []int{1, 2, 4, 8, 16, 32} {
 		add(Tuning{GEMVRows: r})
 	}
 	add(Tuning{GEMVRows: 4, GEMVThreads: 64})
 	add(Tuning{GEMVRows: 8, GEMVThreads: 64})
+	add(Tuning{GEMVRows: 16, GEMVThreads: 128})
 	// Several rows a subgroup, summed by subgroupShuffleXor.
-	for _, c := range []struct{ lanes, rows int }{{16, 4}, {16, 8}, {16, 16}, {8, 8}, {8, 16}, {8, 32}, {4, 16}, {4, 32}} {
+	for _, c := range []struct{ lanes, rows int }{{16, 4}, {16, 8}, {16, 16}, {8, 8}, {8, 16}, {8, 32}, {4, 16}, {4, 32}, {4, 64}} {
 		add(Tuning{GEMVRowLanes: c.lanes, GEMVRows: c.rows})
 	}
 	add(Tuning{GEMVChunk: 2})
@@ -42,7 +43,9 @@ func GEMVVariants() []GEMVVariant {
 	add(Tuning{GEMVStageA: true})
 	add(Tuning{GEMVRowLanes: 16, GEMVRows: 8, GEMVChunk: 2})
 	add(Tuning{GEMVRowLanes: 8, GEMVRows: 16, GEMVChunk: 2})
+	add(Tuning{GEMVRowLanes: 8, GEMVRows: 16, GEMVUnroll: 1})
 	add(Tuning{GEMVRowLanes: 16, GEMVRows: 8, GEMVStageA: true})
+	add(Tuning{GEMVRowLanes: 8, GEMVRows: 16, GEMVStageA: true})
 	return vs
 }
 
