@@ -181,10 +181,11 @@ func TestDeviceHalfAllValues(t *testing.T) {
 // weight dtype (a kernel on lavapipe takes about 0.3 s to build): rows of
 // several subgroup segments, rows in turn, longer chunks (K = 128: two runs
 // of Q4_0 blocks a step under GEMVChunk 2), the staged activation row, f32
-// rows of 37 (no vec4).
+// rows of 37 (no vec4). spirv-val checks each module too.
 func TestDeviceGEMVVariants(t *testing.T) {
 	g := openGPU(t)
 	r := rand.New(rand.NewPCG(15, 16))
+	var mods []spv
 	for _, s := range []struct {
 		dt    ir.DType
 		k     int64
@@ -226,6 +227,7 @@ func TestDeviceGEMVVariants(t *testing.T) {
 			if err != nil {
 				t.Fatalf("%s: %v", name, err)
 			}
+			mods = append(mods, spv{name, kern.Source})
 			got, err := runKernel(g, n, kern, in)
 			if err != nil {
 				t.Fatalf("%s: run: %v", name, err)
@@ -237,4 +239,5 @@ func TestDeviceGEMVVariants(t *testing.T) {
 			}
 		}
 	}
+	validateAll(t, mods)
 }
