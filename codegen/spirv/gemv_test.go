@@ -180,7 +180,8 @@ func TestDeviceHalfAllValues(t *testing.T) {
 // the device's subgroups) against the CPU reference, each variant over one
 // weight dtype (a kernel on lavapipe takes about 0.3 s to build): rows of
 // several subgroup segments, rows in turn, longer chunks (K = 128: two runs
-// of Q4_0 blocks a step under GEMVChunk 2), the staged activation row, f32
+// of Q4_0 blocks a step under GEMVChunk 2), the staged activation row, the
+// fused norms without their staged row, f32
 // rows of 37 (no vec4). spirv-val checks each module too.
 func TestDeviceGEMVVariants(t *testing.T) {
 	g := openGPU(t)
@@ -198,6 +199,7 @@ func TestDeviceGEMVVariants(t *testing.T) {
 		{ir.F32, 37, wgsl.Tuning{GEMVRowLanes: 8, GEMVRows: 16, GEMVStageA: true}, false},
 		{ir.Q4_0, 128, wgsl.Tuning{GEMVChunk: 2}, false},
 		{ir.Q8_0, 128, wgsl.Tuning{GEMVChunk: 4, GEMVRows: 1}, false},
+		{ir.F16, 128, wgsl.Tuning{GEMVNoStage: true, GEMVRowLanes: 8, GEMVRows: 16}, false},
 		{ir.F32, 128, wgsl.Tuning{GEMVStageA: true, GEMVRowLanes: 16, GEMVRows: 8, GEMVChunk: 2}, false},
 		// The knobs that change the kernels without subgroups too.
 		{ir.Q4_0, 128, wgsl.Tuning{GEMVStageA: true, GEMVChunk: 2}, true},

@@ -41,6 +41,8 @@ func GEMVVariants() []GEMVVariant {
 	add(Tuning{GEMVChunk: 2})
 	add(Tuning{GEMVChunk: 4})
 	add(Tuning{GEMVStageA: true})
+	add(Tuning{GEMVNoStage: true})
+	add(Tuning{GEMVNoStage: true, GEMVRowLanes: 8, GEMVRows: 16})
 	add(Tuning{GEMVRowLanes: 16, GEMVRows: 8, GEMVChunk: 2})
 	add(Tuning{GEMVRowLanes: 8, GEMVRows: 16, GEMVChunk: 2})
 	add(Tuning{GEMVRowLanes: 8, GEMVRows: 16, GEMVUnroll: 1})
@@ -68,6 +70,7 @@ func (v GEMVVariant) Apply(u *Tuning) {
 		u.GEMVChunk = t.GEMVChunk
 	}
 	u.GEMVStageA = u.GEMVStageA || t.GEMVStageA
+	u.GEMVNoStage = u.GEMVNoStage || t.GEMVNoStage
 }
 
 // GEMVString is the Go literal of t's GEMV knobs that are set, such as
@@ -85,6 +88,9 @@ func GEMVString(t Tuning) string {
 	}
 	if t.GEMVStageA {
 		parts = append(parts, "GEMVStageA: true")
+	}
+	if t.GEMVNoStage {
+		parts = append(parts, "GEMVNoStage: true")
 	}
 	return strings.Join(parts, ", ")
 }

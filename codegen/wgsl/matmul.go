@@ -167,8 +167,9 @@ func (g *gen) gemvT(s mmShape, nb int) (*codegen.Kernel, error) {
 	}
 	// The norm's rows stage g·x in workgroup memory when it fits: each
 	// lane then reads one vec4 of it per four elements, and the sums are
-	// scaled by inv once at the end. GEMVStageA stages the plain row too.
-	stage := (norm || g.tune.GEMVStageA) && vec && (s.k+wg)*4 <= g.lim.MaxWorkgroupStorageSize
+	// scaled by inv once at the end. GEMVStageA stages the plain row too,
+	// GEMVNoStage none.
+	stage := (norm && !g.tune.GEMVNoStage || !norm && g.tune.GEMVStageA) && vec && (s.k+wg)*4 <= g.lim.MaxWorkgroupStorageSize
 	if stage {
 		g.p("var<workgroup> act: array<vec4<f32>, %d>;", s.k/4)
 	}

@@ -114,6 +114,9 @@ type Tuning struct {
 	// GEMVStageA stages the activation row in workgroup memory in the
 	// plain matmul too (the fused norms always stage g·x when it fits).
 	GEMVStageA bool
+	// GEMVNoStage makes the fused norms read g and x for each chunk
+	// rather than stage g·x in workgroup memory (one barrier fewer).
+	GEMVNoStage bool
 	// Matmul selects the tiled kernel of M > 1 products. "" (or "scalar")
 	// is the original kernel: a 64x64 tile, 4x4 f32 per invocation. A
 	// blocking "BMxBNxBK/TMxTN", optionally followed by "+p" (the next

@@ -264,6 +264,7 @@ func TestGEMVKnobs(t *testing.T) {
 		{o(ir.Q4_0), Tuning{GEMVChunk: 2}, 512, 128, "K in chunks of 128 elements"},
 		{o(ir.F16), Tuning{GEMVChunk: 4}, 512, 128, "K in chunks of 32 elements"},
 		{o(ir.F32), Tuning{GEMVStageA: true}, 512, 128, "act[j] = in0[ab + j];"},
+		{swiglu, Tuning{GEMVNoStage: true}, 704, 256, "(in1[k * 16u] * (inv * in0[ab + k * 16u]))"},
 	} {
 		tu := DiscreteTuning()
 		GEMVVariant{c.tu}.Apply(&tu)
