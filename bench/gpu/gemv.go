@@ -218,7 +218,7 @@ func gemvCmd(args []string) error {
 	}
 	fmt.Fprintf(w, "**Overall** (the least sum over shapes and dtypes of the step's GEMV time relative to the default's):\n"+
 		"`%s`, %.3f of the default on average. Set those fields in wgsl.DiscreteTuning (codegen/wgsl/wgsl.go);\n"+
-		"GEMVUnroll, GEMVChunk and GEMVStageA change the webgpu target's kernels too.\n", variants[best].Name(),
+		"GEMVUnroll, GEMVChunk, GEMVStageA and GEMVNoStage change the webgpu target's kernels too.\n", variants[best].Name(),
 		overall[best]/max(overall[0], 1e-30))
 	return nil
 }
