@@ -9,6 +9,7 @@
 //	benchgpu peer -files A.gguf,B.gguf [-llamabench BIN -backends DIR]    # tapml's targets against llama.cpp: issue 16's table
 //	benchgpu tapml -target vulkan -model F                                # one target, as tapmlc run drives it (peer runs it)
 //	benchgpu profile -model F                                             # GPU time of a prefill and a decode step by command (vulkan)
+//	benchgpu gemv -o F [-models tinyllama,llama1b|tiny] [-types F32,Q4_0]  # the decode GEMVs under each wgsl.GEMVVariants (vulkan)
 //
 // "run" measures f32 matmul GFLOP/s of every candidate kernel tuning
 // (wgsl.MatmulTiles, GEMV unrolls), picks the best, then times prefill and
@@ -53,7 +54,7 @@ import (
 
 func main() {
 	if len(os.Args) < 2 {
-		fmt.Fprintln(os.Stderr, "usage: benchgpu run|table|gguf|peer|tapml|profile [flags]")
+		fmt.Fprintln(os.Stderr, "usage: benchgpu run|table|gguf|peer|tapml|profile|gemv [flags]")
 		os.Exit(2)
 	}
 	var err error
@@ -70,8 +71,10 @@ func main() {
 		err = tapmlCmd(os.Args[2:])
 	case "profile":
 		err = profileCmd(os.Args[2:])
+	case "gemv":
+		err = gemvCmd(os.Args[2:])
 	default:
-		err = fmt.Errorf("unknown command %q (run, table, gguf, peer, tapml, profile)", os.Args[1])
+		err = fmt.Errorf("unknown command %q (run, table, gguf, peer, tapml, profile, gemv)", os.Args[1])
 	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "benchgpu:", err)

@@ -173,3 +173,73 @@ func TestDeviceHalfAllValues(t *testing.T) {
 		}
 	}
 }
+
+// TestDeviceGEMVVariants runs the decode GEMVs (odd N, the addend,
+// swiglu, qkv) under each kind of variant that bench/gpu's gemv command
+// measures (wgsl.GEMVVariants' knobs over the discrete GPUs' tuning, with
+// the device's subgroups) against the CPU reference, each variant over one
+// weight dtype (a kernel on lavapipe takes about 0.3 s to build): rows of
+// several subgroup segments, rows in turn, longer chunks (K = 128: two runs
+// of Q4_0 blocks a step under GEMVChunk 2), the staged activation row, the
+// fused norms without their staged row, f32
+// rows of 37 (no vec4). spirv-val checks each module too.
+func TestDeviceGEMVVariants(t *testing.T) {
+	g := openGPU(t)
+	r := rand.New(rand.NewPCG(15, 16))
+	var mods []spv
+	for _, s := range []struct {
+		dt    ir.DType
+		k     int64
+		tu    wgsl.Tuning
+		plain bool // without subgroups
+	}{
+		{ir.F32, 128, wgsl.Tuning{GEMVRowLanes: 16, GEMVRows: 8}, false},
+		{ir.Q4_0, 128, wgsl.Tuning{GEMVRowLanes: 4, GEMVRows: 32}, false},
+		{ir.F16, 128, wgsl.Tuning{GEMVRows: 8, GEMVThreads: 64}, false},
+		{ir.F32, 37, wgsl.Tuning{GEMVRowLanes: 8, GEMVRows: 16, GEMVStageA: true}, false},
+		{ir.Q4_0, 128, wgsl.Tuning{GEMVChunk: 2}, false},
+		{ir.Q8_0, 128, wgsl.Tuning{GEMVChunk: 4, GEMVRows: 1}, false},
+		{ir.F16, 128, wgsl.Tuning{GEMVNoStage: true, GEMVRowLanes: 8, GEMVRows: 16}, false},
+		{ir.F32, 128, wgsl.Tuning{GEMVStageA: true, GEMVRowLanes: 16, GEMVRows: 8, GEMVChunk: 2}, false},
+		// The knobs that change the kernels without subgroups too.
+		{ir.Q4_0, 128, wgsl.Tuning{GEMVStageA: true, GEMVChunk: 2}, true},
+	} {
+		for _, c := range gemvCases(s.dt, s.k) {
+			n, outs := c.fullNode(t)
+			in := c.inputs(r)
+			want, err := reference(n, outs, in)
+			if err != nil {
+				t.Fatalf("%s %s k=%d: reference: %v", c.op, s.dt, s.k, err)
+			}
+			tu := wgsl.DiscreteTuning()
+			wgsl.GEMVVariant{Tuning: s.tu}.Apply(&tu)
+			name := fmt.Sprintf("%s %s k=%d %s", c.op, s.dt, s.k, wgsl.GEMVString(s.tu))
+			opts := Options{Limits: kernelLimits(g), Tuning: tu, Features: g.Features()}
+			if s.plain {
+				opts.Features, name = wgsl.Features{}, name+" without subgroups"
+			}
+			src, err := wgsl.Generate(n, c.in, outs, opts)
+			if err != nil {
+				t.Fatalf("%s: %v", name, err)
+			}
+			if shuf := strings.Contains(string(src.Source), "subgroupShuffleXor("); shuf != (tu.GEMVRowLanes > 0) {
+				t.Errorf("%s: the kernel sums segments by subgroupShuffleXor: %v", name, shuf)
+			}
+			kern, err := Generate(n, c.in, outs, opts)
+			if err != nil {
+				t.Fatalf("%s: %v", name, err)
+			}
+			mods = append(mods, spv{name, kern.Source})
+			got, err := runKernel(g, n, kern, in)
+			if err != nil {
+				t.Fatalf("%s: run: %v", name, err)
+			}
+			for i := range want {
+				if err := compare(got[i], want[i], gemvTol(s.k)); err != nil {
+					t.Errorf("%s: output %d: %v", name, i, err)
+				}
+			}
+		}
+	}
+	validateAll(t, mods)
+}

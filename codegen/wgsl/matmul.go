@@ -107,13 +107,14 @@ func (g *gen) gemvT(s mmShape, nb int) (*codegen.Kernel, error) {
 		}
 		ws = append(ws, w)
 	}
-	c := gemvKinds(ws, g.in, s.k)
+	c := gemvKinds(ws, g.in, s.k, g.tune.GEMVChunk)
 	units := s.k / c
 	sub := g.feat.Subgroups
 	wg := g.threads(256)
 	l, r := 0, 0 // lanes a row (without subgroups), rows a workgroup
+	seg := 0     // with subgroups: lanes a row when a subgroup takes several (GEMVRowLanes)
 	if sub {
-		r, wg = g.gemvSubgroupRows(s, nb, wg, units, c, norm)
+		r, wg, seg = g.gemvSubgroupRows(s, nb, wg, units, c, norm)
 	} else {
 		l = g.gemvTreeLanes(s, nb, wg, units, c)
 		r = wg / l
@@ -166,8 +167,9 @@ func (g *gen) gemvT(s mmShape, nb int) (*codegen.Kernel, error) {
 	}
 	// The norm's rows stage g·x in workgroup memory when it fits: each
 	// lane then reads one vec4 of it per four elements, and the sums are
-	// scaled by inv once at the end.
-	stage := norm && vec && (s.k+wg)*4 <= g.lim.MaxWorkgroupStorageSize
+	// scaled by inv once at the end. GEMVStageA stages the plain row too,
+	// GEMVNoStage none.
+	stage := (norm && !g.tune.GEMVNoStage || !norm && g.tune.GEMVStageA) && vec && (s.k+wg)*4 <= g.lim.MaxWorkgroupStorageSize
 	if stage {
 		g.p("var<workgroup> act: array<vec4<f32>, %d>;", s.k/4)
 	}
@@ -188,12 +190,24 @@ func (g *gen) gemvT(s mmShape, nb int) (*codegen.Kernel, error) {
 		if stage {
 			a = func(k string) string { return fmt.Sprintf("act[%s]", k) }
 		}
+	} else if stage {
+		g.p("  for (var j = li; j < KA; j += %du) { act[j] = in0[ab + j]; }", wg)
+		g.barrier(true)
+		a = func(k string) string { return fmt.Sprintf("act[%s]", k) }
 	}
-	if sub {
+	switch {
+	case sub && seg > 0:
+		// Segments of L lanes, each a row; a subgroup smaller than the
+		// segment is one (R·L invocations make one pass of the rows
+		// otherwise, so every lane of a subgroup loops alike).
+		g.p("  let L = min(%du, sgs);", seg)
+		g.p("  let lane = sgi %% L;")
+		g.p("  for (var r = li / L; r < R; r += %du / L) {", wg)
+	case sub:
 		g.p("  let lane = sgi;")
 		g.p("  let L = sgs;")
 		g.p("  for (var r = li / L; r < R; r += max(%du / L, 1u)) { // a workgroup may be one partial subgroup", wg)
-	} else {
+	default:
 		g.p("  let lane = li %% L;")
 		g.p("  let r = li / L;")
 	}
@@ -245,6 +259,8 @@ func (g *gen) gemvT(s mmShape, nb int) (*codegen.Kernel, error) {
 	}
 	for _, w := range sums {
 		switch {
+		case sub && seg > 0:
+			g.p("  for (var o = L / 2u; o > 0u; o = o >> 1u) { %[1]s = %[1]s + subgroupShuffleXor(%[1]s, o); }", w.acc)
 		case sub:
 			g.p("  %s = subgroupAdd(%s);", w.acc, w.acc)
 		case l > 1:
@@ -259,7 +275,7 @@ func (g *gen) gemvT(s mmShape, nb int) (*codegen.Kernel, error) {
 			g.p("  %s = red[li];", w.acc)
 		}
 	}
-	if stage {
+	if stage && norm {
 		for _, w := range sums {
 			g.p("  %s = inv * %s;", w.acc, w.acc)
 		}
@@ -323,14 +339,16 @@ func (g *gen) gemvTreeLanes(s mmShape, nb, wg, units, c int) int {
 	return min(l, wg)
 }
 
-// gemvSubgroupRows returns the rows R a workgroup and the workgroup size
-// with subgroup operations, where a subgroup, whatever its size, takes a
-// row at a time: wg/gemvLanes rows, halved (down to one) while the grid
-// has fewer than GEMVMinGroups workgroups, and 32 invocations a row (one
-// subgroup of the usual size) up to wg. A fused norm's workgroups each
-// stage the row (2·4·K bytes read): past stagedGroups workgroups (the
-// 32000-row classifier) they take more rows, up to 64.
-func (g *gen) gemvSubgroupRows(s mmShape, nb, wg, units, c int, norm bool) (r, threads int) {
+// gemvSubgroupRows returns the rows R a workgroup, the workgroup size and
+// the lanes of a row (0: a subgroup, whatever its size) with subgroup
+// operations. By default a subgroup takes a row at a time: wg/gemvLanes
+// rows, halved (down to one) while the grid has fewer than GEMVMinGroups
+// workgroups, and 32 invocations a row (one subgroup of the usual size)
+// up to wg. A fused norm's workgroups each stage the row (2·4·K bytes
+// read): past stagedGroups workgroups (the 32000-row classifier) they
+// take more rows, up to 64. GEMVRows, GEMVThreads and GEMVRowLanes
+// replace those choices.
+func (g *gen) gemvSubgroupRows(s mmShape, nb, wg, units, c int, norm bool) (r, threads, seg int) {
 	const stagedGroups = 1024
 	r = wg / min(g.gemvLanes(units, c), wg)
 	if g.tune.GEMVLanes == 0 {
@@ -341,7 +359,27 @@ func (g *gen) gemvSubgroupRows(s mmShape, nb, wg, units, c int, norm bool) (r, t
 			r *= 2
 		}
 	}
-	return r, min(wg, 32*r)
+	if g.tune.GEMVRows > 0 {
+		r = pow2Floor(min(g.tune.GEMVRows, 256))
+	}
+	if g.tune.GEMVRowLanes >= 2 {
+		seg = pow2Floor(min(g.tune.GEMVRowLanes, 32))
+		r = min(r, wg/seg)
+		return r, r * seg, seg
+	}
+	if g.tune.GEMVThreads > 0 {
+		return r, g.threads(g.tune.GEMVThreads), 0
+	}
+	return r, min(wg, 32*r), 0
+}
+
+// pow2Floor is the largest power of two <= n (n >= 1).
+func pow2Floor(n int) int {
+	p := 1
+	for p*2 <= n {
+		p *= 2
+	}
+	return p
 }
 
 // gemvTerm is the WGSL of what chunk k (weights' chunk kb: k, or the next
@@ -431,8 +469,18 @@ const (
 // gemvKinds sets the kind of each weight for rows of k elements and
 // returns the chunk c, the elements of K a lane takes per step: 1 when k
 // is not a multiple of 4, else the largest of the weights' reads (all
-// powers of two that divide k), which each weight then reads c/its own.
-func gemvKinds(ws []gemvWeight, in []ir.Type, k int) int {
+// powers of two that divide k), which each weight then reads c/its own,
+// times mult (Tuning.GEMVChunk: 2 or 4) while that divides k.
+func gemvKinds(ws []gemvWeight, in []ir.Type, k, mult int) int {
+	c := gemvReads(ws, in, k)
+	for m := min(mult, 4); c >= 4 && m >= 2 && k%(2*c) == 0; m /= 2 {
+		c *= 2
+	}
+	return c
+}
+
+// gemvReads is gemvKinds' chunk before the multiplier.
+func gemvReads(ws []gemvWeight, in []ir.Type, k int) int {
 	c := 1
 	if k%4 == 0 && k > 0 {
 		c = 4

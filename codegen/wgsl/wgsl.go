@@ -92,6 +92,31 @@ type Tuning struct {
 	// GEMVUnroll is the number of independent partial sums each lane of
 	// that GEMV keeps (1, 2 or 4; 0 means 1): more loads in flight.
 	GEMVUnroll int
+	// The next knobs are variants of that GEMV that bench/gpu's gemv
+	// command measures; zero values keep the automatic choice.
+	//
+	// GEMVRowLanes, with subgroup operations, is the lanes of a row (a
+	// power of two, 2 to 32): a subgroup takes several rows at once and
+	// sums each segment by subgroupShuffleXor (0: a whole subgroup a row).
+	GEMVRowLanes int
+	// GEMVRows, with subgroup operations, is the rows of a workgroup (a
+	// power of two up to 256), replacing the automatic choice.
+	GEMVRows int
+	// GEMVThreads, with subgroup operations and whole-subgroup rows, is
+	// the workgroup size (a power of two, e.g. 64, 128, 256): its
+	// subgroups take the workgroup's rows in turn. (With GEMVRowLanes the
+	// size is GEMVRows·GEMVRowLanes.)
+	GEMVThreads int
+	// GEMVChunk multiplies the elements a lane takes per step of K (2 or
+	// 4: two or four vec4 of f32, 16 or 32 f16, runs of twice or four
+	// times the Q blocks) where K allows.
+	GEMVChunk int
+	// GEMVStageA stages the activation row in workgroup memory in the
+	// plain matmul too (the fused norms always stage g·x when it fits).
+	GEMVStageA bool
+	// GEMVNoStage makes the fused norms read g and x for each chunk
+	// rather than stage g·x in workgroup memory (one barrier fewer).
+	GEMVNoStage bool
 	// Matmul selects the tiled kernel of M > 1 products. "" (or "scalar")
 	// is the original kernel: a 64x64 tile, 4x4 f32 per invocation. A
 	// blocking "BMxBNxBK/TMxTN", optionally followed by "+p" (the next

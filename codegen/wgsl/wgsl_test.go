@@ -240,6 +240,48 @@ func TestGEMVGrids(t *testing.T) {
 	}
 }
 
+// TestGEMVKnobs pins what each GEMV knob of Tuning does to TinyLlama's
+// decode GEMVs on a target with subgroups (over the discrete GPUs'
+// tuning): the workgroup size and grid, and the kernel's way of summing
+// and reading.
+func TestGEMVKnobs(t *testing.T) {
+	q := func(dt ir.DType, d ...int64) ir.Type { return ir.T(dt, ir.S(d...)) }
+	tb := ir.Attrs{"transpose_b": ir.BoolAttr(true)}
+	o := func(dt ir.DType) kerneltest.Case {
+		return kerneltest.Case{Name: "o " + dt.String(), Op: ir.OpMatmul, Attrs: tb, In: []ir.Type{f32(1, 2048), q(dt, 2048, 2048), f32(1, 2048)}}
+	}
+	swiglu := kerneltest.Case{Name: "swiglu", Op: ir.OpRMSNormSwiGLU, In: []ir.Type{f32(1, 2048), f32(2048), q(ir.Q4_0, 5632, 2048), q(ir.Q4_0, 5632, 2048)}}
+	for _, c := range []struct {
+		c        kerneltest.Case
+		tu       Tuning
+		grid, wg int
+		has      string
+	}{
+		{o(ir.Q4_0), Tuning{GEMVRowLanes: 16, GEMVRows: 8}, 256, 128, "subgroupShuffleXor("},
+		{o(ir.Q4_0), Tuning{GEMVRowLanes: 4, GEMVRows: 128}, 32, 256, "let L = min(4u, sgs);"},
+		{swiglu, Tuning{GEMVRowLanes: 8, GEMVRows: 16}, 352, 128, "subgroupShuffleXor(uacc, o)"},
+		{o(ir.Q4_0), Tuning{GEMVRows: 8, GEMVThreads: 64}, 256, 64, "subgroupAdd("},
+		{o(ir.Q4_0), Tuning{GEMVChunk: 2}, 512, 128, "K in chunks of 128 elements"},
+		{o(ir.F16), Tuning{GEMVChunk: 4}, 512, 128, "K in chunks of 32 elements"},
+		{o(ir.F32), Tuning{GEMVStageA: true}, 512, 128, "act[j] = in0[ab + j];"},
+		{swiglu, Tuning{GEMVNoStage: true}, 704, 256, "(in1[k * 16u] * (inv * in0[ab + k * 16u]))"},
+	} {
+		tu := DiscreteTuning()
+		GEMVVariant{c.tu}.Apply(&tu)
+		k, err := generate(t, c.c, Options{Features: Features{Subgroups: true}, Tuning: tu})
+		if err != nil {
+			t.Fatal(err)
+		}
+		name := c.c.Name + " " + GEMVString(c.tu)
+		if k.Grid != [3]int{c.grid, 1, 1} || k.WorkgroupSize != [3]int{c.wg, 1, 1} {
+			t.Errorf("%s: grid %v of %v, want %d of %d", name, k.Grid, k.WorkgroupSize, c.grid, c.wg)
+		}
+		if !strings.Contains(string(k.Source), c.has) {
+			t.Errorf("%s: the kernel has no %q", name, c.has)
+		}
+	}
+}
+
 // TestFeatures checks the one place that keeps the dialect's extensions
 // out of kernels for targets without them: a kernel that enables an
 // extension the options do not allow is refused.

@@ -27,14 +27,7 @@ var (
 func (d *Device) StartDownload(b *runtime.Buffer) (wait func() (*tensor.Tensor, error), err error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	g, err := devkit.Handle[vrange](d, b)
-	if err != nil {
-		return nil, fmt.Errorf("vulkan: download: %w", err)
-	}
-	if err := d.usable(); err != nil {
-		return nil, err
-	}
-	t, raw, err := d.downloadTo(b, g)
+	g, t, raw, err := d.downloadTo(b)
 	if err != nil {
 		return nil, err
 	}

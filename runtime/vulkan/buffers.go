@@ -172,14 +172,7 @@ func (d *Device) write(g *vbuf, data []byte, fresh bool) error {
 func (d *Device) Download(b *runtime.Buffer) (*tensor.Tensor, error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	g, err := devkit.Handle[vrange](d, b)
-	if err != nil {
-		return nil, fmt.Errorf("vulkan: download: %w", err)
-	}
-	if err := d.usable(); err != nil {
-		return nil, err
-	}
-	t, raw, err := d.downloadTo(b, g)
+	g, t, raw, err := d.downloadTo(b)
 	if err != nil {
 		return nil, err
 	}
@@ -190,19 +183,25 @@ func (d *Device) Download(b *runtime.Buffer) (*tensor.Tensor, error) {
 	return t, nil
 }
 
-// downloadTo returns the tensor a download of b fills and the bytes to
-// read from the device into, which are the tensor's unless b is stored as
-// f16 (fromStored widens them then).
-func (d *Device) downloadTo(b *runtime.Buffer, g *vbuf) (t *tensor.Tensor, raw []byte, err error) {
+// downloadTo checks a download of b and returns its buffer, the tensor the
+// download fills and the bytes to read from the device into, which are the
+// tensor's unless b is stored as f16 (fromStored widens them then).
+func (d *Device) downloadTo(b *runtime.Buffer) (g *vbuf, t *tensor.Tensor, raw []byte, err error) {
+	if g, err = devkit.Handle[vrange](d, b); err != nil {
+		return nil, nil, nil, fmt.Errorf("vulkan: download: %w", err)
+	}
+	if err := d.usable(); err != nil {
+		return nil, nil, nil, err
+	}
 	t = tensor.New(b.DType, b.Shape)
 	raw = t.Data
 	if d.half(b.DType) {
 		raw = make([]byte, len(t.Data)/2)
 	}
 	if uint64(len(raw)) > g.Size {
-		return nil, nil, fmt.Errorf("vulkan: download of %s: the buffer holds %d bytes", b, g.Size)
+		return nil, nil, nil, fmt.Errorf("vulkan: download of %s: the buffer holds %d bytes", b, g.Size)
 	}
-	return t, raw, nil
+	return g, t, raw, nil
 }
 
 // fromStored widens raw into t when t is stored as f16.
