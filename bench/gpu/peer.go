@@ -299,8 +299,14 @@ func (r peerResult) warm() (med peerRun, lo, hi float64, ok bool) {
 		return peerRun{}, 0, 0, false
 	}
 	w := append([]peerRun(nil), r.Runs[1:]...)
+	sort.Slice(w, func(i, j int) bool { return w[i].PrefillTokS < w[j].PrefillTokS })
+	prefill := w[len(w)/2].PrefillTokS
 	sort.Slice(w, func(i, j int) bool { return w[i].DecodeTokS < w[j].DecodeTokS })
-	return w[len(w)/2], w[0].DecodeTokS, w[len(w)-1].DecodeTokS, true
+	// Each rate's own median: one run's slow prompt must not stand for
+	// the prefill because its decode was the median.
+	med = w[len(w)/2]
+	med.PrefillTokS = prefill
+	return med, w[0].DecodeTokS, w[len(w)-1].DecodeTokS, true
 }
 
 func (r peerResult) summary() string {
@@ -344,7 +350,7 @@ func (t peerTable) write(w io.Writer, withPeer bool) {
 			}
 		}
 	}
-	p("- warm: the median run by decode rate of the runs after the first (decode min-max in brackets); cold: the first run")
+	p("- warm: the median prefill and the median decode rate of the runs after the first (decode min-max in brackets); cold: the first run")
 	p("  (tapml: a fresh process with empty caches, kernels compiled in the run, their time in brackets; llama.cpp compiles")
 	p("  its pipelines at load, its first run follows a short warm-up)")
 	p("")

@@ -56,8 +56,8 @@ func TestWarmCold(t *testing.T) {
 		t.Errorf("cold %+v, %v; want the first run", c, ok)
 	}
 	med, lo, hi, ok := r.warm()
-	if !ok || med.PrefillTokS != 7 || lo != 10 || hi != 30 {
-		t.Errorf("warm %+v in %g-%g (%v); want the run decoding 20 tok/s, in 10-30", med, lo, hi, ok)
+	if !ok || med.PrefillTokS != 6 || med.DecodeTokS != 20 || lo != 10 || hi != 30 {
+		t.Errorf("warm %+v in %g-%g (%v); want the median prefill 6 and decode 20 tok/s, decode in 10-30", med, lo, hi, ok)
 	}
 	if _, _, _, ok := (peerResult{Runs: r.Runs[:1]}).warm(); ok {
 		t.Error("one run has a warm figure")
