@@ -48,6 +48,45 @@ func runKernel(d *vulkan.Device, n *ir.Node, k *codegen.Kernel, in []*tensor.Ten
 	return roundTrip(d, in, func(bufs []*runtime.Buffer) ([]*runtime.Buffer, error) { return d.LaunchKernel(n, k, bufs) })
 }
 
+// generateRun generates node n's kernel under opts and runs its SPIR-V on g
+// over in, failing the test (as name) on an error; it returns the WGSL the
+// SPIR-V was translated from, for tests of what the generator chose, the
+// SPIR-V kernel and the outputs.
+func generateRun(t *testing.T, g *vulkan.Device, name string, n *ir.Node, in, outs []ir.Type, opts Options, data []*tensor.Tensor) (string, *codegen.Kernel, []*tensor.Tensor) {
+	t.Helper()
+	src, err := wgsl.Generate(n, in, outs, opts)
+	if err != nil {
+		t.Fatalf("%s: %v", name, err)
+	}
+	kern, err := Generate(n, in, outs, opts)
+	if err != nil {
+		t.Fatalf("%s: %v", name, err)
+	}
+	got, err := runKernel(g, n, kern, data)
+	if err != nil {
+		t.Fatalf("%s: run: %v", name, err)
+	}
+	return string(src.Source), kern, got
+}
+
+// checkWrongIndex runs case c's kernel with the wrong_index fault on g (the
+// device's features, default tuning) and fails the test when its first
+// output stays within tl of the reference: the fault must show.
+func checkWrongIndex(t *testing.T, g *vulkan.Device, r *rand.Rand, c testCase, tl tol) {
+	t.Helper()
+	n, outs := c.fullNode(t)
+	in := c.inputs(r)
+	want, err := reference(n, outs, in)
+	if err != nil {
+		t.Fatalf("%s: reference: %v", c, err)
+	}
+	opts := Options{Limits: kernelLimits(g), Features: g.Features(), Fault: fault.WrongIndex}
+	_, _, got := generateRun(t, g, c.String(), n, c.in, outs, opts, in)
+	if compare(got[0], want[0], tl) == nil {
+		t.Errorf("%s: wrong_index leaves the output within the tolerance", c)
+	}
+}
+
 // roundTrip uploads host inputs to d, launches on them, downloads the
 // results and frees every buffer it made.
 func roundTrip(d runtime.Device, in []*tensor.Tensor, launch func([]*runtime.Buffer) ([]*runtime.Buffer, error)) ([]*tensor.Tensor, error) {

@@ -7,7 +7,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/tapml/tapml/codegen/fault"
 	"github.com/tapml/tapml/codegen/wgsl"
 	"github.com/tapml/tapml/ir"
 	"github.com/tapml/tapml/tensor"
@@ -81,20 +80,9 @@ func TestDeviceGEMV(t *testing.T) {
 			for _, v := range s.variants {
 				name := fmt.Sprintf("%s %s k=%d subgroups=%v tuning=%+v", c.op, dt, k, v.feat.Subgroups, v.tune)
 				opts := Options{Limits: kernelLimits(g), Tuning: v.tune, Features: v.feat}
-				src, err := wgsl.Generate(n, c.in, outs, opts)
-				if err != nil {
-					t.Fatalf("%s: %v", name, err)
-				}
-				if sg := strings.Contains(string(src.Source), "subgroupAdd("); sg != v.feat.Subgroups {
+				src, _, got := generateRun(t, g, name, n, c.in, outs, opts, in)
+				if sg := strings.Contains(src, "subgroupAdd("); sg != v.feat.Subgroups {
 					t.Errorf("%s: the kernel uses subgroupAdd: %v", name, sg)
-				}
-				kern, err := Generate(n, c.in, outs, opts)
-				if err != nil {
-					t.Fatalf("%s: %v", name, err)
-				}
-				got, err := runKernel(g, n, kern, in)
-				if err != nil {
-					t.Fatalf("%s: run: %v", name, err)
 				}
 				for i := range want {
 					if err := compare(got[i], want[i], gemvTol(k)); err != nil {
@@ -113,25 +101,9 @@ func TestDeviceGEMVWrongIndex(t *testing.T) {
 	r := rand.New(rand.NewPCG(13, 14))
 	for _, w := range []ir.Type{f32(19, 64), ir.T(ir.F16, ir.S(19, 64)), ir.T(ir.Q4_0, ir.S(19, 64)),
 		ir.T(ir.Q8_0, ir.S(19, 64)), ir.T(ir.Q4_0, ir.S(19, 96)), ir.T(ir.Q6_K, ir.S(19, 512))} {
-		k := w.Shape.Sizes()[1]
-		c := testCase{op: ir.OpMatmul, in: []ir.Type{f32(1, int64(k)), w}, attrs: ir.Attrs{"transpose_b": ir.BoolAttr(true)}}
-		n, outs := c.fullNode(t)
-		kern, err := Generate(n, c.in, outs, Options{Limits: kernelLimits(g), Features: g.Features(), Fault: fault.WrongIndex})
-		if err != nil {
-			t.Fatalf("%s: %v", w, err)
-		}
-		in := c.inputs(r)
-		want, err := reference(n, outs, in)
-		if err != nil {
-			t.Fatal(err)
-		}
-		got, err := runKernel(g, n, kern, in)
-		if err != nil {
-			t.Fatalf("%s: run: %v", w, err)
-		}
-		if compare(got[0], want[0], gemvTol(int64(k))) == nil {
-			t.Errorf("%s: wrong_index leaves the output within the tolerance", w)
-		}
+		k := int64(w.Shape.Sizes()[1])
+		c := testCase{op: ir.OpMatmul, in: []ir.Type{f32(1, k), w}, attrs: ir.Attrs{"transpose_b": ir.BoolAttr(true)}}
+		checkWrongIndex(t, g, r, c, gemvTol(k))
 	}
 }
 
@@ -218,22 +190,11 @@ func TestDeviceGEMVVariants(t *testing.T) {
 			if s.plain {
 				opts.Features, name = wgsl.Features{}, name+" without subgroups"
 			}
-			src, err := wgsl.Generate(n, c.in, outs, opts)
-			if err != nil {
-				t.Fatalf("%s: %v", name, err)
-			}
-			if shuf := strings.Contains(string(src.Source), "subgroupShuffleXor("); shuf != (tu.GEMVRowLanes > 0) {
+			src, kern, got := generateRun(t, g, name, n, c.in, outs, opts, in)
+			if shuf := strings.Contains(src, "subgroupShuffleXor("); shuf != (tu.GEMVRowLanes > 0) {
 				t.Errorf("%s: the kernel sums segments by subgroupShuffleXor: %v", name, shuf)
 			}
-			kern, err := Generate(n, c.in, outs, opts)
-			if err != nil {
-				t.Fatalf("%s: %v", name, err)
-			}
 			mods = append(mods, spv{name, kern.Source})
-			got, err := runKernel(g, n, kern, in)
-			if err != nil {
-				t.Fatalf("%s: run: %v", name, err)
-			}
 			for i := range want {
 				if err := compare(got[i], want[i], gemvTol(s.k)); err != nil {
 					t.Errorf("%s: output %d: %v", name, i, err)

@@ -6,7 +6,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/tapml/tapml/codegen/fault"
 	"github.com/tapml/tapml/codegen/wgsl"
 	"github.com/tapml/tapml/ir"
 )
@@ -58,13 +57,10 @@ func TestDeviceTiledStored(t *testing.T) {
 				for _, tu := range tunings {
 					name := fmt.Sprintf("%s %s f16=%v tuning=%+v", c, s.dt, feat.F16, tu)
 					opts := Options{Limits: kernelLimits(g), Tuning: tu, Features: feat}
-					src, err := wgsl.Generate(n, c.in, outs, opts)
-					if err != nil {
-						t.Fatalf("%s: %v", name, err)
-					}
+					src, _, got := generateRun(t, g, name, n, c.in, outs, opts, in)
 					hw := false
 					for _, b := range []string{"f16", "vec4<f16>"} {
-						if strings.Contains(string(src.Source), "var<storage, read> in1: array<"+b+">") {
+						if strings.Contains(src, "var<storage, read> in1: array<"+b+">") {
 							hw = true
 							kinds[b]++
 						}
@@ -72,16 +68,8 @@ func TestDeviceTiledStored(t *testing.T) {
 					if want := s.dt == ir.F16 && feat.F16; hw != want {
 						t.Errorf("%s: the weight is bound as f16: %v, want %v", name, hw, want)
 					}
-					if strings.Contains(string(src.Source), "// b is read as runs of") {
+					if strings.Contains(src, "// b is read as runs of") {
 						kinds["runs"]++
-					}
-					kern, err := Generate(n, c.in, outs, opts)
-					if err != nil {
-						t.Fatalf("%s: %v", name, err)
-					}
-					got, err := runKernel(g, n, kern, in)
-					if err != nil {
-						t.Fatalf("%s: run: %v", name, err)
 					}
 					if err := compare(got[0], want[0], c.tolerance()); err != nil {
 						t.Errorf("%s: %v", name, err)
@@ -102,21 +90,5 @@ func TestDeviceTiledStoredWrongIndex(t *testing.T) {
 	g := openGPU(t)
 	r := rand.New(rand.NewPCG(23, 24))
 	c := testCase{op: ir.OpMatmul, in: []ir.Type{f32(37, 72), ir.T(ir.F16, ir.S(33, 72))}, attrs: ir.Attrs{"transpose_b": ir.BoolAttr(true)}}
-	n, outs := c.fullNode(t)
-	kern, err := Generate(n, c.in, outs, Options{Limits: kernelLimits(g), Features: g.Features(), Fault: fault.WrongIndex})
-	if err != nil {
-		t.Fatal(err)
-	}
-	in := c.inputs(r)
-	want, err := reference(n, outs, in)
-	if err != nil {
-		t.Fatal(err)
-	}
-	got, err := runKernel(g, n, kern, in)
-	if err != nil {
-		t.Fatalf("run: %v", err)
-	}
-	if compare(got[0], want[0], c.tolerance()) == nil {
-		t.Errorf("wrong_index leaves the output within the tolerance")
-	}
+	checkWrongIndex(t, g, r, c, c.tolerance())
 }
