@@ -1,7 +1,6 @@
 package wgsl
 
 import (
-
 	"github.com/tapml/tapml/codegen"
 )
 
