@@ -1,7 +1,6 @@
 package carve
 
 import (
-	"path/filepath"
 	"testing"
 
 	"github.com/tapml/tapml/ir"
@@ -21,15 +20,7 @@ func TestCarveF16(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	dir := filepath.Join(t.TempDir(), "f16")
-	if _, err := rec.Write(dir); err != nil {
-		t.Fatal(err)
-	}
-	b, err := Open(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer b.Close()
+	b := writeOpen(t, rec, "f16")
 	if dt, err := b.Compute(); err != nil || dt != ir.F16 {
 		t.Fatalf("bundle compute %s, %v; want f16", dt, err)
 	}

@@ -66,20 +66,12 @@ func TestEmptyBundle(t *testing.T) {
 	if len(rec.Cases) != 0 {
 		t.Fatalf("%d cases of softmax, which the tiny model does not use", len(rec.Cases))
 	}
-	dir := filepath.Join(t.TempDir(), "empty")
-	if _, err := rec.Write(dir); err != nil {
-		t.Fatal(err)
-	}
-	b, err := Open(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer b.Close()
+	b := writeOpen(t, rec, "empty")
 	rep, err := b.Test(cpu.New(), TestOptions{})
 	if err != nil || len(rep.Results) != 0 || !rep.OK() {
 		t.Errorf("%v, %v", rep, err)
 	}
-	if _, err := os.Stat(filepath.Join(dir, ModuleFile)); err != nil {
+	if _, err := os.Stat(filepath.Join(b.Dir, ModuleFile)); err != nil {
 		t.Error(err)
 	}
 	var html, junit bytes.Buffer

@@ -10,6 +10,22 @@ import (
 	"github.com/tapml/tapml/internal/testenv"
 )
 
+// writeOpen writes rec as a bundle named name in a temporary folder and
+// opens it (closed when the test ends).
+func writeOpen(t testing.TB, rec *Recording, name string) *Bundle {
+	t.Helper()
+	dir := filepath.Join(t.TempDir(), name)
+	if _, err := rec.Write(dir); err != nil {
+		t.Fatal(err)
+	}
+	b, err := Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { b.Close() })
+	return b
+}
+
 func loadStories(t testing.TB) *frontend.Model {
 	t.Helper()
 	m, err := frontend.Load(testenv.Model(t, "stories260K.bin"), frontend.Options{Tokenizer: testenv.Model(t, "tok512.bin")})

@@ -194,15 +194,7 @@ func TestCarveCalls(t *testing.T) {
 	if rec.Stats.Steps != 2 || OpCounts(rec.Cases) != "exp 1, matmul 1, tanh 1" {
 		t.Errorf("stats %+v, cases %s", rec.Stats, OpCounts(rec.Cases))
 	}
-	dir := filepath.Join(t.TempDir(), "b")
-	if _, err := rec.Write(dir); err != nil {
-		t.Fatal(err)
-	}
-	bd, err := Open(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer bd.Close()
+	bd := writeOpen(t, rec, "b")
 	want := []InputInfo{
 		{Func: "main", Name: "x", DType: "f32", Shape: []int{2, 8}, Source: "random: uniform [-1, 1), xorshift32 seed 5"},
 		{Func: "main", Name: "y", DType: "f32", Shape: []int{8, 3}, Source: "given"},
