@@ -245,26 +245,22 @@ func TestFusionTiny(t *testing.T) {
 	if before != 96 || after != 64 {
 		t.Errorf("llama.Tiny nodes: %d -> %d, want 96 -> 64", before, after)
 	}
-	if got := rep.OpsAfter[ir.OpRopeKVWrite]; got != 2 {
-		t.Errorf("%d rope_kv_write nodes, want 2 (decode's ropes and kv_writes in 2 layers)", got)
-	}
-	if got := rep.OpsAfter[ir.OpRope]; got != 4 {
-		t.Errorf("%d rope nodes, want 4 (prefill's q and k in 2 layers)", got)
-	}
-	if got := rep.OpsAfter[ir.OpRMSNormMatmul]; got != 1 {
-		t.Errorf("%d rms_norm_matmul nodes, want 1 (the classifier)", got)
-	}
-	if got := rep.OpsAfter[ir.OpRMSNormQKV]; got != 2 {
-		t.Errorf("%d rms_norm_qkv nodes, want 2 (decode's q, k and v in 2 layers)", got)
-	}
-	if got := rep.OpsAfter[ir.OpRMSNormSwiGLU]; got != 2 {
-		t.Errorf("%d rms_norm_swiglu nodes, want 2 (decode's feed-forward in 2 layers)", got)
-	}
-	if got := rep.OpsAfter[ir.OpAdd]; got != 0 {
-		t.Errorf("%d add nodes left, want every residual add folded", got)
-	}
-	if got := rep.OpsAfter[ir.OpFusedElementwise]; got != 2 {
-		t.Errorf("%d fused_elementwise nodes, want 2 (prefill's silu·mul)", got)
+	for _, w := range []struct {
+		op   ir.Op
+		n    int
+		what string
+	}{
+		{ir.OpRopeKVWrite, 2, "decode's ropes and kv_writes in 2 layers"},
+		{ir.OpRope, 4, "prefill's q and k in 2 layers"},
+		{ir.OpRMSNormMatmul, 1, "the classifier"},
+		{ir.OpRMSNormQKV, 2, "decode's q, k and v in 2 layers"},
+		{ir.OpRMSNormSwiGLU, 2, "decode's feed-forward in 2 layers"},
+		{ir.OpAdd, 0, "every residual add folded"},
+		{ir.OpFusedElementwise, 2, "prefill's silu·mul"},
+	} {
+		if got := rep.OpsAfter[w.op]; got != w.n {
+			t.Errorf("%d %s nodes, want %d (%s)", got, w.op, w.n, w.what)
+		}
 	}
 	var b bytes.Buffer
 	if err := rep.WriteTimes(&b); err != nil {
