@@ -66,21 +66,9 @@ func (m gemvModel) ops(dt ir.DType) []gemvOp {
 func (o gemvOp) bytes(outs []ir.Type) int64 {
 	var b int64
 	for _, t := range append(append([]ir.Type{}, o.in...), outs...) {
-		b += tensorBytes(t)
+		b += t.Bytes()
 	}
 	return b
-}
-
-func tensorBytes(t ir.Type) int64 {
-	n := int64(1)
-	for _, d := range t.Shape.Sizes() {
-		n *= int64(d)
-	}
-	if t.DType.IsBlock() {
-		elems, bytes := t.DType.Block()
-		return n / int64(elems) * int64(bytes)
-	}
-	return n * int64(t.DType.Size())
 }
 
 // randomStored is a tensor of type t with random contents that decode to
@@ -88,7 +76,7 @@ func tensorBytes(t ir.Type) int64 {
 // random quants.
 func randomStored(r *rand.Rand, t ir.Type) (*tensor.Tensor, error) {
 	shape := t.Shape.Sizes()
-	raw := make([]byte, tensorBytes(t))
+	raw := make([]byte, t.Bytes())
 	switch {
 	case t.DType == ir.F32:
 		for i := 0; i < len(raw); i += 4 {
