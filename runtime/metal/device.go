@@ -127,6 +127,7 @@ type Device struct {
 	limits msl.Limits
 	gen    msl.Options // what kernels are generated for, but the fault
 	prec   runtime.Precision
+	store  devkit.Storage // f32 tensors as f16 under f16 compute
 	faults devkit.Faults
 
 	pipes map[string]*pipeline     // by kernel source
@@ -182,7 +183,7 @@ func newDevice(br bridge, opts Options) *Device {
 	lower(&lim.MaxThreadgroupsPerDimension, opts.Limits.MaxThreadgroupsPerDimension)
 	lower(&lim.MaxBuffers, opts.Limits.MaxBuffers)
 	d := &Device{
-		br: br, opts: opts, name: "metal:" + br.name(), limits: lim, gen: KernelOptions(lim, prec), prec: prec, faults: devkit.CopyFaults(opts.Faults),
+		br: br, opts: opts, name: "metal:" + br.name(), limits: lim, gen: KernelOptions(lim, prec), prec: prec, store: devkit.Storage{Half: prec.Half()}, faults: devkit.CopyFaults(opts.Faults),
 		pipes: map[string]*pipeline{}, plans: map[devkit.PlanKey]*plan{}, batch: devkit.NewBatch(opts.MaxBatch, 0),
 	}
 	d.bufs = devkit.Allocator[unsafe.Pointer]{
@@ -215,17 +216,6 @@ func (d *Device) Limits() msl.Limits { return d.limits }
 // Precision is the precision the device computes at (Options.Compute and
 // Accumulate).
 func (d *Device) Precision() runtime.Precision { return d.prec }
-
-// half reports whether tensors of dtype dt are stored as f16.
-func (d *Device) half(dt ir.DType) bool { return dt == ir.F32 && d.prec.Half() }
-
-// stored returns k with its bindings typed as the device stores them.
-func (d *Device) stored(k *codegen.Kernel) *codegen.Kernel {
-	if !d.prec.Half() {
-		return k
-	}
-	return devkit.HalfKernel(k)
-}
 
 // Stats returns counters of the device's work so far.
 func (d *Device) Stats() Stats {
@@ -284,10 +274,7 @@ func (d *Device) Upload(t *tensor.Tensor) (*runtime.Buffer, error) {
 	if d.batch.Pending() > 0 || d.inflight {
 		alloc = d.bufs.New
 	}
-	data := t.Data
-	if d.half(t.DType) {
-		data = devkit.ToHalf(t.Data)
-	}
+	data := d.store.Encode(t)
 	g, err := alloc(uint64(len(data)))
 	if err != nil {
 		return nil, fmt.Errorf("metal: upload of %s: %w", t, err)
@@ -337,14 +324,14 @@ func (d *Device) Download(b *runtime.Buffer) (*tensor.Tensor, error) {
 	}
 	t := tensor.New(b.DType, b.Shape)
 	n := len(t.Data)
-	if d.half(b.DType) {
+	if d.store.Halved(b.DType) {
 		n /= 2
 	}
 	if uint64(n) > g.Size {
 		return nil, fmt.Errorf("metal: download of %s: the buffer holds %d bytes", b, g.Size)
 	}
 	raw := d.br.contents(g.B, int(g.Size))[:n]
-	if d.half(b.DType) {
+	if d.store.Halved(b.DType) {
 		devkit.FromHalf(raw, t.Data)
 	} else {
 		copy(t.Data, raw)
@@ -413,7 +400,7 @@ func (d *Device) planFor(n *ir.Node, in, out []ir.Type) (*plan, error) {
 	if err != nil {
 		return nil, err
 	}
-	p := &plan{k: k, stored: d.stored(k), pp: pp}
+	p := &plan{k: k, stored: d.store.Kernel(k), pp: pp}
 	d.plans[key] = p
 	return p, nil
 }
@@ -513,7 +500,7 @@ func (d *Device) launchKernel(k *codegen.Kernel, in []*runtime.Buffer) ([]*runti
 	if err := devkit.Handles(d, in, hs); err != nil {
 		return nil, err
 	}
-	p := &plan{k: k, stored: d.stored(k)}
+	p := &plan{k: k, stored: d.store.Kernel(k)}
 	if err := devkit.CheckBindings(p.stored, hs); err != nil {
 		return nil, err
 	}

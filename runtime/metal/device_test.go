@@ -426,7 +426,7 @@ func runTiny(t *testing.T, m *ir.Module, opts Options) {
 	for _, p := range m.Func("decode").Params[2:] {
 		c := upload(t, d, tensor.New(p.Type.DType, p.Type.Shape.Sizes()))
 		want := p.Type.Bytes()
-		if d.half(p.Type.DType) {
+		if d.store.Halved(p.Type.DType) {
 			want /= 2
 		}
 		if g := c.Handle.(*mbuf); g.Size != devkit.SizeClass(uint64(want)) {

@@ -67,14 +67,15 @@ type Options struct {
 // failure comes back from a later call, naming its node. Its methods are
 // safe for concurrent use (they serialise on one lock).
 type Device struct {
-	url  string // for messages: no token, no options
-	name string
-	info proto.DeviceInfo
-	lim  wgsl.Limits
-	gen  wgsl.Options // what kernels are generated for, but the fault
-	prec runtime.Precision
-	opts Options
-	conn *websocket.Conn
+	url   string // for messages: no token, no options
+	name  string
+	info  proto.DeviceInfo
+	lim   wgsl.Limits
+	gen   wgsl.Options // what kernels are generated for, but the fault
+	prec  runtime.Precision
+	store devkit.Storage // f32 tensors as f16 under f16 compute
+	opts  Options
+	conn  *websocket.Conn
 
 	mu         sync.Mutex
 	nextID     uint32
@@ -279,6 +280,7 @@ func DialOptions(ctx context.Context, rawURL string, o Options) (*Device, error)
 			MaxStorageBuffersPerShaderStage: int(l.MaxStorageBuffersPerShaderStage),
 		},
 		prec:    prec,
+		store:   devkit.Storage{Half: prec.Half()},
 		opts:    o,
 		conn:    conn,
 		nextID:  2,
@@ -339,18 +341,6 @@ func (d *Device) ShaderF16() bool { return d.info.Has(proto.FeatureShaderF16) }
 // Precision is the precision the device computes at: Options.Precision
 // where the device has shader-f16, else f32.
 func (d *Device) Precision() runtime.Precision { return d.prec }
-
-// half reports whether tensors of dtype dt are stored as f16.
-func (d *Device) half(dt ir.DType) bool { return dt == ir.F32 && d.prec.Half() }
-
-// storedKernel returns k with its bindings typed as the device stores
-// them (k itself when nothing is stored as f16).
-func (d *Device) storedKernel(k *codegen.Kernel) *codegen.Kernel {
-	if !d.prec.Half() {
-		return k
-	}
-	return devkit.HalfKernel(k)
-}
 
 // Limits are the limits kernels are generated for.
 func (d *Device) Limits() wgsl.Limits { return d.lim }
@@ -644,8 +634,8 @@ func (d *Device) wireTensor(t *tensor.Tensor) (proto.DType, []byte, error) {
 	if err := devkit.CheckGPUTensor(t); err != nil {
 		return 0, nil, fmt.Errorf("remote device %s: upload of %w", d.url, err)
 	}
-	stored, data := t.DType, t.Data
-	if d.half(t.DType) {
+	stored := t.DType
+	if d.store.Halved(t.DType) {
 		stored = ir.F16
 	}
 	dt, ok := proto.FromIR(stored)
@@ -660,10 +650,7 @@ func (d *Device) wireTensor(t *tensor.Tensor) (proto.DType, []byte, error) {
 	if len(t.Shape) > proto.MaxRank {
 		return 0, nil, fmt.Errorf("remote device %s: upload of %s: rank above %d", d.url, t, proto.MaxRank)
 	}
-	if d.half(t.DType) {
-		data = devkit.ToHalf(t.Data)
-	}
-	return dt, data, nil
+	return dt, d.store.Encode(t), nil
 }
 
 // sendTensor uploads data, a tensor of dtype dt and shape, to buffer id in
@@ -763,7 +750,7 @@ func (d *Device) Download(b *runtime.Buffer) (*tensor.Tensor, error) {
 	}
 	t := tensor.New(b.DType, b.Shape)
 	raw := t.Data // as the device stores it
-	if d.half(b.DType) {
+	if d.store.Halved(b.DType) {
 		raw = make([]byte, len(t.Data)/2)
 	}
 	for off := 0; off < len(raw); {
@@ -782,7 +769,7 @@ func (d *Device) Download(b *runtime.Buffer) (*tensor.Tensor, error) {
 		copy(raw[off:], data.Data)
 		off += n
 	}
-	if d.half(b.DType) {
+	if d.store.Halved(b.DType) {
 		devkit.FromHalf(raw, t.Data)
 	}
 	return t, nil
@@ -873,7 +860,7 @@ func (d *Device) planFor(n *ir.Node, in, out []ir.Type) (*kplan, error) {
 	if err != nil {
 		return nil, err
 	}
-	sk := d.storedKernel(k)
+	sk := d.store.Kernel(k)
 	m := &proto.Compile{Op: k.Op.String(), Language: "wgsl", Entry: k.Entry, Source: k.Source}
 	for i := range 3 {
 		m.Workgroup[i], m.Grid[i] = uint32(k.WorkgroupSize[i]), uint32(k.Grid[i])

@@ -89,7 +89,7 @@ func (d *Device) CopyBuffer(dst, src *runtime.Buffer) error {
 	if gd.B.weight {
 		return fmt.Errorf("vulkan: copy into %s, a weight", dst)
 	}
-	n := uint64(d.storedBytes(dst.Type()))
+	n := uint64(d.store.Bytes(dst.Type()))
 	if n == 0 {
 		return nil
 	}

@@ -119,10 +119,7 @@ func (d *Device) upload(t *tensor.Tensor, weight bool) (*runtime.Buffer, error) 
 	if err := d.usable(); err != nil {
 		return nil, err
 	}
-	data := t.Data
-	if d.half(t.DType) {
-		data = devkit.ToHalf(t.Data)
-	}
+	data := d.store.Encode(t)
 	g, fresh, err := d.alloc(uint64(len(data)), weight)
 	if err != nil {
 		return nil, fmt.Errorf("vulkan: upload of %s: %w", t, err)
@@ -195,7 +192,7 @@ func (d *Device) downloadTo(b *runtime.Buffer) (g *vbuf, t *tensor.Tensor, raw [
 	}
 	t = tensor.New(b.DType, b.Shape)
 	raw = t.Data
-	if d.half(b.DType) {
+	if d.store.Halved(b.DType) {
 		raw = make([]byte, len(t.Data)/2)
 	}
 	if uint64(len(raw)) > g.Size {
@@ -206,7 +203,7 @@ func (d *Device) downloadTo(b *runtime.Buffer) (g *vbuf, t *tensor.Tensor, raw [
 
 // fromStored widens raw into t when t is stored as f16.
 func (d *Device) fromStored(t *tensor.Tensor, raw []byte) {
-	if d.half(t.DType) {
+	if d.store.Halved(t.DType) {
 		devkit.FromHalf(raw, t.Data)
 	}
 }

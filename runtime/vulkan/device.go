@@ -163,6 +163,7 @@ type Device struct {
 	wfeats   wgsl.Features // what kernels may use
 	cgLimits wgsl.Limits
 	faults   devkit.Faults
+	store    devkit.Storage // f32 tensors as f16 under f16 compute (Options.Compute)
 
 	// Memory.
 	memType, stagingType int
@@ -307,6 +308,7 @@ func open(x ctx, opts Options) (*Device, error) {
 		feats:   f,
 		wfeats:  wgsl.Features{F16: f.f16, Subgroups: f.subgroupOps != 0},
 		faults:  devkit.CopyFaults(opts.Faults),
+		store:   devkit.Storage{Half: opts.Compute == ir.F16},
 		batch:   devkit.NewBatch(opts.MaxBatch, opts.BatchRamp),
 		memType: memType, stagingType: stagingType, hostMem: host,
 		tensors:   newPool(p.StorageAlign, firstBlock, maxBlock),

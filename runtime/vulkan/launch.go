@@ -179,7 +179,7 @@ func (d *Device) launch(n *ir.Node, in []*runtime.Buffer, outs []ir.Type) ([]*ru
 		if err != nil {
 			return nil, err
 		}
-		if d.storedBytes(want) > int64(hs[0].Size) {
+		if d.store.Bytes(want) > int64(hs[0].Size) {
 			return nil, fmt.Errorf("reshape to %s of a buffer of %d bytes", want, hs[0].Size)
 		}
 		d.memos[n] = newLaunchMemo(in, fault, nil, want)
@@ -246,7 +246,7 @@ func (d *Device) dispatch(pl *plan, in []*runtime.Buffer, hs []*vbuf) ([]*runtim
 				return fail(fmt.Errorf("kernel binding %d writes input %d, a weight", i, b.Input))
 			}
 		} else {
-			g, _, err := d.alloc(uint64(d.storedBytes(b.Type)), false)
+			g, _, err := d.alloc(uint64(d.store.Bytes(b.Type)), false)
 			if err != nil {
 				return fail(fmt.Errorf("output %d: %w", b.Output, err))
 			}
