@@ -197,11 +197,22 @@ func (o Options) checkPrecision() error {
 type Features struct {
 	F16       bool // `enable f16;`: the f16 type and its arithmetic
 	Subgroups bool // `enable subgroups;`: subgroup operations and builtins
+	// SubgroupMatrix is `enable chromium_experimental_subgroup_matrix;`
+	// (Dawn's name; Vulkan's cooperative matrices): subgroup_matrix_left,
+	// _right and _result types and subgroupMatrixLoad, Store and
+	// MultiplyAccumulate. A device sets it only where 16x16x16 products of
+	// f16 fragments into f32 run on subgroups of 32 invocations (the shape
+	// the matmul kernel uses); it needs F16.
+	SubgroupMatrix bool
 }
+
+// SubgroupMatrixExt is the name a kernel enables subgroup matrices by.
+const SubgroupMatrixExt = "chromium_experimental_subgroup_matrix"
+
 
 // check returns an error when src enables an extension f lacks.
 func (f Features) check(src string) error {
-	allowed := map[string]bool{"f16": f.F16, "subgroups": f.Subgroups}
+	allowed := map[string]bool{"f16": f.F16, "subgroups": f.Subgroups, SubgroupMatrixExt: f.SubgroupMatrix}
 	for _, line := range strings.Split(src, "\n") {
 		name, ok := strings.CutPrefix(strings.TrimSpace(line), "enable ")
 		if !ok {
