@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/tapml/tapml/frontend"
+	"github.com/tapml/tapml/ir"
 	"github.com/tapml/tapml/runtime"
 	"github.com/tapml/tapml/runtime/llm"
 	"github.com/tapml/tapml/runtime/target"
@@ -48,7 +49,7 @@ func peerPrompt(n, vocab int) []int {
 // others find them (warm). One JSON line per session on stdout.
 func tapmlCmd(args []string) error {
 	fs := flag.NewFlagSet("tapml", flag.ExitOnError)
-	tgt := fs.String("target", "vulkan", "tapml target")
+	tgt := fs.String("target", "vulkan", "tapml target, with /f16 for f16 compute (vulkan/f16: tapmlc's --compute f16)")
 	model := fs.String("model", "", "model file (a GGUF file)")
 	prefill := fs.Int("prefill", 128, "prompt tokens")
 	decode := fs.Int("decode", 64, "decode steps")
@@ -111,11 +112,20 @@ func openTapml(tgt, model string, context int) (*tapmlModel, error) {
 	if err := llm.FitContext(m.Module, context); err != nil {
 		return nil, err
 	}
-	dev, err := target.Open(tgt, "")
+	name, f16 := strings.CutSuffix(tgt, "/f16")
+	prec := runtime.F32
+	if f16 {
+		prec = runtime.Precision{Compute: ir.F16, Accumulate: ir.F32}
+	}
+	dev, got, err := target.OpenPrecision(name, "", prec, os.Stderr)
 	if err != nil {
 		return nil, err
 	}
-	lowered, _, err := target.ForDevice(m.Module, dev, tgt, false)
+	if got != prec {
+		dev.Close()
+		return nil, fmt.Errorf("%s: the device does not compute in f16", tgt)
+	}
+	lowered, _, err := target.ForDevice(m.Module, dev, name, false)
 	if err != nil {
 		dev.Close()
 		return nil, err
@@ -161,7 +171,7 @@ func generate(exec *runtime.Executor, prompt []int, steps int) (llm.Stats, error
 func peerCmd(args []string) error {
 	fs := flag.NewFlagSet("peer", flag.ExitOnError)
 	files := fs.String("files", "", "GGUF files, comma-separated (benchgpu gguf writes them)")
-	targets := fs.String("targets", "vulkan,webgpu", "tapml targets, comma-separated")
+	targets := fs.String("targets", "vulkan,webgpu", "tapml targets, comma-separated (vulkan/f16: f16 compute, see tapml -target)")
 	llamabench := fs.String("llamabench", "", "llama.cpp's harness (bench/gpu/llamacpp/llamabench.c built against the Vulkan build); empty: no llama.cpp column")
 	backends := fs.String("backends", "", "the folder of ggml's backends, for llamabench")
 	peerName := fs.String("peer", "llama.cpp Vulkan", "the name of llama.cpp's column")

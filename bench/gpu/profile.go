@@ -32,7 +32,9 @@ func profileCmd(args []string) error {
 	decode := fs.Int("decode", 32, "decode steps profiled")
 	rows := fs.Int("rows", 25, "rows of each table")
 	matmul := fs.String("matmul", "", "the device's Tuning.Matmul instead of its default (a blocking or a comma list, see wgsl.MatmulTiles)")
-	minGroups := fs.Int("min-groups", 0, "with -matmul: Tuning.MatmulMinGroups (0 keeps the device's)")
+	minGroups := fs.Int("min-groups", 0, "with -matmul or -mma: Tuning.MatmulMinGroups (0 keeps the device's)")
+	mma := fs.String("mma", "", "the device's Tuning.MatmulMMA instead of its default (a blocking or a comma list, see wgsl.MatmulMMATiles; used with f16 compute where the device has subgroup matrices)")
+	tgt := fs.String("target", "vulkan", "vulkan, or vulkan/f16 for f16 compute")
 	fs.Parse(args)
 	if *model == "" || *prefill < 1 || *decode < 1 || *rows < 1 {
 		return fmt.Errorf("profile: -model is required; -prefill, -decode and -rows must be positive")
@@ -40,12 +42,18 @@ func profileCmd(args []string) error {
 	if err := wgsl.ValidMatmulTile(*matmul); err != nil {
 		return fmt.Errorf("profile: -matmul: %w", err)
 	}
-	tm, err := openTapml("vulkan", *model, *prefill+2*(*decode)+16)
+	if err := wgsl.ValidMatmulMMA(*mma); err != nil {
+		return fmt.Errorf("profile: -mma: %w", err)
+	}
+	if *tgt != "vulkan" && *tgt != "vulkan/f16" {
+		return fmt.Errorf("profile: -target %q: want vulkan or vulkan/f16", *tgt)
+	}
+	tm, err := openTapml(*tgt, *model, *prefill+2*(*decode)+16)
 	if err != nil {
 		return err
 	}
 	defer tm.close()
-	if *matmul != "" {
+	if *matmul != "" || *mma != "" {
 		d, ok := tm.dev.(interface {
 			Tuning() wgsl.Tuning
 			SetTuning(wgsl.Tuning)
@@ -54,12 +62,17 @@ func profileCmd(args []string) error {
 			return fmt.Errorf("profile: %s has no tuning to set", tm.dev.Name())
 		}
 		tu := d.Tuning()
-		tu.Matmul = *matmul
+		if *matmul != "" {
+			tu.Matmul = *matmul
+		}
+		if *mma != "" {
+			tu.MatmulMMA = *mma
+		}
 		if *minGroups > 0 {
 			tu.MatmulMinGroups = *minGroups
 		}
 		d.SetTuning(tu)
-		logf("matmul tuning: %s (first with >= %d groups)", tu.Matmul, tu.MatmulMinGroups)
+		logf("matmul tuning: %s, subgroup matrices %s (first with >= %d groups)", tu.Matmul, tu.MatmulMMA, tu.MatmulMinGroups)
 	}
 	p, ok := tm.dev.(profiler)
 	if !ok {

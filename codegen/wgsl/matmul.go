@@ -706,6 +706,9 @@ func (g *gen) pickTile(m int) tile {
 
 // tiled computes out[z] = a[z] × b[z] (b transposed when s.transpose).
 func (g *gen) tiled(s mmShape, nb int) (*codegen.Kernel, error) {
+	if t, ok := g.pickMMA(s, nb); ok {
+		return g.mma(s, nb, t)
+	}
 	if v, ok := g.pickVec(s, nb); ok {
 		return g.tiledVec(s, nb, v)
 	}

@@ -135,6 +135,13 @@ type Tuning struct {
 	// not a multiple of 4, M <= 16, limits) use the original kernel.
 	Matmul          string
 	MatmulMinGroups int
+	// MatmulMMA, with f16 compute on a device with Features.SubgroupMatrix,
+	// selects the subgroup-matrix kernel (mma.go) for M > 16 products of a
+	// transposed b: a comma-separated list of blockings "BMxBNxBK/WMxWN"
+	// (multiples of 16; WMxWN is one subgroup's part of the BMxBN block),
+	// chosen as Matmul's by MatmulMinGroups. A stored block-format b is
+	// rounded to f16 there (see mma.go). "" keeps the vec4 kernels.
+	MatmulMMA string
 }
 
 // DiscreteTuning is the tuning the webgpu device uses on GPUs that are not
@@ -145,6 +152,7 @@ type Tuning struct {
 // about four warps each).
 func DiscreteTuning() Tuning {
 	return Tuning{Matmul: "128x128x8/8x8+p,64x64x16/4x4+p,32x64x16/4x4+p,32x32x16/4x4+p*4,16x16x16/4x4+p*8", MatmulMinGroups: 264,
+		MatmulMMA: "128x128x32/64x64,64x128x32/32x64,64x64x32/32x32",
 		GEMVUnroll: 2, GEMVMinGroups: 400}
 }
 
@@ -208,7 +216,6 @@ type Features struct {
 
 // SubgroupMatrixExt is the name a kernel enables subgroup matrices by.
 const SubgroupMatrixExt = "chromium_experimental_subgroup_matrix"
-
 
 // check returns an error when src enables an extension f lacks.
 func (f Features) check(src string) error {

@@ -1,0 +1,119 @@
+package spirv
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"strings"
+	"testing"
+
+	"github.com/tapml/tapml/codegen/wgsl"
+	"github.com/tapml/tapml/ir"
+	"github.com/tapml/tapml/runtime/cpu"
+	"github.com/tapml/tapml/runtime/vulkan"
+	"github.com/tapml/tapml/tensor"
+	"github.com/tapml/tapml/tensor/quant"
+)
+
+// TestDeviceMMA runs prefill products under f16 compute with subgroup
+// matrices in the tuning, against the CPU reference emulating f16 compute.
+// On a device with the feature (an NVIDIA GPU: cooperative matrices) the
+// products take the subgroup-matrix kernel; on one without (lavapipe) the
+// vec4 kernel, and the test checks that too.
+//
+// Tolerance: TestDeviceF16's (the f32 matmul one plus an f16 ulp
+// relative), plus, for a block-format b, its rounding to f16 in the
+// kernel: at most 2^-11 of each |a·w| term, so 2^-11·Σ|a||w| for each
+// output, computed from the data.
+func TestDeviceMMA(t *testing.T) {
+	r := rand.New(rand.NewPCG(41, 42))
+	tb := ir.Attrs{"transpose_b": ir.BoolAttr(true)}
+	type shape struct {
+		dt      ir.DType
+		m, n, k int64
+		addend  bool
+	}
+	shapes := []shape{
+		{ir.F16, 37, 20, 64, false}, {ir.F16, 130, 136, 96, true}, {ir.F32, 40, 64, 128, false},
+		{ir.Q4_0, 45, 36, 96, true}, {ir.Q8_0, 128, 96, 64, false}, {ir.Q4_K, 33, 68, 256, false},
+	}
+	for _, tiles := range []string{"64x64x32/32x32", "32x32x32/16x16", "128x64x32/64x32", "64x64x64/32x32"} {
+		tune := wgsl.DiscreteTuning()
+		tune.MatmulMMA, tune.MatmulMinGroups = tiles, 1
+		g, err := vulkan.Open(vulkan.Options{Generate: Generate, Compute: ir.F16, Tuning: tune, PipelineCacheDir: "-"})
+		if err != nil {
+			t.Fatalf("vulkan with f16 compute: %v (lavapipe has shaderFloat16)", err)
+		}
+		feat := g.Features().SubgroupMatrix
+		for _, s := range shapes {
+			c := testCase{op: ir.OpMatmul, in: []ir.Type{f32(s.m, s.k), ir.T(s.dt, ir.S(s.n, s.k))}, attrs: tb}
+			if s.addend {
+				c.in = append(c.in, f32(s.m, s.n))
+			}
+			name := fmt.Sprintf("%s %s subgroup matrices %v", tiles, c, feat)
+			n, outs := c.fullNode(t)
+			in := c.inputs(r)
+			want, err := launchOn(cpu.NewWith(cpu.Options{Round16: true}), n, outs, in)
+			if err != nil {
+				t.Fatalf("%s: reference: %v", name, err)
+			}
+			src, err := wgsl.Generate(n, c.in, outs, wgsl.Options{Limits: g.Limits(), Tuning: tune, Features: g.Features(), Compute: ir.F16})
+			if err != nil {
+				t.Fatalf("%s: %v", name, err)
+			}
+			if got := strings.Contains(string(src.Source), "subgroupMatrixMultiplyAccumulate"); got != feat {
+				t.Errorf("%s: the subgroup-matrix kernel was chosen: %v, want %v", name, got, feat)
+			}
+			got, err := launchOn(g, n, outs, in)
+			if err != nil {
+				t.Fatalf("%s: run: %v", name, err)
+			}
+			tl := c.tolerance()
+			tl.Rel += 0x1p-10
+			slack := make([]float64, want[0].NumElements())
+			if s.dt.IsBlock() {
+				slack = weightRounding(t, in[0], in[1], int(s.m), int(s.n), int(s.k))
+			}
+			if err := compareSlack(got[0], want[0], tl, slack); err != nil {
+				t.Errorf("%s: %v", name, err)
+			}
+		}
+		g.Close()
+	}
+}
+
+// weightRounding is 2^-11·Σ_k |a[m,k]|·|w[n,k]| for each output (m, n): the
+// bound of the error of rounding each decoded w to f16.
+func weightRounding(t *testing.T, a, w *tensor.Tensor, m, n, k int) []float64 {
+	wf := make([]float32, n*k)
+	if err := quant.Dequantize(w.DType, w.Data, wf); err != nil {
+		t.Fatal(err)
+	}
+	af := a.Float32s()
+	out := make([]float64, m*n)
+	for i := range m {
+		for j := range n {
+			s := 0.0
+			for l := range k {
+				s += math.Abs(float64(af[i*k+l]) * float64(wf[j*k+l]))
+			}
+			out[i*n+j] = s * 0x1p-11
+		}
+	}
+	return out
+}
+
+// compareSlack is compare with slack[i] added to element i's tolerance.
+func compareSlack(got, want *tensor.Tensor, tl tol, slack []float64) error {
+	var bad []string
+	for i := range want.NumElements() {
+		g, w := got.Float64At(i), want.Float64At(i)
+		if d := math.Abs(g - w); !(d <= tl.Abs+tl.Rel*math.Abs(w)+slack[i]) && len(bad) < 5 {
+			bad = append(bad, fmt.Sprintf("[%d] got %g want %g", i, g, w))
+		}
+	}
+	if len(bad) > 0 {
+		return fmt.Errorf("%d+ elements differ: %s", len(bad), strings.Join(bad, "; "))
+	}
+	return nil
+}

@@ -1,0 +1,297 @@
+package wgsl
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/tapml/tapml/codegen"
+	"github.com/tapml/tapml/ir"
+)
+
+// The subgroup-matrix matmul: with f16 compute on a device with
+// Features.SubgroupMatrix (Vulkan's cooperative matrices: NVIDIA's tensor
+// cores), M > 1 products with a transposed b multiply 16x16 f16 fragments
+// into f32 accumulators. f16 compute stores a in f16 already; b's f16 (and
+// f16-stored f32) weights are exact in f16; block formats are decoded to
+// f32 and rounded to f16 once (an element of a Q4_0 block, a 4-bit integer
+// times an f16 scale, needs up to 15 bits: within f16 compute's tolerance,
+// which takes f16's epsilon per element of the reduction).
+
+// mmaFrag is the fragment size: 16x16x16, the one shape the devices that
+// set Features.SubgroupMatrix run (f16 operands, f32 result).
+const mmaFrag = 16
+
+// mmaSubgroup is the subgroup size the kernel assumes: the devices that
+// set the feature run it on subgroups of 32 consecutive invocations.
+const mmaSubgroup = 32
+
+// mmaTile is a blocking of the subgroup-matrix kernel (Tuning.MatmulMMA):
+// a workgroup computes BM x BN of the output in steps of BK along K, each
+// of its subgroups a WM x WN part of it (whole fragments).
+type mmaTile struct{ bm, bn, bk, wm, wn int }
+
+// parseMMATile parses "BMxBNxBK/WMxWN".
+func parseMMATile(s string) (mmaTile, error) {
+	bad := fmt.Errorf("subgroup-matrix tile %q: want BMxBNxBK/WMxWN, each a multiple of 16, WM dividing BM and WN dividing BN", s)
+	blk, sub, ok := strings.Cut(s, "/")
+	if !ok {
+		return mmaTile{}, bad
+	}
+	var v []int
+	for _, f := range append(strings.Split(blk, "x"), strings.Split(sub, "x")...) {
+		n, err := strconv.Atoi(f)
+		if err != nil || n <= 0 || n%mmaFrag != 0 || n > 512 {
+			return mmaTile{}, bad
+		}
+		v = append(v, n)
+	}
+	if len(v) != 5 {
+		return mmaTile{}, bad
+	}
+	t := mmaTile{v[0], v[1], v[2], v[3], v[4]}
+	if t.bm%t.wm != 0 || t.bn%t.wn != 0 {
+		return mmaTile{}, bad
+	}
+	return t, nil
+}
+
+// MatmulMMATiles are the blockings bench/gpu's profile command compares
+// (and the tests check).
+var MatmulMMATiles = []string{
+	"128x128x32/64x64", "128x128x32/32x64", "64x128x32/32x64", "128x64x32/64x32",
+	"64x64x32/32x32", "64x64x16/32x32", "64x64x64/32x32", "32x64x32/16x32", "32x32x32/16x16",
+}
+
+// ValidMatmulMMA reports whether s is a value Tuning.MatmulMMA accepts.
+func ValidMatmulMMA(s string) error {
+	if s == "" {
+		return nil
+	}
+	for _, t := range strings.Split(s, ",") {
+		if _, err := parseMMATile(strings.TrimSpace(t)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (t mmaTile) threads() int { return (t.bm / t.wm) * (t.bn / t.wn) * mmaSubgroup }
+
+// The workgroup arrays' row strides, in elements: a K step plus 8 halves
+// (rows 16 bytes apart from a multiple of 32 spread over the banks, and
+// every fragment's start stays 16-byte aligned).
+func (t mmaTile) stride() int { return t.bk + 8 }
+
+// shared is the workgroup memory, in bytes: the a and b tiles in f16 and a
+// 16x16 f32 fragment per subgroup for the output.
+func (t mmaTile) shared() int {
+	return (t.bm+t.bn)*t.stride()*2 + t.threads()/mmaSubgroup*mmaFrag*mmaFrag*4
+}
+
+func (t mmaTile) fits(lim Limits) bool {
+	return t.threads() <= min(lim.MaxInvocationsPerWorkgroup, lim.MaxWorkgroupSizeX) && t.shared() <= lim.MaxWorkgroupStorageSize
+}
+
+// pickMMA chooses the subgroup-matrix kernel's blocking, if the product
+// can take one: the first of Tuning.MatmulMMA whose grid has at least
+// MatmulMinGroups workgroups, else the last that fits.
+func (g *gen) pickMMA(s mmShape, nb int) (mmaTile, bool) {
+	if g.fault != "" || !g.half || !g.feat.SubgroupMatrix || g.tune.MatmulMMA == "" ||
+		!s.transpose || s.m <= 16 || s.n%4 != 0 {
+		return mmaTile{}, false
+	}
+	var last mmaTile
+	found := false
+	for _, f := range strings.Split(g.tune.MatmulMMA, ",") {
+		t, err := parseMMATile(strings.TrimSpace(f))
+		if err != nil || s.k%t.bk != 0 || !t.fits(g.lim) {
+			continue
+		}
+		if g.mmaBlock(t) < 0 {
+			continue
+		}
+		if ceilDiv(s.n, t.bn)*ceilDiv(s.m, t.bm)*nb >= g.tune.MatmulMinGroups {
+			return t, true
+		}
+		last, found = t, true
+	}
+	return last, found
+}
+
+// mmaBlock is the number of units (4 elements) of b a block-format b's
+// invocations decode together (a run within one block), 1 for other
+// dtypes; -1 when the blocking cannot take b's format (a K step not whole
+// blocks).
+func (g *gen) mmaBlock(t mmaTile) int {
+	dt := g.in[1].DType
+	if !dt.IsBlock() {
+		return 1
+	}
+	elems, _ := dt.Block()
+	if t.bk%elems != 0 && elems%t.bk != 0 {
+		return -1
+	}
+	// The invocations share BN·BK/4 units; each decodes a run of them
+	// (a power of two within a block and a row of the step).
+	run := 1
+	for 2*run*t.threads() <= t.bn*t.bk/4 && (elems/4)%(2*run) == 0 && (t.bk/4)%(2*run) == 0 {
+		run *= 2
+	}
+	return run
+}
+
+// mma is the subgroup-matrix kernel. Per step of BK, the invocations copy
+// a's BM x BK and b's BN x BK (decoded, for a stored b) to workgroup
+// memory as f16, row-major along K; each subgroup then multiplies its
+// WM/16 fragments of a by its WN/16 of b (b's rows loaded column-major:
+// b is transposed) into WM/16 x WN/16 f32 accumulators. At the end each
+// subgroup stores an accumulator at a time to its own 16x16 f32 scratch
+// and its invocations write it out (adding the addend), bounds-checked:
+// rows past M and columns past N were read as zeros and are not written.
+func (g *gen) mma(s mmShape, nb int, t mmaTile) (*codegen.Kernel, error) {
+	threads, sgs := t.threads(), t.threads()/mmaSubgroup
+	fm, fn := t.wm/mmaFrag, t.wn/mmaFrag
+	run := g.mmaBlock(t)
+	dt := g.in[1].DType
+	g.p("enable %s;", SubgroupMatrixExt)
+	g.bind("in0", codegen.Read, g.in[0], "vec4<f16>", 0, -1)
+	var sb stored
+	if dt.IsBlock() || dt == ir.BF16 {
+		sb = g.bindStored("in1", 1)
+	} else {
+		// f16 weights, and f32 ones (stored as f16 under f16 compute).
+		g.bind("in1", codegen.Read, g.in[1], "vec4<f16>", 1, -1)
+	}
+	g.bindAddend("vec4<f32>")
+	g.bind("out0", codegen.Write, g.out[0], "vec4<f32>", -1, 0)
+	g.p("// subgroup-matrix matmul %dx%dx%d/%dx%d: %d subgroups of %d, %dx%d fragments each", t.bm, t.bn, t.bk, t.wm, t.wn, sgs, mmaSubgroup, fm, fn)
+	g.p("const M: u32 = %du;", s.m)
+	g.p("const N: u32 = %du;", s.n)
+	g.p("const NV: u32 = %du; // N / 4", s.n/4)
+	g.p("const KV: u32 = %du; // K / 4", s.k/4)
+	g.p("const SA: u32 = %du; // row stride of the tiles, in f16", t.stride())
+	g.p("var<workgroup> ta: array<f16, %d>; // a's rows [BM][SA]", t.bm*t.stride())
+	g.p("var<workgroup> tb: array<f16, %d>; // b's rows [BN][SA]", t.bn*t.stride())
+	g.p("var<workgroup> tc: array<f32, %d>; // a 16x16 fragment per subgroup", sgs*mmaFrag*mmaFrag)
+	g.entry([3]int{threads, 1, 1})
+	g.batchOffsets(s, 4)
+	g.p("  let sg = li / %du;", mmaSubgroup)
+	g.p("  let lane = li %% %du;", mmaSubgroup)
+	g.p("  let m0 = wid.y * %du;", t.bm)
+	g.p("  let n0 = wid.x * %du;", t.bn)
+	g.p("  let wm = sg / %du * %du; // this subgroup's rows of the block", t.bn/t.wn, t.wm)
+	g.p("  let wn = sg %% %du * %du; // and columns", t.bn/t.wn, t.wn)
+	for i := 0; i < fm; i++ {
+		for j := 0; j < fn; j++ {
+			g.p("  var c%d_%d = subgroup_matrix_result<f32, 16, 16>();", i, j)
+		}
+	}
+	bkv := t.bk / 4
+	g.p("  for (var k0 = 0u; k0 < KV; k0 += %du) { // k0 in vec4", bkv)
+	// a: BM·BK/4 vec4, in rounds of all the invocations.
+	for e := 0; e < ceilDiv(t.bm*bkv, threads); e++ {
+		ind := "    "
+		if (e+1)*threads > t.bm*bkv {
+			g.p("    if (li < %du) {", t.bm*bkv-e*threads)
+			ind = "      "
+		}
+		g.p("%s{ let r = (li + %du) / %du; let kv = (li + %du) %% %du;", ind, e*threads, bkv, e*threads, bkv)
+		g.p("%s  var v = vec4<f16>(0.0h); if (m0 + r < M) { v = in0[ab + (m0 + r) * KV + k0 + kv]; }", ind)
+		g.p("%s  let o = r * SA + kv * 4u; ta[o] = v.x; ta[o + 1u] = v.y; ta[o + 2u] = v.z; ta[o + 3u] = v.w; }", ind)
+		if ind != "    " {
+			g.p("    }")
+		}
+	}
+	// b: BN·BK/4 units, runs of `run` consecutive units per invocation.
+	units := t.bn * bkv
+	for e := 0; e < ceilDiv(units, threads*run); e++ {
+		ind := "    "
+		if (e+1)*threads*run > units {
+			g.p("    if (li < %du) {", (units-e*threads*run)/run)
+			ind = "      "
+		}
+		g.p("%s{ let q = (li + %du) * %du; let r = q / %du; let kv = q %% %du;", ind, e*threads, run, bkv, bkv)
+		g.p("%s  let gn = n0 + r;", ind)
+		// vals are the run's vec4, f32 (decoded) or f16 (loaded).
+		var vals []string
+		half := false
+		switch {
+		case sb.name != "" && dt.IsBlock():
+			for u := 0; u < run; u++ {
+				g.p("%s  var b%d = vec4<f32>(0.0f);", ind, u)
+				vals = append(vals, fmt.Sprintf("b%d", u))
+			}
+			g.p("%s  if (gn < N) {", ind)
+			for u, x := range g.unitRun(sb, "bb * 4u + (gn * KV + k0 + kv) * 4u", run, ind+"    ") {
+				g.p("%s    b%d = %s;", ind, u, x)
+			}
+			g.p("%s  }", ind)
+		case sb.name != "":
+			g.p("%s  var b0 = vec4<f32>(0.0f);", ind)
+			g.p("%s  if (gn < N) {", ind)
+			g.p("%s    b0 = %s;", ind, g.unit4(sb, "bb * 4u + (gn * KV + k0 + kv) * 4u", ind+"    "))
+			g.p("%s  }", ind)
+			vals = []string{"b0"}
+		default:
+			g.p("%s  var b0 = vec4<f16>(0.0h); if (gn < N) { b0 = in1[bb + gn * KV + k0 + kv]; }", ind)
+			vals, half = []string{"b0"}, true
+		}
+		for u, v := range vals {
+			g.p("%s  { let o = r * SA + (kv + %du) * 4u;", ind, u)
+			for c, comp := range []string{"x", "y", "z", "w"} {
+				x := v + "." + comp
+				if !half {
+					x = "f16(" + x + ")"
+				}
+				g.p("%s    tb[o + %du] = %s;", ind, c, x)
+			}
+			g.p("%s  }", ind)
+		}
+		g.p("%s}", ind)
+		if ind != "    " {
+			g.p("    }")
+		}
+	}
+	g.p("    workgroupBarrier();")
+	for kk := 0; kk < t.bk/mmaFrag; kk++ {
+		for i := 0; i < fm; i++ {
+			g.p("    let a%d_%d = subgroupMatrixLoad<subgroup_matrix_left<f16, 16, 16>>(&ta, (wm + %du) * SA + %du, false, SA);", kk, i, i*mmaFrag, kk*mmaFrag)
+		}
+		for j := 0; j < fn; j++ {
+			g.p("    let b%d_%d = subgroupMatrixLoad<subgroup_matrix_right<f16, 16, 16>>(&tb, (wn + %du) * SA + %du, true, SA);", kk, j, j*mmaFrag, kk*mmaFrag)
+		}
+		for i := 0; i < fm; i++ {
+			for j := 0; j < fn; j++ {
+				g.p("    c%d_%d = subgroupMatrixMultiplyAccumulate(a%d_%d, b%d_%d, c%d_%d);", i, j, kk, i, kk, j, i, j)
+			}
+		}
+	}
+	g.p("    workgroupBarrier();")
+	g.p("  }")
+	// Out: each accumulator through the subgroup's scratch, lane l writing
+	// row l/2, columns 8·(l%%2) .. +7 as two vec4.
+	g.p("  let ob = wid.z * M * NV;")
+	g.p("  let sr = lane / 2u;")
+	g.p("  let sc = lane %% 2u * 8u;")
+	for i := 0; i < fm; i++ {
+		for j := 0; j < fn; j++ {
+			g.p("  subgroupMatrixStore(&tc, sg * 256u, c%d_%d, false, 16u);", i, j)
+			g.p("  workgroupBarrier();")
+			g.p("  { let gm = m0 + wm + %du + sr;", i*mmaFrag)
+			for h := 0; h < 2; h++ {
+				g.p("    { let gn = n0 + wn + %du + sc + %du; let x = sg * 256u + sr * 16u + sc + %du;", j*mmaFrag, 4*h, 4*h)
+				g.p("      if (gm < M && gn < N) { let o = ob + gm * NV + gn / 4u; out0[o] = %s; } }",
+					g.addend("vec4<f32>(tc[x], tc[x + 1u], tc[x + 2u], tc[x + 3u])", "o"))
+			}
+			g.p("  }")
+			g.p("  workgroupBarrier();")
+		}
+	}
+	g.p("}")
+	grid := [3]int{ceilDiv(s.n, t.bn), ceilDiv(s.m, t.bm), nb}
+	if s.n == 0 || s.m == 0 || nb == 0 {
+		grid = [3]int{0, 1, 1}
+	}
+	return g.kernel([3]int{threads, 1, 1}, grid), nil
+}

@@ -1,0 +1,70 @@
+package wgsl
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/tapml/tapml/codegen/internal/kerneltest"
+	"github.com/tapml/tapml/ir"
+)
+
+// TestMMAChoice checks when products take the subgroup-matrix kernel: f16
+// compute on a device with the feature, a transposed b, M > 16, K whole
+// steps of the blocking; its workgroup (32 invocations a subgroup) and
+// grid; and the run of units a Q4_0 b is decoded in.
+func TestMMAChoice(t *testing.T) {
+	tb := ir.Attrs{"transpose_b": ir.BoolAttr(true)}
+	mm := func(name string, a, b ir.Type) kerneltest.Case {
+		return kerneltest.Case{Name: name, Op: ir.OpMatmul, Attrs: tb, In: []ir.Type{a, b}}
+	}
+	up := mm("gate", f32(128, 2048), ir.T(ir.F16, ir.S(5632, 2048)))
+	q4 := mm("q4_0", f32(128, 2048), ir.T(ir.Q4_0, ir.S(5632, 2048)))
+	all := Features{F16: true, Subgroups: true, SubgroupMatrix: true}
+	half := Options{Limits: bigLimits, Features: all, Compute: ir.F16, Tuning: Tuning{MatmulMMA: "64x64x32/32x32"}}
+	for _, c := range []struct {
+		name   string
+		c      kerneltest.Case
+		opts   func(Options) Options
+		mma    bool
+		grid   [3]int
+		marker string
+	}{
+		{"f16 weights", up, func(o Options) Options { return o }, true, [3]int{88, 2, 1}, "subgroupMatrixMultiplyAccumulate(a1_1, b1_1, c1_1)"},
+		{"q4_0 in runs of 4 units", q4, func(o Options) Options { return o }, true, [3]int{88, 2, 1}, "b3 = vec4<f32>("},
+		{"list by groups", up, func(o Options) Options {
+			o.Tuning = Tuning{MatmulMMA: "128x128x32/64x64,64x64x32/32x32", MatmulMinGroups: 100}
+			return o
+		}, true, [3]int{88, 2, 1}, "64x64x32/32x32"},
+		{"f32 compute", up, func(o Options) Options { o.Compute = ir.F32; return o }, false, [3]int{}, ""},
+		{"no feature", up, func(o Options) Options { o.Features.SubgroupMatrix = false; return o }, false, [3]int{}, ""},
+		{"K not whole steps", mm("k", f32(128, 48), ir.T(ir.F16, ir.S(64, 48))), func(o Options) Options { return o }, false, [3]int{}, ""},
+		{"few rows", mm("m", f32(16, 64), ir.T(ir.F16, ir.S(64, 64))), func(o Options) Options { return o }, false, [3]int{}, ""},
+	} {
+		k, err := generate(t, c.c, c.opts(half))
+		if err != nil {
+			t.Fatalf("%s: %v", c.name, err)
+		}
+		src := string(k.Source)
+		if got := strings.Contains(src, "subgroupMatrixMultiplyAccumulate"); got != c.mma {
+			t.Errorf("%s: subgroup-matrix kernel %v, want %v", c.name, got, c.mma)
+			continue
+		}
+		if c.mma && (k.WorkgroupSize != [3]int{128, 1, 1} || k.Grid != c.grid || !strings.Contains(src, c.marker) ||
+			!strings.HasPrefix(src, "enable f16;\nenable "+SubgroupMatrixExt+";\n")) {
+			t.Errorf("%s: workgroup %v grid %v, want 128 and %v with %q:\n%s", c.name, k.WorkgroupSize, k.Grid, c.grid, c.marker, src)
+		}
+	}
+}
+
+func TestParseMMATile(t *testing.T) {
+	for _, s := range MatmulMMATiles {
+		if err := ValidMatmulMMA(s); err != nil {
+			t.Errorf("%s: %v", s, err)
+		}
+	}
+	for _, bad := range []string{"64x64x32", "64x64x32/32x48", "64x64x24/32x32", "64x64x32/128x32", "0x64x32/32x32", "64x64x32/32x32,x"} {
+		if ValidMatmulMMA(bad) == nil {
+			t.Errorf("%q accepted", bad)
+		}
+	}
+}
