@@ -152,7 +152,7 @@ type Tuning struct {
 // about four warps each).
 func DiscreteTuning() Tuning {
 	return Tuning{Matmul: "128x128x8/8x8+p,64x64x16/4x4+p,32x64x16/4x4+p,32x32x16/4x4+p*4,16x16x16/4x4+p*8", MatmulMinGroups: 264,
-		MatmulMMA: "128x128x32/64x64,64x128x32/32x64,64x64x32/32x32",
+		MatmulMMA:  "128x128x32/64x64,64x128x32/32x64,64x64x32/32x32",
 		GEMVUnroll: 2, GEMVMinGroups: 400}
 }
 
