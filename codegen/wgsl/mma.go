@@ -188,72 +188,112 @@ func (g *gen) mma(s mmShape, nb int, t mmaTile) (*codegen.Kernel, error) {
 		}
 	}
 	bkv := t.bk / 4
-	g.p("  for (var k0 = 0u; k0 < KV; k0 += %du) { // k0 in vec4", bkv)
-	// a: BM·BK/4 vec4, in rounds of all the invocations.
-	for e := 0; e < ceilDiv(t.bm*bkv, threads); e++ {
-		ind := "    "
-		if (e+1)*threads > t.bm*bkv {
-			g.p("    if (li < %du) {", t.bm*bkv-e*threads)
-			ind = "      "
-		}
-		g.p("%s{ let r = (li + %du) / %du; let kv = (li + %du) %% %du;", ind, e*threads, bkv, e*threads, bkv)
-		g.p("%s  var v = vec4<f16>(0.0h); if (m0 + r < M) { v = in0[ab + (m0 + r) * KV + k0 + kv]; }", ind)
-		g.p("%s  let o = r * SA + kv * 4u; ta[o] = v.x; ta[o + 1u] = v.y; ta[o + 2u] = v.z; ta[o + 3u] = v.w; }", ind)
-		if ind != "    " {
-			g.p("    }")
-		}
+	// Each step's global reads go to registers (ra*, rb*) one step ahead:
+	// the next step's are issued before this step's products. a is
+	// BM·BK/4 vec4, b BN·BK/4 units in runs of `run`, both in rounds of
+	// all the invocations (the last round guarded where it is partial).
+	type round struct {
+		e     int
+		guard int // invocations taking part when partial, else 0
 	}
-	// b: BN·BK/4 units, runs of `run` consecutive units per invocation.
-	units := t.bn * bkv
-	for e := 0; e < ceilDiv(units, threads*run); e++ {
-		ind := "    "
-		if (e+1)*threads*run > units {
-			g.p("    if (li < %du) {", (units-e*threads*run)/run)
-			ind = "      "
-		}
-		g.p("%s{ let q = (li + %du) * %du; let r = q / %du; let kv = q %% %du;", ind, e*threads, run, bkv, bkv)
-		g.p("%s  let gn = n0 + r;", ind)
-		// vals are the run's vec4, f32 (decoded) or f16 (loaded).
-		var vals []string
-		half := false
-		switch {
-		case sb.name != "" && dt.IsBlock():
-			for u := 0; u < run; u++ {
-				g.p("%s  var b%d = vec4<f32>(0.0f);", ind, u)
-				vals = append(vals, fmt.Sprintf("b%d", u))
+	rounds := func(items, per int) []round {
+		var out []round
+		for e := 0; e < ceilDiv(items, threads*per); e++ {
+			r := round{e: e}
+			if (e+1)*threads*per > items {
+				r.guard = (items - e*threads*per) / per
 			}
-			g.p("%s  if (gn < N) {", ind)
-			for u, x := range g.unitRun(sb, "bb * 4u + (gn * KV + k0 + kv) * 4u", run, ind+"    ") {
-				g.p("%s    b%d = %s;", ind, u, x)
-			}
-			g.p("%s  }", ind)
-		case sb.name != "":
-			g.p("%s  var b0 = vec4<f32>(0.0f);", ind)
-			g.p("%s  if (gn < N) {", ind)
-			g.p("%s    b0 = %s;", ind, g.unit4(sb, "bb * 4u + (gn * KV + k0 + kv) * 4u", ind+"    "))
-			g.p("%s  }", ind)
-			vals = []string{"b0"}
-		default:
-			g.p("%s  var b0 = vec4<f16>(0.0h); if (gn < N) { b0 = in1[bb + gn * KV + k0 + kv]; }", ind)
-			vals, half = []string{"b0"}, true
+			out = append(out, r)
 		}
-		for u, v := range vals {
-			g.p("%s  { let o = r * SA + (kv + %du) * 4u;", ind, u)
-			for c, comp := range []string{"x", "y", "z", "w"} {
-				x := v + "." + comp
-				if !half {
-					x = "f16(" + x + ")"
-				}
-				g.p("%s    tb[o + %du] = %s;", ind, c, x)
-			}
-			g.p("%s  }", ind)
+		return out
+	}
+	aRounds, bRounds := rounds(t.bm*bkv, 1), rounds(t.bn*bkv, run)
+	guarded := func(ind string, r round, body func(ind string)) {
+		if r.guard == 0 {
+			body(ind)
+			return
 		}
+		g.p("%sif (li < %du) {", ind, r.guard)
+		body(ind + "  ")
 		g.p("%s}", ind)
-		if ind != "    " {
-			g.p("    }")
+	}
+	// Per round: the tile row and K offset (vec4) of the invocation's item.
+	for _, r := range aRounds {
+		g.p("  let ar%d = (li + %du) / %du; let ak%d = (li + %du) %% %du;", r.e, r.e*threads, bkv, r.e, r.e*threads, bkv)
+		g.p("  var ra%d = vec4<f16>(0.0h);", r.e)
+	}
+	bHalf := sb.name == ""
+	bElem := "vec4<f32>(0.0f)"
+	if bHalf {
+		bElem = "vec4<f16>(0.0h)"
+	}
+	for _, r := range bRounds {
+		g.p("  let br%d = (li + %du) * %du / %du; let bk%d = (li + %du) * %du %% %du;", r.e, r.e*threads, run, bkv, r.e, r.e*threads, run, bkv)
+		for u := 0; u < run; u++ {
+			g.p("  var rb%d_%d = %s;", r.e, u, bElem)
 		}
 	}
+	// load reads the step at vec4 k0 of K (an expression) into the registers.
+	load := func(k0, base string) {
+		for _, r := range aRounds {
+			guarded(base, r, func(ind string) {
+				g.p("%sif (m0 + ar%d < M) { ra%d = in0[ab + (m0 + ar%d) * KV + %s + ak%d]; }", ind, r.e, r.e, r.e, k0, r.e)
+			})
+		}
+		for _, r := range bRounds {
+			guarded(base, r, func(ind string) {
+				g.p("%sif (n0 + br%d < N) {", ind, r.e)
+				in := ind + "  "
+				el := fmt.Sprintf("bb * 4u + ((n0 + br%d) * KV + %s + bk%d) * 4u", r.e, k0, r.e)
+				switch {
+				case bHalf:
+					g.p("%srb%d_0 = in1[bb + (n0 + br%d) * KV + %s + bk%d];", in, r.e, r.e, k0, r.e)
+				case dt.IsBlock():
+					for u, x := range g.unitRun(sb, el, run, in) {
+						g.p("%srb%d_%d = %s;", in, r.e, u, x)
+					}
+				default:
+					g.p("%srb%d_0 = %s;", in, r.e, g.unit4(sb, el, in))
+				}
+				g.p("%s}", ind)
+			})
+		}
+	}
+	// store writes the registers to the tiles as f16.
+	store := func(base string) {
+		comps := []string{"x", "y", "z", "w"}
+		for _, r := range aRounds {
+			guarded(base, r, func(ind string) {
+				g.p("%s{ let o = ar%d * SA + ak%d * 4u;", ind, r.e, r.e)
+				for c, comp := range comps {
+					g.p("%s  ta[o + %du] = ra%d.%s;", ind, c, r.e, comp)
+				}
+				g.p("%s}", ind)
+			})
+		}
+		for _, r := range bRounds {
+			guarded(base, r, func(ind string) {
+				for u := 0; u < run; u++ {
+					g.p("%s{ let o = br%d * SA + (bk%d + %du) * 4u;", ind, r.e, r.e, u)
+					for c, comp := range comps {
+						x := fmt.Sprintf("rb%d_%d.%s", r.e, u, comp)
+						if !bHalf {
+							x = "f16(" + x + ")"
+						}
+						g.p("%s  tb[o + %du] = %s;", ind, c, x)
+					}
+					g.p("%s}", ind)
+				}
+			})
+		}
+	}
+	load("0u", "  ")
+	g.p("  for (var k0 = 0u; k0 < KV; k0 += %du) { // k0 in vec4", bkv)
+	store("    ")
 	g.p("    workgroupBarrier();")
+	g.p("    if (k0 + %du < KV) {", bkv)
+	load(fmt.Sprintf("k0 + %du", bkv), "      ")
+	g.p("    }")
 	for kk := 0; kk < t.bk/mmaFrag; kk++ {
 		for i := 0; i < fm; i++ {
 			g.p("    let a%d_%d = subgroupMatrixLoad<subgroup_matrix_left<f16, 16, 16>>(&ta, (wm + %du) * SA + %du, false, SA);", kk, i, i*mmaFrag, kk*mmaFrag)

@@ -30,7 +30,7 @@ func TestMMAChoice(t *testing.T) {
 		marker string
 	}{
 		{"f16 weights", up, func(o Options) Options { return o }, true, [3]int{88, 2, 1}, "subgroupMatrixMultiplyAccumulate(a1_1, b1_1, c1_1)"},
-		{"q4_0 in runs of 4 units", q4, func(o Options) Options { return o }, true, [3]int{88, 2, 1}, "b3 = vec4<f32>("},
+		{"q4_0 in runs of 4 units", q4, func(o Options) Options { return o }, true, [3]int{88, 2, 1}, "rb0_3 = vec4<f32>("},
 		{"list by groups", up, func(o Options) Options {
 			o.Tuning = Tuning{MatmulMMA: "128x128x32/64x64,64x64x32/32x32", MatmulMinGroups: 100}
 			return o
