@@ -96,7 +96,9 @@ func TestCooperativeMatrix(t *testing.T) {
 	}
 	k := coopMatrixKernel()
 	info := testDev.Info()
-	t.Logf("%s: subgroup matrices %v (f16 %v, subgroup size %d)", info.Name, info.SubgroupMatrix, info.F16, info.SubgroupSize)
+	p := &testDev.phys
+	t.Logf("%s: subgroup matrices %v (f16 %v, subgroup size %d; VK_NV_cooperative_matrix with the feature %v, stages %#x, shapes %+v)",
+		info.Name, info.SubgroupMatrix, info.F16, info.SubgroupSize, p.CoopMatrix, p.CoopMatrixStages, p.CoopMatrixShapes)
 	if info.SubgroupMatrix != testDev.Features().SubgroupMatrix || info.SubgroupMatrix && !info.F16 {
 		t.Errorf("Info %+v and Features %+v disagree, or subgroup matrices without f16", info, testDev.Features())
 	}
