@@ -455,7 +455,8 @@ func driverOf(dev gpuDevice) string {
 		return d.Adapter().DriverDescription
 	case *vulkan.Device:
 		in := d.Info()
-		return fmt.Sprintf("%s, Vulkan %s, driver %#x, f16 %v, subgroups %v (size %d)", in.Name, in.API, in.Driver, in.F16, in.Subgroups, in.SubgroupSize)
+		return fmt.Sprintf("%s, Vulkan %s, driver %#x, f16 %v, subgroups %v (size %d), subgroup matrices %v",
+			in.Name, in.API, in.Driver, in.F16, in.Subgroups, in.SubgroupSize, in.SubgroupMatrix)
 	}
 	return ""
 }

@@ -437,7 +437,9 @@ func RunNativeWorker(o NativeWorkerOptions) error {
 // openLocal opens the worker's device and returns its backend.
 func openLocal(o NativeWorkerOptions) (device.Backend, func() error, error) {
 	if o.Vulkan {
-		dev, err := vulkan.Open(vulkan.Options{})
+		// The protocol has no feature for subgroup matrices yet: the device
+		// keeps them off, so that it refuses kernels that use them.
+		dev, err := vulkan.Open(vulkan.Options{NoSubgroupMatrix: true})
 		if err != nil {
 			return nil, nil, err
 		}

@@ -83,9 +83,11 @@ type Options struct {
 	// Limits, where a field is set, lowers the device limit kernels are
 	// generated for (tests use it to exercise folded grids).
 	Limits wgsl.Limits
-	// NoF16 and NoSubgroups keep the dialect's f16 and subgroup
-	// operations off even where the device has them.
-	NoF16, NoSubgroups bool
+	// NoF16, NoSubgroups and NoSubgroupMatrix keep the dialect's f16,
+	// subgroup operations and subgroup matrices (VK_NV_cooperative_matrix)
+	// off even where the device has them. Subgroup matrices need f16: NoF16
+	// turns them off too.
+	NoF16, NoSubgroups, NoSubgroupMatrix bool
 	// Compute is the dtype float tensors live in on the device: f32 (zero)
 	// or f16, which Open refuses (ErrNoF16) on a device without f16.
 	// Under f16 every f32 tensor (activations, the KV cache, f32 weights)
@@ -232,8 +234,9 @@ var (
 )
 
 // Open opens a Vulkan device: the loader, an instance, the physical device
-// chosen by opts.Device, a logical device with f16 and subgroup features
-// where the device has them, one compute queue.
+// chosen by opts.Device, a logical device with f16, subgroup and
+// cooperative-matrix features where the device has them, one compute
+// queue.
 func Open(opts Options) (*Device, error) {
 	if err := loadVulkan(); err != nil {
 		return nil, err
@@ -280,7 +283,10 @@ func open(x ctx, opts Options) (*Device, error) {
 	}
 	f := shaderFeatures(&p)
 	if opts.NoF16 {
-		f.f16, f.storage16, f.subgroupTypes = false, false, false
+		f.f16, f.storage16, f.subgroupTypes, f.coopMatrix = false, false, false, false
+	}
+	if opts.NoSubgroupMatrix {
+		f.coopMatrix = false
 	}
 	if opts.NoSubgroups {
 		f.subgroupOps, f.subgroupTypes = 0, false
@@ -306,7 +312,7 @@ func open(x ctx, opts Options) (*Device, error) {
 	d := &Device{
 		opts: opts, name: "vulkan:" + deviceName(&p), phys: p, x: x, cpu: cpu,
 		feats:   f,
-		wfeats:  wgsl.Features{F16: f.f16, Subgroups: f.subgroupOps != 0},
+		wfeats:  wgsl.Features{F16: f.f16, Subgroups: f.subgroupOps != 0, SubgroupMatrix: f.coopMatrix},
 		faults:  devkit.CopyFaults(opts.Faults),
 		store:   devkit.Storage{Half: opts.Compute == ir.F16},
 		batch:   devkit.NewBatch(opts.MaxBatch, opts.BatchRamp),
@@ -371,6 +377,7 @@ type Info struct {
 	Name, API, Type string
 	Driver, Vendor  uint32
 	F16, Subgroups  bool
+	SubgroupMatrix  bool // cooperative matrices (wgsl.Features.SubgroupMatrix)
 	SubgroupSize    int
 	HostMemory      bool // tensors live in host-visible memory (no staging copies)
 }
@@ -380,7 +387,7 @@ func (d *Device) Info() Info {
 	types := map[int]string{typeOther: "other", typeIntegrated: "integrated GPU", typeDiscrete: "discrete GPU", typeVirtual: "virtual GPU", typeCPU: "CPU"}
 	return Info{
 		Name: d.phys.Name, API: apiString(d.phys.API), Type: types[d.phys.Type], Driver: d.phys.Driver, Vendor: d.phys.Vendor,
-		F16: d.wfeats.F16, Subgroups: d.wfeats.Subgroups, SubgroupSize: int(d.phys.SubgroupSize), HostMemory: d.hostMem,
+		F16: d.wfeats.F16, Subgroups: d.wfeats.Subgroups, SubgroupMatrix: d.wfeats.SubgroupMatrix, SubgroupSize: int(d.phys.SubgroupSize), HostMemory: d.hostMem,
 	}
 }
 

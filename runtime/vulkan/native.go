@@ -165,6 +165,11 @@ func physInfoOf(c *C.tvk_info) physInfo {
 		ShaderF16: c.shader_f16 != 0, Storage16: c.storage_16bit != 0, SubgroupTypes: c.subgroup_extended_types != 0,
 		extF16: c.ext_f16 != 0, extTypes: c.ext_extended_types != 0,
 		TimestampPeriod: float64(c.timestamp_period), TimestampBits: uint32(c.timestamp_bits),
+		CoopMatrix: c.ext_coopmat != 0 && c.coopmat != 0, CoopMatrixStages: uint32(c.coopmat_stages),
+	}
+	for _, s := range c.coopmat_shapes[:min(int(c.coopmat_count), len(c.coopmat_shapes))] {
+		p.CoopMatrixShapes = append(p.CoopMatrixShapes, coopMatrixShape{M: uint32(s.m), N: uint32(s.n), K: uint32(s.k),
+			A: uint32(s.a), B: uint32(s.b), C: uint32(s.c), D: uint32(s.d), Scope: uint32(s.scope)})
 	}
 	for i := range p.CacheUUID {
 		p.CacheUUID[i] = byte(c.cache_uuid[i])
@@ -182,6 +187,7 @@ func (x ctx) createDevice(index int, p *physInfo, f features) error {
 	cf := C.tvk_features{
 		shader_f16: cBool(f.f16), storage_16bit: cBool(f.storage16), subgroup_extended_types: cBool(f.subgroupTypes),
 		ext_f16: cBool(f.f16 && p.extF16), ext_extended_types: cBool(f.subgroupTypes && p.extTypes),
+		coopmat: cBool(f.coopMatrix),
 	}
 	var what *C.char
 	return checkWhat(C.tvk_create_device(x.c, C.uint32_t(index), C.uint32_t(p.QueueFamily), &cf, &what), what)

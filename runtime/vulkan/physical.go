@@ -2,6 +2,7 @@ package vulkan
 
 import (
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -27,9 +28,38 @@ type physInfo struct {
 	TimestampPeriod                           float64 // nanoseconds per tick; 0: no compute timestamps
 	TimestampBits                             uint32  // valid bits of the queue's timestamps
 
+	// CoopMatrix: VK_NV_cooperative_matrix with its cooperativeMatrix
+	// feature; CoopMatrixStages, the shader stages that may use it;
+	// CoopMatrixShapes, the products it runs.
+	CoopMatrix       bool
+	CoopMatrixStages uint32
+	CoopMatrixShapes []coopMatrixShape
+
 	MemoryTypes []memoryType
 	Heaps       []memoryHeap
 }
+
+// coopMatrixShape is one VkCooperativeMatrixPropertiesNV: D (MxN) = A
+// (MxK) · B (KxN) + C, in VkComponentTypeNV types, at a VkScopeNV.
+type coopMatrixShape struct {
+	M, N, K, A, B, C, D, Scope uint32
+}
+
+// VkComponentTypeNV and VkScopeNV values.
+const (
+	componentF16  = 0
+	componentF32  = 1
+	scopeSubgroup = 3
+)
+
+// matmulShape is the one product the dialect's subgroup matrices stand
+// for (wgsl.Features.SubgroupMatrix): 16x16x16, f16 fragments into f32, by
+// one subgroup.
+var matmulShape = coopMatrixShape{M: 16, N: 16, K: 16, A: componentF16, B: componentF16, C: componentF32, D: componentF32, Scope: scopeSubgroup}
+
+// matmulSubgroup is the subgroup size the matmul kernel assumes: 32
+// consecutive invocations hold one matrix.
+const matmulSubgroup = 32
 
 type memoryType struct {
 	Flags uint32 // VkMemoryPropertyFlags
@@ -171,7 +201,9 @@ func (p *physInfo) heapSize(memType int) uint64 {
 // shaderFeatures are the optional features tapml enables on p: f16 needs
 // both f16 arithmetic and 16-bit storage buffers; subgroup operations
 // need every kind the WGSL dialect has, in compute shaders, and, with
-// f16, on 16-bit types too.
+// f16, on 16-bit types too; cooperative matrices need f16, the
+// cooperativeMatrix feature in compute shaders, the matmul's shape and
+// subgroups of 32.
 func shaderFeatures(p *physInfo) features {
 	f := features{spirvMinor: 3}
 	switch m := apiMinor(p.API); {
@@ -187,6 +219,8 @@ func shaderFeatures(p *physInfo) features {
 		f.subgroupOps = p.SubgroupOps
 		f.subgroupTypes = f.f16
 	}
+	f.coopMatrix = f.f16 && p.CoopMatrix && p.CoopMatrixStages&stageCompute != 0 &&
+		p.SubgroupSize == matmulSubgroup && slices.Contains(p.CoopMatrixShapes, matmulShape)
 	return f
 }
 

@@ -82,24 +82,44 @@ func TestChooseMemory(t *testing.T) {
 
 // TestShaderFeatures: f16 needs f16 arithmetic and 16-bit storage;
 // subgroups need every operation kind in compute shaders, and with f16
-// also on 16-bit types.
+// also on 16-bit types; cooperative matrices need f16, the feature in
+// compute shaders, the 16x16x16 f16-into-f32 subgroup product and
+// subgroups of 32.
 func TestShaderFeatures(t *testing.T) {
 	all := uint32(0xff)
+	lvp := physInfo{API: api(3), ShaderF16: true, Storage16: true, SubgroupTypes: true, SubgroupStages: stageCompute, SubgroupOps: all, SubgroupSize: 8}
+	f16Acc := matmulShape
+	f16Acc.C, f16Acc.D = componentF16, componentF16
+	m8 := matmulShape
+	m8.M = 8
+	nv := lvp
+	nv.SubgroupSize, nv.CoopMatrix, nv.CoopMatrixStages, nv.CoopMatrixShapes = 32, true, stageCompute, []coopMatrixShape{f16Acc, m8, matmulShape}
+	with := func(change func(p *physInfo)) physInfo {
+		p := nv
+		change(&p)
+		return p
+	}
 	for _, c := range []struct {
-		name          string
-		p             physInfo
-		f16, subgroup bool
-		spirv         int
+		name                string
+		p                   physInfo
+		f16, subgroup, coop bool
+		spirv               int
 	}{
-		{"lavapipe", physInfo{API: api(3), ShaderF16: true, Storage16: true, SubgroupTypes: true, SubgroupStages: stageCompute, SubgroupOps: all}, true, true, 6},
-		{"no 16-bit storage", physInfo{API: api(2), ShaderF16: true, SubgroupStages: stageCompute, SubgroupOps: all}, false, true, 5},
-		{"no shuffles", physInfo{API: api(1), SubgroupStages: stageCompute, SubgroupOps: subgroupBasic | subgroupArithmetic}, false, false, 3},
-		{"not in compute", physInfo{API: api(3), SubgroupStages: 0x10, SubgroupOps: all}, false, false, 6},
-		{"f16 without subgroup f16", physInfo{API: api(3), ShaderF16: true, Storage16: true, SubgroupStages: stageCompute, SubgroupOps: all}, true, false, 6},
+		{"lavapipe", lvp, true, true, false, 6},
+		{"no 16-bit storage", physInfo{API: api(2), ShaderF16: true, SubgroupStages: stageCompute, SubgroupOps: all}, false, true, false, 5},
+		{"no shuffles", physInfo{API: api(1), SubgroupStages: stageCompute, SubgroupOps: subgroupBasic | subgroupArithmetic}, false, false, false, 3},
+		{"not in compute", physInfo{API: api(3), SubgroupStages: 0x10, SubgroupOps: all}, false, false, false, 6},
+		{"f16 without subgroup f16", physInfo{API: api(3), ShaderF16: true, Storage16: true, SubgroupStages: stageCompute, SubgroupOps: all}, true, false, false, 6},
+		{"cooperative matrices", nv, true, true, true, 6},
+		{"cooperative matrices without f16", with(func(p *physInfo) { p.ShaderF16 = false }), false, true, false, 6},
+		{"cooperative matrices without the feature", with(func(p *physInfo) { p.CoopMatrix = false }), true, true, false, 6},
+		{"cooperative matrices not in compute", with(func(p *physInfo) { p.CoopMatrixStages = 0x10 }), true, true, false, 6},
+		{"no f32 accumulator", with(func(p *physInfo) { p.CoopMatrixShapes = []coopMatrixShape{f16Acc, m8} }), true, true, false, 6},
+		{"subgroups of 64", with(func(p *physInfo) { p.SubgroupSize = 64 }), true, true, false, 6},
 	} {
 		f := shaderFeatures(&c.p)
-		if f.f16 != c.f16 || (f.subgroupOps != 0) != c.subgroup || f.spirvMinor != c.spirv {
-			t.Errorf("%s: got %+v, want f16 %v subgroups %v SPIR-V 1.%d", c.name, f, c.f16, c.subgroup, c.spirv)
+		if f.f16 != c.f16 || (f.subgroupOps != 0) != c.subgroup || f.coopMatrix != c.coop || f.spirvMinor != c.spirv {
+			t.Errorf("%s: got %+v, want f16 %v subgroups %v cooperative matrices %v SPIR-V 1.%d", c.name, f, c.f16, c.subgroup, c.coop, c.spirv)
 		}
 	}
 }

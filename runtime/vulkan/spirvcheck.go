@@ -9,6 +9,7 @@ import (
 type features struct {
 	f16, storage16, subgroupTypes bool   // shaderFloat16, storageBuffer16BitAccess, shaderSubgroupExtendedTypes
 	subgroupOps                   uint32 // VkSubgroupFeatureFlags usable in compute shaders
+	coopMatrix                    bool   // VK_NV_cooperative_matrix for the matmul's shape (shaderFeatures)
 	spirvMinor                    int    // the newest SPIR-V 1.x the device takes
 }
 
@@ -37,7 +38,17 @@ const (
 	capGroupNonUniformClustered  = 67
 	capGroupNonUniformQuad       = 68
 	capStorageBuffer16BitAccess  = 4433
+	capCooperativeMatrixNV       = 5357
 )
+
+// coopMatrixExt is the SPIR-V extension of cooperative matrices.
+const coopMatrixExt = "SPV_NV_cooperative_matrix"
+
+// errNoCoopMatrix is checkModule's error for a cooperative-matrix kernel
+// on a device without the feature.
+var errNoCoopMatrix = fmt.Errorf("the kernel uses cooperative matrices (%s), which are off on this device: "+
+	"tapml enables them only where VK_NV_cooperative_matrix runs 16x16x16 f16 products into f32 on subgroups of 32 "+
+	"and f16 is on (not under NoF16 or NoSubgroupMatrix)", coopMatrixExt)
 
 var subgroupCaps = map[uint32]uint32{
 	capGroupNonUniform: subgroupBasic, capGroupNonUniformVote: subgroupVote,
@@ -48,6 +59,7 @@ var subgroupCaps = map[uint32]uint32{
 
 const (
 	spirvMagic       = 0x07230203
+	opExtension      = 10
 	opCapability     = 17
 	opEntryPoint     = 15
 	opExecutionMode  = 16
@@ -66,10 +78,11 @@ type module struct {
 // checkModule checks SPIR-V bytes before a driver sees them: whole
 // little-endian words, the magic number, a version the device takes, an
 // instruction stream whose lengths add up, a GLCompute entry point named
-// entry with a LocalSize, and only capabilities the device was created
-// with. Drivers do not validate modules (an invalid one may crash them);
-// the translator's modules are valid (its tests run spirv-val on every
-// kernel), and this check stops what the device could not run, such as an
+// entry with a LocalSize, and only capabilities (and, of the extensions,
+// cooperative matrices) the device was created with. Drivers do not
+// validate modules (an invalid one may crash them); the translator's
+// modules are valid (its tests run spirv-val on every kernel), and this
+// check stops what the device could not run, such as an
 // f16 kernel on a device without shaderFloat16, with an error instead of
 // undefined behaviour.
 func checkModule(code []byte, entry string, f features) (*module, error) {
@@ -98,6 +111,10 @@ func checkModule(code []byte, entry string, f features) (*module, error) {
 			return nil, fmt.Errorf("SPIR-V instruction at word %d (opcode %d) claims %d words; %d remain", i, op, n, len(w)-i)
 		}
 		switch op {
+		case opExtension:
+			if literalString(w[i+1:i+n]) == coopMatrixExt && !f.coopMatrix {
+				return nil, errNoCoopMatrix
+			}
 		case opCapability:
 			if n != 2 {
 				return nil, fmt.Errorf("SPIR-V OpCapability at word %d has %d words", i, n)
@@ -131,8 +148,10 @@ func (f features) allows(c uint32) error {
 	switch {
 	case c == capShader:
 		return nil
-	case c == capFloat16 && f.f16, c == capStorageBuffer16BitAccess && f.storage16:
+	case c == capFloat16 && f.f16, c == capStorageBuffer16BitAccess && f.storage16, c == capCooperativeMatrixNV && f.coopMatrix:
 		return nil
+	case c == capCooperativeMatrixNV:
+		return errNoCoopMatrix
 	}
 	if op, ok := subgroupCaps[c]; ok && f.subgroupOps&op != 0 {
 		return nil

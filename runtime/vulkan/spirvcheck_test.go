@@ -1,6 +1,7 @@
 package vulkan
 
 import (
+	"bytes"
 	"encoding/binary"
 	"strings"
 	"testing"
@@ -41,7 +42,7 @@ fn main(@builtin(global_invocation_id) id: vec3<u32>) {
 	return code
 }
 
-var allFeatures = features{f16: true, storage16: true, subgroupTypes: true, subgroupOps: 0xff, spirvMinor: 6}
+var allFeatures = features{f16: true, storage16: true, subgroupTypes: true, subgroupOps: 0xff, coopMatrix: true, spirvMinor: 6}
 
 // TestCheckModule checks what checkModule accepts and each way it refuses
 // a module, with the reason in the error.
@@ -52,6 +53,20 @@ func TestCheckModule(t *testing.T) {
 		binary.LittleEndian.PutUint32(c[4*word:], v)
 		return c
 	}
+	noCoop := allFeatures
+	noCoop.coopMatrix = false
+	// The cooperative-matrix module with its capability CooperativeMatrixNV
+	// made Shader: the extension alone is refused too.
+	extOnly := coopMatrixSPV
+	for i := spirvHeaderWords; i+1 < len(coopMatrixSPV)/4; i++ {
+		if binary.LittleEndian.Uint32(coopMatrixSPV[4*i:]) == 2<<16|opCapability && binary.LittleEndian.Uint32(coopMatrixSPV[4*i+4:]) == capCooperativeMatrixNV {
+			extOnly = with(coopMatrixSPV, i+1, capShader)
+		}
+	}
+	if bytes.Equal(extOnly, coopMatrixSPV) {
+		t.Fatal("testdata/coopmat.spv declares no capability CooperativeMatrixNV")
+	}
+	const coopRefused = "cooperative matrices (SPV_NV_cooperative_matrix), which are off on this device"
 	for _, c := range []struct {
 		name  string
 		code  []byte
@@ -61,6 +76,10 @@ func TestCheckModule(t *testing.T) {
 	}{
 		{"translated kernel", good, "main", features{spirvMinor: 3}, ""},
 		{"f16 kernel on an f16 device", f16, "main", allFeatures, ""},
+		{"cooperative matrices on a device with them", coopMatrixSPV, "main", allFeatures, ""},
+		{"cooperative matrices without them", coopMatrixSPV, "main", noCoop, coopRefused},
+		{"the cooperative-matrix extension without them", extOnly, "main", noCoop, coopRefused},
+		{"the extension, capability Shader, with them", extOnly, "main", allFeatures, ""},
 		{"f16 kernel without f16", f16, "main", features{spirvMinor: 6}, "capability"},
 		{"empty", nil, "main", allFeatures, "words"},
 		{"not words", good[:len(good)-1], "main", allFeatures, "not whole words"},
@@ -72,8 +91,12 @@ func TestCheckModule(t *testing.T) {
 		{"other entry point", good, "kernel", allFeatures, `no GLCompute entry point "kernel"`},
 	} {
 		m, err := checkModule(c.code, c.entry, c.f)
-		if err == nil && m.localSize != [3]int{64, 1, 1} {
-			t.Errorf("%s: LocalSize %v, want [64 1 1]", c.name, m.localSize)
+		wantSize := [3]int{64, 1, 1}
+		if bytes.Equal(c.code, coopMatrixSPV) || bytes.Equal(c.code, extOnly) {
+			wantSize = [3]int{32, 1, 1}
+		}
+		if err == nil && m.localSize != wantSize {
+			t.Errorf("%s: LocalSize %v, want %v", c.name, m.localSize, wantSize)
 		}
 		if (err == nil) != (c.want == "") || err != nil && !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%s: got %v, want %q", c.name, err, c.want)
@@ -86,6 +109,7 @@ func TestCheckModule(t *testing.T) {
 func FuzzCheckModule(f *testing.F) {
 	f.Add(addKernel(f), "main")
 	f.Add(f16Kernel(f), "main")
+	f.Add(coopMatrixSPV, "main")
 	f.Add([]byte{0x03, 0x02, 0x23, 0x07}, "")
 	f.Fuzz(func(t *testing.T, code []byte, entry string) {
 		m, err := checkModule(code, entry, allFeatures)

@@ -82,6 +82,25 @@ static int tvk_has_extension(tvk_ctx *c, VkPhysicalDevice p, const char *name) {
 	return found;
 }
 
+// tvk_coopmat_shapes lists the cooperative-matrix products p runs
+// (vkGetPhysicalDeviceCooperativeMatrixPropertiesNV, an instance-level
+// function of the extension, so looked up on the instance).
+static void tvk_coopmat_shapes(tvk_ctx *c, VkPhysicalDevice p, tvk_info *info) {
+	PFN_vkGetPhysicalDeviceCooperativeMatrixPropertiesNV get =
+	    (PFN_vkGetPhysicalDeviceCooperativeMatrixPropertiesNV)tvk_gipa(c->instance, "vkGetPhysicalDeviceCooperativeMatrixPropertiesNV");
+	VkCooperativeMatrixPropertiesNV props[TVK_MAX_COOPMAT];
+	uint32_t n = TVK_MAX_COOPMAT;
+	for (uint32_t i = 0; i < n; i++) props[i] = (VkCooperativeMatrixPropertiesNV){.sType = VK_STRUCTURE_TYPE_COOPERATIVE_MATRIX_PROPERTIES_NV};
+	if (!get) return;
+	VkResult r = get(p, &n, props);
+	if (r != VK_SUCCESS && r != VK_INCOMPLETE) return;
+	for (uint32_t i = 0; i < n && i < TVK_MAX_COOPMAT; i++) {
+		info->coopmat_shapes[i] = (tvk_coopmat_shape){props[i].MSize, props[i].NSize, props[i].KSize, props[i].AType,
+		                                              props[i].BType, props[i].CType, props[i].DType, props[i].scope};
+	}
+	info->coopmat_count = n < TVK_MAX_COOPMAT ? n : TVK_MAX_COOPMAT;
+}
+
 void tvk_describe(tvk_ctx *c, uint32_t index, tvk_info *info) {
 	memset(info, 0, sizeof *info);
 	info->queue_family = -1;
@@ -114,14 +133,20 @@ void tvk_describe(tvk_ctx *c, uint32_t index, tvk_info *info) {
 	info->max_allocation = 1ull << 31; // Vulkan 1.0's guarantee, unless maintenance3 says more
 
 	if (props.apiVersion >= VK_API_VERSION_1_1) {
+		info->ext_coopmat = tvk_has_extension(c, p, VK_NV_COOPERATIVE_MATRIX_EXTENSION_NAME);
 		VkPhysicalDeviceMaintenance3Properties m3 = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_MAINTENANCE_3_PROPERTIES};
-		VkPhysicalDeviceSubgroupProperties sg = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_PROPERTIES, .pNext = &m3};
+		VkPhysicalDeviceCooperativeMatrixPropertiesNV cmp = {
+		    .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_PROPERTIES_NV, .pNext = &m3};
+		VkPhysicalDeviceSubgroupProperties sg = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_PROPERTIES,
+		                                         .pNext = info->ext_coopmat ? (void *)&cmp : (void *)&m3};
 		VkPhysicalDeviceProperties2 p2 = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2, .pNext = &sg};
 		c->vkGetPhysicalDeviceProperties2(p, &p2);
 		info->subgroup_size = sg.subgroupSize;
 		info->subgroup_stages = sg.supportedStages;
 		info->subgroup_ops = sg.supportedOperations;
+		info->coopmat_stages = info->ext_coopmat ? cmp.cooperativeMatrixSupportedStages : 0;
 		if (m3.maxMemoryAllocationSize) info->max_allocation = m3.maxMemoryAllocationSize;
+		if (info->ext_coopmat) tvk_coopmat_shapes(c, p, info);
 
 		// Float16 arithmetic and 16-bit storage buffers (Vulkan 1.2 or
 		// VK_KHR_shader_float16_int8); subgroup operations on 16-bit types
@@ -133,7 +158,12 @@ void tvk_describe(tvk_ctx *c, uint32_t index, tvk_info *info) {
 		VkPhysicalDeviceShaderFloat16Int8Features f16 = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_FLOAT16_INT8_FEATURES};
 		VkPhysicalDeviceShaderSubgroupExtendedTypesFeatures ext = {
 		    .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_SUBGROUP_EXTENDED_TYPES_FEATURES};
+		VkPhysicalDeviceCooperativeMatrixFeaturesNV cm = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_FEATURES_NV};
 		void *chain = &s16;
+		if (info->ext_coopmat) {
+			cm.pNext = chain;
+			chain = &cm;
+		}
 		if (core12 || info->ext_f16) {
 			f16.pNext = chain;
 			chain = &f16;
@@ -147,6 +177,7 @@ void tvk_describe(tvk_ctx *c, uint32_t index, tvk_info *info) {
 		info->storage_16bit = s16.storageBuffer16BitAccess;
 		info->shader_f16 = f16.shaderFloat16;
 		info->subgroup_extended_types = ext.shaderSubgroupExtendedTypes;
+		info->coopmat = cm.cooperativeMatrix;
 	}
 
 	VkPhysicalDeviceMemoryProperties mem;
@@ -189,10 +220,11 @@ VkResult tvk_create_device(tvk_ctx *c, uint32_t index, uint32_t family, const tv
 	                             .queueFamilyIndex = family,
 	                             .queueCount = 1,
 	                             .pQueuePriorities = &prio};
-	const char *exts[2];
+	const char *exts[3];
 	uint32_t next = 0;
 	if (f->ext_f16) exts[next++] = VK_KHR_SHADER_FLOAT16_INT8_EXTENSION_NAME;
 	if (f->ext_extended_types) exts[next++] = VK_KHR_SHADER_SUBGROUP_EXTENDED_TYPES_EXTENSION_NAME;
+	if (f->coopmat) exts[next++] = VK_NV_COOPERATIVE_MATRIX_EXTENSION_NAME;
 	VkPhysicalDevice16BitStorageFeatures s16 = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_16BIT_STORAGE_FEATURES,
 	                                            .storageBuffer16BitAccess = f->storage_16bit ? VK_TRUE : VK_FALSE};
 	VkPhysicalDeviceShaderFloat16Int8Features f16 = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_FLOAT16_INT8_FEATURES,
@@ -208,6 +240,12 @@ VkResult tvk_create_device(tvk_ctx *c, uint32_t index, uint32_t family, const tv
 	if (f->subgroup_extended_types) {
 		ext.pNext = chain;
 		chain = &ext;
+	}
+	VkPhysicalDeviceCooperativeMatrixFeaturesNV cm = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_FEATURES_NV,
+	                                                  .cooperativeMatrix = VK_TRUE};
+	if (f->coopmat) {
+		cm.pNext = chain;
+		chain = &cm;
 	}
 	VkDeviceCreateInfo ci = {.sType = VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO,
 	                         .pNext = chain,

@@ -97,6 +97,15 @@ typedef struct {
 	TVK_DEVICE_FNS(TVK_DECL)
 } tvk_ctx;
 
+// tvk_coopmat_shape is one VkCooperativeMatrixPropertiesNV: an MxNxK
+// product of A (MxK) and B (KxN) added to C into D, in VkComponentTypeNV
+// types, at a VkScopeNV.
+typedef struct {
+	uint32_t m, n, k, a, b, c, d, scope;
+} tvk_coopmat_shape;
+
+#define TVK_MAX_COOPMAT 64
+
 // tvk_info is what the device package needs to know of a physical device.
 typedef struct {
 	char name[VK_MAX_PHYSICAL_DEVICE_NAME_SIZE];
@@ -116,6 +125,13 @@ typedef struct {
 	int shader_f16, storage_16bit, subgroup_extended_types;
 	int ext_f16, ext_extended_types; // needs the extension (a Vulkan 1.1 device)
 
+	// VK_NV_cooperative_matrix: whether the device has the extension, its
+	// cooperativeMatrix feature, the stages that may use it, and the
+	// shapes and types it multiplies (the first TVK_MAX_COOPMAT of them).
+	int ext_coopmat, coopmat;
+	uint32_t coopmat_stages, coopmat_count;
+	tvk_coopmat_shape coopmat_shapes[TVK_MAX_COOPMAT];
+
 	uint32_t memory_types, memory_heaps;
 	uint32_t type_flags[VK_MAX_MEMORY_TYPES], type_heap[VK_MAX_MEMORY_TYPES];
 	uint64_t heap_size[VK_MAX_MEMORY_HEAPS];
@@ -126,6 +142,7 @@ typedef struct {
 typedef struct {
 	int shader_f16, storage_16bit, subgroup_extended_types;
 	int ext_f16, ext_extended_types;
+	int coopmat; // VK_NV_cooperative_matrix and its cooperativeMatrix feature
 } tvk_features;
 
 // tvk_op is one command of a command list; kind is one of TVK_OP_*.
