@@ -672,7 +672,7 @@ func (c *checker) call(e *Expr) *Type {
 	if e.Text == "f16" && !c.m.F16 {
 		failf(e.Pos, "f16 needs `enable f16;`")
 	}
-	if matrixOps[e.Text] > 0 || e.Tmpl != nil && e.Tmpl.Kind == Matrix {
+	if _, ctor := matrixTypes[e.Text]; ctor || matrixOps[e.Text] > 0 {
 		return c.matrixCall(e, false)
 	}
 	args := make([]*Type, len(e.Args))

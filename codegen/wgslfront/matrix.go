@@ -68,7 +68,10 @@ func (c *checker) matrixCall(e *Expr, stmt bool) *Type {
 		}
 		failf(e.Pos, "subgroupMatrixStore is a statement, not a value")
 	}
-	if e.Tmpl != nil && e.Text != "subgroupMatrixLoad" { // a constructor: T() is zero
+	if _, ctor := matrixTypes[e.Text]; ctor { // T() is zero
+		if e.Tmpl == nil {
+			failf(e.Pos, "%s needs its <T, C, R>", e.Text)
+		}
 		if len(e.Args) != 0 {
 			failf(e.Pos, "%s takes no arguments (it is the zero matrix)", e.Tmpl)
 		}

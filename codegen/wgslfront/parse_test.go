@@ -258,6 +258,8 @@ var matrixErrors = []struct{ name, src, want string }{
 	{"matrix in a builtin", matrix("", "var c = "+result+"();\nc = abs(c);"), "12:9: abs of subgroup_matrix_result<f32, 16, 16> is outside the dialect"},
 	{"matrix index", matrix("", "var c = "+result+"();\nout0[i] = c[0];"), "12:12: subgroup_matrix_result<f32, 16, 16> indexed by abstract-int"},
 	{"matrix constructor with values", matrix("", "var c = "+result+"(1.0f);"), "11:9: subgroup_matrix_result<f32, 16, 16> takes no arguments (it is the zero matrix)"},
+	{"matrix constructor without sizes", matrix("", "var c = subgroup_matrix_result();"), "11:9: subgroup_matrix_result needs its <T, C, R>"},
+	{"bitcast to a matrix", matrix("", "var c = bitcast<"+result+">();"), "11:9: bitcast of [] is outside the dialect"},
 	{"array of matrices", matrix("", "var c: array<"+result+", 2>;"), "11:8: array<subgroup_matrix_result<f32, 16, 16>> is outside the dialect (arrays hold numbers or vectors)"},
 	{"workgroup matrix", matrix("var<workgroup> wm: "+result+";", ""), "7:36: var<workgroup> wm must be a fixed-size array without initializer"},
 	{"matrix in a helper", matrix("fn h() -> f32 { let a = "+loadL+"(&wh, 0u, false, 16u); return 1.0f; }", "out0[i] = h();"), "7:60: subgroupMatrixLoad outside the entry point"},
