@@ -42,6 +42,10 @@ func translate(src string) (out string, m *wgslfront.Module, err error) {
 	if err != nil {
 		return "", nil, err
 	}
+	if m.SubgroupMatrix {
+		// Metal's simdgroup_matrix would take them; no device runs them yet.
+		return "", nil, fmt.Errorf("the kernel enables %s: subgroup matrices are not translated to MSL", wgslfront.SubgroupMatrixExt)
+	}
 	defer func() {
 		if r := recover(); r != nil { // a bug; an error, so that no kernel takes the process down
 			out, m, err = "", nil, fmt.Errorf("internal error: %v", r)

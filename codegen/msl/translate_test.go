@@ -134,3 +134,12 @@ func TestTranslateDialect(t *testing.T) {
 		t.Error(errs[0])
 	}
 }
+
+// TestTranslateMatrixRefused checks that a kernel with subgroup matrices
+// is refused with an error saying so, not translated or a panic.
+func TestTranslateMatrixRefused(t *testing.T) {
+	_, _, err := translate(kerneltest.MatrixKernel)
+	if err == nil || !strings.Contains(err.Error(), "subgroup matrices are not translated to MSL") {
+		t.Errorf("got %v, want the refusal of subgroup matrices", err)
+	}
+}

@@ -11,6 +11,7 @@ import (
 const (
 	opName                     = 5
 	opMemberName               = 6
+	opExtension                = 10
 	opExtInstImport            = 11
 	opExtInst                  = 12
 	opMemoryModel              = 14
@@ -119,6 +120,13 @@ const (
 	opGroupNonUniformUMax      = 357
 	opGroupNonUniformFMax      = 358
 
+	// SPV_NV_cooperative_matrix (SPIRV-Tools v2023.1, on CI, validates it
+	// and not the KHR extension).
+	opTypeCooperativeMatrixNV   = 5358
+	opCooperativeMatrixLoadNV   = 5359
+	opCooperativeMatrixStoreNV  = 5360
+	opCooperativeMatrixMulAddNV = 5361
+
 	capShader                    = 1
 	capFloat16                   = 9
 	capGroupNonUniform           = 61
@@ -127,6 +135,7 @@ const (
 	capGroupNonUniformShuffle    = 65
 	capGroupNonUniformShuffleRel = 66
 	capStorageBuffer16BitAccess  = 4433
+	capCooperativeMatrixNV       = 5357
 
 	addressingLogical  = 0
 	memoryModelGLSL450 = 1
@@ -194,6 +203,7 @@ type module struct {
 
 	capabilities []uint32
 	caps         []uint32 // declared, to declare each once
+	extensions   []uint32
 	extImports   []uint32
 	memoryModel  []uint32
 	entryPoints  []uint32
@@ -260,6 +270,12 @@ func (m *module) capability(c uint32) {
 	}
 }
 
+// extension declares a SPIR-V extension the module uses (once per call:
+// callers declare each once).
+func (m *module) extension(name string) {
+	m.extensions = inst(m.extensions, opExtension, str(name)...)
+}
+
 // global returns the id of the type or constant op declares with operands
 // (after its result, and after its result type when typed), declaring it
 // once.
@@ -292,6 +308,12 @@ func (m *module) typeVector(elem uint32, n int) uint32 {
 }
 func (m *module) typeArray(elem uint32, n int) uint32 {
 	return m.global(opTypeArray, false, elem, m.constU32(uint32(n)))
+}
+
+// typeCooperativeMatrix is a subgroup's cooperative matrix of rows x cols
+// elements of type elem (NV's type: one per shape, whatever the operand).
+func (m *module) typeCooperativeMatrix(elem uint32, rows, cols int) uint32 {
+	return m.global(opTypeCooperativeMatrixNV, false, elem, m.constU32(scopeSubgroup), m.constU32(uint32(rows)), m.constU32(uint32(cols)))
 }
 func (m *module) typePointer(sc, elem uint32) uint32 { return m.global(opTypePointer, false, sc, elem) }
 func (m *module) typeFunction(ret uint32, params ...uint32) uint32 {
@@ -410,7 +432,7 @@ func (m *module) entryPoint(fn uint32, name string, wg [3]int) {
 // section in the order the logical layout requires.
 func (m *module) bytes() []byte {
 	w := []uint32{0x07230203, Version, 0, m.bound, 0}
-	for _, s := range [][]uint32{m.capabilities, m.extImports, m.memoryModel, m.entryPoints, m.execModes,
+	for _, s := range [][]uint32{m.capabilities, m.extensions, m.extImports, m.memoryModel, m.entryPoints, m.execModes,
 		m.names, m.annotations, m.globals, m.functions} {
 		w = append(w, s...)
 	}

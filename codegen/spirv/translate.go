@@ -43,7 +43,9 @@ import (
 // ShuffleRelative): all core in SPIR-V 1.3. Such modules need the device
 // features that go with them (shaderFloat16, storageBuffer16BitAccess,
 // subgroup operations in compute); kernels without them use only the
-// Shader capability.
+// Shader capability. Subgroup matrices add CooperativeMatrixNV and
+// SPV_NV_cooperative_matrix (see matrix.go), which need the device's
+// VK_NV_cooperative_matrix.
 func Translate(src string) (code []byte, m *wgslfront.Module, err error) {
 	m, err = wgslfront.Parse(src, wgsl.Entry)
 	if err != nil {
@@ -91,6 +93,10 @@ type loopLabels struct{ brk, cont uint32 }
 // entry point, then the helper functions it calls.
 func (t *translator) module() {
 	m := t.m
+	if t.src.SubgroupMatrix {
+		m.capability(capCooperativeMatrixNV)
+		m.extension("SPV_NV_cooperative_matrix")
+	}
 	for _, d := range t.src.Buffers {
 		elem := d.Type.Elem
 		if scalarOf(elem).Kind == wgslfront.F16 {
@@ -177,6 +183,8 @@ func (t *translator) typ(ty *wgslfront.Type) uint32 {
 		return m.typeVector(t.typ(ty.Elem), ty.N)
 	case wgslfront.Array:
 		return m.typeArray(t.typ(ty.Elem), ty.N)
+	case wgslfront.Matrix:
+		return m.typeCooperativeMatrix(t.typ(ty.Elem), ty.Rows, ty.Cols)
 	}
 	panic(fmt.Sprintf("spirv: type %s", ty))
 }
@@ -245,6 +253,8 @@ func (t *translator) stmt(s *wgslfront.Stmt) {
 		b.store(p, b.op(op, ty, b.load(ty, p), t.m.constant(ty, 1)))
 	case wgslfront.StmtBarrier:
 		b.barrier()
+	case wgslfront.StmtCall:
+		t.matrixStore(s.X)
 	case wgslfront.StmtIf:
 		var els func()
 		if len(s.Else) > 0 {
@@ -304,23 +314,10 @@ func (t *translator) ref(e *wgslfront.Expr) uint32 {
 	if root.Kind != wgslfront.ExprIdent {
 		return 0
 	}
-	d := root.Ref
-	var sc uint32
-	var indices []uint32
-	switch d.Kind {
-	case wgslfront.DeclVar:
-		sc = scFunction
-	case wgslfront.DeclStorage:
-		sc, indices = scStorageBuffer, []uint32{t.m.constU32(0)} // the Block's member
-	case wgslfront.DeclWorkgroup:
-		sc = scWorkgroup
-	case wgslfront.DeclPrivate:
-		sc = scPrivate
-		t.table(d)
-	default:
+	base, sc, indices := t.memory(root.Ref)
+	if base == 0 {
 		return 0
 	}
-	base := t.ptrs[d]
 	if len(chain) == 0 {
 		return base
 	}
@@ -333,6 +330,26 @@ func (t *translator) ref(e *wgslfront.Expr) uint32 {
 	}
 	ptr := t.m.typePointer(sc, t.typ(e.Type))
 	return t.b.op(opAccessChain, ptr, append([]uint32{base}, indices...)...)
+}
+
+// memory returns the variable of d (a var, buffer, workgroup array or
+// table), its storage class and the indices that lead from it to its
+// value (a buffer's Block member); base is 0 when d is not memory.
+func (t *translator) memory(d *wgslfront.Decl) (base, sc uint32, indices []uint32) {
+	switch d.Kind {
+	case wgslfront.DeclVar:
+		sc = scFunction
+	case wgslfront.DeclStorage:
+		sc, indices = scStorageBuffer, []uint32{t.m.constU32(0)} // the Block's member
+	case wgslfront.DeclWorkgroup:
+		sc = scWorkgroup
+	case wgslfront.DeclPrivate:
+		sc = scPrivate
+		t.table(d)
+	default:
+		return 0, 0, nil
+	}
+	return t.ptrs[d], sc, indices
 }
 
 // table declares a var<private> table (once): a Private variable
@@ -537,6 +554,9 @@ var glslFloat = map[string]uint32{
 func (t *translator) call(e *wgslfront.Expr) uint32 {
 	b := t.b
 	ty := t.typ(e.Type)
+	if e.Type.Kind == wgslfront.Matrix {
+		return t.matrix(e, ty)
+	}
 	args := make([]uint32, len(e.Args))
 	for i, a := range e.Args {
 		args[i] = t.expr(a)

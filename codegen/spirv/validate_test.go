@@ -289,6 +289,9 @@ func TestTranslateErrors(t *testing.T) {
 		{"long table", kernel(long, "out0[li] = t[li];"), "2:1: table t has 70000 elements"},
 		{"infinite constant", kernel("const BIG: f32 = f32(1e300f);", "out0[li] = BIG;"), "bad literal"},
 		{"constant arithmetic", kernel("const N: u32 = 7u;\nconst M: u32 = N * 2u + 1u;\nvar<private> t: array<f32, 2> = array<f32, 2>(f32(M), -f32(N));", "out0[li] = t[li] + f32(M / 3u);"), ""},
+		{"matrix without enable", kernel("", "var m: subgroup_matrix_result<f32, 16, 16>;"), "5:8: subgroup_matrix_result needs `enable chromium_experimental_subgroup_matrix;`"},
+		{"matrix col_major", "enable chromium_experimental_subgroup_matrix;\n" + kernel("", "var m: subgroup_matrix_result<f32, 16, 16>;\nsubgroupMatrixStore(&out0, 0u, m, li > 0u, 16u);"),
+			"7:38: subgroupMatrixStore: col_major must be true or false"},
 		{"infinite f16 constant", "enable f16;\n" + kernel("const BIG: f16 = f16(1e30f);", "out0[li] = f32(BIG);"), "is not a finite f16"},
 	} {
 		code, _, err := Translate(c.src)

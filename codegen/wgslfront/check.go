@@ -40,10 +40,12 @@ type checker struct {
 	tables  bool    // typing a var<private> initializer: array constructors allowed
 }
 
-// reservedNames are WGSL's names of types and type generators, which the
-// dialect does not let a declaration take.
+// reservedNames are WGSL's names of types and type generators, and the
+// literals true and false, which the dialect does not let a declaration
+// take.
 var reservedNames = map[string]bool{"bool": true, "i32": true, "u32": true, "f32": true, "f16": true,
-	"vec2": true, "vec3": true, "vec4": true, "array": true, "bitcast": true}
+	"vec2": true, "vec3": true, "vec4": true, "array": true, "bitcast": true, "true": true, "false": true,
+	"subgroup_matrix_left": true, "subgroup_matrix_right": true, "subgroup_matrix_result": true}
 
 // check resolves and types m, checks its entry point (named entry) and
 // fills in the module's facts.
@@ -177,7 +179,7 @@ func (c *checker) fn(f *Fn) {
 	switch {
 	case f.Entry && f.Result != nil:
 		failf(f.Pos, "the entry point %s returns a value", f.Name)
-	case !f.Entry && (f.Result == nil || f.Result.Kind == Array):
+	case !f.Entry && (f.Result == nil || !f.Result.Value()):
 		failf(f.Pos, "helper function %s must return a scalar or a vector", f.Name)
 	}
 	c.stmts(f.Body)
@@ -327,6 +329,8 @@ func (c *checker) stmt(s *Stmt) {
 			failf(s.Pos, "var %s has neither type nor initializer", d.Name)
 		case d.Type.Kind == Array && (d.Init != nil || d.Kind != DeclVar || d.Type.N == 0):
 			failf(s.Pos, "%s: a local array must be a fixed-size var without initializer", d.Name)
+		case d.Type.Kind == Matrix && !c.cur.Entry:
+			failf(s.Pos, "%s: subgroup matrices live in the entry point only", d.Name)
 		case c.scopes[len(c.scopes)-1][d.Name] != nil:
 			failf(s.Pos, "%s is declared twice in one scope", d.Name)
 		}
@@ -347,6 +351,11 @@ func (c *checker) stmt(s *Stmt) {
 		if lt := c.lvalue(s); lt.Kind != I32 && lt.Kind != U32 {
 			failf(s.Pos, "%s on %s", s.Op, lt)
 		}
+	case StmtCall:
+		if _, ok := matrixOps[s.X.Text]; !ok || s.X.Tmpl != nil {
+			failf(s.Pos, "a call as a statement: only subgroupMatrixStore is one")
+		}
+		c.matrixCall(s.X, true)
 	case StmtBarrier:
 		if !c.cur.Entry {
 			failf(s.Pos, "workgroupBarrier outside the entry point")
@@ -449,8 +458,11 @@ func (c *checker) exprType(e *Expr) *Type {
 	case ExprParen:
 		return c.expr(e.Args[0])
 	case ExprUnary:
+		if e.Text == "&" {
+			failf(e.Pos, "& (an address) is only the first argument of subgroupMatrixLoad and subgroupMatrixStore")
+		}
 		t := c.expr(e.Args[0])
-		if e.Text == "!" && t.Kind == Bool || e.Text == "-" && scalarOf(t).Kind != U32 && t.Kind != Bool {
+		if e.Text == "!" && t.Kind == Bool || e.Text == "-" && t.Value() && scalarOf(t).Kind != U32 && t.Kind != Bool {
 			return t
 		}
 		failf(e.Pos, "%s on %s", e.Text, t)
@@ -504,9 +516,10 @@ func (c *checker) exprType(e *Expr) *Type {
 	panic("unreachable")
 }
 
-// subgroupCall returns a call of a subgroup operation in e, or nil.
+// subgroupCall returns a call of a subgroup operation (subgroup matrix
+// functions included) in e, or nil.
 func subgroupCall(e *Expr) *Expr {
-	if e.Kind == ExprCall && subgroupOps[e.Text] > 0 && e.Func == nil {
+	if e.Kind == ExprCall && subgroupOps[e.Text]+matrixOps[e.Text] > 0 && e.Func == nil {
 		return e
 	}
 	for _, a := range e.Args {
@@ -621,7 +634,7 @@ func binaryType(pos Pos, op string, x, y *Type) *Type {
 	default:
 		ok = false
 	}
-	if !ok || x.Kind == Array || y.Kind == Array {
+	if !ok || !x.Value() || !y.Value() {
 		failf(pos, "%s %s %s is outside the dialect", x, op, y)
 	}
 	switch {
@@ -659,9 +672,14 @@ func (c *checker) call(e *Expr) *Type {
 	if e.Text == "f16" && !c.m.F16 {
 		failf(e.Pos, "f16 needs `enable f16;`")
 	}
+	if _, ctor := matrixTypes[e.Text]; ctor || matrixOps[e.Text] > 0 {
+		return c.matrixCall(e, false)
+	}
 	args := make([]*Type, len(e.Args))
 	for i, a := range e.Args {
-		args[i] = c.expr(a)
+		if args[i] = c.expr(a); !args[i].Value() {
+			failf(a.Pos, "%s of %s is outside the dialect", e.Text, args[i])
+		}
 	}
 	bad := func() { failf(e.Pos, "%s of %v is outside the dialect", e.Text, args) }
 	// Conversions, constructors, bitcasts.

@@ -108,8 +108,8 @@ func (e *Expr) Print(sub func(x *Expr) (string, bool)) string {
 	s := e.Text
 	if e.Tmpl != nil {
 		s = e.Tmpl.String()
-		if e.Text == "bitcast" {
-			s = "bitcast<" + s + ">"
+		if e.Text == "bitcast" || e.Text == "subgroupMatrixLoad" {
+			s = e.Text + "<" + s + ">"
 		}
 	}
 	s += "("

@@ -48,6 +48,8 @@ func FuzzParse(f *testing.F) {
 		f.Add(src)
 	}
 	f.Add(kerneltest.DialectKernel)
+	f.Add(kerneltest.MatrixKernel)
+	f.Add(kerneltest.MatrixLoopKernel)
 	f.Fuzz(func(t *testing.T, src string) {
 		_, err := wgslfront.Parse(src, "main")
 		if err == nil {

@@ -129,6 +129,7 @@ type parser struct {
 	tok   token // the current token; it may be a comment
 	depth int   // nesting of blocks and expressions being parsed
 	f16   bool  // the module enables f16
+	sgm   bool  // the module enables subgroup matrices
 }
 
 // parse parses source of the dialect.
@@ -137,7 +138,7 @@ func parse(src string) *Module {
 	p.tok = p.lx.next()
 	m := &Module{}
 	p.directives(m)
-	p.f16 = m.F16
+	p.f16, p.sgm = m.F16, m.SubgroupMatrix
 	for {
 		if c, ok := p.comment(); ok {
 			m.Items = append(m.Items, &Item{Comment: c})
@@ -150,7 +151,7 @@ func parse(src string) *Module {
 }
 
 // directives parses the `enable NAME;` directives that open a module:
-// f16 and subgroups.
+// f16, subgroups and subgroup matrices.
 func (p *parser) directives(m *Module) {
 	for {
 		if c, ok := p.comment(); ok {
@@ -168,8 +169,10 @@ func (p *parser) directives(m *Module) {
 				m.F16 = true
 			case "subgroups":
 				m.Subgroups = true
+			case matrixExt:
+				m.SubgroupMatrix = true
 			default:
-				failf(name.pos, "enable %s: the dialect has f16 and subgroups", ext)
+				failf(name.pos, "enable %s: the dialect has f16, subgroups and %s", ext, matrixExt)
 			}
 			if !p.accept(",") {
 				break
@@ -422,6 +425,9 @@ func (p *parser) typRest(name string, pos Pos) *Type {
 	if t := scalarTypes[name]; t != nil {
 		return t
 	}
+	if _, ok := matrixTypes[name]; ok {
+		return p.matrixType(name, pos)
+	}
 	if name != "array" && name != "vec2" && name != "vec3" && name != "vec4" {
 		failf(pos, "type %s is outside the dialect", name)
 	}
@@ -433,7 +439,7 @@ func (p *parser) typRest(name string, pos Pos) *Type {
 			failf(pos, "%s is outside the dialect", t)
 		}
 	} else {
-		if t.Elem.Kind == Array || t.Elem.Kind == Bool {
+		if !t.Elem.Value() || t.Elem.Kind == Bool {
 			failf(pos, "%s is outside the dialect (arrays hold numbers or vectors)", t)
 		}
 		if p.accept(",") {
@@ -536,6 +542,10 @@ func (p *parser) simple() *Stmt {
 		return &Stmt{Kind: StmtBarrier, Pos: pos}
 	}
 	s := &Stmt{LHS: p.postfix(), Pos: pos}
+	if s.LHS.Kind == ExprCall && (p.is(";") || p.is(")")) {
+		s.Kind, s.X, s.LHS = StmtCall, s.LHS, nil // the checker takes subgroupMatrixStore only
+		return s
+	}
 	switch op := p.next(); op.text {
 	case "++", "--":
 		s.Kind, s.Op = StmtIncDec, op.text
@@ -608,7 +618,7 @@ func contains(list []string, s string) bool {
 }
 
 func (p *parser) unary() *Expr {
-	if t := p.peek(); t.kind == tokPunct && (t.text == "-" || t.text == "!") {
+	if t := p.peek(); t.kind == tokPunct && (t.text == "-" || t.text == "!" || t.text == "&") {
 		p.next()
 		p.enter()
 		defer p.leave()
@@ -649,8 +659,9 @@ func (p *parser) primary() *Expr {
 		failf(t.pos, "%s is not a WGSL identifier", t.text)
 	}
 	e.Kind = ExprIdent
-	if p.is("<") && (t.text == "bitcast" || t.text == "array" || strings.HasPrefix(t.text, "vec")) {
-		if t.text == "bitcast" {
+	_, matrix := matrixTypes[t.text]
+	if p.is("<") && (t.text == "bitcast" || t.text == "array" || strings.HasPrefix(t.text, "vec") || matrix || t.text == "subgroupMatrixLoad") {
+		if t.text == "bitcast" || t.text == "subgroupMatrixLoad" {
 			p.next()
 			e.Tmpl = p.typ()
 			p.closeAngle()

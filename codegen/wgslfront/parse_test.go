@@ -124,7 +124,7 @@ func TestParseErrors(t *testing.T) {
 		{"bitwise and compare", kernel("", "let a = i & 1u == 1u;"), "8:16: WGSL needs parentheses around == as an operand of &"},
 		{"bitwise and shift", kernel("", "let a = i >> 2u & 1u;"), "8:11: WGSL needs parentheses around >> as an operand of &"},
 		{"bitwise mixed", kernel("", "let a = i & 3u | 4u;"), "8:11: WGSL needs parentheses around & as an operand of |"},
-		{"lone ampersand", kernel("", "let a = &i;"), "8:9: want an expression"},
+		{"lone ampersand", kernel("", "let a = &i;"), "8:9: & (an address) is only the first argument of subgroupMatrixLoad"},
 		{"float remainder", kernel("", "out0[i] = out0[i] % 2.0f;"), "8:19: f32 % f32 is outside the dialect"},
 		{"mixed operands", kernel("", "out0[i] = f32(in0[i] + i);"), "8:22: i32 + u32"},
 		{"float vector max", kernel("", "let v = max(vec4<f32>(1.0f), vec4<f32>(2.0f)); out0[i] = v.x;"), "8:9: max of float vectors is outside the dialect"},
@@ -153,6 +153,7 @@ func TestParseErrors(t *testing.T) {
 		{"private without table", kernel("var<private> p: f32;", ""), "4:1: p: a module-scope const or var<private> needs an initializer"},
 		{"unterminated", "@compute @workgroup_size(1) fn main() {", "1:40: unterminated block"},
 	}
+	cases = append(cases, matrixErrors...)
 	for _, c := range cases {
 		entry := "main"
 		if c.name == "other entry point" {
@@ -208,4 +209,66 @@ func TestParseHostile(t *testing.T) {
 			t.Fatalf("%s is not marked unused", s.Decl.Name)
 		}
 	}
+}
+
+// Subgroup matrices: matrix(decls, body) is a kernel that enables them
+// (and f16), with workgroup arrays wh (f16) and wf (f32) and the body
+// on line 11.
+func matrix(decls, body string) string {
+	return "enable f16;\nenable chromium_experimental_subgroup_matrix;\n" +
+		kernel("var<workgroup> wh: array<f16, 256>;\nvar<workgroup> wf: array<f32, 256>;"+decls, body)
+}
+
+const (
+	left   = "subgroup_matrix_left<f16, 16, 16>"
+	right  = "subgroup_matrix_right<f16, 16, 16>"
+	result = "subgroup_matrix_result<f32, 16, 16>"
+	loadL  = "subgroupMatrixLoad<" + left + ">"
+	loadR  = "subgroupMatrixLoad<" + right + ">"
+)
+
+var matrixErrors = []struct{ name, src, want string }{
+	{"matrix without enable", "enable f16;\n" + kernel("", "let a = "+loadL+"(&in0, 0u, false, 16u);"), "9:28: subgroup_matrix_left needs `enable chromium_experimental_subgroup_matrix;`"},
+	{"matrix call without enable", kernel("", "subgroupMatrixStore(&out0, 0u, 1.0f, false, 16u);"), "8:1: subgroupMatrixStore needs `enable chromium_experimental_subgroup_matrix;`"},
+	{"matrix of i32", matrix("", "var m: subgroup_matrix_left<i32, 16, 16>;"), "11:8: subgroup_matrix_left of i32: the elements are f16 or f32"},
+	{"matrix of f16 without enable", "enable chromium_experimental_subgroup_matrix;\n" + kernel("", "var m: "+left+";"), "9:29: f16 needs `enable f16;`"},
+	{"matrix size", matrix("", "var m: subgroup_matrix_left<f16, 12, 16>;"), "11:34: subgroup_matrix_left: a size of 12; sizes are 8, 16 or 32"},
+	{"element type", matrix("", "let a = "+loadL+"(&wf, 0u, false, 16u);"), "11:63: subgroupMatrixLoad: wf is array<f32, 256>, and the matrix's elements are f16"},
+	{"buffer element type", matrix("", "let a = "+loadL+"(&in0, 0u, false, 16u);"), "11:63: subgroupMatrixLoad: in0 is array<i32>, and the matrix's elements are f16"},
+	{"store to a read buffer", matrix("", "var m = "+result+"();\nsubgroupMatrixStore(&in0, 0u, m, false, 16u);"), "12:21: subgroupMatrixStore to in0, a read-only buffer"},
+	{"load from a let", matrix("", "let a = "+loadL+"(&i, 0u, false, 16u);"), "11:63: subgroupMatrixLoad of i: not a workgroup array or a storage buffer"},
+	{"load without &", matrix("", "let a = "+loadL+"(wh, 0u, false, 16u);"), "11:63: subgroupMatrixLoad takes &array (a workgroup array or a storage buffer) first"},
+	{"load of an element", matrix("", "let a = "+loadL+"(&wh[0], 0u, false, 16u);"), "11:63: subgroupMatrixLoad takes &array (a workgroup array or a storage buffer) first"},
+	{"load without type", matrix("", "let a = subgroupMatrixLoad(&wh, 0u, false, 16u);"), "11:9: subgroupMatrixLoad needs its type: subgroupMatrixLoad<subgroup_matrix_...<T, C, R>>(...)"},
+	{"load of a non-matrix", matrix("", "let a = subgroupMatrixLoad<f16>(&wh, 0u, false, 16u);"), "11:9: subgroupMatrixLoad of f16, not a subgroup matrix type"},
+	{"non-constant col_major", matrix("", "let a = "+loadL+"(&wh, 0u, li == 0u, 16u);"), "11:75: subgroupMatrixLoad: col_major must be true or false, not li == 0u"},
+	{"i32 stride", matrix("", "let a = "+loadL+"(&wh, 0u, false, 16i);"), "11:79: i32 where u32 is needed"},
+	{"argument count", matrix("", "let a = "+loadL+"(&wh, 0u, false);"), "11:9: subgroupMatrixLoad takes 4 arguments, not 3"},
+	{"dims mismatch", matrix("", "let a = "+loadL+"(&wh, 0u, false, 16u);\nlet b = subgroupMatrixLoad<subgroup_matrix_right<f16, 8, 16>>(&wh, 0u, false, 16u);\n"+
+		"var c = "+result+"();\nc = subgroupMatrixMultiplyAccumulate(a, b, c);"), "14:5: subgroupMatrixMultiplyAccumulate: subgroup_matrix_left<f16, 16, 16> times subgroup_matrix_righ"},
+	{"roles swapped", matrix("", "let a = "+loadL+"(&wh, 0u, false, 16u);\nlet b = "+loadR+"(&wh, 0u, false, 16u);\n"+
+		"var c = "+result+"();\nc = subgroupMatrixMultiplyAccumulate(b, a, c);"), "14:5: subgroupMatrixMultiplyAccumulate of subgroup_matrix_right<f16, 16, 16>, subgroup_matrix_left<f"},
+	{"operand types differ", matrix("", "let a = "+loadL+"(&wh, 0u, false, 16u);\nlet b = subgroupMatrixLoad<subgroup_matrix_right<f32, 16, 16>>(&wf, 0u, false, 16u);\n"+
+		"var c = "+result+"();\nc = subgroupMatrixMultiplyAccumulate(a, b, c);"), "14:5: subgroupMatrixMultiplyAccumulate: the left matrix is of f16 and the right of f32"},
+	{"scalar operand", matrix("", "var c = "+result+"();\nc = subgroupMatrixMultiplyAccumulate(1.0h, 1.0h, c);"), "12:38: subgroupMatrixMultiplyAccumulate takes a subgroup matrix here, not f16"},
+	{"matrix arithmetic", matrix("", "var c = "+result+"();\nc = c + c;"), "12:7: subgroup_matrix_result<f32, 16, 16> + subgroup_matrix_result<f32, 16, 16> is outside the dialect"},
+	{"matrix compound assignment", matrix("", "var c = "+result+"();\nc *= c;"), "12:1: subgroup_matrix_result<f32, 16, 16> * subgroup_matrix_result<f32, 16, 16> is outside the dialect"},
+	{"matrix negation", matrix("", "var c = "+result+"();\nc = -c;"), "12:5: - on subgroup_matrix_result<f32, 16, 16>"},
+	{"matrix comparison", matrix("", "var c = "+result+"();\nif (c == c) {}"), "12:7: subgroup_matrix_result<f32, 16, 16> == subgroup_matrix_result<f32, 16, 16> is outside the dialect"},
+	{"matrix in a builtin", matrix("", "var c = "+result+"();\nc = abs(c);"), "12:9: abs of subgroup_matrix_result<f32, 16, 16> is outside the dialect"},
+	{"matrix index", matrix("", "var c = "+result+"();\nout0[i] = c[0];"), "12:12: subgroup_matrix_result<f32, 16, 16> indexed by abstract-int"},
+	{"matrix constructor with values", matrix("", "var c = "+result+"(1.0f);"), "11:9: subgroup_matrix_result<f32, 16, 16> takes no arguments (it is the zero matrix)"},
+	{"matrix constructor without sizes", matrix("", "var c = subgroup_matrix_result();"), "11:9: subgroup_matrix_result needs its <T, C, R>"},
+	{"bitcast to a matrix", matrix("", "var c = bitcast<"+result+">();"), "11:9: bitcast of [] is outside the dialect"},
+	{"array of matrices", matrix("", "var c: array<"+result+", 2>;"), "11:8: array<subgroup_matrix_result<f32, 16, 16>> is outside the dialect (arrays hold numbers or vectors)"},
+	{"workgroup matrix", matrix("var<workgroup> wm: "+result+";", ""), "7:36: var<workgroup> wm must be a fixed-size array without initializer"},
+	{"matrix in a helper", matrix("fn h() -> f32 { let a = "+loadL+"(&wh, 0u, false, 16u); return 1.0f; }", "out0[i] = h();"), "7:60: subgroupMatrixLoad outside the entry point"},
+	{"matrix var in a helper", matrix("fn h() -> f32 { var m: "+result+"; return 1.0f; }", "out0[i] = h();"), "7:52: m: subgroup matrices live in the entry point only"},
+	{"matrix parameter", matrix("fn h(m: "+result+") -> f32 { return 1.0f; }", ""), "7:41: parameter m is subgroup_matrix_result<f32, 16, 16>; parameters are scalars or vectors"},
+	{"matrix result", matrix("fn h() -> "+result+" { return "+result+"(); }", ""), "7:36: helper function h must return a scalar or a vector"},
+	{"store as a value", matrix("", "var c = "+result+"();\nlet x = subgroupMatrixStore(&wf, 0u, c, false, 16u);"), "12:9: subgroupMatrixStore is a statement, not a value"},
+	{"load as a statement", matrix("", loadL+"(&wh, 0u, false, 16u);"), "11:1: a call as a statement: only subgroupMatrixStore is one"},
+	{"call statement", matrix("", "abs(1.0f);"), "11:1: a call as a statement: only subgroupMatrixStore is one"},
+	{"true as a name", matrix("", "let true = 1u;"), "11:1: true is a type name"},
+	{"matrix operand of &&", matrix("", "let x = li > 3u && subgroupMatrixLoad<"+left+">(&wh, 0u, false, 16u);"), "11:17: bool && subgroup_matrix_left<f16, 16, 16> is outside the dialect"},
 }

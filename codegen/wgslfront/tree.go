@@ -7,12 +7,15 @@
 // functions of a library that ParseLibrary checks): codegen/llvm compiles
 // formulas from that tree.
 //
-// The dialect is a subset of WGSL with two extensions that naga (the WGSL
-// compiler inside tapml's wgpu) rejects but SPIR-V and MSL have: `enable
-// f16;` with the f16 type, and `enable subgroups;` with subgroup
-// operations. What it accepts:
+// The dialect is a subset of WGSL with extensions that naga (the WGSL
+// compiler inside tapml's wgpu) rejects: `enable f16;` with the f16 type,
+// and `enable subgroups;` with subgroup operations (SPIR-V and MSL have
+// both), and Dawn's `enable chromium_experimental_subgroup_matrix;` with
+// subgroup matrices (SPIR-V's cooperative matrices; see matrix.go). What
+// it accepts:
 //
-//   - Directives: `enable f16;`, `enable subgroups;` (first in the module).
+//   - Directives: `enable f16;`, `enable subgroups;`, `enable
+//     chromium_experimental_subgroup_matrix;` (first in the module).
 //   - Module scope: `const NAME: T = expr;` (a scalar), a `var<private>`
 //     table with an array<T, N>(...) initializer (never written), `var<workgroup>
 //     name: array<T, N>;`, `@group(0) @binding(i) var<storage, read|read_write>
@@ -146,8 +149,9 @@ type Module struct {
 	// Items are the module-scope declarations in source order, and the
 	// comments between them.
 	Items []*Item
-	// F16 and Subgroups say which extensions the module enables.
-	F16, Subgroups bool
+	// F16, Subgroups and SubgroupMatrix say which extensions the module
+	// enables.
+	F16, Subgroups, SubgroupMatrix bool
 
 	Entry         *Fn     // the entry point
 	WorkgroupSize [3]int  // the entry point's @workgroup_size, 1 where not given
@@ -231,6 +235,7 @@ const (
 	StmtReturn           // return X (X may be nil)
 	StmtBreak
 	StmtContinue
+	StmtCall // X: a call of subgroupMatrixStore (the one call that is a statement)
 )
 
 // Stmt is a statement.
@@ -313,6 +318,7 @@ const (
 	AbstractInt // an integer literal without suffix, or a constant expression of them (only while checking)
 	Vector
 	Array
+	Matrix // a subgroup matrix: Role, Elem (its scalar), Cols and Rows
 )
 
 // Type is a type of the dialect.
@@ -320,6 +326,24 @@ type Type struct {
 	Kind TypeKind
 	Elem *Type // Vector and Array
 	N    int   // Vector: the width; Array: the length (0: runtime-sized)
+
+	Role       MatrixRole // Matrix
+	Cols, Rows int        // Matrix
+}
+
+// MatrixRole is the operand a subgroup matrix is in a product: Left (A,
+// M x K), Right (B, K x N) or Result (the M x N accumulator).
+type MatrixRole int
+
+const (
+	Left MatrixRole = iota
+	Right
+	Result
+)
+
+// matrixTypes are the names of the subgroup matrix types, by role.
+var matrixTypes = map[string]MatrixRole{
+	"subgroup_matrix_left": Left, "subgroup_matrix_right": Right, "subgroup_matrix_result": Result,
 }
 
 var (
@@ -335,6 +359,10 @@ var scalarTypes = map[string]*Type{"bool": tBool, "i32": tI32, "u32": tU32, "f32
 
 func vecOf(elem *Type, n int) *Type { return &Type{Kind: Vector, Elem: elem, N: n} }
 
+// Value reports whether t is a scalar or a vector: what operators,
+// builtins and helper functions take.
+func (t *Type) Value() bool { return t.Scalar() || t.Kind == Vector }
+
 // Scalar reports whether t is a scalar.
 func (t *Type) Scalar() bool { return t.Kind <= AbstractInt }
 
@@ -344,10 +372,10 @@ func (t *Type) Integer() bool { return t.Kind == I32 || t.Kind == U32 || t.Kind 
 // Float reports whether t is a float scalar.
 func (t *Type) Float() bool { return t.Kind == F32 || t.Kind == F16 }
 
-// ScalarOf is the scalar of a scalar or vector type (the element of an
-// array).
+// ScalarOf is the scalar of a scalar, vector or subgroup matrix type (the
+// element of an array).
 func (t *Type) ScalarOf() *Type {
-	if t.Kind == Vector || t.Kind == Array {
+	if t.Kind == Vector || t.Kind == Array || t.Kind == Matrix {
 		return t.Elem.ScalarOf()
 	}
 	return t
@@ -355,7 +383,8 @@ func (t *Type) ScalarOf() *Type {
 
 // Eq reports whether t and u are the same type.
 func (t *Type) Eq(u *Type) bool {
-	return t.Kind == u.Kind && t.N == u.N && (t.Elem == nil) == (u.Elem == nil) && (t.Elem == nil || t.Elem.Eq(u.Elem))
+	return t.Kind == u.Kind && t.N == u.N && t.Role == u.Role && t.Cols == u.Cols && t.Rows == u.Rows &&
+		(t.Elem == nil) == (u.Elem == nil) && (t.Elem == nil || t.Elem.Eq(u.Elem))
 }
 
 // Size is the bytes of a value of the type in memory (WGSL's layout: a
@@ -404,6 +433,12 @@ func (t *Type) String() string {
 			return fmt.Sprintf("array<%s>", t.Elem)
 		}
 		return fmt.Sprintf("array<%s, %d>", t.Elem, t.N)
+	case Matrix:
+		for name, r := range matrixTypes {
+			if r == t.Role {
+				return fmt.Sprintf("%s<%s, %d, %d>", name, t.Elem, t.Cols, t.Rows)
+			}
+		}
 	}
 	return [...]string{"bool", "i32", "u32", "f32", "f16", "abstract-int"}[t.Kind]
 }
