@@ -1,6 +1,7 @@
 package spirv
 
 import (
+	"bytes"
 	"encoding/binary"
 	"fmt"
 	"os"
@@ -214,6 +215,30 @@ func TestValidate(t *testing.T) {
 			}
 			add(fmt.Sprintf("%s (tuning %d, f16 and subgroups)", c.Name, i), k)
 		}
+	}
+	// Subgroup matrices (f16 compute on an NVIDIA-like device): the
+	// stored-weight products and f32 ones under each blocking.
+	mma := Options{Features: wgsl.Features{F16: true, Subgroups: true, SubgroupMatrix: true}, Compute: ir.F16}
+	chose := 0
+	for _, c := range append(kerneltest.StoredCases(), kerneltest.Cases()...) {
+		if c.Op != ir.OpMatmul {
+			continue
+		}
+		for _, tile := range wgsl.MatmulMMATiles {
+			o := mma
+			o.Tuning = wgsl.Tuning{MatmulMMA: tile}
+			k, err := Generate(c.Node(t), c.In, nil, o)
+			if err != nil {
+				t.Fatalf("%s, subgroup matrices %s: %v", c.Name, tile, err)
+			}
+			if bytes.Contains(k.Source, []byte("SPV_NV_cooperative_matrix")) {
+				chose++
+			}
+			add(fmt.Sprintf("%s (subgroup matrices %s)", c.Name, tile), k)
+		}
+	}
+	if chose == 0 {
+		t.Error("no case took the subgroup-matrix kernel")
 	}
 	applied := map[string]int{}
 	for _, c := range testCases() {
