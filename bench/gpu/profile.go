@@ -33,7 +33,7 @@ func profileCmd(args []string) error {
 	rows := fs.Int("rows", 25, "rows of each table")
 	matmul := fs.String("matmul", "", "the device's Tuning.Matmul instead of its default (a blocking or a comma list, see wgsl.MatmulTiles)")
 	minGroups := fs.Int("min-groups", 0, "with -matmul or -mma: Tuning.MatmulMinGroups (0 keeps the device's)")
-	mma := fs.String("mma", "", "the device's Tuning.MatmulMMA instead of its default (a blocking or a comma list, see wgsl.MatmulMMATiles; used with f16 compute where the device has subgroup matrices)")
+	mma := fs.String("mma", "", "the device's Tuning.MatmulMMA instead of its default (a blocking or a comma list, see wgsl.MatmulMMATiles; used with f16 compute where the device has subgroup matrices), or off")
 	tgt := fs.String("target", "vulkan", "vulkan, or vulkan/f16 for f16 compute")
 	fs.Parse(args)
 	if *model == "" || *prefill < 1 || *decode < 1 || *rows < 1 {
@@ -42,7 +42,7 @@ func profileCmd(args []string) error {
 	if err := wgsl.ValidMatmulTile(*matmul); err != nil {
 		return fmt.Errorf("profile: -matmul: %w", err)
 	}
-	if err := wgsl.ValidMatmulMMA(*mma); err != nil {
+	if err := wgsl.ValidMatmulMMA(strings.TrimPrefix(*mma, "off")); err != nil {
 		return fmt.Errorf("profile: -mma: %w", err)
 	}
 	if *tgt != "vulkan" && *tgt != "vulkan/f16" {
@@ -66,7 +66,7 @@ func profileCmd(args []string) error {
 			tu.Matmul = *matmul
 		}
 		if *mma != "" {
-			tu.MatmulMMA = *mma
+			tu.MatmulMMA = strings.TrimPrefix(*mma, "off")
 		}
 		if *minGroups > 0 {
 			tu.MatmulMinGroups = *minGroups

@@ -37,7 +37,12 @@ func TestDeviceMMA(t *testing.T) {
 		{ir.F16, 37, 20, 64, false}, {ir.F16, 130, 136, 96, true}, {ir.F32, 40, 64, 128, false},
 		{ir.Q4_0, 45, 36, 96, true}, {ir.Q8_0, 128, 96, 64, false}, {ir.Q4_K, 33, 68, 256, false},
 	}
-	for _, tiles := range []string{"64x64x32/32x32", "32x32x32/16x16", "128x64x32/64x32", "64x64x64/32x32"} {
+	// kstep: the K a product must be a multiple of to take the blocking.
+	for _, b := range []struct {
+		tiles string
+		kstep int64
+	}{{"64x64x32/32x32", 32}, {"32x32x32/16x16", 32}, {"128x64x32/64x32", 32}, {"64x64x64/32x32", 64}, {"32x32x16/16x16*4", 64}, {"64x64x32/32x32*2", 64}} {
+		tiles := b.tiles
 		tune := wgsl.DiscreteTuning()
 		tune.MatmulMMA, tune.MatmulMinGroups = tiles, 1
 		g, err := vulkan.Open(vulkan.Options{Generate: Generate, Compute: ir.F16, Tuning: tune, PipelineCacheDir: "-"})
@@ -61,8 +66,8 @@ func TestDeviceMMA(t *testing.T) {
 			if err != nil {
 				t.Fatalf("%s: %v", name, err)
 			}
-			if got := strings.Contains(string(src.Source), "subgroupMatrixMultiplyAccumulate"); got != feat {
-				t.Errorf("%s: the subgroup-matrix kernel was chosen: %v, want %v", name, got, feat)
+			if got, want := strings.Contains(string(src.Source), "subgroupMatrixMultiplyAccumulate"), feat && s.k%b.kstep == 0; got != want {
+				t.Errorf("%s: the subgroup-matrix kernel was chosen: %v, want %v", name, got, want)
 			}
 			got, err := launchOn(g, n, outs, in)
 			if err != nil {

@@ -28,12 +28,23 @@ const mmaSubgroup = 32
 
 // mmaTile is a blocking of the subgroup-matrix kernel (Tuning.MatmulMMA):
 // a workgroup computes BM x BN of the output in steps of BK along K, each
-// of its subgroups a WM x WN part of it (whole fragments).
-type mmaTile struct{ bm, bn, bk, wm, wn int }
+// of its subgroups a WM x WN part of it (whole fragments); with S slices
+// the workgroup has S such sets of subgroups, slice s taking the steps s,
+// s+S, ... of K (a product whose output is a few blocks still fills a
+// large GPU), their sums added at the end.
+type mmaTile struct{ bm, bn, bk, wm, wn, slices int }
 
-// parseMMATile parses "BMxBNxBK/WMxWN".
+// parseMMATile parses "BMxBNxBK/WMxWN[*S]".
 func parseMMATile(s string) (mmaTile, error) {
-	bad := fmt.Errorf("subgroup-matrix tile %q: want BMxBNxBK/WMxWN, each a multiple of 16, WM dividing BM and WN dividing BN", s)
+	bad := fmt.Errorf("subgroup-matrix tile %q: want BMxBNxBK/WMxWN[*S], each size a multiple of 16, WM dividing BM and WN dividing BN, S a power of two up to 16", s)
+	slices := 1
+	if body, sl, ok := strings.Cut(s, "*"); ok {
+		n, err := strconv.Atoi(sl)
+		if err != nil || n < 1 || n > 16 || n&(n-1) != 0 {
+			return mmaTile{}, bad
+		}
+		s, slices = body, n
+	}
 	blk, sub, ok := strings.Cut(s, "/")
 	if !ok {
 		return mmaTile{}, bad
@@ -49,7 +60,7 @@ func parseMMATile(s string) (mmaTile, error) {
 	if len(v) != 5 {
 		return mmaTile{}, bad
 	}
-	t := mmaTile{v[0], v[1], v[2], v[3], v[4]}
+	t := mmaTile{v[0], v[1], v[2], v[3], v[4], slices}
 	if t.bm%t.wm != 0 || t.bn%t.wn != 0 {
 		return mmaTile{}, bad
 	}
@@ -61,6 +72,7 @@ func parseMMATile(s string) (mmaTile, error) {
 var MatmulMMATiles = []string{
 	"128x128x32/64x64", "128x128x32/32x64", "64x128x32/32x64", "128x64x32/64x32",
 	"64x64x32/32x32", "64x64x16/32x32", "64x64x64/32x32", "32x64x32/16x32", "32x32x32/16x16",
+	"64x64x32/32x32*2", "64x64x16/32x32*4", "32x64x32/16x32*4", "32x32x32/16x16*4", "32x32x16/16x16*8",
 }
 
 // ValidMatmulMMA reports whether s is a value Tuning.MatmulMMA accepts.
@@ -76,17 +88,20 @@ func ValidMatmulMMA(s string) error {
 	return nil
 }
 
-func (t mmaTile) threads() int { return (t.bm / t.wm) * (t.bn / t.wn) * mmaSubgroup }
+// sliceThreads is the invocations of one slice.
+func (t mmaTile) sliceThreads() int { return (t.bm / t.wm) * (t.bn / t.wn) * mmaSubgroup }
+
+func (t mmaTile) threads() int { return t.slices * t.sliceThreads() }
 
 // The workgroup arrays' row strides, in elements: a K step plus 8 halves
 // (rows 16 bytes apart from a multiple of 32 spread over the banks, and
 // every fragment's start stays 16-byte aligned).
 func (t mmaTile) stride() int { return t.bk + 8 }
 
-// shared is the workgroup memory, in bytes: the a and b tiles in f16 and a
-// 16x16 f32 fragment per subgroup for the output.
+// shared is the workgroup memory, in bytes: each slice's a and b tiles in
+// f16 and a 16x16 f32 fragment per subgroup of a slice for the output.
 func (t mmaTile) shared() int {
-	return (t.bm+t.bn)*t.stride()*2 + t.threads()/mmaSubgroup*mmaFrag*mmaFrag*4
+	return t.slices*(t.bm+t.bn)*t.stride()*2 + t.sliceThreads()/mmaSubgroup*mmaFrag*mmaFrag*4
 }
 
 func (t mmaTile) fits(lim Limits) bool {
@@ -105,13 +120,13 @@ func (g *gen) pickMMA(s mmShape, nb int) (mmaTile, bool) {
 	found := false
 	for _, f := range strings.Split(g.tune.MatmulMMA, ",") {
 		t, err := parseMMATile(strings.TrimSpace(f))
-		if err != nil || s.k%t.bk != 0 || !t.fits(g.lim) {
+		if err != nil || s.k%(t.bk*t.slices) != 0 || !t.fits(g.lim) {
 			continue
 		}
 		if g.mmaBlock(t) < 0 {
 			continue
 		}
-		if ceilDiv(s.n, t.bn)*ceilDiv(s.m, t.bm)*nb >= g.tune.MatmulMinGroups {
+		if ceilDiv(s.n, t.bn)*ceilDiv(s.m, t.bm)*nb*t.slices >= g.tune.MatmulMinGroups {
 			return t, true
 		}
 		last, found = t, true
@@ -135,22 +150,24 @@ func (g *gen) mmaBlock(t mmaTile) int {
 	// The invocations share BN·BK/4 units; each decodes a run of them
 	// (a power of two within a block and a row of the step).
 	run := 1
-	for 2*run*t.threads() <= t.bn*t.bk/4 && (elems/4)%(2*run) == 0 && (t.bk/4)%(2*run) == 0 {
+	for 2*run*t.sliceThreads() <= t.bn*t.bk/4 && (elems/4)%(2*run) == 0 && (t.bk/4)%(2*run) == 0 {
 		run *= 2
 	}
 	return run
 }
 
-// mma is the subgroup-matrix kernel. Per step of BK, the invocations copy
-// a's BM x BK and b's BN x BK (decoded, for a stored b) to workgroup
-// memory as f16, row-major along K; each subgroup then multiplies its
-// WM/16 fragments of a by its WN/16 of b (b's rows loaded column-major:
-// b is transposed) into WM/16 x WN/16 f32 accumulators. At the end each
-// subgroup stores an accumulator at a time to its own 16x16 f32 scratch
-// and its invocations write it out (adding the addend), bounds-checked:
-// rows past M and columns past N were read as zeros and are not written.
+// mma is the subgroup-matrix kernel. Per step of BK, a slice's
+// invocations copy a's BM x BK and b's BN x BK (decoded, for a stored b)
+// to the slice's workgroup memory as f16, row-major along K; each of its
+// subgroups then multiplies its WM/16 fragments of a by its WN/16 of b
+// (b's rows loaded column-major: b is transposed) into WM/16 x WN/16 f32
+// accumulators. At the end, an accumulator at a time, the slices in turn
+// store theirs to a 16x16 f32 scratch per subgroup, the first slice's
+// invocations adding them up (in slice order), and write the sum out
+// (adding the addend), bounds-checked: rows past M and columns past N were
+// read as zeros and are not written.
 func (g *gen) mma(s mmShape, nb int, t mmaTile) (*codegen.Kernel, error) {
-	threads, sgs := t.threads(), t.threads()/mmaSubgroup
+	threads, sgs := t.sliceThreads(), t.threads()/mmaSubgroup
 	fm, fn := t.wm/mmaFrag, t.wn/mmaFrag
 	run := g.mmaBlock(t)
 	dt := g.in[1].DType
@@ -165,19 +182,24 @@ func (g *gen) mma(s mmShape, nb int, t mmaTile) (*codegen.Kernel, error) {
 	}
 	g.bindAddend("vec4<f32>")
 	g.bind("out0", codegen.Write, g.out[0], "vec4<f32>", -1, 0)
-	g.p("// subgroup-matrix matmul %dx%dx%d/%dx%d: %d subgroups of %d, %dx%d fragments each", t.bm, t.bn, t.bk, t.wm, t.wn, sgs, mmaSubgroup, fm, fn)
+	g.p("// subgroup-matrix matmul %dx%dx%d/%dx%d*%d: %d subgroups of %d, %dx%d fragments each", t.bm, t.bn, t.bk, t.wm, t.wn, t.slices, sgs, mmaSubgroup, fm, fn)
 	g.p("const M: u32 = %du;", s.m)
 	g.p("const N: u32 = %du;", s.n)
 	g.p("const NV: u32 = %du; // N / 4", s.n/4)
 	g.p("const KV: u32 = %du; // K / 4", s.k/4)
 	g.p("const SA: u32 = %du; // row stride of the tiles, in f16", t.stride())
-	g.p("var<workgroup> ta: array<f16, %d>; // a's rows [BM][SA]", t.bm*t.stride())
-	g.p("var<workgroup> tb: array<f16, %d>; // b's rows [BN][SA]", t.bn*t.stride())
-	g.p("var<workgroup> tc: array<f32, %d>; // a 16x16 fragment per subgroup", sgs*mmaFrag*mmaFrag)
-	g.entry([3]int{threads, 1, 1})
+	g.p("const STEPS: u32 = %du; // steps of BK per slice", s.k/(t.bk*t.slices))
+	g.p("var<workgroup> ta: array<f16, %d>; // a's rows [S][BM][SA]", t.slices*t.bm*t.stride())
+	g.p("var<workgroup> tb: array<f16, %d>; // b's rows [S][BN][SA]", t.slices*t.bn*t.stride())
+	g.p("var<workgroup> tc: array<f32, %d>; // a 16x16 fragment per subgroup of a slice", threads/mmaSubgroup*mmaFrag*mmaFrag)
+	g.entry([3]int{t.threads(), 1, 1})
 	g.batchOffsets(s, 4)
-	g.p("  let sg = li / %du;", mmaSubgroup)
-	g.p("  let lane = li %% %du;", mmaSubgroup)
+	g.p("  let slice = li / %du;", threads)
+	g.p("  let lt = li %% %du; // the invocation in its slice", threads)
+	g.p("  let sg = lt / %du; // the subgroup in its slice", mmaSubgroup)
+	g.p("  let lane = lt %% %du;", mmaSubgroup)
+	g.p("  let sa = slice * %du; // the slice's tiles", t.bm*t.stride())
+	g.p("  let sb = slice * %du;", t.bn*t.stride())
 	g.p("  let m0 = wid.y * %du;", t.bm)
 	g.p("  let n0 = wid.x * %du;", t.bn)
 	g.p("  let wm = sg / %du * %du; // this subgroup's rows of the block", t.bn/t.wn, t.wm)
@@ -213,13 +235,13 @@ func (g *gen) mma(s mmShape, nb int, t mmaTile) (*codegen.Kernel, error) {
 			body(ind)
 			return
 		}
-		g.p("%sif (li < %du) {", ind, r.guard)
+		g.p("%sif (lt < %du) {", ind, r.guard)
 		body(ind + "  ")
 		g.p("%s}", ind)
 	}
 	// Per round: the tile row and K offset (vec4) of the invocation's item.
 	for _, r := range aRounds {
-		g.p("  let ar%d = (li + %du) / %du; let ak%d = (li + %du) %% %du;", r.e, r.e*threads, bkv, r.e, r.e*threads, bkv)
+		g.p("  let ar%d = (lt + %du) / %du; let ak%d = (lt + %du) %% %du;", r.e, r.e*threads, bkv, r.e, r.e*threads, bkv)
 		g.p("  var ra%d = vec4<f16>(0.0h);", r.e)
 	}
 	bHalf := sb.name == ""
@@ -228,7 +250,7 @@ func (g *gen) mma(s mmShape, nb int, t mmaTile) (*codegen.Kernel, error) {
 		bElem = "vec4<f16>(0.0h)"
 	}
 	for _, r := range bRounds {
-		g.p("  let br%d = (li + %du) * %du / %du; let bk%d = (li + %du) * %du %% %du;", r.e, r.e*threads, run, bkv, r.e, r.e*threads, run, bkv)
+		g.p("  let br%d = (lt + %du) * %du / %du; let bk%d = (lt + %du) * %du %% %du;", r.e, r.e*threads, run, bkv, r.e, r.e*threads, run, bkv)
 		for u := 0; u < run; u++ {
 			g.p("  var rb%d_%d = %s;", r.e, u, bElem)
 		}
@@ -264,7 +286,7 @@ func (g *gen) mma(s mmShape, nb int, t mmaTile) (*codegen.Kernel, error) {
 		comps := []string{"x", "y", "z", "w"}
 		for _, r := range aRounds {
 			guarded(base, r, func(ind string) {
-				g.p("%s{ let o = ar%d * SA + ak%d * 4u;", ind, r.e, r.e)
+				g.p("%s{ let o = sa + ar%d * SA + ak%d * 4u;", ind, r.e, r.e)
 				for c, comp := range comps {
 					g.p("%s  ta[o + %du] = ra%d.%s;", ind, c, r.e, comp)
 				}
@@ -274,7 +296,7 @@ func (g *gen) mma(s mmShape, nb int, t mmaTile) (*codegen.Kernel, error) {
 		for _, r := range bRounds {
 			guarded(base, r, func(ind string) {
 				for u := 0; u < run; u++ {
-					g.p("%s{ let o = br%d * SA + (bk%d + %du) * 4u;", ind, r.e, r.e, u)
+					g.p("%s{ let o = sb + br%d * SA + (bk%d + %du) * 4u;", ind, r.e, r.e, u)
 					for c, comp := range comps {
 						x := fmt.Sprintf("rb%d_%d.%s", r.e, u, comp)
 						if !bHalf {
@@ -287,19 +309,21 @@ func (g *gen) mma(s mmShape, nb int, t mmaTile) (*codegen.Kernel, error) {
 			})
 		}
 	}
-	load("0u", "  ")
-	g.p("  for (var k0 = 0u; k0 < KV; k0 += %du) { // k0 in vec4", bkv)
+	// Every slice runs STEPS steps (K is whole steps of every slice), as a
+	// barrier needs; k0 counts vec4.
+	load(fmt.Sprintf("slice * %du", bkv), "  ")
+	g.p("  for (var it = 0u; it < STEPS; it++) {")
 	store("    ")
 	g.p("    workgroupBarrier();")
-	g.p("    if (k0 + %du < KV) {", bkv)
-	load(fmt.Sprintf("k0 + %du", bkv), "      ")
+	g.p("    if (it + 1u < STEPS) {")
+	load(fmt.Sprintf("((it + 1u) * %du + slice) * %du", t.slices, bkv), "      ")
 	g.p("    }")
 	for kk := 0; kk < t.bk/mmaFrag; kk++ {
 		for i := 0; i < fm; i++ {
-			g.p("    let a%d_%d = subgroupMatrixLoad<subgroup_matrix_left<f16, 16, 16>>(&ta, (wm + %du) * SA + %du, false, SA);", kk, i, i*mmaFrag, kk*mmaFrag)
+			g.p("    let a%d_%d = subgroupMatrixLoad<subgroup_matrix_left<f16, 16, 16>>(&ta, sa + (wm + %du) * SA + %du, false, SA);", kk, i, i*mmaFrag, kk*mmaFrag)
 		}
 		for j := 0; j < fn; j++ {
-			g.p("    let b%d_%d = subgroupMatrixLoad<subgroup_matrix_right<f16, 16, 16>>(&tb, (wn + %du) * SA + %du, true, SA);", kk, j, j*mmaFrag, kk*mmaFrag)
+			g.p("    let b%d_%d = subgroupMatrixLoad<subgroup_matrix_right<f16, 16, 16>>(&tb, sb + (wn + %du) * SA + %du, true, SA);", kk, j, j*mmaFrag, kk*mmaFrag)
 		}
 		for i := 0; i < fm; i++ {
 			for j := 0; j < fn; j++ {
@@ -309,23 +333,39 @@ func (g *gen) mma(s mmShape, nb int, t mmaTile) (*codegen.Kernel, error) {
 	}
 	g.p("    workgroupBarrier();")
 	g.p("  }")
-	// Out: each accumulator through the subgroup's scratch, lane l writing
-	// row l/2, columns 8·(l%%2) .. +7 as two vec4.
+	// Out: each accumulator through the scratch, slice by slice; lane l of
+	// a first-slice subgroup sums row l/2, columns 8·(l%%2) .. +7 as two
+	// vec4, and writes them.
 	g.p("  let ob = wid.z * M * NV;")
 	g.p("  let sr = lane / 2u;")
 	g.p("  let sc = lane %% 2u * 8u;")
+	g.p("  let x = sg * 256u + sr * 16u + sc;")
+	g.p("  var o0 = vec4<f32>(0.0f);")
+	g.p("  var o1 = vec4<f32>(0.0f);")
 	for i := 0; i < fm; i++ {
 		for j := 0; j < fn; j++ {
-			g.p("  subgroupMatrixStore(&tc, sg * 256u, c%d_%d, false, 16u);", i, j)
-			g.p("  workgroupBarrier();")
-			g.p("  { let gm = m0 + wm + %du + sr;", i*mmaFrag)
+			for sl := 0; sl < t.slices; sl++ {
+				store := fmt.Sprintf("subgroupMatrixStore(&tc, sg * 256u, c%d_%d, false, 16u);", i, j)
+				if t.slices == 1 {
+					g.p("  %s", store)
+				} else {
+					g.p("  if (slice == %du) { %s }", sl, store)
+				}
+				g.p("  workgroupBarrier();")
+				op := "+="
+				if sl == 0 {
+					op = "="
+				}
+				g.p("  if (slice == 0u) { o0 %s vec4<f32>(tc[x], tc[x + 1u], tc[x + 2u], tc[x + 3u]); o1 %s vec4<f32>(tc[x + 4u], tc[x + 5u], tc[x + 6u], tc[x + 7u]); }", op, op)
+				g.p("  workgroupBarrier();")
+			}
+			g.p("  if (slice == 0u) {")
+			g.p("    let gm = m0 + wm + %du + sr;", i*mmaFrag)
 			for h := 0; h < 2; h++ {
-				g.p("    { let gn = n0 + wn + %du + sc + %du; let x = sg * 256u + sr * 16u + sc + %du;", j*mmaFrag, 4*h, 4*h)
-				g.p("      if (gm < M && gn < N) { let o = ob + gm * NV + gn / 4u; out0[o] = %s; } }",
-					g.addend("vec4<f32>(tc[x], tc[x + 1u], tc[x + 2u], tc[x + 3u])", "o"))
+				g.p("    { let gn = n0 + wn + %du + sc + %du;", j*mmaFrag, 4*h)
+				g.p("      if (gm < M && gn < N) { let o = ob + gm * NV + gn / 4u; out0[o] = %s; } }", g.addend(fmt.Sprintf("o%d", h), "o"))
 			}
 			g.p("  }")
-			g.p("  workgroupBarrier();")
 		}
 	}
 	g.p("}")
@@ -333,5 +373,5 @@ func (g *gen) mma(s mmShape, nb int, t mmaTile) (*codegen.Kernel, error) {
 	if s.n == 0 || s.m == 0 || nb == 0 {
 		grid = [3]int{0, 1, 1}
 	}
-	return g.kernel([3]int{threads, 1, 1}, grid), nil
+	return g.kernel([3]int{t.threads(), 1, 1}, grid), nil
 }

@@ -35,6 +35,10 @@ func TestMMAChoice(t *testing.T) {
 			o.Tuning = Tuning{MatmulMMA: "128x128x32/64x64,64x64x32/32x32", MatmulMinGroups: 100}
 			return o
 		}, true, [3]int{88, 2, 1}, "64x64x32/32x32"},
+		{"K in 8 slices", mm("kv", f32(128, 2048), ir.T(ir.Q4_0, ir.S(512, 2048))), func(o Options) Options {
+			o.Tuning = Tuning{MatmulMMA: "32x32x16/16x16*8"}
+			return o
+		}, true, [3]int{16, 4, 1}, "c0_0 = subgroupMatrixMultiplyAccumulate(a0_0, b0_0, c0_0)"},
 		{"f32 compute", up, func(o Options) Options { o.Compute = ir.F32; return o }, false, [3]int{}, ""},
 		{"no feature", up, func(o Options) Options { o.Features.SubgroupMatrix = false; return o }, false, [3]int{}, ""},
 		{"K not whole steps", mm("k", f32(128, 48), ir.T(ir.F16, ir.S(64, 48))), func(o Options) Options { return o }, false, [3]int{}, ""},
@@ -49,9 +53,13 @@ func TestMMAChoice(t *testing.T) {
 			t.Errorf("%s: subgroup-matrix kernel %v, want %v", c.name, got, c.mma)
 			continue
 		}
-		if c.mma && (k.WorkgroupSize != [3]int{128, 1, 1} || k.Grid != c.grid || !strings.Contains(src, c.marker) ||
+		wg := 128
+		if strings.Contains(c.name, "slices") {
+			wg = 1024
+		}
+		if c.mma && (k.WorkgroupSize != [3]int{wg, 1, 1} || k.Grid != c.grid || !strings.Contains(src, c.marker) ||
 			!strings.HasPrefix(src, "enable f16;\nenable "+SubgroupMatrixExt+";\n")) {
-			t.Errorf("%s: workgroup %v grid %v, want 128 and %v with %q:\n%s", c.name, k.WorkgroupSize, k.Grid, c.grid, c.marker, src)
+			t.Errorf("%s: workgroup %v grid %v, want %d and %v with %q:\n%s", c.name, k.WorkgroupSize, k.Grid, wg, c.grid, c.marker, src)
 		}
 	}
 }
