@@ -382,6 +382,7 @@ func TestCheckKernel(t *testing.T) {
 		{"f16 with shader-f16", "enable f16;\n" + good, "main", "", []string{proto.FeatureShaderF16}},
 		{"subgroups without the feature", "enable subgroups;\n" + good, "main", "has no subgroups", []string{proto.FeatureShaderF16}},
 		{"subgroups with the feature", "enable subgroups;\n" + good, "main", "", []string{proto.FeatureSubgroups}},
+		{"subgroup matrices", "enable f16;\nenable chromium_experimental_subgroup_matrix;\n" + good, "main", "remote devices do not offer", []string{proto.FeatureShaderF16, proto.FeatureSubgroups}},
 		{"empty", "", "main", "kernel source of 0 bytes", nil},
 		{"huge", strings.Repeat(" ", proto.MaxSource+1), "main", "want 1 to", nil},
 	} {

@@ -34,6 +34,10 @@ func CheckKernel(src []byte, entry string, info proto.DeviceInfo) error {
 	if m.Subgroups && !info.Has(proto.FeatureSubgroups) {
 		return fmt.Errorf("kernel source enables subgroups, and this device has no %s", proto.FeatureSubgroups)
 	}
+	if m.SubgroupMatrix {
+		// The protocol has no feature for them: no server offers them.
+		return fmt.Errorf("kernel source enables %s (subgroup matrices), which remote devices do not offer", wgslfront.SubgroupMatrixExt)
+	}
 	return nil
 }
 
