@@ -33,6 +33,7 @@ import (
 
 	"github.com/tapml/tapml/codegen"
 	"github.com/tapml/tapml/codegen/fault"
+	"github.com/tapml/tapml/codegen/wgslfront"
 	"github.com/tapml/tapml/ir"
 )
 
@@ -215,7 +216,7 @@ type Features struct {
 }
 
 // SubgroupMatrixExt is the name a kernel enables subgroup matrices by.
-const SubgroupMatrixExt = "chromium_experimental_subgroup_matrix"
+const SubgroupMatrixExt = wgslfront.SubgroupMatrixExt
 
 // check returns an error when src enables an extension f lacks.
 func (f Features) check(src string) error {
