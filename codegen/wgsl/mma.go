@@ -73,6 +73,7 @@ var MatmulMMATiles = []string{
 	"128x128x32/64x64", "128x128x32/32x64", "64x128x32/32x64", "128x64x32/64x32",
 	"64x64x32/32x32", "64x64x16/32x32", "64x64x64/32x32", "32x64x32/16x32", "32x32x32/16x16",
 	"64x64x32/32x32*2", "64x64x16/32x32*4", "32x64x32/16x32*4", "32x32x32/16x16*4", "32x32x16/16x16*8",
+	"128x64x32/64x32*2", "128x64x16/64x32*4", "128x32x16/32x32*4",
 }
 
 // ValidMatmulMMA reports whether s is a value Tuning.MatmulMMA accepts.
