@@ -75,7 +75,8 @@ func (l Limits) withDefaults() Limits {
 }
 
 // Tuning holds performance knobs; zero values choose automatically. They
-// never change results beyond f32 rounding.
+// never change results beyond f32 rounding (MatmulMMA, under f16 compute:
+// beyond f16 rounding of a block-format weight, see mma.go).
 type Tuning struct {
 	// GEMVLanes is the number of invocations that share one output of the
 	// M = 1, transpose_b matmul and the fused norms' GEMVs (a power of two
