@@ -168,7 +168,7 @@ func (g *gen) mmaBlock(t mmaTile) int {
 // (adding the addend), bounds-checked: rows past M and columns past N were
 // read as zeros and are not written.
 func (g *gen) mma(s mmShape, nb int, t mmaTile) (*codegen.Kernel, error) {
-	threads, sgs := t.sliceThreads(), t.threads()/mmaSubgroup
+	sliceT, sgs := t.sliceThreads(), t.threads()/mmaSubgroup
 	fm, fn := t.wm/mmaFrag, t.wn/mmaFrag
 	run := g.mmaBlock(t)
 	dt := g.in[1].DType
@@ -192,11 +192,11 @@ func (g *gen) mma(s mmShape, nb int, t mmaTile) (*codegen.Kernel, error) {
 	g.p("const STEPS: u32 = %du; // steps of BK per slice", s.k/(t.bk*t.slices))
 	g.p("var<workgroup> ta: array<f16, %d>; // a's rows [S][BM][SA]", t.slices*t.bm*t.stride())
 	g.p("var<workgroup> tb: array<f16, %d>; // b's rows [S][BN][SA]", t.slices*t.bn*t.stride())
-	g.p("var<workgroup> tc: array<f32, %d>; // a 16x16 fragment per subgroup of a slice", threads/mmaSubgroup*mmaFrag*mmaFrag)
+	g.p("var<workgroup> tc: array<f32, %d>; // a 16x16 fragment per subgroup of a slice", sliceT/mmaSubgroup*mmaFrag*mmaFrag)
 	g.entry([3]int{t.threads(), 1, 1})
 	g.batchOffsets(s, 4)
-	g.p("  let slice = li / %du;", threads)
-	g.p("  let lt = li %% %du; // the invocation in its slice", threads)
+	g.p("  let slice = li / %du;", sliceT)
+	g.p("  let lt = li %% %du; // the invocation in its slice", sliceT)
 	g.p("  let sg = lt / %du; // the subgroup in its slice", mmaSubgroup)
 	g.p("  let lane = lt %% %du;", mmaSubgroup)
 	g.p("  let sa = slice * %du; // the slice's tiles", t.bm*t.stride())
@@ -221,10 +221,10 @@ func (g *gen) mma(s mmShape, nb int, t mmaTile) (*codegen.Kernel, error) {
 	}
 	rounds := func(items, per int) []round {
 		var out []round
-		for e := 0; e < ceilDiv(items, threads*per); e++ {
+		for e := 0; e < ceilDiv(items, sliceT*per); e++ {
 			r := round{e: e}
-			if (e+1)*threads*per > items {
-				r.guard = (items - e*threads*per) / per
+			if (e+1)*sliceT*per > items {
+				r.guard = (items - e*sliceT*per) / per
 			}
 			out = append(out, r)
 		}
@@ -242,7 +242,7 @@ func (g *gen) mma(s mmShape, nb int, t mmaTile) (*codegen.Kernel, error) {
 	}
 	// Per round: the tile row and K offset (vec4) of the invocation's item.
 	for _, r := range aRounds {
-		g.p("  let ar%d = (lt + %du) / %du; let ak%d = (lt + %du) %% %du;", r.e, r.e*threads, bkv, r.e, r.e*threads, bkv)
+		g.p("  let ar%d = (lt + %du) / %du; let ak%d = (lt + %du) %% %du;", r.e, r.e*sliceT, bkv, r.e, r.e*sliceT, bkv)
 		g.p("  var ra%d = vec4<f16>(0.0h);", r.e)
 	}
 	bHalf := sb.name == ""
@@ -251,7 +251,7 @@ func (g *gen) mma(s mmShape, nb int, t mmaTile) (*codegen.Kernel, error) {
 		bElem = "vec4<f16>(0.0h)"
 	}
 	for _, r := range bRounds {
-		g.p("  let br%d = (lt + %du) * %du / %du; let bk%d = (lt + %du) * %du %% %du;", r.e, r.e*threads, run, bkv, r.e, r.e*threads, run, bkv)
+		g.p("  let br%d = (lt + %du) * %du / %du; let bk%d = (lt + %du) * %du %% %du;", r.e, r.e*sliceT, run, bkv, r.e, r.e*sliceT, run, bkv)
 		for u := 0; u < run; u++ {
 			g.p("  var rb%d_%d = %s;", r.e, u, bElem)
 		}
