@@ -69,7 +69,7 @@ func profileCmd(args []string) error {
 			tu.MatmulMMA = strings.TrimPrefix(*mma, "off")
 		}
 		if *minGroups > 0 {
-			tu.MatmulMinGroups = *minGroups
+			tu.MatmulMinGroups, tu.MatmulMMAMinGroups = *minGroups, *minGroups
 		}
 		d.SetTuning(tu)
 		logf("matmul tuning: %s, subgroup matrices %s (first with >= %d groups)", tu.Matmul, tu.MatmulMMA, tu.MatmulMinGroups)

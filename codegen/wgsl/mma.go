@@ -111,11 +111,16 @@ func (t mmaTile) fits(lim Limits) bool {
 
 // pickMMA chooses the subgroup-matrix kernel's blocking, if the product
 // can take one: the first of Tuning.MatmulMMA whose grid has at least
-// MatmulMinGroups workgroups, else the last that fits.
+// MatmulMMAMinGroups workgroups (each slice counting as one), else the
+// last that fits.
 func (g *gen) pickMMA(s mmShape, nb int) (mmaTile, bool) {
 	if g.fault != "" || !g.half || !g.feat.SubgroupMatrix || g.tune.MatmulMMA == "" ||
 		!s.transpose || s.m <= 16 || s.n%4 != 0 {
 		return mmaTile{}, false
+	}
+	minGroups := g.tune.MatmulMMAMinGroups
+	if minGroups == 0 {
+		minGroups = g.tune.MatmulMinGroups
 	}
 	var last mmaTile
 	found := false
@@ -127,7 +132,7 @@ func (g *gen) pickMMA(s mmShape, nb int) (mmaTile, bool) {
 		if g.mmaBlock(t) < 0 {
 			continue
 		}
-		if ceilDiv(s.n, t.bn)*ceilDiv(s.m, t.bm)*nb*t.slices >= g.tune.MatmulMinGroups {
+		if ceilDiv(s.n, t.bn)*ceilDiv(s.m, t.bm)*nb*t.slices >= minGroups {
 			return t, true
 		}
 		last, found = t, true

@@ -144,6 +144,9 @@ type Tuning struct {
 	// chosen as Matmul's by MatmulMinGroups. A stored block-format b is
 	// rounded to f16 there (see mma.go). "" keeps the vec4 kernels.
 	MatmulMMA string
+	// MatmulMMAMinGroups is MatmulMinGroups for the MatmulMMA list (0:
+	// MatmulMinGroups): its blockings do more per workgroup.
+	MatmulMMAMinGroups int
 }
 
 // DiscreteTuning is the tuning the webgpu device uses on GPUs that are not
@@ -151,10 +154,13 @@ type Tuning struct {
 // Products too small for 264 workgroups of 32x64 (prefill's 128 rows by
 // 2048 or 256 columns) split K among slices (not yet measured: until then
 // on the reasoning that the unsliced 32x32 tile left the H200's 132 SMs
-// about four warps each).
+// about four warps each). Under f16 compute on a device with subgroup
+// matrices (the vulkan target on NVIDIA GPUs) products with 128 or more
+// 64x64 blocks take those (prefill's gate and up), the others 32x32
+// blocks in 8 slices of K (bench/results/2026-12-03-h200-mma.md).
 func DiscreteTuning() Tuning {
 	return Tuning{Matmul: "128x128x8/8x8+p,64x64x16/4x4+p,32x64x16/4x4+p,32x32x16/4x4+p*4,16x16x16/4x4+p*8", MatmulMinGroups: 264,
-		MatmulMMA:  "128x128x32/64x64,64x128x32/32x64,64x64x32/32x32",
+		MatmulMMA: "64x64x32/32x32,32x32x16/16x16*8", MatmulMMAMinGroups: 128,
 		GEMVUnroll: 2, GEMVMinGroups: 400}
 }
 
