@@ -236,11 +236,7 @@ func reference(n *ir.Node, outs []ir.Type, in []*tensor.Tensor) ([]*tensor.Tenso
 }
 
 // compare reports the first elements that differ beyond tol.
-func compare(got, want *tensor.Tensor, tl tol) error { return compareSlack(got, want, tl, nil) }
-
-// compareSlack is compare with slack[i] (when slack is not nil) added to
-// element i's tolerance.
-func compareSlack(got, want *tensor.Tensor, tl tol, slack []float64) error {
+func compare(got, want *tensor.Tensor, tl tol) error {
 	if got.DType != want.DType || fmt.Sprint(got.Shape) != fmt.Sprint(want.Shape) {
 		return fmt.Errorf("got %s, want %s", got, want)
 	}
@@ -249,11 +245,8 @@ func compareSlack(got, want *tensor.Tensor, tl tol, slack []float64) error {
 		g, w := got.Float64At(i), want.Float64At(i)
 		ok := g == w || (math.IsNaN(g) && math.IsNaN(w))
 		if !ok && got.DType != ir.I32 && !math.IsNaN(g) && !math.IsNaN(w) && !math.IsInf(w, 0) {
-			lim := tl.Abs + tl.Rel*math.Abs(w)
-			if slack != nil {
-				lim += slack[i]
-			}
-			ok = math.Abs(g-w) <= lim
+			d := math.Abs(g - w)
+			ok = d <= tl.Abs+tl.Rel*math.Abs(w)
 		}
 		if !ok && len(bad) < 5 {
 			bad = append(bad, fmt.Sprintf("[%d] got %g want %g", i, g, w))

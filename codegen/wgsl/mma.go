@@ -12,11 +12,15 @@ import (
 // The subgroup-matrix matmul: with f16 compute on a device with
 // Features.SubgroupMatrix (Vulkan's cooperative matrices: NVIDIA's tensor
 // cores), M > 1 products with a transposed b multiply 16x16 f16 fragments
-// into f32 accumulators. f16 compute stores a in f16 already; b's f16 (and
-// f16-stored f32) weights are exact in f16; block formats are decoded to
-// f32 and rounded to f16 once (an element of a Q4_0 block, a 4-bit integer
-// times an f16 scale, needs up to 15 bits: within f16 compute's tolerance,
-// which takes f16's epsilon per element of the reduction).
+// into f32 accumulators, and compute what the other kernels do: f16
+// compute stores a in f16 already, and b's f16 (and f16-stored f32)
+// weights are f16. A b decoded from a block format (or bf16) is not: an
+// element of a Q4_0 block, a 4-bit integer times an f16 scale, has up to
+// 14 significant bits, Q8_0's 18. So each decoded value w is split into
+// f16 parts hi = f16(w) and lo = f16(w - hi), and both are multiplied (two
+// products into the same accumulator): hi + lo is w exactly for Q4_0 and
+// Q8_0 (w's lowest bit is its f16 scale's, at or above f16's smallest
+// subnormal), and within 2^-22 of it for the K formats' f32 values.
 
 // mmaFrag is the fragment size: 16x16x16, the one shape the devices that
 // set Features.SubgroupMatrix run (f16 operands, f32 result).
@@ -100,14 +104,23 @@ func (t mmaTile) threads() int { return t.slices * t.sliceThreads() }
 func (t mmaTile) stride() int { return t.bk + 8 }
 
 // shared is the workgroup memory, in bytes: each slice's a and b tiles in
-// f16 and a 16x16 f32 fragment per subgroup of a slice for the output.
-func (t mmaTile) shared() int {
-	return t.slices*(t.bm+t.bn)*t.stride()*2 + t.sliceThreads()/mmaSubgroup*mmaFrag*mmaFrag*4
+// f16 (b's twice when split into high and low parts) and a 16x16 f32
+// fragment per subgroup of a slice for the output.
+func (t mmaTile) shared(split bool) int {
+	bn := t.bn
+	if split {
+		bn *= 2
+	}
+	return t.slices*(t.bm+bn)*t.stride()*2 + t.sliceThreads()/mmaSubgroup*mmaFrag*mmaFrag*4
 }
 
-func (t mmaTile) fits(lim Limits) bool {
-	return t.threads() <= min(lim.MaxInvocationsPerWorkgroup, lim.MaxWorkgroupSizeX) && t.shared() <= lim.MaxWorkgroupStorageSize
+func (t mmaTile) fits(lim Limits, split bool) bool {
+	return t.threads() <= min(lim.MaxInvocationsPerWorkgroup, lim.MaxWorkgroupSizeX) && t.shared(split) <= lim.MaxWorkgroupStorageSize
 }
+
+// mmaSplit reports whether b is split into high and low f16 parts: a
+// weight not stored as f16 (or f32, which f16 compute stores as f16).
+func (g *gen) mmaSplit() bool { dt := g.in[1].DType; return dt.IsBlock() || dt == ir.BF16 }
 
 // pickMMA chooses the subgroup-matrix kernel's blocking, if the product
 // can take one: the first of Tuning.MatmulMMA whose grid has at least
@@ -126,7 +139,7 @@ func (g *gen) pickMMA(s mmShape, nb int) (mmaTile, bool) {
 	found := false
 	for _, f := range strings.Split(g.tune.MatmulMMA, ",") {
 		t, err := parseMMATile(strings.TrimSpace(f))
-		if err != nil || s.k%(t.bk*t.slices) != 0 || !t.fits(g.lim) {
+		if err != nil || s.k%(t.bk*t.slices) != 0 || !t.fits(g.lim, g.mmaSplit()) {
 			continue
 		}
 		if g.mmaBlock(t) < 0 {
@@ -180,7 +193,8 @@ func (g *gen) mma(s mmShape, nb int, t mmaTile) (*codegen.Kernel, error) {
 	g.p("enable %s;", SubgroupMatrixExt)
 	g.bind("in0", codegen.Read, g.in[0], "vec4<f16>", 0, -1)
 	var sb stored
-	if dt.IsBlock() || dt == ir.BF16 {
+	split := g.mmaSplit()
+	if split {
 		sb = g.bindStored("in1", 1)
 	} else {
 		// f16 weights, and f32 ones (stored as f16 under f16 compute).
@@ -197,6 +211,9 @@ func (g *gen) mma(s mmShape, nb int, t mmaTile) (*codegen.Kernel, error) {
 	g.p("const STEPS: u32 = %du; // steps of BK per slice", s.k/(t.bk*t.slices))
 	g.p("var<workgroup> ta: array<f16, %d>; // a's rows [S][BM][SA]", t.slices*t.bm*t.stride())
 	g.p("var<workgroup> tb: array<f16, %d>; // b's rows [S][BN][SA]", t.slices*t.bn*t.stride())
+	if split {
+		g.p("var<workgroup> tl: array<f16, %d>; // the low parts of b's decoded values, as tb", t.slices*t.bn*t.stride())
+	}
 	g.p("var<workgroup> tc: array<f32, %d>; // a 16x16 fragment per subgroup of a slice", sliceT/mmaSubgroup*mmaFrag*mmaFrag)
 	g.entry([3]int{t.threads(), 1, 1})
 	g.batchOffsets(s, 4)
@@ -250,10 +267,9 @@ func (g *gen) mma(s mmShape, nb int, t mmaTile) (*codegen.Kernel, error) {
 		g.p("  let ar%d = (lt + %du) / %du; let ak%d = (lt + %du) %% %du;", r.e, r.e*sliceT, bkv, r.e, r.e*sliceT, bkv)
 		g.p("  var ra%d = vec4<f16>(0.0h);", r.e)
 	}
-	bHalf := sb.name == ""
-	bElem := "vec4<f32>(0.0f)"
-	if bHalf {
-		bElem = "vec4<f16>(0.0h)"
+	bElem := "vec4<f16>(0.0h)"
+	if split {
+		bElem = "vec4<f32>(0.0f)"
 	}
 	for _, r := range bRounds {
 		g.p("  let br%d = (lt + %du) * %du / %du; let bk%d = (lt + %du) * %du %% %du;", r.e, r.e*sliceT, run, bkv, r.e, r.e*sliceT, run, bkv)
@@ -274,7 +290,7 @@ func (g *gen) mma(s mmShape, nb int, t mmaTile) (*codegen.Kernel, error) {
 				in := ind + "  "
 				el := fmt.Sprintf("bb * 4u + ((n0 + br%d) * KV + %s + bk%d) * 4u", r.e, k0, r.e)
 				switch {
-				case bHalf:
+				case !split:
 					g.p("%srb%d_0 = in1[bb + (n0 + br%d) * KV + %s + bk%d];", in, r.e, r.e, k0, r.e)
 				case dt.IsBlock():
 					for u, x := range g.unitRun(sb, el, run, in) {
@@ -305,10 +321,11 @@ func (g *gen) mma(s mmShape, nb int, t mmaTile) (*codegen.Kernel, error) {
 					g.p("%s{ let o = sb + br%d * SA + (bk%d + %du) * 4u;", ind, r.e, r.e, u)
 					for c, comp := range comps {
 						x := fmt.Sprintf("rb%d_%d.%s", r.e, u, comp)
-						if !bHalf {
-							x = "f16(" + x + ")"
+						if !split {
+							g.p("%s  tb[o + %du] = %s;", ind, c, x)
+							continue
 						}
-						g.p("%s  tb[o + %du] = %s;", ind, c, x)
+						g.p("%s  { let hi = f16(%s); tb[o + %du] = hi; tl[o + %du] = f16(%s - f32(hi)); }", ind, x, c, c, x)
 					}
 					g.p("%s}", ind)
 				}
@@ -328,12 +345,20 @@ func (g *gen) mma(s mmShape, nb int, t mmaTile) (*codegen.Kernel, error) {
 		for i := 0; i < fm; i++ {
 			g.p("    let a%d_%d = subgroupMatrixLoad<subgroup_matrix_left<f16, 16, 16>>(&ta, sa + (wm + %du) * SA + %du, false, SA);", kk, i, i*mmaFrag, kk*mmaFrag)
 		}
-		for j := 0; j < fn; j++ {
-			g.p("    let b%d_%d = subgroupMatrixLoad<subgroup_matrix_right<f16, 16, 16>>(&tb, sb + (wn + %du) * SA + %du, true, SA);", kk, j, j*mmaFrag, kk*mmaFrag)
+		parts := []string{"b"}
+		if split {
+			parts = append(parts, "l")
+		}
+		for _, p := range parts {
+			for j := 0; j < fn; j++ {
+				g.p("    let %s%d_%d = subgroupMatrixLoad<subgroup_matrix_right<f16, 16, 16>>(&t%s, sb + (wn + %du) * SA + %du, true, SA);", p, kk, j, p, j*mmaFrag, kk*mmaFrag)
+			}
 		}
 		for i := 0; i < fm; i++ {
 			for j := 0; j < fn; j++ {
-				g.p("    c%d_%d = subgroupMatrixMultiplyAccumulate(a%d_%d, b%d_%d, c%d_%d);", i, j, kk, i, kk, j, i, j)
+				for _, p := range parts {
+					g.p("    c%d_%d = subgroupMatrixMultiplyAccumulate(a%d_%d, %s%d_%d, c%d_%d);", i, j, kk, i, p, kk, j, i, j)
+				}
 			}
 		}
 	}

@@ -75,8 +75,7 @@ func (l Limits) withDefaults() Limits {
 }
 
 // Tuning holds performance knobs; zero values choose automatically. They
-// never change results beyond f32 rounding (MatmulMMA, under f16 compute:
-// beyond f16 rounding of a block-format weight, see mma.go).
+// never change results beyond f32 rounding.
 type Tuning struct {
 	// GEMVLanes is the number of invocations that share one output of the
 	// M = 1, transpose_b matmul and the fused norms' GEMVs (a power of two
@@ -141,8 +140,7 @@ type Tuning struct {
 	// selects the subgroup-matrix kernel (mma.go) for M > 16 products of a
 	// transposed b: a comma-separated list of blockings "BMxBNxBK/WMxWN"
 	// (multiples of 16; WMxWN is one subgroup's part of the BMxBN block),
-	// chosen as Matmul's by MatmulMinGroups. A stored block-format b is
-	// rounded to f16 there (see mma.go). "" keeps the vec4 kernels.
+	// chosen as Matmul's by MatmulMMAMinGroups. "" keeps the vec4 kernels.
 	MatmulMMA string
 	// MatmulMMAMinGroups is MatmulMinGroups for the MatmulMMA list (0:
 	// MatmulMinGroups): its blockings do more per workgroup.
@@ -157,10 +155,10 @@ type Tuning struct {
 // about four warps each). Under f16 compute on a device with subgroup
 // matrices (the vulkan target on NVIDIA GPUs) products with 128 or more
 // 64x64 blocks take those (prefill's gate and up), the others 32x32
-// blocks in 8 slices of K (bench/results/2026-12-03-h200-mma.md).
+// blocks in 4 slices of K (bench/results/2026-12-03-h200-mma.md).
 func DiscreteTuning() Tuning {
 	return Tuning{Matmul: "128x128x8/8x8+p,64x64x16/4x4+p,32x64x16/4x4+p,32x32x16/4x4+p*4,16x16x16/4x4+p*8", MatmulMinGroups: 264,
-		MatmulMMA: "64x64x32/32x32,32x32x16/16x16*8", MatmulMMAMinGroups: 128,
+		MatmulMMA: "64x64x32/32x32,32x32x32/16x16*4", MatmulMMAMinGroups: 128,
 		GEMVUnroll: 2, GEMVMinGroups: 400}
 }
 
