@@ -17,10 +17,13 @@ import (
 // weights are f16. A b decoded from a block format (or bf16) is not: an
 // element of a Q4_0 block, a 4-bit integer times an f16 scale, has up to
 // 14 significant bits, Q8_0's 18. So each decoded value w is split into
-// f16 parts hi = f16(w) and lo = f16(w - hi), and both are multiplied (two
-// products into the same accumulator): hi + lo is w exactly for Q4_0 and
-// Q8_0 (w's lowest bit is its f16 scale's, at or above f16's smallest
-// subnormal), and within 2^-22 of it for the K formats' f32 values.
+// f16 parts hi = f16(w) and lo = f16((w - hi)·2^10), each multiplied into
+// accumulators of its own, the second's sum scaled by 2^-10 at the end:
+// hi + lo·2^-10 is w exactly for Q4_0 and Q8_0 and within 2^-22 of it for
+// the K formats' f32 values. The scale keeps lo a normal f16 (w's lowest
+// bit is its f16 scale's, at least 2^-24; times 2^10, at least f16's
+// smallest normal 2^-14): unscaled, most low parts are subnormal, which
+// the H200 flushed to zero (the products were b rounded to f16).
 
 // mmaFrag is the fragment size: 16x16x16, the one shape the devices that
 // set Features.SubgroupMatrix run (f16 operands, f32 result).
@@ -230,6 +233,9 @@ func (g *gen) mma(s mmShape, nb int, t mmaTile) (*codegen.Kernel, error) {
 	for i := 0; i < fm; i++ {
 		for j := 0; j < fn; j++ {
 			g.p("  var c%d_%d = subgroup_matrix_result<f32, 16, 16>();", i, j)
+			if split {
+				g.p("  var l%d_%d = subgroup_matrix_result<f32, 16, 16>(); // b's low parts' products, times 2^10", i, j)
+			}
 		}
 	}
 	bkv := t.bk / 4
@@ -325,7 +331,7 @@ func (g *gen) mma(s mmShape, nb int, t mmaTile) (*codegen.Kernel, error) {
 							g.p("%s  tb[o + %du] = %s;", ind, c, x)
 							continue
 						}
-						g.p("%s  { let hi = f16(%s); tb[o + %du] = hi; tl[o + %du] = f16(%s - f32(hi)); }", ind, x, c, c, x)
+						g.p("%s  { let hi = f16(%s); tb[o + %du] = hi; tl[o + %du] = f16((%s - f32(hi)) * 1024.0f); }", ind, x, c, c, x)
 					}
 					g.p("%s}", ind)
 				}
@@ -345,19 +351,20 @@ func (g *gen) mma(s mmShape, nb int, t mmaTile) (*codegen.Kernel, error) {
 		for i := 0; i < fm; i++ {
 			g.p("    let a%d_%d = subgroupMatrixLoad<subgroup_matrix_left<f16, 16, 16>>(&ta, sa + (wm + %du) * SA + %du, false, SA);", kk, i, i*mmaFrag, kk*mmaFrag)
 		}
-		parts := []string{"b"}
+		// parts: b's fragments (tile, name) and the accumulators they go to.
+		parts := [][2]string{{"tb", "c"}}
 		if split {
-			parts = append(parts, "l")
+			parts = append(parts, [2]string{"tl", "l"})
 		}
 		for _, p := range parts {
 			for j := 0; j < fn; j++ {
-				g.p("    let %s%d_%d = subgroupMatrixLoad<subgroup_matrix_right<f16, 16, 16>>(&t%s, sb + (wn + %du) * SA + %du, true, SA);", p, kk, j, p, j*mmaFrag, kk*mmaFrag)
+				g.p("    let %s%d_%d = subgroupMatrixLoad<subgroup_matrix_right<f16, 16, 16>>(&%s, sb + (wn + %du) * SA + %du, true, SA);", p[0], kk, j, p[0], j*mmaFrag, kk*mmaFrag)
 			}
 		}
 		for i := 0; i < fm; i++ {
 			for j := 0; j < fn; j++ {
 				for _, p := range parts {
-					g.p("    c%d_%d = subgroupMatrixMultiplyAccumulate(a%d_%d, %s%d_%d, c%d_%d);", i, j, kk, i, p, kk, j, i, j)
+					g.p("    %s%d_%d = subgroupMatrixMultiplyAccumulate(a%d_%d, %s%d_%d, %s%d_%d);", p[1], i, j, kk, i, p[0], kk, j, p[1], i, j)
 				}
 			}
 		}
@@ -375,20 +382,25 @@ func (g *gen) mma(s mmShape, nb int, t mmaTile) (*codegen.Kernel, error) {
 	g.p("  var o1 = vec4<f32>(0.0f);")
 	for i := 0; i < fm; i++ {
 		for j := 0; j < fn; j++ {
+			// Each slice's accumulator, and its low parts' scaled back.
+			acc := [][2]string{{"c", ""}}
+			if split {
+				acc = append(acc, [2]string{"l", " * 0.0009765625f"})
+			}
+			op := "="
 			for sl := 0; sl < t.slices; sl++ {
-				store := fmt.Sprintf("subgroupMatrixStore(&tc, sg * 256u, c%d_%d, false, 16u);", i, j)
-				if t.slices == 1 {
-					g.p("  %s", store)
-				} else {
-					g.p("  if (slice == %du) { %s }", sl, store)
+				for _, a := range acc {
+					store := fmt.Sprintf("subgroupMatrixStore(&tc, sg * 256u, %s%d_%d, false, 16u);", a[0], i, j)
+					if t.slices == 1 {
+						g.p("  %s", store)
+					} else {
+						g.p("  if (slice == %du) { %s }", sl, store)
+					}
+					g.p("  workgroupBarrier();")
+					g.p("  if (slice == 0u) { o0 %s vec4<f32>(tc[x], tc[x + 1u], tc[x + 2u], tc[x + 3u])%s; o1 %s vec4<f32>(tc[x + 4u], tc[x + 5u], tc[x + 6u], tc[x + 7u])%s; }", op, a[1], op, a[1])
+					g.p("  workgroupBarrier();")
+					op = "+="
 				}
-				g.p("  workgroupBarrier();")
-				op := "+="
-				if sl == 0 {
-					op = "="
-				}
-				g.p("  if (slice == 0u) { o0 %s vec4<f32>(tc[x], tc[x + 1u], tc[x + 2u], tc[x + 3u]); o1 %s vec4<f32>(tc[x + 4u], tc[x + 5u], tc[x + 6u], tc[x + 7u]); }", op, op)
-				g.p("  workgroupBarrier();")
 			}
 			g.p("  if (slice == 0u) {")
 			g.p("    let gm = m0 + wm + %du + sr;", i*mmaFrag)

@@ -29,7 +29,7 @@ func TestMMAChoice(t *testing.T) {
 		grid   [3]int
 		marker string
 	}{
-		{"f16 weights", up, func(o Options) Options { return o }, true, [3]int{88, 2, 1}, "subgroupMatrixMultiplyAccumulate(a1_1, b1_1, c1_1)"},
+		{"f16 weights", up, func(o Options) Options { return o }, true, [3]int{88, 2, 1}, "subgroupMatrixMultiplyAccumulate(a1_1, tb1_1, c1_1)"},
 		{"q4_0 in runs of 4 units", q4, func(o Options) Options { return o }, true, [3]int{88, 2, 1}, "rb0_3 = vec4<f32>("},
 		{"list by groups", up, func(o Options) Options {
 			o.Tuning = Tuning{MatmulMMA: "128x128x32/64x64,64x64x32/32x32", MatmulMinGroups: 100}
@@ -38,7 +38,7 @@ func TestMMAChoice(t *testing.T) {
 		{"K in 8 slices", mm("kv", f32(128, 2048), ir.T(ir.Q4_0, ir.S(512, 2048))), func(o Options) Options {
 			o.Tuning = Tuning{MatmulMMA: "32x32x16/16x16*8"}
 			return o
-		}, true, [3]int{16, 4, 1}, "c0_0 = subgroupMatrixMultiplyAccumulate(a0_0, b0_0, c0_0)"},
+		}, true, [3]int{16, 4, 1}, "l0_0 = subgroupMatrixMultiplyAccumulate(a0_0, tl0_0, l0_0)"},
 		{"f32 compute", up, func(o Options) Options { o.Compute = ir.F32; return o }, false, [3]int{}, ""},
 		{"no feature", up, func(o Options) Options { o.Features.SubgroupMatrix = false; return o }, false, [3]int{}, ""},
 		{"K not whole steps", mm("k", f32(128, 48), ir.T(ir.F16, ir.S(64, 48))), func(o Options) Options { return o }, false, [3]int{}, ""},
