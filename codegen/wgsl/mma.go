@@ -12,18 +12,17 @@ import (
 // The subgroup-matrix matmul: with f16 compute on a device with
 // Features.SubgroupMatrix (Vulkan's cooperative matrices: NVIDIA's tensor
 // cores), M > 1 products with a transposed b multiply 16x16 f16 fragments
-// into f32 accumulators, and compute what the other kernels do: f16
-// compute stores a in f16 already, and b's f16 (and f16-stored f32)
-// weights are f16. A b decoded from a block format (or bf16) is not: an
-// element of a Q4_0 block, a 4-bit integer times an f16 scale, has up to
-// 14 significant bits, Q8_0's 18. So each decoded value w is split into
-// f16 parts hi = f16(w) and lo = f16((w - hi)·2^10), each multiplied into
-// accumulators of its own, the second's sum scaled by 2^-10 at the end:
-// hi + lo·2^-10 is w exactly for Q4_0 and Q8_0 and within 2^-22 of it for
-// the K formats' f32 values. The scale keeps lo a normal f16 (w's lowest
-// bit is its f16 scale's, at least 2^-24; times 2^10, at least f16's
-// smallest normal 2^-14): unscaled, most low parts are subnormal, which
-// the H200 flushed to zero (the products were b rounded to f16).
+// into f32 accumulators, computing what the other kernels do: f16 compute
+// stores a in f16, and b's f16 (and f16-stored f32) weights are f16.
+//
+// A b decoded from a block format is not f16 (an element of a Q4_0 block,
+// a 4-bit integer times an f16 scale, has up to 14 significant bits, Q8_0's
+// 18), so those products keep the vec4 kernel. Rounding b to f16 here is
+// what TestDeviceF16 caught on the H200 (about two f16 ulps of the sums);
+// splitting each w into hi = f16(w) and lo = f16(w - f32(hi)) did not
+// help there: lo came out zero, as if the driver folded f32(f16(w)) to w.
+// A split that masks w's bits instead (needs bitcast<u32>(f32) in the
+// dialect) is the next thing to try.
 
 // mmaFrag is the fragment size: 16x16x16, the one shape the devices that
 // set Features.SubgroupMatrix run (f16 operands, f32 result).
@@ -107,31 +106,22 @@ func (t mmaTile) threads() int { return t.slices * t.sliceThreads() }
 func (t mmaTile) stride() int { return t.bk + 8 }
 
 // shared is the workgroup memory, in bytes: each slice's a and b tiles in
-// f16 (b's twice when split into high and low parts) and a 16x16 f32
-// fragment per subgroup of a slice for the output.
-func (t mmaTile) shared(split bool) int {
-	bn := t.bn
-	if split {
-		bn *= 2
-	}
-	return t.slices*(t.bm+bn)*t.stride()*2 + t.sliceThreads()/mmaSubgroup*mmaFrag*mmaFrag*4
+// f16 and a 16x16 f32 fragment per subgroup of a slice for the output.
+func (t mmaTile) shared() int {
+	return t.slices*(t.bm+t.bn)*t.stride()*2 + t.sliceThreads()/mmaSubgroup*mmaFrag*mmaFrag*4
 }
 
-func (t mmaTile) fits(lim Limits, split bool) bool {
-	return t.threads() <= min(lim.MaxInvocationsPerWorkgroup, lim.MaxWorkgroupSizeX) && t.shared(split) <= lim.MaxWorkgroupStorageSize
+func (t mmaTile) fits(lim Limits) bool {
+	return t.threads() <= min(lim.MaxInvocationsPerWorkgroup, lim.MaxWorkgroupSizeX) && t.shared() <= lim.MaxWorkgroupStorageSize
 }
-
-// mmaSplit reports whether b is split into high and low f16 parts: a
-// weight not stored as f16 (or f32, which f16 compute stores as f16).
-func (g *gen) mmaSplit() bool { dt := g.in[1].DType; return dt.IsBlock() || dt == ir.BF16 }
 
 // pickMMA chooses the subgroup-matrix kernel's blocking, if the product
 // can take one: the first of Tuning.MatmulMMA whose grid has at least
 // MatmulMMAMinGroups workgroups (each slice counting as one), else the
 // last that fits.
 func (g *gen) pickMMA(s mmShape, nb int) (mmaTile, bool) {
-	if g.fault != "" || !g.half || !g.feat.SubgroupMatrix || g.tune.MatmulMMA == "" ||
-		!s.transpose || s.m <= 16 || s.n%4 != 0 {
+	if dt := g.in[1].DType; g.fault != "" || !g.half || !g.feat.SubgroupMatrix || g.tune.MatmulMMA == "" ||
+		!s.transpose || s.m <= 16 || s.n%4 != 0 || dt != ir.F16 && dt != ir.F32 {
 		return mmaTile{}, false
 	}
 	minGroups := g.tune.MatmulMMAMinGroups
@@ -142,10 +132,7 @@ func (g *gen) pickMMA(s mmShape, nb int) (mmaTile, bool) {
 	found := false
 	for _, f := range strings.Split(g.tune.MatmulMMA, ",") {
 		t, err := parseMMATile(strings.TrimSpace(f))
-		if err != nil || s.k%(t.bk*t.slices) != 0 || !t.fits(g.lim, g.mmaSplit()) {
-			continue
-		}
-		if g.mmaBlock(t) < 0 {
+		if err != nil || s.k%(t.bk*t.slices) != 0 || !t.fits(g.lim) {
 			continue
 		}
 		if ceilDiv(s.n, t.bn)*ceilDiv(s.m, t.bm)*nb*t.slices >= minGroups {
@@ -156,31 +143,9 @@ func (g *gen) pickMMA(s mmShape, nb int) (mmaTile, bool) {
 	return last, found
 }
 
-// mmaBlock is the number of units (4 elements) of b a block-format b's
-// invocations decode together (a run within one block), 1 for other
-// dtypes; -1 when the blocking cannot take b's format (a K step not whole
-// blocks).
-func (g *gen) mmaBlock(t mmaTile) int {
-	dt := g.in[1].DType
-	if !dt.IsBlock() {
-		return 1
-	}
-	elems, _ := dt.Block()
-	if t.bk%elems != 0 && elems%t.bk != 0 {
-		return -1
-	}
-	// The invocations share BN·BK/4 units; each decodes a run of them
-	// (a power of two within a block and a row of the step).
-	run := 1
-	for 2*run*t.sliceThreads() <= t.bn*t.bk/4 && (elems/4)%(2*run) == 0 && (t.bk/4)%(2*run) == 0 {
-		run *= 2
-	}
-	return run
-}
-
 // mma is the subgroup-matrix kernel. Per step of BK, a slice's
-// invocations copy a's BM x BK and b's BN x BK (decoded, for a stored b)
-// to the slice's workgroup memory as f16, row-major along K; each of its
+// invocations copy a's BM x BK and b's BN x BK to the slice's workgroup
+// memory as f16, row-major along K; each of its
 // subgroups then multiplies its WM/16 fragments of a by its WN/16 of b
 // (b's rows loaded column-major: b is transposed) into WM/16 x WN/16 f32
 // accumulators. At the end, an accumulator at a time, the slices in turn
@@ -191,18 +156,11 @@ func (g *gen) mmaBlock(t mmaTile) int {
 func (g *gen) mma(s mmShape, nb int, t mmaTile) (*codegen.Kernel, error) {
 	sliceT, sgs := t.sliceThreads(), t.threads()/mmaSubgroup
 	fm, fn := t.wm/mmaFrag, t.wn/mmaFrag
-	run := g.mmaBlock(t)
-	dt := g.in[1].DType
 	g.p("enable %s;", SubgroupMatrixExt)
+	// Both operands are f16 in memory (b's f32 too, under f16 compute):
+	// bound as vec4<f16>, outside the f16 rewrite.
 	g.bind("in0", codegen.Read, g.in[0], "vec4<f16>", 0, -1)
-	var sb stored
-	split := g.mmaSplit()
-	if split {
-		sb = g.bindStored("in1", 1)
-	} else {
-		// f16 weights, and f32 ones (stored as f16 under f16 compute).
-		g.bind("in1", codegen.Read, g.in[1], "vec4<f16>", 1, -1)
-	}
+	g.bind("in1", codegen.Read, g.in[1], "vec4<f16>", 1, -1)
 	g.bindAddend("vec4<f32>")
 	g.bind("out0", codegen.Write, g.out[0], "vec4<f32>", -1, 0)
 	g.p("// subgroup-matrix matmul %dx%dx%d/%dx%d*%d: %d subgroups of %d, %dx%d fragments each", t.bm, t.bn, t.bk, t.wm, t.wn, t.slices, sgs, mmaSubgroup, fm, fn)
@@ -214,9 +172,6 @@ func (g *gen) mma(s mmShape, nb int, t mmaTile) (*codegen.Kernel, error) {
 	g.p("const STEPS: u32 = %du; // steps of BK per slice", s.k/(t.bk*t.slices))
 	g.p("var<workgroup> ta: array<f16, %d>; // a's rows [S][BM][SA]", t.slices*t.bm*t.stride())
 	g.p("var<workgroup> tb: array<f16, %d>; // b's rows [S][BN][SA]", t.slices*t.bn*t.stride())
-	if split {
-		g.p("var<workgroup> tl: array<f16, %d>; // the low parts of b's decoded values, as tb", t.slices*t.bn*t.stride())
-	}
 	g.p("var<workgroup> tc: array<f32, %d>; // a 16x16 fragment per subgroup of a slice", sliceT/mmaSubgroup*mmaFrag*mmaFrag)
 	g.entry([3]int{t.threads(), 1, 1})
 	g.batchOffsets(s, 4)
@@ -233,110 +188,61 @@ func (g *gen) mma(s mmShape, nb int, t mmaTile) (*codegen.Kernel, error) {
 	for i := 0; i < fm; i++ {
 		for j := 0; j < fn; j++ {
 			g.p("  var c%d_%d = subgroup_matrix_result<f32, 16, 16>();", i, j)
-			if split {
-				g.p("  var l%d_%d = subgroup_matrix_result<f32, 16, 16>(); // b's low parts' products, times 2^10", i, j)
-			}
 		}
 	}
+	// The operands' tiles: each step a slice's invocations read BM·BK/4
+	// vec4 of a and BN·BK/4 of b, in rounds of all of them (the last
+	// round guarded where it is partial), into registers one step ahead
+	// (the next step's reads are issued before this step's products).
 	bkv := t.bk / 4
-	// Each step's global reads go to registers (ra*, rb*) one step ahead:
-	// the next step's are issued before this step's products. a is
-	// BM·BK/4 vec4, b BN·BK/4 units in runs of `run`, both in rounds of
-	// all the invocations (the last round guarded where it is partial).
-	type round struct {
-		e     int
-		guard int // invocations taking part when partial, else 0
+	type operand struct {
+		x, tile, in, base, batch, rows, bound string // names: register prefix, tile, binding, tile offset, batch offset, block origin, its limit
+		items                                 int
 	}
-	rounds := func(items, per int) []round {
+	ops := []operand{{"a", "ta", "in0", "sa", "ab", "m0", "M", t.bm * bkv}, {"b", "tb", "in1", "sb", "bb", "n0", "N", t.bn * bkv}}
+	type round struct{ e, guard int } // guard: the invocations taking part when partial, else 0
+	rounds := func(items int) []round {
 		var out []round
-		for e := 0; e < ceilDiv(items, sliceT*per); e++ {
+		for e := 0; e < ceilDiv(items, sliceT); e++ {
 			r := round{e: e}
-			if (e+1)*sliceT*per > items {
-				r.guard = (items - e*sliceT*per) / per
+			if (e+1)*sliceT > items {
+				r.guard = items - e*sliceT
 			}
 			out = append(out, r)
 		}
 		return out
 	}
-	aRounds, bRounds := rounds(t.bm*bkv, 1), rounds(t.bn*bkv, run)
-	guarded := func(ind string, r round, body func(ind string)) {
-		if r.guard == 0 {
-			body(ind)
-			return
-		}
-		g.p("%sif (lt < %du) {", ind, r.guard)
-		body(ind + "  ")
-		g.p("%s}", ind)
-	}
-	// Per round: the tile row and K offset (vec4) of the invocation's item.
-	for _, r := range aRounds {
-		g.p("  let ar%d = (lt + %du) / %du; let ak%d = (lt + %du) %% %du;", r.e, r.e*sliceT, bkv, r.e, r.e*sliceT, bkv)
-		g.p("  var ra%d = vec4<f16>(0.0h);", r.e)
-	}
-	bElem := "vec4<f16>(0.0h)"
-	if split {
-		bElem = "vec4<f32>(0.0f)"
-	}
-	for _, r := range bRounds {
-		g.p("  let br%d = (lt + %du) * %du / %du; let bk%d = (lt + %du) * %du %% %du;", r.e, r.e*sliceT, run, bkv, r.e, r.e*sliceT, run, bkv)
-		for u := 0; u < run; u++ {
-			g.p("  var rb%d_%d = %s;", r.e, u, bElem)
+	each := func(ind string, body func(o operand, r round, ind string)) {
+		for _, o := range ops {
+			for _, r := range rounds(o.items) {
+				if r.guard == 0 {
+					body(o, r, ind)
+					continue
+				}
+				g.p("%sif (lt < %du) {", ind, r.guard)
+				body(o, r, ind+"  ")
+				g.p("%s}", ind)
+			}
 		}
 	}
+	each("  ", func(o operand, r round, ind string) {
+		g.p("%slet %sr%d = (lt + %du) / %du; let %sk%d = (lt + %du) %% %du;", ind, o.x, r.e, r.e*sliceT, bkv, o.x, r.e, r.e*sliceT, bkv)
+		g.p("%svar r%s%d = vec4<f16>(0.0h);", ind, o.x, r.e)
+	})
 	// load reads the step at vec4 k0 of K (an expression) into the registers.
-	load := func(k0, base string) {
-		for _, r := range aRounds {
-			guarded(base, r, func(ind string) {
-				g.p("%sif (m0 + ar%d < M) { ra%d = in0[ab + (m0 + ar%d) * KV + %s + ak%d]; }", ind, r.e, r.e, r.e, k0, r.e)
-			})
-		}
-		for _, r := range bRounds {
-			guarded(base, r, func(ind string) {
-				g.p("%sif (n0 + br%d < N) {", ind, r.e)
-				in := ind + "  "
-				el := fmt.Sprintf("bb * 4u + ((n0 + br%d) * KV + %s + bk%d) * 4u", r.e, k0, r.e)
-				switch {
-				case !split:
-					g.p("%srb%d_0 = in1[bb + (n0 + br%d) * KV + %s + bk%d];", in, r.e, r.e, k0, r.e)
-				case dt.IsBlock():
-					for u, x := range g.unitRun(sb, el, run, in) {
-						g.p("%srb%d_%d = %s;", in, r.e, u, x)
-					}
-				default:
-					g.p("%srb%d_0 = %s;", in, r.e, g.unit4(sb, el, in))
-				}
-				g.p("%s}", ind)
-			})
-		}
+	load := func(k0, ind string) {
+		each(ind, func(o operand, r round, ind string) {
+			g.p("%sif (%s + %sr%d < %s) { r%s%d = %s[%s + (%s + %sr%d) * KV + %s + %sk%d]; }",
+				ind, o.rows, o.x, r.e, o.bound, o.x, r.e, o.in, o.batch, o.rows, o.x, r.e, k0, o.x, r.e)
+		})
 	}
-	// store writes the registers to the tiles as f16.
-	store := func(base string) {
-		comps := []string{"x", "y", "z", "w"}
-		for _, r := range aRounds {
-			guarded(base, r, func(ind string) {
-				g.p("%s{ let o = sa + ar%d * SA + ak%d * 4u;", ind, r.e, r.e)
-				for c, comp := range comps {
-					g.p("%s  ta[o + %du] = ra%d.%s;", ind, c, r.e, comp)
-				}
-				g.p("%s}", ind)
-			})
-		}
-		for _, r := range bRounds {
-			guarded(base, r, func(ind string) {
-				for u := 0; u < run; u++ {
-					g.p("%s{ let o = sb + br%d * SA + (bk%d + %du) * 4u;", ind, r.e, r.e, u)
-					for c, comp := range comps {
-						x := fmt.Sprintf("rb%d_%d.%s", r.e, u, comp)
-						if !split {
-							g.p("%s  tb[o + %du] = %s;", ind, c, x)
-							continue
-						}
-						g.p("%s  { let hi = f16(%s); tb[o + %du] = hi; tl[o + %du] = f16((%s - f32(hi)) * 1024.0f); }", ind, x, c, c, x)
-					}
-					g.p("%s}", ind)
-				}
-			})
-		}
+	// store writes the registers to the tiles.
+	store := func(ind string) {
+		each(ind, func(o operand, r round, ind string) {
+			g.p("%s{ let o = %s + %sr%d * SA + %sk%d * 4u;", ind, o.base, o.x, r.e, o.x, r.e)
+			g.p("%s  %s[o] = r%s%d.x; %s[o + 1u] = r%s%d.y; %s[o + 2u] = r%s%d.z; %s[o + 3u] = r%s%d.w; }",
+				ind, o.tile, o.x, r.e, o.tile, o.x, r.e, o.tile, o.x, r.e, o.tile, o.x, r.e)
+		})
 	}
 	// Every slice runs STEPS steps (K is whole steps of every slice), as a
 	// barrier needs; k0 counts vec4.
@@ -351,21 +257,12 @@ func (g *gen) mma(s mmShape, nb int, t mmaTile) (*codegen.Kernel, error) {
 		for i := 0; i < fm; i++ {
 			g.p("    let a%d_%d = subgroupMatrixLoad<subgroup_matrix_left<f16, 16, 16>>(&ta, sa + (wm + %du) * SA + %du, false, SA);", kk, i, i*mmaFrag, kk*mmaFrag)
 		}
-		// parts: b's fragments (tile, name) and the accumulators they go to.
-		parts := [][2]string{{"tb", "c"}}
-		if split {
-			parts = append(parts, [2]string{"tl", "l"})
-		}
-		for _, p := range parts {
-			for j := 0; j < fn; j++ {
-				g.p("    let %s%d_%d = subgroupMatrixLoad<subgroup_matrix_right<f16, 16, 16>>(&%s, sb + (wn + %du) * SA + %du, true, SA);", p[0], kk, j, p[0], j*mmaFrag, kk*mmaFrag)
-			}
+		for j := 0; j < fn; j++ {
+			g.p("    let b%d_%d = subgroupMatrixLoad<subgroup_matrix_right<f16, 16, 16>>(&tb, sb + (wn + %du) * SA + %du, true, SA);", kk, j, j*mmaFrag, kk*mmaFrag)
 		}
 		for i := 0; i < fm; i++ {
 			for j := 0; j < fn; j++ {
-				for _, p := range parts {
-					g.p("    %s%d_%d = subgroupMatrixMultiplyAccumulate(a%d_%d, %s%d_%d, %s%d_%d);", p[1], i, j, kk, i, p[0], kk, j, p[1], i, j)
-				}
+				g.p("    c%d_%d = subgroupMatrixMultiplyAccumulate(a%d_%d, b%d_%d, c%d_%d);", i, j, kk, i, kk, j, i, j)
 			}
 		}
 	}
@@ -382,25 +279,18 @@ func (g *gen) mma(s mmShape, nb int, t mmaTile) (*codegen.Kernel, error) {
 	g.p("  var o1 = vec4<f32>(0.0f);")
 	for i := 0; i < fm; i++ {
 		for j := 0; j < fn; j++ {
-			// Each slice's accumulator, and its low parts' scaled back.
-			acc := [][2]string{{"c", ""}}
-			if split {
-				acc = append(acc, [2]string{"l", " * 0.0009765625f"})
-			}
 			op := "="
 			for sl := 0; sl < t.slices; sl++ {
-				for _, a := range acc {
-					store := fmt.Sprintf("subgroupMatrixStore(&tc, sg * 256u, %s%d_%d, false, 16u);", a[0], i, j)
-					if t.slices == 1 {
-						g.p("  %s", store)
-					} else {
-						g.p("  if (slice == %du) { %s }", sl, store)
-					}
-					g.p("  workgroupBarrier();")
-					g.p("  if (slice == 0u) { o0 %s vec4<f32>(tc[x], tc[x + 1u], tc[x + 2u], tc[x + 3u])%s; o1 %s vec4<f32>(tc[x + 4u], tc[x + 5u], tc[x + 6u], tc[x + 7u])%s; }", op, a[1], op, a[1])
-					g.p("  workgroupBarrier();")
-					op = "+="
+				store := fmt.Sprintf("subgroupMatrixStore(&tc, sg * 256u, c%d_%d, false, 16u);", i, j)
+				if t.slices == 1 {
+					g.p("  %s", store)
+				} else {
+					g.p("  if (slice == %du) { %s }", sl, store)
 				}
+				g.p("  workgroupBarrier();")
+				g.p("  if (slice == 0u) { o0 %s vec4<f32>(tc[x], tc[x + 1u], tc[x + 2u], tc[x + 3u]); o1 %s vec4<f32>(tc[x + 4u], tc[x + 5u], tc[x + 6u], tc[x + 7u]); }", op, op)
+				g.p("  workgroupBarrier();")
+				op = "+="
 			}
 			g.p("  if (slice == 0u) {")
 			g.p("    let gm = m0 + wm + %du + sr;", i*mmaFrag)

@@ -9,9 +9,9 @@ import (
 )
 
 // TestMMAChoice checks when products take the subgroup-matrix kernel: f16
-// compute on a device with the feature, a transposed b, M > 16, K whole
-// steps of the blocking; its workgroup (32 invocations a subgroup) and
-// grid; and the run of units a Q4_0 b is decoded in.
+// compute on a device with the feature, a transposed b stored as f16 (or
+// f32, stored as f16 under f16 compute), M > 16, K whole steps of the
+// blocking; and its workgroup (32 invocations a subgroup) and grid.
 func TestMMAChoice(t *testing.T) {
 	tb := ir.Attrs{"transpose_b": ir.BoolAttr(true)}
 	mm := func(name string, a, b ir.Type) kerneltest.Case {
@@ -29,16 +29,16 @@ func TestMMAChoice(t *testing.T) {
 		grid   [3]int
 		marker string
 	}{
-		{"f16 weights", up, func(o Options) Options { return o }, true, [3]int{88, 2, 1}, "subgroupMatrixMultiplyAccumulate(a1_1, tb1_1, c1_1)"},
-		{"q4_0 in runs of 4 units", q4, func(o Options) Options { return o }, true, [3]int{88, 2, 1}, "rb0_3 = vec4<f32>("},
+		{"f16 weights", up, func(o Options) Options { return o }, true, [3]int{88, 2, 1}, "subgroupMatrixMultiplyAccumulate(a1_1, b1_1, c1_1)"},
+		{"q4_0 keeps the vec4 kernel", q4, func(o Options) Options { return o }, false, [3]int{}, ""},
 		{"list by groups", up, func(o Options) Options {
 			o.Tuning = Tuning{MatmulMMA: "128x128x32/64x64,64x64x32/32x32", MatmulMinGroups: 100}
 			return o
 		}, true, [3]int{88, 2, 1}, "64x64x32/32x32"},
-		{"K in 8 slices", mm("kv", f32(128, 2048), ir.T(ir.Q4_0, ir.S(512, 2048))), func(o Options) Options {
+		{"K in 8 slices", mm("kv", f32(128, 2048), ir.T(ir.F16, ir.S(512, 2048))), func(o Options) Options {
 			o.Tuning = Tuning{MatmulMMA: "32x32x16/16x16*8"}
 			return o
-		}, true, [3]int{16, 4, 1}, "l0_0 = subgroupMatrixMultiplyAccumulate(a0_0, tl0_0, l0_0)"},
+		}, true, [3]int{16, 4, 1}, "if (slice == 7u) { subgroupMatrixStore(&tc, sg * 256u, c0_0, false, 16u); }"},
 		{"f32 compute", up, func(o Options) Options { o.Compute = ir.F32; return o }, false, [3]int{}, ""},
 		{"no feature", up, func(o Options) Options { o.Features.SubgroupMatrix = false; return o }, false, [3]int{}, ""},
 		{"K not whole steps", mm("k", f32(128, 48), ir.T(ir.F16, ir.S(64, 48))), func(o Options) Options { return o }, false, [3]int{}, ""},
