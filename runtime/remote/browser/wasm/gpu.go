@@ -279,7 +279,7 @@ func (g *gpu) Upload(dt ir.DType, shape []int, data []byte) (device.Buffer, erro
 			if len(data)%4 != 0 {
 				data = append(data, make([]byte, 4-len(data)%4)...)
 			}
-			aerr = g.queue.WriteBuffer(b.B, 0, data)
+			aerr = g.writeBuffer(b.B, data)
 		}
 	})
 	if aerr == nil {
@@ -292,6 +292,36 @@ func (g *gpu) Upload(dt ir.DType, shape []int, data []byte) (device.Buffer, erro
 		return nil, aerr
 	}
 	return b, nil
+}
+
+// writeBuffer writes data at the start of b. The binding's write views the
+// wasm memory through its ArrayBuffer, fetched before the call's other
+// arguments are made; when the Go runtime grows the memory in between, that
+// ArrayBuffer is detached and the call throws ("Cannot perform Construct on
+// a detached ArrayBuffer", seen in CI). The memory has grown by then, so
+// the write is tried again, at most twice more.
+func (g *gpu) writeBuffer(b *wgpu.Buffer, data []byte) error {
+	var err error
+	for range 3 {
+		if err = g.tryWrite(b, data); err == nil || !strings.Contains(err.Error(), "detached ArrayBuffer") {
+			return err
+		}
+	}
+	return err
+}
+
+// tryWrite is one write, a JavaScript exception returned as an error.
+func (g *gpu) tryWrite(b *wgpu.Buffer, data []byte) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			jerr, ok := r.(js.Error)
+			if !ok {
+				panic(r)
+			}
+			err = fmt.Errorf("writeBuffer: %w", jerr)
+		}
+	}()
+	return g.queue.WriteBuffer(b, 0, data)
 }
 
 func pipeKey(k *codegen.Kernel) string {
