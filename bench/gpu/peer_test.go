@@ -129,4 +129,14 @@ func TestMeasureTapml(t *testing.T) {
 	if err := measureTapml(&out, "vulkan", file, 0, 4, 2, ""); err == nil {
 		t.Error("a prompt of 0 tokens was measured")
 	}
+	// vulkan/f16 is the vulkan target at f16 compute (lavapipe has f16);
+	// webgpu computes in f32 only, which is an error here, not a
+	// silently f32 row in an f16 column.
+	out.Reset()
+	if err := measureTapml(&out, "vulkan/f16", file, 8, 4, 1, ""); err != nil || !strings.Contains(out.String(), `"prefill_tok_s"`) {
+		t.Errorf("vulkan/f16: %v\n%s", err, out.String())
+	}
+	if err := measureTapml(&out, "webgpu/f16", file, 8, 4, 1, ""); err == nil || !strings.Contains(err.Error(), "does not compute in f16") {
+		t.Errorf("webgpu/f16: %v, want an error saying it does not compute in f16", err)
+	}
 }
