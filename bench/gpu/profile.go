@@ -34,6 +34,7 @@ func profileCmd(args []string) error {
 	matmul := fs.String("matmul", "", "the device's Tuning.Matmul instead of its default (a blocking or a comma list, see wgsl.MatmulTiles)")
 	minGroups := fs.Int("min-groups", 0, "with -matmul or -mma: Tuning.MatmulMinGroups (0 keeps the device's)")
 	mma := fs.String("mma", "", "the device's Tuning.MatmulMMA instead of its default (a blocking or a comma list, see wgsl.MatmulMMATiles; used with f16 compute where the device has subgroup matrices), or off")
+	mmaBlocks := fs.Bool("mma-blocks", false, "the subgroup-matrix kernel takes block-format weights too (Tuning.MatmulMMABlocks; not yet checked on a GPU)")
 	tgt := fs.String("target", "vulkan", "vulkan, or vulkan/f16 for f16 compute")
 	fs.Parse(args)
 	if *model == "" || *prefill < 1 || *decode < 1 || *rows < 1 {
@@ -53,7 +54,7 @@ func profileCmd(args []string) error {
 		return err
 	}
 	defer tm.close()
-	if *matmul != "" || *mma != "" {
+	if *matmul != "" || *mma != "" || *mmaBlocks {
 		d, ok := tm.dev.(interface {
 			Tuning() wgsl.Tuning
 			SetTuning(wgsl.Tuning)
@@ -68,6 +69,7 @@ func profileCmd(args []string) error {
 		if *mma != "" {
 			tu.MatmulMMA = strings.TrimPrefix(*mma, "off")
 		}
+		tu.MatmulMMABlocks = tu.MatmulMMABlocks || *mmaBlocks
 		if *minGroups > 0 {
 			tu.MatmulMinGroups, tu.MatmulMMAMinGroups = *minGroups, *minGroups
 		}

@@ -19,9 +19,11 @@ import (
 // vec4 kernel, and the test checks that too.
 //
 // Tolerance: TestDeviceF16's (the f32 matmul one plus an f16 ulp
-// relative): a and b are f16 values, their products exact, the sums f32.
-// Block-format b keeps the vec4 kernel (mma.go says why); those cases
-// check that.
+// relative): a and b are f16 values, their products exact, the sums f32;
+// a block-format b (with Tuning.MatmulMMABlocks) is two f16 parts whose
+// sum is b exactly for Q4_0 and Q8_0, within 2^-21 for Q4_K (mma.go).
+// Without the knob block formats keep the vec4 kernel; the test checks
+// which kernel each product took.
 func TestDeviceMMA(t *testing.T) {
 	r := rand.New(rand.NewPCG(41, 42))
 	tb := ir.Attrs{"transpose_b": ir.BoolAttr(true)}
@@ -34,14 +36,17 @@ func TestDeviceMMA(t *testing.T) {
 		{ir.F16, 37, 20, 64, false}, {ir.F16, 130, 136, 96, true}, {ir.F32, 40, 64, 128, false},
 		{ir.Q4_0, 45, 36, 96, true}, {ir.Q8_0, 128, 96, 64, false}, {ir.Q4_K, 33, 68, 256, false},
 	}
-	// kstep: the K a product must be a multiple of to take the blocking.
+	// kstep: the K a product must be a multiple of to take the blocking;
+	// blocks: block formats take it too (Tuning.MatmulMMABlocks).
 	for _, b := range []struct {
-		tiles string
-		kstep int64
-	}{{"64x64x32/32x32", 32}, {"32x32x32/16x16", 32}, {"128x64x32/64x32", 32}, {"64x64x64/32x32", 64}, {"32x32x16/16x16*4", 64}, {"64x64x32/32x32*2", 64}} {
+		tiles  string
+		kstep  int64
+		blocks bool
+	}{{"64x64x32/32x32", 32, false}, {"32x32x32/16x16", 32, false}, {"128x64x32/64x32", 32, false}, {"64x64x64/32x32", 64, false},
+		{"32x32x16/16x16*4", 64, false}, {"64x64x32/32x32*2", 64, false}, {"64x64x32/32x32", 32, true}, {"32x32x16/16x16*4", 64, true}} {
 		tiles := b.tiles
 		tune := wgsl.DiscreteTuning()
-		tune.MatmulMMA, tune.MatmulMinGroups = tiles, 1
+		tune.MatmulMMA, tune.MatmulMinGroups, tune.MatmulMMABlocks = tiles, 1, b.blocks
 		g, err := vulkan.Open(vulkan.Options{Generate: Generate, Compute: ir.F16, Tuning: tune, PipelineCacheDir: "-"})
 		if err != nil {
 			t.Fatalf("vulkan with f16 compute: %v (lavapipe has shaderFloat16)", err)
@@ -52,7 +57,7 @@ func TestDeviceMMA(t *testing.T) {
 			if s.addend {
 				c.in = append(c.in, f32(s.m, s.n))
 			}
-			name := fmt.Sprintf("%s %s subgroup matrices %v", tiles, c, feat)
+			name := fmt.Sprintf("%s blocks=%v %s subgroup matrices %v", tiles, b.blocks, c, feat)
 			n, outs := c.fullNode(t)
 			in := c.inputs(r)
 			want, err := launchOn(cpu.NewWith(cpu.Options{Round16: true}), n, outs, in)
@@ -63,8 +68,8 @@ func TestDeviceMMA(t *testing.T) {
 			if err != nil {
 				t.Fatalf("%s: %v", name, err)
 			}
-			f16 := s.dt == ir.F16 || s.dt == ir.F32 // block formats keep the vec4 kernel
-			if got, want := strings.Contains(string(src.Source), "subgroupMatrixMultiplyAccumulate"), feat && f16 && s.k%b.kstep == 0; got != want {
+			takes := s.dt == ir.F16 || s.dt == ir.F32 || b.blocks
+			if got, want := strings.Contains(string(src.Source), "subgroupMatrixMultiplyAccumulate"), feat && takes && s.k%b.kstep == 0; got != want {
 				t.Errorf("%s: the subgroup-matrix kernel was chosen: %v, want %v", name, got, want)
 			}
 			got, err := launchOn(g, n, outs, in)

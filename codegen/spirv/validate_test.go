@@ -224,9 +224,9 @@ func TestValidate(t *testing.T) {
 		if c.Op != ir.OpMatmul {
 			continue
 		}
-		for _, tile := range wgsl.MatmulMMATiles {
+		for i, tile := range wgsl.MatmulMMATiles {
 			o := mma
-			o.Tuning = wgsl.Tuning{MatmulMMA: tile}
+			o.Tuning = wgsl.Tuning{MatmulMMA: tile, MatmulMMABlocks: i%2 == 1}
 			k, err := Generate(c.Node(t), c.In, nil, o)
 			if err != nil {
 				t.Fatalf("%s, subgroup matrices %s: %v", c.Name, tile, err)

@@ -15,14 +15,20 @@ import (
 // into f32 accumulators, computing what the other kernels do: f16 compute
 // stores a in f16, and b's f16 (and f16-stored f32) weights are f16.
 //
-// A b decoded from a block format is not f16 (an element of a Q4_0 block,
-// a 4-bit integer times an f16 scale, has up to 14 significant bits, Q8_0's
-// 18), so those products keep the vec4 kernel. Rounding b to f16 here is
-// what TestDeviceF16 caught on the H200 (about two f16 ulps of the sums);
-// splitting each w into hi = f16(w) and lo = f16(w - f32(hi)) did not
-// help there: lo came out zero, as if the driver folded f32(f16(w)) to w.
-// A split that masks w's bits instead (needs bitcast<u32>(f32) in the
-// dialect) is the next thing to try.
+// A b decoded from a block format (or bf16) is not f16: an element of a
+// Q4_0 block, a 4-bit integer times an f16 scale, has up to 14 significant
+// bits, Q8_0's 18. Rounding b to f16 here is what TestDeviceF16 caught on
+// the H200 (about two f16 ulps of the sums), and a split into hi = f16(w)
+// and lo = f16(w - f32(hi)) did not help there: lo came out zero, as if
+// the driver folded f32(f16(w)) to w. With Tuning.MatmulMMABlocks such a
+// b is split by its bits instead: h is w with all but its top 11
+// significant bits cleared (0 below f16's normals), stored as f16(h),
+// exact; lo = f16((w - h)·2^10) goes to accumulators of its own, scaled
+// back by 2^-10 at the end. h + lo·2^-10 is w exactly for Q4_0 and Q8_0
+// (w - h has at most 3 or 7 significant bits, the lowest at or above its
+// f16 scale's lowest, 2^-24, so lo is a normal f16) and within 2^-21 of it
+// for the K formats' f32 values. Not yet run on a GPU with subgroup
+// matrices, so it is off by default.
 
 // mmaFrag is the fragment size: 16x16x16, the one shape the devices that
 // set Features.SubgroupMatrix run (f16 operands, f32 result).
@@ -106,13 +112,42 @@ func (t mmaTile) threads() int { return t.slices * t.sliceThreads() }
 func (t mmaTile) stride() int { return t.bk + 8 }
 
 // shared is the workgroup memory, in bytes: each slice's a and b tiles in
-// f16 and a 16x16 f32 fragment per subgroup of a slice for the output.
-func (t mmaTile) shared() int {
-	return t.slices*(t.bm+t.bn)*t.stride()*2 + t.sliceThreads()/mmaSubgroup*mmaFrag*mmaFrag*4
+// f16 (b's twice when split) and a 16x16 f32 fragment per subgroup of a
+// slice for the output.
+func (t mmaTile) shared(split bool) int {
+	bn := t.bn
+	if split {
+		bn *= 2
+	}
+	return t.slices*(t.bm+bn)*t.stride()*2 + t.sliceThreads()/mmaSubgroup*mmaFrag*mmaFrag*4
 }
 
-func (t mmaTile) fits(lim Limits) bool {
-	return t.threads() <= min(lim.MaxInvocationsPerWorkgroup, lim.MaxWorkgroupSizeX) && t.shared() <= lim.MaxWorkgroupStorageSize
+func (t mmaTile) fits(lim Limits, split bool) bool {
+	return t.threads() <= min(lim.MaxInvocationsPerWorkgroup, lim.MaxWorkgroupSizeX) && t.shared(split) <= lim.MaxWorkgroupStorageSize
+}
+
+// mmaSplit reports whether b is decoded and split into two f16 parts (a
+// block format or bf16).
+func (g *gen) mmaSplit() bool { dt := g.in[1].DType; return dt.IsBlock() || dt == ir.BF16 }
+
+// mmaRun is the number of units (4 elements) of a split b an invocation
+// decodes together, a run within one block and one row of the step (1
+// for bf16); 0 when the blocking's K step is not whole blocks nor a part of
+// one.
+func (g *gen) mmaRun(t mmaTile) int {
+	dt := g.in[1].DType
+	if !dt.IsBlock() {
+		return 1
+	}
+	elems, _ := dt.Block()
+	if t.bk%elems != 0 && elems%t.bk != 0 {
+		return 0
+	}
+	run := 1
+	for 2*run*t.sliceThreads() <= t.bn*t.bk/4 && (elems/4)%(2*run) == 0 && (t.bk/4)%(2*run) == 0 {
+		run *= 2
+	}
+	return run
 }
 
 // pickMMA chooses the subgroup-matrix kernel's blocking, if the product
@@ -121,7 +156,7 @@ func (t mmaTile) fits(lim Limits) bool {
 // last that fits.
 func (g *gen) pickMMA(s mmShape, nb int) (mmaTile, bool) {
 	if dt := g.in[1].DType; g.fault != "" || !g.half || !g.feat.SubgroupMatrix || g.tune.MatmulMMA == "" ||
-		!s.transpose || s.m <= 16 || s.n%4 != 0 || dt != ir.F16 && dt != ir.F32 {
+		!s.transpose || s.m <= 16 || s.n%4 != 0 || dt != ir.F16 && dt != ir.F32 && !(g.mmaSplit() && g.tune.MatmulMMABlocks) {
 		return mmaTile{}, false
 	}
 	minGroups := g.tune.MatmulMMAMinGroups
@@ -132,7 +167,7 @@ func (g *gen) pickMMA(s mmShape, nb int) (mmaTile, bool) {
 	found := false
 	for _, f := range strings.Split(g.tune.MatmulMMA, ",") {
 		t, err := parseMMATile(strings.TrimSpace(f))
-		if err != nil || s.k%(t.bk*t.slices) != 0 || !t.fits(g.lim) {
+		if err != nil || s.k%(t.bk*t.slices) != 0 || !t.fits(g.lim, g.mmaSplit()) || g.mmaRun(t) == 0 {
 			continue
 		}
 		if ceilDiv(s.n, t.bn)*ceilDiv(s.m, t.bm)*nb*t.slices >= minGroups {
@@ -156,11 +191,17 @@ func (g *gen) pickMMA(s mmShape, nb int) (mmaTile, bool) {
 func (g *gen) mma(s mmShape, nb int, t mmaTile) (*codegen.Kernel, error) {
 	sliceT, sgs := t.sliceThreads(), t.threads()/mmaSubgroup
 	fm, fn := t.wm/mmaFrag, t.wn/mmaFrag
+	split, run := g.mmaSplit(), g.mmaRun(t)
 	g.p("enable %s;", SubgroupMatrixExt)
-	// Both operands are f16 in memory (b's f32 too, under f16 compute):
-	// bound as vec4<f16>, outside the f16 rewrite.
+	// a is f16 in memory, and so is b unless split (its f32 too, under
+	// f16 compute): bound as vec4<f16>, outside the f16 rewrite.
 	g.bind("in0", codegen.Read, g.in[0], "vec4<f16>", 0, -1)
-	g.bind("in1", codegen.Read, g.in[1], "vec4<f16>", 1, -1)
+	var sb stored
+	if split {
+		sb = g.bindStored("in1", 1)
+	} else {
+		g.bind("in1", codegen.Read, g.in[1], "vec4<f16>", 1, -1)
+	}
 	g.bindAddend("vec4<f32>")
 	g.bind("out0", codegen.Write, g.out[0], "vec4<f32>", -1, 0)
 	g.p("// subgroup-matrix matmul %dx%dx%d/%dx%d*%d: %d subgroups of %d, %dx%d fragments each", t.bm, t.bn, t.bk, t.wm, t.wn, t.slices, sgs, mmaSubgroup, fm, fn)
@@ -172,6 +213,9 @@ func (g *gen) mma(s mmShape, nb int, t mmaTile) (*codegen.Kernel, error) {
 	g.p("const STEPS: u32 = %du; // steps of BK per slice", s.k/(t.bk*t.slices))
 	g.p("var<workgroup> ta: array<f16, %d>; // a's rows [S][BM][SA]", t.slices*t.bm*t.stride())
 	g.p("var<workgroup> tb: array<f16, %d>; // b's rows [S][BN][SA]", t.slices*t.bn*t.stride())
+	if split {
+		g.p("var<workgroup> tl: array<f16, %d>; // the low parts of b, times 2^10, as tb", t.slices*t.bn*t.stride())
+	}
 	g.p("var<workgroup> tc: array<f32, %d>; // a 16x16 fragment per subgroup of a slice", sliceT/mmaSubgroup*mmaFrag*mmaFrag)
 	g.entry([3]int{t.threads(), 1, 1})
 	g.batchOffsets(s, 4)
@@ -188,18 +232,26 @@ func (g *gen) mma(s mmShape, nb int, t mmaTile) (*codegen.Kernel, error) {
 	for i := 0; i < fm; i++ {
 		for j := 0; j < fn; j++ {
 			g.p("  var c%d_%d = subgroup_matrix_result<f32, 16, 16>();", i, j)
+			if split {
+				g.p("  var l%d_%d = subgroup_matrix_result<f32, 16, 16>(); // with b's low parts", i, j)
+			}
 		}
 	}
 	// The operands' tiles: each step a slice's invocations read BM·BK/4
-	// vec4 of a and BN·BK/4 of b, in rounds of all of them (the last
-	// round guarded where it is partial), into registers one step ahead
-	// (the next step's reads are issued before this step's products).
+	// vec4 of a and BN·BK/4 of b (a split b: BN·BK/4 units decoded in runs),
+	// in rounds of all of them (the last round guarded where it is
+	// partial), into registers one step ahead (the next step's reads are
+	// issued before this step's products).
 	bkv := t.bk / 4
 	type operand struct {
 		x, tile, in, base, batch, rows, bound string // names: register prefix, tile, binding, tile offset, batch offset, block origin, its limit
-		items                                 int
+		items, run                            int    // reads of a step, units per read
 	}
-	ops := []operand{{"a", "ta", "in0", "sa", "ab", "m0", "M", t.bm * bkv}, {"b", "tb", "in1", "sb", "bb", "n0", "N", t.bn * bkv}}
+	bRun := 1
+	if split {
+		bRun = run
+	}
+	ops := []operand{{"a", "ta", "in0", "sa", "ab", "m0", "M", t.bm * bkv, 1}, {"b", "tb", "in1", "sb", "bb", "n0", "N", t.bn * bkv / bRun, bRun}}
 	type round struct{ e, guard int } // guard: the invocations taking part when partial, else 0
 	rounds := func(items int) []round {
 		var out []round
@@ -225,23 +277,58 @@ func (g *gen) mma(s mmShape, nb int, t mmaTile) (*codegen.Kernel, error) {
 			}
 		}
 	}
+	// decoded: the operand is a split b, read as f32 units.
+	decoded := func(o operand) bool { return split && o.x == "b" }
 	each("  ", func(o operand, r round, ind string) {
-		g.p("%slet %sr%d = (lt + %du) / %du; let %sk%d = (lt + %du) %% %du;", ind, o.x, r.e, r.e*sliceT, bkv, o.x, r.e, r.e*sliceT, bkv)
-		g.p("%svar r%s%d = vec4<f16>(0.0h);", ind, o.x, r.e)
+		item := fmt.Sprintf("(lt + %du)", r.e*sliceT) // the invocation's read (in units: its first)
+		if o.run > 1 {
+			item += fmt.Sprintf(" * %du", o.run)
+		}
+		g.p("%slet %sr%d = %s / %du; let %sk%d = %s %% %du;", ind, o.x, r.e, item, bkv, o.x, r.e, item, bkv)
+		for u := 0; u < o.run; u++ {
+			if decoded(o) {
+				g.p("%svar r%s%d_%d = vec4<f32>(0.0f);", ind, o.x, r.e, u)
+			} else {
+				g.p("%svar r%s%d_%d = vec4<f16>(0.0h);", ind, o.x, r.e, u)
+			}
+		}
 	})
 	// load reads the step at vec4 k0 of K (an expression) into the registers.
 	load := func(k0, ind string) {
 		each(ind, func(o operand, r round, ind string) {
-			g.p("%sif (%s + %sr%d < %s) { r%s%d = %s[%s + (%s + %sr%d) * KV + %s + %sk%d]; }",
-				ind, o.rows, o.x, r.e, o.bound, o.x, r.e, o.in, o.batch, o.rows, o.x, r.e, k0, o.x, r.e)
+			if !decoded(o) {
+				g.p("%sif (%s + %sr%d < %s) { r%s%d_0 = %s[%s + (%s + %sr%d) * KV + %s + %sk%d]; }",
+					ind, o.rows, o.x, r.e, o.bound, o.x, r.e, o.in, o.batch, o.rows, o.x, r.e, k0, o.x, r.e)
+				return
+			}
+			g.p("%sif (n0 + br%d < N) {", ind, r.e)
+			el := fmt.Sprintf("bb * 4u + ((n0 + br%d) * KV + %s + bk%d) * 4u", r.e, k0, r.e)
+			if sb.dt.IsBlock() {
+				for u, x := range g.unitRun(sb, el, o.run, ind+"  ") {
+					g.p("%s  rb%d_%d = %s;", ind, r.e, u, x)
+				}
+			} else {
+				g.p("%s  rb%d_0 = %s;", ind, r.e, g.unit4(sb, el, ind+"  "))
+			}
+			g.p("%s}", ind)
 		})
 	}
-	// store writes the registers to the tiles.
+	// store writes the registers to the tiles, a split b's as its parts.
 	store := func(ind string) {
 		each(ind, func(o operand, r round, ind string) {
-			g.p("%s{ let o = %s + %sr%d * SA + %sk%d * 4u;", ind, o.base, o.x, r.e, o.x, r.e)
-			g.p("%s  %s[o] = r%s%d.x; %s[o + 1u] = r%s%d.y; %s[o + 2u] = r%s%d.z; %s[o + 3u] = r%s%d.w; }",
-				ind, o.tile, o.x, r.e, o.tile, o.x, r.e, o.tile, o.x, r.e, o.tile, o.x, r.e)
+			for u := 0; u < o.run; u++ {
+				g.p("%s{ let o = %s + %sr%d * SA + (%sk%d + %du) * 4u;", ind, o.base, o.x, r.e, o.x, r.e, u)
+				for c, comp := range []string{"x", "y", "z", "w"} {
+					v := fmt.Sprintf("r%s%d_%d.%s", o.x, r.e, u, comp)
+					if !decoded(o) {
+						g.p("%s  %s[o + %du] = %s;", ind, o.tile, c, v)
+						continue
+					}
+					g.p("%s  { let h = select(bitcast<f32>(bitcast<u32>(%s) & 0xffffe000u), 0.0f, abs(%s) < 6.103515625e-05f);", ind, v, v)
+					g.p("%s    tb[o + %du] = f16(h); tl[o + %du] = f16((%s - h) * 1024.0f); }", ind, c, c, v)
+				}
+				g.p("%s}", ind)
+			}
 		})
 	}
 	// Every slice runs STEPS steps (K is whole steps of every slice), as a
@@ -257,12 +344,21 @@ func (g *gen) mma(s mmShape, nb int, t mmaTile) (*codegen.Kernel, error) {
 		for i := 0; i < fm; i++ {
 			g.p("    let a%d_%d = subgroupMatrixLoad<subgroup_matrix_left<f16, 16, 16>>(&ta, sa + (wm + %du) * SA + %du, false, SA);", kk, i, i*mmaFrag, kk*mmaFrag)
 		}
-		for j := 0; j < fn; j++ {
-			g.p("    let b%d_%d = subgroupMatrixLoad<subgroup_matrix_right<f16, 16, 16>>(&tb, sb + (wn + %du) * SA + %du, true, SA);", kk, j, j*mmaFrag, kk*mmaFrag)
+		// parts: b's tiles, their fragments' names and accumulators.
+		parts := [][3]string{{"tb", "b", "c"}}
+		if split {
+			parts = append(parts, [3]string{"tl", "bl", "l"})
+		}
+		for _, p := range parts {
+			for j := 0; j < fn; j++ {
+				g.p("    let %s%d_%d = subgroupMatrixLoad<subgroup_matrix_right<f16, 16, 16>>(&%s, sb + (wn + %du) * SA + %du, true, SA);", p[1], kk, j, p[0], j*mmaFrag, kk*mmaFrag)
+			}
 		}
 		for i := 0; i < fm; i++ {
 			for j := 0; j < fn; j++ {
-				g.p("    c%d_%d = subgroupMatrixMultiplyAccumulate(a%d_%d, b%d_%d, c%d_%d);", i, j, kk, i, kk, j, i, j)
+				for _, p := range parts {
+					g.p("    %s%d_%d = subgroupMatrixMultiplyAccumulate(a%d_%d, %s%d_%d, %s%d_%d);", p[2], i, j, kk, i, p[1], kk, j, p[2], i, j)
+				}
 			}
 		}
 	}
@@ -279,18 +375,25 @@ func (g *gen) mma(s mmShape, nb int, t mmaTile) (*codegen.Kernel, error) {
 	g.p("  var o1 = vec4<f32>(0.0f);")
 	for i := 0; i < fm; i++ {
 		for j := 0; j < fn; j++ {
+			// Each slice's accumulators; the low parts' scaled back.
+			accs := [][2]string{{"c", ""}}
+			if split {
+				accs = append(accs, [2]string{"l", " * 0.0009765625f"})
+			}
 			op := "="
 			for sl := 0; sl < t.slices; sl++ {
-				store := fmt.Sprintf("subgroupMatrixStore(&tc, sg * 256u, c%d_%d, false, 16u);", i, j)
-				if t.slices == 1 {
-					g.p("  %s", store)
-				} else {
-					g.p("  if (slice == %du) { %s }", sl, store)
+				for _, a := range accs {
+					store := fmt.Sprintf("subgroupMatrixStore(&tc, sg * 256u, %s%d_%d, false, 16u);", a[0], i, j)
+					if t.slices == 1 {
+						g.p("  %s", store)
+					} else {
+						g.p("  if (slice == %du) { %s }", sl, store)
+					}
+					g.p("  workgroupBarrier();")
+					g.p("  if (slice == 0u) { o0 %s vec4<f32>(tc[x], tc[x + 1u], tc[x + 2u], tc[x + 3u])%s; o1 %s vec4<f32>(tc[x + 4u], tc[x + 5u], tc[x + 6u], tc[x + 7u])%s; }", op, a[1], op, a[1])
+					g.p("  workgroupBarrier();")
+					op = "+="
 				}
-				g.p("  workgroupBarrier();")
-				g.p("  if (slice == 0u) { o0 %s vec4<f32>(tc[x], tc[x + 1u], tc[x + 2u], tc[x + 3u]); o1 %s vec4<f32>(tc[x + 4u], tc[x + 5u], tc[x + 6u], tc[x + 7u]); }", op, op)
-				g.p("  workgroupBarrier();")
-				op = "+="
 			}
 			g.p("  if (slice == 0u) {")
 			g.p("    let gm = m0 + wm + %du + sr;", i*mmaFrag)

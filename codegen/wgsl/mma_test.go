@@ -31,6 +31,8 @@ func TestMMAChoice(t *testing.T) {
 	}{
 		{"f16 weights", up, func(o Options) Options { return o }, true, [3]int{88, 2, 1}, "subgroupMatrixMultiplyAccumulate(a1_1, b1_1, c1_1)"},
 		{"q4_0 keeps the vec4 kernel", q4, func(o Options) Options { return o }, false, [3]int{}, ""},
+		{"q4_0 split, in runs of 4 units", q4, func(o Options) Options { o.Tuning.MatmulMMABlocks = true; return o }, true, [3]int{88, 2, 1},
+			"l1_1 = subgroupMatrixMultiplyAccumulate(a1_1, bl1_1, l1_1)"},
 		{"list by groups", up, func(o Options) Options {
 			o.Tuning = Tuning{MatmulMMA: "128x128x32/64x64,64x64x32/32x32", MatmulMinGroups: 100}
 			return o

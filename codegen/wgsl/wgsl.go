@@ -145,6 +145,10 @@ type Tuning struct {
 	// MatmulMMAMinGroups is MatmulMinGroups for the MatmulMMA list (0:
 	// MatmulMinGroups): its blockings do more per workgroup.
 	MatmulMMAMinGroups int
+	// MatmulMMABlocks lets the subgroup-matrix kernel take block-format
+	// (and bf16) weights too, split into two f16 parts (mma.go): off until
+	// it has run on a GPU with subgroup matrices.
+	MatmulMMABlocks bool
 }
 
 // DiscreteTuning is the tuning the webgpu device uses on GPUs that are not

@@ -691,9 +691,10 @@ func (c *checker) call(e *Expr) *Type {
 		case len(args) == 0:
 			bad()
 		case e.Text == "bitcast":
-			// Only u32 to f32 or i32 is needed.
+			// u32 to f32 or i32, and f32 to u32 (a float's bits).
 			settle(e.Args[0], tU32)
-			if len(args) != 1 || e.Args[0].Type.Kind != U32 || t.Kind != F32 && t.Kind != I32 {
+			a := e.Args[0].Type.Kind
+			if len(args) != 1 || !(a == U32 && (t.Kind == F32 || t.Kind == I32) || a == F32 && t.Kind == U32) {
 				bad()
 			}
 		case t.Scalar():
