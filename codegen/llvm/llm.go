@@ -33,11 +33,7 @@ func genRope(g *gen) error {
 	out := len(g.in) // the output's binding
 	xs := sizes(g.in[0])
 	s, h, dh := int64(xs[0]), int64(xs[1]), int64(xs[2])
-	table := -1
-	if len(g.in) == 3 {
-		table = 2
-	}
-	rr := g.ropeRotation(s, dh, 1, table)
+	rr := g.ropeRotation(s, dh, 1)
 	g.setItems(s)
 	if s*h*dh == 0 {
 		g.setItems(0)

@@ -26,10 +26,14 @@ type ropeRotation struct {
 
 // ropeRotation prepares the rotation of heads of dh elements by calls of
 // s rows: freq_i = 1/powf(theta, 2i/dims) computed here exactly as the
-// reference does and baked, or read from the row of the freqs binding
-// tableB (-1: none) for the length pos+S the call reaches (pos is binding
-// posB).
-func (g *gen) ropeRotation(s, dh int64, posB, tableB int) *ropeRotation {
+// reference does and baked, or read from the row of the freqs table for
+// the length pos+S the call reaches (pos is binding posB; the table, where
+// the op has one, is the input after it).
+func (g *gen) ropeRotation(s, dh int64, posB int) *ropeRotation {
+	tableB := -1
+	if len(g.in) > posB+1 {
+		tableB = posB + 1
+	}
 	dims := g.attrs.Int("dims")
 	if dims == 0 {
 		dims = dh
@@ -130,11 +134,7 @@ func genRopeKVWrite(g *gen) error {
 	out := len(g.in)
 	qs, ks := sizes(g.in[2]), sizes(g.in[3])
 	s, h, kh, dh := int64(qs[0]), int64(qs[1]), int64(ks[1]), int64(qs[2])
-	table := -1
-	if len(g.in) == 7 {
-		table = 6
-	}
-	rr := g.ropeRotation(s, dh, 5, table)
+	rr := g.ropeRotation(s, dh, 5)
 	g.setItems(s)
 	if s*h*dh == 0 {
 		g.setItems(0)
