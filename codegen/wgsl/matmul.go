@@ -901,15 +901,43 @@ var MatmulTiles = []string{
 
 // ValidMatmulTile reports whether s is a value Tuning.Matmul accepts.
 func ValidMatmulTile(s string) error {
-	if s == "" || s == "scalar" {
+	if s == "scalar" {
 		return nil
 	}
-	for _, t := range strings.Split(s, ",") {
-		if _, err := parseVecTile(strings.TrimSpace(t)); err != nil {
+	return validBlockings(s, parseVecTile)
+}
+
+// validBlockings reports whether list, "" or blockings separated by
+// commas, parses.
+func validBlockings[T any](list string, parse func(string) (T, error)) error {
+	if list == "" {
+		return nil
+	}
+	for _, b := range strings.Split(list, ",") {
+		if _, err := parse(strings.TrimSpace(b)); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// pickBlocking chooses a blocking from list (blockings separated by
+// commas): the first that fits whose grid has at least minGroups
+// workgroups (groups counts each K slice as one), else the last that fits.
+func pickBlocking[T any](list string, parse func(string) (T, error), fits func(T) bool, groups func(T) int, minGroups int) (T, bool) {
+	var last T
+	found := false
+	for _, b := range strings.Split(list, ",") {
+		t, err := parse(strings.TrimSpace(b))
+		if err != nil || !fits(t) {
+			continue
+		}
+		if groups(t) >= minGroups {
+			return t, true
+		}
+		last, found = t, true
+	}
+	return last, found
 }
 
 // sliceThreads is the number of invocations of one K slice.
@@ -959,19 +987,8 @@ func (g *gen) pickVec(s mmShape, nb int) (vecTile, bool) {
 	if g.fault != "" || g.tune.Matmul == "" || g.tune.Matmul == "scalar" {
 		return vecTile{}, false
 	}
-	var last vecTile
-	found := false
-	for _, t := range strings.Split(g.tune.Matmul, ",") {
-		v, err := parseVecTile(strings.TrimSpace(t))
-		if err != nil || !g.fits(s, v) {
-			continue
-		}
-		if v.groups(s, nb)*v.slices >= g.tune.MatmulMinGroups {
-			return v, true
-		}
-		last, found = v, true
-	}
-	return last, found
+	return pickBlocking(g.tune.Matmul, parseVecTile, func(v vecTile) bool { return g.fits(s, v) },
+		func(v vecTile) int { return v.groups(s, nb) * v.slices }, g.tune.MatmulMinGroups)
 }
 
 // tiledVec is the vec4 tiled kernel. A workgroup computes a BM×BN block of

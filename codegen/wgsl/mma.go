@@ -89,17 +89,7 @@ var MatmulMMATiles = []string{
 }
 
 // ValidMatmulMMA reports whether s is a value Tuning.MatmulMMA accepts.
-func ValidMatmulMMA(s string) error {
-	if s == "" {
-		return nil
-	}
-	for _, t := range strings.Split(s, ",") {
-		if _, err := parseMMATile(strings.TrimSpace(t)); err != nil {
-			return err
-		}
-	}
-	return nil
-}
+func ValidMatmulMMA(s string) error { return validBlockings(s, parseMMATile) }
 
 // sliceThreads is the invocations of one slice.
 func (t mmaTile) sliceThreads() int { return (t.bm / t.wm) * (t.bn / t.wn) * mmaSubgroup }
@@ -163,19 +153,11 @@ func (g *gen) pickMMA(s mmShape, nb int) (mmaTile, bool) {
 	if minGroups == 0 {
 		minGroups = g.tune.MatmulMinGroups
 	}
-	var last mmaTile
-	found := false
-	for _, f := range strings.Split(g.tune.MatmulMMA, ",") {
-		t, err := parseMMATile(strings.TrimSpace(f))
-		if err != nil || s.k%(t.bk*t.slices) != 0 || !t.fits(g.lim, g.mmaSplit()) || g.mmaRun(t) == 0 {
-			continue
-		}
-		if ceilDiv(s.n, t.bn)*ceilDiv(s.m, t.bm)*nb*t.slices >= minGroups {
-			return t, true
-		}
-		last, found = t, true
+	fits := func(t mmaTile) bool {
+		return s.k%(t.bk*t.slices) == 0 && t.fits(g.lim, g.mmaSplit()) && g.mmaRun(t) > 0
 	}
-	return last, found
+	groups := func(t mmaTile) int { return ceilDiv(s.n, t.bn) * ceilDiv(s.m, t.bm) * nb * t.slices }
+	return pickBlocking(g.tune.MatmulMMA, parseMMATile, fits, groups, minGroups)
 }
 
 // mma is the subgroup-matrix kernel. Per step of BK, a slice's
