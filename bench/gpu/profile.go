@@ -43,7 +43,11 @@ func profileCmd(args []string) error {
 	if err := wgsl.ValidMatmulTile(*matmul); err != nil {
 		return fmt.Errorf("profile: -matmul: %w", err)
 	}
-	if err := wgsl.ValidMatmulMMA(strings.TrimPrefix(*mma, "off")); err != nil {
+	mmaList := *mma // the value of Tuning.MatmulMMA when -mma is given
+	if mmaList == "off" {
+		mmaList = ""
+	}
+	if err := wgsl.ValidMatmulMMA(mmaList); err != nil {
 		return fmt.Errorf("profile: -mma: %w", err)
 	}
 	if *tgt != "vulkan" && *tgt != "vulkan/f16" {
@@ -67,7 +71,7 @@ func profileCmd(args []string) error {
 			tu.Matmul = *matmul
 		}
 		if *mma != "" {
-			tu.MatmulMMA = strings.TrimPrefix(*mma, "off")
+			tu.MatmulMMA = mmaList
 		}
 		tu.MatmulMMABlocks = tu.MatmulMMABlocks || *mmaBlocks
 		if *minGroups > 0 {

@@ -228,12 +228,13 @@ func (g *gen) mma(s mmShape, nb int, t mmaTile) (*codegen.Kernel, error) {
 	type operand struct {
 		x, tile, in, base, batch, rows, bound string // names: register prefix, tile, binding, tile offset, batch offset, block origin, its limit
 		items, run                            int    // reads of a step, units per read
+		decode                                bool   // a split b: read as f32 units, stored as two parts
 	}
 	bRun := 1
 	if split {
 		bRun = run
 	}
-	ops := []operand{{"a", "ta", "in0", "sa", "ab", "m0", "M", t.bm * bkv, 1}, {"b", "tb", "in1", "sb", "bb", "n0", "N", t.bn * bkv / bRun, bRun}}
+	ops := []operand{{"a", "ta", "in0", "sa", "ab", "m0", "M", t.bm * bkv, 1, false}, {"b", "tb", "in1", "sb", "bb", "n0", "N", t.bn * bkv / bRun, bRun, split}}
 	type round struct{ e, guard int } // guard: the invocations taking part when partial, else 0
 	rounds := func(items int) []round {
 		var out []round
@@ -259,8 +260,6 @@ func (g *gen) mma(s mmShape, nb int, t mmaTile) (*codegen.Kernel, error) {
 			}
 		}
 	}
-	// decoded: the operand is a split b, read as f32 units.
-	decoded := func(o operand) bool { return split && o.x == "b" }
 	each("  ", func(o operand, r round, ind string) {
 		item := fmt.Sprintf("(lt + %du)", r.e*sliceT) // the invocation's read (in units: its first)
 		if o.run > 1 {
@@ -268,7 +267,7 @@ func (g *gen) mma(s mmShape, nb int, t mmaTile) (*codegen.Kernel, error) {
 		}
 		g.p("%slet %sr%d = %s / %du; let %sk%d = %s %% %du;", ind, o.x, r.e, item, bkv, o.x, r.e, item, bkv)
 		for u := 0; u < o.run; u++ {
-			if decoded(o) {
+			if o.decode {
 				g.p("%svar r%s%d_%d = vec4<f32>(0.0f);", ind, o.x, r.e, u)
 			} else {
 				g.p("%svar r%s%d_%d = vec4<f16>(0.0h);", ind, o.x, r.e, u)
@@ -278,7 +277,7 @@ func (g *gen) mma(s mmShape, nb int, t mmaTile) (*codegen.Kernel, error) {
 	// load reads the step at vec4 k0 of K (an expression) into the registers.
 	load := func(k0, ind string) {
 		each(ind, func(o operand, r round, ind string) {
-			if !decoded(o) {
+			if !o.decode {
 				g.p("%sif (%s + %sr%d < %s) { r%s%d_0 = %s[%s + (%s + %sr%d) * KV + %s + %sk%d]; }",
 					ind, o.rows, o.x, r.e, o.bound, o.x, r.e, o.in, o.batch, o.rows, o.x, r.e, k0, o.x, r.e)
 				return
@@ -302,7 +301,7 @@ func (g *gen) mma(s mmShape, nb int, t mmaTile) (*codegen.Kernel, error) {
 				g.p("%s{ let o = %s + %sr%d * SA + (%sk%d + %du) * 4u;", ind, o.base, o.x, r.e, o.x, r.e, u)
 				for c, comp := range []string{"x", "y", "z", "w"} {
 					v := fmt.Sprintf("r%s%d_%d.%s", o.x, r.e, u, comp)
-					if !decoded(o) {
+					if !o.decode {
 						g.p("%s  %s[o + %du] = %s;", ind, o.tile, c, v)
 						continue
 					}

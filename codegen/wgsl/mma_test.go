@@ -26,25 +26,26 @@ func TestMMAChoice(t *testing.T) {
 		c      kerneltest.Case
 		opts   func(Options) Options
 		mma    bool
+		wg     int // invocations of the workgroup
 		grid   [3]int
 		marker string
 	}{
-		{"f16 weights", up, func(o Options) Options { return o }, true, [3]int{88, 2, 1}, "subgroupMatrixMultiplyAccumulate(a1_1, b1_1, c1_1)"},
-		{"q4_0 keeps the vec4 kernel", q4, func(o Options) Options { return o }, false, [3]int{}, ""},
-		{"q4_0 split, in runs of 4 units", q4, func(o Options) Options { o.Tuning.MatmulMMABlocks = true; return o }, true, [3]int{88, 2, 1},
+		{"f16 weights", up, func(o Options) Options { return o }, true, 128, [3]int{88, 2, 1}, "subgroupMatrixMultiplyAccumulate(a1_1, b1_1, c1_1)"},
+		{"q4_0 keeps the vec4 kernel", q4, func(o Options) Options { return o }, false, 0, [3]int{}, ""},
+		{"q4_0 split, in runs of 4 units", q4, func(o Options) Options { o.Tuning.MatmulMMABlocks = true; return o }, true, 128, [3]int{88, 2, 1},
 			"l1_1 = subgroupMatrixMultiplyAccumulate(a1_1, bl1_1, l1_1)"},
 		{"list by groups", up, func(o Options) Options {
 			o.Tuning = Tuning{MatmulMMA: "128x128x32/64x64,64x64x32/32x32", MatmulMinGroups: 100}
 			return o
-		}, true, [3]int{88, 2, 1}, "64x64x32/32x32"},
+		}, true, 128, [3]int{88, 2, 1}, "64x64x32/32x32"},
 		{"K in 8 slices", mm("kv", f32(128, 2048), ir.T(ir.F16, ir.S(512, 2048))), func(o Options) Options {
 			o.Tuning = Tuning{MatmulMMA: "32x32x16/16x16*8"}
 			return o
-		}, true, [3]int{16, 4, 1}, "if (slice == 7u) { subgroupMatrixStore(&tc, sg * 256u, c0_0, false, 16u); }"},
-		{"f32 compute", up, func(o Options) Options { o.Compute = ir.F32; return o }, false, [3]int{}, ""},
-		{"no feature", up, func(o Options) Options { o.Features.SubgroupMatrix = false; return o }, false, [3]int{}, ""},
-		{"K not whole steps", mm("k", f32(128, 48), ir.T(ir.F16, ir.S(64, 48))), func(o Options) Options { return o }, false, [3]int{}, ""},
-		{"few rows", mm("m", f32(16, 64), ir.T(ir.F16, ir.S(64, 64))), func(o Options) Options { return o }, false, [3]int{}, ""},
+		}, true, 1024, [3]int{16, 4, 1}, "if (slice == 7u) { subgroupMatrixStore(&tc, sg * 256u, c0_0, false, 16u); }"},
+		{"f32 compute", up, func(o Options) Options { o.Compute = ir.F32; return o }, false, 0, [3]int{}, ""},
+		{"no feature", up, func(o Options) Options { o.Features.SubgroupMatrix = false; return o }, false, 0, [3]int{}, ""},
+		{"K not whole steps", mm("k", f32(128, 48), ir.T(ir.F16, ir.S(64, 48))), func(o Options) Options { return o }, false, 0, [3]int{}, ""},
+		{"few rows", mm("m", f32(16, 64), ir.T(ir.F16, ir.S(64, 64))), func(o Options) Options { return o }, false, 0, [3]int{}, ""},
 	} {
 		k, err := generate(t, c.c, c.opts(half))
 		if err != nil {
@@ -55,13 +56,9 @@ func TestMMAChoice(t *testing.T) {
 			t.Errorf("%s: subgroup-matrix kernel %v, want %v", c.name, got, c.mma)
 			continue
 		}
-		wg := 128
-		if strings.Contains(c.name, "slices") {
-			wg = 1024
-		}
-		if c.mma && (k.WorkgroupSize != [3]int{wg, 1, 1} || k.Grid != c.grid || !strings.Contains(src, c.marker) ||
+		if c.mma && (k.WorkgroupSize != [3]int{c.wg, 1, 1} || k.Grid != c.grid || !strings.Contains(src, c.marker) ||
 			!strings.HasPrefix(src, "enable f16;\nenable "+SubgroupMatrixExt+";\n")) {
-			t.Errorf("%s: workgroup %v grid %v, want %d and %v with %q:\n%s", c.name, k.WorkgroupSize, k.Grid, wg, c.grid, c.marker, src)
+			t.Errorf("%s: workgroup %v grid %v, want %d and %v with %q:\n%s", c.name, k.WorkgroupSize, k.Grid, c.wg, c.grid, c.marker, src)
 		}
 	}
 }
