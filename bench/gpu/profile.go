@@ -35,6 +35,7 @@ func profileCmd(args []string) error {
 	minGroups := fs.Int("min-groups", 0, "with -matmul or -mma: Tuning.MatmulMinGroups (0 keeps the device's)")
 	mma := fs.String("mma", "", "the device's Tuning.MatmulMMA instead of its default (a blocking or a comma list, see wgsl.MatmulMMATiles; used with f16 compute where the device has subgroup matrices), or off")
 	mmaBlocks := fs.Bool("mma-blocks", false, "the subgroup-matrix kernel takes block-format weights too (Tuning.MatmulMMABlocks; not yet checked on a GPU)")
+	gemv := fs.String("gemv", "", `decode GEMV knobs over the device's tuning, as wgsl.GEMVString writes them ("GEMVBatch: 4, GEMVRows: 8")`)
 	tgt := fs.String("target", "vulkan", "vulkan, or vulkan/f16 for f16 compute")
 	fs.Parse(args)
 	if *model == "" || *prefill < 1 || *decode < 1 || *rows < 1 {
@@ -50,6 +51,10 @@ func profileCmd(args []string) error {
 	if err := wgsl.ValidMatmulMMA(mmaList); err != nil {
 		return fmt.Errorf("profile: -mma: %w", err)
 	}
+	gemvKnobs, err := wgsl.ParseGEMV(*gemv)
+	if err != nil {
+		return fmt.Errorf("profile: -gemv: %w", err)
+	}
 	if *tgt != "vulkan" && *tgt != "vulkan/f16" {
 		return fmt.Errorf("profile: -target %q: want vulkan or vulkan/f16", *tgt)
 	}
@@ -58,7 +63,7 @@ func profileCmd(args []string) error {
 		return err
 	}
 	defer tm.close()
-	if *matmul != "" || *mma != "" || *mmaBlocks {
+	if *matmul != "" || *mma != "" || *mmaBlocks || *gemv != "" {
 		d, ok := tm.dev.(interface {
 			Tuning() wgsl.Tuning
 			SetTuning(wgsl.Tuning)
@@ -77,7 +82,9 @@ func profileCmd(args []string) error {
 		if *minGroups > 0 {
 			tu.MatmulMinGroups, tu.MatmulMMAMinGroups = *minGroups, *minGroups
 		}
+		wgsl.GEMVVariant{Tuning: gemvKnobs}.Apply(&tu)
 		d.SetTuning(tu)
+		logf("decode GEMVs: %s", orDash(wgsl.GEMVString(tu)))
 		logf("matmul tuning: %s, subgroup matrices %s (first with >= %d groups)", tu.Matmul, tu.MatmulMMA, tu.MatmulMinGroups)
 	}
 	p, ok := tm.dev.(profiler)

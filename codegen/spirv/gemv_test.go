@@ -151,7 +151,7 @@ func TestDeviceHalfAllValues(t *testing.T) {
 // measures (wgsl.GEMVVariants' knobs over the discrete GPUs' tuning, with
 // the device's subgroups) against the CPU reference, each variant over one
 // weight dtype (a kernel on lavapipe takes about 0.3 s to build): rows of
-// several subgroup segments, rows in turn, longer chunks (K = 128: two runs
+// several subgroup segments, rows in turn, rows a subgroup takes at once, longer chunks (K = 128: two runs
 // of Q4_0 blocks a step under GEMVChunk 2), the staged activation row, the
 // fused norms without their staged row, f32
 // rows of 37 (no vec4). spirv-val checks each module too.
@@ -173,10 +173,24 @@ func TestDeviceGEMVVariants(t *testing.T) {
 		{ir.Q8_0, 128, wgsl.Tuning{GEMVChunk: 4, GEMVRows: 1}, false},
 		{ir.F16, 128, wgsl.Tuning{GEMVNoStage: true, GEMVRowLanes: 8, GEMVRows: 16}, false},
 		{ir.F32, 128, wgsl.Tuning{GEMVStageA: true, GEMVRowLanes: 16, GEMVRows: 8, GEMVChunk: 2}, false},
+		// Rows a subgroup takes at once (block formats): whole subgroups,
+		// segments, unrolled partial sums, rows past R. The workgroup
+		// sizes are set so that lavapipe's subgroups of 8 each take
+		// several rows. The qkv cases' N0 of 9 rows keeps theirs to one;
+		// qkvRows below has products of 16 and 8.
+		{ir.Q4_0, 128, wgsl.Tuning{GEMVBatch: 4, GEMVBatchMinGroups: 1, GEMVRows: 8, GEMVThreads: 32}, false},
+		{ir.Q8_0, 128, wgsl.Tuning{GEMVBatch: 2, GEMVBatchMinGroups: 1, GEMVRowLanes: 8, GEMVRows: 16}, false},
+		{ir.Q4_0, 128, wgsl.Tuning{GEMVBatch: 8, GEMVBatchMinGroups: 1, GEMVRows: 2, GEMVThreads: 32}, false},
+		{ir.Q4_0, 512, wgsl.Tuning{GEMVBatch: 2, GEMVBatchMinGroups: 1, GEMVRowLanes: 4, GEMVRows: 8}, false},
 		// The knobs that change the kernels without subgroups too.
 		{ir.Q4_0, 128, wgsl.Tuning{GEMVStageA: true, GEMVChunk: 2}, true},
 	} {
-		for _, c := range gemvCases(s.dt, s.k) {
+		cases := gemvCases(s.dt, s.k)
+		if s.tu.GEMVBatch > 0 {
+			qkvRows := func(n int64) ir.Type { return ir.T(s.dt, ir.S(n, s.k)) }
+			cases = append(cases, testCase{op: ir.OpRMSNormQKV, in: []ir.Type{f32(2, s.k), f32(s.k), qkvRows(16), qkvRows(8), qkvRows(8)}})
+		}
+		for _, c := range cases {
 			n, outs := c.fullNode(t)
 			in := c.inputs(r)
 			want, err := reference(n, outs, in)

@@ -2,6 +2,8 @@ package wgsl
 
 import (
 	"fmt"
+	"slices"
+	"strconv"
 	"strings"
 )
 
@@ -38,6 +40,11 @@ func GEMVVariants() []GEMVVariant {
 	for _, c := range []struct{ lanes, rows int }{{16, 4}, {16, 8}, {16, 16}, {8, 8}, {8, 16}, {8, 32}, {4, 16}, {4, 32}, {4, 64}} {
 		add(Tuning{GEMVRowLanes: c.lanes, GEMVRows: c.rows})
 	}
+	for _, b := range []int{2, 4, 8} {
+		add(Tuning{GEMVBatch: b})
+	}
+	add(Tuning{GEMVBatch: 4, GEMVRows: 8})
+	add(Tuning{GEMVBatch: 2, GEMVRowLanes: 16, GEMVRows: 8})
 	add(Tuning{GEMVChunk: 2})
 	add(Tuning{GEMVChunk: 4})
 	add(Tuning{GEMVStageA: true})
@@ -54,43 +61,84 @@ func GEMVVariants() []GEMVVariant {
 // Apply sets the variant's knobs on u.
 func (v GEMVVariant) Apply(u *Tuning) {
 	t := v.Tuning
-	if t.GEMVUnroll != 0 {
-		u.GEMVUnroll = t.GEMVUnroll
+	from, to := gemvKnobs(&t), gemvKnobs(u)
+	for i, f := range from {
+		if f.n != nil && *f.n != 0 {
+			*to[i].n = *f.n
+		}
+		if f.b != nil && *f.b {
+			*to[i].b = true
+		}
 	}
-	if t.GEMVRowLanes != 0 {
-		u.GEMVRowLanes = t.GEMVRowLanes
-	}
-	if t.GEMVRows != 0 {
-		u.GEMVRows = t.GEMVRows
-	}
-	if t.GEMVThreads != 0 {
-		u.GEMVThreads = t.GEMVThreads
-	}
-	if t.GEMVChunk != 0 {
-		u.GEMVChunk = t.GEMVChunk
-	}
-	u.GEMVStageA = u.GEMVStageA || t.GEMVStageA
-	u.GEMVNoStage = u.GEMVNoStage || t.GEMVNoStage
+}
+
+// gemvKnob is one GEMV knob of a Tuning: its field's name and the field,
+// an int (n) or a bool (b).
+type gemvKnob struct {
+	name string
+	n    *int
+	b    *bool
+}
+
+// gemvKnobs are t's GEMV knobs, in the order GEMVString writes them.
+func gemvKnobs(t *Tuning) []gemvKnob {
+	return []gemvKnob{{"GEMVLanes", &t.GEMVLanes, nil}, {"GEMVMinGroups", &t.GEMVMinGroups, nil}, {"GEMVUnroll", &t.GEMVUnroll, nil},
+		{"GEMVRowLanes", &t.GEMVRowLanes, nil}, {"GEMVRows", &t.GEMVRows, nil}, {"GEMVThreads", &t.GEMVThreads, nil},
+		{"GEMVChunk", &t.GEMVChunk, nil}, {"GEMVBatch", &t.GEMVBatch, nil}, {"GEMVBatchMinGroups", &t.GEMVBatchMinGroups, nil},
+		{"GEMVStageA", nil, &t.GEMVStageA}, {"GEMVNoStage", nil, &t.GEMVNoStage}}
 }
 
 // GEMVString is the Go literal of t's GEMV knobs that are set, such as
 // "GEMVRowLanes: 16, GEMVRows: 8".
 func GEMVString(t Tuning) string {
 	var parts []string
-	for _, f := range []struct {
-		name string
-		v    int
-	}{{"GEMVLanes", t.GEMVLanes}, {"GEMVMinGroups", t.GEMVMinGroups}, {"GEMVUnroll", t.GEMVUnroll},
-		{"GEMVRowLanes", t.GEMVRowLanes}, {"GEMVRows", t.GEMVRows}, {"GEMVThreads", t.GEMVThreads}, {"GEMVChunk", t.GEMVChunk}} {
-		if f.v != 0 {
-			parts = append(parts, fmt.Sprintf("%s: %d", f.name, f.v))
+	for _, f := range gemvKnobs(&t) {
+		switch {
+		case f.n != nil && *f.n != 0:
+			parts = append(parts, fmt.Sprintf("%s: %d", f.name, *f.n))
+		case f.b != nil && *f.b:
+			parts = append(parts, f.name+": true")
 		}
 	}
-	if t.GEMVStageA {
-		parts = append(parts, "GEMVStageA: true")
-	}
-	if t.GEMVNoStage {
-		parts = append(parts, "GEMVNoStage: true")
-	}
 	return strings.Join(parts, ", ")
+}
+
+// ParseGEMV reads GEMVString's form ("GEMVBatch: 4, GEMVRows: 8"; "" or
+// "default" is no knob) into a Tuning with those knobs set.
+func ParseGEMV(s string) (Tuning, error) {
+	var t Tuning
+	if s = strings.TrimSpace(s); s == "" || s == "default" {
+		return t, nil
+	}
+	knobs := gemvKnobs(&t)
+	for _, part := range strings.Split(s, ",") {
+		name, val, ok := strings.Cut(part, ":")
+		name, val = strings.TrimSpace(name), strings.TrimSpace(val)
+		i := slices.IndexFunc(knobs, func(k gemvKnob) bool { return k.name == name })
+		if !ok || i < 0 {
+			return Tuning{}, fmt.Errorf("GEMV knob %q: want NAME: VALUE with NAME one of %s", strings.TrimSpace(part), gemvKnobNames(knobs))
+		}
+		if k := knobs[i]; k.n != nil {
+			n, err := strconv.Atoi(val)
+			if err != nil || n < 0 || n > 1<<16 {
+				return Tuning{}, fmt.Errorf("GEMV knob %s: %q is not a count", name, val)
+			}
+			*k.n = n
+		} else {
+			b, err := strconv.ParseBool(val)
+			if err != nil {
+				return Tuning{}, fmt.Errorf("GEMV knob %s: %q is not true or false", name, val)
+			}
+			*k.b = b
+		}
+	}
+	return t, nil
+}
+
+func gemvKnobNames(ks []gemvKnob) string {
+	names := make([]string, len(ks))
+	for i, k := range ks {
+		names[i] = k.name
+	}
+	return strings.Join(names, ", ")
 }

@@ -2,6 +2,7 @@ package wgsl
 
 import (
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -113,8 +114,11 @@ func (g *gen) gemvT(s mmShape, nb int) (*codegen.Kernel, error) {
 	wg := g.threads(256)
 	l, r := 0, 0 // lanes a row (without subgroups), rows a workgroup
 	seg := 0     // with subgroups: lanes a row when a subgroup takes several (GEMVRowLanes)
+	batch := 1   // rows a subgroup takes at once (Tuning.GEMVBatch)
 	if sub {
 		r, wg, seg = g.gemvSubgroupRows(s, nb, wg, units, c, norm)
+		batch = g.gemvBatch(s, nb, r, ws)
+		r *= batch
 	} else {
 		l = g.gemvTreeLanes(s, nb, wg, units, c)
 		r = wg / l
@@ -195,6 +199,10 @@ func (g *gen) gemvT(s mmShape, nb int) (*codegen.Kernel, error) {
 		g.barrier(true)
 		a = func(k string) string { return fmt.Sprintf("act[%s]", k) }
 	}
+	// A subgroup's rows are step apart; under GEMVBatch it takes batch of
+	// them at once (rows r, r + step, ...), so that each lane has that
+	// many rows' loads in flight.
+	step := ""
 	switch {
 	case sub && seg > 0:
 		// Segments of L lanes, each a row; a subgroup smaller than the
@@ -202,14 +210,23 @@ func (g *gen) gemvT(s mmShape, nb int) (*codegen.Kernel, error) {
 		// otherwise, so every lane of a subgroup loops alike).
 		g.p("  let L = min(%du, sgs);", seg)
 		g.p("  let lane = sgi %% L;")
-		g.p("  for (var r = li / L; r < R; r += %du / L) {", wg)
+		step = fmt.Sprintf("%du / L", wg)
 	case sub:
 		g.p("  let lane = sgi;")
 		g.p("  let L = sgs;")
-		g.p("  for (var r = li / L; r < R; r += max(%du / L, 1u)) { // a workgroup may be one partial subgroup", wg)
+		step = fmt.Sprintf("max(%du / L, 1u)", wg)
 	default:
 		g.p("  let lane = li %% L;")
 		g.p("  let r = li / L;")
+	}
+	switch {
+	case step != "" && batch > 1:
+		g.p("  let step = %s;", step)
+		g.p("  for (var r = li / L; r < R; r += %du * step) {", batch)
+	case sub && seg > 0:
+		g.p("  for (var r = li / L; r < R; r += %s) {", step)
+	case sub:
+		g.p("  for (var r = li / L; r < R; r += %s) { // a workgroup may be one partial subgroup", step)
 	}
 	g.p("  let n_ = %s * R + r;", gid)
 	g.p("  let valid = n_ < N;")
@@ -220,17 +237,37 @@ func (g *gen) gemvT(s mmShape, nb int) (*codegen.Kernel, error) {
 	} else {
 		g.p("  let n = min(n_, N - 1u);")
 	}
+	last := "N - 1u" // the last row a batch row may read
+	if qkv && batch > 1 {
+		// The workgroup's rows are all in seg (gemvBatch); a row past
+		// them is clamped into it, and not stored.
+		g.p("  let s0 = nc - n;")
+		g.p("  let s1 = select(select(N, N0 + N1, seg == 1u), N0, seg == 0u);")
+		last = "s1 - 1u"
+	}
+	for b := 1; b < batch; b++ {
+		// A row past the workgroup's R belongs to the next workgroup.
+		g.p("  let r%d = r + %du * step;", b, b)
+		g.p("  let valid%[1]d = r%[1]d < R && %[2]s * R + r%[1]d < N;", b, gid)
+		if qkv {
+			g.p("  let n%[1]d = min(%[2]s * R + r%[1]d, %[3]s) - s0;", b, gid, last)
+		} else {
+			g.p("  let n%[1]d = min(%[2]s * R + r%[1]d, %[3]s);", b, gid, last)
+		}
+	}
 	for i, w := range ws {
 		if i == 0 || w.acc != ws[0].acc { // rms_norm_qkv's weights share one
-			g.p("  var %s = 0.0f;", w.acc)
+			for b := range batch {
+				g.p("  var %s = 0.0f;", rowAcc(w.acc, b))
+			}
 		}
 	}
 	bk := "k"
 	if g.faultIs(FaultWrongIndex) {
 		bk = "k + 1u"
 	}
-	term := func(w gemvWeight, k string) string {
-		return g.gemvTerm(w, c, vec, a, k, strings.ReplaceAll(bk, "k", k))
+	term := func(w gemvWeight, row int, k string) string {
+		return g.gemvTerm(w, c, vec, a, rowVar("n", row), k, strings.ReplaceAll(bk, "k", k))
 	}
 	unroll := 1
 	if g.fault == "" && (g.tune.GEMVUnroll == 2 || g.tune.GEMVUnroll == 4) {
@@ -246,12 +283,12 @@ func (g *gen) gemvT(s mmShape, nb int) (*codegen.Kernel, error) {
 			default:
 				g.p("  } else if (seg == %du) {", j)
 			}
-			g.gemvSums([]gemvWeight{w}, unroll, term)
+			g.gemvSums([]gemvWeight{w}, unroll, batch, term)
 		}
 		g.p("  }")
 	}
 	if !qkv {
-		g.gemvSums(ws, unroll, term)
+		g.gemvSums(ws, unroll, batch, term)
 	}
 	sums := ws
 	if qkv {
@@ -260,9 +297,13 @@ func (g *gen) gemvT(s mmShape, nb int) (*codegen.Kernel, error) {
 	for _, w := range sums {
 		switch {
 		case sub && seg > 0:
-			g.p("  for (var o = L / 2u; o > 0u; o = o >> 1u) { %[1]s = %[1]s + subgroupShuffleXor(%[1]s, o); }", w.acc)
+			for b := range batch {
+				g.p("  for (var o = L / 2u; o > 0u; o = o >> 1u) { %[1]s = %[1]s + subgroupShuffleXor(%[1]s, o); }", rowAcc(w.acc, b))
+			}
 		case sub:
-			g.p("  %s = subgroupAdd(%s);", w.acc, w.acc)
+			for b := range batch {
+				g.p("  %[1]s = subgroupAdd(%[1]s);", rowAcc(w.acc, b))
+			}
 		case l > 1:
 			// One tree per product: each invocation reads back only its
 			// own slot of red before the next tree writes it.
@@ -277,32 +318,89 @@ func (g *gen) gemvT(s mmShape, nb int) (*codegen.Kernel, error) {
 	}
 	if stage && norm {
 		for _, w := range sums {
-			g.p("  %s = inv * %s;", w.acc, w.acc)
+			for b := range batch {
+				g.p("  %[1]s = inv * %[1]s;", rowAcc(w.acc, b))
+			}
 		}
 	}
-	res := g.addend("acc", "wid.z * N + n")
-	if swiglu {
-		// The fused_elementwise mul(silu($0), $1) this op replaces, with
-		// the same formulas.
-		g.p("  let x = acc;")
-		g.p("  let a = %s;", formulas[ir.OpSilu].f32)
-		g.p("  let b = uacc;")
-		res = formulas[ir.OpMul].f32
+	for b := range batch {
+		if batch > 1 {
+			g.p("  {") // the epilogue's lets are the row's
+		}
+		res := g.addend(rowAcc("acc", b), "wid.z * N + "+rowVar("n", b))
+		if swiglu {
+			// The fused_elementwise mul(silu($0), $1) this op replaces, with
+			// the same formulas.
+			g.p("  let x = %s;", rowAcc("acc", b))
+			g.p("  let a = %s;", formulas[ir.OpSilu].f32)
+			g.p("  let b = %s;", rowAcc("uacc", b))
+			res = formulas[ir.OpMul].f32
+		}
+		if !qkv {
+			g.p("  if (%s && lane == 0u) { out0[wid.z * N + %s] = %s; }", rowVar("valid", b), rowVar("n", b), res)
+		}
+		if batch > 1 {
+			g.p("  }")
+		}
 	}
-	if qkv {
-		g.p("  if (valid && lane == 0u) {")
-		g.p("    if (seg == 0u) { out0[wid.z * N0 + n] = acc; }")
-		g.p("    else if (seg == 1u) { out1[wid.z * N1 + n] = acc; }")
-		g.p("    else { out2[wid.z * (N - N0 - N1) + n] = acc; }")
-		g.p("  }")
-	} else {
-		g.p("  if (valid && lane == 0u) { out0[wid.z * N + n] = %s; }", res)
+	for b := range batch {
+		if qkv {
+			acc, n := rowAcc("acc", b), rowVar("n", b)
+			g.p("  if (%s && lane == 0u) {", rowVar("valid", b))
+			g.p("    if (seg == 0u) { out0[wid.z * N0 + %s] = %s; }", n, acc)
+			g.p("    else if (seg == 1u) { out1[wid.z * N1 + %s] = %s; }", n, acc)
+			g.p("    else { out2[wid.z * (N - N0 - N1) + %s] = %s; }", n, acc)
+			g.p("  }")
+		}
 	}
 	if sub {
 		g.p("  }")
 	}
 	g.p("}")
 	return g.kernel([3]int{wg, 1, 1}, grid), nil
+}
+
+// gemvBatch is the rows a subgroup takes at once (GEMVBatch, at most 8)
+// in a GEMV of r rows a workgroup over ws: halved while the grid would
+// have fewer than GEMVBatchMinGroups workgroups, and 1 unless a weight is
+// in a block format (f16 and f32 rows measured slower on the H200: their
+// lanes already read 128 bytes or more of a row). rms_norm_qkv takes
+// rows at once only where a workgroup's rows all fall in one of its three
+// products (N0 and N1 multiples of the rows).
+func (g *gen) gemvBatch(s mmShape, nb, r int, ws []gemvWeight) int {
+	block := slices.ContainsFunc(ws, func(w gemvWeight) bool { return w.kind == gemvRun || g.in[w.in].DType.IsBlock() })
+	if g.tune.GEMVBatch < 2 || !block || g.fault != "" {
+		return 1
+	}
+	b := pow2Floor(min(g.tune.GEMVBatch, 8))
+	for b > 1 && ceilDiv(s.n, r*b)*nb < g.tune.GEMVBatchMinGroups {
+		b /= 2
+	}
+	if g.op == ir.OpRMSNormQKV {
+		n0, n1 := sizes(g.in[2])[0], sizes(g.in[3])[0]
+		for b > 1 && (n0%(r*b) != 0 || n1%(r*b) != 0) {
+			b /= 2
+		}
+	}
+	return b
+}
+
+// rowVar is the WGSL variable v of a GEMV's row b of those a subgroup
+// takes at once (valid, valid1, ...).
+func rowVar(v string, b int) string {
+	if b == 0 {
+		return v
+	}
+	return v + strconv.Itoa(b)
+}
+
+// rowAcc is the accumulator acc of that row b (acc, acc_1, ...: acc1 is
+// acc's second partial sum under GEMVUnroll).
+func rowAcc(acc string, b int) string {
+	if b == 0 {
+		return acc
+	}
+	return acc + "_" + strconv.Itoa(b)
 }
 
 // gemvLanes is the number of lanes that share a row of the transposed
@@ -385,18 +483,18 @@ func pow2Floor(n int) int {
 // gemvTerm is the WGSL of what chunk k (weights' chunk kb: k, or the next
 // under wrong_index) of K adds to w's sum: the dot products of a's elements
 // (a(j) is a's unit j: a vec4 of f32, or an f32 when K is not a multiple
-// of 4) with w's row n, decoded. A stored weight's chunk is clamped into
+// of 4) with w's row n (a WGSL variable), decoded. A stored weight's chunk is clamped into
 // the tensor when kb is not k (a read past its end is undefined in
 // SPIR-V).
-func (g *gen) gemvTerm(w gemvWeight, c int, vec bool, a func(string) string, k, kb string) string {
+func (g *gen) gemvTerm(w gemvWeight, c int, vec bool, a func(string) string, n, k, kb string) string {
 	const ind = "    "
 	if w.kind == gemvF32 && !vec {
-		return fmt.Sprintf("%s * %s[bb + n * KU + %s]", a(k), w.name, kb)
+		return fmt.Sprintf("%s * %s[bb + %s * KU + %s]", a(k), w.name, n, kb)
 	}
 	// The chunk's index in the tensor's chunks (bb counts f32 or vec4).
-	ci := fmt.Sprintf("bb + n * KU + %s", kb)
+	ci := fmt.Sprintf("bb + %s * KU + %s", n, kb)
 	if vec && c != 4 {
-		ci = fmt.Sprintf("bb * 4u / %du + n * KU + %s", c, kb)
+		ci = fmt.Sprintf("bb * 4u / %du + %s * KU + %s", c, n, kb)
 	}
 	if kb != k {
 		ci = fmt.Sprintf("min(%s, %du)", ci, numel(g.in[w.in])/c-1)
@@ -414,7 +512,7 @@ func (g *gen) gemvTerm(w gemvWeight, c int, vec bool, a func(string) string, k, 
 	switch w.kind {
 	case gemvF32:
 		for j := range c / 4 {
-			dots(j, []string{fmt.Sprintf("%s[bb + %s]", w.name, scaled("(n * KU + "+kb+")", c/4, j))})
+			dots(j, []string{fmt.Sprintf("%s[bb + %s]", w.name, scaled("("+n+" * KU + "+kb+")", c/4, j))})
 		}
 	case gemvUnit:
 		for j := range c / 4 {
@@ -599,41 +697,55 @@ func genRMSNormMatmul(g *gen) (*codegen.Kernel, error) {
 }
 
 // gemvSums emits the k loop of a transposed GEMV: each lane adds its
-// units' terms (term(w, k)) of every weight in ws to the weight's
-// accumulator, with unroll independent partial sums when unroll > 1.
-func (g *gen) gemvSums(ws []gemvWeight, unroll int, term func(gemvWeight, string) string) {
+// units' terms (term(w, b, k): row b of the batch rows) of every weight in
+// ws to the weight's accumulators, with unroll independent partial sums
+// when unroll > 1.
+func (g *gen) gemvSums(ws []gemvWeight, unroll, batch int, term func(gemvWeight, int, string) string) {
+	add := func(w gemvWeight, part int, k string) {
+		for b := range batch {
+			acc := rowAcc(w.acc, b)
+			if part > 0 {
+				acc += strconv.Itoa(part)
+			}
+			g.p("    %s = %s;", acc, g.ov(acc+" + "+term(w, b, k)))
+		}
+	}
 	if unroll > 1 {
 		// Independent partial sums: unroll loads in flight per lane.
 		for _, w := range ws {
-			for j := 1; j < unroll; j++ {
-				g.p("  var %s%d = 0.0f;", w.acc, j)
+			for b := range batch {
+				for j := 1; j < unroll; j++ {
+					g.p("  var %s%d = 0.0f;", rowAcc(w.acc, b), j)
+				}
 			}
 		}
 		g.p("  var k = lane;")
 		g.p("  for (; k + %du * L < KU; k += %du * L) {", unroll-1, unroll)
 		for _, w := range ws {
-			g.p("    %s = %s + %s;", w.acc, w.acc, term(w, "k"))
+			add(w, 0, "k")
 			for j := 1; j < unroll; j++ {
-				g.p("    %s%d = %s%d + %s;", w.acc, j, w.acc, j, term(w, fmt.Sprintf("(k + %du * L)", j)))
+				add(w, j, fmt.Sprintf("(k + %du * L)", j))
 			}
 		}
 		g.p("  }")
 		g.p("  for (; k < KU; k += L) {")
 		for _, w := range ws {
-			g.p("    %s = %s + %s;", w.acc, w.acc, term(w, "k"))
+			add(w, 0, "k")
 		}
 		g.p("  }")
 		for _, w := range ws {
-			if unroll == 2 {
-				g.p("  %s = %s + %s1;", w.acc, w.acc, w.acc)
-			} else {
-				g.p("  %[1]s = (%[1]s + %[1]s1) + (%[1]s2 + %[1]s3);", w.acc)
+			for b := range batch {
+				if unroll == 2 {
+					g.p("  %[1]s = %[1]s + %[1]s1;", rowAcc(w.acc, b))
+				} else {
+					g.p("  %[1]s = (%[1]s + %[1]s1) + (%[1]s2 + %[1]s3);", rowAcc(w.acc, b))
+				}
 			}
 		}
 	} else {
 		g.p("  for (var k = lane; k < KU; k += L) {")
 		for _, w := range ws {
-			g.p("    %s = %s;", w.acc, g.ov(w.acc+" + "+term(w, "k")))
+			add(w, 0, "k")
 		}
 		g.p("  }")
 	}

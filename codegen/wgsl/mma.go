@@ -27,8 +27,8 @@ import (
 // back by 2^-10 at the end. h + lo·2^-10 is w exactly for Q4_0 and Q8_0
 // (w - h has at most 3 or 7 significant bits, the lowest at or above its
 // f16 scale's lowest, 2^-24, so lo is a normal f16) and within 2^-21 of it
-// for the K formats' f32 values. Not yet run on a GPU with subgroup
-// matrices, so it is off by default.
+// for the K formats' f32 values. On the H200, TestDeviceMMA's block
+// formats match the CPU reference exactly with it (2026-12-03).
 
 // mmaFrag is the fragment size: 16x16x16, the one shape the devices that
 // set Features.SubgroupMatrix run (f16 operands, f32 result).

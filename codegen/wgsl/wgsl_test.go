@@ -209,11 +209,14 @@ func TestGoldenGEMVSubgroups(t *testing.T) {
 	kerneltest.Golden(t, filepath.Join("testdata", "gemv_subgroups_q4_0.wgsl"), k.Source, *update)
 }
 
-// TestGEMVGrids pins the grids of TinyLlama's decode GEMVs on a target
-// with subgroups under the discrete GPUs' tuning (what the H200 runs):
-// a subgroup of 32 a row, at least 400 workgroups (GEMVMinGroups), and
+// TestGEMVGrids pins the grids of TinyLlama's Q4_0 decode GEMVs on a
+// target with subgroups under the discrete GPUs' tuning (what the H200
+// runs): a subgroup of 32 a row, at least 400 workgroups (GEMVMinGroups),
 // the classifier's 32000 rows four to a subgroup, so that 1000
-// workgroups, not 4000, stage the normalized row.
+// workgroups, not 4000, stage the normalized row; then each subgroup takes
+// up to 8 rows at once (GEMVBatch) while the grid keeps 160 workgroups
+// (GEMVBatchMinGroups): 4 for swiglu, qkv and the classifier, 2 for o and
+// down.
 func TestGEMVGrids(t *testing.T) {
 	q := func(d ...int64) ir.Type { return ir.T(ir.Q4_0, ir.S(d...)) }
 	tb := ir.Attrs{"transpose_b": ir.BoolAttr(true)}
@@ -221,11 +224,11 @@ func TestGEMVGrids(t *testing.T) {
 		c        kerneltest.Case
 		grid, wg int
 	}{
-		{kerneltest.Case{Name: "swiglu", Op: ir.OpRMSNormSwiGLU, In: []ir.Type{f32(1, 2048), f32(2048), q(5632, 2048), q(5632, 2048)}}, 704, 256},
-		{kerneltest.Case{Name: "qkv", Op: ir.OpRMSNormQKV, In: []ir.Type{f32(1, 2048), f32(2048), q(2048, 2048), q(256, 2048), q(256, 2048)}}, 640, 128},
-		{kerneltest.Case{Name: "o", Op: ir.OpMatmul, Attrs: tb, In: []ir.Type{f32(1, 2048), q(2048, 2048), f32(1, 2048)}}, 512, 128},
-		{kerneltest.Case{Name: "down", Op: ir.OpMatmul, Attrs: tb, In: []ir.Type{f32(1, 5632), q(2048, 5632), f32(1, 2048)}}, 512, 128},
-		{kerneltest.Case{Name: "classifier", Op: ir.OpRMSNormMatmul, In: []ir.Type{f32(1, 2048), f32(2048), q(32000, 2048)}}, 1000, 256},
+		{kerneltest.Case{Name: "swiglu", Op: ir.OpRMSNormSwiGLU, In: []ir.Type{f32(1, 2048), f32(2048), q(5632, 2048), q(5632, 2048)}}, 176, 256},
+		{kerneltest.Case{Name: "qkv", Op: ir.OpRMSNormQKV, In: []ir.Type{f32(1, 2048), f32(2048), q(2048, 2048), q(256, 2048), q(256, 2048)}}, 160, 128},
+		{kerneltest.Case{Name: "o", Op: ir.OpMatmul, Attrs: tb, In: []ir.Type{f32(1, 2048), q(2048, 2048), f32(1, 2048)}}, 256, 128},
+		{kerneltest.Case{Name: "down", Op: ir.OpMatmul, Attrs: tb, In: []ir.Type{f32(1, 5632), q(2048, 5632), f32(1, 2048)}}, 256, 128},
+		{kerneltest.Case{Name: "classifier", Op: ir.OpRMSNormMatmul, In: []ir.Type{f32(1, 2048), f32(2048), q(32000, 2048)}}, 250, 256},
 	} {
 		k, err := generate(t, c.c, Options{Features: Features{Subgroups: true}, Tuning: DiscreteTuning()})
 		if err != nil {
@@ -251,6 +254,7 @@ func TestGEMVKnobs(t *testing.T) {
 		return kerneltest.Case{Name: "o " + dt.String(), Op: ir.OpMatmul, Attrs: tb, In: []ir.Type{f32(1, 2048), q(dt, 2048, 2048), f32(1, 2048)}}
 	}
 	swiglu := kerneltest.Case{Name: "swiglu", Op: ir.OpRMSNormSwiGLU, In: []ir.Type{f32(1, 2048), f32(2048), q(ir.Q4_0, 5632, 2048), q(ir.Q4_0, 5632, 2048)}}
+	qkv := kerneltest.Case{Name: "qkv", Op: ir.OpRMSNormQKV, In: []ir.Type{f32(1, 2048), f32(2048), q(ir.Q4_0, 2048, 2048), q(ir.Q4_0, 256, 2048), q(ir.Q4_0, 256, 2048)}}
 	for _, c := range []struct {
 		c        kerneltest.Case
 		tu       Tuning
@@ -259,12 +263,20 @@ func TestGEMVKnobs(t *testing.T) {
 	}{
 		{o(ir.Q4_0), Tuning{GEMVRowLanes: 16, GEMVRows: 8}, 256, 128, "subgroupShuffleXor("},
 		{o(ir.Q4_0), Tuning{GEMVRowLanes: 4, GEMVRows: 128}, 32, 256, "let L = min(4u, sgs);"},
-		{swiglu, Tuning{GEMVRowLanes: 8, GEMVRows: 16}, 352, 128, "subgroupShuffleXor(uacc, o)"},
+		{swiglu, Tuning{GEMVRowLanes: 8, GEMVRows: 16}, 176, 128, "subgroupShuffleXor(uacc_1, o)"},
 		{o(ir.Q4_0), Tuning{GEMVRows: 8, GEMVThreads: 64}, 256, 64, "subgroupAdd("},
-		{o(ir.Q4_0), Tuning{GEMVChunk: 2}, 512, 128, "K in chunks of 128 elements"},
+		{o(ir.Q4_0), Tuning{GEMVChunk: 2}, 256, 128, "K in chunks of 128 elements"},
 		{o(ir.F16), Tuning{GEMVChunk: 4}, 512, 128, "K in chunks of 32 elements"},
 		{o(ir.F32), Tuning{GEMVStageA: true}, 512, 128, "act[j] = in0[ab + j];"},
-		{swiglu, Tuning{GEMVNoStage: true}, 704, 256, "(in1[k * 16u] * (inv * in0[ab + k * 16u]))"},
+		{swiglu, Tuning{GEMVNoStage: true}, 176, 256, "(in1[k * 16u] * (inv * in0[ab + k * 16u]))"},
+		{swiglu, Tuning{GEMVBatch: 1}, 704, 256, "let n = min(n_, N - 1u);\n  var acc = 0.0f;"},
+		{swiglu, Tuning{GEMVBatch: 4}, 176, 256, "let valid3 = r3 < R && wid.x * R + r3 < N;"},
+		{o(ir.Q4_0), Tuning{GEMVBatch: 2, GEMVBatchMinGroups: 1, GEMVRowLanes: 16, GEMVRows: 8}, 128, 128, "subgroupShuffleXor(acc_1, o)"},
+		{o(ir.Q8_0), Tuning{GEMVBatch: 8, GEMVBatchMinGroups: 1}, 64, 128, "out0[wid.z * N + n7] = acc_7 + in2[wid.z * N + n7];"},
+		// f16 and f32 rows one at a time; rms_norm_qkv's rows in one of
+		// its products.
+		{o(ir.F32), Tuning{GEMVBatch: 8, GEMVBatchMinGroups: 1}, 512, 128, "let n = min(n_, N - 1u);\n  var acc = 0.0f;"},
+		{qkv, Tuning{GEMVBatch: 4}, 160, 128, "let n3 = min(wid.x * R + r3, s1 - 1u) - s0;"},
 	} {
 		tu := DiscreteTuning()
 		GEMVVariant{c.tu}.Apply(&tu)
@@ -323,6 +335,22 @@ func TestFaultTable(t *testing.T) {
 		got := slices.Sorted(maps.Keys(took))
 		if want := f.Reaches(fault.WGSL, HasConstant); !slices.Equal(got, want) {
 			t.Errorf("%s applies to %v, the table says %v", f.Name, got, want)
+		}
+	}
+}
+
+// TestParseGEMV reads back every variant's GEMVString and refuses what is
+// not a knob.
+func TestParseGEMV(t *testing.T) {
+	for _, v := range GEMVVariants() {
+		got, err := ParseGEMV(v.Name())
+		if err != nil || got != v.Tuning {
+			t.Errorf("ParseGEMV(%q) = %+v, %v; want %+v", v.Name(), got, err, v.Tuning)
+		}
+	}
+	for _, bad := range []string{"GEMVBatch", "GEMVBatch: x", "GEMVBatch: -1", "Matmul: 4", "GEMVStageA: 2", "GEMVRows: 4,"} {
+		if _, err := ParseGEMV(bad); err == nil {
+			t.Errorf("ParseGEMV(%q): no error", bad)
 		}
 	}
 }
