@@ -173,13 +173,13 @@ func TestDeviceGEMVVariants(t *testing.T) {
 		{ir.Q8_0, 128, wgsl.Tuning{GEMVChunk: 4, GEMVRows: 1}, false},
 		{ir.F16, 128, wgsl.Tuning{GEMVNoStage: true, GEMVRowLanes: 8, GEMVRows: 16}, false},
 		{ir.F32, 128, wgsl.Tuning{GEMVStageA: true, GEMVRowLanes: 16, GEMVRows: 8, GEMVChunk: 2}, false},
-		// Rows a subgroup takes at once (block formats): whole subgroups,
+		// Rows a subgroup takes at once (Q4_0-sized blocks): whole subgroups,
 		// segments, unrolled partial sums, rows past R. The workgroup
 		// sizes are set so that lavapipe's subgroups of 8 each take
 		// several rows. The qkv cases' N0 of 9 rows keeps theirs to one;
 		// qkvRows below has products of 16 and 8.
 		{ir.Q4_0, 128, wgsl.Tuning{GEMVBatch: 4, GEMVBatchMinGroups: 1, GEMVRows: 8, GEMVThreads: 32}, false},
-		{ir.Q8_0, 128, wgsl.Tuning{GEMVBatch: 2, GEMVBatchMinGroups: 1, GEMVRowLanes: 8, GEMVRows: 16}, false},
+		{ir.Q5_1, 128, wgsl.Tuning{GEMVBatch: 2, GEMVBatchMinGroups: 1, GEMVRowLanes: 8, GEMVRows: 16}, false},
 		{ir.Q4_0, 128, wgsl.Tuning{GEMVBatch: 8, GEMVBatchMinGroups: 1, GEMVRows: 2, GEMVThreads: 32}, false},
 		{ir.Q4_0, 512, wgsl.Tuning{GEMVBatch: 2, GEMVBatchMinGroups: 1, GEMVRowLanes: 4, GEMVRows: 8}, false},
 		// The knobs that change the kernels without subgroups too.

@@ -65,13 +65,14 @@ func validateAll(t *testing.T, mods []spv) {
 	var wg sync.WaitGroup
 	errs := make([]error, len(mods))
 	sem := make(chan struct{}, 2)
+	testenv.Tool(t, "spirv-val") // here, not in a goroutine: t.Fatal there would leave sem held
 	for i, m := range mods {
 		wg.Add(1)
 		sem <- struct{}{}
 		go func() {
 			defer wg.Done()
+			defer func() { <-sem }()
 			errs[i] = spirvVal(t, m.code)
-			<-sem
 		}()
 	}
 	wg.Wait()

@@ -117,7 +117,7 @@ func (g *gen) gemvT(s mmShape, nb int) (*codegen.Kernel, error) {
 	batch := 1   // rows a subgroup takes at once (Tuning.GEMVBatch)
 	if sub {
 		r, wg, seg = g.gemvSubgroupRows(s, nb, wg, units, c, norm)
-		batch = g.gemvBatch(s, nb, r, ws)
+		batch = g.gemvBatch(s, nb, r, c, ws)
 		r *= batch
 	} else {
 		l = g.gemvTreeLanes(s, nb, wg, units, c)
@@ -269,8 +269,10 @@ func (g *gen) gemvT(s mmShape, nb int) (*codegen.Kernel, error) {
 	term := func(w gemvWeight, row int, k string) string {
 		return g.gemvTerm(w, c, vec, a, rowVar("n", row), k, strings.ReplaceAll(bk, "k", k))
 	}
+	// Rows taken at once are loads in flight enough: their kernels,
+	// several rows' decoding long, are not unrolled too.
 	unroll := 1
-	if g.fault == "" && (g.tune.GEMVUnroll == 2 || g.tune.GEMVUnroll == 4) {
+	if g.fault == "" && batch == 1 && (g.tune.GEMVUnroll == 2 || g.tune.GEMVUnroll == 4) {
 		unroll = g.tune.GEMVUnroll
 	}
 	if qkv {
@@ -361,15 +363,19 @@ func (g *gen) gemvT(s mmShape, nb int) (*codegen.Kernel, error) {
 }
 
 // gemvBatch is the rows a subgroup takes at once (GEMVBatch, at most 8)
-// in a GEMV of r rows a workgroup over ws: halved while the grid would
-// have fewer than GEMVBatchMinGroups workgroups, and 1 unless a weight is
-// in a block format (f16 and f32 rows measured slower on the H200: their
-// lanes already read 128 bytes or more of a row). rms_norm_qkv takes
-// rows at once only where a workgroup's rows all fall in one of its three
-// products (N0 and N1 multiples of the rows).
-func (g *gen) gemvBatch(s mmShape, nb, r int, ws []gemvWeight) int {
-	block := slices.ContainsFunc(ws, func(w gemvWeight) bool { return w.kind == gemvRun || g.in[w.in].DType.IsBlock() })
-	if g.tune.GEMVBatch < 2 || !block || g.fault != "" {
+// in a GEMV of r rows a workgroup over ws, read c elements a lane a step:
+// halved while the grid would have fewer than GEMVBatchMinGroups
+// workgroups, and 1 unless every weight is a run of blocks under 64 bytes
+// a lane (Q4_0's 36 at c = 64; Q8_0's 68, f16's 128 and f32's 256 measured
+// slower taken several at once on the H200). rms_norm_qkv takes rows at
+// once only where a workgroup's rows all fall in one of its three products
+// (N0 and N1 multiples of the rows).
+func (g *gen) gemvBatch(s mmShape, nb, r, c int, ws []gemvWeight) int {
+	small := !slices.ContainsFunc(ws, func(w gemvWeight) bool {
+		elems, bytes := g.in[w.in].DType.Block()
+		return w.kind != gemvRun || c*bytes/elems >= 64
+	})
+	if g.tune.GEMVBatch < 2 || !small || g.fault != "" {
 		return 1
 	}
 	b := pow2Floor(min(g.tune.GEMVBatch, 8))

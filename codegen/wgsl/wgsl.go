@@ -119,10 +119,11 @@ type Tuning struct {
 	// rather than stage g·x in workgroup memory (one barrier fewer).
 	GEMVNoStage bool
 	// GEMVBatch, with subgroup operations, is the most rows a subgroup
-	// takes at once in GEMVs over block-format weights (2, 4 or 8): each
-	// lane has that many rows' loads in flight, and a workgroup has that
-	// many times the rows. A Q4_0 row is 9 words a lane at K = 2048: one
-	// at a time left the lanes waiting on memory.
+	// takes at once in GEMVs over block formats that a lane reads under 64
+	// bytes of a step (2, 4 or 8): each lane has that many rows' loads in
+	// flight, and a workgroup has that many times the rows. A Q4_0 row is
+	// 9 words a lane at K = 2048: one at a time left the lanes waiting on
+	// memory. Such GEMVs are not unrolled (GEMVUnroll).
 	GEMVBatch int
 	// GEMVBatchMinGroups halves GEMVBatch for a GEMV while its grid would
 	// have fewer workgroups than this.
@@ -168,13 +169,13 @@ type Tuning struct {
 // matrices (the vulkan target on NVIDIA GPUs) products with 128 or more
 // 64x64 blocks take those (prefill's gate and up), the others 32x32
 // blocks in 4 slices of K (bench/results/2026-12-03-h200-mma.md), block
-// formats included. Decode GEMVs over block formats take up to 8 rows a
-// subgroup at once while the grid keeps 160 workgroups
+// formats included. Decode GEMVs over Q4_0-sized blocks take up to 8 rows
+// a subgroup at once while the grid keeps 200 workgroups
 // (bench/results/2026-12-03-h200-gemv-batch.md).
 func DiscreteTuning() Tuning {
 	return Tuning{Matmul: "128x128x8/8x8+p,64x64x16/4x4+p,32x64x16/4x4+p,32x32x16/4x4+p*4,16x16x16/4x4+p*8", MatmulMinGroups: 264,
 		MatmulMMA: "64x64x32/32x32,32x32x32/16x16*4", MatmulMMAMinGroups: 128, MatmulMMABlocks: true,
-		GEMVUnroll: 2, GEMVMinGroups: 400, GEMVBatch: 8, GEMVBatchMinGroups: 160}
+		GEMVUnroll: 2, GEMVMinGroups: 400, GEMVBatch: 8, GEMVBatchMinGroups: 200}
 }
 
 // Options control code generation.

@@ -214,9 +214,8 @@ func TestGoldenGEMVSubgroups(t *testing.T) {
 // runs): a subgroup of 32 a row, at least 400 workgroups (GEMVMinGroups),
 // the classifier's 32000 rows four to a subgroup, so that 1000
 // workgroups, not 4000, stage the normalized row; then each subgroup takes
-// up to 8 rows at once (GEMVBatch) while the grid keeps 160 workgroups
-// (GEMVBatchMinGroups): 4 for swiglu, qkv and the classifier, 2 for o and
-// down.
+// up to 8 rows at once (GEMVBatch) while the grid keeps 200 workgroups
+// (GEMVBatchMinGroups): 4 for the classifier, 2 for the others.
 func TestGEMVGrids(t *testing.T) {
 	q := func(d ...int64) ir.Type { return ir.T(ir.Q4_0, ir.S(d...)) }
 	tb := ir.Attrs{"transpose_b": ir.BoolAttr(true)}
@@ -224,8 +223,8 @@ func TestGEMVGrids(t *testing.T) {
 		c        kerneltest.Case
 		grid, wg int
 	}{
-		{kerneltest.Case{Name: "swiglu", Op: ir.OpRMSNormSwiGLU, In: []ir.Type{f32(1, 2048), f32(2048), q(5632, 2048), q(5632, 2048)}}, 176, 256},
-		{kerneltest.Case{Name: "qkv", Op: ir.OpRMSNormQKV, In: []ir.Type{f32(1, 2048), f32(2048), q(2048, 2048), q(256, 2048), q(256, 2048)}}, 160, 128},
+		{kerneltest.Case{Name: "swiglu", Op: ir.OpRMSNormSwiGLU, In: []ir.Type{f32(1, 2048), f32(2048), q(5632, 2048), q(5632, 2048)}}, 352, 256},
+		{kerneltest.Case{Name: "qkv", Op: ir.OpRMSNormQKV, In: []ir.Type{f32(1, 2048), f32(2048), q(2048, 2048), q(256, 2048), q(256, 2048)}}, 320, 128},
 		{kerneltest.Case{Name: "o", Op: ir.OpMatmul, Attrs: tb, In: []ir.Type{f32(1, 2048), q(2048, 2048), f32(1, 2048)}}, 256, 128},
 		{kerneltest.Case{Name: "down", Op: ir.OpMatmul, Attrs: tb, In: []ir.Type{f32(1, 5632), q(2048, 5632), f32(1, 2048)}}, 256, 128},
 		{kerneltest.Case{Name: "classifier", Op: ir.OpRMSNormMatmul, In: []ir.Type{f32(1, 2048), f32(2048), q(32000, 2048)}}, 250, 256},
@@ -263,20 +262,22 @@ func TestGEMVKnobs(t *testing.T) {
 	}{
 		{o(ir.Q4_0), Tuning{GEMVRowLanes: 16, GEMVRows: 8}, 256, 128, "subgroupShuffleXor("},
 		{o(ir.Q4_0), Tuning{GEMVRowLanes: 4, GEMVRows: 128}, 32, 256, "let L = min(4u, sgs);"},
-		{swiglu, Tuning{GEMVRowLanes: 8, GEMVRows: 16}, 176, 128, "subgroupShuffleXor(uacc_1, o)"},
+		{swiglu, Tuning{GEMVRowLanes: 8, GEMVRows: 16}, 352, 128, "subgroupShuffleXor(uacc, o)"},
 		{o(ir.Q4_0), Tuning{GEMVRows: 8, GEMVThreads: 64}, 256, 64, "subgroupAdd("},
-		{o(ir.Q4_0), Tuning{GEMVChunk: 2}, 256, 128, "K in chunks of 128 elements"},
+		{o(ir.Q4_0), Tuning{GEMVChunk: 2}, 512, 128, "K in chunks of 128 elements"}, // 72 bytes a lane: one row at a time
 		{o(ir.F16), Tuning{GEMVChunk: 4}, 512, 128, "K in chunks of 32 elements"},
 		{o(ir.F32), Tuning{GEMVStageA: true}, 512, 128, "act[j] = in0[ab + j];"},
-		{swiglu, Tuning{GEMVNoStage: true}, 176, 256, "(in1[k * 16u] * (inv * in0[ab + k * 16u]))"},
+		{swiglu, Tuning{GEMVNoStage: true}, 352, 256, "(in1[k * 16u] * (inv * in0[ab + k * 16u]))"},
 		{swiglu, Tuning{GEMVBatch: 1}, 704, 256, "let n = min(n_, N - 1u);\n  var acc = 0.0f;"},
-		{swiglu, Tuning{GEMVBatch: 4}, 176, 256, "let valid3 = r3 < R && wid.x * R + r3 < N;"},
+		{swiglu, Tuning{GEMVBatch: 4}, 352, 256, "let valid1 = r1 < R && wid.x * R + r1 < N;"},
+		{swiglu, Tuning{GEMVBatch: 4, GEMVBatchMinGroups: 1}, 176, 256, "let valid3 = r3 < R && wid.x * R + r3 < N;"},
 		{o(ir.Q4_0), Tuning{GEMVBatch: 2, GEMVBatchMinGroups: 1, GEMVRowLanes: 16, GEMVRows: 8}, 128, 128, "subgroupShuffleXor(acc_1, o)"},
-		{o(ir.Q8_0), Tuning{GEMVBatch: 8, GEMVBatchMinGroups: 1}, 64, 128, "out0[wid.z * N + n7] = acc_7 + in2[wid.z * N + n7];"},
-		// f16 and f32 rows one at a time; rms_norm_qkv's rows in one of
-		// its products.
+		{o(ir.Q4_1), Tuning{GEMVBatch: 8, GEMVBatchMinGroups: 1}, 64, 128, "out0[wid.z * N + n7] = acc_7 + in2[wid.z * N + n7];"},
+		// Q8_0, f16 and f32 rows one at a time (a lane reads 64 bytes or
+		// more); rms_norm_qkv's rows in one of its products.
+		{o(ir.Q8_0), Tuning{GEMVBatch: 8, GEMVBatchMinGroups: 1}, 512, 128, "let n = min(n_, N - 1u);\n  var acc = 0.0f;"},
 		{o(ir.F32), Tuning{GEMVBatch: 8, GEMVBatchMinGroups: 1}, 512, 128, "let n = min(n_, N - 1u);\n  var acc = 0.0f;"},
-		{qkv, Tuning{GEMVBatch: 4}, 160, 128, "let n3 = min(wid.x * R + r3, s1 - 1u) - s0;"},
+		{qkv, Tuning{GEMVBatch: 4, GEMVBatchMinGroups: 1}, 160, 128, "let n3 = min(wid.x * R + r3, s1 - 1u) - s0;"},
 	} {
 		tu := DiscreteTuning()
 		GEMVVariant{c.tu}.Apply(&tu)
