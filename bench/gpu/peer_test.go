@@ -140,3 +140,23 @@ func TestMeasureTapml(t *testing.T) {
 		t.Errorf("webgpu/f16: %v, want an error saying it does not compute in f16", err)
 	}
 }
+
+// TestProfileFlags checks that profile refuses bad knobs before it opens a
+// device or a model: each error names its flag.
+func TestProfileFlags(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		flag string
+	}{
+		{[]string{"-gemv", "GEMVBatch: x"}, "-gemv"},
+		{[]string{"-gemv", "Rows: 4"}, "-gemv"},
+		{[]string{"-mma", "64x64"}, "-mma"},
+		{[]string{"-matmul", "7x7x7/1x1"}, "-matmul"},
+		{[]string{"-target", "webgpu"}, "-target"},
+	} {
+		err := profileCmd(append([]string{"-model", "missing.gguf"}, c.args...))
+		if err == nil || !strings.Contains(err.Error(), c.flag) {
+			t.Errorf("profile %v: error %v, want one naming %s", c.args, err, c.flag)
+		}
+	}
+}
