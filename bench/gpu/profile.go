@@ -34,7 +34,7 @@ func profileCmd(args []string) error {
 	matmul := fs.String("matmul", "", "the device's Tuning.Matmul instead of its default (a blocking or a comma list, see wgsl.MatmulTiles)")
 	minGroups := fs.Int("min-groups", 0, "with -matmul or -mma: Tuning.MatmulMinGroups (0 keeps the device's)")
 	mma := fs.String("mma", "", "the device's Tuning.MatmulMMA instead of its default (a blocking or a comma list, see wgsl.MatmulMMATiles; used with f16 compute where the device has subgroup matrices), or off")
-	mmaBlocks := fs.Bool("mma-blocks", false, "the subgroup-matrix kernel takes block-format weights too (Tuning.MatmulMMABlocks; not yet checked on a GPU)")
+	noMMABlocks := fs.Bool("no-mma-blocks", false, "block-format weights keep the vec4 kernel at f16 compute (Tuning.MatmulMMABlocks off)")
 	gemv := fs.String("gemv", "", `decode GEMV knobs over the device's tuning, as wgsl.GEMVString writes them ("GEMVBatch: 4, GEMVRows: 8")`)
 	tgt := fs.String("target", "vulkan", "vulkan, or vulkan/f16 for f16 compute")
 	fs.Parse(args)
@@ -63,7 +63,7 @@ func profileCmd(args []string) error {
 		return err
 	}
 	defer tm.close()
-	if *matmul != "" || *mma != "" || *mmaBlocks || *gemv != "" {
+	if *matmul != "" || *mma != "" || *noMMABlocks || *gemv != "" {
 		d, ok := tm.dev.(interface {
 			Tuning() wgsl.Tuning
 			SetTuning(wgsl.Tuning)
@@ -78,7 +78,7 @@ func profileCmd(args []string) error {
 		if *mma != "" {
 			tu.MatmulMMA = mmaList
 		}
-		tu.MatmulMMABlocks = tu.MatmulMMABlocks || *mmaBlocks
+		tu.MatmulMMABlocks = tu.MatmulMMABlocks && !*noMMABlocks
 		if *minGroups > 0 {
 			tu.MatmulMinGroups, tu.MatmulMMAMinGroups = *minGroups, *minGroups
 		}
