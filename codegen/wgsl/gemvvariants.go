@@ -135,6 +135,7 @@ func ParseGEMV(s string) (Tuning, error) {
 	return t, nil
 }
 
+// gemvKnobNames lists the knobs' names for ParseGEMV's error.
 func gemvKnobNames(ks []gemvKnob) string {
 	names := make([]string, len(ks))
 	for i, k := range ks {

@@ -338,20 +338,18 @@ func (g *gen) gemvT(s mmShape, nb int) (*codegen.Kernel, error) {
 			g.p("  let b = %s;", rowAcc("uacc", b))
 			res = formulas[ir.OpMul].f32
 		}
-		if !qkv {
-			g.p("  if (%s && lane == 0u) { out0[wid.z * N + %s] = %s; }", rowVar("valid", b), rowVar("n", b), res)
-		}
-		if batch > 1 {
-			g.p("  }")
-		}
-	}
-	for b := range batch {
+		valid, n := rowVar("valid", b), rowVar("n", b)
 		if qkv {
-			acc, n := rowAcc("acc", b), rowVar("n", b)
-			g.p("  if (%s && lane == 0u) {", rowVar("valid", b))
+			acc := rowAcc("acc", b)
+			g.p("  if (%s && lane == 0u) {", valid)
 			g.p("    if (seg == 0u) { out0[wid.z * N0 + %s] = %s; }", n, acc)
 			g.p("    else if (seg == 1u) { out1[wid.z * N1 + %s] = %s; }", n, acc)
 			g.p("    else { out2[wid.z * (N - N0 - N1) + %s] = %s; }", n, acc)
+			g.p("  }")
+		} else {
+			g.p("  if (%s && lane == 0u) { out0[wid.z * N + %s] = %s; }", valid, n, res)
+		}
+		if batch > 1 {
 			g.p("  }")
 		}
 	}
@@ -372,8 +370,11 @@ func (g *gen) gemvT(s mmShape, nb int) (*codegen.Kernel, error) {
 // (N0 and N1 multiples of the rows).
 func (g *gen) gemvBatch(s mmShape, nb, r, c int, ws []gemvWeight) int {
 	small := !slices.ContainsFunc(ws, func(w gemvWeight) bool {
+		if w.kind != gemvRun {
+			return true
+		}
 		elems, bytes := g.in[w.in].DType.Block()
-		return w.kind != gemvRun || c*bytes/elems >= 64
+		return c*bytes/elems >= 64
 	})
 	if g.tune.GEMVBatch < 2 || !small || g.fault != "" {
 		return 1
@@ -489,9 +490,9 @@ func pow2Floor(n int) int {
 // gemvTerm is the WGSL of what chunk k (weights' chunk kb: k, or the next
 // under wrong_index) of K adds to w's sum: the dot products of a's elements
 // (a(j) is a's unit j: a vec4 of f32, or an f32 when K is not a multiple
-// of 4) with w's row n (a WGSL variable), decoded. A stored weight's chunk is clamped into
-// the tensor when kb is not k (a read past its end is undefined in
-// SPIR-V).
+// of 4) with w's row n (a WGSL variable), decoded. A stored weight's
+// chunk is clamped into the tensor when kb is not k (a read past its end
+// is undefined in SPIR-V).
 func (g *gen) gemvTerm(w gemvWeight, c int, vec bool, a func(string) string, n, k, kb string) string {
 	const ind = "    "
 	if w.kind == gemvF32 && !vec {
