@@ -40,7 +40,8 @@ func GEMVVariants() []GEMVVariant {
 	for _, c := range []struct{ lanes, rows int }{{16, 4}, {16, 8}, {16, 16}, {8, 8}, {8, 16}, {8, 32}, {4, 16}, {4, 32}, {4, 64}} {
 		add(Tuning{GEMVRowLanes: c.lanes, GEMVRows: c.rows})
 	}
-	for _, b := range []int{2, 4, 8} {
+	// Rows a subgroup takes at once; 1 turns the discrete GPUs' 8 off.
+	for _, b := range []int{1, 2, 4, 8} {
 		add(Tuning{GEMVBatch: b})
 	}
 	add(Tuning{GEMVBatch: 4, GEMVRows: 8})
