@@ -35,6 +35,7 @@ func profileCmd(args []string) error {
 	minGroups := fs.Int("min-groups", 0, "with -matmul or -mma: Tuning.MatmulMinGroups (0 keeps the device's)")
 	mma := fs.String("mma", "", "the device's Tuning.MatmulMMA instead of its default (a blocking or a comma list, see wgsl.MatmulMMATiles; used with f16 compute where the device has subgroup matrices), or off")
 	noMMABlocks := fs.Bool("no-mma-blocks", false, "block-format weights keep the vec4 kernel at f16 compute (Tuning.MatmulMMABlocks off)")
+	mmaF32 := fs.Bool("mma-f32", false, "f32 compute puts f16 and (with the device's MatmulMMABlocks) quantized weights' products on subgroup matrices too, a split into f16 parts (Tuning.MatmulMMAF32)")
 	gemv := fs.String("gemv", "", `decode GEMV knobs over the device's tuning, as wgsl.GEMVString writes them ("GEMVBatch: 4, GEMVRows: 8")`)
 	tgt := fs.String("target", "vulkan", "vulkan, or vulkan/f16 for f16 compute")
 	fs.Parse(args)
@@ -63,7 +64,7 @@ func profileCmd(args []string) error {
 		return err
 	}
 	defer tm.close()
-	if *matmul != "" || *mma != "" || *noMMABlocks || *gemv != "" {
+	if *matmul != "" || *mma != "" || *noMMABlocks || *mmaF32 || *gemv != "" {
 		d, ok := tm.dev.(interface {
 			Tuning() wgsl.Tuning
 			SetTuning(wgsl.Tuning)
@@ -79,6 +80,7 @@ func profileCmd(args []string) error {
 			tu.MatmulMMA = mmaList
 		}
 		tu.MatmulMMABlocks = tu.MatmulMMABlocks && !*noMMABlocks
+		tu.MatmulMMAF32 = tu.MatmulMMAF32 || *mmaF32
 		if *minGroups > 0 {
 			tu.MatmulMinGroups, tu.MatmulMMAMinGroups = *minGroups, *minGroups
 		}

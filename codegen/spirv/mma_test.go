@@ -2,6 +2,7 @@ package spirv
 
 import (
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"strings"
 	"testing"
@@ -10,20 +11,30 @@ import (
 	"github.com/tapml/tapml/ir"
 	"github.com/tapml/tapml/runtime/cpu"
 	"github.com/tapml/tapml/runtime/vulkan"
+	"github.com/tapml/tapml/tensor"
 )
 
-// TestDeviceMMA runs prefill products under f16 compute with subgroup
-// matrices in the tuning, against the CPU reference emulating f16 compute.
-// On a device with the feature (an NVIDIA GPU: cooperative matrices) the
+// TestDeviceMMA runs prefill products with subgroup matrices in the
+// tuning, under f16 compute against the CPU reference emulating it, and
+// under f32 compute (Tuning.MatmulMMAF32) against the f32 reference. On a
+// device with the feature (an NVIDIA GPU: cooperative matrices) the
 // products take the subgroup-matrix kernel; on one without (lavapipe) the
 // vec4 kernel, and the test checks that too.
 //
-// Tolerance: TestDeviceF16's (the f32 matmul one plus an f16 ulp
-// relative): a and b are f16 values, their products exact, the sums f32;
-// a block-format b (with Tuning.MatmulMMABlocks) is two f16 parts whose
-// sum is b exactly for Q4_0 and Q8_0, within 2^-21 for Q4_K (mma.go).
-// Without the knob block formats keep the vec4 kernel; the test checks
-// which kernel each product took.
+// Tolerance under f16 compute: TestDeviceF16's (the f32 matmul one plus an
+// f16 ulp relative): a and b are f16 values, their products exact, the
+// sums f32; a block-format b (with Tuning.MatmulMMABlocks) is two f16
+// parts whose sum is b exactly for Q4_0 and Q8_0, within 2^-21 for Q4_K
+// (mma.go). Without the knob block formats keep the vec4 kernel; the test
+// checks which kernel each product took.
+//
+// Under f32 compute the f32 matmul tolerance itself: the split of a (and
+// b) leaves each term within about 2^-22 of its f32 product, 1e-6 at
+// these inputs, and a K-long sum of such errors stays well inside
+// 2e-6·√K·4. Rows of a there span 2^-30 to 2^20 (past f16's range both
+// ways, so that a kernel without the rows' scales fails); each output row
+// is divided by its row's factor (a power of two, exact) before the
+// comparison, which keeps the tolerance's meaning.
 func TestDeviceMMA(t *testing.T) {
 	r := rand.New(rand.NewPCG(41, 42))
 	tb := ir.Attrs{"transpose_b": ir.BoolAttr(true)}
@@ -36,52 +47,71 @@ func TestDeviceMMA(t *testing.T) {
 		{ir.F16, 37, 20, 64, false}, {ir.F16, 130, 136, 96, true}, {ir.F32, 40, 64, 128, false},
 		{ir.Q4_0, 45, 36, 96, true}, {ir.Q8_0, 128, 96, 64, false}, {ir.Q4_K, 33, 68, 256, false},
 	}
+	// rowExp is the power of two row i of a is multiplied by at f32
+	// compute (products without an addend).
+	rowExp := func(i int) int { return []int{0, 20, -30, 9, -12}[i%5] }
 	// kstep: the K a product must be a multiple of to take the blocking;
 	// blocks: block formats take it too (Tuning.MatmulMMABlocks).
-	for _, b := range []struct {
-		tiles  string
-		kstep  int64
-		blocks bool
-	}{{"64x64x32/32x32", 32, false}, {"32x32x32/16x16", 32, false}, {"128x64x32/64x32", 32, false}, {"64x64x64/32x32", 64, false},
-		{"32x32x16/16x16*4", 64, false}, {"64x64x32/32x32*2", 64, false}, {"64x64x32/32x32", 32, true}, {"32x32x16/16x16*4", 64, true}} {
-		tiles := b.tiles
-		tune := wgsl.DiscreteTuning()
-		tune.MatmulMMA, tune.MatmulMinGroups, tune.MatmulMMABlocks = tiles, 1, b.blocks
-		g, err := vulkan.Open(vulkan.Options{Generate: Generate, Compute: ir.F16, Tuning: tune, PipelineCacheDir: "-"})
-		if err != nil {
-			t.Fatalf("vulkan with f16 compute: %v (lavapipe has shaderFloat16)", err)
+	for _, compute := range []ir.DType{ir.F16, ir.F32} {
+		for _, b := range []struct {
+			tiles  string
+			kstep  int64
+			blocks bool
+		}{{"64x64x32/32x32", 32, false}, {"32x32x32/16x16", 32, false}, {"128x64x32/64x32", 32, false}, {"64x64x64/32x32", 64, false},
+			{"32x32x16/16x16*4", 64, false}, {"64x64x32/32x32*2", 64, false}, {"64x64x32/32x32", 32, true}, {"32x32x16/16x16*4", 64, true}} {
+			tiles := b.tiles
+			tune := wgsl.DiscreteTuning()
+			tune.MatmulMMA, tune.MatmulMinGroups, tune.MatmulMMABlocks, tune.MatmulMMAF32 = tiles, 1, b.blocks, true
+			g, err := vulkan.Open(vulkan.Options{Generate: Generate, Compute: compute, Tuning: tune, PipelineCacheDir: "-"})
+			if err != nil {
+				t.Fatalf("vulkan with %s compute: %v (lavapipe has shaderFloat16)", compute, err)
+			}
+			feat := g.Features().SubgroupMatrix
+			for _, s := range shapes {
+				c := testCase{op: ir.OpMatmul, in: []ir.Type{f32(s.m, s.k), ir.T(s.dt, ir.S(s.n, s.k))}, attrs: tb}
+				if s.addend {
+					c.in = append(c.in, f32(s.m, s.n))
+				}
+				scaled := compute == ir.F32 && !s.addend
+				if scaled {
+					k := int(s.k)
+					c.fill = map[int]func(int) float64{0: func(i int) float64 { return math.Ldexp(r.Float64()*4-2, rowExp(i/k)) }}
+				}
+				name := fmt.Sprintf("%s compute, %s blocks=%v %s subgroup matrices %v", compute, tiles, b.blocks, c, feat)
+				n, outs := c.fullNode(t)
+				in := c.inputs(r)
+				want, err := launchOn(cpu.NewWith(cpu.Options{Round16: compute == ir.F16}), n, outs, in)
+				if err != nil {
+					t.Fatalf("%s: reference: %v", name, err)
+				}
+				src, err := wgsl.Generate(n, c.in, outs, wgsl.Options{Limits: g.Limits(), Tuning: tune, Features: g.Features(), Compute: compute})
+				if err != nil {
+					t.Fatalf("%s: %v", name, err)
+				}
+				takes := s.dt == ir.F16 || s.dt == ir.F32 && compute == ir.F16 || s.dt.IsBlock() && b.blocks
+				if got, want := strings.Contains(string(src.Source), "subgroupMatrixMultiplyAccumulate"), feat && takes && s.k%b.kstep == 0; got != want {
+					t.Errorf("%s: the subgroup-matrix kernel was chosen: %v, want %v", name, got, want)
+				}
+				got, err := launchOn(g, n, outs, in)
+				if err != nil {
+					t.Fatalf("%s: run: %v", name, err)
+				}
+				tl := c.tolerance()
+				if compute == ir.F16 {
+					tl.Rel += 0x1p-10
+				}
+				if scaled {
+					for _, x := range []*tensor.Tensor{got[0], want[0]} {
+						for i := range x.NumElements() {
+							x.SetFloat64At(i, math.Ldexp(x.Float64At(i), -rowExp(i/int(s.n))))
+						}
+					}
+				}
+				if err := compare(got[0], want[0], tl); err != nil {
+					t.Errorf("%s: %v", name, err)
+				}
+			}
+			g.Close()
 		}
-		feat := g.Features().SubgroupMatrix
-		for _, s := range shapes {
-			c := testCase{op: ir.OpMatmul, in: []ir.Type{f32(s.m, s.k), ir.T(s.dt, ir.S(s.n, s.k))}, attrs: tb}
-			if s.addend {
-				c.in = append(c.in, f32(s.m, s.n))
-			}
-			name := fmt.Sprintf("%s blocks=%v %s subgroup matrices %v", tiles, b.blocks, c, feat)
-			n, outs := c.fullNode(t)
-			in := c.inputs(r)
-			want, err := launchOn(cpu.NewWith(cpu.Options{Round16: true}), n, outs, in)
-			if err != nil {
-				t.Fatalf("%s: reference: %v", name, err)
-			}
-			src, err := wgsl.Generate(n, c.in, outs, wgsl.Options{Limits: g.Limits(), Tuning: tune, Features: g.Features(), Compute: ir.F16})
-			if err != nil {
-				t.Fatalf("%s: %v", name, err)
-			}
-			takes := s.dt == ir.F16 || s.dt == ir.F32 || b.blocks
-			if got, want := strings.Contains(string(src.Source), "subgroupMatrixMultiplyAccumulate"), feat && takes && s.k%b.kstep == 0; got != want {
-				t.Errorf("%s: the subgroup-matrix kernel was chosen: %v, want %v", name, got, want)
-			}
-			got, err := launchOn(g, n, outs, in)
-			if err != nil {
-				t.Fatalf("%s: run: %v", name, err)
-			}
-			tl := c.tolerance()
-			tl.Rel += 0x1p-10
-			if err := compare(got[0], want[0], tl); err != nil {
-				t.Errorf("%s: %v", name, err)
-			}
-		}
-		g.Close()
 	}
 }

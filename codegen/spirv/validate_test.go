@@ -220,26 +220,30 @@ func TestValidate(t *testing.T) {
 	// Subgroup matrices (f16 compute on an NVIDIA-like device): the
 	// stored-weight products and f32 ones under each blocking.
 	mma := Options{Features: wgsl.Features{F16: true, Subgroups: true, SubgroupMatrix: true}, Compute: ir.F16}
-	chose := 0
+	chose := map[ir.DType]int{}
 	for _, c := range append(kerneltest.StoredCases(), kerneltest.Cases()...) {
 		if c.Op != ir.OpMatmul {
 			continue
 		}
 		for i, tile := range wgsl.MatmulMMATiles {
-			o := mma
-			o.Tuning = wgsl.Tuning{MatmulMMA: tile, MatmulMMABlocks: i%2 == 1}
-			k, err := Generate(c.Node(t), c.In, nil, o)
-			if err != nil {
-				t.Fatalf("%s, subgroup matrices %s: %v", c.Name, tile, err)
+			// f32 compute too (a split by rows) on every other blocking.
+			for _, compute := range []ir.DType{ir.F16, ir.F32}[:1+i%2] {
+				o := mma
+				o.Compute = compute
+				o.Tuning = wgsl.Tuning{MatmulMMA: tile, MatmulMMABlocks: i%2 == 1 || i%3 == 1, MatmulMMAF32: true}
+				k, err := Generate(c.Node(t), c.In, nil, o)
+				if err != nil {
+					t.Fatalf("%s, subgroup matrices %s, %s compute: %v", c.Name, tile, compute, err)
+				}
+				if bytes.Contains(k.Source, []byte("SPV_NV_cooperative_matrix")) {
+					chose[compute]++
+				}
+				add(fmt.Sprintf("%s (subgroup matrices %s, %s compute)", c.Name, tile, compute), k)
 			}
-			if bytes.Contains(k.Source, []byte("SPV_NV_cooperative_matrix")) {
-				chose++
-			}
-			add(fmt.Sprintf("%s (subgroup matrices %s)", c.Name, tile), k)
 		}
 	}
-	if chose == 0 {
-		t.Error("no case took the subgroup-matrix kernel")
+	if chose[ir.F16] == 0 || chose[ir.F32] == 0 {
+		t.Errorf("cases that took the subgroup-matrix kernel, by compute dtype: %v", chose)
 	}
 	applied := map[string]int{}
 	for _, c := range testCases() {

@@ -29,6 +29,18 @@ import (
 // f16 scale's lowest, 2^-24, so lo is a normal f16) and within 2^-21 of it
 // for the K formats' f32 values. On the H200, TestDeviceMMA's block
 // formats match the CPU reference exactly with it (2026-12-03).
+//
+// At f32 compute (Tuning.MatmulMMAF32) a is f32, and split too, a row at a
+// time: first each row's largest |a| gives it a scale s, a power of two
+// that takes that element into [2^14, 2^15) (f16's range ends at 65504);
+// then each a·s is rounded to its top 11 significant bits, h (0 below
+// f16's normals), and lo = f16((a·s - h)·2^10) holds the rest to within
+// 2^-22 of a·s. The products h·b go to the first accumulators, lo·b (and
+// with a split b, h·bl) to the second; a split b's lo·bl, under 2^-20 of
+// a term, is left out. So every term of a sum is within about 2^-22 of its
+// f32 product (f32 rounds each to 2^-24), the sums are f32, and the
+// output is divided by s again. Elements under 2^-28 of their row's
+// largest lose bits, as they would in a sum that large.
 
 // mmaFrag is the fragment size: 16x16x16, the one shape the devices that
 // set Features.SubgroupMatrix run (f16 operands, f32 result).
@@ -102,18 +114,21 @@ func (t mmaTile) threads() int { return t.slices * t.sliceThreads() }
 func (t mmaTile) stride() int { return t.bk + 8 }
 
 // shared is the workgroup memory, in bytes: each slice's a and b tiles in
-// f16 (b's twice when split) and a 16x16 f32 fragment per subgroup of a
-// slice for the output.
-func (t mmaTile) shared(split bool) int {
-	bn := t.bn
-	if split {
+// f16 (each twice when split; a split a's row exponents besides) and a
+// 16x16 f32 fragment per subgroup of a slice for the output.
+func (t mmaTile) shared(splitA, splitB bool) int {
+	bm, bn, rows := t.bm, t.bn, 0
+	if splitA {
+		bm, rows = 2*bm, t.bm*4
+	}
+	if splitB {
 		bn *= 2
 	}
-	return t.slices*(t.bm+bn)*t.stride()*2 + t.sliceThreads()/mmaSubgroup*mmaFrag*mmaFrag*4
+	return t.slices*(bm+bn)*t.stride()*2 + rows + t.sliceThreads()/mmaSubgroup*mmaFrag*mmaFrag*4
 }
 
-func (t mmaTile) fits(lim Limits, split bool) bool {
-	return t.threads() <= min(lim.MaxInvocationsPerWorkgroup, lim.MaxWorkgroupSizeX) && t.shared(split) <= lim.MaxWorkgroupStorageSize
+func (t mmaTile) fits(lim Limits, splitA, splitB bool) bool {
+	return t.threads() <= min(lim.MaxInvocationsPerWorkgroup, lim.MaxWorkgroupSizeX) && t.shared(splitA, splitB) <= lim.MaxWorkgroupStorageSize
 }
 
 // mmaSplit reports whether b is decoded and split into two f16 parts (a
@@ -143,10 +158,17 @@ func (g *gen) mmaRun(t mmaTile) int {
 // pickMMA chooses the subgroup-matrix kernel's blocking, if the product
 // can take one: the first of Tuning.MatmulMMA whose grid has at least
 // MatmulMMAMinGroups workgroups (each slice counting as one), else the
-// last that fits.
+// last that fits. At f32 compute (MatmulMMAF32) f32 weights keep the vec4
+// kernel: they would need splitting too.
 func (g *gen) pickMMA(s mmShape, nb int) (mmaTile, bool) {
-	if dt := g.in[1].DType; g.fault != "" || !g.half || !g.feat.SubgroupMatrix || g.tune.MatmulMMA == "" ||
-		!s.transpose || s.m <= 16 || s.n%4 != 0 || dt != ir.F16 && dt != ir.F32 && !(g.mmaSplit() && g.tune.MatmulMMABlocks) {
+	dt := g.in[1].DType
+	weights := dt == ir.F16 || g.mmaSplit() && g.tune.MatmulMMABlocks
+	if g.half {
+		weights = weights || dt == ir.F32
+	} else {
+		weights = weights && g.tune.MatmulMMAF32 && g.feat.Subgroups
+	}
+	if g.fault != "" || !g.feat.SubgroupMatrix || g.tune.MatmulMMA == "" || !s.transpose || s.m <= 16 || s.n%4 != 0 || !weights {
 		return mmaTile{}, false
 	}
 	minGroups := g.tune.MatmulMMAMinGroups
@@ -154,7 +176,7 @@ func (g *gen) pickMMA(s mmShape, nb int) (mmaTile, bool) {
 		minGroups = g.tune.MatmulMinGroups
 	}
 	fits := func(t mmaTile) bool {
-		return s.k%(t.bk*t.slices) == 0 && t.fits(g.lim, g.mmaSplit()) && g.mmaRun(t) > 0
+		return s.k%(t.bk*t.slices) == 0 && t.fits(g.lim, !g.half, g.mmaSplit()) && g.mmaRun(t) > 0
 	}
 	groups := func(t mmaTile) int { return ceilDiv(s.n, t.bn) * ceilDiv(s.m, t.bm) * nb * t.slices }
 	return pickBlocking(g.tune.MatmulMMA, parseMMATile, fits, groups, minGroups)
@@ -174,10 +196,17 @@ func (g *gen) mma(s mmShape, nb int, t mmaTile) (*codegen.Kernel, error) {
 	sliceT, sgs := t.sliceThreads(), t.threads()/mmaSubgroup
 	fm, fn := t.wm/mmaFrag, t.wn/mmaFrag
 	split, run := g.mmaSplit(), g.mmaRun(t)
+	wide := !g.half // a is f32, split by rows (f32 compute)
+	aElem := "vec4<f16>"
+	if wide {
+		g.p("enable f16;")
+		g.p("enable subgroups;")
+		aElem = "vec4<f32>"
+	}
 	g.p("enable %s;", SubgroupMatrixExt)
-	// a is f16 in memory, and so is b unless split (its f32 too, under
-	// f16 compute): bound as vec4<f16>, outside the f16 rewrite.
-	g.bind("in0", codegen.Read, g.in[0], "vec4<f16>", 0, -1)
+	// Under f16 compute a is f16 in memory, and so is b unless split (its
+	// f32 too): bound as vec4<f16>, outside the f16 rewrite.
+	g.bind("in0", codegen.Read, g.in[0], aElem, 0, -1)
 	var sb stored
 	if split {
 		sb = g.bindStored("in1", 1)
@@ -194,6 +223,10 @@ func (g *gen) mma(s mmShape, nb int, t mmaTile) (*codegen.Kernel, error) {
 	g.p("const SA: u32 = %du; // row stride of the tiles, in f16", t.stride())
 	g.p("const STEPS: u32 = %du; // steps of BK per slice", s.k/(t.bk*t.slices))
 	g.p("var<workgroup> ta: array<f16, %d>; // a's rows [S][BM][SA]", t.slices*t.bm*t.stride())
+	if wide {
+		g.p("var<workgroup> tal: array<f16, %d>; // the low parts of a, times 2^10, as ta", t.slices*t.bm*t.stride())
+		g.p("var<workgroup> re: array<u32, %d>; // the biased exponent of each row's largest |a|", t.bm)
+	}
 	g.p("var<workgroup> tb: array<f16, %d>; // b's rows [S][BN][SA]", t.slices*t.bn*t.stride())
 	if split {
 		g.p("var<workgroup> tl: array<f16, %d>; // the low parts of b, times 2^10, as tb", t.slices*t.bn*t.stride())
@@ -214,10 +247,41 @@ func (g *gen) mma(s mmShape, nb int, t mmaTile) (*codegen.Kernel, error) {
 	for i := 0; i < fm; i++ {
 		for j := 0; j < fn; j++ {
 			g.p("  var c%d_%d = subgroup_matrix_result<f32, 16, 16>();", i, j)
-			if split {
-				g.p("  var l%d_%d = subgroup_matrix_result<f32, 16, 16>(); // with b's low parts", i, j)
+			if split || wide {
+				g.p("  var l%d_%d = subgroup_matrix_result<f32, 16, 16>(); // the products with a low part", i, j)
 			}
 		}
+	}
+	if wide {
+		// Each subgroup takes u rows at a time, each lane ju vec4 of each
+		// row a step: u·ju loads in flight (one at a time, the scan of a
+		// 64-row block had taken as long as its products on the H200).
+		// Rows past M (never stored) keep the smallest exponent, as do
+		// rows of zeros.
+		sgs := t.threads() / mmaSubgroup
+		u := 1
+		for u < 8 && 2*u*sgs <= t.bm {
+			u *= 2
+		}
+		ju := 32 / u
+		g.p("  for (var r = li / %du * %du; r < %du; r += %du) {", mmaSubgroup, u, t.bm, sgs*u)
+		for i := 0; i < u; i++ {
+			g.p("    var mx%d = 0.0f;", i)
+		}
+		g.p("    for (var kv = lane; kv < KV; kv += %du) {", mmaSubgroup*ju)
+		for j := 0; j < ju; j++ {
+			for i := 0; i < u; i++ {
+				g.p("      if (kv + %du < KV && m0 + r + %du < M) { let v = abs(in0[ab + (m0 + r + %du) * KV + kv + %du]); mx%d = max(mx%d, max(max(v.x, v.y), max(v.z, v.w))); }",
+					j*mmaSubgroup, i, i, j*mmaSubgroup, i, i)
+			}
+		}
+		g.p("    }")
+		for i := 0; i < u; i++ {
+			g.p("    mx%d = subgroupMax(mx%d);", i, i)
+			g.p("    if (lane == 0u) { re[r + %du] = clamp(bitcast<u32>(mx%d) >> 23u, 15u, 254u); }", i, i)
+		}
+		g.p("  }")
+		g.p("  workgroupBarrier();")
 	}
 	// The operands' tiles: each step a slice's invocations read BM·BK/4
 	// vec4 of a and BN·BK/4 of b (a split b: BN·BK/4 units decoded in runs),
@@ -229,12 +293,13 @@ func (g *gen) mma(s mmShape, nb int, t mmaTile) (*codegen.Kernel, error) {
 		x, tile, in, base, batch, rows, bound string // names: register prefix, tile, binding, tile offset, batch offset, block origin, its limit
 		items, run                            int    // reads of a step, units per read
 		decode                                bool   // a split b: read as f32 units, stored as two parts
+		wide                                  bool   // a split a: read as f32 vec4, scaled, stored as two parts
 	}
 	bRun := 1
 	if split {
 		bRun = run
 	}
-	ops := []operand{{"a", "ta", "in0", "sa", "ab", "m0", "M", t.bm * bkv, 1, false}, {"b", "tb", "in1", "sb", "bb", "n0", "N", t.bn * bkv / bRun, bRun, split}}
+	ops := []operand{{"a", "ta", "in0", "sa", "ab", "m0", "M", t.bm * bkv, 1, false, wide}, {"b", "tb", "in1", "sb", "bb", "n0", "N", t.bn * bkv / bRun, bRun, split, false}}
 	type round struct{ e, guard int } // guard: the invocations taking part when partial, else 0
 	rounds := func(items int) []round {
 		var out []round
@@ -266,8 +331,11 @@ func (g *gen) mma(s mmShape, nb int, t mmaTile) (*codegen.Kernel, error) {
 			item += fmt.Sprintf(" * %du", o.run)
 		}
 		g.p("%slet %sr%d = %s / %du; let %sk%d = %s %% %du;", ind, o.x, r.e, item, bkv, o.x, r.e, item, bkv)
+		if o.wide {
+			g.p("%slet as%d = bitcast<f32>((268u - re[ar%d]) << 23u); // 2^(141 - E): its row's largest |a| into [2^14, 2^15)", ind, r.e, r.e)
+		}
 		for u := 0; u < o.run; u++ {
-			if o.decode {
+			if o.decode || o.wide {
 				g.p("%svar r%s%d_%d = vec4<f32>(0.0f);", ind, o.x, r.e, u)
 			} else {
 				g.p("%svar r%s%d_%d = vec4<f16>(0.0h);", ind, o.x, r.e, u)
@@ -301,6 +369,12 @@ func (g *gen) mma(s mmShape, nb int, t mmaTile) (*codegen.Kernel, error) {
 				g.p("%s{ let o = %s + %sr%d * SA + (%sk%d + %du) * 4u;", ind, o.base, o.x, r.e, o.x, r.e, u)
 				for c, comp := range []string{"x", "y", "z", "w"} {
 					v := fmt.Sprintf("r%s%d_%d.%s", o.x, r.e, u, comp)
+					if o.wide {
+						g.p("%s  { let v = %s * as%d;", ind, v, r.e)
+						g.p("%s    let h = select(bitcast<f32>((bitcast<u32>(v) + 0x1000u) & 0xffffe000u), 0.0f, abs(v) < 6.103515625e-05f);", ind)
+						g.p("%s    ta[o + %du] = f16(h); tal[o + %du] = f16((v - h) * 1024.0f); }", ind, c, c)
+						continue
+					}
 					if !o.decode {
 						g.p("%s  %s[o + %du] = %s;", ind, o.tile, c, v)
 						continue
@@ -322,23 +396,32 @@ func (g *gen) mma(s mmShape, nb int, t mmaTile) (*codegen.Kernel, error) {
 	load(fmt.Sprintf("((it + 1u) * %du + slice) * %du", t.slices, bkv), "      ")
 	g.p("    }")
 	for kk := 0; kk < t.bk/mmaFrag; kk++ {
-		for i := 0; i < fm; i++ {
-			g.p("    let a%d_%d = subgroupMatrixLoad<subgroup_matrix_left<f16, 16, 16>>(&ta, sa + (wm + %du) * SA + %du, false, SA);", kk, i, i*mmaFrag, kk*mmaFrag)
+		// The parts of a and b: their tiles and fragments' names.
+		aParts, bParts := [][2]string{{"ta", "a"}}, [][2]string{{"tb", "b"}}
+		// The products: a's fragment, b's and the accumulator.
+		prods := [][3]string{{"a", "b", "c"}}
+		if wide {
+			aParts = append(aParts, [2]string{"tal", "al"})
+			prods = append(prods, [3]string{"al", "b", "l"})
 		}
-		// parts: b's tiles, their fragments' names and accumulators.
-		parts := [][3]string{{"tb", "b", "c"}}
 		if split {
-			parts = append(parts, [3]string{"tl", "bl", "l"})
+			bParts = append(bParts, [2]string{"tl", "bl"})
+			prods = append(prods, [3]string{"a", "bl", "l"})
 		}
-		for _, p := range parts {
+		for _, p := range aParts {
+			for i := 0; i < fm; i++ {
+				g.p("    let %s%d_%d = subgroupMatrixLoad<subgroup_matrix_left<f16, 16, 16>>(&%s, sa + (wm + %du) * SA + %du, false, SA);", p[1], kk, i, p[0], i*mmaFrag, kk*mmaFrag)
+			}
+		}
+		for _, p := range bParts {
 			for j := 0; j < fn; j++ {
 				g.p("    let %s%d_%d = subgroupMatrixLoad<subgroup_matrix_right<f16, 16, 16>>(&%s, sb + (wn + %du) * SA + %du, true, SA);", p[1], kk, j, p[0], j*mmaFrag, kk*mmaFrag)
 			}
 		}
 		for i := 0; i < fm; i++ {
 			for j := 0; j < fn; j++ {
-				for _, p := range parts {
-					g.p("    %s%d_%d = subgroupMatrixMultiplyAccumulate(a%d_%d, %s%d_%d, %s%d_%d);", p[2], i, j, kk, i, p[1], kk, j, p[2], i, j)
+				for _, p := range prods {
+					g.p("    %s%d_%d = subgroupMatrixMultiplyAccumulate(%s%d_%d, %s%d_%d, %s%d_%d);", p[2], i, j, p[0], kk, i, p[1], kk, j, p[2], i, j)
 				}
 			}
 		}
@@ -358,7 +441,7 @@ func (g *gen) mma(s mmShape, nb int, t mmaTile) (*codegen.Kernel, error) {
 		for j := 0; j < fn; j++ {
 			// Each slice's accumulators; the low parts' scaled back.
 			accs := [][2]string{{"c", ""}}
-			if split {
+			if split || wide {
 				accs = append(accs, [2]string{"l", " * 0.0009765625f"})
 			}
 			op := "="
@@ -378,9 +461,16 @@ func (g *gen) mma(s mmShape, nb int, t mmaTile) (*codegen.Kernel, error) {
 			}
 			g.p("  if (slice == 0u) {")
 			g.p("    let gm = m0 + wm + %du + sr;", i*mmaFrag)
+			if wide {
+				g.p("    let inv = bitcast<f32>((re[wm + %du + sr] - 14u) << 23u); // 1 / as", i*mmaFrag)
+			}
 			for h := 0; h < 2; h++ {
+				v := fmt.Sprintf("o%d", h)
+				if wide {
+					v = fmt.Sprintf("(o%d * inv)", h)
+				}
 				g.p("    { let gn = n0 + wn + %du + sc + %du;", j*mmaFrag, 4*h)
-				g.p("      if (gm < M && gn < N) { let o = ob + gm * NV + gn / 4u; out0[o] = %s; } }", g.addend(fmt.Sprintf("o%d", h), "o"))
+				g.p("      if (gm < M && gn < N) { let o = ob + gm * NV + gn / 4u; out0[o] = %s; } }", g.addend(v, "o"))
 			}
 			g.p("  }")
 		}

@@ -43,6 +43,20 @@ func TestMMAChoice(t *testing.T) {
 			return o
 		}, true, 1024, [3]int{16, 4, 1}, "if (slice == 7u) { subgroupMatrixStore(&tc, sg * 256u, c0_0, false, 16u); }"},
 		{"f32 compute", up, func(o Options) Options { o.Compute = ir.F32; return o }, false, 0, [3]int{}, ""},
+		{"f32 compute splits a", up, func(o Options) Options { o.Compute, o.Tuning.MatmulMMAF32 = ir.F32, true; return o }, true, 128, [3]int{88, 2, 1},
+			"l1_1 = subgroupMatrixMultiplyAccumulate(al1_1, b1_1, l1_1)"},
+		{"f32 compute splits a and q4_0", q4, func(o Options) Options {
+			o.Compute, o.Tuning.MatmulMMAF32, o.Tuning.MatmulMMABlocks = ir.F32, true, true
+			return o
+		}, true, 128, [3]int{88, 2, 1}, "l1_1 = subgroupMatrixMultiplyAccumulate(al1_1, b1_1, l1_1);\n    l1_1 = subgroupMatrixMultiplyAccumulate(a1_1, bl1_1, l1_1)"},
+		{"f32 weights at f32 compute", mm("f32", f32(128, 2048), f32(5632, 2048)), func(o Options) Options {
+			o.Compute, o.Tuning.MatmulMMAF32 = ir.F32, true
+			return o
+		}, false, 0, [3]int{}, ""},
+		{"f32 compute without subgroups", up, func(o Options) Options {
+			o.Compute, o.Tuning.MatmulMMAF32, o.Features.Subgroups = ir.F32, true, false
+			return o
+		}, false, 0, [3]int{}, ""},
 		{"no feature", up, func(o Options) Options { o.Features.SubgroupMatrix = false; return o }, false, 0, [3]int{}, ""},
 		{"K not whole steps", mm("k", f32(128, 48), ir.T(ir.F16, ir.S(64, 48))), func(o Options) Options { return o }, false, 0, [3]int{}, ""},
 		{"few rows", mm("m", f32(16, 64), ir.T(ir.F16, ir.S(64, 64))), func(o Options) Options { return o }, false, 0, [3]int{}, ""},
@@ -57,7 +71,7 @@ func TestMMAChoice(t *testing.T) {
 			continue
 		}
 		if c.mma && (k.WorkgroupSize != [3]int{c.wg, 1, 1} || k.Grid != c.grid || !strings.Contains(src, c.marker) ||
-			!strings.HasPrefix(src, "enable f16;\nenable "+SubgroupMatrixExt+";\n")) {
+			!strings.HasPrefix(src, "enable f16;\n") || !strings.Contains(src, "enable "+SubgroupMatrixExt+";\n")) {
 			t.Errorf("%s: workgroup %v grid %v, want %d and %v with %q:\n%s", c.name, k.WorkgroupSize, k.Grid, c.wg, c.grid, c.marker, src)
 		}
 	}

@@ -158,6 +158,15 @@ type Tuning struct {
 	// MatmulMMABlocks lets the subgroup-matrix kernel take block-format
 	// (and bf16) weights too, split into two f16 parts (mma.go).
 	MatmulMMABlocks bool
+	// MatmulMMAF32 lets the subgroup-matrix kernel take those products at
+	// f32 compute too, over f16 weights (and block formats and bf16 with
+	// MatmulMMABlocks), on a device with subgroups besides: each row of a
+	// is scaled by a power of two into f16's range and split into two f16
+	// parts, every term of the sums within 2^-22 of its f32 product
+	// (mma.go). Off by default: on the H200 (2026-12-03) these products
+	// ran slower than the vec4 kernel (Llama-3.2-1B's prefill 15.8 ms
+	// against 14.7 over F16 weights, 20.4 against 17.1 over Q4_0).
+	MatmulMMAF32 bool
 }
 
 // DiscreteTuning is the tuning the webgpu device uses on GPUs that are not
