@@ -146,7 +146,7 @@ var tunings = []wgsl.Tuning{{}, wgsl.DiscreteTuning(), {GEMVLanes: 1},
 	// K split among slices of a workgroup: prefetch with 4 slices of 128
 	// invocations, double buffering with 8, plain loads with 2; vec4
 	// stores of 4 rows.
-	{Matmul: "128x32x8/8x4+p*4"}, {Matmul: "32x32x8/4x4+d*8"}, {Matmul: "16x16x16/4x4*2"},
+	{Matmul: "128x32x8/8x4+p*4"}, {Matmul: "32x32x8/4x4+d*8"}, {Matmul: "16x16x16/4x4*2"}, {Matmul: "64x64x16/4x4+p*2"},
 	{Matmul: "32x32x16/4x4+d+t*4,64x64x8/8x8+t", MatmulMinGroups: 8}}
 
 // smallLimits fold grids and shrink workgroups and tiles.

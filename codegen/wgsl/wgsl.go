@@ -165,7 +165,9 @@ type Tuning struct {
 	// parts, every term of the sums within 2^-22 of its f32 product
 	// (mma.go). Off by default: on the H200 (2026-12-03) these products
 	// ran slower than the vec4 kernel (Llama-3.2-1B's prefill 15.8 ms
-	// against 14.7 over F16 weights, 20.4 against 17.1 over Q4_0).
+	// against 14.7 over F16 weights, 20.4 against 17.1 over Q4_0), the
+	// rows' scan before the products costing most of it
+	// (bench/results/2026-12-03-h200-mma-f32.md).
 	MatmulMMAF32 bool
 }
 
@@ -174,7 +176,11 @@ type Tuning struct {
 // Products too small for 264 workgroups of 32x64 (prefill's 128 rows by
 // 2048 or 256 columns) split K among slices (not yet measured: until then
 // on the reasoning that the unsliced 32x32 tile left the H200's 132 SMs
-// about four warps each). Under f16 compute on a device with subgroup
+// about four warps each). Prefill's widest products (gate and up: 128
+// rows by 8192 or 5632 columns) take 64x64 tiles in 2 slices: on the H200
+// Llama-3.2-1B's gate and up went from 197 to 174 µs a call over F16
+// weights and 246 to 190 over Q4_0 against 32x64 tiles
+// (bench/results/2026-12-03-h200-mma-f32.md). Under f16 compute on a device with subgroup
 // matrices (the vulkan target on NVIDIA GPUs) products with 128 or more
 // 64x64 blocks take those (prefill's gate and up), the others 32x32
 // blocks in 4 slices of K (bench/results/2026-12-03-h200-mma.md), block
@@ -182,7 +188,7 @@ type Tuning struct {
 // a subgroup at once while the grid keeps 200 workgroups
 // (bench/results/2026-12-03-h200-gemv-batch.md).
 func DiscreteTuning() Tuning {
-	return Tuning{Matmul: "128x128x8/8x8+p,64x64x16/4x4+p,32x64x16/4x4+p,32x32x16/4x4+p*4,16x16x16/4x4+p*8", MatmulMinGroups: 264,
+	return Tuning{Matmul: "128x128x8/8x8+p,64x64x16/4x4+p,64x64x16/4x4+p*2,32x64x16/4x4+p,32x32x16/4x4+p*4,16x16x16/4x4+p*8", MatmulMinGroups: 264,
 		MatmulMMA: "64x64x32/32x32,32x32x32/16x16*4", MatmulMMAMinGroups: 128, MatmulMMABlocks: true,
 		GEMVUnroll: 2, GEMVMinGroups: 400, GEMVBatch: 8, GEMVBatchMinGroups: 200}
 }
