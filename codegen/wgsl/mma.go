@@ -260,7 +260,6 @@ func (g *gen) mma(s mmShape, nb int, t mmaTile) (*codegen.Kernel, error) {
 		// about 4.7 of Llama-3.2-1B's 15.7 ms prefill there, the reason
 		// MatmulMMAF32 is off. Rows past M (never stored) keep the
 		// smallest exponent, as do rows of zeros.
-		sgs := t.threads() / mmaSubgroup
 		u := 1
 		for u < 8 && 2*u*sgs <= t.bm {
 			u *= 2
