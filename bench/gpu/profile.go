@@ -35,7 +35,8 @@ func profileCmd(args []string) error {
 	minGroups := fs.Int("min-groups", 0, "with -matmul or -mma: Tuning.MatmulMinGroups (0 keeps the device's)")
 	mma := fs.String("mma", "", "the device's Tuning.MatmulMMA instead of its default (a blocking or a comma list, see wgsl.MatmulMMATiles; used with f16 compute where the device has subgroup matrices), or off")
 	noMMABlocks := fs.Bool("no-mma-blocks", false, "block-format weights keep the vec4 kernel at f16 compute (Tuning.MatmulMMABlocks off)")
-	mmaF32 := fs.Bool("mma-f32", false, "f32 compute puts f16 and (with the device's MatmulMMABlocks) quantized weights' products on subgroup matrices too, a split into f16 parts (Tuning.MatmulMMAF32)")
+	noMMAF32 := fs.Bool("no-mma-f32", false, "f16 weights' products keep the vec4 kernel at f32 compute (Tuning.MatmulMMAF32 off)")
+	mmaF32Blocks := fs.Bool("mma-f32-blocks", false, "at f32 compute quantized weights' products take subgroup matrices too, each value split into two f16 parts (Tuning.MatmulMMAF32Blocks)")
 	gemv := fs.String("gemv", "", `decode GEMV knobs over the device's tuning, as wgsl.GEMVString writes them ("GEMVBatch: 4, GEMVRows: 8")`)
 	tgt := fs.String("target", "vulkan", "vulkan, or vulkan/f16 for f16 compute")
 	fs.Parse(args)
@@ -64,7 +65,7 @@ func profileCmd(args []string) error {
 		return err
 	}
 	defer tm.close()
-	if *matmul != "" || *mma != "" || *noMMABlocks || *mmaF32 || *gemv != "" {
+	if *matmul != "" || *mma != "" || *noMMABlocks || *noMMAF32 || *mmaF32Blocks || *gemv != "" {
 		d, ok := tm.dev.(interface {
 			Tuning() wgsl.Tuning
 			SetTuning(wgsl.Tuning)
@@ -80,7 +81,8 @@ func profileCmd(args []string) error {
 			tu.MatmulMMA = mmaList
 		}
 		tu.MatmulMMABlocks = tu.MatmulMMABlocks && !*noMMABlocks
-		tu.MatmulMMAF32 = tu.MatmulMMAF32 || *mmaF32
+		tu.MatmulMMAF32 = tu.MatmulMMAF32 && !*noMMAF32
+		tu.MatmulMMAF32Blocks = tu.MatmulMMAF32Blocks || *mmaF32Blocks
 		if *minGroups > 0 {
 			tu.MatmulMinGroups, tu.MatmulMMAMinGroups = *minGroups, *minGroups
 		}

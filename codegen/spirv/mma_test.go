@@ -61,7 +61,7 @@ func TestDeviceMMA(t *testing.T) {
 			{"32x32x16/16x16*4", 64, false}, {"64x64x32/32x32*2", 64, false}, {"64x64x32/32x32", 32, true}, {"32x32x16/16x16*4", 64, true}} {
 			tiles := b.tiles
 			tune := wgsl.DiscreteTuning()
-			tune.MatmulMMA, tune.MatmulMinGroups, tune.MatmulMMABlocks, tune.MatmulMMAF32 = tiles, 1, b.blocks, true
+			tune.MatmulMMA, tune.MatmulMinGroups, tune.MatmulMMABlocks, tune.MatmulMMAF32, tune.MatmulMMAF32Blocks = tiles, 1, b.blocks, true, true
 			g, err := vulkan.Open(vulkan.Options{Generate: Generate, Compute: compute, Tuning: tune, PipelineCacheDir: "-"})
 			if err != nil {
 				t.Fatalf("vulkan with %s compute: %v (lavapipe has shaderFloat16)", compute, err)

@@ -30,17 +30,22 @@ import (
 // for the K formats' f32 values. On the H200, TestDeviceMMA's block
 // formats match the CPU reference exactly with it (2026-12-03).
 //
-// At f32 compute (Tuning.MatmulMMAF32) a is f32, and split too, a row at a
-// time: first each row's largest |a| gives it a scale s, a power of two
-// that takes that element into [2^14, 2^15) (f16's range ends at 65504);
-// then each a·s is rounded to its top 11 significant bits, h (0 below
-// f16's normals), and lo = f16((a·s - h)·2^10) holds the rest to within
-// 2^-22 of a·s. The products h·b go to the first accumulators, lo·b (and
-// with a split b, h·bl) to the second; a split b's lo·bl, under 2^-20 of
-// a term, is left out. So every term of a sum is within about 2^-22 of its
-// f32 product (f32 rounds each to 2^-24), the sums are f32, and the
-// output is divided by s again. Elements under 2^-28 of their row's
-// largest lose bits, as they would in a sum that large.
+// At f32 compute (Tuning.MatmulMMAF32) a is f32, and split too: each a·s
+// (s a power of two per row) is rounded to its top 11 significant bits, h
+// (0 below f16's normals), and lo = f16((a·s - h)·2^10) holds the rest.
+// The products h·b go to the first accumulators, lo·b (and with a split b,
+// h·bl) to the second; a split b's lo·bl, under 2^-20 of a term, is left
+// out. The sums are f32, and the output is divided by s again. A first
+// pass takes s = 1, which keeps every term within 2^-22·max|a| of its f32
+// product (f32 itself rounds each to 2^-24 of it) while the row's largest
+// |a| is in [2^-4, 2^15): below, elements under 2^-14 keep only f16's
+// bits; above, h overflows f16. The invocations note each row's largest
+// |a| as they stage it; where a row of the block falls outside, the block
+// runs again with each row's own s, which takes its largest |a| into
+// [2^14, 2^15). A separate scan of the rows before the products, the first
+// version, had cost more than the products (Llama-3.2-1B's prefill 15.7
+// ms against 11.0 without it on the H200). Block formats at f32 compute
+// take it only with Tuning.MatmulMMAF32Blocks: three products a step.
 
 // mmaFrag is the fragment size: 16x16x16, the one shape the devices that
 // set Features.SubgroupMatrix run (f16 operands, f32 result).
@@ -114,12 +119,13 @@ func (t mmaTile) threads() int { return t.slices * t.sliceThreads() }
 func (t mmaTile) stride() int { return t.bk + 8 }
 
 // shared is the workgroup memory, in bytes: each slice's a and b tiles in
-// f16 (each twice when split; a split a's row exponents besides) and a
-// 16x16 f32 fragment per subgroup of a slice for the output.
+// f16 (each twice when split; a split a's row exponents and each slice's
+// row maxima besides) and a 16x16 f32 fragment per subgroup of a slice
+// for the output.
 func (t mmaTile) shared(splitA, splitB bool) int {
 	bm, bn, rows := t.bm, t.bn, 0
 	if splitA {
-		bm, rows = 2*bm, t.bm*4
+		bm, rows = 2*bm, (1+t.slices)*t.bm*4+16
 	}
 	if splitB {
 		bn *= 2
@@ -159,14 +165,15 @@ func (g *gen) mmaRun(t mmaTile) int {
 // can take one: the first of Tuning.MatmulMMA whose grid has at least
 // MatmulMMAMinGroups workgroups (each slice counting as one), else the
 // last that fits. At f32 compute (MatmulMMAF32) f32 weights keep the vec4
-// kernel: they would need splitting too.
+// kernel: they would need splitting too; so do block formats and bf16
+// unless MatmulMMAF32Blocks.
 func (g *gen) pickMMA(s mmShape, nb int) (mmaTile, bool) {
 	dt := g.in[1].DType
 	weights := dt == ir.F16 || g.mmaSplit() && g.tune.MatmulMMABlocks
 	if g.half {
 		weights = weights || dt == ir.F32
 	} else {
-		weights = weights && g.tune.MatmulMMAF32 && g.feat.Subgroups
+		weights = (dt == ir.F16 || weights && g.tune.MatmulMMAF32Blocks) && g.tune.MatmulMMAF32 && g.feat.Subgroups
 	}
 	if g.fault != "" || !g.feat.SubgroupMatrix || g.tune.MatmulMMA == "" || !s.transpose || s.m <= 16 || s.n%4 != 0 || !weights {
 		return mmaTile{}, false
@@ -176,7 +183,10 @@ func (g *gen) pickMMA(s mmShape, nb int) (mmaTile, bool) {
 		minGroups = g.tune.MatmulMinGroups
 	}
 	fits := func(t mmaTile) bool {
-		return s.k%(t.bk*t.slices) == 0 && t.fits(g.lim, !g.half, g.mmaSplit()) && g.mmaRun(t) > 0
+		// A split a's row maxima are reduced by shuffles among the
+		// invocations of a row, all in whole rounds.
+		rows := g.half || t.bk <= 4*mmaSubgroup && t.bm*t.bk/4%t.sliceThreads() == 0
+		return s.k%(t.bk*t.slices) == 0 && t.fits(g.lim, !g.half, g.mmaSplit()) && g.mmaRun(t) > 0 && rows
 	}
 	groups := func(t mmaTile) int { return ceilDiv(s.n, t.bn) * ceilDiv(s.m, t.bm) * nb * t.slices }
 	return pickBlocking(g.tune.MatmulMMA, parseMMATile, fits, groups, minGroups)
@@ -225,13 +235,20 @@ func (g *gen) mma(s mmShape, nb int, t mmaTile) (*codegen.Kernel, error) {
 	g.p("var<workgroup> ta: array<f16, %d>; // a's rows [S][BM][SA]", t.slices*t.bm*t.stride())
 	if wide {
 		g.p("var<workgroup> tal: array<f16, %d>; // the low parts of a, times 2^10, as ta", t.slices*t.bm*t.stride())
-		g.p("var<workgroup> re: array<u32, %d>; // the biased exponent of each row's largest |a|", t.bm)
 	}
 	g.p("var<workgroup> tb: array<f16, %d>; // b's rows [S][BN][SA]", t.slices*t.bn*t.stride())
 	if split {
 		g.p("var<workgroup> tl: array<f16, %d>; // the low parts of b, times 2^10, as tb", t.slices*t.bn*t.stride())
 	}
 	g.p("var<workgroup> tc: array<f32, %d>; // a 16x16 fragment per subgroup of a slice", sliceT/mmaSubgroup*mmaFrag*mmaFrag)
+	if wide {
+		// After the matrices' arrays, and whole multiples of 16 bytes (BM
+		// is): the H200 computed garbage from matrix loads behind a
+		// 4-byte array (2026-12-03), as if the driver packed them unaligned.
+		g.p("var<workgroup> re: array<u32, %d>; // the biased exponent of each row's largest |a|", t.bm)
+		g.p("var<workgroup> rm: array<f32, %d>; // each slice's largest |a| of each row [S][BM]", t.slices*t.bm)
+		g.p("var<workgroup> redo: array<u32, 4>; // [0]: a row's largest |a| is outside [2^-4, 2^15)")
+	}
 	g.entry([3]int{t.threads(), 1, 1})
 	g.batchOffsets(s, 4)
 	g.p("  let slice = li / %du;", sliceT)
@@ -253,36 +270,7 @@ func (g *gen) mma(s mmShape, nb int, t mmaTile) (*codegen.Kernel, error) {
 		}
 	}
 	if wide {
-		// Each subgroup takes u rows at a time, each lane ju vec4 of each
-		// row a step: u·ju loads in flight (one at a time, the scan of a
-		// 64-row block had taken as long as its products on the H200).
-		// Even so every workgroup of a row block reads its rows again:
-		// about 4.7 of Llama-3.2-1B's 15.7 ms prefill there, the reason
-		// MatmulMMAF32 is off. Rows past M (never stored) keep the
-		// smallest exponent, as do rows of zeros.
-		u := 1
-		for u < 8 && 2*u*sgs <= t.bm {
-			u *= 2
-		}
-		ju := 32 / u
-		g.p("  for (var r = li / %du * %du; r < %du; r += %du) {", mmaSubgroup, u, t.bm, sgs*u)
-		for i := 0; i < u; i++ {
-			g.p("    var mx%d = 0.0f;", i)
-		}
-		g.p("    for (var kv = lane; kv < KV; kv += %du) {", mmaSubgroup*ju)
-		for j := 0; j < ju; j++ {
-			for i := 0; i < u; i++ {
-				g.p("      if (kv + %du < KV && m0 + r + %du < M) { let v = abs(in0[ab + (m0 + r + %du) * KV + kv + %du]); mx%d = max(mx%d, max(max(v.x, v.y), max(v.z, v.w))); }",
-					j*mmaSubgroup, i, i, j*mmaSubgroup, i, i)
-			}
-		}
-		g.p("    }")
-		for i := 0; i < u; i++ {
-			g.p("    mx%d = subgroupMax(mx%d);", i, i)
-			g.p("    if (lane == 0u) { re[r + %du] = clamp(bitcast<u32>(mx%d) >> 23u, 15u, 254u); }", i, i)
-		}
-		g.p("  }")
-		g.p("  workgroupBarrier();")
+		g.p("  if (li == 0u) { redo[0] = 0u; }")
 	}
 	// The operands' tiles: each step a slice's invocations read BM·BK/4
 	// vec4 of a and BN·BK/4 of b (a split b: BN·BK/4 units decoded in runs),
@@ -333,7 +321,7 @@ func (g *gen) mma(s mmShape, nb int, t mmaTile) (*codegen.Kernel, error) {
 		}
 		g.p("%slet %sr%d = %s / %du; let %sk%d = %s %% %du;", ind, o.x, r.e, item, bkv, o.x, r.e, item, bkv)
 		if o.wide {
-			g.p("%slet as%d = bitcast<f32>((268u - re[ar%d]) << 23u); // 2^(141 - E): its row's largest |a| into [2^14, 2^15)", ind, r.e, r.e)
+			g.p("%svar am%d = 0.0f; // the largest |a| of the row this invocation staged", ind, r.e)
 		}
 		for u := 0; u < o.run; u++ {
 			if o.decode || o.wide {
@@ -363,15 +351,20 @@ func (g *gen) mma(s mmShape, nb int, t mmaTile) (*codegen.Kernel, error) {
 			g.p("%s}", ind)
 		})
 	}
-	// store writes the registers to the tiles, a split b's as its parts.
-	store := func(ind string) {
+	// store writes the registers to the tiles, a split b's as its parts; a
+	// split a's are scaled, or else their largest |a| noted.
+	store := func(ind string, scaled bool) {
 		each(ind, func(o operand, r round, ind string) {
 			for u := 0; u < o.run; u++ {
 				g.p("%s{ let o = %s + %sr%d * SA + (%sk%d + %du) * 4u;", ind, o.base, o.x, r.e, o.x, r.e, u)
 				for c, comp := range []string{"x", "y", "z", "w"} {
 					v := fmt.Sprintf("r%s%d_%d.%s", o.x, r.e, u, comp)
 					if o.wide {
-						g.p("%s  { let v = %s * as%d;", ind, v, r.e)
+						if scaled {
+							g.p("%s  { let v = %s * as%d;", ind, v, r.e)
+						} else {
+							g.p("%s  { let v = %s; am%d = max(am%d, abs(v));", ind, v, r.e, r.e)
+						}
 						g.p("%s    let h = select(bitcast<f32>((bitcast<u32>(v) + 0x1000u) & 0xffffe000u), 0.0f, abs(v) < 6.103515625e-05f);", ind)
 						g.p("%s    ta[o + %du] = f16(h); tal[o + %du] = f16((v - h) * 1024.0f); }", ind, c, c)
 						continue
@@ -387,48 +380,59 @@ func (g *gen) mma(s mmShape, nb int, t mmaTile) (*codegen.Kernel, error) {
 			}
 		})
 	}
-	// Every slice runs STEPS steps (K is whole steps of every slice), as a
-	// barrier needs; k0 counts vec4.
-	load(fmt.Sprintf("slice * %du", bkv), "  ")
-	g.p("  for (var it = 0u; it < STEPS; it++) {")
-	store("    ")
-	g.p("    workgroupBarrier();")
-	g.p("    if (it + 1u < STEPS) {")
-	load(fmt.Sprintf("((it + 1u) * %du + slice) * %du", t.slices, bkv), "      ")
-	g.p("    }")
-	for kk := 0; kk < t.bk/mmaFrag; kk++ {
-		// The parts of a and b: their tiles and fragments' names.
-		aParts, bParts := [][2]string{{"ta", "a"}}, [][2]string{{"tb", "b"}}
-		// The products: a's fragment, b's and the accumulator.
-		prods := [][3]string{{"a", "b", "c"}}
-		if wide {
-			aParts = append(aParts, [2]string{"tal", "al"})
-			prods = append(prods, [3]string{"al", "b", "l"})
-		}
-		if split {
-			bParts = append(bParts, [2]string{"tl", "bl"})
-			prods = append(prods, [3]string{"a", "bl", "l"})
-		}
-		for _, p := range aParts {
+	// steps runs the K loop: every slice runs STEPS steps (K is whole
+	// steps of every slice), as a barrier needs; k0 counts vec4. A split a
+	// is scaled by its rows' scales in the second pass.
+	steps := func(ind string, scaled bool) {
+		load(fmt.Sprintf("slice * %du", bkv), ind)
+		g.p("%sfor (var it = 0u; it < STEPS; it++) {", ind)
+		store(ind+"  ", scaled)
+		g.p("%s  workgroupBarrier();", ind)
+		g.p("%s  if (it + 1u < STEPS) {", ind)
+		load(fmt.Sprintf("((it + 1u) * %du + slice) * %du", t.slices, bkv), ind+"    ")
+		g.p("%s  }", ind)
+		for kk := 0; kk < t.bk/mmaFrag; kk++ {
+			// The parts of a and b: their tiles and fragments' names.
+			aParts, bParts := [][2]string{{"ta", "a"}}, [][2]string{{"tb", "b"}}
+			// The products: a's fragment, b's and the accumulator.
+			prods := [][3]string{{"a", "b", "c"}}
+			if wide {
+				aParts = append(aParts, [2]string{"tal", "al"})
+				prods = append(prods, [3]string{"al", "b", "l"})
+			}
+			if split {
+				bParts = append(bParts, [2]string{"tl", "bl"})
+				prods = append(prods, [3]string{"a", "bl", "l"})
+			}
+			for _, p := range aParts {
+				for i := 0; i < fm; i++ {
+					g.p("%s  let %s%d_%d = subgroupMatrixLoad<subgroup_matrix_left<f16, 16, 16>>(&%s, sa + (wm + %du) * SA + %du, false, SA);", ind, p[1], kk, i, p[0], i*mmaFrag, kk*mmaFrag)
+				}
+			}
+			for _, p := range bParts {
+				for j := 0; j < fn; j++ {
+					g.p("%s  let %s%d_%d = subgroupMatrixLoad<subgroup_matrix_right<f16, 16, 16>>(&%s, sb + (wn + %du) * SA + %du, true, SA);", ind, p[1], kk, j, p[0], j*mmaFrag, kk*mmaFrag)
+				}
+			}
 			for i := 0; i < fm; i++ {
-				g.p("    let %s%d_%d = subgroupMatrixLoad<subgroup_matrix_left<f16, 16, 16>>(&%s, sa + (wm + %du) * SA + %du, false, SA);", p[1], kk, i, p[0], i*mmaFrag, kk*mmaFrag)
-			}
-		}
-		for _, p := range bParts {
-			for j := 0; j < fn; j++ {
-				g.p("    let %s%d_%d = subgroupMatrixLoad<subgroup_matrix_right<f16, 16, 16>>(&%s, sb + (wn + %du) * SA + %du, true, SA);", p[1], kk, j, p[0], j*mmaFrag, kk*mmaFrag)
-			}
-		}
-		for i := 0; i < fm; i++ {
-			for j := 0; j < fn; j++ {
-				for _, p := range prods {
-					g.p("    %s%d_%d = subgroupMatrixMultiplyAccumulate(%s%d_%d, %s%d_%d, %s%d_%d);", p[2], i, j, p[0], kk, i, p[1], kk, j, p[2], i, j)
+				for j := 0; j < fn; j++ {
+					for _, p := range prods {
+						g.p("%s  %s%d_%d = subgroupMatrixMultiplyAccumulate(%s%d_%d, %s%d_%d, %s%d_%d);", ind, p[2], i, j, p[0], kk, i, p[1], kk, j, p[2], i, j)
+					}
 				}
 			}
 		}
+		g.p("%s  workgroupBarrier();", ind)
+		g.p("%s}", ind)
 	}
-	g.p("    workgroupBarrier();")
-	g.p("  }")
+	steps("  ", false)
+	if wide {
+		// The second pass, straight after the first rather than a loop
+		// around it: its condition is uniform across the workgroup.
+		g.redo(t, ops[0].items, fm, fn)
+		steps("    ", true)
+		g.p("  }")
+	}
 	// Out: each accumulator through the scratch, slice by slice; lane l of
 	// a first-slice subgroup sums row l/2, columns 8·(l%%2) .. +7 as two
 	// vec4, and writes them.
@@ -463,7 +467,7 @@ func (g *gen) mma(s mmShape, nb int, t mmaTile) (*codegen.Kernel, error) {
 			g.p("  if (slice == 0u) {")
 			g.p("    let gm = m0 + wm + %du + sr;", i*mmaFrag)
 			if wide {
-				g.p("    let inv = bitcast<f32>((re[wm + %du + sr] - 14u) << 23u); // 1 / as", i*mmaFrag)
+				g.p("    let inv = select(1.0f, bitcast<f32>((re[wm + %du + sr] - 14u) << 23u), redo[0] != 0u); // 1 / as", i*mmaFrag)
 			}
 			for h := 0; h < 2; h++ {
 				v := fmt.Sprintf("o%d", h)
@@ -482,4 +486,41 @@ func (g *gen) mma(s mmShape, nb int, t mmaTile) (*codegen.Kernel, error) {
 		grid = [3]int{0, 1, 1}
 	}
 	return g.kernel([3]int{t.threads(), 1, 1}, grid), nil
+}
+
+// redo ends the first pass of the f32-compute kernel (a split by rows)
+// and opens the second: the rows' largest |a|, reduced over the
+// invocations that staged each row (bkv consecutive lanes, by shuffles,
+// then over the slices), decide whether a second pass with each row's own
+// scale is needed; if so the accumulators start again. Every invocation
+// reads the decision after a barrier, so the second pass's barriers stay
+// in uniform control flow. The caller emits the pass and closes the block.
+func (g *gen) redo(t mmaTile, items, fm, fn int) {
+	sliceT, bkv := t.sliceThreads(), t.bk/4
+	for e := 0; e < items/sliceT; e++ {
+		for x := 1; x < bkv; x *= 2 {
+			g.p("  am%d = max(am%d, subgroupShuffleXor(am%d, %du));", e, e, e, x)
+		}
+		g.p("  if (ak%d == 0u) { rm[slice * %du + ar%d] = am%d; }", e, t.bm, e, e)
+	}
+	g.p("  workgroupBarrier();")
+	g.p("  if (li < %du) {", t.bm)
+	g.p("    var mx = rm[li];")
+	for sl := 1; sl < t.slices; sl++ {
+		g.p("    mx = max(mx, rm[%du + li]);", sl*t.bm)
+	}
+	g.p("    re[li] = clamp(bitcast<u32>(mx) >> 23u, 15u, 254u);")
+	g.p("    if (m0 + li < M && (mx >= 32768.0f || (mx < 0.0625f && mx > 0.0f))) { redo[0] = 1u; }")
+	g.p("  }")
+	g.p("  workgroupBarrier();")
+	g.p("  if (redo[0] != 0u) {")
+	for e := 0; e < items/sliceT; e++ {
+		g.p("    let as%d = bitcast<f32>((268u - re[ar%d]) << 23u); // 2^(141 - E): the row's largest |a| into [2^14, 2^15)", e, e)
+	}
+	for i := 0; i < fm; i++ {
+		for j := 0; j < fn; j++ {
+			g.p("    c%d_%d = subgroup_matrix_result<f32, 16, 16>();", i, j)
+			g.p("    l%d_%d = subgroup_matrix_result<f32, 16, 16>();", i, j)
+		}
+	}
 }

@@ -1,6 +1,9 @@
 package wgsl
 
 import (
+	"fmt"
+	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -46,9 +49,13 @@ func TestMMAChoice(t *testing.T) {
 		{"f32 compute splits a", up, func(o Options) Options { o.Compute, o.Tuning.MatmulMMAF32 = ir.F32, true; return o }, true, 128, [3]int{88, 2, 1},
 			"l1_1 = subgroupMatrixMultiplyAccumulate(al1_1, b1_1, l1_1)"},
 		{"f32 compute splits a and q4_0", q4, func(o Options) Options {
-			o.Compute, o.Tuning.MatmulMMAF32, o.Tuning.MatmulMMABlocks = ir.F32, true, true
+			o.Compute, o.Tuning.MatmulMMAF32, o.Tuning.MatmulMMABlocks, o.Tuning.MatmulMMAF32Blocks = ir.F32, true, true, true
 			return o
 		}, true, 128, [3]int{88, 2, 1}, "l1_1 = subgroupMatrixMultiplyAccumulate(al1_1, b1_1, l1_1);\n    l1_1 = subgroupMatrixMultiplyAccumulate(a1_1, bl1_1, l1_1)"},
+		{"q4_0 at f32 compute keeps the vec4 kernel without MatmulMMAF32Blocks", q4, func(o Options) Options {
+			o.Compute, o.Tuning.MatmulMMAF32, o.Tuning.MatmulMMABlocks = ir.F32, true, true
+			return o
+		}, false, 0, [3]int{}, ""},
 		{"f32 weights at f32 compute", mm("f32", f32(128, 2048), f32(5632, 2048)), func(o Options) Options {
 			o.Compute, o.Tuning.MatmulMMAF32 = ir.F32, true
 			return o
@@ -73,6 +80,55 @@ func TestMMAChoice(t *testing.T) {
 		if c.mma && (k.WorkgroupSize != [3]int{c.wg, 1, 1} || k.Grid != c.grid || !strings.Contains(src, c.marker) ||
 			!strings.HasPrefix(src, "enable f16;\n") || !strings.Contains(src, "enable "+SubgroupMatrixExt+";\n")) {
 			t.Errorf("%s: workgroup %v grid %v, want %d and %v with %q:\n%s", c.name, k.WorkgroupSize, k.Grid, c.wg, c.grid, c.marker, src)
+		}
+	}
+}
+
+// TestMMAWorkgroupLayout checks the subgroup-matrix kernel's workgroup
+// arrays under every blocking, compute dtype and split: the arrays that
+// subgroup matrices load from or store to come first, every array is a
+// whole multiple of 16 bytes (a matrix load behind a 4-byte array computed
+// garbage on the H200), and together they take what mmaTile.shared says,
+// the figure the blocking is checked against the device's limit with.
+func TestMMAWorkgroupLayout(t *testing.T) {
+	decl := regexp.MustCompile(`(?m)^var<workgroup> (\w+): array<(f16|f32|u32), (\d+)>;`)
+	tb := ir.Attrs{"transpose_b": ir.BoolAttr(true)}
+	all := Features{F16: true, Subgroups: true, SubgroupMatrix: true}
+	for _, tile := range MatmulMMATiles {
+		for _, c := range []struct {
+			compute ir.DType
+			b       ir.DType
+		}{{ir.F16, ir.F16}, {ir.F16, ir.Q4_0}, {ir.F32, ir.F16}, {ir.F32, ir.Q4_0}} {
+			name := fmt.Sprintf("%s, %s compute, %s weights", tile, c.compute, c.b)
+			kc := kerneltest.Case{Name: name, Op: ir.OpMatmul, Attrs: tb, In: []ir.Type{f32(128, 1024), ir.T(c.b, ir.S(256, 1024))}}
+			o := Options{Limits: bigLimits, Features: all, Compute: c.compute,
+				Tuning: Tuning{MatmulMMA: tile, MatmulMMABlocks: true, MatmulMMAF32: true, MatmulMMAF32Blocks: true}}
+			k, err := generate(t, kc, o)
+			if err != nil {
+				t.Fatalf("%s: %v", name, err)
+			}
+			src := string(k.Source)
+			if !strings.Contains(src, "subgroupMatrixMultiplyAccumulate") {
+				continue // over the limits
+			}
+			total, matrices := 0, true
+			for _, m := range decl.FindAllStringSubmatch(src, -1) {
+				n, _ := strconv.Atoi(m[3])
+				size := n * map[string]int{"f16": 2, "f32": 4, "u32": 4}[m[2]]
+				total += size
+				if size%16 != 0 {
+					t.Errorf("%s: %s takes %d bytes, not a multiple of 16", name, m[1], size)
+				}
+				used := strings.Contains(src, "(&"+m[1]+",")
+				if used && !matrices {
+					t.Errorf("%s: the matrices' array %s follows another array", name, m[1])
+				}
+				matrices = matrices && used
+			}
+			tl, _ := parseMMATile(tile)
+			if want := tl.shared(c.compute == ir.F32, c.b == ir.Q4_0); total != want {
+				t.Errorf("%s: the arrays take %d bytes, shared says %d", name, total, want)
+			}
 		}
 	}
 }

@@ -158,17 +158,20 @@ type Tuning struct {
 	// MatmulMMABlocks lets the subgroup-matrix kernel take block-format
 	// (and bf16) weights too, split into two f16 parts (mma.go).
 	MatmulMMABlocks bool
-	// MatmulMMAF32 lets the subgroup-matrix kernel take those products at
-	// f32 compute too, over f16 weights (and block formats and bf16 with
-	// MatmulMMABlocks), on a device with subgroups besides: each row of a
-	// is scaled by a power of two into f16's range and split into two f16
-	// parts, every term of the sums within 2^-22 of its f32 product
-	// (mma.go). Off by default: on the H200 (2026-12-03) these products
-	// ran slower than the vec4 kernel (Llama-3.2-1B's prefill 15.8 ms
-	// against 14.7 over F16 weights, 20.4 against 17.1 over Q4_0), the
-	// rows' scan before the products costing most of it
-	// (bench/results/2026-12-03-h200-mma-f32.md).
+	// MatmulMMAF32 lets the subgroup-matrix kernel take products over f16
+	// weights at f32 compute too, on a device with subgroups besides: each
+	// row of a is split into two f16 parts (scaled by a power of two into
+	// f16's range where it falls outside), every term of the sums within
+	// 2^-22 of its f32 product (mma.go). On the H200 Llama-3.2-1B's
+	// f32-compute prefill over F16 weights went from 8,522 tok/s without it
+	// to 10,421 and 10,083 with it, in three runs of one evening
+	// (bench/results/2026-12-03-h200-mma-f32-two-pass.md).
 	MatmulMMAF32 bool
+	// MatmulMMAF32Blocks lets MatmulMMAF32 take block formats and bf16
+	// (with MatmulMMABlocks) too. Off by default: on the H200 their three
+	// products a step ran slower than the vec4 kernel there (TinyLlama's
+	// Q4_0 prefill 6,397 tok/s with them, 7,626 and 7,551 without).
+	MatmulMMAF32Blocks bool
 }
 
 // DiscreteTuning is the tuning the webgpu device uses on GPUs that are not
@@ -184,12 +187,13 @@ type Tuning struct {
 // matrices (the vulkan target on NVIDIA GPUs) products with 128 or more
 // 64x64 blocks take those (prefill's gate and up), the others 32x32
 // blocks in 4 slices of K (bench/results/2026-12-03-h200-mma.md), block
-// formats included. Decode GEMVs over Q4_0-sized blocks take up to 8 rows
+// formats included; under f32 compute products over f16 weights take
+// them too (MatmulMMAF32). Decode GEMVs over Q4_0-sized blocks take up to 8 rows
 // a subgroup at once while the grid keeps 200 workgroups
 // (bench/results/2026-12-03-h200-gemv-batch.md).
 func DiscreteTuning() Tuning {
 	return Tuning{Matmul: "128x128x8/8x8+p,64x64x16/4x4+p,64x64x16/4x4+p*2,32x64x16/4x4+p,32x32x16/4x4+p*4,16x16x16/4x4+p*8", MatmulMinGroups: 264,
-		MatmulMMA: "64x64x32/32x32,32x32x32/16x16*4", MatmulMMAMinGroups: 128, MatmulMMABlocks: true,
+		MatmulMMA: "64x64x32/32x32,32x32x32/16x16*4", MatmulMMAMinGroups: 128, MatmulMMABlocks: true, MatmulMMAF32: true,
 		GEMVUnroll: 2, GEMVMinGroups: 400, GEMVBatch: 8, GEMVBatchMinGroups: 200}
 }
 
