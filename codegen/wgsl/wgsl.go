@@ -169,8 +169,8 @@ type Tuning struct {
 	MatmulMMAF32 bool
 	// MatmulMMAF32Blocks lets MatmulMMAF32 take block formats and bf16
 	// (with MatmulMMABlocks) too. Off by default: on the H200 their three
-	// products a step ran slower than the vec4 kernel there (TinyLlama's
-	// Q4_0 prefill 6,397 tok/s with them, 7,626 and 7,551 without).
+	// products a step ran slower than the vec4 kernel (TinyLlama's Q4_0
+	// prefill 6,397 tok/s with them, 7,626 and 7,551 without).
 	MatmulMMAF32Blocks bool
 }
 
