@@ -429,9 +429,7 @@ func (g *gen) mma(s mmShape, nb int, t mmaTile) (*codegen.Kernel, error) {
 	if wide {
 		// The second pass, straight after the first rather than a loop
 		// around it: its condition is uniform across the workgroup.
-		g.redo(t, ops[0].items, fm, fn)
-		steps("    ", true)
-		g.p("  }")
+		g.redo(t, ops[0].items, fm, fn, func() { steps("    ", true) })
 	}
 	// Out: each accumulator through the scratch, slice by slice; lane l of
 	// a first-slice subgroup sums row l/2, columns 8·(l%%2) .. +7 as two
@@ -492,10 +490,10 @@ func (g *gen) mma(s mmShape, nb int, t mmaTile) (*codegen.Kernel, error) {
 // and opens the second: the rows' largest |a|, reduced over the
 // invocations that staged each row (bkv consecutive lanes, by shuffles,
 // then over the slices), decide whether a second pass with each row's own
-// scale is needed; if so the accumulators start again. Every invocation
-// reads the decision after a barrier, so the second pass's barriers stay
-// in uniform control flow. The caller emits the pass and closes the block.
-func (g *gen) redo(t mmaTile, items, fm, fn int) {
+// scale is needed; if so the accumulators start again and pass emits the
+// second pass. Every invocation reads the decision after a barrier, so
+// the second pass's barriers stay in uniform control flow.
+func (g *gen) redo(t mmaTile, items, fm, fn int, pass func()) {
 	sliceT, bkv := t.sliceThreads(), t.bk/4
 	for e := 0; e < items/sliceT; e++ {
 		for x := 1; x < bkv; x *= 2 {
@@ -523,4 +521,6 @@ func (g *gen) redo(t mmaTile, items, fm, fn int) {
 			g.p("    l%d_%d = subgroup_matrix_result<f32, 16, 16>();", i, j)
 		}
 	}
+	pass()
+	g.p("  }")
 }
