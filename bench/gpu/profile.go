@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -31,71 +32,59 @@ func profileCmd(args []string) error {
 	prefill := fs.Int("prefill", 128, "prompt tokens")
 	decode := fs.Int("decode", 32, "decode steps profiled")
 	rows := fs.Int("rows", 25, "rows of each table")
-	matmul := fs.String("matmul", "", "the device's Tuning.Matmul instead of its default (a blocking or a comma list, see wgsl.MatmulTiles)")
-	minGroups := fs.Int("min-groups", 0, "with -matmul or -mma: Tuning.MatmulMinGroups (0 keeps the device's)")
-	mma := fs.String("mma", "", "the device's Tuning.MatmulMMA instead of its default (a blocking or a comma list, see wgsl.MatmulMMATiles; used where the device has subgroup matrices, at f16 compute and over f16 weights at f32 compute), or off")
-	noMMABlocks := fs.Bool("no-mma-blocks", false, "block-format weights keep the vec4 kernel at f16 compute (Tuning.MatmulMMABlocks off)")
-	noMMAF32 := fs.Bool("no-mma-f32", false, "f16 weights' products keep the vec4 kernel at f32 compute (Tuning.MatmulMMAF32 off)")
-	mmaF32Blocks := fs.Bool("mma-f32-blocks", false, "at f32 compute quantized weights' products take subgroup matrices too, each value split into two f16 parts (Tuning.MatmulMMAF32Blocks)")
-	gemv := fs.String("gemv", "", `decode GEMV knobs over the device's tuning, as wgsl.GEMVString writes them ("GEMVBatch: 4, GEMVRows: 8")`)
+	knobs := tuningFlags(fs)
+	vs := fs.String("vs", "", `tunings to compare in this one process, separated by ';', each a set of this command's tuning flags over the others ("-mma 32x64x32/16x32*4; -mma-f32-blocks"; an empty one is the base): their prefills run in turn, -rounds times, and a table gives each one's GPU time`)
+	rounds := fs.Int("rounds", 3, "with -vs: rounds of prefills, each tuning once a round")
 	tgt := fs.String("target", "vulkan", "vulkan, or vulkan/f16 for f16 compute")
 	fs.Parse(args)
 	if *model == "" || *prefill < 1 || *decode < 1 || *rows < 1 {
 		return fmt.Errorf("profile: -model is required; -prefill, -decode and -rows must be positive")
 	}
-	if err := wgsl.ValidMatmulTile(*matmul); err != nil {
-		return fmt.Errorf("profile: -matmul: %w", err)
-	}
-	mmaList := *mma // the value of Tuning.MatmulMMA when -mma is given
-	if mmaList == "off" {
-		mmaList = ""
-	}
-	if err := wgsl.ValidMatmulMMA(mmaList); err != nil {
-		return fmt.Errorf("profile: -mma: %w", err)
-	}
-	gemvKnobs, err := wgsl.ParseGEMV(*gemv)
-	if err != nil {
-		return fmt.Errorf("profile: -gemv: %w", err)
-	}
 	if *tgt != "vulkan" && *tgt != "vulkan/f16" {
 		return fmt.Errorf("profile: -target %q: want vulkan or vulkan/f16", *tgt)
+	}
+	if _, err := knobs.apply(wgsl.Tuning{}); err != nil {
+		return fmt.Errorf("profile: %w", err)
+	}
+	var variants []tuningVariant
+	if *vs != "" {
+		if *rounds < 1 {
+			return fmt.Errorf("profile: -rounds must be positive")
+		}
+		var err error
+		if variants, err = parseVariants(*vs); err != nil {
+			return fmt.Errorf("profile: -vs: %w", err)
+		}
 	}
 	tm, err := openTapml(*tgt, *model, *prefill+2*(*decode)+16)
 	if err != nil {
 		return err
 	}
 	defer tm.close()
-	if *matmul != "" || *mma != "" || *noMMABlocks || *noMMAF32 || *mmaF32Blocks || *gemv != "" {
-		d, ok := tm.dev.(interface {
-			Tuning() wgsl.Tuning
-			SetTuning(wgsl.Tuning)
-		})
-		if !ok {
-			return fmt.Errorf("profile: %s has no tuning to set", tm.dev.Name())
-		}
-		tu := d.Tuning()
-		if *matmul != "" {
-			tu.Matmul = *matmul
-		}
-		if *mma != "" {
-			tu.MatmulMMA = mmaList
-		}
-		tu.MatmulMMABlocks = tu.MatmulMMABlocks && !*noMMABlocks
-		tu.MatmulMMAF32 = tu.MatmulMMAF32 && !*noMMAF32
-		tu.MatmulMMAF32Blocks = tu.MatmulMMAF32Blocks || *mmaF32Blocks
-		if *minGroups > 0 {
-			tu.MatmulMinGroups, tu.MatmulMMAMinGroups = *minGroups, *minGroups
-		}
-		wgsl.GEMVVariant{Tuning: gemvKnobs}.Apply(&tu)
-		d.SetTuning(tu)
-		logf("decode GEMVs: %s", orDash(wgsl.GEMVString(tu)))
-		logf("matmul tuning: %s, subgroup matrices %s (first with >= %d groups)", tu.Matmul, tu.MatmulMMA, tu.MatmulMinGroups)
+	d, ok := tm.dev.(interface {
+		Tuning() wgsl.Tuning
+		SetTuning(wgsl.Tuning)
+	})
+	if !ok {
+		return fmt.Errorf("profile: %s has no tuning to set", tm.dev.Name())
+	}
+	base, err := knobs.apply(d.Tuning())
+	if err != nil {
+		return fmt.Errorf("profile: %w", err)
+	}
+	if knobs.set() {
+		d.SetTuning(base)
+		logf("decode GEMVs: %s", orDash(wgsl.GEMVString(base)))
+		logf("matmul tuning: %s, subgroup matrices %s (first with >= %d groups)", base.Matmul, base.MatmulMMA, base.MatmulMinGroups)
 	}
 	p, ok := tm.dev.(profiler)
 	if !ok {
 		return fmt.Errorf("profile: %s cannot time commands", tm.dev.Name())
 	}
 	prompt := peerPrompt(*prefill, tm.vocab)
+	if variants != nil {
+		return compareTunings(os.Stdout, *model, tm, d, p, base, variants, prompt, *rounds)
+	}
 	// Warm: kernels compiled, recordings made; this run's times are the
 	// unprofiled baseline.
 	var warm llm.Stats
@@ -185,4 +174,207 @@ func writeProfile(w io.Writer, phase string, kinds []vulkan.KernelTime, gpu time
 	}
 	table("op", ops)
 	table("op and grid", kinds)
+}
+
+// tuningKnobs are profile's flags that change the device's tuning.
+type tuningKnobs struct {
+	fs                                  *flag.FlagSet
+	matmul, mma, gemv                   *string
+	minGroups, mmaMinGroups             *int
+	noMMABlocks, noMMAF32, mmaF32Blocks *bool
+}
+
+// tuningFlags declares the tuning flags on fs.
+func tuningFlags(fs *flag.FlagSet) tuningKnobs {
+	return tuningKnobs{
+		fs:           fs,
+		matmul:       fs.String("matmul", "", "the device's Tuning.Matmul instead of its default (a blocking or a comma list, see wgsl.MatmulTiles)"),
+		minGroups:    fs.Int("min-groups", 0, "Tuning.MatmulMinGroups, and MatmulMMAMinGroups unless -mma-min-groups (0 keeps the device's)"),
+		mmaMinGroups: fs.Int("mma-min-groups", 0, "Tuning.MatmulMMAMinGroups (0 keeps the device's, or -min-groups)"),
+		mma:          fs.String("mma", "", "the device's Tuning.MatmulMMA instead of its default (a blocking or a comma list, see wgsl.MatmulMMATiles; used where the device has subgroup matrices, at f16 compute and over f16 weights at f32 compute), or off"),
+		noMMABlocks:  fs.Bool("no-mma-blocks", false, "block-format weights keep the vec4 kernel at f16 compute (Tuning.MatmulMMABlocks off)"),
+		noMMAF32:     fs.Bool("no-mma-f32", false, "f16 weights' products keep the vec4 kernel at f32 compute (Tuning.MatmulMMAF32 off)"),
+		mmaF32Blocks: fs.Bool("mma-f32-blocks", false, "at f32 compute quantized weights' products take subgroup matrices too, each value split into two f16 parts (Tuning.MatmulMMAF32Blocks)"),
+		gemv:         fs.String("gemv", "", `decode GEMV knobs over the device's tuning, as wgsl.GEMVString writes them ("GEMVBatch: 4, GEMVRows: 8")`),
+	}
+}
+
+// set reports whether any tuning flag was given.
+func (k tuningKnobs) set() bool {
+	n := 0
+	k.fs.Visit(func(f *flag.Flag) {
+		switch f.Name {
+		case "matmul", "min-groups", "mma-min-groups", "mma", "no-mma-blocks", "no-mma-f32", "mma-f32-blocks", "gemv":
+			n++
+		}
+	})
+	return n > 0
+}
+
+// apply returns tu changed by the flags given.
+func (k tuningKnobs) apply(tu wgsl.Tuning) (wgsl.Tuning, error) {
+	if err := wgsl.ValidMatmulTile(*k.matmul); err != nil {
+		return tu, fmt.Errorf("-matmul: %w", err)
+	}
+	mma := *k.mma
+	if mma == "off" {
+		mma = ""
+	}
+	if err := wgsl.ValidMatmulMMA(mma); err != nil {
+		return tu, fmt.Errorf("-mma: %w", err)
+	}
+	gemv, err := wgsl.ParseGEMV(*k.gemv)
+	if err != nil {
+		return tu, fmt.Errorf("-gemv: %w", err)
+	}
+	if *k.matmul != "" {
+		tu.Matmul = *k.matmul
+	}
+	if *k.mma != "" {
+		tu.MatmulMMA = mma
+	}
+	tu.MatmulMMABlocks = tu.MatmulMMABlocks && !*k.noMMABlocks
+	tu.MatmulMMAF32 = tu.MatmulMMAF32 && !*k.noMMAF32
+	tu.MatmulMMAF32Blocks = tu.MatmulMMAF32Blocks || *k.mmaF32Blocks
+	if *k.minGroups > 0 {
+		tu.MatmulMinGroups, tu.MatmulMMAMinGroups = *k.minGroups, *k.minGroups
+	}
+	if *k.mmaMinGroups > 0 {
+		tu.MatmulMMAMinGroups = *k.mmaMinGroups
+	}
+	wgsl.GEMVVariant{Tuning: gemv}.Apply(&tu)
+	return tu, nil
+}
+
+// tuningVariant is one entry of -vs: its flags, applied over the base
+// tuning when it runs.
+type tuningVariant struct {
+	name string
+	args []string
+}
+
+// parseVariants splits -vs into its tunings and checks each one's flags.
+func parseVariants(list string) ([]tuningVariant, error) {
+	var out []tuningVariant
+	for _, v := range strings.Split(list, ";") {
+		args := strings.Fields(v)
+		if _, err := variantTuning(args, wgsl.Tuning{}); err != nil {
+			return nil, err
+		}
+		name := strings.Join(args, " ")
+		if name == "" {
+			name = "(base)"
+		}
+		out = append(out, tuningVariant{name, args})
+	}
+	return out, nil
+}
+
+// variantTuning applies a variant's flags to base.
+func variantTuning(args []string, base wgsl.Tuning) (wgsl.Tuning, error) {
+	fs := flag.NewFlagSet("-vs", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	k := tuningFlags(fs)
+	if err := fs.Parse(args); err != nil {
+		return base, fmt.Errorf("%q: %w", strings.Join(args, " "), err)
+	}
+	if fs.NArg() > 0 {
+		return base, fmt.Errorf("%q: %q is not a tuning flag", strings.Join(args, " "), fs.Arg(0))
+	}
+	tu, err := k.apply(base)
+	if err != nil {
+		return base, fmt.Errorf("%q: %w", strings.Join(args, " "), err)
+	}
+	return tu, nil
+}
+
+// compareTunings profiles the prompt's prefill under each variant in turn,
+// rounds times over, in this one process (the GPU machine's processes
+// differ in speed by up to 4x, so only times from one process compare),
+// and writes a table: each variant's prefill GPU time (min, median, max
+// over rounds) and its products' time per call by grid (min over rounds).
+func compareTunings(w io.Writer, model string, tm *tapmlModel, d interface{ SetTuning(wgsl.Tuning) }, p profiler, base wgsl.Tuning, vs []tuningVariant, prompt []int, rounds int) error {
+	type result struct {
+		gpu   []time.Duration
+		calls map[string]int
+		best  map[string]time.Duration // per call
+	}
+	res := make([]result, len(vs))
+	for r := range rounds {
+		for i, v := range vs {
+			tu, err := variantTuning(v.args, base)
+			if err != nil {
+				return err
+			}
+			d.SetTuning(tu)
+			// Kernels made and recordings recorded for this tuning, and
+			// the GPU kept busy for a while before the profiled prefill:
+			// an H200 left idle for the host's code generation ran the
+			// next prefill about 4x slower, as if its clocks had dropped.
+			for t0, n := time.Now(), 0; n < 3 || time.Since(t0) < 300*time.Millisecond; n++ {
+				if _, err := generate(tm.exec, prompt, 1); err != nil {
+					return fmt.Errorf("%s: %w", v.name, err)
+				}
+			}
+			s, err := llm.NewSession(tm.exec)
+			if err != nil {
+				return err
+			}
+			s.Horizon = len(prompt)
+			if err := p.Profile(true); err != nil {
+				s.Close()
+				return err
+			}
+			_, err = s.Next(prompt, llm.NewSampler(0, 0, 1))
+			s.Close()
+			if err != nil {
+				return fmt.Errorf("%s: %w", v.name, err)
+			}
+			kinds, gpu := p.Profiled()
+			if err := p.Profile(false); err != nil {
+				return err
+			}
+			rs := &res[i]
+			if rs.best == nil {
+				rs.calls, rs.best = map[string]int{}, map[string]time.Duration{}
+			}
+			rs.gpu = append(rs.gpu, gpu)
+			logf("round %d, %s: %.2f ms", r+1, v.name, float64(gpu)/1e6)
+			for _, k := range kinds {
+				if !strings.Contains(k.Name, "matmul") || k.Calls == 0 {
+					continue
+				}
+				per := k.Time / time.Duration(k.Calls)
+				if b, ok := rs.best[k.Name]; !ok || per < b {
+					rs.best[k.Name] = per
+				}
+				rs.calls[k.Name] = k.Calls
+			}
+		}
+	}
+	ms := func(t time.Duration) string { return fmt.Sprintf("%.2f", float64(t)/1e6) }
+	fmt.Fprintf(w, "# Tunings compared: %s on %s\n\n", model, tm.dev.Name())
+	fmt.Fprintf(w, "Prefill of %d tokens under each tuning in turn, %d rounds, in one process; GPU time by timestamps around\n"+
+		"each command. The products: microseconds per call (min over rounds) and calls, by op and grid.\n\n", len(prompt), rounds)
+	fmt.Fprintf(w, "| tuning | GPU ms min | median | max | products, us per call (calls) |\n|---|---:|---:|---:|---|\n")
+	for i, v := range vs {
+		rs := res[i]
+		g := slices.Clone(rs.gpu)
+		slices.Sort(g)
+		names := make([]string, 0, len(rs.best))
+		for n := range rs.best {
+			names = append(names, n)
+		}
+		// The largest total first.
+		sort.Slice(names, func(a, b int) bool {
+			ta, tb := rs.best[names[a]]*time.Duration(rs.calls[names[a]]), rs.best[names[b]]*time.Duration(rs.calls[names[b]])
+			return ta > tb || ta == tb && names[a] < names[b]
+		})
+		var parts []string
+		for _, n := range names {
+			parts = append(parts, fmt.Sprintf("%s %.1f (%d)", n, float64(rs.best[n])/1e3, rs.calls[n]))
+		}
+		fmt.Fprintf(w, "| %s | %s | %s | %s | %s |\n", v.name, ms(g[0]), ms(g[len(g)/2]), ms(g[len(g)-1]), strings.Join(parts, "; "))
+	}
+	return nil
 }

@@ -58,7 +58,8 @@ func TestDeviceMMA(t *testing.T) {
 			kstep  int64
 			blocks bool
 		}{{"64x64x32/32x32", 32, false}, {"32x32x32/16x16", 32, false}, {"128x64x32/64x32", 32, false}, {"64x64x64/32x32", 64, false},
-			{"32x32x16/16x16*4", 64, false}, {"64x64x32/32x32*2", 64, false}, {"64x64x32/32x32", 32, true}, {"32x32x16/16x16*4", 64, true}} {
+			{"32x32x16/16x16*4", 64, false}, {"64x64x32/32x32*2", 64, false}, {"64x64x32/32x32", 32, true}, {"32x32x16/16x16*4", 64, true},
+			{"64x64x32/32x32+d", 32, false}, {"32x32x32/16x16+d*2", 64, true}} {
 			tiles := b.tiles
 			tune := wgsl.DiscreteTuning()
 			tune.MatmulMMA, tune.MatmulMinGroups, tune.MatmulMMABlocks, tune.MatmulMMAF32, tune.MatmulMMAF32Blocks = tiles, 1, b.blocks, true, true

@@ -60,12 +60,17 @@ const mmaSubgroup = 32
 // of its subgroups a WM x WN part of it (whole fragments); with S slices
 // the workgroup has S such sets of subgroups, slice s taking the steps s,
 // s+S, ... of K (a product whose output is a few blocks still fills a
-// large GPU), their sums added at the end.
-type mmaTile struct{ bm, bn, bk, wm, wn, slices int }
+// large GPU), their sums added at the end. With double, each slice has
+// two sets of tiles: a step's operands are stored into one while the
+// products read the other, one barrier a step instead of two.
+type mmaTile struct {
+	bm, bn, bk, wm, wn, slices int
+	double                     bool
+}
 
-// parseMMATile parses "BMxBNxBK/WMxWN[*S]".
+// parseMMATile parses "BMxBNxBK/WMxWN[+d][*S]".
 func parseMMATile(s string) (mmaTile, error) {
-	bad := fmt.Errorf("subgroup-matrix tile %q: want BMxBNxBK/WMxWN[*S], each size a multiple of 16, WM dividing BM and WN dividing BN, S a power of two up to 16", s)
+	bad := fmt.Errorf("subgroup-matrix tile %q: want BMxBNxBK/WMxWN[+d][*S], each size a multiple of 16, WM dividing BM and WN dividing BN, S a power of two up to 16", s)
 	slices := 1
 	if body, sl, ok := strings.Cut(s, "*"); ok {
 		n, err := strconv.Atoi(sl)
@@ -74,6 +79,7 @@ func parseMMATile(s string) (mmaTile, error) {
 		}
 		s, slices = body, n
 	}
+	s, double := strings.CutSuffix(s, "+d")
 	blk, sub, ok := strings.Cut(s, "/")
 	if !ok {
 		return mmaTile{}, bad
@@ -89,7 +95,7 @@ func parseMMATile(s string) (mmaTile, error) {
 	if len(v) != 5 {
 		return mmaTile{}, bad
 	}
-	t := mmaTile{v[0], v[1], v[2], v[3], v[4], slices}
+	t := mmaTile{v[0], v[1], v[2], v[3], v[4], slices, double}
 	if t.bm%t.wm != 0 || t.bn%t.wn != 0 {
 		return mmaTile{}, bad
 	}
@@ -103,6 +109,7 @@ var MatmulMMATiles = []string{
 	"64x64x32/32x32", "64x64x16/32x32", "64x64x64/32x32", "32x64x32/16x32", "32x32x32/16x16",
 	"64x64x32/32x32*2", "64x64x16/32x32*4", "32x64x32/16x32*4", "32x32x32/16x16*4", "32x32x16/16x16*8",
 	"128x64x32/64x32*2", "128x64x16/64x32*4", "128x32x16/32x32*4",
+	"64x64x32/32x32+d", "32x32x32/16x16+d*4", "64x64x64/32x32+d",
 }
 
 // ValidMatmulMMA reports whether s is a value Tuning.MatmulMMA accepts.
@@ -118,10 +125,18 @@ func (t mmaTile) threads() int { return t.slices * t.sliceThreads() }
 // every fragment's start stays 16-byte aligned).
 func (t mmaTile) stride() int { return t.bk + 8 }
 
+// bufs is the number of sets of tiles a slice has.
+func (t mmaTile) bufs() int {
+	if t.double {
+		return 2
+	}
+	return 1
+}
+
 // shared is the workgroup memory, in bytes: each slice's a and b tiles in
-// f16 (each twice when split; a split a's row exponents and each slice's
-// row maxima besides) and a 16x16 f32 fragment per subgroup of a slice
-// for the output.
+// f16 (each twice when split, all twice when double buffered; a split a's
+// row exponents and each slice's row maxima besides) and a 16x16 f32
+// fragment per subgroup of a slice for the output.
 func (t mmaTile) shared(splitA, splitB bool) int {
 	bm, bn, rows := t.bm, t.bn, 0
 	if splitA {
@@ -130,7 +145,7 @@ func (t mmaTile) shared(splitA, splitB bool) int {
 	if splitB {
 		bn *= 2
 	}
-	return t.slices*(bm+bn)*t.stride()*2 + rows + t.sliceThreads()/mmaSubgroup*mmaFrag*mmaFrag*4
+	return t.slices*t.bufs()*(bm+bn)*t.stride()*2 + rows + t.sliceThreads()/mmaSubgroup*mmaFrag*mmaFrag*4
 }
 
 func (t mmaTile) fits(lim Limits, splitA, splitB bool) bool {
@@ -232,13 +247,19 @@ func (g *gen) mma(s mmShape, nb int, t mmaTile) (*codegen.Kernel, error) {
 	g.p("const KV: u32 = %du; // K / 4", s.k/4)
 	g.p("const SA: u32 = %du; // row stride of the tiles, in f16", t.stride())
 	g.p("const STEPS: u32 = %du; // steps of BK per slice", s.k/(t.bk*t.slices))
-	g.p("var<workgroup> ta: array<f16, %d>; // a's rows [S][BM][SA]", t.slices*t.bm*t.stride())
-	if wide {
-		g.p("var<workgroup> tal: array<f16, %d>; // the low parts of a, times 2^10, as ta", t.slices*t.bm*t.stride())
+	bufs, dims := t.bufs(), ""
+	if t.double {
+		g.p("const ABUF: u32 = %du; // f16 per set of a's tiles", t.bm*t.stride())
+		g.p("const BBUF: u32 = %du; // and of b's", t.bn*t.stride())
+		dims = "[2]"
 	}
-	g.p("var<workgroup> tb: array<f16, %d>; // b's rows [S][BN][SA]", t.slices*t.bn*t.stride())
+	g.p("var<workgroup> ta: array<f16, %d>; // a's rows [S]%s[BM][SA]", t.slices*bufs*t.bm*t.stride(), dims)
+	if wide {
+		g.p("var<workgroup> tal: array<f16, %d>; // the low parts of a, times 2^10, as ta", t.slices*bufs*t.bm*t.stride())
+	}
+	g.p("var<workgroup> tb: array<f16, %d>; // b's rows [S]%s[BN][SA]", t.slices*bufs*t.bn*t.stride(), dims)
 	if split {
-		g.p("var<workgroup> tl: array<f16, %d>; // the low parts of b, times 2^10, as tb", t.slices*t.bn*t.stride())
+		g.p("var<workgroup> tl: array<f16, %d>; // the low parts of b, times 2^10, as tb", t.slices*bufs*t.bn*t.stride())
 	}
 	g.p("var<workgroup> tc: array<f32, %d>; // a 16x16 fragment per subgroup of a slice", sliceT/mmaSubgroup*mmaFrag*mmaFrag)
 	if wide {
@@ -255,8 +276,8 @@ func (g *gen) mma(s mmShape, nb int, t mmaTile) (*codegen.Kernel, error) {
 	g.p("  let lt = li %% %du; // the invocation in its slice", sliceT)
 	g.p("  let sg = lt / %du; // the subgroup in its slice", mmaSubgroup)
 	g.p("  let lane = lt %% %du;", mmaSubgroup)
-	g.p("  let sa = slice * %du; // the slice's tiles", t.bm*t.stride())
-	g.p("  let sb = slice * %du;", t.bn*t.stride())
+	g.p("  let sa = slice * %du; // the slice's tiles", bufs*t.bm*t.stride())
+	g.p("  let sb = slice * %du;", bufs*t.bn*t.stride())
 	g.p("  let m0 = wid.y * %du;", t.bm)
 	g.p("  let n0 = wid.x * %du;", t.bn)
 	g.p("  let wm = sg / %du * %du; // this subgroup's rows of the block", t.bn/t.wn, t.wm)
@@ -351,12 +372,20 @@ func (g *gen) mma(s mmShape, nb int, t mmaTile) (*codegen.Kernel, error) {
 			g.p("%s}", ind)
 		})
 	}
-	// store writes the registers to the tiles, a split b's as its parts; a
-	// split a's are scaled, or else their largest |a| noted.
-	store := func(ind string, scaled bool) {
+	// tiles is the offset of a slice's tiles of operand x ("a" or "b") in
+	// the set buf (an expression; "" for the first).
+	tiles := func(x, buf string) string {
+		if buf == "" {
+			return "s" + x
+		}
+		return fmt.Sprintf("s%s + %s * %sBUF", x, buf, strings.ToUpper(x))
+	}
+	// store writes the registers to the tiles of set buf, a split b's as
+	// its parts; a split a's are scaled, or else their largest |a| noted.
+	store := func(ind string, scaled bool, buf string) {
 		each(ind, func(o operand, r round, ind string) {
 			for u := 0; u < o.run; u++ {
-				g.p("%s{ let o = %s + %sr%d * SA + (%sk%d + %du) * 4u;", ind, o.base, o.x, r.e, o.x, r.e, u)
+				g.p("%s{ let o = %s + %sr%d * SA + (%sk%d + %du) * 4u;", ind, tiles(o.x, buf), o.x, r.e, o.x, r.e, u)
 				for c, comp := range []string{"x", "y", "z", "w"} {
 					v := fmt.Sprintf("r%s%d_%d.%s", o.x, r.e, u, comp)
 					if o.wide {
@@ -380,17 +409,9 @@ func (g *gen) mma(s mmShape, nb int, t mmaTile) (*codegen.Kernel, error) {
 			}
 		})
 	}
-	// steps runs the K loop: every slice runs STEPS steps (K is whole
-	// steps of every slice), as a barrier needs; k0 counts vec4. A split a
-	// is scaled by its rows' scales in the second pass.
-	steps := func(ind string, scaled bool) {
-		load(fmt.Sprintf("slice * %du", bkv), ind)
-		g.p("%sfor (var it = 0u; it < STEPS; it++) {", ind)
-		store(ind+"  ", scaled)
-		g.p("%s  workgroupBarrier();", ind)
-		g.p("%s  if (it + 1u < STEPS) {", ind)
-		load(fmt.Sprintf("((it + 1u) * %du + slice) * %du", t.slices, bkv), ind+"    ")
-		g.p("%s  }", ind)
+	// products multiplies the fragments of the tiles of set buf into the
+	// accumulators.
+	products := func(ind, buf string) {
 		for kk := 0; kk < t.bk/mmaFrag; kk++ {
 			// The parts of a and b: their tiles and fragments' names.
 			aParts, bParts := [][2]string{{"ta", "a"}}, [][2]string{{"tb", "b"}}
@@ -406,24 +427,62 @@ func (g *gen) mma(s mmShape, nb int, t mmaTile) (*codegen.Kernel, error) {
 			}
 			for _, p := range aParts {
 				for i := 0; i < fm; i++ {
-					g.p("%s  let %s%d_%d = subgroupMatrixLoad<subgroup_matrix_left<f16, 16, 16>>(&%s, sa + (wm + %du) * SA + %du, false, SA);", ind, p[1], kk, i, p[0], i*mmaFrag, kk*mmaFrag)
+					g.p("%slet %s%d_%d = subgroupMatrixLoad<subgroup_matrix_left<f16, 16, 16>>(&%s, %s + (wm + %du) * SA + %du, false, SA);", ind, p[1], kk, i, p[0], tiles("a", buf), i*mmaFrag, kk*mmaFrag)
 				}
 			}
 			for _, p := range bParts {
 				for j := 0; j < fn; j++ {
-					g.p("%s  let %s%d_%d = subgroupMatrixLoad<subgroup_matrix_right<f16, 16, 16>>(&%s, sb + (wn + %du) * SA + %du, true, SA);", ind, p[1], kk, j, p[0], j*mmaFrag, kk*mmaFrag)
+					g.p("%slet %s%d_%d = subgroupMatrixLoad<subgroup_matrix_right<f16, 16, 16>>(&%s, %s + (wn + %du) * SA + %du, true, SA);", ind, p[1], kk, j, p[0], tiles("b", buf), j*mmaFrag, kk*mmaFrag)
 				}
 			}
 			for i := 0; i < fm; i++ {
 				for j := 0; j < fn; j++ {
 					for _, p := range prods {
-						g.p("%s  %s%d_%d = subgroupMatrixMultiplyAccumulate(%s%d_%d, %s%d_%d, %s%d_%d);", ind, p[2], i, j, p[0], kk, i, p[1], kk, j, p[2], i, j)
+						g.p("%s%s%d_%d = subgroupMatrixMultiplyAccumulate(%s%d_%d, %s%d_%d, %s%d_%d);", ind, p[2], i, j, p[0], kk, i, p[1], kk, j, p[2], i, j)
 					}
 				}
 			}
 		}
+	}
+	// steps runs the K loop: every slice runs STEPS steps (K is whole
+	// steps of every slice), as a barrier needs; k0 counts vec4. A split a
+	// is scaled by its rows' scales in the second pass. Double buffered,
+	// a step's products read the set cur while the next step's operands
+	// are stored into the other.
+	steps := func(ind string, scaled bool) {
+		first := fmt.Sprintf("slice * %du", bkv)
+		next := fmt.Sprintf("((it + 1u) * %du + slice) * %du", t.slices, bkv)
+		load(first, ind)
+		if t.double {
+			store(ind, scaled, "")
+			g.p("%sworkgroupBarrier();", ind)
+			g.p("%scur = 0u;", ind)
+			g.p("%sfor (var it = 0u; it < STEPS; it++) {", ind)
+			g.p("%s  let more = it + 1u < STEPS;", ind)
+			g.p("%s  if (more) {", ind)
+			load(next, ind+"    ")
+			g.p("%s  }", ind)
+			products(ind+"  ", "cur")
+			g.p("%s  if (more) {", ind)
+			store(ind+"    ", scaled, "(1u - cur)")
+			g.p("%s  }", ind)
+			g.p("%s  workgroupBarrier();", ind)
+			g.p("%s  cur = 1u - cur;", ind)
+			g.p("%s}", ind)
+			return
+		}
+		g.p("%sfor (var it = 0u; it < STEPS; it++) {", ind)
+		store(ind+"  ", scaled, "")
+		g.p("%s  workgroupBarrier();", ind)
+		g.p("%s  if (it + 1u < STEPS) {", ind)
+		load(next, ind+"    ")
+		g.p("%s  }", ind)
+		products(ind+"  ", "")
 		g.p("%s  workgroupBarrier();", ind)
 		g.p("%s}", ind)
+	}
+	if t.double {
+		g.p("  var cur = 0u; // the set of tiles the products read")
 	}
 	steps("  ", false)
 	if wide {

@@ -139,7 +139,7 @@ func TestParseMMATile(t *testing.T) {
 			t.Errorf("%s: %v", s, err)
 		}
 	}
-	for _, bad := range []string{"64x64x32", "64x64x32/32x48", "64x64x24/32x32", "64x64x32/128x32", "0x64x32/32x32", "64x64x32/32x32,x"} {
+	for _, bad := range []string{"64x64x32", "64x64x32/32x48", "64x64x24/32x32", "64x64x32/128x32", "0x64x32/32x32", "64x64x32/32x32,x", "64x64x32/32x32+p", "64x64x32/32x32*2+d"} {
 		if ValidMatmulMMA(bad) == nil {
 			t.Errorf("%q accepted", bad)
 		}
