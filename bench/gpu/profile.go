@@ -72,7 +72,7 @@ func profileCmd(args []string) error {
 	if err != nil {
 		return fmt.Errorf("profile: %w", err)
 	}
-	if knobs.set() {
+	if base != d.Tuning() {
 		d.SetTuning(base)
 		logf("decode GEMVs: %s", orDash(wgsl.GEMVString(base)))
 		logf("matmul tuning: %s, subgroup matrices %s (first with >= %d groups)", base.Matmul, base.MatmulMMA, base.MatmulMinGroups)
@@ -178,7 +178,6 @@ func writeProfile(w io.Writer, phase string, kinds []vulkan.KernelTime, gpu time
 
 // tuningKnobs are profile's flags that change the device's tuning.
 type tuningKnobs struct {
-	fs                                  *flag.FlagSet
 	matmul, mma, gemv                   *string
 	minGroups, mmaMinGroups             *int
 	noMMABlocks, noMMAF32, mmaF32Blocks *bool
@@ -187,7 +186,6 @@ type tuningKnobs struct {
 // tuningFlags declares the tuning flags on fs.
 func tuningFlags(fs *flag.FlagSet) tuningKnobs {
 	return tuningKnobs{
-		fs:           fs,
 		matmul:       fs.String("matmul", "", "the device's Tuning.Matmul instead of its default (a blocking or a comma list, see wgsl.MatmulTiles)"),
 		minGroups:    fs.Int("min-groups", 0, "Tuning.MatmulMinGroups, and MatmulMMAMinGroups unless -mma-min-groups (0 keeps the device's)"),
 		mmaMinGroups: fs.Int("mma-min-groups", 0, "Tuning.MatmulMMAMinGroups (0 keeps the device's, or -min-groups)"),
@@ -197,18 +195,6 @@ func tuningFlags(fs *flag.FlagSet) tuningKnobs {
 		mmaF32Blocks: fs.Bool("mma-f32-blocks", false, "at f32 compute quantized weights' products take subgroup matrices too, each value split into two f16 parts (Tuning.MatmulMMAF32Blocks)"),
 		gemv:         fs.String("gemv", "", `decode GEMV knobs over the device's tuning, as wgsl.GEMVString writes them ("GEMVBatch: 4, GEMVRows: 8")`),
 	}
-}
-
-// set reports whether any tuning flag was given.
-func (k tuningKnobs) set() bool {
-	n := 0
-	k.fs.Visit(func(f *flag.Flag) {
-		switch f.Name {
-		case "matmul", "min-groups", "mma-min-groups", "mma", "no-mma-blocks", "no-mma-f32", "mma-f32-blocks", "gemv":
-			n++
-		}
-	})
-	return n > 0
 }
 
 // apply returns tu changed by the flags given.
@@ -289,10 +275,12 @@ func variantTuning(args []string, base wgsl.Tuning) (wgsl.Tuning, error) {
 }
 
 // compareTunings profiles the prompt's prefill under each variant in turn,
-// rounds times over, in this one process (the GPU machine's processes
-// differ in speed by up to 4x, so only times from one process compare),
-// and writes a table: each variant's prefill GPU time (min, median, max
-// over rounds) and its products' time per call by grid (min over rounds).
+// rounds times over, in one process, and writes a table: each variant's
+// prefill GPU time (min, median, max over rounds) and its products' time
+// per call by grid (min over rounds). The minima are the figures to
+// compare: the H200's SM clock idles at 345 MHz against 1980, and most
+// prefills between host work ran 3-5x slow
+// (bench/results/2026-12-04-h200-tile-sweep.md).
 func compareTunings(w io.Writer, model string, tm *tapmlModel, d interface{ SetTuning(wgsl.Tuning) }, p profiler, base wgsl.Tuning, vs []tuningVariant, prompt []int, rounds int) error {
 	type result struct {
 		gpu   []time.Duration
@@ -300,17 +288,19 @@ func compareTunings(w io.Writer, model string, tm *tapmlModel, d interface{ SetT
 		best  map[string]time.Duration // per call
 	}
 	res := make([]result, len(vs))
+	tus := make([]wgsl.Tuning, len(vs))
+	for i, v := range vs {
+		var err error
+		if tus[i], err = variantTuning(v.args, base); err != nil {
+			return err
+		}
+	}
 	for r := range rounds {
 		for i, v := range vs {
-			tu, err := variantTuning(v.args, base)
-			if err != nil {
-				return err
-			}
-			d.SetTuning(tu)
+			d.SetTuning(tus[i])
 			// Kernels made and recordings recorded for this tuning, and
-			// the GPU kept busy for a while before the profiled prefill:
-			// an H200 left idle for the host's code generation ran the
-			// next prefill about 4x slower, as if its clocks had dropped.
+			// the GPU kept busy for a while before the profiled prefill,
+			// for its clocks (which did not always suffice on the H200).
 			for t0, n := time.Now(), 0; n < 3 || time.Since(t0) < 300*time.Millisecond; n++ {
 				if _, err := generate(tm.exec, prompt, 1); err != nil {
 					return fmt.Errorf("%s: %w", v.name, err)

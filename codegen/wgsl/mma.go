@@ -300,16 +300,16 @@ func (g *gen) mma(s mmShape, nb int, t mmaTile) (*codegen.Kernel, error) {
 	// issued before this step's products).
 	bkv := t.bk / 4
 	type operand struct {
-		x, tile, in, base, batch, rows, bound string // names: register prefix, tile, binding, tile offset, batch offset, block origin, its limit
-		items, run                            int    // reads of a step, units per read
-		decode                                bool   // a split b: read as f32 units, stored as two parts
-		wide                                  bool   // a split a: read as f32 vec4, scaled, stored as two parts
+		x, tile, in, batch, rows, bound string // names: register prefix (its tiles' offset is "s" + x), tile, binding, batch offset, block origin, its limit
+		items, run                      int    // reads of a step, units per read
+		decode                          bool   // a split b: read as f32 units, stored as two parts
+		wide                            bool   // a split a: read as f32 vec4, scaled, stored as two parts
 	}
 	bRun := 1
 	if split {
 		bRun = run
 	}
-	ops := []operand{{"a", "ta", "in0", "sa", "ab", "m0", "M", t.bm * bkv, 1, false, wide}, {"b", "tb", "in1", "sb", "bb", "n0", "N", t.bn * bkv / bRun, bRun, split, false}}
+	ops := []operand{{"a", "ta", "in0", "ab", "m0", "M", t.bm * bkv, 1, false, wide}, {"b", "tb", "in1", "bb", "n0", "N", t.bn * bkv / bRun, bRun, split, false}}
 	type round struct{ e, guard int } // guard: the invocations taking part when partial, else 0
 	rounds := func(items int) []round {
 		var out []round

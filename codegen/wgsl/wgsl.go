@@ -148,8 +148,9 @@ type Tuning struct {
 	MatmulMinGroups int
 	// MatmulMMA, with f16 compute on a device with Features.SubgroupMatrix,
 	// selects the subgroup-matrix kernel (mma.go) for M > 16 products of a
-	// transposed b: a comma-separated list of blockings "BMxBNxBK/WMxWN"
-	// (multiples of 16; WMxWN is one subgroup's part of the BMxBN block),
+	// transposed b: a comma-separated list of blockings
+	// "BMxBNxBK/WMxWN[+d][*S]" (multiples of 16; WMxWN is one subgroup's
+	// part of the BMxBN block; +d two sets of tiles, *S slices of K),
 	// chosen as Matmul's by MatmulMMAMinGroups. "" keeps the vec4 kernels.
 	MatmulMMA string
 	// MatmulMMAMinGroups is MatmulMinGroups for the MatmulMMA list (0:
