@@ -46,6 +46,7 @@ func TestDeviceMMA(t *testing.T) {
 	shapes := []shape{
 		{ir.F16, 37, 20, 64, false}, {ir.F16, 130, 136, 96, true}, {ir.F32, 40, 64, 128, false},
 		{ir.Q4_0, 45, 36, 96, true}, {ir.Q8_0, 128, 96, 64, false}, {ir.Q4_K, 33, 68, 256, false},
+		{ir.F16, 70, 72, 128, false},
 	}
 	// rowExp is the power of two row i of a is multiplied by at f32
 	// compute (products without an addend).
@@ -59,7 +60,7 @@ func TestDeviceMMA(t *testing.T) {
 			blocks bool
 		}{{"64x64x32/32x32", 32, false}, {"32x32x32/16x16", 32, false}, {"128x64x32/64x32", 32, false}, {"64x64x64/32x32", 64, false},
 			{"32x32x16/16x16*4", 64, false}, {"64x64x32/32x32*2", 64, false}, {"64x64x32/32x32", 32, true}, {"32x32x16/16x16*4", 64, true},
-			{"64x64x32/32x32+d", 32, false}, {"32x32x32/16x16+d*2", 64, true}} {
+			{"64x64x32/32x32+d", 32, false}, {"32x32x32/16x16+d*2", 64, true}, {"32x64x32/16x32*4", 128, false}} {
 			tiles := b.tiles
 			tune := wgsl.DiscreteTuning()
 			tune.MatmulMMA, tune.MatmulMinGroups, tune.MatmulMMABlocks, tune.MatmulMMAF32, tune.MatmulMMAF32Blocks = tiles, 1, b.blocks, true, true
