@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"flag"
 	"fmt"
 	"io"
@@ -75,7 +76,8 @@ func profileCmd(args []string) error {
 	if base != d.Tuning() {
 		d.SetTuning(base)
 		logf("decode GEMVs: %s", orDash(wgsl.GEMVString(base)))
-		logf("matmul tuning: %s, subgroup matrices %s (first with >= %d groups)", base.Matmul, base.MatmulMMA, base.MatmulMinGroups)
+		logf("matmul tuning: %s (first with >= %d groups), subgroup matrices %s, at f32 compute %s (first with >= %d groups)",
+			base.Matmul, base.MatmulMinGroups, cmp.Or(base.MatmulMMA, "off"), cmp.Or(base.MatmulMMAF32, "off"), base.MatmulMMAMinGroups)
 	}
 	p, ok := tm.dev.(profiler)
 	if !ok {
@@ -189,9 +191,9 @@ func tuningFlags(fs *flag.FlagSet) tuningKnobs {
 		matmul:       fs.String("matmul", "", "the device's Tuning.Matmul instead of its default (a blocking or a comma list, see wgsl.MatmulTiles)"),
 		minGroups:    fs.Int("min-groups", 0, "Tuning.MatmulMinGroups, and MatmulMMAMinGroups unless -mma-min-groups (0 keeps the device's)"),
 		mmaMinGroups: fs.Int("mma-min-groups", 0, "Tuning.MatmulMMAMinGroups (0 keeps the device's, or -min-groups)"),
-		mma:          fs.String("mma", "", "the device's Tuning.MatmulMMA instead of its default (a blocking or a comma list, see wgsl.MatmulMMATiles; used where the device has subgroup matrices, at f16 compute and over f16 weights at f32 compute), or off"),
+		mma:          fs.String("mma", "", "the device's Tuning.MatmulMMA and MatmulMMAF32 instead of their defaults (a blocking or a comma list, see wgsl.MatmulMMATiles; used where the device has subgroup matrices, at f16 compute and over f16 weights at f32 compute), or off"),
 		noMMABlocks:  fs.Bool("no-mma-blocks", false, "block-format weights keep the vec4 kernel at f16 compute (Tuning.MatmulMMABlocks off)"),
-		noMMAF32:     fs.Bool("no-mma-f32", false, "f16 weights' products keep the vec4 kernel at f32 compute (Tuning.MatmulMMAF32 off)"),
+		noMMAF32:     fs.Bool("no-mma-f32", false, "f16 weights' products keep the vec4 kernel at f32 compute (Tuning.MatmulMMAF32 empty)"),
 		mmaF32Blocks: fs.Bool("mma-f32-blocks", false, "at f32 compute quantized weights' products take subgroup matrices too, each value split into two f16 parts (Tuning.MatmulMMAF32Blocks)"),
 		gemv:         fs.String("gemv", "", `decode GEMV knobs over the device's tuning, as wgsl.GEMVString writes them ("GEMVBatch: 4, GEMVRows: 8")`),
 	}
@@ -217,10 +219,12 @@ func (k tuningKnobs) apply(tu wgsl.Tuning) (wgsl.Tuning, error) {
 		tu.Matmul = *k.matmul
 	}
 	if *k.mma != "" {
-		tu.MatmulMMA = mma
+		tu.MatmulMMA, tu.MatmulMMAF32 = mma, mma
 	}
 	tu.MatmulMMABlocks = tu.MatmulMMABlocks && !*k.noMMABlocks
-	tu.MatmulMMAF32 = tu.MatmulMMAF32 && !*k.noMMAF32
+	if *k.noMMAF32 {
+		tu.MatmulMMAF32 = ""
+	}
 	tu.MatmulMMAF32Blocks = tu.MatmulMMAF32Blocks || *k.mmaF32Blocks
 	if *k.minGroups > 0 {
 		tu.MatmulMinGroups, tu.MatmulMMAMinGroups = *k.minGroups, *k.minGroups

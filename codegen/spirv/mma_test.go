@@ -63,7 +63,7 @@ func TestDeviceMMA(t *testing.T) {
 			{"64x64x32/32x32+d", 32, false}, {"32x32x32/16x16+d*2", 64, true}, {"32x64x32/16x32*4", 128, false}} {
 			tiles := b.tiles
 			tune := wgsl.DiscreteTuning()
-			tune.MatmulMMA, tune.MatmulMinGroups, tune.MatmulMMABlocks, tune.MatmulMMAF32, tune.MatmulMMAF32Blocks = tiles, 1, b.blocks, true, true
+			tune.MatmulMMA, tune.MatmulMinGroups, tune.MatmulMMABlocks, tune.MatmulMMAF32, tune.MatmulMMAF32Blocks = tiles, 1, b.blocks, tiles, true
 			g, err := vulkan.Open(vulkan.Options{Generate: Generate, Compute: compute, Tuning: tune, PipelineCacheDir: "-"})
 			if err != nil {
 				t.Fatalf("vulkan with %s compute: %v (lavapipe has shaderFloat16)", compute, err)

@@ -177,20 +177,22 @@ func (g *gen) mmaRun(t mmaTile) int {
 }
 
 // pickMMA chooses the subgroup-matrix kernel's blocking, if the product
-// can take one: the first of Tuning.MatmulMMA whose grid has at least
-// MatmulMMAMinGroups workgroups (each slice counting as one), else the
-// last that fits. At f32 compute (MatmulMMAF32) f32 weights keep the vec4
-// kernel: they would need splitting too; so do block formats and bf16
-// unless MatmulMMAF32Blocks.
+// can take one: the first of Tuning.MatmulMMA (MatmulMMAF32 at f32
+// compute) whose grid has at least MatmulMMAMinGroups workgroups (each
+// slice counting as one), else the last that fits. At f32 compute f32
+// weights keep the vec4 kernel: they would need splitting too; so do
+// block formats and bf16 unless MatmulMMAF32Blocks.
 func (g *gen) pickMMA(s mmShape, nb int) (mmaTile, bool) {
 	dt := g.in[1].DType
 	weights := dt == ir.F16 || g.mmaSplit() && g.tune.MatmulMMABlocks
+	list := g.tune.MatmulMMA
 	if g.half {
 		weights = weights || dt == ir.F32
 	} else {
-		weights = (dt == ir.F16 || weights && g.tune.MatmulMMAF32Blocks) && g.tune.MatmulMMAF32 && g.feat.Subgroups
+		weights = (dt == ir.F16 || weights && g.tune.MatmulMMAF32Blocks) && g.feat.Subgroups
+		list = g.tune.MatmulMMAF32
 	}
-	if g.fault != "" || !g.feat.SubgroupMatrix || g.tune.MatmulMMA == "" || !s.transpose || s.m <= 16 || s.n%4 != 0 || !weights {
+	if g.fault != "" || !g.feat.SubgroupMatrix || list == "" || !s.transpose || s.m <= 16 || s.n%4 != 0 || !weights {
 		return mmaTile{}, false
 	}
 	minGroups := g.tune.MatmulMMAMinGroups
@@ -204,7 +206,7 @@ func (g *gen) pickMMA(s mmShape, nb int) (mmaTile, bool) {
 		return s.k%(t.bk*t.slices) == 0 && t.fits(g.lim, !g.half, g.mmaSplit()) && g.mmaRun(t) > 0 && rows
 	}
 	groups := func(t mmaTile) int { return ceilDiv(s.n, t.bn) * ceilDiv(s.m, t.bm) * nb * t.slices }
-	return pickBlocking(g.tune.MatmulMMA, parseMMATile, fits, groups, minGroups)
+	return pickBlocking(list, parseMMATile, fits, groups, minGroups)
 }
 
 // mma is the subgroup-matrix kernel. Per step of BK, a slice's

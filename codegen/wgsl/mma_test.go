@@ -46,22 +46,28 @@ func TestMMAChoice(t *testing.T) {
 			return o
 		}, true, 1024, [3]int{16, 4, 1}, "if (slice == 7u) { subgroupMatrixStore(&tc, sg * 256u, c0_0, false, 16u); }"},
 		{"f32 compute", up, func(o Options) Options { o.Compute = ir.F32; return o }, false, 0, [3]int{}, ""},
-		{"f32 compute splits a", up, func(o Options) Options { o.Compute, o.Tuning.MatmulMMAF32 = ir.F32, true; return o }, true, 128, [3]int{88, 2, 1},
+		{"f32 compute splits a", up, func(o Options) Options { o.Compute, o.Tuning.MatmulMMAF32 = ir.F32, o.Tuning.MatmulMMA; return o }, true, 128, [3]int{88, 2, 1},
 			"l1_1 = subgroupMatrixMultiplyAccumulate(al1_1, b1_1, l1_1)"},
+		{"f32 compute takes MatmulMMAF32's blockings", up, func(o Options) Options {
+			o.Compute, o.Tuning.MatmulMMAF32 = ir.F32, "32x32x32/16x16"
+			return o
+		}, true, 128, [3]int{176, 4, 1}, "subgroup-matrix matmul 32x32x32/16x16*1"},
+		{"f16 compute keeps MatmulMMA's", up, func(o Options) Options { o.Tuning.MatmulMMAF32 = "32x32x32/16x16"; return o }, true, 128, [3]int{88, 2, 1},
+			"subgroup-matrix matmul 64x64x32/32x32*1"},
 		{"f32 compute splits a and q4_0", q4, func(o Options) Options {
-			o.Compute, o.Tuning.MatmulMMAF32, o.Tuning.MatmulMMABlocks, o.Tuning.MatmulMMAF32Blocks = ir.F32, true, true, true
+			o.Compute, o.Tuning.MatmulMMAF32, o.Tuning.MatmulMMABlocks, o.Tuning.MatmulMMAF32Blocks = ir.F32, o.Tuning.MatmulMMA, true, true
 			return o
 		}, true, 128, [3]int{88, 2, 1}, "l1_1 = subgroupMatrixMultiplyAccumulate(al1_1, b1_1, l1_1);\n    l1_1 = subgroupMatrixMultiplyAccumulate(a1_1, bl1_1, l1_1)"},
 		{"q4_0 at f32 compute keeps the vec4 kernel without MatmulMMAF32Blocks", q4, func(o Options) Options {
-			o.Compute, o.Tuning.MatmulMMAF32, o.Tuning.MatmulMMABlocks = ir.F32, true, true
+			o.Compute, o.Tuning.MatmulMMAF32, o.Tuning.MatmulMMABlocks = ir.F32, o.Tuning.MatmulMMA, true
 			return o
 		}, false, 0, [3]int{}, ""},
 		{"f32 weights at f32 compute", mm("f32", f32(128, 2048), f32(5632, 2048)), func(o Options) Options {
-			o.Compute, o.Tuning.MatmulMMAF32 = ir.F32, true
+			o.Compute, o.Tuning.MatmulMMAF32 = ir.F32, o.Tuning.MatmulMMA
 			return o
 		}, false, 0, [3]int{}, ""},
 		{"f32 compute without subgroups", up, func(o Options) Options {
-			o.Compute, o.Tuning.MatmulMMAF32, o.Features.Subgroups = ir.F32, true, false
+			o.Compute, o.Tuning.MatmulMMAF32, o.Features.Subgroups = ir.F32, o.Tuning.MatmulMMA, false
 			return o
 		}, false, 0, [3]int{}, ""},
 		{"no feature", up, func(o Options) Options { o.Features.SubgroupMatrix = false; return o }, false, 0, [3]int{}, ""},
@@ -102,7 +108,7 @@ func TestMMAWorkgroupLayout(t *testing.T) {
 			name := fmt.Sprintf("%s, %s compute, %s weights", tile, c.compute, c.b)
 			kc := kerneltest.Case{Name: name, Op: ir.OpMatmul, Attrs: tb, In: []ir.Type{f32(128, 1024), ir.T(c.b, ir.S(256, 1024))}}
 			o := Options{Limits: bigLimits, Features: all, Compute: c.compute,
-				Tuning: Tuning{MatmulMMA: tile, MatmulMMABlocks: true, MatmulMMAF32: true, MatmulMMAF32Blocks: true}}
+				Tuning: Tuning{MatmulMMA: tile, MatmulMMABlocks: true, MatmulMMAF32: tile, MatmulMMAF32Blocks: true}}
 			k, err := generate(t, kc, o)
 			if err != nil {
 				t.Fatalf("%s: %v", name, err)

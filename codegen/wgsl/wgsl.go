@@ -159,15 +159,18 @@ type Tuning struct {
 	// MatmulMMABlocks lets the subgroup-matrix kernel take block-format
 	// (and bf16) weights too, split into two f16 parts (mma.go).
 	MatmulMMABlocks bool
-	// MatmulMMAF32 lets the subgroup-matrix kernel take products over f16
-	// weights at f32 compute too, on a device with subgroups besides: each
-	// row of a is split into two f16 parts (scaled by a power of two into
-	// f16's range where it falls outside), every term of the sums within
-	// 2^-22 of its f32 product (mma.go). On the H200 Llama-3.2-1B's
-	// f32-compute prefill over F16 weights went from 8,522 tok/s without it
-	// to 10,421 and 10,083 with it, in three runs of one evening
+	// MatmulMMAF32 is MatmulMMA's list at f32 compute, where products
+	// over f16 weights take the subgroup-matrix kernel too, on a device
+	// with subgroups besides ("" keeps them on the vec4 kernel): each row
+	// of a is split into two f16 parts (scaled by a power of two into f16's
+	// range where it falls outside), every term of the sums within 2^-22 of
+	// its f32 product (mma.go). A list of its own: every workgroup splits
+	// its rows of a there, two products a step, so the best blockings need
+	// not be f16 compute's. On the H200 Llama-3.2-1B's f32-compute prefill
+	// over F16 weights went from 8,522 tok/s without it to 10,421 and
+	// 10,083 with it, in three runs of one evening
 	// (bench/results/2026-12-03-h200-mma-f32-two-pass.md).
-	MatmulMMAF32 bool
+	MatmulMMAF32 string
 	// MatmulMMAF32Blocks lets MatmulMMAF32 take block formats and bf16
 	// (with MatmulMMABlocks) too. Off by default: on the H200 their three
 	// products a step ran slower than the vec4 kernel (TinyLlama's Q4_0
@@ -194,7 +197,8 @@ type Tuning struct {
 // (bench/results/2026-12-03-h200-gemv-batch.md).
 func DiscreteTuning() Tuning {
 	return Tuning{Matmul: "128x128x8/8x8+p,64x64x16/4x4+p,64x64x16/4x4+p*2,32x64x16/4x4+p,32x32x16/4x4+p*4,16x16x16/4x4+p*8", MatmulMinGroups: 264,
-		MatmulMMA: "64x64x32/32x32,32x32x32/16x16*4", MatmulMMAMinGroups: 128, MatmulMMABlocks: true, MatmulMMAF32: true,
+		MatmulMMA: "64x64x32/32x32,32x32x32/16x16*4", MatmulMMAMinGroups: 128, MatmulMMABlocks: true,
+		MatmulMMAF32: "64x64x32/32x32,32x32x32/16x16*4",
 		GEMVUnroll: 2, GEMVMinGroups: 400, GEMVBatch: 8, GEMVBatchMinGroups: 200}
 }
 
