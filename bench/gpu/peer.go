@@ -295,8 +295,9 @@ func parseLlamaRuns(r io.Reader) peerResult {
 	return res
 }
 
-// cold is the first run; warm the median of the others by decode rate,
-// with the others' decode range.
+// cold is the first run; warm the median prefill and the median decode
+// rate of the others, each with its range (lo and hi hold the least and
+// the greatest of each rate).
 func (r peerResult) cold() (peerRun, bool) {
 	if len(r.Runs) == 0 {
 		return peerRun{}, false
@@ -304,19 +305,21 @@ func (r peerResult) cold() (peerRun, bool) {
 	return r.Runs[0], true
 }
 
-func (r peerResult) warm() (med peerRun, lo, hi float64, ok bool) {
+func (r peerResult) warm() (med, lo, hi peerRun, ok bool) {
 	if len(r.Runs) < 2 {
-		return peerRun{}, 0, 0, false
+		return peerRun{}, peerRun{}, peerRun{}, false
 	}
 	w := append([]peerRun(nil), r.Runs[1:]...)
 	sort.Slice(w, func(i, j int) bool { return w[i].PrefillTokS < w[j].PrefillTokS })
 	prefill := w[len(w)/2].PrefillTokS
+	lo.PrefillTokS, hi.PrefillTokS = w[0].PrefillTokS, w[len(w)-1].PrefillTokS
 	sort.Slice(w, func(i, j int) bool { return w[i].DecodeTokS < w[j].DecodeTokS })
 	// Each rate's own median: one run's slow prompt must not stand for
 	// the prefill because its decode was the median.
 	med = w[len(w)/2]
 	med.PrefillTokS = prefill
-	return med, w[0].DecodeTokS, w[len(w)-1].DecodeTokS, true
+	lo.DecodeTokS, hi.DecodeTokS = w[0].DecodeTokS, w[len(w)-1].DecodeTokS
+	return med, lo, hi, true
 }
 
 func (r peerResult) summary() string {
@@ -360,7 +363,7 @@ func (t peerTable) write(w io.Writer, withPeer bool) {
 			}
 		}
 	}
-	p("- warm: the median prefill and the median decode rate of the runs after the first (decode min-max in brackets); cold: the first run")
+	p("- warm: the median prefill and the median decode rate of the runs after the first (each one's min-max in brackets); cold: the first run")
 	p("  (tapml: a fresh process with empty caches, kernels compiled in the run, their time in brackets; llama.cpp compiles")
 	p("  its pipelines at load, its first run follows a short warm-up)")
 	p("")
@@ -438,7 +441,8 @@ func pick(r peerResult, kind string, compile bool) (peerRun, string, bool) {
 	if !ok {
 		return run, "failed", false
 	}
-	return run, fmt.Sprintf("%s / %s (%s-%s)", num(run.PrefillTokS), num(run.DecodeTokS), num(lo), num(hi)), true
+	return run, fmt.Sprintf("%s (%s-%s) / %s (%s-%s)", num(run.PrefillTokS), num(lo.PrefillTokS), num(hi.PrefillTokS),
+		num(run.DecodeTokS), num(lo.DecodeTokS), num(hi.DecodeTokS)), true
 }
 
 // num prints a rate with thousands separators, one decimal below 100.

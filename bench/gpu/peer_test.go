@@ -48,16 +48,16 @@ func FuzzParseLlamaRuns(f *testing.F) {
 	})
 }
 
-// Warm is the median run after the first by decode rate, with the
-// range; cold the first.
+// Warm is the median prefill and decode rates of the runs after the
+// first, with their ranges; cold the first.
 func TestWarmCold(t *testing.T) {
 	r := peerResult{Runs: []peerRun{{PrefillTokS: 1, DecodeTokS: 1}, {PrefillTokS: 5, DecodeTokS: 30}, {PrefillTokS: 6, DecodeTokS: 10}, {PrefillTokS: 7, DecodeTokS: 20}}}
 	if c, ok := r.cold(); !ok || c.DecodeTokS != 1 {
 		t.Errorf("cold %+v, %v; want the first run", c, ok)
 	}
 	med, lo, hi, ok := r.warm()
-	if !ok || med.PrefillTokS != 6 || med.DecodeTokS != 20 || lo != 10 || hi != 30 {
-		t.Errorf("warm %+v in %g-%g (%v); want the median prefill 6 and decode 20 tok/s, decode in 10-30", med, lo, hi, ok)
+	if !ok || med.PrefillTokS != 6 || med.DecodeTokS != 20 || lo.PrefillTokS != 5 || hi.PrefillTokS != 7 || lo.DecodeTokS != 10 || hi.DecodeTokS != 30 {
+		t.Errorf("warm %+v in %+v-%+v (%v); want the median prefill 6 (5-7) and decode 20 tok/s (10-30)", med, lo, hi, ok)
 	}
 	if _, _, _, ok := (peerResult{Runs: r.Runs[:1]}).warm(); ok {
 		t.Error("one run has a warm figure")
