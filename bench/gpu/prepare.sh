@@ -4,6 +4,9 @@
 # and .gl/, compressed to fit the device tool's 64 MiB tree.
 #
 #   .gpu/benchgpu.xz   bench/gpu built from this tree
+#   .gpu/spirv.test.xz codegen/spirv's tests, whose TestDeviceMMA checks the
+#                      subgroup-matrix kernels against the CPU on the GPU
+#                      (.gpu/spirv.test -test.run TestDeviceMMA -test.v)
 #   .gpu/llama.tar.xz  llama.cpp's Vulkan build (npm @node-llama-cpp/linux-x64-vulkan,
 #                      the Vulkan and CPU backends it loads) and llamacpp/llamabench.c
 #                      built against it, in llama/
@@ -12,13 +15,17 @@
 # Needs go, npm, clang (scripts/setup.sh installs clang-14) and apt-get.
 set -euo pipefail
 pkg=@node-llama-cpp/linux-x64-vulkan@3.22.1
+# Only compressed files travel: what peer.sh unpacked in an earlier run here
+# would be stale and over the tree's limit.
+rm -rf .gpu/llama .gpu/benchgpu .gpu/spirv.test
 mkdir -p .gpu .gl
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 
 echo "prepare: building benchgpu" >&2
 go build -trimpath -ldflags "-s -w" -o .gpu/benchgpu ./bench/gpu
-xz -T2 -6 -f .gpu/benchgpu
+go test -c -trimpath -ldflags "-s -w" -o .gpu/spirv.test ./codegen/spirv
+xz -T2 -6 -f .gpu/benchgpu .gpu/spirv.test
 
 echo "prepare: fetching $pkg and building llamabench" >&2
 (cd "$tmp" && npm pack --silent "$pkg" >/dev/null && tar xzf ./*.tgz)
