@@ -15,12 +15,7 @@
 set -euo pipefail
 out=${1:?usage: bench/gpu/peer.sh OUT}
 mkdir -p "$out"
-if ! ldconfig -p | grep -q libvulkan.so.1; then
-	for f in .gl/*.deb; do dpkg -x "$f" /; done
-	ldconfig
-fi
-icd=/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json
-[ -f "$icd" ] && export VK_DRIVER_FILES=$icd
+. bench/gpu/vulkan-env.sh
 [ -x .gpu/benchgpu ] || xz -dkf .gpu/benchgpu.xz
 chmod +x .gpu/benchgpu
 [ -d .gpu/llama ] || xz -dc .gpu/llama.tar.xz | tar -C .gpu -xf -

@@ -7,12 +7,7 @@
 set -u
 out=${1:-${OUT:-bench-out}}
 mkdir -p "$out"
-if ! ldconfig -p | grep -q libvulkan.so.1; then
-	for f in .gl/*.deb; do dpkg -x "$f" /; done
-	ldconfig
-fi
-icd=/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json
-[ -f "$icd" ] && export VK_DRIVER_FILES=$icd
+. bench/gpu/vulkan-env.sh
 export PYTHONUNBUFFERED=1
 # The Hugging Face copies (4.4 GB for TinyLlama) go to memory when it has room.
 hf=/tmp/tapml-hf
