@@ -4,12 +4,15 @@ import (
 	"bytes"
 	"encoding/json"
 	"flag"
+	"math"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/tapml/tapml/codegen/wgsl"
 	"github.com/tapml/tapml/frontend/gguf"
 )
 
@@ -157,6 +160,59 @@ func TestProfileFlags(t *testing.T) {
 		err := profileCmd(append([]string{"-model", "missing.gguf"}, c.args...))
 		if err == nil || !strings.Contains(err.Error(), c.flag) {
 			t.Errorf("profile %v: error %v, want one naming %s", c.args, err, c.flag)
+		}
+	}
+}
+
+// profile -vs on lavapipe: each tuning's prefill profiled, its logits
+// checked against the first tuning's (two vec4 blockings agree to f32
+// rounding).
+func TestCompareTunings(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "tiny-f16.gguf")
+	if err := gguf.WriteLlama(file, ggufShapes["tiny"], randomWeights(ggufShapes["tiny"]), gguf.GGMLF16); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("XDG_CACHE_HOME", t.TempDir())
+	tm, err := openTapml("vulkan", file, 64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tm.close()
+	d := tm.dev.(interface {
+		Tuning() wgsl.Tuning
+		SetTuning(wgsl.Tuning)
+	})
+	vs, err := parseVariants("; -matmul 32x32x16/4x4+p")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out bytes.Buffer
+	if err := compareTunings(&out, file, tm, d, tm.dev.(profiler), d.Tuning(), vs, peerPrompt(16, tm.vocab), 1); err != nil {
+		t.Fatal(err)
+	}
+	base := regexp.MustCompile(`(?m)^\| \(base\) \|( [0-9.]+ \|){3} the reference \| matmul `)
+	other := regexp.MustCompile(`(?m)^\| -matmul 32x32x16/4x4\+p \|( [0-9.]+ \|){3} [0-9.]+e[-+]\d\d \| matmul `)
+	if !base.MatchString(out.String()) || !other.MatchString(out.String()) || strings.Contains(out.String(), "| WRONG") {
+		t.Errorf("table:\n%s", out.String())
+	}
+}
+
+// Logits that differ by a wrong kernel's error, or are not finite, are
+// WRONG; reordered sums are not.
+func TestCompareLogits(t *testing.T) {
+	want := []float32{1, -4, 2, 0.5}
+	for _, c := range []struct {
+		got  []float32
+		cell string
+	}{
+		{[]float32{1, -4, 2, 0.5}, "0.0e+00"},
+		{[]float32{1, -4.00002, 2, 0.5}, "5.0e-06"},
+		{[]float32{1, -4, 2, 2.5}, "WRONG 5.0e-01, another argmax"},
+		{[]float32{1, -4, float32(math.NaN()), 0.5}, "WRONG +Inf, another argmax"},
+		{[]float32{1, -4}, "WRONG: 2 logits, want 4"},
+	} {
+		if got := compareLogits(c.got, want); got != c.cell {
+			t.Errorf("compareLogits(%v): %q, want %q", c.got, got, c.cell)
 		}
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"slices"
 	"sort"
@@ -280,11 +281,11 @@ func variantTuning(args []string, base wgsl.Tuning) (wgsl.Tuning, error) {
 
 // compareTunings profiles the prompt's prefill under each variant in turn,
 // rounds times over, in one process, and writes a table: each variant's
-// prefill GPU time (min, median, max over rounds) and its products' time
-// per call by grid (min over rounds). The minima are the figures to
-// compare: the H200's SM clock idles at 345 MHz against 1980, and most
-// prefills between host work ran 3-5x slow
-// (bench/results/2026-12-04-h200-tile-sweep.md).
+// prefill GPU time (min, median, max over rounds), its products' time per
+// call by grid (min over rounds) and how its prompt logits compare with
+// the first variant's. The minima are the figures to compare: the H200's
+// SM clock idles at 345 MHz against 1980, and most prefills between host
+// work ran 3-5x slow (bench/results/2026-12-04-h200-tile-sweep.md).
 func compareTunings(w io.Writer, model string, tm *tapmlModel, d interface{ SetTuning(wgsl.Tuning) }, p profiler, base wgsl.Tuning, vs []tuningVariant, prompt []int, rounds int) error {
 	type result struct {
 		gpu   []time.Duration
@@ -298,6 +299,10 @@ func compareTunings(w io.Writer, model string, tm *tapmlModel, d interface{ SetT
 		if tus[i], err = variantTuning(v.args, base); err != nil {
 			return err
 		}
+	}
+	checks, err := checkTunings(tm, d, vs, tus, prompt)
+	if err != nil {
+		return err
 	}
 	for r := range rounds {
 		for i, v := range vs {
@@ -349,8 +354,9 @@ func compareTunings(w io.Writer, model string, tm *tapmlModel, d interface{ SetT
 	ms := func(t time.Duration) string { return fmt.Sprintf("%.2f", float64(t)/1e6) }
 	fmt.Fprintf(w, "# Tunings compared: %s on %s\n\n", model, tm.dev.Name())
 	fmt.Fprintf(w, "Prefill of %d tokens under each tuning in turn, %d rounds, in one process; GPU time by timestamps around\n"+
-		"each command. The products: microseconds per call (min over rounds) and calls, by op and grid.\n\n", len(prompt), rounds)
-	fmt.Fprintf(w, "| tuning | GPU ms min | median | max | products, us per call (calls) |\n|---|---:|---:|---:|---|\n")
+		"each command. The products: microseconds per call (min over rounds) and calls, by op and grid. Logits: the\n"+
+		"prompt's next-token logits against the first tuning's, max |difference| over max |logit| (%s).\n\n", len(prompt), rounds, logitsRule)
+	fmt.Fprintf(w, "| tuning | GPU ms min | median | max | logits | products, us per call (calls) |\n|---|---:|---:|---:|---|---|\n")
 	for i, v := range vs {
 		rs := res[i]
 		g := slices.Clone(rs.gpu)
@@ -368,7 +374,78 @@ func compareTunings(w io.Writer, model string, tm *tapmlModel, d interface{ SetT
 		for _, n := range names {
 			parts = append(parts, fmt.Sprintf("%s %.1f (%d)", n, float64(rs.best[n])/1e3, rs.calls[n]))
 		}
-		fmt.Fprintf(w, "| %s | %s | %s | %s | %s |\n", v.name, ms(g[0]), ms(g[len(g)/2]), ms(g[len(g)-1]), strings.Join(parts, "; "))
+		fmt.Fprintf(w, "| %s | %s | %s | %s | %s | %s |\n", v.name, ms(g[0]), ms(g[len(g)/2]), ms(g[len(g)-1]), checks[i], strings.Join(parts, "; "))
 	}
 	return nil
+}
+
+// logitsRule says when a tuning's logits are wrong. Tunings change only
+// how kernels block and order their f32 sums: on lavapipe two blockings'
+// logits agree to 1e-7 of their range at f32 compute; f16 compute rounds
+// activations to f16 between ops, which lets reordered sums move them
+// further (2^-11 a rounding, over 16-22 layers). A wrong kernel moves them
+// by their whole range: 0.1 lies well between.
+const logitsRule = "over 0.1 is WRONG: a wrong kernel moves them by their range, reordered sums far less"
+
+// checkTunings runs the prompt's prefill once under each tuning and
+// compares its logits with the first tuning's: a cell per tuning.
+func checkTunings(tm *tapmlModel, d interface{ SetTuning(wgsl.Tuning) }, vs []tuningVariant, tus []wgsl.Tuning, prompt []int) ([]string, error) {
+	var first []float32
+	cells := make([]string, len(vs))
+	for i, v := range vs {
+		d.SetTuning(tus[i])
+		s, err := llm.NewSession(tm.exec)
+		if err != nil {
+			return nil, err
+		}
+		logits, err := s.Forward(prompt)
+		s.Close()
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", v.name, err)
+		}
+		if i == 0 {
+			first, cells[i] = logits, "the reference"
+			continue
+		}
+		cells[i] = compareLogits(logits, first)
+		if strings.HasPrefix(cells[i], "WRONG") {
+			logf("%s: logits %s", v.name, cells[i])
+		}
+	}
+	return cells, nil
+}
+
+// compareLogits is max |got - want| over max |want|, with whether the
+// argmax agrees; "WRONG" first where that is over 0.1 or not finite.
+func compareLogits(got, want []float32) string {
+	if len(got) != len(want) {
+		return fmt.Sprintf("WRONG: %d logits, want %d", len(got), len(want))
+	}
+	var diff, scale float64
+	for i := range want {
+		diff = max(diff, math.Abs(float64(got[i])-float64(want[i])))
+		scale = max(scale, math.Abs(float64(want[i])))
+		if math.IsNaN(float64(got[i])) || math.IsInf(float64(got[i]), 0) {
+			diff = math.Inf(1)
+		}
+	}
+	rel := diff / scale
+	cell := fmt.Sprintf("%.1e", rel)
+	if argmax(got) != argmax(want) {
+		cell += ", another argmax"
+	}
+	if !(rel <= 0.1) {
+		cell = "WRONG " + cell
+	}
+	return cell
+}
+
+func argmax(x []float32) int {
+	best := 0
+	for i, v := range x {
+		if v > x[best] {
+			best = i
+		}
+	}
+	return best
 }
