@@ -419,7 +419,8 @@ func openPageQuery(t *testing.T, s *server, webGPU bool, query string) context.C
 		chromedp.UserDataDir(t.TempDir()),
 		// On a loaded machine SwiftShader's dispatches can hold the GPU
 		// thread past the watchdog's limit, which kills the GPU process
-		// and loses the page's device in the middle of a test.
+		// and loses the page's device in the middle of a test (the likeliest
+		// cause found for a CI failure that did not recur here).
 		chromedp.Flag("disable-gpu-watchdog", true),
 	}
 	if webGPU {
