@@ -25,9 +25,9 @@ type profiler interface {
 }
 
 // profileCmd prints where a prefill and a decode step spend GPU time on the
-// vulkan target, by kind of command (op and grid), beside the wall time of
-// an unprofiled warm run: the gap between the two is host time and
-// submission latency.
+// vulkan target, by kind of command (op, input types and grid), beside the
+// wall time of an unprofiled warm run: the gap between the two is host
+// time and submission latency.
 func profileCmd(args []string) error {
 	fs := flag.NewFlagSet("profile", flag.ExitOnError)
 	model := fs.String("model", "", "model file (a GGUF file)")
@@ -136,8 +136,8 @@ func profileCmd(args []string) error {
 	return nil
 }
 
-// writeProfile writes one phase's tables: by op and grid, then by op, each
-// per step (of steps profiled).
+// writeProfile writes one phase's tables: by op, input types and grid,
+// then by op, each per step (of steps profiled).
 func writeProfile(w io.Writer, phase string, kinds []vulkan.KernelTime, gpu time.Duration, steps int, wall time.Duration, rows int) {
 	per := func(d time.Duration) float64 { return float64(d) / float64(steps) / 1e3 }
 	calls := 0
@@ -176,7 +176,7 @@ func writeProfile(w io.Writer, phase string, kinds []vulkan.KernelTime, gpu time
 		fmt.Fprintln(w)
 	}
 	table("op", ops)
-	table("op and grid", kinds)
+	table("op, inputs and grid", kinds)
 }
 
 // tuningKnobs are profile's flags that change the device's tuning.
@@ -354,7 +354,7 @@ func compareTunings(w io.Writer, model string, tm *tapmlModel, d interface{ SetT
 	ms := func(t time.Duration) string { return fmt.Sprintf("%.2f", float64(t)/1e6) }
 	fmt.Fprintf(w, "# Tunings compared: %s on %s\n\n", model, tm.dev.Name())
 	fmt.Fprintf(w, "Prefill of %d tokens under each tuning in turn, %d rounds, in one process; GPU time by timestamps around\n"+
-		"each command. The products: microseconds per call (min over rounds) and calls, by op and grid. Logits: the\n"+
+		"each command. The products: microseconds per call (min over rounds) and calls, by op, inputs and grid. Logits: the\n"+
 		"prompt's next-token logits against the first tuning's, max |difference| over max |logit| (%s).\n\n", len(prompt), rounds, logitsRule)
 	fmt.Fprintf(w, "| tuning | GPU ms min | median | max | logits | products, us per call (calls) |\n|---|---:|---:|---:|---|---|\n")
 	for i, v := range vs {

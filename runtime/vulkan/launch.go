@@ -3,6 +3,7 @@ package vulkan
 import (
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/tapml/tapml/codegen"
@@ -69,6 +70,16 @@ func (d *Device) planFor(n *ir.Node, in, out []ir.Type) (*plan, error) {
 	if err != nil {
 		return nil, err
 	}
+	if vp.label == k.Op.String() {
+		// Products of one op differ by their shapes (q, o and down all
+		// have 2048 columns in Llama-3.2-1B, not the same K): a profile
+		// tells them apart by their inputs.
+		types := make([]string, len(in))
+		for i, t := range in {
+			types[i] = strings.ReplaceAll(t.String(), " ", "")
+		}
+		vp.label += " " + strings.Join(types, ",")
+	}
 	p := &plan{k: k, p: vp}
 	d.plans[key] = p
 	return p, nil
@@ -102,7 +113,7 @@ func (d *Device) pipeline(k *codegen.Kernel) (*vkPipeline, error) {
 		return nil, fmt.Errorf("pipeline of %s: %w", k.Name(), err)
 	}
 	d.stats.Pipelines++
-	p.op = k.Op.String()
+	p.label = k.Op.String()
 	d.pipelines[string(k.Source)] = p
 	return p, nil
 }

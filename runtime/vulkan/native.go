@@ -229,7 +229,9 @@ func (b *memBlock) bytes(off, n uint64) []byte {
 type vkPipeline struct {
 	setLayout, layout, pipe C.uint64_t
 	bindings                int
-	op                      string // the op of the kernel it was made for (profiles name it)
+	// label names the pipeline in profiles: the op of the kernel it was
+	// made for and the input types of the first node that ran it.
+	label string
 }
 
 func (x ctx) createPipeline(words []uint32, entry string, bindings int, cache C.uint64_t) (*vkPipeline, error) {

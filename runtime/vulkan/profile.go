@@ -22,7 +22,7 @@ import "C"
 
 // KernelTime is the GPU time of the commands of one kind in a profile.
 type KernelTime struct {
-	Name  string // op and grid ("matmul 64x1x1"), or "copy"
+	Name  string // op, input types and grid ("matmul f32[128,2048],f16[8192,2048] 88x2x1"), or "copy"
 	Calls int
 	Time  time.Duration
 }
@@ -137,12 +137,12 @@ func (d *Device) submitProfiled() error {
 	if err := d.x.timestamps(p.pool, p.ticks); err != nil {
 		return err
 	}
-	p.add(d.ops, p.ticks, d.phys.TimestampPeriod, d.phys.TimestampBits, d.pipelineOps())
+	p.add(d.ops, p.ticks, d.phys.TimestampPeriod, d.phys.TimestampBits, d.pipelineLabels())
 	return nil
 }
 
 // add attributes the stamps of one submission to its commands.
-func (p *profiler) add(ops []C.tvk_op, ticks []uint64, period float64, bits uint32, opOf map[C.uint64_t]string) {
+func (p *profiler) add(ops []C.tvk_op, ticks []uint64, period float64, bits uint32, labels map[C.uint64_t]string) {
 	mask := ^uint64(0)
 	if bits < 64 {
 		mask = 1<<bits - 1
@@ -155,7 +155,7 @@ func (p *profiler) add(ops []C.tvk_op, ticks []uint64, period float64, bits uint
 		case C.TVK_OP_BARRIER:
 			continue
 		case C.TVK_OP_DISPATCH:
-			name = fmt.Sprintf("%s %dx%dx%d", opOf[op.pipeline], op.x, op.y, op.z)
+			name = fmt.Sprintf("%s %dx%dx%d", labels[op.pipeline], op.x, op.y, op.z)
 		default:
 			name = "copy"
 		}
@@ -171,11 +171,11 @@ func (p *profiler) add(ops []C.tvk_op, ticks []uint64, period float64, bits uint
 	p.gpu += span(ticks[0], ticks[j])
 }
 
-// pipelineOps maps pipeline handles to the op each was made for.
-func (d *Device) pipelineOps() map[C.uint64_t]string {
+// pipelineLabels maps pipeline handles to their labels.
+func (d *Device) pipelineLabels() map[C.uint64_t]string {
 	m := make(map[C.uint64_t]string, len(d.pipelines))
 	for _, p := range d.pipelines {
-		m[p.pipe] = p.op
+		m[p.pipe] = p.label
 	}
 	return m
 }

@@ -6,9 +6,9 @@ import (
 	"github.com/tapml/tapml/ir"
 )
 
-// TestProfile times two dispatches: each kind appears with its calls, the
-// times add up to the submissions' GPU time, the results stay right, and
-// ending the profile clears it.
+// TestProfile times two dispatches: each kind (op, input types, grid)
+// appears with its calls, the times add up to the submissions' GPU time,
+// the results stay right, and ending the profile clears it.
 func TestProfile(t *testing.T) {
 	d := openTest(t, Options{})
 	if err := d.Profile(true); err != nil {
@@ -32,8 +32,8 @@ func TestProfile(t *testing.T) {
 			t.Errorf("%s: negative time %v", k.Name, k.Time)
 		}
 	}
-	if calls["add 16x1x1"] != 2 {
-		t.Errorf("profile %+v: want 2 adds of 16 workgroups", kinds)
+	if calls["add f32[4096],f32[4096] 16x1x1"] != 2 {
+		t.Errorf("profile %+v: want 2 adds of two f32[4096] in 16 workgroups", kinds)
 	}
 	if gpu <= 0 || sum != int64(gpu) {
 		t.Errorf("the commands' times sum to %d ns, the submissions' GPU time is %v: want equal and positive", sum, gpu)
