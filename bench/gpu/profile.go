@@ -431,7 +431,7 @@ func compareLogits(got, want []float32) string {
 	}
 	rel := diff / scale
 	cell := fmt.Sprintf("%.1e", rel)
-	if argmax(got) != argmax(want) {
+	if llm.Argmax(got) != llm.Argmax(want) {
 		cell += ", another argmax"
 	}
 	if !(rel <= 0.1) {
@@ -440,12 +440,3 @@ func compareLogits(got, want []float32) string {
 	return cell
 }
 
-func argmax(x []float32) int {
-	best := 0
-	for i, v := range x {
-		if v > x[best] {
-			best = i
-		}
-	}
-	return best
-}
