@@ -282,8 +282,8 @@ func variantTuning(args []string, base wgsl.Tuning) (wgsl.Tuning, error) {
 // compareTunings profiles the prompt's prefill under each variant in turn,
 // rounds times over, in one process, and writes a table: each variant's
 // prefill GPU time (min, median, max over rounds), its products' time per
-// call by grid (min over rounds) and how its prompt logits compare with
-// the first variant's. The minima are the figures to compare: the H200's
+// call by inputs and grid (min over rounds) and how its prompt logits
+// compare with the first variant's. The minima are the figures to compare: the H200's
 // SM clock idles at 345 MHz against 1980, and most prefills between host
 // work ran 3-5x slow (bench/results/2026-12-04-h200-tile-sweep.md).
 func compareTunings(w io.Writer, model string, tm *tapmlModel, d interface{ SetTuning(wgsl.Tuning) }, p profiler, base wgsl.Tuning, vs []tuningVariant, prompt []int, rounds int) error {
