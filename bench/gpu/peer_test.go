@@ -215,4 +215,14 @@ func TestCompareLogits(t *testing.T) {
 			t.Errorf("compareLogits(%v): %q, want %q", c.got, got, c.cell)
 		}
 	}
+	// Against all-zero logits: equal ones agree, any others are WRONG.
+	zero := []float32{0, 0}
+	for _, c := range []struct {
+		got  []float32
+		cell string
+	}{{[]float32{0, 0}, "0.0e+00"}, {[]float32{0, 1e-9}, "WRONG +Inf, another argmax"}} {
+		if got := compareLogits(c.got, zero); got != c.cell {
+			t.Errorf("compareLogits(%v): %q, want %q", c.got, got, c.cell)
+		}
+	}
 }

@@ -415,8 +415,9 @@ func checkTunings(tm *tapmlModel, d interface{ SetTuning(wgsl.Tuning) }, vs []tu
 	return cells, nil
 }
 
-// compareLogits is max |got - want| over max |want|, with whether the
-// argmax agrees; "WRONG" first where that is over 0.1 or not finite.
+// compareLogits is max |got - want| over max |want| (0 where they are
+// equal), with whether the argmax agrees; "WRONG" first where that is over
+// 0.1 or not finite.
 func compareLogits(got, want []float32) string {
 	if len(got) != len(want) {
 		return fmt.Sprintf("WRONG: %d logits, want %d", len(got), len(want))
@@ -429,7 +430,10 @@ func compareLogits(got, want []float32) string {
 			diff = math.Inf(1)
 		}
 	}
-	rel := diff / scale
+	rel := 0.0 // equal, all-zero logits included
+	if diff != 0 {
+		rel = diff / scale
+	}
 	cell := fmt.Sprintf("%.1e", rel)
 	if llm.Argmax(got) != llm.Argmax(want) {
 		cell += ", another argmax"
