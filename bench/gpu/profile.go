@@ -443,4 +443,3 @@ func compareLogits(got, want []float32) string {
 	}
 	return cell
 }
-

@@ -198,8 +198,7 @@ type Tuning struct {
 func DiscreteTuning() Tuning {
 	return Tuning{Matmul: "128x128x8/8x8+p,64x64x16/4x4+p,64x64x16/4x4+p*2,32x64x16/4x4+p,32x32x16/4x4+p*4,16x16x16/4x4+p*8", MatmulMinGroups: 264,
 		MatmulMMA: "64x64x32/32x32,32x32x32/16x16*4", MatmulMMAMinGroups: 128, MatmulMMABlocks: true,
-		MatmulMMAF32: "64x64x32/32x32,32x32x32/16x16*4",
-		GEMVUnroll: 2, GEMVMinGroups: 400, GEMVBatch: 8, GEMVBatchMinGroups: 200}
+		MatmulMMAF32: "64x64x32/32x32,32x32x32/16x16*4", GEMVUnroll: 2, GEMVMinGroups: 400, GEMVBatch: 8, GEMVBatchMinGroups: 200}
 }
 
 // Options control code generation.
