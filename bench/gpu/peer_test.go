@@ -12,7 +12,6 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
-	"github.com/tapml/tapml/codegen/wgsl"
 	"github.com/tapml/tapml/frontend/gguf"
 )
 
@@ -178,10 +177,7 @@ func TestCompareTunings(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer tm.close()
-	d := tm.dev.(interface {
-		Tuning() wgsl.Tuning
-		SetTuning(wgsl.Tuning)
-	})
+	d := tm.dev.(tunable)
 	vs, err := parseVariants("; -matmul 32x32x16/4x4+p")
 	if err != nil {
 		t.Fatal(err)

@@ -17,6 +17,12 @@ import (
 	"github.com/tapml/tapml/runtime/vulkan"
 )
 
+// tunable is a device whose kernel tuning can be changed.
+type tunable interface {
+	Tuning() wgsl.Tuning
+	SetTuning(wgsl.Tuning)
+}
+
 // profiler is a device that times each command on the GPU (the vulkan
 // target's device).
 type profiler interface {
@@ -63,10 +69,7 @@ func profileCmd(args []string) error {
 		return err
 	}
 	defer tm.close()
-	d, ok := tm.dev.(interface {
-		Tuning() wgsl.Tuning
-		SetTuning(wgsl.Tuning)
-	})
+	d, ok := tm.dev.(tunable)
 	if !ok {
 		return fmt.Errorf("profile: %s has no tuning to set", tm.dev.Name())
 	}
@@ -286,7 +289,7 @@ func variantTuning(args []string, base wgsl.Tuning) (wgsl.Tuning, error) {
 // compare with the first variant's. The minima are the figures to compare: the H200's
 // SM clock idles at 345 MHz against 1980, and most prefills between host
 // work ran 3-5x slow (bench/results/2026-12-04-h200-tile-sweep.md).
-func compareTunings(w io.Writer, model string, tm *tapmlModel, d interface{ SetTuning(wgsl.Tuning) }, p profiler, base wgsl.Tuning, vs []tuningVariant, prompt []int, rounds int) error {
+func compareTunings(w io.Writer, model string, tm *tapmlModel, d tunable, p profiler, base wgsl.Tuning, vs []tuningVariant, prompt []int, rounds int) error {
 	type result struct {
 		gpu   []time.Duration
 		calls map[string]int
@@ -389,7 +392,7 @@ const logitsRule = "over 0.1 is WRONG: a wrong kernel moves them by their range,
 
 // checkTunings runs the prompt's prefill once under each tuning and
 // compares its logits with the first tuning's: a cell per tuning.
-func checkTunings(tm *tapmlModel, d interface{ SetTuning(wgsl.Tuning) }, vs []tuningVariant, tus []wgsl.Tuning, prompt []int) ([]string, error) {
+func checkTunings(tm *tapmlModel, d tunable, vs []tuningVariant, tus []wgsl.Tuning, prompt []int) ([]string, error) {
 	var first []float32
 	cells := make([]string, len(vs))
 	for i, v := range vs {
