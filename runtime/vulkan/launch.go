@@ -70,7 +70,7 @@ func (d *Device) planFor(n *ir.Node, in, out []ir.Type) (*plan, error) {
 	if err != nil {
 		return nil, err
 	}
-	if vp.label == k.Op.String() {
+	if vp.inputs == "" {
 		// Products of one op differ by their shapes (q, o and down all
 		// have 2048 columns in Llama-3.2-1B, not the same K): a profile
 		// tells them apart by their inputs.
@@ -78,7 +78,7 @@ func (d *Device) planFor(n *ir.Node, in, out []ir.Type) (*plan, error) {
 		for i, t := range in {
 			types[i] = strings.ReplaceAll(t.String(), " ", "")
 		}
-		vp.label += " " + strings.Join(types, ",")
+		vp.inputs = strings.Join(types, ",")
 	}
 	p := &plan{k: k, p: vp}
 	d.plans[key] = p
@@ -113,7 +113,7 @@ func (d *Device) pipeline(k *codegen.Kernel) (*vkPipeline, error) {
 		return nil, fmt.Errorf("pipeline of %s: %w", k.Name(), err)
 	}
 	d.stats.Pipelines++
-	p.label = k.Op.String()
+	p.op = k.Op.String()
 	d.pipelines[string(k.Source)] = p
 	return p, nil
 }

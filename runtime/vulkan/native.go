@@ -229,9 +229,10 @@ func (b *memBlock) bytes(off, n uint64) []byte {
 type vkPipeline struct {
 	setLayout, layout, pipe C.uint64_t
 	bindings                int
-	// label names the pipeline in profiles: the op of the kernel it was
-	// made for and the input types of the first node that ran it.
-	label string
+	// op and inputs name the pipeline in profiles: the op of the kernel
+	// it was made for and the input types of the first node that ran it
+	// ("" for a kernel compiled alone).
+	op, inputs string
 }
 
 func (x ctx) createPipeline(words []uint32, entry string, bindings int, cache C.uint64_t) (*vkPipeline, error) {

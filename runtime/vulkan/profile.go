@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"strings"
 	"time"
 )
 
@@ -171,11 +172,12 @@ func (p *profiler) add(ops []C.tvk_op, ticks []uint64, period float64, bits uint
 	p.gpu += span(ticks[0], ticks[j])
 }
 
-// pipelineLabels maps pipeline handles to their labels.
+// pipelineLabels maps pipeline handles to their names in profiles: op
+// and input types.
 func (d *Device) pipelineLabels() map[C.uint64_t]string {
 	m := make(map[C.uint64_t]string, len(d.pipelines))
 	for _, p := range d.pipelines {
-		m[p.pipe] = p.label
+		m[p.pipe] = strings.TrimSpace(p.op + " " + p.inputs)
 	}
 	return m
 }
