@@ -183,7 +183,7 @@ func TestCompareTunings(t *testing.T) {
 		t.Fatal(err)
 	}
 	var out bytes.Buffer
-	if err := compareTunings(&out, file, tm, d, tm.dev.(profiler), d.Tuning(), vs, peerPrompt(16, tm.vocab), 1); err != nil {
+	if err := compareTunings(&out, file, tm, d, tm.dev.(profiler), d.Tuning(), vs, peerPrompt(16, tm.vocab), 1, 2); err != nil {
 		t.Fatal(err)
 	}
 	base := regexp.MustCompile(`(?m)^\| \(base\) \|( [0-9.]+ \|){3} the reference \| matmul `)

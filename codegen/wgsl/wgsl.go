@@ -192,13 +192,18 @@ type Tuning struct {
 // 64x64 blocks take those (prefill's gate and up), the others 32x32
 // blocks in 4 slices of K (bench/results/2026-12-03-h200-mma.md), block
 // formats included; under f32 compute products over f16 weights take
-// them too (MatmulMMAF32). Decode GEMVs over Q4_0-sized blocks take up to 8 rows
+// them too (MatmulMMAF32), those of fewer than 160 64x64 blocks 32x64
+// blocks in 4 slices first: on the H200 Llama-3.2-1B's products of 2048
+// columns went from 55-56 to 44-45 µs a call (K = 2048) and from 201 to
+// 147 (K = 8192) over F16 weights against 32x32 blocks, its prefill's GPU
+// time from 11.75 to 10.51 ms (bench/results/2026-12-04-h200-reps.md).
+// Decode GEMVs over Q4_0-sized blocks take up to 8 rows
 // a subgroup at once while the grid keeps 200 workgroups
 // (bench/results/2026-12-03-h200-gemv-batch.md).
 func DiscreteTuning() Tuning {
 	return Tuning{Matmul: "128x128x8/8x8+p,64x64x16/4x4+p,64x64x16/4x4+p*2,32x64x16/4x4+p,32x32x16/4x4+p*4,16x16x16/4x4+p*8", MatmulMinGroups: 264,
-		MatmulMMA: "64x64x32/32x32,32x32x32/16x16*4", MatmulMMAMinGroups: 128, MatmulMMABlocks: true,
-		MatmulMMAF32: "64x64x32/32x32,32x32x32/16x16*4", GEMVUnroll: 2, GEMVMinGroups: 400, GEMVBatch: 8, GEMVBatchMinGroups: 200}
+		MatmulMMA: "64x64x32/32x32,32x32x32/16x16*4", MatmulMMAMinGroups: 160, MatmulMMABlocks: true,
+		MatmulMMAF32: "64x64x32/32x32,32x64x32/16x32*4,32x32x32/16x16*4", GEMVUnroll: 2, GEMVMinGroups: 400, GEMVBatch: 8, GEMVBatchMinGroups: 200}
 }
 
 // Options control code generation.
