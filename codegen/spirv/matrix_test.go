@@ -54,6 +54,25 @@ func TestMatrixKernels(t *testing.T) {
 			`OpAccessChain %_ptr_Workgroup_float %tc %uint_0`,
 			`OpCooperativeMatrixStoreNV %X %X %uint_16 %false`,
 		}},
+		{"scaled", kerneltest.MatrixScaleKernel, []string{
+			`OpCapability CooperativeMatrixNV`,
+			`OpExtension "SPV_NV_cooperative_matrix"`,
+			`OpTypeCooperativeMatrixNV %half %uint_3 %uint_16 %uint_16`,
+			`OpTypeCooperativeMatrixNV %float %uint_3 %uint_16 %uint_16`,
+			`OpConstantNull %X`,
+			`OpAccessChain %_ptr_StorageBuffer_half %in0 %uint_0 %uint_0`,
+			`OpCooperativeMatrixLoadNV %X %X %uint_16 %false`,
+			`OpAccessChain %_ptr_StorageBuffer_half %in0 %uint_0 %uint_256`,
+			`OpCooperativeMatrixLoadNV %X %X %uint_16 %true`,
+			`OpCooperativeMatrixMulAddNV %X %X %X %X`,
+			`OpAccessChain %_ptr_StorageBuffer_float %in1 %uint_0 %uint_0`,
+			`OpCooperativeMatrixLoadNV %X %X %uint_0 %false`,
+			`OpFDiv %X %X %X`,
+			`OpFAdd %X %X %X`,
+			`OpFSub %X %X %X`,
+			`OpAccessChain %_ptr_StorageBuffer_float %out0 %uint_0 %uint_0`,
+			`OpCooperativeMatrixStoreNV %X %X %uint_16 %false`,
+		}},
 		{"loop", kerneltest.MatrixLoopKernel, []string{
 			`OpCapability CooperativeMatrixNV`,
 			`OpExtension "SPV_NV_cooperative_matrix"`,
@@ -81,9 +100,10 @@ func TestMatrixKernels(t *testing.T) {
 			`OpCooperativeMatrixStoreNV %X %X %uint_32 %false`,
 		}},
 	}
-	// The lines of interest (and the access chain before each load and
+	// The lines of interest (float arithmetic among them: the kernels have
+	// none on scalars) and the access chain before each load and
 	// store), with the ids spirv-dis numbers (%42) as %X.
-	interesting := regexp.MustCompile(`(?i)cooperative_?matrix|OpConstantNull`)
+	interesting := regexp.MustCompile(`(?i)cooperative_?matrix|OpConstantNull|\bOpF(Add|Sub|Div)\b`)
 	number := regexp.MustCompile(`%[0-9]+\b`)
 	for _, c := range cases {
 		var got []string

@@ -433,6 +433,10 @@ func (t *translator) binary(e *wgslfront.Expr) uint32 {
 		return b.op(opLogicalOr, t.typ(e.Type), t.expr(x), t.expr(y))
 	case e.Same && !scalarOf(x.Type).Float():
 		return t.m.constBool(e.Text == "==")
+	case x.Type.Kind == wgslfront.Matrix:
+		// Element by element (the checker allows +, - and / of one
+		// float matrix type).
+		return b.op(arithOps[e.Text][0], t.typ(e.Type), t.expr(x), t.expr(y))
 	case e.Same:
 		nan := b.op(opIsNan, t.typ(e.Type), t.expr(x))
 		if e.Text == "==" {

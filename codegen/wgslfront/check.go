@@ -468,6 +468,9 @@ func (c *checker) exprType(e *Expr) *Type {
 		failf(e.Pos, "%s on %s", e.Text, t)
 	case ExprBinary:
 		x, y := c.expr(e.Args[0]), c.expr(e.Args[1])
+		if x.Kind == Matrix || y.Kind == Matrix {
+			return matrixArith(e, x, y)
+		}
 		t := binaryType(e.Pos, e.Text, x, y)
 		// Abstract operands take the other's type (the shift amount is
 		// u32).

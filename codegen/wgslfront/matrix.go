@@ -17,9 +17,13 @@ package wgslfront
 //     column-major, arr[offset + c*stride + r].
 //   - subgroupMatrixMultiplyAccumulate(left, right, acc) -> acc's type:
 //     left * right + acc.
+//   - x + y, x - y and x / y of two result matrices of one type, element
+//     by element (tapml's addition: Dawn has none; SPIR-V's cooperative
+//     matrices have them). A kernel scales a result by columns so: y
+//     loaded with stride 0 repeats one row of values.
 //
 // Matrices live in the entry point's lets and vars only: no arrays, no
-// operators, no helper functions.
+// other operators, no helper functions.
 
 // SubgroupMatrixExt is the name a module enables subgroup matrices by.
 const SubgroupMatrixExt = "chromium_experimental_subgroup_matrix"
@@ -168,4 +172,13 @@ func MatrixArray(a *Expr) *Decl {
 		a = a.Args[0]
 	}
 	return a.Ref
+}
+
+// matrixArith types a binary expression of a subgroup matrix: +, - or /
+// of two result matrices of one type.
+func matrixArith(e *Expr, x, y *Type) *Type {
+	if x.Role != Result || !x.Eq(y) || e.Text != "+" && e.Text != "-" && e.Text != "/" {
+		failf(e.Pos, "%s %s %s: matrices take +, - and / with a result matrix of their type", x, e.Text, y)
+	}
+	return x
 }

@@ -22,6 +22,16 @@ func TestMatrixKernels(t *testing.T) {
 			"subgroupMatrixMultiplyAccumulate(a, b, acc): subgroup_matrix_result<f32, 16, 16>",
 			"subgroupMatrixStore(&tc, 0u, acc, false, 16u)",
 		}},
+		{"scaled", kerneltest.MatrixScaleKernel, []string{
+			"subgroupMatrixLoad<subgroup_matrix_left<f16, 16, 16>>(&in0, 0u, false, 16u): subgroup_matrix_left<f16, 16, 16>",
+			"subgroupMatrixLoad<subgroup_matrix_right<f16, 16, 16>>(&in0, 256u, true, 16u): subgroup_matrix_right<f16, 16, 16>",
+			"subgroupMatrixMultiplyAccumulate(a, b, subgroup_matrix_result<f32, 16, 16>()): subgroup_matrix_result<f32, 16, 16>",
+			"subgroupMatrixLoad<subgroup_matrix_result<f32, 16, 16>>(&in1, 0u, false, 0u): subgroup_matrix_result<f32, 16, 16>",
+			"p / s: subgroup_matrix_result<f32, 16, 16>",
+			"c + p: subgroup_matrix_result<f32, 16, 16>",
+			"c - subgroup_matrix_result<f32, 16, 16>(): subgroup_matrix_result<f32, 16, 16>",
+			"subgroupMatrixStore(&out0, 0u, c, false, 16u)",
+		}},
 	}
 	for _, c := range cases {
 		m, err := wgslfront.Parse(c.src, "main")

@@ -251,10 +251,14 @@ var matrixErrors = []struct{ name, src, want string }{
 	{"operand types differ", matrix("", "let a = "+loadL+"(&wh, 0u, false, 16u);\nlet b = subgroupMatrixLoad<subgroup_matrix_right<f32, 16, 16>>(&wf, 0u, false, 16u);\n"+
 		"var c = "+result+"();\nc = subgroupMatrixMultiplyAccumulate(a, b, c);"), "14:5: subgroupMatrixMultiplyAccumulate: the left matrix is of f16 and the right of f32"},
 	{"scalar operand", matrix("", "var c = "+result+"();\nc = subgroupMatrixMultiplyAccumulate(1.0h, 1.0h, c);"), "12:38: subgroupMatrixMultiplyAccumulate takes a subgroup matrix here, not f16"},
-	{"matrix arithmetic", matrix("", "var c = "+result+"();\nc = c + c;"), "12:7: subgroup_matrix_result<f32, 16, 16> + subgroup_matrix_result<f32, 16, 16> is outside the dialect"},
+	{"matrix product by *", matrix("", "var c = "+result+"();\nc = c * c;"), "12:7: subgroup_matrix_result<f32, 16, 16> * subgroup_matrix_result<f32, 16, 16>: matrices take +, - and / with a result matrix of their type"},
 	{"matrix compound assignment", matrix("", "var c = "+result+"();\nc *= c;"), "12:1: subgroup_matrix_result<f32, 16, 16> * subgroup_matrix_result<f32, 16, 16> is outside the dialect"},
+	{"matrix plus a scalar", matrix("", "var c = "+result+"();\nc = c + 1.0f;"), "12:7: subgroup_matrix_result<f32, 16, 16> + f32: matrices take +, - and / with a result matrix of their type"},
+	{"scalar plus a matrix", matrix("", "var c = "+result+"();\nc = 1.0f + c;"), "12:10: f32 + subgroup_matrix_result<f32, 16, 16>: matrices take +, - and / with a result matrix of their type"},
+	{"left matrix arithmetic", matrix("", "let a = "+loadL+"(&wh, 0u, false, 16u);\nlet b = a + a;"), "12:11: subgroup_matrix_left<f16, 16, 16> + subgroup_matrix_left<f16, 16, 16>: matrices take +, - and / with a result matrix of their type"},
+	{"matrices of two types", matrix("", "var c = "+result+"();\nvar d = subgroup_matrix_result<f16, 16, 16>();\nc = c / d;"), "13:7: subgroup_matrix_result<f32, 16, 16> / subgroup_matrix_result<f16, 16, 16>: matrices take +, - and / with a result matrix of their type"},
 	{"matrix negation", matrix("", "var c = "+result+"();\nc = -c;"), "12:5: - on subgroup_matrix_result<f32, 16, 16>"},
-	{"matrix comparison", matrix("", "var c = "+result+"();\nif (c == c) {}"), "12:7: subgroup_matrix_result<f32, 16, 16> == subgroup_matrix_result<f32, 16, 16> is outside the dialect"},
+	{"matrix comparison", matrix("", "var c = "+result+"();\nif (c == c) {}"), "12:7: subgroup_matrix_result<f32, 16, 16> == subgroup_matrix_result<f32, 16, 16>: matrices take +, - and / with a result matrix of their type"},
 	{"matrix in a builtin", matrix("", "var c = "+result+"();\nc = abs(c);"), "12:9: abs of subgroup_matrix_result<f32, 16, 16> is outside the dialect"},
 	{"matrix index", matrix("", "var c = "+result+"();\nout0[i] = c[0];"), "12:12: subgroup_matrix_result<f32, 16, 16> indexed by abstract-int"},
 	{"matrix constructor with values", matrix("", "var c = "+result+"(1.0f);"), "11:9: subgroup_matrix_result<f32, 16, 16> takes no arguments (it is the zero matrix)"},
@@ -270,5 +274,5 @@ var matrixErrors = []struct{ name, src, want string }{
 	{"load as a statement", matrix("", loadL+"(&wh, 0u, false, 16u);"), "11:1: a call as a statement: only subgroupMatrixStore is one"},
 	{"call statement", matrix("", "abs(1.0f);"), "11:1: a call as a statement: only subgroupMatrixStore is one"},
 	{"true as a name", matrix("", "let true = 1u;"), "11:1: true is a type name"},
-	{"matrix operand of &&", matrix("", "let x = li > 3u && subgroupMatrixLoad<"+left+">(&wh, 0u, false, 16u);"), "11:17: bool && subgroup_matrix_left<f16, 16, 16> is outside the dialect"},
+	{"matrix operand of &&", matrix("", "let x = li > 3u && subgroupMatrixLoad<"+left+">(&wh, 0u, false, 16u);"), "11:17: bool && subgroup_matrix_left<f16, 16, 16>: matrices take +, - and / with a result matrix of their type"},
 }

@@ -72,3 +72,26 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>) {
   subgroupMatrixStore(&c16, (row + 16u) * N + 16u, c11, false, N);
 }
 `
+
+// MatrixScaleKernel divides a product's columns by scales, as the
+// subgroup-matrix matmul over scaled block formats does: C = (A x B) / S
+// + A x B, where S repeats one row of 16 values (loaded with stride 0).
+// in0 holds A (16 x 16 halves, row-major) and B (16 x 16, column-major);
+// in1 the 16 column divisors; out0 gets C, 16 x 16 row-major.
+const MatrixScaleKernel = `enable f16;
+enable chromium_experimental_subgroup_matrix;
+@group(0) @binding(0) var<storage, read> in0: array<f16>;
+@group(0) @binding(1) var<storage, read> in1: array<f32>;
+@group(0) @binding(2) var<storage, read_write> out0: array<f32>;
+@compute @workgroup_size(32, 1, 1)
+fn main(@builtin(local_invocation_index) li: u32) {
+  let a = subgroupMatrixLoad<subgroup_matrix_left<f16, 16, 16>>(&in0, 0u, false, 16u);
+  let b = subgroupMatrixLoad<subgroup_matrix_right<f16, 16, 16>>(&in0, 256u, true, 16u);
+  let p = subgroupMatrixMultiplyAccumulate(a, b, subgroup_matrix_result<f32, 16, 16>());
+  let s = subgroupMatrixLoad<subgroup_matrix_result<f32, 16, 16>>(&in1, 0u, false, 0u);
+  var c = p / s;
+  c = c + p;
+  c = c - subgroup_matrix_result<f32, 16, 16>();
+  subgroupMatrixStore(&out0, 0u, c, false, 16u);
+}
+`
