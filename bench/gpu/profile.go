@@ -185,9 +185,9 @@ func writeProfile(w io.Writer, phase string, kinds []vulkan.KernelTime, gpu time
 
 // tuningKnobs are profile's flags that change the device's tuning.
 type tuningKnobs struct {
-	matmul, mma, gemv                   *string
-	minGroups, mmaMinGroups             *int
-	noMMABlocks, noMMAF32, mmaF32Blocks *bool
+	matmul, mma, gemv                                *string
+	minGroups, mmaMinGroups                          *int
+	noMMABlocks, noMMAF32, mmaF32Blocks, noMMAScaled *bool
 }
 
 // tuningFlags declares the tuning flags on fs.
@@ -200,6 +200,7 @@ func tuningFlags(fs *flag.FlagSet) tuningKnobs {
 		noMMABlocks:  fs.Bool("no-mma-blocks", false, "block-format weights keep the vec4 kernel at f16 compute (Tuning.MatmulMMABlocks off)"),
 		noMMAF32:     fs.Bool("no-mma-f32", false, "f16 weights' products keep the vec4 kernel at f32 compute (Tuning.MatmulMMAF32 empty)"),
 		mmaF32Blocks: fs.Bool("mma-f32-blocks", false, "at f32 compute quantized weights' products take subgroup matrices too, each value split into two f16 parts (Tuning.MatmulMMAF32Blocks)"),
+		noMMAScaled:  fs.Bool("no-mma-scaled", false, "Q4_0, Q5_0 and Q8_0 weights on subgroup matrices are split into two f16 parts like other block formats, not taken as their integers with each block's scale applied to its partial sums (Tuning.MatmulMMAScaled off)"),
 		gemv:         fs.String("gemv", "", `decode GEMV knobs over the device's tuning, as wgsl.GEMVString writes them ("GEMVBatch: 4, GEMVRows: 8")`),
 	}
 }
@@ -231,6 +232,7 @@ func (k tuningKnobs) apply(tu wgsl.Tuning) (wgsl.Tuning, error) {
 		tu.MatmulMMAF32 = ""
 	}
 	tu.MatmulMMAF32Blocks = tu.MatmulMMAF32Blocks || *k.mmaF32Blocks
+	tu.MatmulMMAScaled = tu.MatmulMMAScaled && !*k.noMMAScaled
 	if *k.minGroups > 0 {
 		tu.MatmulMinGroups, tu.MatmulMMAMinGroups = *k.minGroups, *k.minGroups
 	}

@@ -115,6 +115,34 @@ func field(w, shift *Expr, width uint32) *Expr {
 // block of dt, or nil when dt is not a block format.
 func Unit(dt ir.DType) *Expr { return units[dt] }
 
+// Scaled splits dt's unit into an integer times a scale its whole block
+// shares, for the formats whose values are one (Q4_0, Q5_0, Q8_0): q is
+// the element's integer as f32 (|q| <= 128, exact in f16) and scale the
+// block's f16 scale as f32 (it reads neither Elem nor Lane), so that
+// q·scale is the unit. A kernel can then multiply the integers exactly in
+// f16 and apply each block's scale to its partial sums. ok is false for
+// the formats with an offset or scales of sub-blocks.
+func Scaled(dt ir.DType) (q, scale *Expr, ok bool) {
+	u := units[dt]
+	if u == nil || u.Op != FMul || u.Args[0].Op != ToF32 && u.Args[0].Op != I8ToF32 || u.Args[1].Op != Half || reads(u.Args[1], Elem) || reads(u.Args[1], Lane) {
+		return nil, nil, false
+	}
+	return u.Args[0], u.Args[1], true
+}
+
+// reads reports whether e depends on the leaf op.
+func reads(e *Expr, leaf Op) bool {
+	if e.Op == leaf {
+		return true
+	}
+	for _, a := range e.Args {
+		if reads(a, leaf) {
+			return true
+		}
+	}
+	return false
+}
+
 var units = map[ir.DType]*Expr{
 	ir.Q4_0: unitQ4_0(), ir.Q4_1: unitQ4_1(), ir.Q5_0: unitQ5_0(), ir.Q5_1: unitQ5_1(), ir.Q8_0: unitQ8_0(),
 	ir.Q2_K: unitQ2K(), ir.Q3_K: unitQ3K(), ir.Q4_K: unitQ4K(), ir.Q5_K: unitQ5K(), ir.Q6_K: unitQ6K(),

@@ -99,3 +99,42 @@ func TestUnitsMatchReference(t *testing.T) {
 		t.Error("element dtypes have unit expressions")
 	}
 }
+
+// TestScaled checks which formats split into an integer times their
+// block's scale, and that the parts multiply to the unit, bit for bit,
+// with integers exact in f16 (|q| <= 2048).
+func TestScaled(t *testing.T) {
+	r := rand.New(rand.NewPCG(3, 4))
+	for _, dt := range ir.BlockDTypes {
+		q, scale, ok := Scaled(dt)
+		if want := dt == ir.Q4_0 || dt == ir.Q5_0 || dt == ir.Q8_0; ok != want {
+			t.Errorf("%s: scaled %v, want %v", dt, ok, want)
+		}
+		if !ok {
+			continue
+		}
+		elems, bytes := dt.Block()
+		const blocks = 32
+		data := make([]byte, blocks*bytes+4)
+		for i := range data {
+			data[i] = byte(r.Uint32())
+		}
+		for b := 0; b < blocks; b++ {
+			for j := 0; j < elems; j += 4 {
+				for l := 0; l < 4; l++ {
+					at := func(e *Expr) float32 { _, v := eval(e, data, uint32(b*bytes), uint32(j), uint32(l)); return v }
+					qv, sv, u := at(q), at(scale), at(Unit(dt))
+					if qv != float32(int32(qv)) || math.Abs(float64(qv)) > 2048 {
+						t.Fatalf("%s: block %d element %d: q = %v, not an integer within 2048", dt, b, j+l, qv)
+					}
+					if got := qv * sv; math.Float32bits(got) != math.Float32bits(u) && !(got != got && u != u) {
+						t.Fatalf("%s: block %d element %d: q·scale = %v, the unit %v", dt, b, j+l, got, u)
+					}
+					if _, s0 := eval(scale, data, uint32(b*bytes), 0, 0); math.Float32bits(s0) != math.Float32bits(sv) && !(s0 != s0 && sv != sv) {
+						t.Fatalf("%s: block %d: the scale differs between elements", dt, b)
+					}
+				}
+			}
+		}
+	}
+}

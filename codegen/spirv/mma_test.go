@@ -26,7 +26,10 @@ import (
 // sums f32; a block-format b (with Tuning.MatmulMMABlocks) is two f16
 // parts whose sum is b exactly for Q4_0 and Q8_0, within 2^-21 for Q4_K
 // (mma.go). Without the knob block formats keep the vec4 kernel; the test
-// checks which kernel each product took.
+// checks which kernel each product took. With Tuning.MatmulMMAScaled, Q4_0,
+// Q5_0 and Q8_0 are their integers, exact in f16, each block's partial
+// sums divided by the inverse of its scale (within 2.5 f32 ulps on Vulkan:
+// far inside either tolerance).
 //
 // Under f32 compute the f32 matmul tolerance itself: the split of a (and
 // b) leaves each term within about 2^-22 of its f32 product, 1e-6 at
@@ -46,7 +49,7 @@ func TestDeviceMMA(t *testing.T) {
 	shapes := []shape{
 		{ir.F16, 37, 20, 64, false}, {ir.F16, 130, 136, 96, true}, {ir.F32, 40, 64, 128, false},
 		{ir.Q4_0, 45, 36, 96, true}, {ir.Q8_0, 128, 96, 64, false}, {ir.Q4_K, 33, 68, 256, false},
-		{ir.F16, 70, 72, 128, false},
+		{ir.F16, 70, 72, 128, false}, {ir.Q5_0, 48, 40, 128, true},
 	}
 	// rowExp is the power of two row i of a is multiplied by at f32
 	// compute (products without an addend).
@@ -55,15 +58,17 @@ func TestDeviceMMA(t *testing.T) {
 	// blocks: block formats take it too (Tuning.MatmulMMABlocks).
 	for _, compute := range []ir.DType{ir.F16, ir.F32} {
 		for _, b := range []struct {
-			tiles  string
-			kstep  int64
-			blocks bool
-		}{{"64x64x32/32x32", 32, false}, {"32x32x32/16x16", 32, false}, {"128x64x32/64x32", 32, false}, {"64x64x64/32x32", 64, false},
-			{"32x32x16/16x16*4", 64, false}, {"64x64x32/32x32*2", 64, false}, {"64x64x32/32x32", 32, true}, {"32x32x16/16x16*4", 64, true},
-			{"64x64x32/32x32+d", 32, false}, {"32x32x32/16x16+d*2", 64, true}, {"32x64x32/16x32*4", 128, false}} {
+			tiles          string
+			kstep          int64
+			blocks, scaled bool
+		}{{"64x64x32/32x32", 32, false, false}, {"32x32x32/16x16", 32, false, false}, {"128x64x32/64x32", 32, false, false}, {"64x64x64/32x32", 64, false, false},
+			{"32x32x16/16x16*4", 64, false, false}, {"64x64x32/32x32*2", 64, false, false}, {"64x64x32/32x32", 32, true, false}, {"32x32x16/16x16*4", 64, true, false},
+			{"64x64x32/32x32+d", 32, false, false}, {"32x32x32/16x16+d*2", 64, true, false}, {"32x64x32/16x32*4", 128, false, false},
+			{"64x64x32/32x32", 32, true, true}, {"32x32x16/16x16*4", 64, true, true}, {"64x64x64/32x32", 64, true, true}, {"32x32x32/16x16+d*2", 64, true, true}} {
 			tiles := b.tiles
 			tune := wgsl.DiscreteTuning()
 			tune.MatmulMMA, tune.MatmulMinGroups, tune.MatmulMMABlocks, tune.MatmulMMAF32, tune.MatmulMMAF32Blocks = tiles, 1, b.blocks, tiles, true
+			tune.MatmulMMAScaled = b.scaled
 			g, err := vulkan.Open(vulkan.Options{Generate: Generate, Compute: compute, Tuning: tune, PipelineCacheDir: "-"})
 			if err != nil {
 				t.Fatalf("vulkan with %s compute: %v (lavapipe has shaderFloat16)", compute, err)
@@ -79,7 +84,7 @@ func TestDeviceMMA(t *testing.T) {
 					k := int(s.k)
 					c.fill = map[int]func(int) float64{0: func(i int) float64 { return math.Ldexp(r.Float64()*4-2, rowExp(i/k)) }}
 				}
-				name := fmt.Sprintf("%s compute, %s blocks=%v %s subgroup matrices %v", compute, tiles, b.blocks, c, feat)
+				name := fmt.Sprintf("%s compute, %s blocks=%v scaled=%v %s subgroup matrices %v", compute, tiles, b.blocks, b.scaled, c, feat)
 				n, outs := c.fullNode(t)
 				in := c.inputs(r)
 				want, err := launchOn(cpu.NewWith(cpu.Options{Round16: compute == ir.F16}), n, outs, in)
@@ -91,6 +96,12 @@ func TestDeviceMMA(t *testing.T) {
 					t.Fatalf("%s: %v", name, err)
 				}
 				takes := s.dt == ir.F16 || s.dt == ir.F32 && compute == ir.F16 || s.dt.IsBlock() && b.blocks
+				if b.scaled && (s.dt == ir.Q4_0 || s.dt == ir.Q5_0 || s.dt == ir.Q8_0) {
+					chosen := strings.Contains(string(src.Source), "var<workgroup> ts:")
+					if want := feat && s.k%b.kstep == 0; chosen != want {
+						t.Errorf("%s: the scaled kernel was chosen: %v, want %v", name, chosen, want)
+					}
+				}
 				if got, want := strings.Contains(string(src.Source), "subgroupMatrixMultiplyAccumulate"), feat && takes && s.k%b.kstep == 0; got != want {
 					t.Errorf("%s: the subgroup-matrix kernel was chosen: %v, want %v", name, got, want)
 				}

@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/tapml/tapml/codegen"
+	"github.com/tapml/tapml/codegen/dequant"
 	"github.com/tapml/tapml/ir"
 )
 
@@ -46,6 +47,21 @@ import (
 // version, had cost more than the products (Llama-3.2-1B's prefill 15.7
 // ms against 11.0 without it on the H200). Block formats at f32 compute
 // take it only with Tuning.MatmulMMAF32Blocks: three products a step.
+//
+// With Tuning.MatmulMMAScaled, the formats whose values are an integer q
+// times their block's f16 scale d (Q4_0, Q5_0, Q8_0) are not split: b's
+// tile holds q, exact in f16, and a step takes one product (two at f32
+// compute, a being split). Each span of K that one scale covers (a block,
+// or the step where a step is part of one) multiplies into fresh
+// accumulators p, which are then added to c divided by 1/d element by
+// element: the invocation staging the first run of a column's span stores
+// 1/d there, and each row of the divisor matrix repeats those values (a
+// load with stride 0). SPIR-V's NV cooperative matrices divide element by
+// element but do not multiply so; Vulkan's division is within 2.5 ulps
+// for divisors in [2^-126, 2^126], which 1/d always is (f16's d is at
+// least 2^-24). A block whose d is 0 stores its q as 0 and 1 as its
+// divisor. On the H200 TestDeviceMMA's Q4_0, Q5_0 and Q8_0 products
+// match the CPU reference with it, at both computes (2026-12-04).
 
 // mmaFrag is the fragment size: 16x16x16, the one shape the devices that
 // set Features.SubgroupMatrix run (f16 operands, f32 result).
@@ -135,9 +151,10 @@ func (t mmaTile) bufs() int {
 
 // shared is the workgroup memory, in bytes: each slice's a and b tiles in
 // f16 (each twice when split, all twice when double buffered; a split a's
-// row exponents and each slice's row maxima besides) and a 16x16 f32
-// fragment per subgroup of a slice for the output.
-func (t mmaTile) shared(splitA, splitB bool) int {
+// row exponents and each slice's row maxima besides), a 16x16 f32
+// fragment per subgroup of a slice for the output, and scales f32 (the
+// block scales of a scaled b).
+func (t mmaTile) shared(splitA, splitB bool, scales int) int {
 	bm, bn, rows := t.bm, t.bn, 0
 	if splitA {
 		bm, rows = 2*bm, (1+t.slices)*t.bm*4+16
@@ -145,16 +162,45 @@ func (t mmaTile) shared(splitA, splitB bool) int {
 	if splitB {
 		bn *= 2
 	}
-	return t.slices*t.bufs()*(bm+bn)*t.stride()*2 + rows + t.sliceThreads()/mmaSubgroup*mmaFrag*mmaFrag*4
+	return t.slices*t.bufs()*(bm+bn)*t.stride()*2 + rows + t.sliceThreads()/mmaSubgroup*mmaFrag*mmaFrag*4 + scales*4
 }
 
-func (t mmaTile) fits(lim Limits, splitA, splitB bool) bool {
-	return t.threads() <= min(lim.MaxInvocationsPerWorkgroup, lim.MaxWorkgroupSizeX) && t.shared(splitA, splitB) <= lim.MaxWorkgroupStorageSize
+func (t mmaTile) fits(lim Limits, splitA, splitB bool, scales int) bool {
+	return t.threads() <= min(lim.MaxInvocationsPerWorkgroup, lim.MaxWorkgroupSizeX) && t.shared(splitA, splitB, scales) <= lim.MaxWorkgroupStorageSize
 }
+
+// scaleBlocks is the number of blocks of elems elements whose scales a
+// step of the blocking holds per column: its K step's blocks, or the one
+// block the step is part of.
+func (t mmaTile) scaleBlocks(elems int) int { return max(t.bk/elems, 1) }
+
+// scales is the f32 scales a scaled b of blocks of elems keeps in
+// workgroup memory: each slice's (and set's) scaleBlocks per column.
+func (t mmaTile) scales(elems int) int { return t.slices * t.bufs() * t.scaleBlocks(elems) * t.bn }
 
 // mmaSplit reports whether b is decoded and split into two f16 parts (a
-// block format or bf16).
-func (g *gen) mmaSplit() bool { dt := g.in[1].DType; return dt.IsBlock() || dt == ir.BF16 }
+// block format or bf16, unless scaled).
+func (g *gen) mmaSplit() bool {
+	dt := g.in[1].DType
+	return (dt.IsBlock() || dt == ir.BF16) && !g.mmaScaled()
+}
+
+// mmaScaled reports whether b is decoded as integers, exact in f16, with
+// each block's scale applied to its partial products rather than split
+// (Tuning.MatmulMMAScaled, the formats dequant.Scaled splits).
+func (g *gen) mmaScaled() bool {
+	_, _, ok := dequant.Scaled(g.in[1].DType)
+	return ok && g.tune.MatmulMMAScaled
+}
+
+// mmaScaleFloats is the f32 scales a blocking keeps (0 unless scaled).
+func (g *gen) mmaScaleFloats(t mmaTile) int {
+	if !g.mmaScaled() {
+		return 0
+	}
+	elems, _ := g.in[1].DType.Block()
+	return t.scales(elems)
+}
 
 // mmaRun is the number of units (4 elements) of a split b an invocation
 // decodes together, a run within one block and one row of the step (1
@@ -184,7 +230,7 @@ func (g *gen) mmaRun(t mmaTile) int {
 // block formats and bf16 unless MatmulMMAF32Blocks.
 func (g *gen) pickMMA(s mmShape, nb int) (mmaTile, bool) {
 	dt := g.in[1].DType
-	weights := dt == ir.F16 || g.mmaSplit() && g.tune.MatmulMMABlocks
+	weights := dt == ir.F16 || (dt.IsBlock() || dt == ir.BF16) && g.tune.MatmulMMABlocks
 	list := g.tune.MatmulMMA
 	if g.half {
 		weights = weights || dt == ir.F32
@@ -203,7 +249,7 @@ func (g *gen) pickMMA(s mmShape, nb int) (mmaTile, bool) {
 		// A split a's row maxima are reduced by shuffles among the
 		// invocations of a row, all in whole rounds.
 		rows := g.half || t.bk <= 4*mmaSubgroup && t.bm*t.bk/4%t.sliceThreads() == 0
-		return s.k%(t.bk*t.slices) == 0 && t.fits(g.lim, !g.half, g.mmaSplit()) && g.mmaRun(t) > 0 && rows
+		return s.k%(t.bk*t.slices) == 0 && t.fits(g.lim, !g.half, g.mmaSplit(), g.mmaScaleFloats(t)) && g.mmaRun(t) > 0 && rows
 	}
 	groups := func(t mmaTile) int { return ceilDiv(s.n, t.bn) * ceilDiv(s.m, t.bm) * nb * t.slices }
 	return pickBlocking(list, parseMMATile, fits, groups, minGroups)
@@ -222,8 +268,18 @@ func (g *gen) pickMMA(s mmShape, nb int) (mmaTile, bool) {
 func (g *gen) mma(s mmShape, nb int, t mmaTile) (*codegen.Kernel, error) {
 	sliceT, sgs := t.sliceThreads(), t.threads()/mmaSubgroup
 	fm, fn := t.wm/mmaFrag, t.wn/mmaFrag
-	split, run := g.mmaSplit(), g.mmaRun(t)
+	split, scaledB, run := g.mmaSplit(), g.mmaScaled(), g.mmaRun(t)
 	wide := !g.half // a is f32, split by rows (f32 compute)
+	// A scaled b: its integers in tb, and 1 / each column's block scale
+	// in ts, applied to the partial products of each span of K that one
+	// scale covers (a block, or the step where a step is part of one).
+	var qs, scale *dequant.Expr
+	elems, span := 0, 0
+	if scaledB {
+		qs, scale, _ = dequant.Scaled(g.in[1].DType)
+		elems, _ = g.in[1].DType.Block()
+		span = min(t.bk, elems)
+	}
 	aElem := "vec4<f16>"
 	if wide {
 		g.p("enable f16;")
@@ -235,7 +291,7 @@ func (g *gen) mma(s mmShape, nb int, t mmaTile) (*codegen.Kernel, error) {
 	// f32 too): bound as vec4<f16>, outside the f16 rewrite.
 	g.bind("in0", codegen.Read, g.in[0], aElem, 0, -1)
 	var sb stored
-	if split {
+	if split || scaledB {
 		sb = g.bindStored("in1", 1)
 	} else {
 		g.bind("in1", codegen.Read, g.in[1], "vec4<f16>", 1, -1)
@@ -264,6 +320,12 @@ func (g *gen) mma(s mmShape, nb int, t mmaTile) (*codegen.Kernel, error) {
 		g.p("var<workgroup> tl: array<f16, %d>; // the low parts of b, times 2^10, as tb", t.slices*bufs*t.bn*t.stride())
 	}
 	g.p("var<workgroup> tc: array<f32, %d>; // a 16x16 fragment per subgroup of a slice", sliceT/mmaSubgroup*mmaFrag*mmaFrag)
+	if scaledB {
+		if t.double {
+			g.p("const SBUF: u32 = %du; // f32 per set of scales", t.scaleBlocks(elems)*t.bn)
+		}
+		g.p("var<workgroup> ts: array<f32, %d>; // 1 / the block scale of each column [S]%s[blocks of a step][BN]", t.scales(elems), dims)
+	}
 	if wide {
 		// After the matrices' arrays, and whole multiples of 16 bytes (BM
 		// is): the H200 computed garbage from matrix loads behind a
@@ -280,6 +342,9 @@ func (g *gen) mma(s mmShape, nb int, t mmaTile) (*codegen.Kernel, error) {
 	g.p("  let lane = lt %% %du;", mmaSubgroup)
 	g.p("  let sa = slice * %du; // the slice's tiles", bufs*t.bm*t.stride())
 	g.p("  let sb = slice * %du;", bufs*t.bn*t.stride())
+	if scaledB {
+		g.p("  let ss = slice * %du; // the slice's scales", bufs*t.scaleBlocks(elems)*t.bn)
+	}
 	g.p("  let m0 = wid.y * %du;", t.bm)
 	g.p("  let n0 = wid.x * %du;", t.bn)
 	g.p("  let wm = sg / %du * %du; // this subgroup's rows of the block", t.bn/t.wn, t.wm)
@@ -289,6 +354,12 @@ func (g *gen) mma(s mmShape, nb int, t mmaTile) (*codegen.Kernel, error) {
 			g.p("  var c%d_%d = subgroup_matrix_result<f32, 16, 16>();", i, j)
 			if split || wide {
 				g.p("  var l%d_%d = subgroup_matrix_result<f32, 16, 16>(); // the products with a low part", i, j)
+			}
+			if scaledB {
+				g.p("  var p%d_%d = subgroup_matrix_result<f32, 16, 16>(); // a span's products, before its scale", i, j)
+				if wide {
+					g.p("  var pl%d_%d = subgroup_matrix_result<f32, 16, 16>(); // and with a's low parts", i, j)
+				}
 			}
 		}
 	}
@@ -308,10 +379,10 @@ func (g *gen) mma(s mmShape, nb int, t mmaTile) (*codegen.Kernel, error) {
 		wide                            bool   // a split a: read as f32 vec4, scaled, stored as two parts
 	}
 	bRun := 1
-	if split {
+	if split || scaledB {
 		bRun = run
 	}
-	ops := []operand{{"a", "ta", "in0", "ab", "m0", "M", t.bm * bkv, 1, false, wide}, {"b", "tb", "in1", "bb", "n0", "N", t.bn * bkv / bRun, bRun, split, false}}
+	ops := []operand{{"a", "ta", "in0", "ab", "m0", "M", t.bm * bkv, 1, false, wide}, {"b", "tb", "in1", "bb", "n0", "N", t.bn * bkv / bRun, bRun, split || scaledB, false}}
 	type round struct{ e, guard int } // guard: the invocations taking part when partial, else 0
 	rounds := func(items int) []round {
 		var out []round
@@ -346,6 +417,9 @@ func (g *gen) mma(s mmShape, nb int, t mmaTile) (*codegen.Kernel, error) {
 		if o.wide {
 			g.p("%svar am%d = 0.0f; // the largest |a| of the row this invocation staged", ind, r.e)
 		}
+		if o.decode && scaledB {
+			g.p("%svar rs%d = 0.0f; // the block's scale", ind, r.e)
+		}
 		for u := 0; u < o.run; u++ {
 			if o.decode || o.wide {
 				g.p("%svar r%s%d_%d = vec4<f32>(0.0f);", ind, o.x, r.e, u)
@@ -364,7 +438,12 @@ func (g *gen) mma(s mmShape, nb int, t mmaTile) (*codegen.Kernel, error) {
 			}
 			g.p("%sif (n0 + br%d < N) {", ind, r.e)
 			el := fmt.Sprintf("bb * 4u + ((n0 + br%d) * KV + %s + bk%d) * 4u", r.e, k0, r.e)
-			if sb.dt.IsBlock() {
+			if scaledB {
+				for u, x := range g.unitRunOf(sb, qs, el, o.run, ind+"  ") {
+					g.p("%s  rb%d_%d = %s;", ind, r.e, u, x)
+				}
+				g.p("%s  rs%d = %s.x;", ind, r.e, g.unitRunOf(sb, scale, el, 1, ind+"  ")[0])
+			} else if sb.dt.IsBlock() {
 				for u, x := range g.unitRun(sb, el, o.run, ind+"  ") {
 					g.p("%s  rb%d_%d = %s;", ind, r.e, u, x)
 				}
@@ -381,6 +460,13 @@ func (g *gen) mma(s mmShape, nb int, t mmaTile) (*codegen.Kernel, error) {
 			return "s" + x
 		}
 		return fmt.Sprintf("s%s + %s * %sBUF", x, buf, strings.ToUpper(x))
+	}
+	// scalesAt is the offset of a slice's scales in the set buf.
+	scalesAt := func(buf string) string {
+		if buf == "" {
+			return "ss"
+		}
+		return fmt.Sprintf("ss + %s * SBUF", buf)
 	}
 	// store writes the registers to the tiles of set buf, a split b's as
 	// its parts; a split a's are scaled, or else their largest |a| noted.
@@ -404,10 +490,23 @@ func (g *gen) mma(s mmShape, nb int, t mmaTile) (*codegen.Kernel, error) {
 						g.p("%s  %s[o + %du] = %s;", ind, o.tile, c, v)
 						continue
 					}
+					if scaledB {
+						// Integers, exact in f16; none in a block scaled by
+						// 0 (whose scale is stored as 1), so that its
+						// products are 0 without dividing by infinity.
+						g.p("%s  tb[o + %du] = f16(select(%s, 0.0f, rs%d == 0.0f));", ind, c, v, r.e)
+						continue
+					}
 					g.p("%s  { let h = select(bitcast<f32>(bitcast<u32>(%s) & 0xffffe000u), 0.0f, abs(%s) < 6.103515625e-05f);", ind, v, v)
 					g.p("%s    tb[o + %du] = f16(h); tl[o + %du] = f16((%s - h) * 1024.0f); }", ind, c, c, v)
 				}
 				g.p("%s}", ind)
+			}
+			if o.decode && scaledB {
+				// The invocation staging the first run of a span of K
+				// that one scale covers stores the scale's inverse.
+				g.p("%sif ((bk%d * 4u) %% %du == 0u) { ts[%s + bk%d * 4u / %du * %du + br%d] = select(1.0f / rs%d, 1.0f, rs%d == 0.0f); }",
+					ind, r.e, span, scalesAt(buf), r.e, elems, t.bn, r.e, r.e, r.e)
 			}
 		})
 	}
@@ -427,6 +526,16 @@ func (g *gen) mma(s mmShape, nb int, t mmaTile) (*codegen.Kernel, error) {
 				bParts = append(bParts, [2]string{"tl", "bl"})
 				prods = append(prods, [3]string{"a", "bl", "l"})
 			}
+			// A scaled b's products go to the span's accumulators, the
+			// first of a span's onto zero.
+			first := false
+			if scaledB {
+				prods[0][2] = "p"
+				if wide {
+					prods[1][2] = "pl"
+				}
+				first = kk*mmaFrag%span == 0
+			}
 			for _, p := range aParts {
 				for i := 0; i < fm; i++ {
 					g.p("%slet %s%d_%d = subgroupMatrixLoad<subgroup_matrix_left<f16, 16, 16>>(&%s, %s + (wm + %du) * SA + %du, false, SA);", ind, p[1], kk, i, p[0], tiles("a", buf), i*mmaFrag, kk*mmaFrag)
@@ -440,7 +549,27 @@ func (g *gen) mma(s mmShape, nb int, t mmaTile) (*codegen.Kernel, error) {
 			for i := 0; i < fm; i++ {
 				for j := 0; j < fn; j++ {
 					for _, p := range prods {
-						g.p("%s%s%d_%d = subgroupMatrixMultiplyAccumulate(%s%d_%d, %s%d_%d, %s%d_%d);", ind, p[2], i, j, p[0], kk, i, p[1], kk, j, p[2], i, j)
+						acc := fmt.Sprintf("%s%d_%d", p[2], i, j)
+						if first {
+							acc = "subgroup_matrix_result<f32, 16, 16>()"
+						}
+						g.p("%s%s%d_%d = subgroupMatrixMultiplyAccumulate(%s%d_%d, %s%d_%d, %s);", ind, p[2], i, j, p[0], kk, i, p[1], kk, j, acc)
+					}
+				}
+			}
+			if !scaledB || (kk+1)*mmaFrag%span != 0 {
+				continue
+			}
+			// The span's end: its products divided by the scales'
+			// inverses (matrices divide element by element: each row of
+			// sd repeats the columns' values, a load with stride 0).
+			blk := kk * mmaFrag / elems
+			for j := 0; j < fn; j++ {
+				g.p("%slet sd%d_%d = subgroupMatrixLoad<subgroup_matrix_result<f32, 16, 16>>(&ts, %s + %du + wn + %du, false, 0u);", ind, kk, j, scalesAt(buf), blk*t.bn, j*mmaFrag)
+				for i := 0; i < fm; i++ {
+					g.p("%sc%d_%d = c%d_%d + p%d_%d / sd%d_%d;", ind, i, j, i, j, i, j, kk, j)
+					if wide {
+						g.p("%sl%d_%d = l%d_%d + pl%d_%d / sd%d_%d;", ind, i, j, i, j, i, j, kk, j)
 					}
 				}
 			}

@@ -58,6 +58,19 @@ func TestMMAChoice(t *testing.T) {
 			o.Compute, o.Tuning.MatmulMMAF32, o.Tuning.MatmulMMABlocks, o.Tuning.MatmulMMAF32Blocks = ir.F32, o.Tuning.MatmulMMA, true, true
 			return o
 		}, true, 128, [3]int{88, 2, 1}, "l1_1 = subgroupMatrixMultiplyAccumulate(al1_1, b1_1, l1_1);\n    l1_1 = subgroupMatrixMultiplyAccumulate(a1_1, bl1_1, l1_1)"},
+		{"q4_0 scaled: integers, one product a step, each block's scale applied", q4, func(o Options) Options {
+			o.Tuning.MatmulMMABlocks, o.Tuning.MatmulMMAScaled = true, true
+			return o
+		}, true, 128, [3]int{88, 2, 1}, "p1_1 = subgroupMatrixMultiplyAccumulate(a1_1, b1_1, p1_1);\n    let sd1_0 = subgroupMatrixLoad<subgroup_matrix_result<f32, 16, 16>>(&ts, ss + 0u + wn + 0u, false, 0u);\n    c0_0 = c0_0 + p0_0 / sd1_0;"},
+		{"q4_0 scaled needs MatmulMMABlocks", q4, func(o Options) Options { o.Tuning.MatmulMMAScaled = true; return o }, false, 0, [3]int{}, ""},
+		{"q4_k is split though scaled", mm("q4_k", f32(128, 2048), ir.T(ir.Q4_K, ir.S(5632, 2048))), func(o Options) Options {
+			o.Tuning.MatmulMMABlocks, o.Tuning.MatmulMMAScaled = true, true
+			return o
+		}, true, 128, [3]int{88, 2, 1}, "l1_1 = subgroupMatrixMultiplyAccumulate(a1_1, bl1_1, l1_1)"},
+		{"q8_0 scaled at f32 compute: two products a step", mm("q8_0", f32(128, 2048), ir.T(ir.Q8_0, ir.S(5632, 2048))), func(o Options) Options {
+			o.Compute, o.Tuning.MatmulMMAF32, o.Tuning.MatmulMMABlocks, o.Tuning.MatmulMMAF32Blocks, o.Tuning.MatmulMMAScaled = ir.F32, o.Tuning.MatmulMMA, true, true, true
+			return o
+		}, true, 128, [3]int{88, 2, 1}, "pl1_1 = subgroupMatrixMultiplyAccumulate(al1_1, b1_1, pl1_1);\n    let sd1_0 = subgroupMatrixLoad<subgroup_matrix_result<f32, 16, 16>>(&ts, ss + 0u + wn + 0u, false, 0u);\n    c0_0 = c0_0 + p0_0 / sd1_0;\n    l0_0 = l0_0 + pl0_0 / sd1_0;"},
 		{"q4_0 at f32 compute keeps the vec4 kernel without MatmulMMAF32Blocks", q4, func(o Options) Options {
 			o.Compute, o.Tuning.MatmulMMAF32, o.Tuning.MatmulMMABlocks = ir.F32, o.Tuning.MatmulMMA, true
 			return o
@@ -95,7 +108,8 @@ func TestMMAChoice(t *testing.T) {
 // subgroup matrices load from or store to come first, every array is a
 // whole multiple of 16 bytes (a matrix load behind a 4-byte array computed
 // garbage on the H200), and together they take what mmaTile.shared says,
-// the figure the blocking is checked against the device's limit with.
+// the figure the blocking is checked against the device's limit with;
+// a scaled b's scales included.
 func TestMMAWorkgroupLayout(t *testing.T) {
 	decl := regexp.MustCompile(`(?m)^var<workgroup> (\w+): array<(f16|f32|u32), (\d+)>;`)
 	tb := ir.Attrs{"transpose_b": ir.BoolAttr(true)}
@@ -104,11 +118,13 @@ func TestMMAWorkgroupLayout(t *testing.T) {
 		for _, c := range []struct {
 			compute ir.DType
 			b       ir.DType
-		}{{ir.F16, ir.F16}, {ir.F16, ir.Q4_0}, {ir.F32, ir.F16}, {ir.F32, ir.Q4_0}} {
-			name := fmt.Sprintf("%s, %s compute, %s weights", tile, c.compute, c.b)
+			scaled  bool
+		}{{ir.F16, ir.F16, false}, {ir.F16, ir.Q4_0, false}, {ir.F32, ir.F16, false}, {ir.F32, ir.Q4_0, false},
+			{ir.F16, ir.Q4_0, true}, {ir.F32, ir.Q8_0, true}} {
+			name := fmt.Sprintf("%s, %s compute, %s weights, scaled %v", tile, c.compute, c.b, c.scaled)
 			kc := kerneltest.Case{Name: name, Op: ir.OpMatmul, Attrs: tb, In: []ir.Type{f32(128, 1024), ir.T(c.b, ir.S(256, 1024))}}
 			o := Options{Limits: bigLimits, Features: all, Compute: c.compute,
-				Tuning: Tuning{MatmulMMA: tile, MatmulMMABlocks: true, MatmulMMAF32: tile, MatmulMMAF32Blocks: true}}
+				Tuning: Tuning{MatmulMMA: tile, MatmulMMABlocks: true, MatmulMMAF32: tile, MatmulMMAF32Blocks: true, MatmulMMAScaled: c.scaled}}
 			k, err := generate(t, kc, o)
 			if err != nil {
 				t.Fatalf("%s: %v", name, err)
@@ -132,7 +148,11 @@ func TestMMAWorkgroupLayout(t *testing.T) {
 				matrices = matrices && used
 			}
 			tl, _ := parseMMATile(tile)
-			if want := tl.shared(c.compute == ir.F32, c.b == ir.Q4_0); total != want {
+			scales := 0
+			if c.scaled {
+				scales = tl.scales(32)
+			}
+			if want := tl.shared(c.compute == ir.F32, c.b.IsBlock() && !c.scaled, scales); total != want {
 				t.Errorf("%s: the arrays take %d bytes, shared says %d", name, total, want)
 			}
 		}

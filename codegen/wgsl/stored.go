@@ -245,6 +245,14 @@ func (p *unitPrinter) let(x string) string {
 // (each distinct expression is one let), where n calls of unit4 would
 // decode each unit's from scratch.
 func (g *gen) unitRun(s stored, el string, n int, ind string) []string {
+	return g.unitRunOf(s, dequant.Unit(s.dt), el, n, ind)
+}
+
+// unitRunOf is unitRun of the expression e of a unit of s (a part of its
+// decoding, such as dequant.Scaled's integers): with a block-level e
+// (one that reads neither the element nor the lane) its value for the
+// block, vec4-wide.
+func (g *gen) unitRunOf(s stored, e *dequant.Expr, el string, n int, ind string) []string {
 	g.useHelper("half_to_f32")
 	elems, bytes := s.dt.Block()
 	blk, j := g.fresh("blk"), g.fresh("j")
@@ -258,7 +266,7 @@ func (g *gen) unitRun(s stored, el string, n int, ind string) []string {
 		if u > 0 {
 			l.Elem = p.let(fmt.Sprintf("%s + %du", j, 4*u))
 		}
-		out = append(out, "vec4<f32>("+strings.Join(dequant.Walk(dequant.Unit(s.dt), l, p.node), ", ")+")")
+		out = append(out, "vec4<f32>("+strings.Join(dequant.Walk(e, l, p.node), ", ")+")")
 	}
 	return out
 }

@@ -176,6 +176,17 @@ type Tuning struct {
 	// products a step ran slower than the vec4 kernel (TinyLlama's Q4_0
 	// prefill 6,397 tok/s with them, 7,626 and 7,551 without).
 	MatmulMMAF32Blocks bool
+	// MatmulMMAScaled changes how the subgroup-matrix kernel takes the
+	// block formats whose values are an integer times their block's scale
+	// (Q4_0, Q5_0, Q8_0: dequant.Scaled), where it takes them
+	// (MatmulMMABlocks; at f32 compute MatmulMMAF32Blocks too): as those
+	// integers, exact in f16, one product a step (two at f32 compute)
+	// where a split takes two (three), each block's partial products
+	// divided by the inverse of its column's scale, element by element
+	// (mma.go). On the H200 Llama-3.2-1B's prefill products at f16
+	// compute ran about 1.4x faster so (Q4_0 and Q8_0,
+	// bench/results/2026-12-04-h200-reps.md).
+	MatmulMMAScaled bool
 }
 
 // DiscreteTuning is the tuning the webgpu device uses on GPUs that are not
@@ -202,7 +213,7 @@ type Tuning struct {
 // (bench/results/2026-12-03-h200-gemv-batch.md).
 func DiscreteTuning() Tuning {
 	return Tuning{Matmul: "128x128x8/8x8+p,64x64x16/4x4+p,64x64x16/4x4+p*2,32x64x16/4x4+p,32x32x16/4x4+p*4,16x16x16/4x4+p*8", MatmulMinGroups: 264,
-		MatmulMMA: "64x64x32/32x32,32x32x32/16x16*4", MatmulMMAMinGroups: 160, MatmulMMABlocks: true,
+		MatmulMMA: "64x64x32/32x32,32x32x32/16x16*4", MatmulMMAMinGroups: 160, MatmulMMABlocks: true, MatmulMMAScaled: true,
 		MatmulMMAF32: "64x64x32/32x32,32x64x32/16x32*4,32x32x32/16x16*4", GEMVUnroll: 2, GEMVMinGroups: 400, GEMVBatch: 8, GEMVBatchMinGroups: 200}
 }
 
