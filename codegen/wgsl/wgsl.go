@@ -184,7 +184,7 @@ type Tuning struct {
 	// where a split takes two (three), each block's partial products
 	// divided by the inverse of its column's scale, element by element
 	// (mma.go). On the H200 Llama-3.2-1B's prefill products at f16
-	// compute ran about 1.4x faster so (Q4_0 and Q8_0,
+	// compute ran 1.4-1.8x faster so (Q4_0 and Q8_0,
 	// bench/results/2026-12-04-h200-reps.md).
 	MatmulMMAScaled bool
 }
