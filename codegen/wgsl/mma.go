@@ -202,10 +202,10 @@ func (g *gen) mmaScaleFloats(t mmaTile) int {
 	return t.scales(elems)
 }
 
-// mmaRun is the number of units (4 elements) of a split b an invocation
-// decodes together, a run within one block and one row of the step (1
-// for bf16); 0 when the blocking's K step is not whole blocks nor a part of
-// one.
+// mmaRun is the number of units (4 elements) of a decoded b (split or
+// scaled) an invocation decodes together, a run within one block and one
+// row of the step (1 for bf16); 0 when the blocking's K step is not whole
+// blocks nor a part of one.
 func (g *gen) mmaRun(t mmaTile) int {
 	dt := g.in[1].DType
 	if !dt.IsBlock() {
