@@ -16,11 +16,13 @@ import (
 	"strings"
 	"time"
 
+	"github.com/tapml/tapml/codegen/spirv"
 	"github.com/tapml/tapml/frontend"
 	"github.com/tapml/tapml/ir"
 	"github.com/tapml/tapml/runtime"
 	"github.com/tapml/tapml/runtime/llm"
 	"github.com/tapml/tapml/runtime/target"
+	"github.com/tapml/tapml/runtime/vulkan"
 )
 
 // peerRun is one measured generation: a prompt through prefill, then
@@ -104,6 +106,10 @@ type tapmlModel struct {
 	vocab int
 }
 
+// webgpuKernels is the target name of the webgpu target's kernels run
+// on the vulkan device (openTapml).
+const webgpuKernels = "vulkan/webgpu"
+
 func openTapml(tgt, model string, context int) (*tapmlModel, error) {
 	m, err := frontend.Load(model, frontend.Options{})
 	if err != nil {
@@ -117,7 +123,20 @@ func openTapml(tgt, model string, context int) (*tapmlModel, error) {
 	if f16 {
 		prec = runtime.Precision{Compute: ir.F16, Accumulate: ir.F32}
 	}
-	dev, got, err := target.OpenPrecision(name, "", prec, os.Stderr)
+	var dev runtime.Device
+	got := prec
+	if name == webgpuKernels {
+		// The webgpu target's model and kernels (no f16, subgroup
+		// operations or subgroup matrices: naga has none) on the Vulkan
+		// device, whose timestamps time each command.
+		if f16 {
+			return nil, fmt.Errorf("%s: the webgpu target does not compute in f16", tgt)
+		}
+		dev, err = vulkan.Open(vulkan.Options{Generate: spirv.Generate, NoF16: true, NoSubgroups: true, NoSubgroupMatrix: true})
+		name = "webgpu"
+	} else {
+		dev, got, err = target.OpenPrecision(name, "", prec, os.Stderr)
+	}
 	if err != nil {
 		return nil, err
 	}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"flag"
+	"fmt"
 	"math"
 	"os"
 	"path/filepath"
@@ -13,6 +14,8 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/tapml/tapml/frontend/gguf"
+	"github.com/tapml/tapml/runtime/llm"
+	"github.com/tapml/tapml/runtime/vulkan"
 )
 
 var update = flag.Bool("update", false, "rewrite testdata/")
@@ -220,5 +223,50 @@ func TestCompareLogits(t *testing.T) {
 		if got := compareLogits(c.got, zero); got != c.cell {
 			t.Errorf("compareLogits(%v): %q, want %q", c.got, got, c.cell)
 		}
+	}
+}
+
+// vulkan/webgpu runs the webgpu target's model and kernels on the vulkan
+// device: without f16, subgroup operations or subgroup matrices, and with
+// the webgpu target's own prompt logits (the same WGSL, translated by
+// naga there and by codegen/spirv here; sums in the same order, so equal
+// to f32 rounding: 1e-6 of their range).
+func TestWebGPUKernels(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "tiny-q4_0.gguf")
+	if err := gguf.WriteLlama(file, ggufShapes["tiny"], randomWeights(ggufShapes["tiny"]), gguf.GGMLQ4_0); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("XDG_CACHE_HOME", t.TempDir())
+	var logits [2][]float32
+	for i, tgt := range []string{webgpuKernels, "webgpu"} {
+		tm, err := openTapml(tgt, file, 64)
+		if err != nil {
+			t.Fatalf("%s: %v", tgt, err)
+		}
+		if d, ok := tm.dev.(*vulkan.Device); ok {
+			if f := d.Features(); f.F16 || f.Subgroups || f.SubgroupMatrix {
+				t.Errorf("%s: features %+v, want none", tgt, f)
+			}
+		} else if i == 0 {
+			t.Errorf("%s opened %s, not the vulkan device", tgt, tm.dev.Name())
+		}
+		s, err := llm.NewSession(tm.exec)
+		if err != nil {
+			t.Fatal(err)
+		}
+		logits[i], err = s.Forward(peerPrompt(16, tm.vocab))
+		s.Close()
+		tm.close()
+		if err != nil {
+			t.Fatalf("%s: %v", tgt, err)
+		}
+	}
+	var rel float64
+	cell := compareLogits(logits[0], logits[1])
+	if _, err := fmt.Sscanf(cell, "%g", &rel); err != nil || rel > 1e-6 || strings.Contains(cell, "argmax") {
+		t.Errorf("the logits of %s against webgpu's: %s", webgpuKernels, cell)
+	}
+	if _, err := openTapml(webgpuKernels+"/f16", file, 64); err == nil || !strings.Contains(err.Error(), "does not compute in f16") {
+		t.Errorf("%s/f16: %v, want an error saying it does not compute in f16", webgpuKernels, err)
 	}
 }

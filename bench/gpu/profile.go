@@ -44,13 +44,13 @@ func profileCmd(args []string) error {
 	vs := fs.String("vs", "", `tunings to compare in this one process, separated by ';', each a set of this command's tuning flags over the others ("-mma 32x64x32/16x32*4; -mma-f32-blocks"; an empty one is the base): their prefills run in turn, -rounds times, and a table gives each one's GPU time`)
 	rounds := fs.Int("rounds", 3, "with -vs: rounds, each tuning's prefills in turn")
 	reps := fs.Int("reps", 4, "with -vs: profiled prefills of a tuning back to back in each round")
-	tgt := fs.String("target", "vulkan", "vulkan, or vulkan/f16 for f16 compute")
+	tgt := fs.String("target", "vulkan", "vulkan, vulkan/f16 for f16 compute, or vulkan/webgpu for the webgpu target's model and kernels (no f16, subgroup operations or subgroup matrices) timed on the vulkan device")
 	fs.Parse(args)
 	if *model == "" || *prefill < 1 || *decode < 1 || *rows < 1 {
 		return fmt.Errorf("profile: -model is required; -prefill, -decode and -rows must be positive")
 	}
-	if *tgt != "vulkan" && *tgt != "vulkan/f16" {
-		return fmt.Errorf("profile: -target %q: want vulkan or vulkan/f16", *tgt)
+	if *tgt != "vulkan" && *tgt != "vulkan/f16" && *tgt != webgpuKernels {
+		return fmt.Errorf("profile: -target %q: want vulkan, vulkan/f16 or %s", *tgt, webgpuKernels)
 	}
 	if _, err := knobs.apply(wgsl.Tuning{}); err != nil {
 		return fmt.Errorf("profile: %w", err)
