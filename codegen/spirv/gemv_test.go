@@ -154,7 +154,8 @@ func TestDeviceHalfAllValues(t *testing.T) {
 // several subgroup segments, rows in turn, rows a subgroup takes at once, longer chunks (K = 128: two runs
 // of Q4_0 blocks a step under GEMVChunk 2), the staged activation row, the
 // fused norms without their staged row, f32
-// rows of 37 (no vec4). spirv-val checks each module too.
+// rows of 37 (no vec4), and without subgroups rows a row's lanes take at
+// once (GEMVTreeBatch). spirv-val checks each module too.
 func TestDeviceGEMVVariants(t *testing.T) {
 	g := openGPU(t)
 	r := rand.New(rand.NewPCG(15, 16))
@@ -182,11 +183,16 @@ func TestDeviceGEMVVariants(t *testing.T) {
 		{ir.Q5_1, 128, wgsl.Tuning{GEMVBatch: 2, GEMVBatchMinGroups: 1, GEMVRowLanes: 8, GEMVRows: 16}, false},
 		{ir.Q4_0, 128, wgsl.Tuning{GEMVBatch: 8, GEMVBatchMinGroups: 1, GEMVRows: 2, GEMVThreads: 32}, false},
 		{ir.Q4_0, 512, wgsl.Tuning{GEMVBatch: 2, GEMVBatchMinGroups: 1, GEMVRowLanes: 4, GEMVRows: 8}, false},
-		// The knobs that change the kernels without subgroups too.
+		// The knobs that change the kernels without subgroups too; rows
+		// a row's lanes take at once there (GEMVTreeBatch), their trees
+		// summed together, with the norms' staged row and rows past N.
 		{ir.Q4_0, 128, wgsl.Tuning{GEMVStageA: true, GEMVChunk: 2}, true},
+		{ir.Q4_0, 128, wgsl.Tuning{GEMVTreeBatch: 4, GEMVBatchMinGroups: 1, GEMVLanes: 8}, true},
+		{ir.Q5_1, 128, wgsl.Tuning{GEMVTreeBatch: 2, GEMVBatchMinGroups: 1, GEMVLanes: 64}, true},
+		{ir.Q4_0, 512, wgsl.Tuning{GEMVTreeBatch: 8, GEMVBatchMinGroups: 1, GEMVLanes: 16}, true},
 	} {
 		cases := gemvCases(s.dt, s.k)
-		if s.tu.GEMVBatch > 0 {
+		if s.tu.GEMVBatch > 0 || s.tu.GEMVTreeBatch > 0 {
 			qkvRows := func(n int64) ir.Type { return ir.T(s.dt, ir.S(n, s.k)) }
 			cases = append(cases, testCase{op: ir.OpRMSNormQKV, in: []ir.Type{f32(2, s.k), f32(s.k), qkvRows(16), qkvRows(8), qkvRows(8)}})
 		}
@@ -207,6 +213,15 @@ func TestDeviceGEMVVariants(t *testing.T) {
 			src, kern, got := generateRun(t, g, name, n, c.in, outs, opts, in)
 			if shuf := strings.Contains(src, "subgroupShuffleXor("); shuf != (tu.GEMVRowLanes > 0) {
 				t.Errorf("%s: the kernel sums segments by subgroupShuffleXor: %v", name, shuf)
+			}
+			// rms_norm_qkv's rows all in one product: the appended case's
+			// 16 and 8 take 4 rows a workgroup (64 lanes a row) in 2s.
+			wantBatch := s.tu.GEMVTreeBatch > 1
+			if c.op == ir.OpRMSNormQKV {
+				wantBatch = wantBatch && s.tu.GEMVLanes == 64 && strings.Contains(src, "const N0: u32 = 16u;")
+			}
+			if batched := strings.Contains(src, "let valid1 = "); s.plain && batched != wantBatch {
+				t.Errorf("%s: the kernel takes rows at once: %v, want %v", name, batched, wantBatch)
 			}
 			mods = append(mods, spv{name, kern.Source})
 			for i := range want {

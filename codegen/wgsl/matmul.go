@@ -84,7 +84,8 @@ func genMatmul(g *gen) (*codegen.Kernel, error) {
 // workgroup, whatever the subgroup size (subgroups are taken as runs of
 // consecutive local indices, as the dialect's test checks); without them
 // L lanes (a constant) share a row and a tree in workgroup memory sums
-// them, R = 256/L rows a workgroup.
+// them, R = 256/L rows a workgroup (times Tuning.GEMVTreeBatch, the rows
+// a row's lanes take at once, whose trees then sum together).
 func (g *gen) gemvT(s mmShape, nb int) (*codegen.Kernel, error) {
 	// rms_norm_matmul (x, g, w) normalizes a's row first: its weight is
 	// input 2, and every invocation takes part in the row's sum of
@@ -114,14 +115,19 @@ func (g *gen) gemvT(s mmShape, nb int) (*codegen.Kernel, error) {
 	wg := g.threads(256)
 	l, r := 0, 0 // lanes a row (without subgroups), rows a workgroup
 	seg := 0     // with subgroups: lanes a row when a subgroup takes several (GEMVRowLanes)
-	batch := 1   // rows a subgroup takes at once (Tuning.GEMVBatch)
+	batch := 1   // rows a subgroup, or a row's L lanes, take at once (Tuning.GEMVBatch, GEMVTreeBatch)
 	if sub {
 		r, wg, seg = g.gemvSubgroupRows(s, nb, wg, units, c, norm)
-		batch = g.gemvBatch(s, nb, r, c, ws)
-		r *= batch
+		batch = g.gemvBatch(s, nb, r, c, ws, g.tune.GEMVBatch)
 	} else {
 		l = g.gemvTreeLanes(s, nb, wg, units, c)
 		r = wg / l
+		batch = g.gemvBatch(s, nb, r, c, ws, g.tune.GEMVTreeBatch)
+	}
+	r *= batch
+	red := wg // the tree's slots: a batch of rows sums at once
+	if !sub {
+		red *= batch
 	}
 	grid, gid := g.foldDims(ceilDiv(s.n, r), 2)
 	grid[2] = nb
@@ -167,13 +173,13 @@ func (g *gen) gemvT(s mmShape, nb int) (*codegen.Kernel, error) {
 		g.p("const L: u32 = %du; // lanes per row", l)
 	}
 	if l > 1 && !sub || norm {
-		g.p("var<workgroup> red: array<f32, %d>;", wg)
+		g.p("var<workgroup> red: array<f32, %d>;", red)
 	}
 	// The norm's rows stage g·x in workgroup memory when it fits: each
 	// lane then reads one vec4 of it per four elements, and the sums are
 	// scaled by inv once at the end. GEMVStageA stages the plain row too,
 	// GEMVNoStage none.
-	stage := (norm && !g.tune.GEMVNoStage || !norm && g.tune.GEMVStageA) && vec && (s.k+wg)*4 <= g.lim.MaxWorkgroupStorageSize
+	stage := (norm && !g.tune.GEMVNoStage || !norm && g.tune.GEMVStageA) && vec && (s.k+red)*4 <= g.lim.MaxWorkgroupStorageSize
 	if stage {
 		g.p("var<workgroup> act: array<vec4<f32>, %d>;", s.k/4)
 	}
@@ -218,6 +224,9 @@ func (g *gen) gemvT(s mmShape, nb int) (*codegen.Kernel, error) {
 	default:
 		g.p("  let lane = li %% L;")
 		g.p("  let r = li / L;")
+		if batch > 1 {
+			g.p("  let step = %du; // the rows of one pass of the lanes", wg/l)
+		}
 	}
 	switch {
 	case step != "" && batch > 1:
@@ -306,6 +315,24 @@ func (g *gen) gemvT(s mmShape, nb int) (*codegen.Kernel, error) {
 			for b := range batch {
 				g.p("  %[1]s = subgroupAdd(%[1]s);", rowAcc(w.acc, b))
 			}
+		case l > 1 && batch > 1:
+			// The batch's rows in one tree, wg slots apart.
+			slot := func(b int) string { return fmt.Sprintf("%du + li", b*wg) }
+			for b := range batch {
+				g.p("  red[%s] = %s;", slot(b), rowAcc(w.acc, b))
+			}
+			g.barrier(true)
+			g.p("  for (var s_ = L / 2u; s_ > 0u; s_ = s_ >> 1u) {")
+			g.p("    if (lane < s_) {")
+			for b := range batch {
+				g.p("      red[%[1]s] = red[%[1]s] + red[%[1]s + s_];", slot(b))
+			}
+			g.p("    }")
+			g.p("    workgroupBarrier();")
+			g.p("  }")
+			for b := range batch {
+				g.p("  %s = red[%s];", rowAcc(w.acc, b), slot(b))
+			}
 		case l > 1:
 			// One tree per product: each invocation reads back only its
 			// own slot of red before the next tree writes it.
@@ -360,15 +387,16 @@ func (g *gen) gemvT(s mmShape, nb int) (*codegen.Kernel, error) {
 	return g.kernel([3]int{wg, 1, 1}, grid), nil
 }
 
-// gemvBatch is the rows a subgroup takes at once (GEMVBatch, at most 8)
-// in a GEMV of r rows a workgroup over ws, read c elements a lane a step:
+// gemvBatch is the rows a subgroup (or a row's lanes) take at once
+// (knob: GEMVBatch, or GEMVTreeBatch without subgroups; at most 8) in a
+// GEMV of r rows a workgroup over ws, read c elements a lane a step:
 // halved while the grid would have fewer than GEMVBatchMinGroups
 // workgroups, and 1 unless every weight is a run of blocks under 64 bytes
 // a lane (Q4_0's 36 at c = 64; Q8_0's 68, f16's 128 and f32's 256 measured
 // slower taken several at once on the H200). rms_norm_qkv takes rows at
 // once only where a workgroup's rows all fall in one of its three products
 // (N0 and N1 multiples of the rows).
-func (g *gen) gemvBatch(s mmShape, nb, r, c int, ws []gemvWeight) int {
+func (g *gen) gemvBatch(s mmShape, nb, r, c int, ws []gemvWeight, knob int) int {
 	small := !slices.ContainsFunc(ws, func(w gemvWeight) bool {
 		if w.kind != gemvRun {
 			return true
@@ -376,10 +404,10 @@ func (g *gen) gemvBatch(s mmShape, nb, r, c int, ws []gemvWeight) int {
 		elems, bytes := g.in[w.in].DType.Block()
 		return c*bytes/elems >= 64
 	})
-	if g.tune.GEMVBatch < 2 || !small || g.fault != "" {
+	if knob < 2 || !small || g.fault != "" {
 		return 1
 	}
-	b := pow2Floor(min(g.tune.GEMVBatch, 8))
+	b := pow2Floor(min(knob, 8))
 	for b > 1 && ceilDiv(s.n, r*b)*nb < g.tune.GEMVBatchMinGroups {
 		b /= 2
 	}

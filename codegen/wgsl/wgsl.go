@@ -125,9 +125,16 @@ type Tuning struct {
 	// 9 words a lane at K = 2048: one at a time left the lanes waiting on
 	// memory. Such GEMVs are not unrolled (GEMVUnroll).
 	GEMVBatch int
-	// GEMVBatchMinGroups halves GEMVBatch for a GEMV while its grid would
-	// have fewer workgroups than this.
+	// GEMVBatchMinGroups halves GEMVBatch (and GEMVTreeBatch) for a GEMV
+	// while its grid would have fewer workgroups than this.
 	GEMVBatchMinGroups int
+	// GEMVTreeBatch is GEMVBatch without subgroup operations (the webgpu
+	// target): the rows a row's lanes take at once, by the same rule, the
+	// batch's rows then summed in one tree of workgroup memory. Off (0)
+	// until measured: GEMVBatch made the vulkan target's Q4_0 classifier
+	// 2.7x faster on the H200, but webgpu's kernels there have not been
+	// timed with it (benchgpu profile -target vulkan/webgpu -gemv ...).
+	GEMVTreeBatch int
 	// Matmul selects the tiled kernel of M > 1 products. "" (or "scalar")
 	// is the original kernel: a 64x64 tile, 4x4 f32 per invocation. A
 	// blocking "BMxBNxBK/TMxTN", optionally followed by "+p" (the next

@@ -295,6 +295,42 @@ func TestGEMVKnobs(t *testing.T) {
 	}
 }
 
+// TestGEMVTreeBatch pins GEMVTreeBatch on TinyLlama's o GEMV without
+// subgroup operations (the webgpu target): 32 lanes a Q4_0 row, 8 rows a
+// pass of the lanes, 4 passes' rows at once summed in one tree (slots 256
+// apart), so a quarter of the workgroups; Q8_0's 68 bytes a lane keep a
+// row at a time, as GEMVBatch does; off, the kernel is the plain one.
+func TestGEMVTreeBatch(t *testing.T) {
+	tb := ir.Attrs{"transpose_b": ir.BoolAttr(true)}
+	o := func(dt ir.DType) kerneltest.Case {
+		return kerneltest.Case{Name: "o " + dt.String(), Op: ir.OpMatmul, Attrs: tb, In: []ir.Type{f32(1, 2048), ir.T(dt, ir.S(2048, 2048)), f32(1, 2048)}}
+	}
+	for _, c := range []struct {
+		c        kerneltest.Case
+		batch    int
+		grid, wg int
+		has      string
+	}{
+		{o(ir.Q4_0), 4, 64, 256, "red[768u + li] = acc_3;"},
+		{o(ir.Q4_0), 0, 256, 256, "if (lane < s_) { red[li] = red[li] + red[li + s_]; }"},
+		{o(ir.Q8_0), 4, 256, 256, "let n = min(n_, N - 1u);\n  var acc = 0.0f;"},
+	} {
+		tu := DiscreteTuning()
+		tu.GEMVTreeBatch, tu.GEMVBatchMinGroups = c.batch, 1
+		k, err := generate(t, c.c, Options{Tuning: tu})
+		if err != nil {
+			t.Fatal(err)
+		}
+		name := c.c.Name + " GEMVTreeBatch " + strconv.Itoa(c.batch)
+		if k.Grid != [3]int{c.grid, 1, 1} || k.WorkgroupSize != [3]int{c.wg, 1, 1} {
+			t.Errorf("%s: grid %v of %v, want %d of %d", name, k.Grid, k.WorkgroupSize, c.grid, c.wg)
+		}
+		if !strings.Contains(string(k.Source), c.has) {
+			t.Errorf("%s: the kernel has no %q:\n%s", name, c.has, k.Source)
+		}
+	}
+}
+
 // TestFeatures checks the one place that keeps the dialect's extensions
 // out of kernels for targets without them: a kernel that enables an
 // extension the options do not allow is refused.
