@@ -23,6 +23,7 @@ func FuzzTranslate(f *testing.F) {
 	f.Add(kerneltest.DialectKernel)
 	f.Add(controlFlow)
 	f.Add(kerneltest.MatrixKernel)
+	f.Add(kerneltest.MatrixScaleKernel)
 	f.Add(kerneltest.MatrixLoopKernel)
 	f.Fuzz(func(t *testing.T, src string) {
 		code, _, err := Translate(src) // most inputs are not WGSL: an error of the front end

@@ -49,6 +49,7 @@ func FuzzParse(f *testing.F) {
 	}
 	f.Add(kerneltest.DialectKernel)
 	f.Add(kerneltest.MatrixKernel)
+	f.Add(kerneltest.MatrixScaleKernel)
 	f.Add(kerneltest.MatrixLoopKernel)
 	f.Fuzz(func(t *testing.T, src string) {
 		_, err := wgslfront.Parse(src, "main")
