@@ -61,6 +61,16 @@ type Preparer interface {
 	Prepare(m *ir.Module, f *ir.Function, nodes []*ir.Node) error
 }
 
+// TypedPreparer is implemented by devices that can compile, ahead of a
+// call, the kernels of nodes on the concrete input types that the call's
+// arguments fix (a prefill's, whose shapes depend on the prompt): the
+// executor hands a new plan's nodes over before their first launch, so
+// that the kernels are made together (in parallel where the device can)
+// rather than one at a time as each node first runs. in[i] is nodes[i]'s.
+type TypedPreparer interface {
+	PrepareTypes(nodes []*ir.Node, in [][]ir.Type) error
+}
+
 // KernelCompiler is implemented by devices that make kernels as they run:
 // the time spent generating and compiling them so far (which tapmlc run
 // reports, as llama.cpp reports its load time).

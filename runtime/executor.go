@@ -290,11 +290,56 @@ func (e *Executor) planFor(f *ir.Function, env map[string]int64) (*plan, error) 
 	for _, r := range f.Results {
 		p.isResult[r] = true
 	}
+	if err := e.prepareTypes(f, p); err != nil {
+		return nil, err
+	}
 	if e.plans == nil {
 		e.plans = map[planKey]*plan{}
 	}
 	e.plans[key] = p
 	return p, nil
+}
+
+// prepareTypes hands each device that can make kernels ahead
+// (TypedPreparer) the nodes of a new plan placed on it, with their input
+// types, before the first of them runs.
+func (e *Executor) prepareTypes(f *ir.Function, p *plan) error {
+	type batch struct {
+		nodes []*ir.Node
+		in    [][]ir.Type
+	}
+	byDev := map[TypedPreparer]*batch{}
+	var order []TypedPreparer
+	for _, n := range f.Nodes {
+		if n.Op == ir.OpProbe || n.Op == ir.OpTransfer {
+			continue
+		}
+		tp, ok := e.Device(n.Place).(TypedPreparer)
+		if !ok {
+			continue
+		}
+		b := byDev[tp]
+		if b == nil {
+			b = &batch{}
+			byDev[tp] = b
+			order = append(order, tp)
+		}
+		in := make([]ir.Type, len(n.Inputs))
+		for j, v := range n.Inputs {
+			if v.IsWeight() {
+				in[j] = v.Type
+			} else {
+				in[j] = p.types[v]
+			}
+		}
+		b.nodes, b.in = append(b.nodes, n), append(b.in, in)
+	}
+	for _, tp := range order {
+		if err := tp.PrepareTypes(byDev[tp].nodes, byDev[tp].in); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // Call runs function fn on args (buffers on any device) and returns its

@@ -3,7 +3,10 @@ package vulkan
 import (
 	"errors"
 	"fmt"
+	goruntime "runtime"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/tapml/tapml/codegen"
@@ -26,17 +29,17 @@ type plan struct {
 }
 
 // Prepare compiles the kernels of nodes whose types are static (the decode
-// function); nodes with symbolic shapes compile on first Launch.
+// function), as PrepareTypes does; nodes with symbolic shapes compile when
+// a call fixes them (PrepareTypes again, or their first Launch).
 func (d *Device) Prepare(m *ir.Module, f *ir.Function, nodes []*ir.Node) error {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	if err := d.usable(); err != nil {
-		return err
+	var static []*ir.Node
+	var types [][]ir.Type
+	for _, n := range nodes {
+		if in, ok := devkit.StaticInputs(n); ok {
+			static, types = append(static, n), append(types, in)
+		}
 	}
-	return devkit.Prepare(d.name, nodes, d.isView, func(n *ir.Node, in []ir.Type) error {
-		_, err := d.planFor(n, in, nil)
-		return err
-	})
+	return d.PrepareTypes(static, types)
 }
 
 // isView reports whether n runs as a view of its input (a reshape).
@@ -54,22 +57,40 @@ func (d *Device) planFor(n *ir.Node, in, out []ir.Type) (*plan, error) {
 	}
 	start := time.Now()
 	defer func() { d.stats.CompileTime += time.Since(start) }()
-	k, err := d.opts.Generate(n, in, out, wgsl.Options{Limits: d.cgLimits, Tuning: d.opts.Tuning, Features: d.wfeats, Fault: key.Fault,
-		Compute: d.opts.Compute, Accumulate: d.opts.Accumulate})
+	k, err := d.generate(n, in, out, key.Fault)
+	if err == nil {
+		err = d.made(k)
+	}
 	if err != nil {
-		return nil, err
-	}
-	d.stats.KernelsMade++
-	if d.hook != nil {
-		d.hook(k)
-	}
-	if err := devkit.CheckLayout(k); err != nil {
 		return nil, err
 	}
 	vp, err := d.pipeline(k)
 	if err != nil {
 		return nil, err
 	}
+	return d.addPlan(key, in, k, vp), nil
+}
+
+// generate makes the kernel of n. It reads only its arguments and the
+// device's options, so PrepareTypes runs it on several goroutines.
+func (d *Device) generate(n *ir.Node, in, out []ir.Type, fault string) (*codegen.Kernel, error) {
+	return d.opts.Generate(n, in, out, wgsl.Options{Limits: d.cgLimits, Tuning: d.opts.Tuning, Features: d.wfeats, Fault: fault,
+		Compute: d.opts.Compute, Accumulate: d.opts.Accumulate})
+}
+
+// made counts a kernel just generated, passes it to the tests' hook and
+// checks its bindings' layout (must hold d.mu).
+func (d *Device) made(k *codegen.Kernel) error {
+	d.stats.KernelsMade++
+	if d.hook != nil {
+		d.hook(k)
+	}
+	return devkit.CheckLayout(k)
+}
+
+// addPlan keeps kernel k, with pipeline vp, as the plan of key, whose
+// input types are in (must hold d.mu).
+func (d *Device) addPlan(key devkit.PlanKey, in []ir.Type, k *codegen.Kernel, vp *vkPipeline) *plan {
 	if vp.inputs == "" {
 		// Products of one op differ by their shapes (q, o and down all
 		// have 2048 columns in Llama-3.2-1B, not the same K): a profile
@@ -82,7 +103,110 @@ func (d *Device) planFor(n *ir.Node, in, out []ir.Type) (*plan, error) {
 	}
 	p := &plan{k: k, p: vp}
 	d.plans[key] = p
-	return p, nil
+	return p
+}
+
+// PrepareTypes makes the kernels of nodes on the input types in (in[i] is
+// nodes[i]'s) that the device has not made yet, generating them and
+// creating their pipelines on up to GOMAXPROCS goroutines, where first
+// launches would make each in turn: a GPU's driver takes a large kernel
+// a good part of a second to compile, and a prefill has a dozen or two.
+// Views are passed over; a failure names its node.
+func (d *Device) PrepareTypes(nodes []*ir.Node, in [][]ir.Type) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if err := d.usable(); err != nil {
+		return err
+	}
+	if d.opts.Generate == nil {
+		return nil // launches say why
+	}
+	type job struct {
+		n   *ir.Node
+		in  []ir.Type
+		key devkit.PlanKey
+		k   *codegen.Kernel
+		vp  *vkPipeline
+		err error
+	}
+	var jobs []*job
+	seen := map[devkit.PlanKey]bool{}
+	for i, n := range nodes {
+		if d.isView(n) {
+			continue
+		}
+		key := devkit.KeyOf(n, in[i], d.faults[n.ID])
+		if _, ok := d.plans[key]; ok || seen[key] {
+			continue
+		}
+		seen[key] = true
+		jobs = append(jobs, &job{n: n, in: in[i], key: key})
+	}
+	if len(jobs) == 0 {
+		return nil
+	}
+	start := time.Now()
+	defer func() { d.stats.CompileTime += time.Since(start) }()
+	parallel(len(jobs), func(i int) {
+		j := jobs[i]
+		j.k, j.err = d.generate(j.n, j.in, nil, j.key.Fault)
+	})
+	// The pipelines not made yet, each once (nodes of one shape in
+	// different layers share a kernel).
+	var fresh []*job
+	made := map[string]bool{}
+	for _, j := range jobs {
+		if j.err == nil {
+			j.err = d.made(j.k)
+		}
+		if j.err != nil {
+			return devkit.NodeError(d.name, j.n, j.err)
+		}
+		if src := string(j.k.Source); d.pipelines[src] == nil && !made[src] {
+			made[src] = true
+			fresh = append(fresh, j)
+		}
+	}
+	parallel(len(fresh), func(i int) {
+		j := fresh[i]
+		j.vp, j.err = d.newPipeline(j.k)
+	})
+	var first error
+	for _, j := range fresh {
+		if j.err == nil {
+			d.addPipeline(j.k, j.vp)
+		} else if first == nil {
+			first = devkit.NodeError(d.name, j.n, j.err)
+		}
+	}
+	if first != nil {
+		return first
+	}
+	for _, j := range jobs {
+		vp, err := d.pipeline(j.k)
+		if err != nil {
+			return devkit.NodeError(d.name, j.n, err)
+		}
+		d.addPlan(j.key, j.in, j.k, vp)
+	}
+	return nil
+}
+
+// parallel runs f(0) .. f(n-1) on up to GOMAXPROCS goroutines and waits
+// for them.
+func parallel(n int, f func(i int)) {
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for range min(n, goruntime.GOMAXPROCS(0)) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := int(next.Add(1) - 1); i < n; i = int(next.Add(1) - 1) {
+				f(i)
+			}
+		}()
+	}
+	wg.Wait()
 }
 
 // pipeline creates (or finds) the pipeline of a kernel, after checking it
@@ -94,6 +218,18 @@ func (d *Device) pipeline(k *codegen.Kernel) (*vkPipeline, error) {
 		}
 		return p, nil
 	}
+	p, err := d.newPipeline(k)
+	if err != nil {
+		return nil, err
+	}
+	d.addPipeline(k, p)
+	return p, nil
+}
+
+// newPipeline checks a kernel against the device and creates its pipeline
+// (through the device's pipeline cache, which Vulkan synchronizes: several
+// goroutines may create pipelines at once).
+func (d *Device) newPipeline(k *codegen.Kernel) (*vkPipeline, error) {
 	if k.Language != "spirv" {
 		return nil, fmt.Errorf("the vulkan device runs spirv kernels, not %q", k.Language)
 	}
@@ -112,10 +248,15 @@ func (d *Device) pipeline(k *codegen.Kernel) (*vkPipeline, error) {
 	if err != nil {
 		return nil, fmt.Errorf("pipeline of %s: %w", k.Name(), err)
 	}
-	d.stats.Pipelines++
 	p.op = k.Op.String()
-	d.pipelines[string(k.Source)] = p
 	return p, nil
+}
+
+// addPipeline keeps a new pipeline for its kernel's source (must hold
+// d.mu).
+func (d *Device) addPipeline(k *codegen.Kernel, p *vkPipeline) {
+	d.stats.Pipelines++
+	d.pipelines[string(k.Source)] = p
 }
 
 // checkKernel checks a kernel's workgroup size (as its SPIR-V declares
