@@ -66,9 +66,10 @@ type Preparer interface {
 // arguments fix (a prefill's, whose shapes depend on the prompt): the
 // executor hands a new plan's nodes over before their first launch, so
 // that the kernels are made together (in parallel where the device can)
-// rather than one at a time as each node first runs. in[i] is nodes[i]'s.
+// rather than one at a time as each node first runs. in[i] and out[i] are
+// nodes[i]'s input and output types (out may be nil: inferred).
 type TypedPreparer interface {
-	PrepareTypes(nodes []*ir.Node, in [][]ir.Type) error
+	PrepareTypes(nodes []*ir.Node, in, out [][]ir.Type) error
 }
 
 // KernelCompiler is implemented by devices that make kernels as they run:

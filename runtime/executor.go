@@ -305,8 +305,8 @@ func (e *Executor) planFor(f *ir.Function, env map[string]int64) (*plan, error) 
 // types, before the first of them runs.
 func (e *Executor) prepareTypes(f *ir.Function, p *plan) error {
 	type batch struct {
-		nodes []*ir.Node
-		in    [][]ir.Type
+		nodes   []*ir.Node
+		in, out [][]ir.Type
 	}
 	byDev := map[TypedPreparer]*batch{}
 	var order []TypedPreparer
@@ -332,10 +332,17 @@ func (e *Executor) prepareTypes(f *ir.Function, p *plan) error {
 				in[j] = p.types[v]
 			}
 		}
-		b.nodes, b.in = append(b.nodes, n), append(b.in, in)
+		// The outputs' types too: a node without inputs (iota) has its
+		// shape from attributes that the call binds.
+		out := make([]ir.Type, len(n.Outputs))
+		for j, o := range n.Outputs {
+			out[j] = p.types[o]
+		}
+		b.nodes, b.in, b.out = append(b.nodes, n), append(b.in, in), append(b.out, out)
 	}
 	for _, tp := range order {
-		if err := tp.PrepareTypes(byDev[tp].nodes, byDev[tp].in); err != nil {
+		b := byDev[tp]
+		if err := tp.PrepareTypes(b.nodes, b.in, b.out); err != nil {
 			return err
 		}
 	}

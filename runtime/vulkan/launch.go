@@ -39,7 +39,7 @@ func (d *Device) Prepare(m *ir.Module, f *ir.Function, nodes []*ir.Node) error {
 			static, types = append(static, n), append(types, in)
 		}
 	}
-	return d.PrepareTypes(static, types)
+	return d.PrepareTypes(static, types, nil)
 }
 
 // isView reports whether n runs as a view of its input (a reshape).
@@ -106,13 +106,14 @@ func (d *Device) addPlan(key devkit.PlanKey, in []ir.Type, k *codegen.Kernel, vp
 	return p
 }
 
-// PrepareTypes makes the kernels of nodes on the input types in (in[i] is
-// nodes[i]'s) that the device has not made yet, generating them and
+// PrepareTypes makes the kernels of nodes on the input types in and output
+// types out (in[i] and out[i] are nodes[i]'s; out may be nil, or an entry
+// nil: inferred) that the device has not made yet, generating them and
 // creating their pipelines on up to GOMAXPROCS goroutines, where first
 // launches would make each in turn: a GPU's driver takes a large kernel
 // a good part of a second to compile, and a prefill has a dozen or two.
 // Views are passed over; a failure names its node.
-func (d *Device) PrepareTypes(nodes []*ir.Node, in [][]ir.Type) error {
+func (d *Device) PrepareTypes(nodes []*ir.Node, in, out [][]ir.Type) error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if err := d.usable(); err != nil {
@@ -122,12 +123,12 @@ func (d *Device) PrepareTypes(nodes []*ir.Node, in [][]ir.Type) error {
 		return nil // launches say why
 	}
 	type job struct {
-		n   *ir.Node
-		in  []ir.Type
-		key devkit.PlanKey
-		k   *codegen.Kernel
-		vp  *vkPipeline
-		err error
+		n       *ir.Node
+		in, out []ir.Type
+		key     devkit.PlanKey
+		k       *codegen.Kernel
+		vp      *vkPipeline
+		err     error
 	}
 	var jobs []*job
 	seen := map[devkit.PlanKey]bool{}
@@ -140,7 +141,11 @@ func (d *Device) PrepareTypes(nodes []*ir.Node, in [][]ir.Type) error {
 			continue
 		}
 		seen[key] = true
-		jobs = append(jobs, &job{n: n, in: in[i], key: key})
+		j := &job{n: n, in: in[i], key: key}
+		if out != nil {
+			j.out = out[i]
+		}
+		jobs = append(jobs, j)
 	}
 	if len(jobs) == 0 {
 		return nil
@@ -149,7 +154,7 @@ func (d *Device) PrepareTypes(nodes []*ir.Node, in [][]ir.Type) error {
 	defer func() { d.stats.CompileTime += time.Since(start) }()
 	parallel(len(jobs), func(i int) {
 		j := jobs[i]
-		j.k, j.err = d.generate(j.n, j.in, nil, j.key.Fault)
+		j.k, j.err = d.generate(j.n, j.in, j.out, j.key.Fault)
 	})
 	// The pipelines not made yet, each once (nodes of one shape in
 	// different layers share a kernel).
