@@ -302,7 +302,7 @@ func (e *Executor) planFor(f *ir.Function, env map[string]int64) (*plan, error) 
 
 // prepareTypes hands each device that can make kernels ahead
 // (TypedPreparer) the nodes of a new plan placed on it, with their input
-// types, before the first of them runs.
+// and output types, before the first of them runs.
 func (e *Executor) prepareTypes(f *ir.Function, p *plan) error {
 	type batch struct {
 		nodes   []*ir.Node

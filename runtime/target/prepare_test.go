@@ -1,6 +1,7 @@
 package target_test
 
 import (
+	"math"
 	"testing"
 
 	"github.com/tapml/tapml/artifact"
@@ -71,12 +72,10 @@ func TestPrefillKernelsMadeAhead(t *testing.T) {
 		}
 		var diff, scale float64
 		for i := range want {
-			diff, scale = max(diff, abs(float64(got[i]-want[i]))), max(scale, abs(float64(want[i])))
+			diff, scale = max(diff, math.Abs(float64(got[i]-want[i]))), max(scale, math.Abs(float64(want[i])))
 		}
 		if diff > 1e-5*scale {
 			t.Errorf("prompt of %d: logits differ from the CPU reference's by %g (their range %g)", len(prompt), diff, scale)
 		}
 	}
 }
-
-func abs(x float64) float64 { return max(x, -x) }
