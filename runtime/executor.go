@@ -267,13 +267,8 @@ func (e *Executor) planFor(f *ir.Function, env map[string]int64) (*plan, error) 
 		p.types[v] = ir.T(v.Type.DType, v.Type.Shape.Bind(env))
 	}
 	for i, n := range f.Nodes {
-		in := make([]ir.Type, len(n.Inputs))
-		for j, v := range n.Inputs {
-			if v.IsWeight() {
-				in[j] = v.Type
-			} else {
-				in[j] = p.types[v]
-			}
+		in := p.inputTypes(n)
+		for _, v := range n.Inputs {
 			p.lastUse[v] = i
 		}
 		outs, _, err := ir.InferTypes(n.Op, in, n.Attrs.BindShapes(env))
@@ -300,6 +295,19 @@ func (e *Executor) planFor(f *ir.Function, env map[string]int64) (*plan, error) 
 	return p, nil
 }
 
+// inputTypes are the types of n's inputs in the plan (a weight's its own).
+func (p *plan) inputTypes(n *ir.Node) []ir.Type {
+	in := make([]ir.Type, len(n.Inputs))
+	for j, v := range n.Inputs {
+		if v.IsWeight() {
+			in[j] = v.Type
+		} else {
+			in[j] = p.types[v]
+		}
+	}
+	return in
+}
+
 // prepareTypes hands each device that can make kernels ahead
 // (TypedPreparer) the nodes of a new plan placed on it, with their input
 // and output types, before the first of them runs.
@@ -324,14 +332,7 @@ func (e *Executor) prepareTypes(f *ir.Function, p *plan) error {
 			byDev[tp] = b
 			order = append(order, tp)
 		}
-		in := make([]ir.Type, len(n.Inputs))
-		for j, v := range n.Inputs {
-			if v.IsWeight() {
-				in[j] = v.Type
-			} else {
-				in[j] = p.types[v]
-			}
-		}
+		in := p.inputTypes(n)
 		// The outputs' types too: a node without inputs (iota) has its
 		// shape from attributes that the call binds.
 		out := make([]ir.Type, len(n.Outputs))
