@@ -297,17 +297,26 @@ func (g *gpu) Upload(dt ir.DType, shape []int, data []byte) (device.Buffer, erro
 // writeBuffer writes data at the start of b. The binding's write views the
 // wasm memory through its ArrayBuffer, fetched before the call's other
 // arguments are made; when the Go runtime grows the memory in between, that
-// ArrayBuffer is detached and the call throws ("Cannot perform Construct on
-// a detached ArrayBuffer", seen in CI). The memory has grown by then, so
-// the write is tried again, at most twice more.
+// ArrayBuffer is detached and the call throws: "Cannot perform Construct on
+// a detached ArrayBuffer" where the view is made after the growth, "Number
+// of bytes to write is too large" where it was made before (a detached view
+// is empty; both seen in CI). The memory has grown by then, so the write
+// is tried again, at most twice more.
 func (g *gpu) writeBuffer(b *wgpu.Buffer, data []byte) error {
 	var err error
 	for range 3 {
-		if err = g.tryWrite(b, data); err == nil || !strings.Contains(err.Error(), "detached ArrayBuffer") {
+		if err = g.tryWrite(b, data); err == nil || !detached(err) {
 			return err
 		}
 	}
 	return err
+}
+
+// detached reports whether a write failed on a detached view of the wasm
+// memory (writeBuffer).
+func detached(err error) bool {
+	m := err.Error()
+	return strings.Contains(m, "detached ArrayBuffer") || strings.Contains(m, "Number of bytes to write is too large")
 }
 
 // tryWrite is one write, a JavaScript exception returned as an error.
