@@ -317,16 +317,16 @@ func compareTunings(w io.Writer, model string, tm *tapmlModel, d tunable, p prof
 			if _, err := generate(tm.exec, prompt, 1); err != nil {
 				return fmt.Errorf("%s: %w", v.name, err)
 			}
+			rs := &res[i]
+			if rs.best == nil {
+				rs.calls, rs.best = map[string]int{}, map[string]time.Duration{}
+			}
 			// Back-to-back prefills: the GPU's clocks drop while it waits
 			// for host work, so only the fastest samples compare.
 			for range reps {
 				kinds, gpu, err := profiledPrefill(tm, p, prompt)
 				if err != nil {
 					return fmt.Errorf("%s: %w", v.name, err)
-				}
-				rs := &res[i]
-				if rs.best == nil {
-					rs.calls, rs.best = map[string]int{}, map[string]time.Duration{}
 				}
 				rs.gpu = append(rs.gpu, gpu)
 				logf("round %d, %s: %.2f ms", r+1, v.name, float64(gpu)/1e6)
