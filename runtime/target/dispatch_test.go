@@ -21,15 +21,7 @@ import (
 // (artifact.Lower). The counts are exact: a change to them is a change to
 // the work of every decode step, and should be deliberate.
 func TestDecodeDispatches(t *testing.T) {
-	m, err := arch.Build("tiny", llama.Tiny, llama.RandomWeights(llama.Tiny, 3))
-	if err != nil {
-		t.Fatal(err)
-	}
-	vk, err := vulkan.Open(vulkan.Options{Generate: spirv.Generate, PipelineCacheDir: "-"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer vk.Close()
+	m, vk := tinyOnVulkan(t)
 	wg := webgputest.Device(t)
 	// Per layer of the model as built: 2 rms_norm, 7 matmul (q, k, v, o,
 	// gate, up, down), 2 rope, 2 kv_write, attention, silu, mul and 2
@@ -89,4 +81,21 @@ func TestDecodeDispatches(t *testing.T) {
 			exec.Close()
 		}
 	}
+}
+
+// tinyOnVulkan builds the tiny LLaMA (random weights from a fixed seed)
+// and opens a vulkan device without a pipeline cache, closed at the
+// test's end.
+func tinyOnVulkan(t *testing.T) (*ir.Module, *vulkan.Device) {
+	t.Helper()
+	m, err := arch.Build("tiny", llama.Tiny, llama.RandomWeights(llama.Tiny, 3))
+	if err != nil {
+		t.Fatal(err)
+	}
+	vk, err := vulkan.Open(vulkan.Options{Generate: spirv.Generate, PipelineCacheDir: "-"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { vk.Close() })
+	return m, vk
 }

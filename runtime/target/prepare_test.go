@@ -5,15 +5,11 @@ import (
 	"testing"
 
 	"github.com/tapml/tapml/artifact"
-	"github.com/tapml/tapml/codegen/spirv"
-	"github.com/tapml/tapml/frontend/arch"
-	"github.com/tapml/tapml/frontend/arch/llama"
 	"github.com/tapml/tapml/ir"
 	"github.com/tapml/tapml/runtime"
 	"github.com/tapml/tapml/runtime/cpu"
 	"github.com/tapml/tapml/runtime/llm"
 	"github.com/tapml/tapml/runtime/target"
-	"github.com/tapml/tapml/runtime/vulkan"
 )
 
 // A prefill's kernels, whose shapes the prompt fixes, are made before its
@@ -24,15 +20,7 @@ import (
 // reference's (to f32 rounding over the tiny model's sums: 1e-5 of their
 // range).
 func TestPrefillKernelsMadeAhead(t *testing.T) {
-	m, err := arch.Build("tiny", llama.Tiny, llama.RandomWeights(llama.Tiny, 3))
-	if err != nil {
-		t.Fatal(err)
-	}
-	vk, err := vulkan.Open(vulkan.Options{Generate: spirv.Generate, PipelineCacheDir: "-"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer vk.Close()
+	m, vk := tinyOnVulkan(t)
 	lowered, err := artifact.Lower(m, "vulkan", func(op ir.Op) bool { return target.Supports("vulkan", op) })
 	if err != nil {
 		t.Fatal(err)
