@@ -199,8 +199,8 @@ func tuningFlags(fs *flag.FlagSet) tuningKnobs {
 		mma:          fs.String("mma", "", "the device's Tuning.MatmulMMA and MatmulMMAF32 instead of their defaults (a blocking or a comma list, see wgsl.MatmulMMATiles; used where the device has subgroup matrices, at f16 compute and over f16 weights at f32 compute), or off"),
 		noMMABlocks:  fs.Bool("no-mma-blocks", false, "block-format weights keep the vec4 kernel at f16 compute (Tuning.MatmulMMABlocks off)"),
 		noMMAF32:     fs.Bool("no-mma-f32", false, "f16 weights' products keep the vec4 kernel at f32 compute (Tuning.MatmulMMAF32 empty)"),
-		mmaF32Blocks: fs.Bool("mma-f32-blocks", false, "at f32 compute quantized weights' products take subgroup matrices too, each value split into two f16 parts (Tuning.MatmulMMAF32Blocks)"),
-		noMMAScaled:  fs.Bool("no-mma-scaled", false, "Q4_0, Q5_0 and Q8_0 weights on subgroup matrices are split into two f16 parts like other block formats, not taken as their integers with each block's scale applied to its partial sums (Tuning.MatmulMMAScaled off)"),
+		mmaF32Blocks: fs.Bool("mma-f32-blocks", false, "at f32 compute the split block formats' products (all but Q4_0, Q5_0 and Q8_0, which take them by default as integers) take subgroup matrices too, each value split into two f16 parts (Tuning.MatmulMMAF32Blocks)"),
+		noMMAScaled:  fs.Bool("no-mma-scaled", false, "Q4_0, Q5_0 and Q8_0 weights on subgroup matrices are split into two f16 parts like other block formats, not taken as their integers with each block's scale applied to its partial sums (Tuning.MatmulMMAScaled off; at f32 compute they then keep the vec4 kernel unless -mma-f32-blocks)"),
 		gemv:         fs.String("gemv", "", `decode GEMV knobs over the device's tuning, as wgsl.GEMVString writes them ("GEMVBatch: 4, GEMVRows: 8")`),
 	}
 }

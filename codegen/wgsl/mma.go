@@ -45,8 +45,9 @@ import (
 // runs again with each row's own s, which takes its largest |a| into
 // [2^14, 2^15). A separate scan of the rows before the products, the first
 // version, had cost more than the products (Llama-3.2-1B's prefill 15.7
-// ms against 11.0 without it on the H200). Block formats at f32 compute
-// take it only with Tuning.MatmulMMAF32Blocks: three products a step.
+// ms against 11.0 without it on the H200). At f32 compute the split block
+// formats and bf16 take it only with Tuning.MatmulMMAF32Blocks (three
+// products a step); the scaled ones below take it by default (two).
 //
 // With Tuning.MatmulMMAScaled, the formats whose values are an integer q
 // times their block's f16 scale d (Q4_0, Q5_0, Q8_0) are not split: b's
@@ -227,7 +228,8 @@ func (g *gen) mmaRun(t mmaTile) int {
 // compute) whose grid has at least MatmulMMAMinGroups workgroups (each
 // slice counting as one), else the last that fits. At f32 compute f32
 // weights keep the vec4 kernel: they would need splitting too; so do
-// block formats and bf16 unless MatmulMMAF32Blocks.
+// the split block formats and bf16 unless MatmulMMAF32Blocks (the scaled
+// ones, two products a step, take it).
 func (g *gen) pickMMA(s mmShape, nb int) (mmaTile, bool) {
 	dt := g.in[1].DType
 	weights := dt == ir.F16 || (dt.IsBlock() || dt == ir.BF16) && g.tune.MatmulMMABlocks
@@ -235,7 +237,7 @@ func (g *gen) pickMMA(s mmShape, nb int) (mmaTile, bool) {
 	if g.half {
 		weights = weights || dt == ir.F32
 	} else {
-		weights = (dt == ir.F16 || weights && g.tune.MatmulMMAF32Blocks) && g.feat.Subgroups
+		weights = (dt == ir.F16 || weights && (g.tune.MatmulMMAF32Blocks || g.mmaScaled())) && g.feat.Subgroups
 		list = g.tune.MatmulMMAF32
 	}
 	if g.fault != "" || !g.feat.SubgroupMatrix || list == "" || !s.transpose || s.m <= 16 || s.n%4 != 0 || !weights {

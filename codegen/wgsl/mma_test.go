@@ -71,8 +71,16 @@ func TestMMAChoice(t *testing.T) {
 			o.Compute, o.Tuning.MatmulMMAF32, o.Tuning.MatmulMMABlocks, o.Tuning.MatmulMMAF32Blocks, o.Tuning.MatmulMMAScaled = ir.F32, o.Tuning.MatmulMMA, true, true, true
 			return o
 		}, true, 128, [3]int{88, 2, 1}, "pl1_1 = subgroupMatrixMultiplyAccumulate(al1_1, b1_1, pl1_1);\n    let sd1_0 = subgroupMatrixLoad<subgroup_matrix_result<f32, 16, 16>>(&ts, ss + 0u + wn + 0u, false, 0u);\n    c0_0 = c0_0 + p0_0 / sd1_0;\n    l0_0 = l0_0 + pl0_0 / sd1_0;"},
-		{"q4_0 at f32 compute keeps the vec4 kernel without MatmulMMAF32Blocks", q4, func(o Options) Options {
+		{"q4_0 split at f32 compute keeps the vec4 kernel without MatmulMMAF32Blocks", q4, func(o Options) Options {
 			o.Compute, o.Tuning.MatmulMMAF32, o.Tuning.MatmulMMABlocks = ir.F32, o.Tuning.MatmulMMA, true
+			return o
+		}, false, 0, [3]int{}, ""},
+		{"q4_0 scaled at f32 compute takes it without MatmulMMAF32Blocks", q4, func(o Options) Options {
+			o.Compute, o.Tuning.MatmulMMAF32, o.Tuning.MatmulMMABlocks, o.Tuning.MatmulMMAScaled = ir.F32, o.Tuning.MatmulMMA, true, true
+			return o
+		}, true, 128, [3]int{88, 2, 1}, "c0_0 = c0_0 + p0_0 / sd1_0;\n    l0_0 = l0_0 + pl0_0 / sd1_0;"},
+		{"q4_k at f32 compute keeps the vec4 kernel though scaled", mm("q4_k", f32(128, 2048), ir.T(ir.Q4_K, ir.S(5632, 2048))), func(o Options) Options {
+			o.Compute, o.Tuning.MatmulMMAF32, o.Tuning.MatmulMMABlocks, o.Tuning.MatmulMMAScaled = ir.F32, o.Tuning.MatmulMMA, true, true
 			return o
 		}, false, 0, [3]int{}, ""},
 		{"f32 weights at f32 compute", mm("f32", f32(128, 2048), f32(5632, 2048)), func(o Options) Options {

@@ -130,10 +130,10 @@ type Tuning struct {
 	GEMVBatchMinGroups int
 	// GEMVTreeBatch is GEMVBatch without subgroup operations (the webgpu
 	// target): the rows a row's lanes take at once, by the same rule, the
-	// batch's rows then summed in one tree of workgroup memory. Off (0)
-	// until measured: GEMVBatch made the vulkan target's Q4_0 classifier
-	// 2.7x faster on the H200, but webgpu's kernels there have not been
-	// timed with it (benchgpu profile -target vulkan/webgpu -gemv ...).
+	// batch's rows then summed in one tree of workgroup memory. On the
+	// H200 8 took webgpu's Llama-3.2-1B Q4_0 decode step from 1,651 to
+	// 1,200 µs of GPU time (the classifier 321 → 110 µs; 2 gave 1,336,
+	// 4 1,229: benchgpu profile -target vulkan/webgpu -gemv ...).
 	GEMVTreeBatch int
 	// Matmul selects the tiled kernel of M > 1 products. "" (or "scalar")
 	// is the original kernel: a 64x64 tile, 4x4 f32 per invocation. A
@@ -178,10 +178,12 @@ type Tuning struct {
 	// 10,083 with it, in three runs of one evening
 	// (bench/results/2026-12-03-h200-mma-f32-two-pass.md).
 	MatmulMMAF32 string
-	// MatmulMMAF32Blocks lets MatmulMMAF32 take block formats and bf16
-	// (with MatmulMMABlocks) too. Off by default: on the H200 their three
-	// products a step ran slower than the vec4 kernel (TinyLlama's Q4_0
-	// prefill 6,397 tok/s with them, 7,626 and 7,551 without).
+	// MatmulMMAF32Blocks lets MatmulMMAF32 take the block formats that
+	// are split, and bf16 (with MatmulMMABlocks), too. Off by default: on
+	// the H200 their three products a step ran slower than the vec4 kernel
+	// (TinyLlama's Q4_0 prefill 6,397 tok/s split, 7,626 and 7,551 on
+	// vec4). The scaled formats (MatmulMMAScaled) take MatmulMMAF32
+	// without it: two products a step, faster than vec4 there.
 	MatmulMMAF32Blocks bool
 	// MatmulMMAScaled changes how the subgroup-matrix kernel takes the
 	// block formats whose values are an integer times their block's scale
@@ -192,7 +194,10 @@ type Tuning struct {
 	// divided by the inverse of its column's scale, element by element
 	// (mma.go). On the H200 Llama-3.2-1B's prefill products at f16
 	// compute ran 1.4-1.8x faster so (Q4_0 and Q8_0,
-	// bench/results/2026-12-04-h200-reps.md).
+	// bench/results/2026-12-04-h200-reps.md). At f32 compute they take
+	// MatmulMMAF32 so without MatmulMMAF32Blocks: Llama-3.2-1B's Q4_0
+	// prefill went from 15.57 to 13.15 ms of GPU time against the vec4
+	// kernel (Q8_0 15.75 to 13.85; bench/results/2026-12-04-h200-f32-scaled.md).
 	MatmulMMAScaled bool
 }
 
@@ -215,13 +220,16 @@ type Tuning struct {
 // columns went from 55-56 to 44-45 µs a call (K = 2048) and from 201 to
 // 147 (K = 8192) over F16 weights against 32x32 blocks, its prefill's GPU
 // time from 11.75 to 10.51 ms (bench/results/2026-12-04-h200-reps.md).
-// Decode GEMVs over Q4_0-sized blocks take up to 8 rows
-// a subgroup at once while the grid keeps 200 workgroups
-// (bench/results/2026-12-03-h200-gemv-batch.md).
+// Q4_0, Q5_0 and Q8_0 weights take them at f32 compute too, as integers
+// (MatmulMMAScaled). Decode GEMVs over Q4_0-sized blocks take up to 8 rows
+// a subgroup (or, without subgroups, a row's lanes) at once while the grid
+// keeps 200 workgroups (bench/results/2026-12-03-h200-gemv-batch.md,
+// 2026-12-04-h200-f32-scaled.md).
 func DiscreteTuning() Tuning {
 	return Tuning{Matmul: "128x128x8/8x8+p,64x64x16/4x4+p,64x64x16/4x4+p*2,32x64x16/4x4+p,32x32x16/4x4+p*4,16x16x16/4x4+p*8", MatmulMinGroups: 264,
 		MatmulMMA: "64x64x32/32x32,32x32x32/16x16*4", MatmulMMAMinGroups: 160, MatmulMMABlocks: true, MatmulMMAScaled: true,
-		MatmulMMAF32: "64x64x32/32x32,32x64x32/16x32*4,32x32x32/16x16*4", GEMVUnroll: 2, GEMVMinGroups: 400, GEMVBatch: 8, GEMVBatchMinGroups: 200}
+		MatmulMMAF32: "64x64x32/32x32,32x64x32/16x32*4,32x32x32/16x16*4", GEMVUnroll: 2, GEMVMinGroups: 400, GEMVBatch: 8, GEMVBatchMinGroups: 200,
+		GEMVTreeBatch: 8}
 }
 
 // Options control code generation.

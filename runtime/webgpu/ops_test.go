@@ -211,6 +211,27 @@ func opCases() []opCase {
 	add(opCase{name: "argmax ties", op: ir.OpArgmax, gen: func(*rand.Rand) []*tensor.Tensor {
 		return []*tensor.Tensor{tensor.FromFloat32([]int{2, 6}, []float32{1, 3, 3, 2, 3, 0, -1, -1, -1, -1, -1, -1})}
 	}, tol: exact})
+	// Rows longer than four passes of a workgroup: its lanes load four
+	// elements at once (ties and NaNs in both the unrolled and the tail part).
+	add(opCase{name: "argmax ties long", op: ir.OpArgmax, gen: func(*rand.Rand) []*tensor.Tensor {
+		const n = 3001
+		v := make([]float32, 3*n)
+		for i := range v {
+			v[i] = -1
+		}
+		for _, j := range []int{2999, 1500, 700, 700 + 256, 1213} {
+			v[j] = 4
+		}
+		nan := float32(math.NaN())
+		for _, j := range []int{0, 5, 2000, 3000} {
+			v[n+j] = nan
+		}
+		v[n+2500], v[n+2] = 2, 2
+		for j := range n {
+			v[2*n+j] = nan
+		}
+		return []*tensor.Tensor{tensor.FromFloat32([]int{3, n}, v)}
+	}, tol: exact})
 	add(opCase{name: "argmax i32", op: ir.OpArgmax, gen: ins(ids(-50, 50, 3, 100)), tol: exact})
 
 	rope := func(name, style string, dims int64, pos int32, shape ...int) {
