@@ -1,8 +1,6 @@
 package wgsl
 
 import (
-	"strconv"
-
 	"github.com/tapml/tapml/codegen"
 	"github.com/tapml/tapml/ir"
 )
@@ -184,13 +182,12 @@ func genArgmax(g *gen) (*codegen.Kernel, error) {
 	g.p("var<workgroup> redi: array<u32, %d>;", wg)
 	g.entry([3]int{wg, 1, 1})
 	g.axisRows(shape, axis, gid)
-	// taken(x) is whether a lane with no index yet takes x: any number, a
-	// NaN never (tested on its bits: drivers may fold x == x to true, as
-	// lavapipe does).
-	taken, nanFirst := func(string) string { return "bi == NONE" }, ""
+	// A lane's first value is taken even if -inf, a NaN never: NaNs are
+	// told by their bits (drivers may fold x == x to true, as lavapipe does).
+	takes, nanFirst := "bi == NONE", ""
 	if ty != "i32" {
 		nan := func(x string) string { return "(bitcast<u32>(f32(" + x + ")) & 0x7fffffffu) > 0x7f800000u" }
-		taken = func(x string) string { return "bi == NONE && !(" + nan(x) + ")" }
+		takes += " && !(" + nan("v") + ")"
 		nanFirst = " || " + nan("in0[base]")
 	}
 	start := "li"
@@ -199,22 +196,9 @@ func genArgmax(g *gen) (*codegen.Kernel, error) {
 	}
 	g.p("  var bv: %s = %s;", ty, lowest)
 	g.p("  var bi = NONE;")
-	// Four of a lane's elements are loaded before any is compared, so
-	// that their loads are in flight together: one workgroup reads the
-	// whole row (a 128,256-logit classifier row took 55 µs on the H200
-	// one load at a time). They are compared in index order, as before.
-	g.p("  var j = %s;", start)
-	g.p("  for (; j + %du < A; j += %du) {", 3*wg, 4*wg)
-	for u := range 4 {
-		g.p("    let v%d = in0[base + (j + %du) * INNER];", u, u*wg)
-	}
-	for u := range 4 {
-		g.p("    if (v%d > bv || (%s)) { bv = v%d; bi = j + %du; }", u, taken("v"+strconv.Itoa(u)), u, u*wg)
-	}
-	g.p("  }")
-	g.p("  for (; j < A; j += %du) {", wg)
+	g.p("  for (var j = %s; j < A; j += %du) {", start, wg)
 	g.p("    let v = in0[base + j * INNER];")
-	g.p("    if (v > bv || (%s)) { bv = v; bi = j; }", taken("v"))
+	g.p("    if (v > bv || (%s)) { bv = v; bi = j; }", takes)
 	g.p("  }")
 	g.p("  redv[li] = bv;")
 	g.p("  redi[li] = bi;")

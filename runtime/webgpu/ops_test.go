@@ -211,8 +211,9 @@ func opCases() []opCase {
 	add(opCase{name: "argmax ties", op: ir.OpArgmax, gen: func(*rand.Rand) []*tensor.Tensor {
 		return []*tensor.Tensor{tensor.FromFloat32([]int{2, 6}, []float32{1, 3, 3, 2, 3, 0, -1, -1, -1, -1, -1, -1})}
 	}, tol: exact})
-	// Rows longer than four passes of a workgroup: its lanes load four
-	// elements at once (ties and NaNs in both the unrolled and the tail part).
+	// Rows of many passes of a workgroup: ties across lanes, NaNs passed
+	// over (row 1), a NaN first chosen as the CPU's scan chooses it (rows 1
+	// and 2).
 	add(opCase{name: "argmax ties long", op: ir.OpArgmax, gen: func(*rand.Rand) []*tensor.Tensor {
 		const n = 3001
 		v := make([]float32, 3*n)
