@@ -183,6 +183,7 @@ func TestDeviceGEMVVariants(t *testing.T) {
 		{ir.Q5_1, 128, wgsl.Tuning{GEMVBatch: 2, GEMVBatchMinGroups: 1, GEMVRowLanes: 8, GEMVRows: 16}, false},
 		{ir.Q4_0, 128, wgsl.Tuning{GEMVBatch: 8, GEMVBatchMinGroups: 1, GEMVRows: 2, GEMVThreads: 32}, false},
 		{ir.Q4_0, 512, wgsl.Tuning{GEMVBatch: 2, GEMVBatchMinGroups: 1, GEMVRowLanes: 4, GEMVRows: 8}, false},
+		{ir.Q8_0, 128, wgsl.Tuning{GEMVBatch: 8, GEMVBatchMinGroups: 1, GEMVRows: 8, GEMVThreads: 32}, false}, // 2 at once
 		// The knobs that change the kernels without subgroups too; rows
 		// a row's lanes take at once there (GEMVTreeBatch), their trees
 		// summed together, with the norms' staged row and rows past N.
@@ -190,6 +191,7 @@ func TestDeviceGEMVVariants(t *testing.T) {
 		{ir.Q4_0, 128, wgsl.Tuning{GEMVTreeBatch: 4, GEMVBatchMinGroups: 1, GEMVLanes: 8}, true},
 		{ir.Q5_1, 128, wgsl.Tuning{GEMVTreeBatch: 2, GEMVBatchMinGroups: 1, GEMVLanes: 64}, true},
 		{ir.Q4_0, 512, wgsl.Tuning{GEMVTreeBatch: 8, GEMVBatchMinGroups: 1, GEMVLanes: 16}, true},
+		{ir.Q8_0, 128, wgsl.Tuning{GEMVTreeBatch: 4, GEMVBatchMinGroups: 1, GEMVLanes: 8}, true},
 	} {
 		cases := gemvCases(s.dt, s.k)
 		if s.tu.GEMVBatch > 0 || s.tu.GEMVTreeBatch > 0 {

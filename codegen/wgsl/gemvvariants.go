@@ -86,7 +86,7 @@ func gemvKnobs(t *Tuning) []gemvKnob {
 	return []gemvKnob{{"GEMVLanes", &t.GEMVLanes, nil}, {"GEMVMinGroups", &t.GEMVMinGroups, nil}, {"GEMVUnroll", &t.GEMVUnroll, nil},
 		{"GEMVRowLanes", &t.GEMVRowLanes, nil}, {"GEMVRows", &t.GEMVRows, nil}, {"GEMVThreads", &t.GEMVThreads, nil},
 		{"GEMVChunk", &t.GEMVChunk, nil}, {"GEMVBatch", &t.GEMVBatch, nil}, {"GEMVBatchMinGroups", &t.GEMVBatchMinGroups, nil},
-		{"GEMVTreeBatch", &t.GEMVTreeBatch, nil},
+		{"GEMVBatchBytes", &t.GEMVBatchBytes, nil}, {"GEMVTreeBatch", &t.GEMVTreeBatch, nil},
 		{"GEMVStageA", nil, &t.GEMVStageA}, {"GEMVNoStage", nil, &t.GEMVNoStage}}
 }
 

@@ -1,8 +1,8 @@
 package wgsl
 
 import (
+	"cmp"
 	"fmt"
-	"slices"
 	"strconv"
 	"strings"
 
@@ -391,21 +391,29 @@ func (g *gen) gemvT(s mmShape, nb int) (*codegen.Kernel, error) {
 // (knob: GEMVBatch, or GEMVTreeBatch without subgroups; at most 8) in a
 // GEMV of r rows a workgroup over ws, read c elements a lane a step:
 // halved while the grid would have fewer than GEMVBatchMinGroups
-// workgroups, and 1 unless every weight is a run of blocks under 64 bytes
-// a lane (Q4_0's 36 at c = 64; Q8_0's 68, f16's 128 and f32's 256 measured
-// slower taken several at once on the H200). rms_norm_qkv takes rows at
+// workgroups, and 1 unless every weight is a run of blocks under
+// GEMVBatchBytes (64) a lane (Q4_0's 36 at c = 64; f16's 128 and f32's
+// 256 measured slower taken several at once on the H200). With subgroups
+// a run of gemvWideRun bytes or more (Q8_0's 68) takes at most 2 rows: on
+// the H200 Llama-3.2-1B's Q8_0 decode step took 1,490 µs of GPU time so,
+// 1,506-1,750 with 4 or 8, 1,762 with one; without subgroups 8 did best
+// (1,438 against 1,480 with 2 and 1,814 with one). rms_norm_qkv takes rows at
 // once only where a workgroup's rows all fall in one of its three products
 // (N0 and N1 multiples of the rows).
 func (g *gen) gemvBatch(s mmShape, nb, r, c int, ws []gemvWeight, knob int) int {
-	small := !slices.ContainsFunc(ws, func(w gemvWeight) bool {
+	most := 0 // bytes of the widest weight's run, a lane a step
+	for _, w := range ws {
 		if w.kind != gemvRun {
-			return true
+			return 1
 		}
 		elems, bytes := g.in[w.in].DType.Block()
-		return c*bytes/elems >= 64
-	})
-	if knob < 2 || !small || g.fault != "" {
+		most = max(most, c*bytes/elems)
+	}
+	if knob < 2 || most >= cmp.Or(g.tune.GEMVBatchBytes, gemvWideRun) || g.fault != "" {
 		return 1
+	}
+	if most >= gemvWideRun && g.feat.Subgroups {
+		knob = min(knob, 2)
 	}
 	b := pow2Floor(min(knob, 8))
 	for b > 1 && ceilDiv(s.n, r*b)*nb < g.tune.GEMVBatchMinGroups {
@@ -419,6 +427,10 @@ func (g *gen) gemvBatch(s mmShape, nb, r, c int, ws []gemvWeight, knob int) int 
 	}
 	return b
 }
+
+// gemvWideRun is the bytes a lane reads of a weight a step from which a
+// GEMV takes rows at once only with Tuning.GEMVBatchBytes set above it.
+const gemvWideRun = 64
 
 // rowVar is the WGSL variable v of a GEMV's row b of those a subgroup
 // takes at once (valid, valid1, ...).

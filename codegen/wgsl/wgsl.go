@@ -128,6 +128,11 @@ type Tuning struct {
 	// GEMVBatchMinGroups halves GEMVBatch (and GEMVTreeBatch) for a GEMV
 	// while its grid would have fewer workgroups than this.
 	GEMVBatchMinGroups int
+	// GEMVBatchBytes is the bytes of a weight a lane reads a step under
+	// which GEMVBatch and GEMVTreeBatch apply (0: 64, which takes Q4_0's
+	// 36 in, Q8_0's 68 out; with subgroups runs of 64 bytes or more take
+	// at most 2 rows at once, gemvBatch).
+	GEMVBatchBytes int
 	// GEMVTreeBatch is GEMVBatch without subgroup operations (the webgpu
 	// target): the rows a row's lanes take at once, by the same rule, the
 	// batch's rows then summed in one tree of workgroup memory. On the
@@ -221,15 +226,15 @@ type Tuning struct {
 // 147 (K = 8192) over F16 weights against 32x32 blocks, its prefill's GPU
 // time from 11.75 to 10.51 ms (bench/results/2026-12-04-h200-reps.md).
 // Q4_0, Q5_0 and Q8_0 weights take them at f32 compute too, as integers
-// (MatmulMMAScaled). Decode GEMVs over Q4_0-sized blocks take up to 8 rows
-// a subgroup (or, without subgroups, a row's lanes) at once while the grid
-// keeps 200 workgroups (bench/results/2026-12-03-h200-gemv-batch.md,
-// 2026-12-04-h200-f32-scaled.md).
+// (MatmulMMAScaled). Decode GEMVs over Q4_0 and Q8_0 blocks take up to 8
+// rows a subgroup (2 for Q8_0) or, without subgroups, a row's lanes at
+// once while the grid keeps 200 workgroups
+// (bench/results/2026-12-03-h200-gemv-batch.md, 2026-12-04-h200-f32-scaled.md).
 func DiscreteTuning() Tuning {
 	return Tuning{Matmul: "128x128x8/8x8+p,64x64x16/4x4+p,64x64x16/4x4+p*2,32x64x16/4x4+p,32x32x16/4x4+p*4,16x16x16/4x4+p*8", MatmulMinGroups: 264,
 		MatmulMMA: "64x64x32/32x32,32x32x32/16x16*4", MatmulMMAMinGroups: 160, MatmulMMABlocks: true, MatmulMMAScaled: true,
 		MatmulMMAF32: "64x64x32/32x32,32x64x32/16x32*4,32x32x32/16x16*4", GEMVUnroll: 2, GEMVMinGroups: 400, GEMVBatch: 8, GEMVBatchMinGroups: 200,
-		GEMVTreeBatch: 8}
+		GEMVBatchBytes: 72, GEMVTreeBatch: 8}
 }
 
 // Options control code generation.

@@ -273,9 +273,11 @@ func TestGEMVKnobs(t *testing.T) {
 		{swiglu, Tuning{GEMVBatch: 4, GEMVBatchMinGroups: 1}, 176, 256, "let valid3 = r3 < R && wid.x * R + r3 < N;"},
 		{o(ir.Q4_0), Tuning{GEMVBatch: 2, GEMVBatchMinGroups: 1, GEMVRowLanes: 16, GEMVRows: 8}, 128, 128, "subgroupShuffleXor(acc_1, o)"},
 		{o(ir.Q4_1), Tuning{GEMVBatch: 8, GEMVBatchMinGroups: 1}, 64, 128, "out0[wid.z * N + n7] = acc_7 + in2[wid.z * N + n7];"},
-		// Q8_0, f16 and f32 rows one at a time (a lane reads 64 bytes or
-		// more); rms_norm_qkv's rows in one of its products.
-		{o(ir.Q8_0), Tuning{GEMVBatch: 8, GEMVBatchMinGroups: 1}, 512, 128, "let n = min(n_, N - 1u);\n  var acc = 0.0f;"},
+		// Q8_0 rows (68 bytes a lane) at most 2 at once, and one at a time
+		// under GEMVBatchBytes 64 as f16 and f32 rows (a lane reads 64 bytes
+		// or more); rms_norm_qkv's rows in one of its products.
+		{o(ir.Q8_0), Tuning{GEMVBatch: 8, GEMVBatchMinGroups: 1}, 256, 128, "if (valid1 && lane == 0u)"},
+		{o(ir.Q8_0), Tuning{GEMVBatch: 8, GEMVBatchMinGroups: 1, GEMVBatchBytes: 64}, 512, 128, "let n = min(n_, N - 1u);\n  var acc = 0.0f;"},
 		{o(ir.F32), Tuning{GEMVBatch: 8, GEMVBatchMinGroups: 1}, 512, 128, "let n = min(n_, N - 1u);\n  var acc = 0.0f;"},
 		{qkv, Tuning{GEMVBatch: 4, GEMVBatchMinGroups: 1}, 160, 128, "let n3 = min(wid.x * R + r3, s1 - 1u) - s0;"},
 	} {
@@ -298,25 +300,29 @@ func TestGEMVKnobs(t *testing.T) {
 // TestGEMVTreeBatch pins GEMVTreeBatch on TinyLlama's o GEMV without
 // subgroup operations (the webgpu target): 32 lanes a Q4_0 row, 8 rows a
 // pass of the lanes, 4 passes' rows at once summed in one tree (slots 256
-// apart), so a quarter of the workgroups; Q8_0's 68 bytes a lane keep a
-// row at a time, as GEMVBatch does; off, the kernel is the plain one.
+// apart), so a quarter of the workgroups; Q8_0's 68 bytes a lane too,
+// unless GEMVBatchBytes is 64 or less; off, the kernel is the plain one.
 func TestGEMVTreeBatch(t *testing.T) {
 	tb := ir.Attrs{"transpose_b": ir.BoolAttr(true)}
 	o := func(dt ir.DType) kerneltest.Case {
 		return kerneltest.Case{Name: "o " + dt.String(), Op: ir.OpMatmul, Attrs: tb, In: []ir.Type{f32(1, 2048), ir.T(dt, ir.S(2048, 2048)), f32(1, 2048)}}
 	}
 	for _, c := range []struct {
-		c        kerneltest.Case
-		batch    int
-		grid, wg int
-		has      string
+		c            kerneltest.Case
+		batch, bytes int
+		grid, wg     int
+		has          string
 	}{
-		{o(ir.Q4_0), 4, 64, 256, "red[768u + li] = acc_3;"},
-		{o(ir.Q4_0), 0, 256, 256, "if (lane < s_) { red[li] = red[li] + red[li + s_]; }"},
-		{o(ir.Q8_0), 4, 256, 256, "let n = min(n_, N - 1u);\n  var acc = 0.0f;"},
+		{o(ir.Q4_0), 4, 0, 64, 256, "red[768u + li] = acc_3;"},
+		{o(ir.Q4_0), 0, 0, 256, 256, "if (lane < s_) { red[li] = red[li] + red[li + s_]; }"},
+		{o(ir.Q8_0), 4, 0, 64, 256, "red[768u + li] = acc_3;"},
+		{o(ir.Q8_0), 4, 64, 256, 256, "let n = min(n_, N - 1u);\n  var acc = 0.0f;"},
 	} {
 		tu := DiscreteTuning()
 		tu.GEMVTreeBatch, tu.GEMVBatchMinGroups = c.batch, 1
+		if c.bytes > 0 {
+			tu.GEMVBatchBytes = c.bytes
+		}
 		k, err := generate(t, c.c, Options{Tuning: tu})
 		if err != nil {
 			t.Fatal(err)
