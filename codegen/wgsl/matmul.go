@@ -429,7 +429,8 @@ func (g *gen) gemvBatch(s mmShape, nb, r, c int, ws []gemvWeight, knob int) int 
 }
 
 // gemvWideRun is the bytes a lane reads of a weight a step from which a
-// GEMV takes rows at once only with Tuning.GEMVBatchBytes set above it.
+// GEMV takes rows at once only with Tuning.GEMVBatchBytes above it, and
+// with subgroups at most 2 (gemvBatch).
 const gemvWideRun = 64
 
 // rowVar is the WGSL variable v of a GEMV's row b of those a subgroup

@@ -182,8 +182,9 @@ func genArgmax(g *gen) (*codegen.Kernel, error) {
 	g.p("var<workgroup> redi: array<u32, %d>;", wg)
 	g.entry([3]int{wg, 1, 1})
 	g.axisRows(shape, axis, gid)
-	// A lane's first value is taken even if -inf, a NaN never: NaNs are
-	// told by their bits (drivers may fold x == x to true, as lavapipe does).
+	// A lane's first value is taken even if -inf, a NaN never. NaNs are
+	// told by their bits: on lavapipe x != x was false for a NaN (an
+	// ordered comparison), and WGSL leaves NaN handling to implementations.
 	takes, nanFirst := "bi == NONE", ""
 	if ty != "i32" {
 		nan := func(x string) string { return "(bitcast<u32>(f32(" + x + ")) & 0x7fffffffu) > 0x7f800000u" }

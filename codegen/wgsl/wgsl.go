@@ -226,9 +226,9 @@ type Tuning struct {
 // 147 (K = 8192) over F16 weights against 32x32 blocks, its prefill's GPU
 // time from 11.75 to 10.51 ms (bench/results/2026-12-04-h200-reps.md).
 // Q4_0, Q5_0 and Q8_0 weights take them at f32 compute too, as integers
-// (MatmulMMAScaled). Decode GEMVs over Q4_0 and Q8_0 blocks take up to 8
-// rows a subgroup (2 for Q8_0) or, without subgroups, a row's lanes at
-// once while the grid keeps 200 workgroups
+// (MatmulMMAScaled). Decode GEMVs over the 32-element block formats
+// (Q4_0 .. Q8_0) take up to 8 rows a subgroup (2 of Q8_0) or, without
+// subgroups, a row's lanes at once while the grid keeps 200 workgroups
 // (bench/results/2026-12-03-h200-gemv-batch.md, 2026-12-04-h200-f32-scaled.md).
 func DiscreteTuning() Tuning {
 	return Tuning{Matmul: "128x128x8/8x8+p,64x64x16/4x4+p,64x64x16/4x4+p*2,32x64x16/4x4+p,32x32x16/4x4+p*4,16x16x16/4x4+p*8", MatmulMinGroups: 264,

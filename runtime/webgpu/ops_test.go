@@ -211,12 +211,12 @@ func opCases() []opCase {
 	add(opCase{name: "argmax ties", op: ir.OpArgmax, gen: func(*rand.Rand) []*tensor.Tensor {
 		return []*tensor.Tensor{tensor.FromFloat32([]int{2, 6}, []float32{1, 3, 3, 2, 3, 0, -1, -1, -1, -1, -1, -1})}
 	}, tol: exact})
-	// Rows of many passes of a workgroup: ties across lanes, NaNs passed
-	// over (row 1), a NaN first chosen as the CPU's scan chooses it (rows 1
-	// and 2).
+	// Rows of many passes of a workgroup: ties across lanes (row 0, 700
+	// wins), NaNs passed over (row 1, 2 wins), a NaN first chosen as the
+	// CPU's scan chooses it (rows 2 and 3, 0 wins).
 	add(opCase{name: "argmax ties long", op: ir.OpArgmax, gen: func(*rand.Rand) []*tensor.Tensor {
 		const n = 3001
-		v := make([]float32, 3*n)
+		v := make([]float32, 4*n)
 		for i := range v {
 			v[i] = -1
 		}
@@ -224,14 +224,15 @@ func opCases() []opCase {
 			v[j] = 4
 		}
 		nan := float32(math.NaN())
-		for _, j := range []int{0, 5, 2000, 3000} {
+		for _, j := range []int{1, 5, 2000, 3000} {
 			v[n+j] = nan
 		}
 		v[n+2500], v[n+2] = 2, 2
 		for j := range n {
 			v[2*n+j] = nan
 		}
-		return []*tensor.Tensor{tensor.FromFloat32([]int{3, n}, v)}
+		v[3*n], v[3*n+7] = nan, 9
+		return []*tensor.Tensor{tensor.FromFloat32([]int{4, n}, v)}
 	}, tol: exact})
 	add(opCase{name: "argmax i32", op: ir.OpArgmax, gen: ins(ids(-50, 50, 3, 100)), tol: exact})
 
