@@ -471,19 +471,16 @@ func (g *gen) mma(s mmShape, nb int, t mmaTile) (*codegen.Kernel, error) {
 		return fmt.Sprintf("ss + %s * SBUF", buf)
 	}
 	// store writes the registers to the tiles of set buf, a split b's as
-	// its parts; a split a's are scaled, or else their largest |a| noted.
-	store := func(ind string, scaled bool, buf string) {
+	// its parts; a split a's scaled by their row's as (1 in the first pass)
+	// and their largest |a| noted.
+	store := func(ind string, buf string) {
 		each(ind, func(o operand, r round, ind string) {
 			for u := 0; u < o.run; u++ {
 				g.p("%s{ let o = %s + %sr%d * SA + (%sk%d + %du) * 4u;", ind, tiles(o.x, buf), o.x, r.e, o.x, r.e, u)
 				for c, comp := range []string{"x", "y", "z", "w"} {
 					v := fmt.Sprintf("r%s%d_%d.%s", o.x, r.e, u, comp)
 					if o.wide {
-						if scaled {
-							g.p("%s  { let v = %s * as%d;", ind, v, r.e)
-						} else {
-							g.p("%s  { let v = %s; am%d = max(am%d, abs(v));", ind, v, r.e, r.e)
-						}
+						g.p("%s  { let v = %s * as%d; am%d = max(am%d, abs(v));", ind, v, r.e, r.e, r.e)
 						g.p("%s    let h = select(bitcast<f32>((bitcast<u32>(v) + 0x1000u) & 0xffffe000u), 0.0f, abs(v) < 6.103515625e-05f);", ind)
 						g.p("%s    ta[o + %du] = f16(h); tal[o + %du] = f16((v - h) * 1024.0f); }", ind, c, c)
 						continue
@@ -578,16 +575,15 @@ func (g *gen) mma(s mmShape, nb int, t mmaTile) (*codegen.Kernel, error) {
 		}
 	}
 	// steps runs the K loop: every slice runs STEPS steps (K is whole
-	// steps of every slice), as a barrier needs; k0 counts vec4. A split a
-	// is scaled by its rows' scales in the second pass. Double buffered,
-	// a step's products read the set cur while the next step's operands
-	// are stored into the other.
-	steps := func(ind string, scaled bool) {
+	// steps of every slice), as a barrier needs; k0 counts vec4. Double
+	// buffered, a step's products read the set cur while the next step's
+	// operands are stored into the other.
+	steps := func(ind string) {
 		first := fmt.Sprintf("slice * %du", bkv)
 		next := fmt.Sprintf("((it + 1u) * %du + slice) * %du", t.slices, bkv)
 		load(first, ind)
 		if t.double {
-			store(ind, scaled, "")
+			store(ind, "")
 			g.p("%sworkgroupBarrier();", ind)
 			g.p("%scur = 0u;", ind)
 			g.p("%sfor (var it = 0u; it < STEPS; it++) {", ind)
@@ -597,7 +593,7 @@ func (g *gen) mma(s mmShape, nb int, t mmaTile) (*codegen.Kernel, error) {
 			g.p("%s  }", ind)
 			products(ind+"  ", "cur")
 			g.p("%s  if (more) {", ind)
-			store(ind+"    ", scaled, "(1u - cur)")
+			store(ind+"    ", "(1u - cur)")
 			g.p("%s  }", ind)
 			g.p("%s  workgroupBarrier();", ind)
 			g.p("%s  cur = 1u - cur;", ind)
@@ -605,7 +601,7 @@ func (g *gen) mma(s mmShape, nb int, t mmaTile) (*codegen.Kernel, error) {
 			return
 		}
 		g.p("%sfor (var it = 0u; it < STEPS; it++) {", ind)
-		store(ind+"  ", scaled, "")
+		store(ind+"  ", "")
 		g.p("%s  workgroupBarrier();", ind)
 		g.p("%s  if (it + 1u < STEPS) {", ind)
 		load(next, ind+"    ")
@@ -617,11 +613,22 @@ func (g *gen) mma(s mmShape, nb int, t mmaTile) (*codegen.Kernel, error) {
 	if t.double {
 		g.p("  var cur = 0u; // the set of tiles the products read")
 	}
-	steps("  ", false)
 	if wide {
-		// The second pass, straight after the first rather than a loop
-		// around it: its condition is uniform across the workgroup.
-		g.redo(t, ops[0].items, fm, fn, func() { steps("    ", true) })
+		// Two passes of one loop, not the K loop printed twice: NVIDIA's
+		// compiler took twice as long over the kernel so. The second
+		// pass's condition is uniform across the workgroup.
+		aRounds := ops[0].items / sliceT
+		for e := range aRounds {
+			g.p("  var as%d = 1.0f; // the scale of the row this invocation stages", e)
+		}
+		g.p("  for (var pass = 0u; pass < 2u; pass++) {")
+		g.p("    if (pass == 1u) {")
+		g.redo(t, aRounds, fm, fn, "      ")
+		g.p("    }")
+		steps("    ")
+		g.p("  }")
+	} else {
+		steps("  ")
 	}
 	// Out: each accumulator through the scratch, slice by slice; lane l of
 	// a first-slice subgroup sums row l/2, columns 8·(l%%2) .. +7 as two
@@ -679,40 +686,40 @@ func (g *gen) mma(s mmShape, nb int, t mmaTile) (*codegen.Kernel, error) {
 }
 
 // redo ends the first pass of the f32-compute kernel (a split by rows)
-// and opens the second: the rows' largest |a|, reduced over the
-// invocations that staged each row (bkv consecutive lanes, by shuffles,
-// then over the slices), decide whether a second pass with each row's own
-// scale is needed; if so the accumulators start again and pass emits the
-// second pass. Every invocation reads the decision after a barrier, so
-// the second pass's barriers stay in uniform control flow.
-func (g *gen) redo(t mmaTile, items, fm, fn int, pass func()) {
-	sliceT, bkv := t.sliceThreads(), t.bk/4
-	for e := 0; e < items/sliceT; e++ {
+// and opens the second, at the top of the passes' loop: the rows' largest
+// |a|, reduced over the invocations that staged each row (bkv
+// consecutive lanes, by shuffles, then over the slices), decide whether a
+// second pass with each row's own scale is needed; if not the loop ends,
+// else each invocation's rows take their scales (as) and the accumulators
+// start again. Every invocation reads the decision after a barrier, so
+// the second pass's barriers stay in uniform control flow. rounds is the
+// number of a's rows an invocation stages a step.
+func (g *gen) redo(t mmaTile, rounds, fm, fn int, ind string) {
+	bkv := t.bk / 4
+	for e := range rounds {
 		for x := 1; x < bkv; x *= 2 {
-			g.p("  am%d = max(am%d, subgroupShuffleXor(am%d, %du));", e, e, e, x)
+			g.p("%sam%d = max(am%d, subgroupShuffleXor(am%d, %du));", ind, e, e, e, x)
 		}
-		g.p("  if (ak%d == 0u) { rm[slice * %du + ar%d] = am%d; }", e, t.bm, e, e)
+		g.p("%sif (ak%d == 0u) { rm[slice * %du + ar%d] = am%d; }", ind, e, t.bm, e, e)
 	}
-	g.p("  workgroupBarrier();")
-	g.p("  if (li < %du) {", t.bm)
-	g.p("    var mx = rm[li];")
+	g.p("%sworkgroupBarrier();", ind)
+	g.p("%sif (li < %du) {", ind, t.bm)
+	g.p("%s  var mx = rm[li];", ind)
 	for sl := 1; sl < t.slices; sl++ {
-		g.p("    mx = max(mx, rm[%du + li]);", sl*t.bm)
+		g.p("%s  mx = max(mx, rm[%du + li]);", ind, sl*t.bm)
 	}
-	g.p("    re[li] = clamp(bitcast<u32>(mx) >> 23u, 15u, 254u);")
-	g.p("    if (m0 + li < M && (mx >= 32768.0f || (mx < 0.0625f && mx > 0.0f))) { redo[0] = 1u; }")
-	g.p("  }")
-	g.p("  workgroupBarrier();")
-	g.p("  if (redo[0] != 0u) {")
-	for e := 0; e < items/sliceT; e++ {
-		g.p("    let as%d = bitcast<f32>((268u - re[ar%d]) << 23u); // 2^(141 - E): the row's largest |a| into [2^14, 2^15)", e, e)
+	g.p("%s  re[li] = clamp(bitcast<u32>(mx) >> 23u, 15u, 254u);", ind)
+	g.p("%s  if (m0 + li < M && (mx >= 32768.0f || (mx < 0.0625f && mx > 0.0f))) { redo[0] = 1u; }", ind)
+	g.p("%s}", ind)
+	g.p("%sworkgroupBarrier();", ind)
+	g.p("%sif (redo[0] == 0u) { break; }", ind)
+	for e := range rounds {
+		g.p("%sas%d = bitcast<f32>((268u - re[ar%d]) << 23u); // 2^(141 - E): the row's largest |a| into [2^14, 2^15)", ind, e, e)
 	}
 	for i := 0; i < fm; i++ {
 		for j := 0; j < fn; j++ {
-			g.p("    c%d_%d = subgroup_matrix_result<f32, 16, 16>();", i, j)
-			g.p("    l%d_%d = subgroup_matrix_result<f32, 16, 16>();", i, j)
+			g.p("%sc%d_%d = subgroup_matrix_result<f32, 16, 16>();", ind, i, j)
+			g.p("%sl%d_%d = subgroup_matrix_result<f32, 16, 16>();", ind, i, j)
 		}
 	}
-	pass()
-	g.p("  }")
 }

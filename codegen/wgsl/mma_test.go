@@ -57,7 +57,7 @@ func TestMMAChoice(t *testing.T) {
 		{"f32 compute splits a and q4_0", q4, func(o Options) Options {
 			o.Compute, o.Tuning.MatmulMMAF32, o.Tuning.MatmulMMABlocks, o.Tuning.MatmulMMAF32Blocks = ir.F32, o.Tuning.MatmulMMA, true, true
 			return o
-		}, true, 128, [3]int{88, 2, 1}, "l1_1 = subgroupMatrixMultiplyAccumulate(al1_1, b1_1, l1_1);\n    l1_1 = subgroupMatrixMultiplyAccumulate(a1_1, bl1_1, l1_1)"},
+		}, true, 128, [3]int{88, 2, 1}, "l1_1 = subgroupMatrixMultiplyAccumulate(al1_1, b1_1, l1_1);\n      l1_1 = subgroupMatrixMultiplyAccumulate(a1_1, bl1_1, l1_1)"},
 		{"q4_0 scaled: integers, one product a step, each block's scale applied", q4, func(o Options) Options {
 			o.Tuning.MatmulMMABlocks, o.Tuning.MatmulMMAScaled = true, true
 			return o
@@ -70,7 +70,7 @@ func TestMMAChoice(t *testing.T) {
 		{"q8_0 scaled at f32 compute: two products a step", mm("q8_0", f32(128, 2048), ir.T(ir.Q8_0, ir.S(5632, 2048))), func(o Options) Options {
 			o.Compute, o.Tuning.MatmulMMAF32, o.Tuning.MatmulMMABlocks, o.Tuning.MatmulMMAF32Blocks, o.Tuning.MatmulMMAScaled = ir.F32, o.Tuning.MatmulMMA, true, true, true
 			return o
-		}, true, 128, [3]int{88, 2, 1}, "pl1_1 = subgroupMatrixMultiplyAccumulate(al1_1, b1_1, pl1_1);\n    let sd1_0 = subgroupMatrixLoad<subgroup_matrix_result<f32, 16, 16>>(&ts, ss + 0u + wn + 0u, false, 0u);\n    c0_0 = c0_0 + p0_0 / sd1_0;\n    l0_0 = l0_0 + pl0_0 / sd1_0;"},
+		}, true, 128, [3]int{88, 2, 1}, "pl1_1 = subgroupMatrixMultiplyAccumulate(al1_1, b1_1, pl1_1);\n      let sd1_0 = subgroupMatrixLoad<subgroup_matrix_result<f32, 16, 16>>(&ts, ss + 0u + wn + 0u, false, 0u);\n      c0_0 = c0_0 + p0_0 / sd1_0;\n      l0_0 = l0_0 + pl0_0 / sd1_0;"},
 		{"q4_0 split at f32 compute keeps the vec4 kernel without MatmulMMAF32Blocks", q4, func(o Options) Options {
 			o.Compute, o.Tuning.MatmulMMAF32, o.Tuning.MatmulMMABlocks = ir.F32, o.Tuning.MatmulMMA, true
 			return o
@@ -78,7 +78,7 @@ func TestMMAChoice(t *testing.T) {
 		{"q4_0 scaled at f32 compute takes it without MatmulMMAF32Blocks", q4, func(o Options) Options {
 			o.Compute, o.Tuning.MatmulMMAF32, o.Tuning.MatmulMMABlocks, o.Tuning.MatmulMMAScaled = ir.F32, o.Tuning.MatmulMMA, true, true
 			return o
-		}, true, 128, [3]int{88, 2, 1}, "c0_0 = c0_0 + p0_0 / sd1_0;\n    l0_0 = l0_0 + pl0_0 / sd1_0;"},
+		}, true, 128, [3]int{88, 2, 1}, "c0_0 = c0_0 + p0_0 / sd1_0;\n      l0_0 = l0_0 + pl0_0 / sd1_0;"},
 		{"q4_k at f32 compute keeps the vec4 kernel though scaled", mm("q4_k", f32(128, 2048), ir.T(ir.Q4_K, ir.S(5632, 2048))), func(o Options) Options {
 			o.Compute, o.Tuning.MatmulMMAF32, o.Tuning.MatmulMMABlocks, o.Tuning.MatmulMMAScaled = ir.F32, o.Tuning.MatmulMMA, true, true
 			return o
