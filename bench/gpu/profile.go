@@ -186,22 +186,23 @@ func writeProfile(w io.Writer, phase string, kinds []vulkan.KernelTime, gpu time
 // tuningKnobs are profile's flags that change the device's tuning.
 type tuningKnobs struct {
 	matmul, mma, gemv                                *string
-	minGroups, mmaMinGroups                          *int
+	minGroups, mmaMinGroups, mmaF32BlocksMinWG       *int
 	noMMABlocks, noMMAF32, mmaF32Blocks, noMMAScaled *bool
 }
 
 // tuningFlags declares the tuning flags on fs.
 func tuningFlags(fs *flag.FlagSet) tuningKnobs {
 	return tuningKnobs{
-		matmul:       fs.String("matmul", "", "the device's Tuning.Matmul instead of its default (a blocking or a comma list, see wgsl.MatmulTiles)"),
-		minGroups:    fs.Int("min-groups", 0, "Tuning.MatmulMinGroups, and MatmulMMAMinGroups unless -mma-min-groups (0 keeps the device's)"),
-		mmaMinGroups: fs.Int("mma-min-groups", 0, "Tuning.MatmulMMAMinGroups (0 keeps the device's, or -min-groups)"),
-		mma:          fs.String("mma", "", "the device's Tuning.MatmulMMA and MatmulMMAF32 instead of their defaults (a blocking or a comma list, see wgsl.MatmulMMATiles; used where the device has subgroup matrices, at f16 compute and over f16 weights at f32 compute), or off"),
-		noMMABlocks:  fs.Bool("no-mma-blocks", false, "block-format weights keep the vec4 kernel at f16 compute (Tuning.MatmulMMABlocks off)"),
-		noMMAF32:     fs.Bool("no-mma-f32", false, "f16 weights' products keep the vec4 kernel at f32 compute (Tuning.MatmulMMAF32 empty)"),
-		mmaF32Blocks: fs.Bool("mma-f32-blocks", false, "at f32 compute the split block formats' products (all but Q4_0, Q5_0 and Q8_0, which take them by default as integers) take subgroup matrices too, each value split into two f16 parts (Tuning.MatmulMMAF32Blocks)"),
-		noMMAScaled:  fs.Bool("no-mma-scaled", false, "Q4_0, Q5_0 and Q8_0 weights on subgroup matrices are split into two f16 parts like other block formats, not taken as their integers with each block's scale applied to its partial sums (Tuning.MatmulMMAScaled off; at f32 compute they then keep the vec4 kernel unless -mma-f32-blocks)"),
-		gemv:         fs.String("gemv", "", `decode GEMV knobs over the device's tuning, as wgsl.GEMVString writes them ("GEMVBatch: 4, GEMVRows: 8")`),
+		matmul:            fs.String("matmul", "", "the device's Tuning.Matmul instead of its default (a blocking or a comma list, see wgsl.MatmulTiles)"),
+		minGroups:         fs.Int("min-groups", 0, "Tuning.MatmulMinGroups, and MatmulMMAMinGroups unless -mma-min-groups (0 keeps the device's)"),
+		mmaMinGroups:      fs.Int("mma-min-groups", 0, "Tuning.MatmulMMAMinGroups (0 keeps the device's, or -min-groups)"),
+		mmaF32BlocksMinWG: fs.Int("mma-f32-blocks-min-workgroups", 0, "at f32 compute block-format products whose subgroup-matrix grid has fewer workgroups than this (slices not counted) keep the vec4 kernel (Tuning.MatmulMMAF32BlocksMinWorkgroups; 0 keeps the device's)"),
+		mma:               fs.String("mma", "", "the device's Tuning.MatmulMMA and MatmulMMAF32 instead of their defaults (a blocking or a comma list, see wgsl.MatmulMMATiles; used where the device has subgroup matrices: at f16 compute, and at f32 compute over f16, Q4_0, Q5_0 and Q8_0 weights), or off"),
+		noMMABlocks:       fs.Bool("no-mma-blocks", false, "block-format weights keep the vec4 kernel at f16 compute (Tuning.MatmulMMABlocks off)"),
+		noMMAF32:          fs.Bool("no-mma-f32", false, "f16 weights' products keep the vec4 kernel at f32 compute (Tuning.MatmulMMAF32 empty)"),
+		mmaF32Blocks:      fs.Bool("mma-f32-blocks", false, "at f32 compute the split block formats' products (all but Q4_0, Q5_0 and Q8_0, which take them by default as integers) take subgroup matrices too, each value split into two f16 parts (Tuning.MatmulMMAF32Blocks)"),
+		noMMAScaled:       fs.Bool("no-mma-scaled", false, "Q4_0, Q5_0 and Q8_0 weights on subgroup matrices are split into two f16 parts like other block formats, not taken as their integers with each block's scale applied to its partial sums (Tuning.MatmulMMAScaled off; at f32 compute they then keep the vec4 kernel unless -mma-f32-blocks)"),
+		gemv:              fs.String("gemv", "", `decode GEMV knobs over the device's tuning, as wgsl.GEMVString writes them ("GEMVBatch: 4, GEMVRows: 8")`),
 	}
 }
 
@@ -238,6 +239,9 @@ func (k tuningKnobs) apply(tu wgsl.Tuning) (wgsl.Tuning, error) {
 	}
 	if *k.mmaMinGroups > 0 {
 		tu.MatmulMMAMinGroups = *k.mmaMinGroups
+	}
+	if *k.mmaF32BlocksMinWG > 0 {
+		tu.MatmulMMAF32BlocksMinWorkgroups = *k.mmaF32BlocksMinWG
 	}
 	wgsl.GEMVVariant{Tuning: gemv}.Apply(&tu)
 	return tu, nil

@@ -229,7 +229,8 @@ func (g *gen) mmaRun(t mmaTile) int {
 // slice counting as one), else the last that fits. At f32 compute f32
 // weights keep the vec4 kernel: they would need splitting too; so do
 // the split block formats and bf16 unless MatmulMMAF32Blocks (the scaled
-// ones, two products a step, take it).
+// ones, two products a step, take it), and block formats whose blocking
+// leaves fewer workgroups than MatmulMMAF32BlocksMinWorkgroups.
 func (g *gen) pickMMA(s mmShape, nb int) (mmaTile, bool) {
 	dt := g.in[1].DType
 	weights := dt == ir.F16 || (dt.IsBlock() || dt == ir.BF16) && g.tune.MatmulMMABlocks
@@ -254,7 +255,11 @@ func (g *gen) pickMMA(s mmShape, nb int) (mmaTile, bool) {
 		return s.k%(t.bk*t.slices) == 0 && t.fits(g.lim, !g.half, g.mmaSplit(), g.mmaScaleFloats(t)) && g.mmaRun(t) > 0 && rows
 	}
 	groups := func(t mmaTile) int { return ceilDiv(s.n, t.bn) * ceilDiv(s.m, t.bm) * nb * t.slices }
-	return pickBlocking(list, parseMMATile, fits, groups, minGroups)
+	t, ok := pickBlocking(list, parseMMATile, fits, groups, minGroups)
+	if ok && !g.half && dt.IsBlock() && groups(t)/t.slices < g.tune.MatmulMMAF32BlocksMinWorkgroups {
+		return mmaTile{}, false
+	}
+	return t, ok
 }
 
 // mma is the subgroup-matrix kernel. Per step of BK, a slice's

@@ -79,6 +79,16 @@ func TestMMAChoice(t *testing.T) {
 			o.Compute, o.Tuning.MatmulMMAF32, o.Tuning.MatmulMMABlocks, o.Tuning.MatmulMMAScaled = ir.F32, o.Tuning.MatmulMMA, true, true
 			return o
 		}, true, 128, [3]int{88, 2, 1}, "c0_0 = c0_0 + p0_0 / sd1_0;\n      l0_0 = l0_0 + pl0_0 / sd1_0;"},
+		{"q4_0 of few workgroups at f32 compute keeps the vec4 kernel under MatmulMMAF32BlocksMinWorkgroups", mm("kv", f32(128, 2048), ir.T(ir.Q4_0, ir.S(512, 2048))), func(o Options) Options {
+			o.Compute, o.Tuning.MatmulMMAF32, o.Tuning.MatmulMMABlocks, o.Tuning.MatmulMMAScaled = ir.F32, "32x32x32/16x16*4", true, true
+			o.Tuning.MatmulMMAF32BlocksMinWorkgroups = 65
+			return o
+		}, false, 0, [3]int{}, ""},
+		{"q4_0 of 64 workgroups at f32 compute takes it at MatmulMMAF32BlocksMinWorkgroups 64", mm("kv", f32(128, 2048), ir.T(ir.Q4_0, ir.S(512, 2048))), func(o Options) Options {
+			o.Compute, o.Tuning.MatmulMMAF32, o.Tuning.MatmulMMABlocks, o.Tuning.MatmulMMAScaled = ir.F32, "32x32x32/16x16*4", true, true
+			o.Tuning.MatmulMMAF32BlocksMinWorkgroups = 64
+			return o
+		}, true, 512, [3]int{16, 4, 1}, "c0_0 = c0_0 + p0_0 / sd1_0;"},
 		{"q4_k at f32 compute keeps the vec4 kernel though scaled", mm("q4_k", f32(128, 2048), ir.T(ir.Q4_K, ir.S(5632, 2048))), func(o Options) Options {
 			o.Compute, o.Tuning.MatmulMMAF32, o.Tuning.MatmulMMABlocks, o.Tuning.MatmulMMAScaled = ir.F32, o.Tuning.MatmulMMA, true, true
 			return o

@@ -190,6 +190,14 @@ type Tuning struct {
 	// vec4). The scaled formats (MatmulMMAScaled) take MatmulMMAF32
 	// without it: two products a step, faster than vec4 there.
 	MatmulMMAF32Blocks bool
+	// MatmulMMAF32BlocksMinWorkgroups keeps block-format products at f32
+	// compute on the vec4 kernel where the subgroup-matrix blocking chosen
+	// leaves fewer workgroups than this (slices not counted; 0: none). An
+	// experiment, off: on the H200 the k and v products of Llama-3.2-1B
+	// and TinyLlama (64 and 32 workgroups of 32x32 blocks in 4 slices) ran
+	// 3-13 µs a call slower on tensor cores than on vec4
+	// (bench/results/2026-12-04-h200-f32-scaled.md); not yet measured with it.
+	MatmulMMAF32BlocksMinWorkgroups int
 	// MatmulMMAScaled changes how the subgroup-matrix kernel takes the
 	// block formats whose values are an integer times their block's scale
 	// (Q4_0, Q5_0, Q8_0: dequant.Scaled), where it takes them
