@@ -44,7 +44,12 @@ func TestMatmulTunings(t *testing.T) {
 		{"stored q4_0", true, []int{40, 64}, []int{24, 64}, ir.Q4_0},
 		{"stored f16", true, []int{33, 72}, []int{12, 72}, ir.F16},
 		{"stored q8_0 batched odd M", true, []int{2, 19, 96}, []int{20, 96}, ir.Q8_0},
+		// GEMVs over block formats: under treeBatch below their rows are
+		// taken several at once, the kernels naga must accept.
+		{"gemv q4_0", true, []int{1, 128}, []int{40, 128}, ir.Q4_0},
+		{"gemv q8_0", true, []int{1, 128}, []int{24, 128}, ir.Q8_0},
 	}
+	treeBatch := wgsl.Tuning{GEMVTreeBatch: 4, GEMVBatchMinGroups: 1, GEMVBatchBytes: 72}
 	var tunings []wgsl.Tuning
 	for _, tile := range append([]string{"scalar"}, wgsl.MatmulTiles...) {
 		tunings = append(tunings, wgsl.Tuning{Matmul: tile})
@@ -52,7 +57,7 @@ func TestMatmulTunings(t *testing.T) {
 	tunings = append(tunings, wgsl.DiscreteTuning(),
 		wgsl.Tuning{GEMVUnroll: 2}, wgsl.Tuning{GEMVUnroll: 4, GEMVLanes: 8}, wgsl.Tuning{GEMVMinGroups: 100000},
 		wgsl.Tuning{Matmul: "128x128x8/8x8+d,64x64x16/4x4+p,32x32x16/4x4+p", MatmulMinGroups: 1000},
-		wgsl.Tuning{Matmul: "128x128x8/8x8+d, 32x64x16/4x4+p", MatmulMinGroups: 2})
+		wgsl.Tuning{Matmul: "128x128x8/8x8+d, 32x64x16/4x4+p", MatmulMinGroups: 2}, treeBatch)
 	for ti, tu := range tunings {
 		d.SetTuning(tu)
 		for i, c := range cases {
@@ -76,6 +81,10 @@ func TestMatmulTunings(t *testing.T) {
 				wantVec := tu.Matmul != "scalar" && tu.Matmul != "" && fits && c.a[len(c.a)-2] > 16 && !strings.Contains(c.name, "odd N")
 				if vec != wantVec {
 					t.Errorf("vec4 kernel used: %v, want %v", vec, wantVec)
+				}
+				batched := strings.Contains(string(k.Source), "let valid1 = ")
+				if wantBatch := tu == treeBatch && strings.HasPrefix(c.name, "gemv q"); batched != wantBatch {
+					t.Errorf("GEMV rows taken at once: %v, want %v", batched, wantBatch)
 				}
 				want := reference(t, n, outs, x, w)
 				got, err := run(t, d, n, outs, x, w)
