@@ -32,32 +32,29 @@ func TestPrefillKernelsMadeAhead(t *testing.T) {
 		return nil
 	}
 	ref := runtime.NewExecutor(m, cpu.New())
+	// forward runs the prompt in a fresh session of e: its logits.
+	forward := func(e *runtime.Executor, prompt []int) []float32 {
+		s, err := llm.NewSession(e)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer s.Close()
+		logits, err := s.Forward(prompt)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return logits
+	}
 	for _, prompt := range [][]int{{1, 2, 3, 4, 5}, {6, 7, 8, 9, 10, 11, 12, 13, 14}} {
 		before := vk.Stats().KernelsMade
 		atLaunch = atLaunch[:0]
-		s, err := llm.NewSession(exec)
-		if err != nil {
-			t.Fatal(err)
-		}
-		got, err := s.Forward(prompt)
-		s.Close()
-		if err != nil {
-			t.Fatal(err)
-		}
+		got := forward(exec, prompt)
 		after := vk.Stats().KernelsMade
 		if after == before || len(atLaunch) == 0 || atLaunch[0] != after {
 			t.Errorf("prompt of %d: %d kernels made before the prefill, %d after, %v as its nodes ran; want all made before the first",
 				len(prompt), before, after, atLaunch)
 		}
-		rs, err := llm.NewSession(ref)
-		if err != nil {
-			t.Fatal(err)
-		}
-		want, err := rs.Forward(prompt)
-		rs.Close()
-		if err != nil {
-			t.Fatal(err)
-		}
+		want := forward(ref, prompt)
 		var diff, scale float64
 		for i := range want {
 			diff, scale = max(diff, math.Abs(float64(got[i]-want[i]))), max(scale, math.Abs(float64(want[i])))
