@@ -68,6 +68,7 @@ func TestMatrixKernels(t *testing.T) {
 			`OpAccessChain %_ptr_StorageBuffer_float %in1 %uint_0 %uint_0`,
 			`OpCooperativeMatrixLoadNV %X %X %uint_0 %false`,
 			`OpFDiv %X %X %X`,
+			`OpMatrixTimesScalar %X %X %float_0_5`,
 			`OpFAdd %X %X %X`,
 			`OpFSub %X %X %X`,
 			`OpAccessChain %_ptr_StorageBuffer_float %out0 %uint_0 %uint_0`,
@@ -101,9 +102,9 @@ func TestMatrixKernels(t *testing.T) {
 		}},
 	}
 	// The lines of interest (float arithmetic among them: the kernels have
-	// none on scalars) and the access chain before each load and
+	// none on scalars; a matrix's product with a scalar) and the access chain before each load and
 	// store), with the ids spirv-dis numbers (%42) as %X.
-	interesting := regexp.MustCompile(`(?i)cooperative_?matrix|OpConstantNull|\bOpF(Add|Sub|Div)\b`)
+	interesting := regexp.MustCompile(`(?i)cooperative_?matrix|OpConstantNull|\bOpF(Add|Sub|Div)\b|OpMatrixTimesScalar`)
 	number := regexp.MustCompile(`%[0-9]+\b`)
 	for _, c := range cases {
 		var got []string

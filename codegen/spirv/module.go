@@ -66,6 +66,7 @@ const (
 	opUMod                     = 137
 	opSRem                     = 138
 	opVectorTimesScalar        = 142
+	opMatrixTimesScalar        = 143
 	opDot                      = 148
 	opIsNan                    = 156
 	opLogicalEqual             = 164

@@ -433,6 +433,9 @@ func (t *translator) binary(e *wgslfront.Expr) uint32 {
 		return b.op(opLogicalOr, t.typ(e.Type), t.expr(x), t.expr(y))
 	case e.Same && !scalarOf(x.Type).Float():
 		return t.m.constBool(e.Text == "==")
+	case x.Type.Kind == wgslfront.Matrix && e.Text == "*":
+		// A matrix times a scalar (the checker allows no other product).
+		return b.op(opMatrixTimesScalar, t.typ(e.Type), t.expr(x), t.expr(y))
 	case x.Type.Kind == wgslfront.Matrix:
 		// Element by element (the checker allows +, - and / of one
 		// float matrix type).

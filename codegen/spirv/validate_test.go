@@ -230,7 +230,8 @@ func TestValidate(t *testing.T) {
 			for _, compute := range []ir.DType{ir.F16, ir.F32}[:1+i%2] {
 				o := mma
 				o.Compute = compute
-				o.Tuning = wgsl.Tuning{MatmulMMA: tile, MatmulMMABlocks: i%2 == 1 || i%3 == 1, MatmulMMAF32: tile, MatmulMMAF32Blocks: true}
+				o.Tuning = wgsl.Tuning{MatmulMMA: tile, MatmulMMABlocks: i%2 == 1 || i%3 == 1, MatmulMMAF32: tile, MatmulMMAF32Blocks: true,
+					MatmulMMAScaled: i%4 != 0}
 				k, err := Generate(c.Node(t), c.In, nil, o)
 				if err != nil {
 					t.Fatalf("%s, subgroup matrices %s, %s compute: %v", c.Name, tile, compute, err)

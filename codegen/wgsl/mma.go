@@ -53,11 +53,16 @@ import (
 // times their block's f16 scale d (Q4_0, Q5_0, Q8_0) are not split: b's
 // tile holds q, exact in f16, and a step takes one product (two at f32
 // compute, a being split). Each span of K that one scale covers (a block,
-// or the step where a step is part of one) multiplies into fresh
-// accumulators p, which are then added to c divided by 1/d element by
-// element: the invocation staging the first run of a column's span stores
-// 1/d there, and each row of the divisor matrix repeats those values (a
-// load with stride 0). SPIR-V's NV cooperative matrices divide element by
+// or the step where a step is part of one) is taken a fragment at a time:
+// its products chained onto zero, p (at f32 compute with a's low parts'
+// products folded in, p + pl·2^-10: one division, no low accumulators),
+// then added to c divided by 1/d element by element: the invocation
+// staging the first run of a column's span stores 1/d there, and each row
+// of the divisor matrix repeats those values (a load with stride 0). On
+// the H200 this form took Llama-3.2-1B's Q8_0 prefill at f32 compute from
+// 13.51 to 12.92 ms of GPU time (Q4_0 13.03 to 12.39) against accumulators
+// p and pl per fragment for the step, each divided on its own
+// (bench/results/2026-12-04-h200-scaled-fold.md). SPIR-V's NV cooperative matrices divide element by
 // element but do not multiply so; Vulkan's division is within 2.5 ulps
 // for divisors in [2^-126, 2^126], which 1/d always is (f16's d is at
 // least 2^-24). A block whose d is 0 stores its q as 0 and 1 as its
@@ -356,17 +361,14 @@ func (g *gen) mma(s mmShape, nb int, t mmaTile) (*codegen.Kernel, error) {
 	g.p("  let n0 = wid.x * %du;", t.bn)
 	g.p("  let wm = sg / %du * %du; // this subgroup's rows of the block", t.bn/t.wn, t.wm)
 	g.p("  let wn = sg %% %du * %du; // and columns", t.bn/t.wn, t.wn)
+	// Accumulators of the low parts' products: a scaled b folds a's into
+	// the high ones.
+	lows := split || wide && !scaledB
 	for i := 0; i < fm; i++ {
 		for j := 0; j < fn; j++ {
 			g.p("  var c%d_%d = subgroup_matrix_result<f32, 16, 16>();", i, j)
-			if split || wide {
+			if lows {
 				g.p("  var l%d_%d = subgroup_matrix_result<f32, 16, 16>(); // the products with a low part", i, j)
-			}
-			if scaledB {
-				g.p("  var p%d_%d = subgroup_matrix_result<f32, 16, 16>(); // a span's products, before its scale", i, j)
-				if wide {
-					g.p("  var pl%d_%d = subgroup_matrix_result<f32, 16, 16>(); // and with a's low parts", i, j)
-				}
 			}
 		}
 	}
@@ -514,9 +516,58 @@ func (g *gen) mma(s mmShape, nb int, t mmaTile) (*codegen.Kernel, error) {
 			}
 		})
 	}
+	// spanProducts is products for a scaled b, a fragment at a time: per
+	// span of K that one scale covers, the span's fragments loaded, then
+	// each accumulator's products of the span chained onto zero (at f32
+	// compute a's low parts' too, folded in times 2^-10) and divided by
+	// the scales' inverses (matrices divide element by element: each row
+	// of sd repeats the columns' values, a load with stride 0).
+	spanProducts := func(ind, buf string) {
+		for s0 := 0; s0 < t.bk/mmaFrag; s0 += span / mmaFrag {
+			kks := span / mmaFrag
+			for kk := s0; kk < s0+kks; kk++ {
+				for i := 0; i < fm; i++ {
+					g.p("%slet a%d_%d = subgroupMatrixLoad<subgroup_matrix_left<f16, 16, 16>>(&ta, %s + (wm + %du) * SA + %du, false, SA);", ind, kk, i, tiles("a", buf), i*mmaFrag, kk*mmaFrag)
+					if wide {
+						g.p("%slet al%d_%d = subgroupMatrixLoad<subgroup_matrix_left<f16, 16, 16>>(&tal, %s + (wm + %du) * SA + %du, false, SA);", ind, kk, i, tiles("a", buf), i*mmaFrag, kk*mmaFrag)
+					}
+				}
+				for j := 0; j < fn; j++ {
+					g.p("%slet b%d_%d = subgroupMatrixLoad<subgroup_matrix_right<f16, 16, 16>>(&tb, %s + (wn + %du) * SA + %du, true, SA);", ind, kk, j, tiles("b", buf), j*mmaFrag, kk*mmaFrag)
+				}
+			}
+			blk := s0 * mmaFrag / elems
+			for j := 0; j < fn; j++ {
+				g.p("%slet sd%d_%d = subgroupMatrixLoad<subgroup_matrix_result<f32, 16, 16>>(&ts, %s + %du + wn + %du, false, 0u);", ind, s0, j, scalesAt(buf), blk*t.bn, j*mmaFrag)
+				for i := 0; i < fm; i++ {
+					// chain is the span's products of a's part x with
+					// fragment (i, j) of b, onto zero: lets named
+					// pI_J_KK (pl for a's low parts).
+					chain := func(x, name string) string {
+						acc := "subgroup_matrix_result<f32, 16, 16>()"
+						for kk := s0; kk < s0+kks; kk++ {
+							v := fmt.Sprintf("%s%d_%d_%d", name, i, j, kk)
+							g.p("%slet %s = subgroupMatrixMultiplyAccumulate(%s%d_%d, b%d_%d, %s);", ind, v, x, kk, i, kk, j, acc)
+							acc = v
+						}
+						return acc
+					}
+					p := chain("a", "p")
+					if wide {
+						p = fmt.Sprintf("(%s + %s * 0.0009765625f)", p, chain("al", "pl"))
+					}
+					g.p("%sc%d_%d = c%d_%d + %s / sd%d_%d;", ind, i, j, i, j, p, s0, j)
+				}
+			}
+		}
+	}
 	// products multiplies the fragments of the tiles of set buf into the
 	// accumulators.
 	products := func(ind, buf string) {
+		if scaledB {
+			spanProducts(ind, buf)
+			return
+		}
 		for kk := 0; kk < t.bk/mmaFrag; kk++ {
 			// The parts of a and b: their tiles and fragments' names.
 			aParts, bParts := [][2]string{{"ta", "a"}}, [][2]string{{"tb", "b"}}
@@ -529,16 +580,6 @@ func (g *gen) mma(s mmShape, nb int, t mmaTile) (*codegen.Kernel, error) {
 			if split {
 				bParts = append(bParts, [2]string{"tl", "bl"})
 				prods = append(prods, [3]string{"a", "bl", "l"})
-			}
-			// A scaled b's products go to the span's accumulators, the
-			// first of a span's onto zero.
-			first := false
-			if scaledB {
-				prods[0][2] = "p"
-				if wide {
-					prods[1][2] = "pl"
-				}
-				first = kk*mmaFrag%span == 0
 			}
 			for _, p := range aParts {
 				for i := 0; i < fm; i++ {
@@ -553,27 +594,7 @@ func (g *gen) mma(s mmShape, nb int, t mmaTile) (*codegen.Kernel, error) {
 			for i := 0; i < fm; i++ {
 				for j := 0; j < fn; j++ {
 					for _, p := range prods {
-						acc := fmt.Sprintf("%s%d_%d", p[2], i, j)
-						if first {
-							acc = "subgroup_matrix_result<f32, 16, 16>()"
-						}
-						g.p("%s%s%d_%d = subgroupMatrixMultiplyAccumulate(%s%d_%d, %s%d_%d, %s);", ind, p[2], i, j, p[0], kk, i, p[1], kk, j, acc)
-					}
-				}
-			}
-			if !scaledB || (kk+1)*mmaFrag%span != 0 {
-				continue
-			}
-			// The span's end: its products divided by the scales'
-			// inverses (matrices divide element by element: each row of
-			// sd repeats the columns' values, a load with stride 0).
-			blk := kk * mmaFrag / elems
-			for j := 0; j < fn; j++ {
-				g.p("%slet sd%d_%d = subgroupMatrixLoad<subgroup_matrix_result<f32, 16, 16>>(&ts, %s + %du + wn + %du, false, 0u);", ind, kk, j, scalesAt(buf), blk*t.bn, j*mmaFrag)
-				for i := 0; i < fm; i++ {
-					g.p("%sc%d_%d = c%d_%d + p%d_%d / sd%d_%d;", ind, i, j, i, j, i, j, kk, j)
-					if wide {
-						g.p("%sl%d_%d = l%d_%d + pl%d_%d / sd%d_%d;", ind, i, j, i, j, i, j, kk, j)
+						g.p("%s%s%d_%d = subgroupMatrixMultiplyAccumulate(%s%d_%d, %s%d_%d, %s%d_%d);", ind, p[2], i, j, p[0], kk, i, p[1], kk, j, p[2], i, j)
 					}
 				}
 			}
@@ -629,7 +650,7 @@ func (g *gen) mma(s mmShape, nb int, t mmaTile) (*codegen.Kernel, error) {
 		}
 		g.p("  for (var pass = 0u; pass < 2u; pass++) {")
 		g.p("    if (pass == 1u) {")
-		g.redo(t, aRounds, fm, fn, "      ")
+		g.redo(t, aRounds, fm, fn, lows, "      ")
 		g.p("    }")
 		steps("    ")
 		g.p("  }")
@@ -649,7 +670,7 @@ func (g *gen) mma(s mmShape, nb int, t mmaTile) (*codegen.Kernel, error) {
 		for j := 0; j < fn; j++ {
 			// Each slice's accumulators; the low parts' scaled back.
 			accs := [][2]string{{"c", ""}}
-			if split || wide {
+			if lows {
 				accs = append(accs, [2]string{"l", " * 0.0009765625f"})
 			}
 			op := "="
@@ -700,7 +721,7 @@ func (g *gen) mma(s mmShape, nb int, t mmaTile) (*codegen.Kernel, error) {
 // start again. Every invocation reads the decision after a barrier, so
 // the second pass's barriers stay in uniform control flow. rounds is the
 // number of a's rows an invocation stages a step.
-func (g *gen) redo(t mmaTile, rounds, fm, fn int, ind string) {
+func (g *gen) redo(t mmaTile, rounds, fm, fn int, lows bool, ind string) {
 	bkv := t.bk / 4
 	for e := range rounds {
 		for x := 1; x < bkv; x *= 2 {
@@ -725,7 +746,9 @@ func (g *gen) redo(t mmaTile, rounds, fm, fn int, ind string) {
 	for i := 0; i < fm; i++ {
 		for j := 0; j < fn; j++ {
 			g.p("%sc%d_%d = subgroup_matrix_result<f32, 16, 16>();", ind, i, j)
-			g.p("%sl%d_%d = subgroup_matrix_result<f32, 16, 16>();", ind, i, j)
+			if lows {
+				g.p("%sl%d_%d = subgroup_matrix_result<f32, 16, 16>();", ind, i, j)
+			}
 		}
 	}
 }

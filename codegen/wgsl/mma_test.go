@@ -61,7 +61,7 @@ func TestMMAChoice(t *testing.T) {
 		{"q4_0 scaled: integers, one product a step, each block's scale applied", q4, func(o Options) Options {
 			o.Tuning.MatmulMMABlocks, o.Tuning.MatmulMMAScaled = true, true
 			return o
-		}, true, 128, [3]int{88, 2, 1}, "p1_1 = subgroupMatrixMultiplyAccumulate(a1_1, b1_1, p1_1);\n    let sd1_0 = subgroupMatrixLoad<subgroup_matrix_result<f32, 16, 16>>(&ts, ss + 0u + wn + 0u, false, 0u);\n    c0_0 = c0_0 + p0_0 / sd1_0;"},
+		}, true, 128, [3]int{88, 2, 1}, "let sd0_1 = subgroupMatrixLoad<subgroup_matrix_result<f32, 16, 16>>(&ts, ss + 0u + wn + 16u, false, 0u);\n    let p0_1_0 = subgroupMatrixMultiplyAccumulate(a0_0, b0_1, subgroup_matrix_result<f32, 16, 16>());\n    let p0_1_1 = subgroupMatrixMultiplyAccumulate(a1_0, b1_1, p0_1_0);\n    c0_1 = c0_1 + p0_1_1 / sd0_1;"},
 		{"q4_0 scaled needs MatmulMMABlocks", q4, func(o Options) Options { o.Tuning.MatmulMMAScaled = true; return o }, false, 0, [3]int{}, ""},
 		{"q4_k is split though scaled", mm("q4_k", f32(128, 2048), ir.T(ir.Q4_K, ir.S(5632, 2048))), func(o Options) Options {
 			o.Tuning.MatmulMMABlocks, o.Tuning.MatmulMMAScaled = true, true
@@ -70,7 +70,7 @@ func TestMMAChoice(t *testing.T) {
 		{"q8_0 scaled at f32 compute: two products a step", mm("q8_0", f32(128, 2048), ir.T(ir.Q8_0, ir.S(5632, 2048))), func(o Options) Options {
 			o.Compute, o.Tuning.MatmulMMAF32, o.Tuning.MatmulMMABlocks, o.Tuning.MatmulMMAF32Blocks, o.Tuning.MatmulMMAScaled = ir.F32, o.Tuning.MatmulMMA, true, true, true
 			return o
-		}, true, 128, [3]int{88, 2, 1}, "pl1_1 = subgroupMatrixMultiplyAccumulate(al1_1, b1_1, pl1_1);\n      let sd1_0 = subgroupMatrixLoad<subgroup_matrix_result<f32, 16, 16>>(&ts, ss + 0u + wn + 0u, false, 0u);\n      c0_0 = c0_0 + p0_0 / sd1_0;\n      l0_0 = l0_0 + pl0_0 / sd1_0;"},
+		}, true, 128, [3]int{88, 2, 1}, "let pl1_1_0 = subgroupMatrixMultiplyAccumulate(al0_1, b0_1, subgroup_matrix_result<f32, 16, 16>());\n      let pl1_1_1 = subgroupMatrixMultiplyAccumulate(al1_1, b1_1, pl1_1_0);\n      c1_1 = c1_1 + (p1_1_1 + pl1_1_1 * 0.0009765625f) / sd0_1;"},
 		{"q4_0 split at f32 compute keeps the vec4 kernel without MatmulMMAF32Blocks", q4, func(o Options) Options {
 			o.Compute, o.Tuning.MatmulMMAF32, o.Tuning.MatmulMMABlocks = ir.F32, o.Tuning.MatmulMMA, true
 			return o
@@ -78,7 +78,7 @@ func TestMMAChoice(t *testing.T) {
 		{"q4_0 scaled at f32 compute takes it without MatmulMMAF32Blocks", q4, func(o Options) Options {
 			o.Compute, o.Tuning.MatmulMMAF32, o.Tuning.MatmulMMABlocks, o.Tuning.MatmulMMAScaled = ir.F32, o.Tuning.MatmulMMA, true, true
 			return o
-		}, true, 128, [3]int{88, 2, 1}, "c0_0 = c0_0 + p0_0 / sd1_0;\n      l0_0 = l0_0 + pl0_0 / sd1_0;"},
+		}, true, 128, [3]int{88, 2, 1}, "c0_0 = c0_0 + (p0_0_1 + pl0_0_1 * 0.0009765625f) / sd0_0;"},
 		{"q4_0 of few workgroups at f32 compute keeps the vec4 kernel under MatmulMMAF32BlocksMinWorkgroups", mm("kv", f32(128, 2048), ir.T(ir.Q4_0, ir.S(512, 2048))), func(o Options) Options {
 			o.Compute, o.Tuning.MatmulMMAF32, o.Tuning.MatmulMMABlocks, o.Tuning.MatmulMMAScaled = ir.F32, "32x32x32/16x16*4", true, true
 			o.Tuning.MatmulMMAF32BlocksMinWorkgroups = 65
@@ -88,7 +88,7 @@ func TestMMAChoice(t *testing.T) {
 			o.Compute, o.Tuning.MatmulMMAF32, o.Tuning.MatmulMMABlocks, o.Tuning.MatmulMMAScaled = ir.F32, "32x32x32/16x16*4", true, true
 			o.Tuning.MatmulMMAF32BlocksMinWorkgroups = 64
 			return o
-		}, true, 512, [3]int{16, 4, 1}, "c0_0 = c0_0 + p0_0 / sd1_0;"},
+		}, true, 512, [3]int{16, 4, 1}, "c0_0 = c0_0 + (p0_0_1 + pl0_0_1 * 0.0009765625f) / sd0_0;"},
 		{"q4_k at f32 compute keeps the vec4 kernel though scaled", mm("q4_k", f32(128, 2048), ir.T(ir.Q4_K, ir.S(5632, 2048))), func(o Options) Options {
 			o.Compute, o.Tuning.MatmulMMAF32, o.Tuning.MatmulMMABlocks, o.Tuning.MatmulMMAScaled = ir.F32, o.Tuning.MatmulMMA, true, true
 			return o

@@ -192,11 +192,11 @@ type Tuning struct {
 	MatmulMMAF32Blocks bool
 	// MatmulMMAF32BlocksMinWorkgroups keeps block-format products at f32
 	// compute on the vec4 kernel where the subgroup-matrix blocking chosen
-	// leaves fewer workgroups than this (slices not counted; 0: none). An
-	// experiment, off: on the H200 the k and v products of Llama-3.2-1B
-	// and TinyLlama (64 and 32 workgroups of 32x32 blocks in 4 slices) ran
-	// 3-13 µs a call slower on tensor cores than on vec4
-	// (bench/results/2026-12-04-h200-f32-scaled.md); not yet measured with it.
+	// leaves fewer workgroups than this (slices not counted; 0: none). On
+	// the H200 (100 in DiscreteTuning) TinyLlama's Q4_0 k and v products (32
+	// workgroups of 32x32 blocks in 4 slices) went from 38.3 to 27.5 µs a
+	// call so, Llama-3.2-1B's Q8_0 ones (64) from 38.9 to 37.9
+	// (bench/results/2026-12-04-h200-scaled-fold.md).
 	MatmulMMAF32BlocksMinWorkgroups int
 	// MatmulMMAScaled changes how the subgroup-matrix kernel takes the
 	// block formats whose values are an integer times their block's scale
@@ -234,14 +234,15 @@ type Tuning struct {
 // 147 (K = 8192) over F16 weights against 32x32 blocks, its prefill's GPU
 // time from 11.75 to 10.51 ms (bench/results/2026-12-04-h200-reps.md).
 // Q4_0, Q5_0 and Q8_0 weights take them at f32 compute too, as integers
-// (MatmulMMAScaled). Decode GEMVs over the 32-element block formats
+// (MatmulMMAScaled), but for products of fewer than 100 workgroups
+// (MatmulMMAF32BlocksMinWorkgroups: k and v). Decode GEMVs over the 32-element block formats
 // (Q4_0 .. Q8_0) take up to 8 rows a subgroup (2 of Q8_0) or, without
 // subgroups, a row's lanes at once while the grid keeps 200 workgroups
 // (bench/results/2026-12-03-h200-gemv-batch.md, 2026-12-04-h200-f32-scaled.md).
 func DiscreteTuning() Tuning {
 	return Tuning{Matmul: "128x128x8/8x8+p,64x64x16/4x4+p,64x64x16/4x4+p*2,32x64x16/4x4+p,32x32x16/4x4+p*4,16x16x16/4x4+p*8", MatmulMinGroups: 264,
 		MatmulMMA: "64x64x32/32x32,32x32x32/16x16*4", MatmulMMAMinGroups: 160, MatmulMMABlocks: true, MatmulMMAScaled: true,
-		MatmulMMAF32: "64x64x32/32x32,32x64x32/16x32*4,32x32x32/16x16*4", GEMVUnroll: 2, GEMVMinGroups: 400, GEMVBatch: 8, GEMVBatchMinGroups: 200,
+		MatmulMMAF32: "64x64x32/32x32,32x64x32/16x32*4,32x32x32/16x16*4", MatmulMMAF32BlocksMinWorkgroups: 100, GEMVUnroll: 2, GEMVMinGroups: 400, GEMVBatch: 8, GEMVBatchMinGroups: 200,
 		GEMVBatchBytes: 72, GEMVTreeBatch: 8}
 }
 

@@ -18,8 +18,10 @@ package wgslfront
 //   - subgroupMatrixMultiplyAccumulate(left, right, acc) -> acc's type:
 //     left * right + acc.
 //   - x + y, x - y and x / y of two result matrices of one type, element
-//     by element (tapml's addition: Dawn has none; SPIR-V's cooperative
-//     matrices have them). A kernel scales a result by columns so: y
+//     by element, and x * s of a result matrix and a scalar of its element
+//     type (tapml's addition: Dawn has none; SPIR-V's cooperative matrices
+//     have them, the product as OpMatrixTimesScalar; they have no element
+//     by element product). A kernel scales a result by columns so: y
 //     loaded with stride 0 repeats one row of values.
 //
 // Matrices live in the entry point's lets and vars only: no arrays, no
@@ -175,10 +177,14 @@ func MatrixArray(a *Expr) *Decl {
 }
 
 // matrixArith types a binary expression of a subgroup matrix: +, - or /
-// of two result matrices of one type.
+// of two result matrices of one type, or a result matrix times a scalar
+// of its element type.
 func matrixArith(e *Expr, x, y *Type) *Type {
+	if x.Kind == Matrix && x.Role == Result && e.Text == "*" && y.Kind == x.Elem.Kind {
+		return x
+	}
 	if x.Role != Result || !x.Eq(y) || e.Text != "+" && e.Text != "-" && e.Text != "/" {
-		failf(e.Pos, "%s %s %s: matrices take +, - and / with a result matrix of their type", x, e.Text, y)
+		failf(e.Pos, "%s %s %s: matrices take +, - and / with a result matrix of their type, and * by a scalar of their element type", x, e.Text, y)
 	}
 	return x
 }

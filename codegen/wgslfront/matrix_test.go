@@ -28,7 +28,7 @@ func TestMatrixKernels(t *testing.T) {
 			"subgroupMatrixMultiplyAccumulate(a, b, subgroup_matrix_result<f32, 16, 16>()): subgroup_matrix_result<f32, 16, 16>",
 			"subgroupMatrixLoad<subgroup_matrix_result<f32, 16, 16>>(&in1, 0u, false, 0u): subgroup_matrix_result<f32, 16, 16>",
 			"p / s: subgroup_matrix_result<f32, 16, 16>",
-			"c + p: subgroup_matrix_result<f32, 16, 16>",
+			"c + p * 0.5f: subgroup_matrix_result<f32, 16, 16>",
 			"c - subgroup_matrix_result<f32, 16, 16>(): subgroup_matrix_result<f32, 16, 16>",
 			"subgroupMatrixStore(&out0, 0u, c, false, 16u)",
 		}},

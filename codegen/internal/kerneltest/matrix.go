@@ -75,7 +75,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>) {
 
 // MatrixScaleKernel divides a product's columns by scales, as the
 // subgroup-matrix matmul over scaled block formats does: C = (A x B) / S
-// + A x B, where S repeats one row of 16 values (loaded with stride 0).
+// + A x B·0.5, where S repeats one row of 16 values (loaded with stride 0).
 // in0 holds A (16 x 16 halves, row-major) and B (16 x 16, column-major);
 // in1 the 16 column divisors; out0 gets C, 16 x 16 row-major.
 const MatrixScaleKernel = `enable f16;
@@ -90,7 +90,7 @@ fn main(@builtin(local_invocation_index) li: u32) {
   let p = subgroupMatrixMultiplyAccumulate(a, b, subgroup_matrix_result<f32, 16, 16>());
   let s = subgroupMatrixLoad<subgroup_matrix_result<f32, 16, 16>>(&in1, 0u, false, 0u);
   var c = p / s;
-  c = c + p;
+  c = c + p * 0.5f;
   c = c - subgroup_matrix_result<f32, 16, 16>();
   subgroupMatrixStore(&out0, 0u, c, false, 16u);
 }
