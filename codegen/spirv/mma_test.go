@@ -68,7 +68,8 @@ func TestDeviceMMA(t *testing.T) {
 			tiles := b.tiles
 			tune := wgsl.DiscreteTuning()
 			tune.MatmulMMA, tune.MatmulMinGroups, tune.MatmulMMABlocks, tune.MatmulMMAF32, tune.MatmulMMAF32Blocks = tiles, 1, b.blocks, tiles, true
-			tune.MatmulMMAScaled = b.scaled
+			// Whatever the grid's size: the test's products are small.
+			tune.MatmulMMAScaled, tune.MatmulMMAF32BlocksMinWorkgroups = b.scaled, 0
 			g, err := vulkan.Open(vulkan.Options{Generate: Generate, Compute: compute, Tuning: tune, PipelineCacheDir: "-"})
 			if err != nil {
 				t.Fatalf("vulkan with %s compute: %v (lavapipe has shaderFloat16)", compute, err)

@@ -144,7 +144,9 @@ func (t mmaTile) threads() int { return t.slices * t.sliceThreads() }
 
 // The workgroup arrays' row strides, in elements: a K step plus 8 halves
 // (rows 16 bytes apart from a multiple of 32 spread over the banks, and
-// every fragment's start stays 16-byte aligned).
+// every fragment's start stays 16-byte aligned). The f16 tiles are arrays
+// of vec4<f16>, staged a vector per store (a scalar store per half was
+// most of the staging's instructions), so their offsets count vectors.
 func (t mmaTile) stride() int { return t.bk + 8 }
 
 // bufs is the number of sets of tiles a slice has.
@@ -315,21 +317,21 @@ func (g *gen) mma(s mmShape, nb int, t mmaTile) (*codegen.Kernel, error) {
 	g.p("const N: u32 = %du;", s.n)
 	g.p("const NV: u32 = %du; // N / 4", s.n/4)
 	g.p("const KV: u32 = %du; // K / 4", s.k/4)
-	g.p("const SA: u32 = %du; // row stride of the tiles, in f16", t.stride())
+	g.p("const SA: u32 = %du; // row stride of the tiles, in vec4<f16>", t.stride()/4)
 	g.p("const STEPS: u32 = %du; // steps of BK per slice", s.k/(t.bk*t.slices))
 	bufs, dims := t.bufs(), ""
 	if t.double {
-		g.p("const ABUF: u32 = %du; // f16 per set of a's tiles", t.bm*t.stride())
-		g.p("const BBUF: u32 = %du; // and of b's", t.bn*t.stride())
+		g.p("const ABUF: u32 = %du; // vec4<f16> per set of a's tiles", t.bm*t.stride()/4)
+		g.p("const BBUF: u32 = %du; // and of b's", t.bn*t.stride()/4)
 		dims = "[2]"
 	}
-	g.p("var<workgroup> ta: array<f16, %d>; // a's rows [S]%s[BM][SA]", t.slices*bufs*t.bm*t.stride(), dims)
+	g.p("var<workgroup> ta: array<vec4<f16>, %d>; // a's rows [S]%s[BM][SA]", t.slices*bufs*t.bm*t.stride()/4, dims)
 	if wide {
-		g.p("var<workgroup> tal: array<f16, %d>; // the low parts of a, times 2^10, as ta", t.slices*bufs*t.bm*t.stride())
+		g.p("var<workgroup> tal: array<vec4<f16>, %d>; // the low parts of a, times 2^10, as ta", t.slices*bufs*t.bm*t.stride()/4)
 	}
-	g.p("var<workgroup> tb: array<f16, %d>; // b's rows [S]%s[BN][SA]", t.slices*bufs*t.bn*t.stride(), dims)
+	g.p("var<workgroup> tb: array<vec4<f16>, %d>; // b's rows [S]%s[BN][SA]", t.slices*bufs*t.bn*t.stride()/4, dims)
 	if split {
-		g.p("var<workgroup> tl: array<f16, %d>; // the low parts of b, times 2^10, as tb", t.slices*bufs*t.bn*t.stride())
+		g.p("var<workgroup> tl: array<vec4<f16>, %d>; // the low parts of b, times 2^10, as tb", t.slices*bufs*t.bn*t.stride()/4)
 	}
 	g.p("var<workgroup> tc: array<f32, %d>; // a 16x16 fragment per subgroup of a slice", sliceT/mmaSubgroup*mmaFrag*mmaFrag)
 	if scaledB {
@@ -352,8 +354,8 @@ func (g *gen) mma(s mmShape, nb int, t mmaTile) (*codegen.Kernel, error) {
 	g.p("  let lt = li %% %du; // the invocation in its slice", sliceT)
 	g.p("  let sg = lt / %du; // the subgroup in its slice", mmaSubgroup)
 	g.p("  let lane = lt %% %du;", mmaSubgroup)
-	g.p("  let sa = slice * %du; // the slice's tiles", bufs*t.bm*t.stride())
-	g.p("  let sb = slice * %du;", bufs*t.bn*t.stride())
+	g.p("  let sa = slice * %du; // the slice's tiles", bufs*t.bm*t.stride()/4)
+	g.p("  let sb = slice * %du;", bufs*t.bn*t.stride()/4)
 	if scaledB {
 		g.p("  let ss = slice * %du; // the slice's scales", bufs*t.scaleBlocks(elems)*t.bn)
 	}
@@ -430,7 +432,7 @@ func (g *gen) mma(s mmShape, nb int, t mmaTile) (*codegen.Kernel, error) {
 			g.p("%svar rs%d = 0.0f; // the block's scale", ind, r.e)
 		}
 		for u := 0; u < o.run; u++ {
-			if o.decode || o.wide {
+			if o.decode && !scaledB || o.wide {
 				g.p("%svar r%s%d_%d = vec4<f32>(0.0f);", ind, o.x, r.e, u)
 			} else {
 				g.p("%svar r%s%d_%d = vec4<f16>(0.0h);", ind, o.x, r.e, u)
@@ -448,10 +450,16 @@ func (g *gen) mma(s mmShape, nb int, t mmaTile) (*codegen.Kernel, error) {
 			g.p("%sif (n0 + br%d < N) {", ind, r.e)
 			el := fmt.Sprintf("bb * 4u + ((n0 + br%d) * KV + %s + bk%d) * 4u", r.e, k0, r.e)
 			if scaledB {
-				for u, x := range g.unitRunOf(sb, qs, el, o.run, ind+"  ") {
-					g.p("%s  rb%d_%d = %s;", ind, r.e, u, x)
-				}
+				// Integers, exact in f16 (half the registers of f32);
+				// none in a block scaled by 0 (whose scale is stored as
+				// 1), so that its products are 0 without dividing by
+				// infinity.
 				g.p("%s  rs%d = %s.x;", ind, r.e, g.unitRunOf(sb, scale, el, 1, ind+"  ")[0])
+				for u, x := range g.unitRunOf(sb, qs, el, o.run, ind+"  ") {
+					q := g.fresh("q")
+					g.p("%s  let %s = %s;", ind, q, x)
+					g.p("%s  rb%d_%d = select(vec4<f16>(f16(%s.x), f16(%s.y), f16(%s.z), f16(%s.w)), vec4<f16>(0.0h), rs%d == 0.0f);", ind, r.e, u, q, q, q, q, r.e)
+				}
 			} else if sb.dt.IsBlock() {
 				for u, x := range g.unitRun(sb, el, o.run, ind+"  ") {
 					g.p("%s  rb%d_%d = %s;", ind, r.e, u, x)
@@ -483,28 +491,30 @@ func (g *gen) mma(s mmShape, nb int, t mmaTile) (*codegen.Kernel, error) {
 	store := func(ind string, buf string) {
 		each(ind, func(o operand, r round, ind string) {
 			for u := 0; u < o.run; u++ {
-				g.p("%s{ let o = %s + %sr%d * SA + (%sk%d + %du) * 4u;", ind, tiles(o.x, buf), o.x, r.e, o.x, r.e, u)
-				for c, comp := range []string{"x", "y", "z", "w"} {
-					v := fmt.Sprintf("r%s%d_%d.%s", o.x, r.e, u, comp)
-					if o.wide {
-						g.p("%s  { let v = %s * as%d; am%d = max(am%d, abs(v));", ind, v, r.e, r.e, r.e)
-						g.p("%s    let h = select(bitcast<f32>((bitcast<u32>(v) + 0x1000u) & 0xffffe000u), 0.0f, abs(v) < 6.103515625e-05f);", ind)
-						g.p("%s    ta[o + %du] = f16(h); tal[o + %du] = f16((v - h) * 1024.0f); }", ind, c, c)
-						continue
+				g.p("%s{ let o = %s + %sr%d * SA + %sk%d + %du;", ind, tiles(o.x, buf), o.x, r.e, o.x, r.e, u)
+				reg := fmt.Sprintf("r%s%d_%d", o.x, r.e, u)
+				if !o.wide && (!o.decode || scaledB) {
+					g.p("%s  %s[o] = %s;", ind, o.tile, reg)
+					g.p("%s}", ind)
+					continue
+				}
+				// hi and lo: each lane's f16 values (lo: none).
+				var hi, lo []string
+				for _, comp := range []string{"x", "y", "z", "w"} {
+					v := reg + "." + comp
+					switch {
+					case o.wide:
+						g.p("%s  let v%s = %s * as%d; am%d = max(am%d, abs(v%s));", ind, comp, v, r.e, r.e, r.e, comp)
+						g.p("%s  let h%s = select(bitcast<f32>((bitcast<u32>(v%s) + 0x1000u) & 0xffffe000u), 0.0f, abs(v%s) < 6.103515625e-05f);", ind, comp, comp, comp)
+						hi, lo = append(hi, "f16(h"+comp+")"), append(lo, fmt.Sprintf("f16((v%s - h%s) * 1024.0f)", comp, comp))
+					default:
+						g.p("%s  let h%s = select(bitcast<f32>(bitcast<u32>(%s) & 0xffffe000u), 0.0f, abs(%s) < 6.103515625e-05f);", ind, comp, v, v)
+						hi, lo = append(hi, "f16(h"+comp+")"), append(lo, fmt.Sprintf("f16((%s - h%s) * 1024.0f)", v, comp))
 					}
-					if !o.decode {
-						g.p("%s  %s[o + %du] = %s;", ind, o.tile, c, v)
-						continue
-					}
-					if scaledB {
-						// Integers, exact in f16; none in a block scaled by
-						// 0 (whose scale is stored as 1), so that its
-						// products are 0 without dividing by infinity.
-						g.p("%s  tb[o + %du] = f16(select(%s, 0.0f, rs%d == 0.0f));", ind, c, v, r.e)
-						continue
-					}
-					g.p("%s  { let h = select(bitcast<f32>(bitcast<u32>(%s) & 0xffffe000u), 0.0f, abs(%s) < 6.103515625e-05f);", ind, v, v)
-					g.p("%s    tb[o + %du] = f16(h); tl[o + %du] = f16((%s - h) * 1024.0f); }", ind, c, c, v)
+				}
+				g.p("%s  %s[o] = vec4<f16>(%s);", ind, o.tile, strings.Join(hi, ", "))
+				if lo != nil {
+					g.p("%s  %s[o] = vec4<f16>(%s);", ind, map[string]string{"ta": "tal", "tb": "tl"}[o.tile], strings.Join(lo, ", "))
 				}
 				g.p("%s}", ind)
 			}
@@ -516,6 +526,20 @@ func (g *gen) mma(s mmShape, nb int, t mmaTile) (*codegen.Kernel, error) {
 			}
 		})
 	}
+	// frags loads step kk's fragments of the tiles of set buf: a's part x
+	// (its tile ta, or tal for "al") rows i, as lets xKK_I, and b's
+	// likewise.
+	fragsA := func(ind, buf, x string, kk int) {
+		for i := 0; i < fm; i++ {
+			g.p("%slet %s%d_%d = subgroupMatrixLoad<subgroup_matrix_left<f16, 16, 16>>(&t%s, %s + (wm + %du) * SA + %du, false, SA);", ind, x, kk, i, x, tiles("a", buf), i*mmaFrag, kk*mmaFrag/4)
+		}
+	}
+	fragsB := func(ind, buf, x string, kk int) {
+		tile := map[string]string{"b": "tb", "bl": "tl"}[x]
+		for j := 0; j < fn; j++ {
+			g.p("%slet %s%d_%d = subgroupMatrixLoad<subgroup_matrix_right<f16, 16, 16>>(&%s, %s + (wn + %du) * SA + %du, true, SA);", ind, x, kk, j, tile, tiles("b", buf), j*mmaFrag, kk*mmaFrag/4)
+		}
+	}
 	// spanProducts is products for a scaled b, a fragment at a time: per
 	// span of K that one scale covers, the span's fragments loaded, then
 	// each accumulator's products of the span chained onto zero (at f32
@@ -526,15 +550,11 @@ func (g *gen) mma(s mmShape, nb int, t mmaTile) (*codegen.Kernel, error) {
 		for s0 := 0; s0 < t.bk/mmaFrag; s0 += span / mmaFrag {
 			kks := span / mmaFrag
 			for kk := s0; kk < s0+kks; kk++ {
-				for i := 0; i < fm; i++ {
-					g.p("%slet a%d_%d = subgroupMatrixLoad<subgroup_matrix_left<f16, 16, 16>>(&ta, %s + (wm + %du) * SA + %du, false, SA);", ind, kk, i, tiles("a", buf), i*mmaFrag, kk*mmaFrag)
-					if wide {
-						g.p("%slet al%d_%d = subgroupMatrixLoad<subgroup_matrix_left<f16, 16, 16>>(&tal, %s + (wm + %du) * SA + %du, false, SA);", ind, kk, i, tiles("a", buf), i*mmaFrag, kk*mmaFrag)
-					}
+				fragsA(ind, buf, "a", kk)
+				if wide {
+					fragsA(ind, buf, "al", kk)
 				}
-				for j := 0; j < fn; j++ {
-					g.p("%slet b%d_%d = subgroupMatrixLoad<subgroup_matrix_right<f16, 16, 16>>(&tb, %s + (wn + %du) * SA + %du, true, SA);", ind, kk, j, tiles("b", buf), j*mmaFrag, kk*mmaFrag)
-				}
+				fragsB(ind, buf, "b", kk)
 			}
 			blk := s0 * mmaFrag / elems
 			for j := 0; j < fn; j++ {
@@ -569,27 +589,17 @@ func (g *gen) mma(s mmShape, nb int, t mmaTile) (*codegen.Kernel, error) {
 			return
 		}
 		for kk := 0; kk < t.bk/mmaFrag; kk++ {
-			// The parts of a and b: their tiles and fragments' names.
-			aParts, bParts := [][2]string{{"ta", "a"}}, [][2]string{{"tb", "b"}}
 			// The products: a's fragment, b's and the accumulator.
 			prods := [][3]string{{"a", "b", "c"}}
+			fragsA(ind, buf, "a", kk)
 			if wide {
-				aParts = append(aParts, [2]string{"tal", "al"})
+				fragsA(ind, buf, "al", kk)
 				prods = append(prods, [3]string{"al", "b", "l"})
 			}
+			fragsB(ind, buf, "b", kk)
 			if split {
-				bParts = append(bParts, [2]string{"tl", "bl"})
+				fragsB(ind, buf, "bl", kk)
 				prods = append(prods, [3]string{"a", "bl", "l"})
-			}
-			for _, p := range aParts {
-				for i := 0; i < fm; i++ {
-					g.p("%slet %s%d_%d = subgroupMatrixLoad<subgroup_matrix_left<f16, 16, 16>>(&%s, %s + (wm + %du) * SA + %du, false, SA);", ind, p[1], kk, i, p[0], tiles("a", buf), i*mmaFrag, kk*mmaFrag)
-				}
-			}
-			for _, p := range bParts {
-				for j := 0; j < fn; j++ {
-					g.p("%slet %s%d_%d = subgroupMatrixLoad<subgroup_matrix_right<f16, 16, 16>>(&%s, %s + (wn + %du) * SA + %du, true, SA);", ind, p[1], kk, j, p[0], tiles("b", buf), j*mmaFrag, kk*mmaFrag)
-				}
 			}
 			for i := 0; i < fm; i++ {
 				for j := 0; j < fn; j++ {

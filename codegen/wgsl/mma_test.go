@@ -129,7 +129,7 @@ func TestMMAChoice(t *testing.T) {
 // the figure the blocking is checked against the device's limit with;
 // a scaled b's scales included.
 func TestMMAWorkgroupLayout(t *testing.T) {
-	decl := regexp.MustCompile(`(?m)^var<workgroup> (\w+): array<(f16|f32|u32), (\d+)>;`)
+	decl := regexp.MustCompile(`(?m)^var<workgroup> (\w+): array<(vec4<f16>|f32|u32), (\d+)>;`)
 	tb := ir.Attrs{"transpose_b": ir.BoolAttr(true)}
 	all := Features{F16: true, Subgroups: true, SubgroupMatrix: true}
 	for _, tile := range MatmulMMATiles {
@@ -154,7 +154,7 @@ func TestMMAWorkgroupLayout(t *testing.T) {
 			total, matrices := 0, true
 			for _, m := range decl.FindAllStringSubmatch(src, -1) {
 				n, _ := strconv.Atoi(m[3])
-				size := n * map[string]int{"f16": 2, "f32": 4, "u32": 4}[m[2]]
+				size := n * map[string]int{"vec4<f16>": 8, "f32": 4, "u32": 4}[m[2]]
 				total += size
 				if size%16 != 0 {
 					t.Errorf("%s: %s takes %d bytes, not a multiple of 16", name, m[1], size)

@@ -14,7 +14,10 @@ package wgslfront
 //     stride): arr is a workgroup array or a storage buffer whose element
 //     is T, offset and stride (u32) count elements, and col_major is true
 //     or false. Row-major, element (r, c) is arr[offset + r*stride + c];
-//     column-major, arr[offset + c*stride + r].
+//     column-major, arr[offset + c*stride + r]. An array of vectors of T
+//     (tapml's addition, as SPIR-V's cooperative matrices and GLSL's
+//     allow) is read as its Ts in order, offset and stride counting
+//     vectors: a kernel stages tiles so, a vector per store.
 //   - subgroupMatrixMultiplyAccumulate(left, right, acc) -> acc's type:
 //     left * right + acc.
 //   - x + y, x - y and x / y of two result matrices of one type, element
@@ -126,7 +129,8 @@ func (c *checker) matrixValue(call, a *Expr) *Type {
 }
 
 // matrixMemory types the &arr argument of a load or store: a workgroup
-// array or a storage buffer (read_write to store) of elem.
+// array or a storage buffer (read_write to store) of elem, or of vectors
+// of elem.
 func (c *checker) matrixMemory(call, a *Expr, elem *Type, write bool) {
 	x := a
 	if x.Kind == ExprUnary && x.Text == "&" {
@@ -146,7 +150,7 @@ func (c *checker) matrixMemory(call, a *Expr, elem *Type, write bool) {
 		failf(a.Pos, "%s of %s: not a workgroup array or a storage buffer", call.Text, d.Name)
 	case write && d.Kind == DeclStorage && d.Access != "read_write":
 		failf(a.Pos, "subgroupMatrixStore to %s, a read-only buffer", d.Name)
-	case !t.Elem.Eq(elem):
+	case !t.Elem.Eq(elem) && (t.Elem.Kind != Vector || !t.Elem.Elem.Eq(elem)):
 		failf(a.Pos, "%s: %s is %s, and the matrix's elements are %s", call.Text, d.Name, t, elem)
 	}
 }

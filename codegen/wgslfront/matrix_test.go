@@ -18,7 +18,7 @@ func TestMatrixKernels(t *testing.T) {
 		{"staged", kerneltest.MatrixKernel, []string{
 			"subgroup_matrix_result<f32, 16, 16>(): subgroup_matrix_result<f32, 16, 16>",
 			"subgroupMatrixLoad<subgroup_matrix_left<f16, 16, 16>>(&ta, 0u, false, 32u): subgroup_matrix_left<f16, 16, 16>",
-			"subgroupMatrixLoad<subgroup_matrix_right<f16, 16, 16>>(&(tb), 16u, true, 32u): subgroup_matrix_right<f16, 16, 16>",
+			"subgroupMatrixLoad<subgroup_matrix_right<f16, 16, 16>>(&(tb), 4u, true, 8u): subgroup_matrix_right<f16, 16, 16>",
 			"subgroupMatrixMultiplyAccumulate(a, b, acc): subgroup_matrix_result<f32, 16, 16>",
 			"subgroupMatrixStore(&tc, 0u, acc, false, 16u)",
 		}},

@@ -234,6 +234,7 @@ var matrixErrors = []struct{ name, src, want string }{
 	{"matrix of f16 without enable", "enable chromium_experimental_subgroup_matrix;\n" + kernel("", "var m: "+left+";"), "9:29: f16 needs `enable f16;`"},
 	{"matrix size", matrix("", "var m: subgroup_matrix_left<f16, 12, 16>;"), "11:34: subgroup_matrix_left: a size of 12; sizes are 8, 16 or 32"},
 	{"element type", matrix("", "let a = "+loadL+"(&wf, 0u, false, 16u);"), "11:63: subgroupMatrixLoad: wf is array<f32, 256>, and the matrix's elements are f16"},
+	{"vector element type", matrix("var<workgroup> wv: array<vec4<f32>, 64>;", "let a = "+loadL+"(&wv, 0u, false, 4u);"), "11:63: subgroupMatrixLoad: wv is array<vec4<f32>, 64>, and the matrix's elements are f16"},
 	{"buffer element type", matrix("", "let a = "+loadL+"(&in0, 0u, false, 16u);"), "11:63: subgroupMatrixLoad: in0 is array<i32>, and the matrix's elements are f16"},
 	{"store to a read buffer", matrix("", "var m = "+result+"();\nsubgroupMatrixStore(&in0, 0u, m, false, 16u);"), "12:21: subgroupMatrixStore to in0, a read-only buffer"},
 	{"load from a let", matrix("", "let a = "+loadL+"(&i, 0u, false, 16u);"), "11:63: subgroupMatrixLoad of i: not a workgroup array or a storage buffer"},

@@ -4,7 +4,8 @@ package kerneltest
 // chromium_experimental_subgroup_matrix;`) as a matmul kernel would: one
 // 16x16x16 product of f16 fragments staged in workgroup memory into an f32
 // accumulator, the left operand row-major and the right column-major
-// (written &(tb), as Dawn does), stored back to workgroup memory. in0
+// (written &(tb), as Dawn does; its tile an array of vec4<f16>, staged a
+// vector per store), stored back to workgroup memory. in0
 // holds A (16 x 32 halves, row-major, stride 32) then B (32 halves per
 // column, the product reads rows 16 to 31); out0 gets C = A[:, 0:16] x
 // B[16:32, :], 16 x 16 row-major.
@@ -13,7 +14,7 @@ enable chromium_experimental_subgroup_matrix;
 @group(0) @binding(0) var<storage, read> in0: array<vec4<f32>>;
 @group(0) @binding(1) var<storage, read_write> out0: array<f32>;
 var<workgroup> ta: array<f16, 512>;
-var<workgroup> tb: array<f16, 512>;
+var<workgroup> tb: array<vec4<f16>, 128>;
 var<workgroup> tc: array<f32, 256>;
 @compute @workgroup_size(32, 1, 1)
 fn main(@builtin(local_invocation_index) li: u32) {
@@ -21,12 +22,12 @@ fn main(@builtin(local_invocation_index) li: u32) {
     let x = in0[i];
     let y = in0[128u + i];
     ta[4u * i] = f16(x.x); ta[4u * i + 1u] = f16(x.y); ta[4u * i + 2u] = f16(x.z); ta[4u * i + 3u] = f16(x.w);
-    tb[4u * i] = f16(y.x); tb[4u * i + 1u] = f16(y.y); tb[4u * i + 2u] = f16(y.z); tb[4u * i + 3u] = f16(y.w);
+    tb[i] = vec4<f16>(f16(y.x), f16(y.y), f16(y.z), f16(y.w));
   }
   workgroupBarrier();
   var acc = subgroup_matrix_result<f32, 16, 16>();
   let a = subgroupMatrixLoad<subgroup_matrix_left<f16, 16, 16>>(&ta, 0u, false, 32u);
-  let b = subgroupMatrixLoad<subgroup_matrix_right<f16, 16, 16>>(&(tb), 16u, true, 32u);
+  let b = subgroupMatrixLoad<subgroup_matrix_right<f16, 16, 16>>(&(tb), 4u, true, 8u);
   acc = subgroupMatrixMultiplyAccumulate(a, b, acc);
   subgroupMatrixStore(&tc, 0u, acc, false, 16u);
   workgroupBarrier();
