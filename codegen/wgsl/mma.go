@@ -432,7 +432,7 @@ func (g *gen) mma(s mmShape, nb int, t mmaTile) (*codegen.Kernel, error) {
 			g.p("%svar rs%d = 0.0f; // the block's scale", ind, r.e)
 		}
 		for u := 0; u < o.run; u++ {
-			if o.decode && !scaledB || o.wide {
+			if o.decode || o.wide {
 				g.p("%svar r%s%d_%d = vec4<f32>(0.0f);", ind, o.x, r.e, u)
 			} else {
 				g.p("%svar r%s%d_%d = vec4<f16>(0.0h);", ind, o.x, r.e, u)
@@ -450,16 +450,10 @@ func (g *gen) mma(s mmShape, nb int, t mmaTile) (*codegen.Kernel, error) {
 			g.p("%sif (n0 + br%d < N) {", ind, r.e)
 			el := fmt.Sprintf("bb * 4u + ((n0 + br%d) * KV + %s + bk%d) * 4u", r.e, k0, r.e)
 			if scaledB {
-				// Integers, exact in f16 (half the registers of f32);
-				// none in a block scaled by 0 (whose scale is stored as
-				// 1), so that its products are 0 without dividing by
-				// infinity.
-				g.p("%s  rs%d = %s.x;", ind, r.e, g.unitRunOf(sb, scale, el, 1, ind+"  ")[0])
 				for u, x := range g.unitRunOf(sb, qs, el, o.run, ind+"  ") {
-					q := g.fresh("q")
-					g.p("%s  let %s = %s;", ind, q, x)
-					g.p("%s  rb%d_%d = select(vec4<f16>(f16(%s.x), f16(%s.y), f16(%s.z), f16(%s.w)), vec4<f16>(0.0h), rs%d == 0.0f);", ind, r.e, u, q, q, q, q, r.e)
+					g.p("%s  rb%d_%d = %s;", ind, r.e, u, x)
 				}
+				g.p("%s  rs%d = %s.x;", ind, r.e, g.unitRunOf(sb, scale, el, 1, ind+"  ")[0])
 			} else if sb.dt.IsBlock() {
 				for u, x := range g.unitRun(sb, el, o.run, ind+"  ") {
 					g.p("%s  rb%d_%d = %s;", ind, r.e, u, x)
@@ -493,7 +487,7 @@ func (g *gen) mma(s mmShape, nb int, t mmaTile) (*codegen.Kernel, error) {
 			for u := 0; u < o.run; u++ {
 				g.p("%s{ let o = %s + %sr%d * SA + %sk%d + %du;", ind, tiles(o.x, buf), o.x, r.e, o.x, r.e, u)
 				reg := fmt.Sprintf("r%s%d_%d", o.x, r.e, u)
-				if !o.wide && (!o.decode || scaledB) {
+				if !o.decode && !o.wide {
 					g.p("%s  %s[o] = %s;", ind, o.tile, reg)
 					g.p("%s}", ind)
 					continue
@@ -507,6 +501,11 @@ func (g *gen) mma(s mmShape, nb int, t mmaTile) (*codegen.Kernel, error) {
 						g.p("%s  let v%s = %s * as%d; am%d = max(am%d, abs(v%s));", ind, comp, v, r.e, r.e, r.e, comp)
 						g.p("%s  let h%s = select(bitcast<f32>((bitcast<u32>(v%s) + 0x1000u) & 0xffffe000u), 0.0f, abs(v%s) < 6.103515625e-05f);", ind, comp, comp, comp)
 						hi, lo = append(hi, "f16(h"+comp+")"), append(lo, fmt.Sprintf("f16((v%s - h%s) * 1024.0f)", comp, comp))
+					case scaledB:
+						// Integers, exact in f16; none in a block scaled by
+						// 0 (whose scale is stored as 1), so that its
+						// products are 0 without dividing by infinity.
+						hi = append(hi, fmt.Sprintf("f16(select(%s, 0.0f, rs%d == 0.0f))", v, r.e))
 					default:
 						g.p("%s  let h%s = select(bitcast<f32>(bitcast<u32>(%s) & 0xffffe000u), 0.0f, abs(%s) < 6.103515625e-05f);", ind, comp, v, v)
 						hi, lo = append(hi, "f16(h"+comp+")"), append(lo, fmt.Sprintf("f16((%s - h%s) * 1024.0f)", v, comp))
