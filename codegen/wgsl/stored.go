@@ -251,22 +251,21 @@ func (g *gen) unitRun(s stored, el string, n int, ind string) []string {
 // unitRunOf is unitRun of the expression e of a unit of s (a part of its
 // decoding, such as dequant.Scaled's integers): with a block-level e
 // (one that reads neither the element nor the lane) its value for the
-// block, vec4-wide.
+// block, vec4-wide. The run's offsets are folded (unitrun.go): each word
+// it reads is loaded once.
 func (g *gen) unitRunOf(s stored, e *dequant.Expr, el string, n int, ind string) []string {
 	g.useHelper("half_to_f32")
 	elems, bytes := s.dt.Block()
 	blk, j := g.fresh("blk"), g.fresh("j")
 	g.p("%slet %s = (%s) / %du * %du;", ind, blk, el, elems, bytes)
 	g.p("%slet %s = (%s) %% %du;", ind, j, el, elems)
-	p := &unitPrinter{g: g, s: s, ind: ind, align: blockAlign(bytes), seen: map[string]string{}}
-	u32 := func(k uint32) string { return strconv.FormatUint(uint64(k), 10) + "u" }
+	a := &affineRun{p: &unitPrinter{g: g, s: s, ind: ind, align: blockAlign(bytes), seen: map[string]string{}}, words: map[string]string{}}
+	lanes := []runVal{{k: 0}, {k: 1}, {k: 2}, {k: 3}}
 	var out []string
 	for u := range n {
-		l := dequant.Leaves[string]{Block: blk, Elem: j, Lanes: []string{"0u", "1u", "2u", "3u"}, Const: u32}
-		if u > 0 {
-			l.Elem = p.let(fmt.Sprintf("%s + %du", j, 4*u))
-		}
-		out = append(out, "vec4<f32>("+strings.Join(dequant.Walk(e, l, p.node), ", ")+")")
+		l := dequant.Leaves[runVal]{Block: runVal{base: blk, align: uint32(blockAlign(bytes))}, Elem: runVal{base: j, align: uint32(4 * n), k: uint32(4 * u)},
+			Lanes: lanes, Const: func(k uint32) runVal { return runVal{k: k} }}
+		out = append(out, a.lanes(dequant.Walk(e, l, a.node)))
 	}
 	return out
 }
