@@ -101,9 +101,10 @@ func TestMatrixKernels(t *testing.T) {
 			`OpCooperativeMatrixStoreNV %X %X %uint_32 %false`,
 		}},
 	}
-	// The lines of interest (float arithmetic among them: the kernels have
-	// none on scalars; a matrix's product with a scalar) and the access chain before each load and
-	// store), with the ids spirv-dis numbers (%42) as %X.
+	// The lines of interest (float arithmetic among them, which the kernels
+	// have on matrices only, and a matrix's product with a scalar) and the
+	// access chain before each load and store, with the ids spirv-dis
+	// numbers (%42) as %X.
 	interesting := regexp.MustCompile(`(?i)cooperative_?matrix|OpConstantNull|\bOpF(Add|Sub|Div)\b|OpMatrixTimesScalar`)
 	number := regexp.MustCompile(`%[0-9]+\b`)
 	for _, c := range cases {

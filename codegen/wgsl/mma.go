@@ -55,17 +55,19 @@ import (
 // compute, a being split). Each span of K that one scale covers (a block,
 // or the step where a step is part of one) is taken a fragment at a time:
 // its products chained onto zero, p (at f32 compute with a's low parts'
-// products folded in, p + pl·2^-10: one division, no low accumulators),
-// then added to c divided by 1/d element by element: the invocation
-// staging the first run of a column's span stores 1/d there, and each row
-// of the divisor matrix repeats those values (a load with stride 0). On
-// the H200 this form took Llama-3.2-1B's Q8_0 prefill at f32 compute from
-// 13.51 to 12.92 ms of GPU time (Q4_0 13.03 to 12.39) against accumulators
-// p and pl per fragment for the step, each divided on its own
-// (bench/results/2026-12-04-h200-scaled-fold.md). SPIR-V's NV cooperative matrices divide element by
-// element but do not multiply so; Vulkan's division is within 2.5 ulps
-// for divisors in [2^-126, 2^126], which 1/d always is (f16's d is at
-// least 2^-24). A block whose d is 0 stores its q as 0 and 1 as its
+// products folded in, p + pl·2^-10, one more f32 rounding of the span's
+// sum: one division, no low accumulators), then added to c divided by 1/d
+// element by element: the invocation staging the first run of a column's
+// span stores 1/d there, and each row of the divisor matrix repeats those
+// values (a load with stride 0). On the H200 this form took Llama-3.2-1B's
+// Q8_0 prefill at f32 compute from 13.51 to 12.92 ms of GPU time (Q4_0
+// 13.03 to 12.39) against accumulators p and pl per fragment for the
+// step, each divided on its own
+// (bench/results/2026-12-04-h200-scaled-fold.md). SPIR-V's NV cooperative
+// matrices divide element by element but do not multiply so (a matrix
+// times a scalar they do); Vulkan's division is within 2.5 ulps for
+// divisors in [2^-126, 2^126], which 1/d always is (f16's d is at least
+// 2^-24). A block whose d is 0 stores its q as 0 and 1 as its
 // divisor. On the H200 TestDeviceMMA's Q4_0, Q5_0 and Q8_0 products
 // match the CPU reference with it, at both computes (2026-12-04).
 
@@ -145,8 +147,10 @@ func (t mmaTile) threads() int { return t.slices * t.sliceThreads() }
 // The workgroup arrays' row strides, in elements: a K step plus 8 halves
 // (rows 16 bytes apart from a multiple of 32 spread over the banks, and
 // every fragment's start stays 16-byte aligned). The f16 tiles are arrays
-// of vec4<f16>, staged a vector per store (a scalar store per half was
-// most of the staging's instructions), so their offsets count vectors.
+// of vec4<f16>, staged a vector per store, so their offsets count vectors:
+// on the H200 a store per half had Llama-3.2-1B's prefill at f32 compute
+// take 10.64 ms of GPU time over F16 weights against 8.92, 12.49 against
+// 11.65 over Q4_0 (bench/results/2026-12-04-h200-scaled-fold.md).
 func (t mmaTile) stride() int { return t.bk + 8 }
 
 // bufs is the number of sets of tiles a slice has.
@@ -525,9 +529,9 @@ func (g *gen) mma(s mmShape, nb int, t mmaTile) (*codegen.Kernel, error) {
 			}
 		})
 	}
-	// frags loads step kk's fragments of the tiles of set buf: a's part x
-	// (its tile ta, or tal for "al") rows i, as lets xKK_I, and b's
-	// likewise.
+	// fragsA loads step kk's fragments of a's part x ("a", or "al" from
+	// tal) in the tiles of set buf, as lets xKK_I; fragsB b's ("b", or "bl"
+	// from tl), as lets xKK_J.
 	fragsA := func(ind, buf, x string, kk int) {
 		for i := 0; i < fm; i++ {
 			g.p("%slet %s%d_%d = subgroupMatrixLoad<subgroup_matrix_left<f16, 16, 16>>(&t%s, %s + (wm + %du) * SA + %du, false, SA);", ind, x, kk, i, x, tiles("a", buf), i*mmaFrag, kk*mmaFrag/4)
