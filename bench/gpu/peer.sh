@@ -3,14 +3,14 @@
 # with .gpu/ and .gl/ from bench/gpu/prepare.sh: the README's table against
 # llama.cpp's Vulkan backend (issue 16) in one command. Writes the GGUF files
 # (random weights: TinyLlama-1.1B's shape in F32, F16 and Q4_0, Llama-3.2-1B's
-# in F16, Q4_0 and Q8_0), measures the vulkan target at f32 and f16 compute,
+# in F32, F16, Q4_0 and Q8_0), measures the vulkan target at f32 and f16 compute,
 # webgpu and llama.cpp on each (prompt 128, 64 greedy steps, REPEATS warm runs,
 # default 5, whose medians and ranges the table gives) and
 # writes OUT/peer.md and OUT/peer.log. The GPU's SM clock, before and after,
 # goes in OUT/clocks.txt: an idle H200 reads 345 MHz against 1980
 # (bench/results/2026-12-04-h200-tile-sweep.md).
 #
-# FILES (default all six: tinyllama-F32,...,llama32-1b-Q8_0) and TARGETS
+# FILES (default all seven: tinyllama-F32,...,llama32-1b-Q8_0) and TARGETS
 # (default vulkan,vulkan/f16,webgpu) narrow the run; REPEATS sets the warm runs.
 set -euo pipefail
 out=${1:?usage: bench/gpu/peer.sh OUT}
@@ -25,7 +25,7 @@ clocks() {
 }
 clocks before >"$out/clocks.txt"
 files=()
-IFS=, read -ra names <<<"${FILES:-tinyllama-F32,tinyllama-F16,tinyllama-Q4_0,llama32-1b-F16,llama32-1b-Q4_0,llama32-1b-Q8_0}"
+IFS=, read -ra names <<<"${FILES:-tinyllama-F32,tinyllama-F16,tinyllama-Q4_0,llama32-1b-F32,llama32-1b-F16,llama32-1b-Q4_0,llama32-1b-Q8_0}"
 for n in "${names[@]}"; do
 	shape=${n%-*} typ=${n##*-} f=/tmp/$n.gguf
 	[ -e "$f" ] || .gpu/benchgpu gguf -shape "$shape" -type "$typ" -o "$f" 2>&1 | tail -1
