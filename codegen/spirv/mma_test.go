@@ -28,8 +28,9 @@ import (
 // (mma.go). Without the knob block formats keep the vec4 kernel; the test
 // checks which kernel each product took. With Tuning.MatmulMMAScaled, Q4_0,
 // Q5_0 and Q8_0 are their integers, exact in f16, each block's partial
-// sums divided by the inverse of its scale (within 2.5 f32 ulps on Vulkan:
-// far inside either tolerance).
+// sums divided by the inverse of its scale (within 2.5 f32 ulps on Vulkan;
+// at f32 compute the sums of a's low parts folded into the high ones
+// first, one more f32 rounding: far inside either tolerance).
 //
 // Under f32 compute the f32 matmul tolerance itself: the split of a (and
 // b) leaves each term within about 2^-22 of its f32 product, 1e-6 at
