@@ -259,12 +259,10 @@ func (g *gen) unitRunOf(s stored, e *dequant.Expr, el string, n int, ind string)
 	blk, j := g.fresh("blk"), g.fresh("j")
 	g.p("%slet %s = (%s) / %du * %du;", ind, blk, el, elems, bytes)
 	g.p("%slet %s = (%s) %% %du;", ind, j, el, elems)
-	a := &affineRun{p: &unitPrinter{g: g, s: s, ind: ind, align: blockAlign(bytes), seen: map[string]string{}}, words: map[string]string{}}
-	lanes := []runVal{{k: 0}, {k: 1}, {k: 2}, {k: 3}}
+	a := newRunPrinter(g, s, ind, blockAlign(bytes))
 	var out []string
 	for u := range n {
-		l := dequant.Leaves[runVal]{Block: runVal{base: blk, align: uint32(blockAlign(bytes))}, Elem: runVal{base: j, align: uint32(4 * n), k: uint32(4 * u)},
-			Lanes: lanes, Const: func(k uint32) runVal { return runVal{k: k} }}
+		l := a.leaves(runVal{base: blk, align: uint32(blockAlign(bytes))}, runVal{base: j, align: uint32(4 * n), k: uint32(4 * u)})
 		out = append(out, a.lanes(dequant.Walk(e, l, a.node)))
 	}
 	return out
@@ -357,26 +355,27 @@ type runBlock struct {
 // blockRun decodes a run of p blocks of s that starts at the u32 word wb
 // (a let). Every offset in the run is a constant from wb: the decoding
 // folds to constant shifts of the run's words, each read once, whatever
-// the block's alignment.
+// the block's alignment (unitrun.go).
 func (g *gen) blockRun(s stored, wb string, p int, ind string) []runBlock {
 	g.useHelper("half_to_f32")
 	elems, bytes := s.dt.Block()
-	f := &runPrinter{unitPrinter: unitPrinter{g: g, s: s, ind: ind, align: 1}, wb: wb, lets: map[string]string{}}
-	lanes := []string{runConst(0), runConst(1), runConst(2), runConst(3)}
+	start := "(" + wb + " * 4u)" // the run's byte offset, its word known
+	a := newRunPrinter(g, s, ind, 1)
+	a.wordOf[start] = wb
 	unit, scale := dequant.Unit(s.dt), (*dequant.Expr)(nil)
 	if unit.Op == dequant.FMul && blockUniform(unit.Args[1]) {
 		unit, scale = unit.Args[0], unit.Args[1]
 	}
 	var out []runBlock
 	for b := range p {
-		l := dequant.Leaves[string]{Block: runOffset(uint32(b * bytes)), Lanes: lanes, Const: runConst}
+		l := a.leaves(runVal{base: start, align: 4, k: uint32(b * bytes)}, runVal{})
 		var rb runBlock
 		if scale != nil {
-			rb.scale = dequant.Walk(scale, l, f.node)[0]
+			rb.scale = a.render(dequant.Walk(scale, l, a.node)[0])
 		}
 		for e := 0; e < elems; e += 4 {
-			l.Elem = runConst(uint32(e))
-			rb.units = append(rb.units, "vec4<f32>("+strings.Join(dequant.Walk(unit, l, f.node), ", ")+")")
+			l.Elem = runVal{k: uint32(e)}
+			rb.units = append(rb.units, a.lanes(dequant.Walk(unit, l, a.node)))
 		}
 		out = append(out, rb)
 	}
@@ -394,131 +393,6 @@ func blockUniform(e *dequant.Expr) bool {
 		}
 	}
 	return true
-}
-
-// runPrinter prints a run's decoding with its known values folded: the
-// values of integer subexpressions that are constants ("#k" and the value)
-// or constant byte offsets in the run ("#o" and the offset) are computed
-// here; the others are WGSL lets, each distinct one printed once.
-type runPrinter struct {
-	unitPrinter
-	wb   string            // the run's first u32 word
-	lets map[string]string // WGSL expression to the let that holds it
-}
-
-func runConst(k uint32) string  { return "#k" + strconv.FormatUint(uint64(k), 10) }
-func runOffset(o uint32) string { return "#o" + strconv.FormatUint(uint64(o), 10) }
-
-// known returns the number behind a "#k" or "#o" value of the given prefix.
-func known(v, prefix string) (uint32, bool) {
-	s, ok := strings.CutPrefix(v, prefix)
-	if !ok {
-		return 0, false
-	}
-	k, err := strconv.ParseUint(s, 10, 32)
-	return uint32(k), err == nil
-}
-
-// render is the WGSL of a value.
-func (f *runPrinter) render(v string) string {
-	if k, ok := known(v, "#k"); ok {
-		return strconv.FormatUint(uint64(k), 10) + "u"
-	}
-	if o, ok := known(v, "#o"); ok {
-		return fmt.Sprintf("(%s * 4u + %du)", f.wb, o)
-	}
-	return v
-}
-
-// let emits `let NAME = x;` unless an earlier let holds x, and returns
-// the let's name.
-func (f *runPrinter) let(x string) string {
-	if v, ok := f.lets[x]; ok {
-		return v
-	}
-	v := f.unitPrinter.let(x)
-	f.lets[x] = v
-	return v
-}
-
-// word is the u32 at byte offset o of the run (any alignment: the run's
-// bytes are whole words, so one that straddles two reads both).
-func (f *runPrinter) word(o uint32) string {
-	w := func(i uint32) string { return f.let(fmt.Sprintf("%s[%s + %du]", f.s.name, f.wb, i)) }
-	if o%4 == 0 {
-		return w(o / 4)
-	}
-	sh := o % 4 * 8
-	return f.let(fmt.Sprintf("(%s >> %du) | (%s << %du)", w(o/4), sh, w(o/4+1), 32-sh))
-}
-
-func (f *runPrinter) node(e *dequant.Expr, a []string) string {
-	// Every op has arguments (Walk handles the leaves).
-	k0, c0 := known(a[0], "#k")
-	o0, off0 := known(a[0], "#o")
-	k1, c1 := uint32(0), false
-	if len(a) > 1 {
-		k1, c1 = known(a[1], "#k")
-	}
-	switch e.Op {
-	case dequant.Add, dequant.Sub, dequant.Mul, dequant.Shl, dequant.Shr, dequant.And, dequant.Or:
-		switch {
-		case c0 && c1:
-			return runConst(foldInt(e.Op, k0, k1))
-		case off0 && c1 && e.Op == dequant.Add:
-			return runOffset(o0 + k1)
-		case off0 && c1 && e.Op == dequant.Sub:
-			return runOffset(o0 - k1)
-		case c1 && k1 == 0 && e.Op != dequant.Mul && e.Op != dequant.And:
-			return a[0] // x+0, x-0, x<<0, x>>0, x|0
-		}
-		if o1, ok := known(a[1], "#o"); ok && c0 && e.Op == dequant.Add {
-			return runOffset(o1 + k0)
-		}
-	case dequant.Select:
-		if c0 && k0 < 4 {
-			return a[1]
-		}
-		if c0 {
-			return a[2]
-		}
-	case dequant.Word:
-		if off0 {
-			return f.word(o0)
-		}
-	case dequant.Byte:
-		if off0 {
-			return f.let(fmt.Sprintf("(%s >> %du) & 0xffu", f.word(o0&^3), o0%4*8))
-		}
-	case dequant.Half:
-		if off0 {
-			return f.let(fmt.Sprintf("half_to_f32((%s >> %du) & 0xffffu)", f.word(o0&^3), o0%4*8))
-		}
-	}
-	r := make([]string, len(a))
-	for i, v := range a {
-		r[i] = f.render(v)
-	}
-	return f.let(f.unitPrinter.expr(e, r))
-}
-
-// foldInt computes an integer op of dequant's on constants.
-func foldInt(op dequant.Op, a, b uint32) uint32 {
-	switch op {
-	case dequant.Add:
-		return a + b
-	case dequant.Sub:
-		return a - b
-	case dequant.Mul:
-		return a * b
-	case dequant.Shl:
-		return a << b
-	case dequant.Shr:
-		return a >> b
-	case dequant.And:
-		return a & b
-	}
-	return a | b
 }
 
 // halfRun returns the two vec4<f32> of the eight f16 or bf16 elements in
