@@ -70,6 +70,9 @@ func (a *runPrinter) render(v runVal) string {
 // load is the u32 at word index base/4 + i of the buffer (base a multiple
 // of 4), loaded once; clamp keeps an index that may pass the buffer's end
 // (the word after an unaligned read's, which a shift of 0 discards) in it.
+// Unaligned reads clamp both of their words: on the H200 Llama-3.2-1B's
+// Q8_0 prefill ran 0.3-0.6% slower with the first one unclamped
+// (bench/results/2026-12-04-h200-scaled-fold.md, section 9).
 func (a *runPrinter) load(base string, i uint32, clamp bool) string {
 	key := fmt.Sprintf("%s/%d", base, i)
 	if w, ok := a.words[key]; ok {
@@ -105,7 +108,7 @@ func (a *runPrinter) word(v runVal) string {
 		b = a.p.let(fmt.Sprintf("%s + %du", v.base, r))
 	}
 	sh := a.p.let(fmt.Sprintf("(%s & 3u) * 8u", b))
-	lo, hi := a.load(b, v.k/4, false), a.load(b, v.k/4+1, true)
+	lo, hi := a.load(b, v.k/4, true), a.load(b, v.k/4+1, true)
 	return a.p.let(fmt.Sprintf("(%s >> %s) | ((%s << (31u - %s)) << 1u)", lo, sh, hi, sh))
 }
 
